@@ -1,0 +1,179 @@
+/* config.c — inotify on the policy directories. A change only triggers a reload attempt; the
+ * reload itself compares contents, so spurious events cost a re-read and nothing else. */
+#include <event2/event.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+#define WATCH_MAX 16
+#define WATCH_MASK                                                                               \
+        (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_DELETE_SELF |   \
+         IN_MOVE_SELF | IN_ATTRIB | IN_DONT_FOLLOW | IN_ONLYDIR)
+
+struct ConfigWatch {
+        struct event_base *base;
+        struct event *event;
+        int fd;
+        ConfigChangedFn changed;
+        void *userdata;
+        struct {
+                int wd;
+                char *dir;
+        } watches[WATCH_MAX];
+        size_t n_watches;
+};
+
+static void watches_clear(ConfigWatch *w) {
+        for (size_t i = 0; i < w->n_watches; i++)
+                free(w->watches[i].dir);
+        w->n_watches = 0;
+        if (w->event) {
+                event_free(w->event);
+                w->event = NULL;
+        }
+        closep(&w->fd);
+        w->fd = -1;
+}
+
+void config_watch_free(ConfigWatch *w) {
+        if (!w)
+                return;
+        watches_clear(w);
+        free(w);
+}
+
+int config_watch_new(struct event_base *base, ConfigChangedFn changed, void *userdata, ConfigWatch **ret) {
+        ConfigWatch *w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        w->base = base;
+        w->fd = -1;
+        w->changed = changed;
+        w->userdata = userdata;
+        *ret = w;
+        return 0;
+}
+
+static const char *dir_of(int wd, const ConfigWatch *w) {
+        for (size_t i = 0; i < w->n_watches; i++)
+                if (w->watches[i].wd == wd)
+                        return w->watches[i].dir;
+        return NULL;
+}
+
+/* A new regular file is still being written: wait for its IN_CLOSE_WRITE. New symlinks and
+ * directories (the ConfigMap swap) count at once. */
+static bool creation_counts(const ConfigWatch *w, const struct inotify_event *ev) {
+        if (ev->mask & IN_ISDIR)
+                return true;
+        const char *dir = dir_of(ev->wd, w);
+        _cleanup_(freep) char *p = NULL;
+        struct stat st;
+        if (!dir || ev->len == 0 || asprintf(&p, "%s/%s", dir, ev->name) < 0)
+                return true;
+        if (lstat(p, &st) < 0)
+                return true;
+        return !S_ISREG(st.st_mode);
+}
+
+static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
+        ConfigWatch *w = userdata;
+        uint8_t buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+        bool changed = false;
+
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                log_warning_errno(errno, "inotify: read failed: %m, ignoring");
+                        break;
+                }
+                for (uint8_t *p = buf; p < buf + n;) {
+                        const struct inotify_event *ev = (const struct inotify_event *) p;
+                        if (ev->mask & IN_Q_OVERFLOW)
+                                changed = true;
+                        else if (ev->mask & IN_IGNORED)
+                                ; /* a watched directory went away: the reload re-arms */
+                        else if (!(ev->mask & IN_CREATE) || creation_counts(w, ev))
+                                changed = true;
+                        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
+                                changed = true;
+                        p += sizeof(struct inotify_event) + ev->len;
+                }
+        }
+        if (changed)
+                w->changed(w->userdata);
+}
+
+static void add_dir(ConfigWatch *w, const char *dir) {
+        struct stat st;
+
+        if (!dir || w->n_watches >= WATCH_MAX || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return;
+        for (size_t i = 0; i < w->n_watches; i++)
+                if (streq_ptr(w->watches[i].dir, dir))
+                        return;
+        int wd = inotify_add_watch(w->fd, dir, WATCH_MASK);
+        if (wd < 0) {
+                log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", dir);
+                return;
+        }
+        char *copy = strdup(dir);
+        if (!copy)
+                return;
+        w->watches[w->n_watches].wd = wd;
+        w->watches[w->n_watches].dir = copy;
+        w->n_watches++;
+}
+
+static void add_parent_of(ConfigWatch *w, const char *path) {
+        _cleanup_(freep) char *copy = strdup(path);
+        if (copy)
+                add_dir(w, dirname(copy));
+}
+
+int config_watch_set(ConfigWatch *w, char *const *paths, size_t n_paths, const char *config, const char *root) {
+        static const char *const dirs[] = {
+                "/etc/bigtcpd",
+                "/etc/bigtcpd/bigtcpd.d",
+                "/run/bigtcpd/bigtcpd.d",
+                "/usr/lib/bigtcpd/bigtcpd.d",
+        };
+
+        watches_clear(w);
+        w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (w->fd < 0)
+                return -errno;
+
+        if (config) {
+                char real[PATH_MAX];
+                add_parent_of(w, config);
+                if (realpath(config, real))
+                        add_parent_of(w, real);
+        } else
+                for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                        _cleanup_(freep) char *p = NULL;
+                        if (asprintf(&p, "%s%s", root ?: "", dirs[i]) < 0)
+                                return -ENOMEM;
+                        add_dir(w, p);
+                }
+        for (size_t i = 0; i < n_paths; i++) {
+                char real[PATH_MAX];
+                add_parent_of(w, paths[i]);
+                if (realpath(paths[i], real))
+                        add_parent_of(w, real);
+        }
+
+        w->event = event_new(w->base, w->fd, EV_READ | EV_PERSIST, on_inotify, w);
+        if (!w->event || event_add(w->event, NULL) < 0)
+                return -ENOMEM;
+        return (int) w->n_watches;
+}

@@ -1,0 +1,121 @@
+/* main.c — command line of bigtcpd; everything else lives in the library. */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "manager.h"
+#include "policy.h"
+
+#define DEFAULT_RUNTIME_DIR "/run/bigtcpd"
+#define DEFAULT_NETLINK_RCVBUF (32 * 1024 * 1024)
+#define DEFAULT_VERIFY_INTERVAL_USEC (60ull * 1000000ull)
+
+static void help(void) {
+        printf("bigtcpd [OPTIONS]\n\n"
+               "Keep every network device's GSO/GRO sizes where the BIG TCP policy says.\n\n"
+               "  -c --config PATH        Use this one policy file instead of %s\n"
+               "                          and the drop-in directories\n"
+               "  -r --runtime-dir DIR    State file and sockets (default %s)\n"
+               "  -l --log-level LEVEL    err, warning, notice, info (default), debug\n"
+               "     --verify-interval T  Re-read the devices every T (default 60s, 0: never) to\n"
+               "                          put back sizes changed behind bigtcpd's back\n"
+               "     --check-config       Validate the policy and exit: 0 clean, 1 errors\n"
+               "  -h --help               Show this help\n"
+               "     --version            Show the version\n",
+               "/etc/bigtcpd/bigtcpd.yaml", DEFAULT_RUNTIME_DIR);
+}
+
+int main(int argc, char *argv[]) {
+        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL };
+        static const struct option options[] = {
+                {"config", required_argument, NULL, 'c'},
+                {"runtime-dir", required_argument, NULL, 'r'},
+                {"log-level", required_argument, NULL, 'l'},
+                {"check-config", no_argument, NULL, ARG_CHECK_CONFIG},
+                {"verify-interval", required_argument, NULL, ARG_VERIFY_INTERVAL},
+                {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, ARG_VERSION},
+                {},
+        };
+        ManagerConfig cfg = {
+                .root = "",
+                .runtime_dir = DEFAULT_RUNTIME_DIR,
+                .netlink_rcvbuf = DEFAULT_NETLINK_RCVBUF,
+                .verify_interval_usec = DEFAULT_VERIFY_INTERVAL_USEC,
+        };
+        bool check = false;
+        Manager *m = NULL;
+        const char *e;
+        int c, r;
+
+        log_open();
+        while ((c = getopt_long(argc, argv, "c:r:l:h", options, NULL)) >= 0)
+                switch (c) {
+                case 'c':
+                        cfg.config_path = optarg;
+                        break;
+                case 'r':
+                        cfg.runtime_dir = optarg;
+                        break;
+                case 'l':
+                        r = log_level_from_string(optarg);
+                        if (r < 0) {
+                                log_error("unknown log level \"%s\"", optarg);
+                                return 2;
+                        }
+                        log_max_level = r;
+                        break;
+                case ARG_VERIFY_INTERVAL:
+                        if (streq_ptr(optarg, "0"))
+                                cfg.verify_interval_usec = 0;
+                        else if (parse_duration_usec(optarg, &cfg.verify_interval_usec) < 0) {
+                                log_error("--verify-interval: \"%s\" is not a duration like 30s", optarg);
+                                return 2;
+                        }
+                        break;
+                case ARG_CHECK_CONFIG:
+                        check = true;
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("bigtcpd %s\n", BIGTCPD_VERSION);
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (optind < argc) {
+                log_error("unexpected argument \"%s\"", argv[optind]);
+                return 2;
+        }
+
+        /* A test knob: a small buffer makes the kernel drop events (ENOBUFS) on purpose. */
+        e = getenv("BIGTCPD_NETLINK_RCVBUF");
+        if (e) {
+                char *end;
+                long v = strtol(e, &end, 10);
+                if (*end || v < 4096 || v > (1L << 30)) {
+                        log_error("BIGTCPD_NETLINK_RCVBUF=%s is not a size between 4096 and 1G", e);
+                        return 2;
+                }
+                cfg.netlink_rcvbuf = (int) v;
+        }
+        e = getenv("BIGTCPD_ROOT");
+        if (e)
+                cfg.root = e;
+
+        if (check)
+                return manager_check_config(&cfg) < 0 ? 1 : 0;
+
+        r = manager_new(&cfg, &m);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up: %m");
+                return 1;
+        }
+        r = manager_start(m);
+        if (r >= 0)
+                r = manager_run(m);
+        manager_free(m);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,91 @@
+/* manager.h — the daemon's one object: the event loop and everything it owns. */
+#pragma once
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <sys/queue.h>
+#include <sys/utsname.h>
+
+#include "config.h"
+#include "device.h"
+#include "netlink.h"
+#include "policy.h"
+
+#define WRITE_INFLIGHT_MAX 256u
+#define CORRECTION_WINDOW_USEC (60ull * 1000000ull)
+#define CORRECTIONS_MAX 10u
+
+typedef struct ManagerConfig {
+        const char *config_path; /* NULL: the standard files and drop-ins */
+        const char *root;        /* prefix for the standard paths; "" in production */
+        const char *runtime_dir;
+        int netlink_rcvbuf;
+        /* GSO/GRO size changes raise no rtnetlink event: re-read the links this often while
+         * bigtcpd manages any device, to put back what others changed. 0 disables. */
+        uint64_t verify_interval_usec;
+} ManagerConfig;
+
+typedef enum SyncPhase {
+        SYNC_NONE,
+        SYNC_LINKS,
+        SYNC_ROUTES,
+        _SYNC_PHASE_MAX,
+        _SYNC_PHASE_INVALID = -1,
+} SyncPhase;
+
+typedef struct Manager {
+        struct event_base *base;
+        Netlink *nl;
+        ConfigWatch *watch;
+        DeviceTable devices;
+        PolicySet *policy;
+        ManagerConfig cfg;
+        char *hostname;
+        struct utsname uts;
+
+        bool ipv4_supported;
+        bool policy_uses_routes;
+
+        SyncPhase sync;
+        unsigned dump_epoch;      /* counts link dumps */
+        bool sync_links_only;     /* a verification: links, not routes */
+        bool resync_wanted;       /* events were lost during a sync: start over after it */
+        bool route_resync_wanted; /* IPv4 flushes routes silently on link down */
+        bool initial_sync_done;
+        bool ready_sent;
+        bool ready_pending; /* send READY=1 once every queued write is acknowledged */
+
+        TAILQ_HEAD(, Device) queue;
+        struct {
+                uint32_t seq;
+                int ifindex;
+                bool refresh; /* an RTM_GETLINK, not a write */
+        } inflight[WRITE_INFLIGHT_MAX];
+        unsigned inflight_head, inflight_count;
+
+        bool state_dirty;
+        struct event *save_event;
+        struct event *reload_event;
+        struct event *throttle_timer;
+        struct event *verify_timer;
+        struct event *retry_timer;
+        struct event *retry_event;
+        struct event *signals[4];
+
+        struct {
+                struct StateEntry *entries;
+                size_t n;
+        } loaded_state;
+
+        unsigned long long n_writes, n_write_failures, n_restores;
+        int exit_code;
+} Manager;
+
+int manager_new(const ManagerConfig *cfg, Manager **ret);
+void manager_free(Manager *m);
+/* Load the policy and the state file, connect to the kernel, start the initial sync. */
+int manager_start(Manager *m);
+int manager_run(Manager *m);
+
+/* Read, check and print the policy; 0 when clean, -EINVAL with every error logged. */
+int manager_check_config(const ManagerConfig *cfg);

@@ -1,0 +1,309 @@
+/* netlink.c — rtnetlink transport: socket set-up (groups subscribed before any dump, large
+ * receive buffers, extended acks), non-blocking reads driven by libevent, dump bookkeeping and
+ * ack matching. It knows nothing about policy. */
+#include <linux/rtnetlink.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
+#include <limits.h>
+#include <sys/socket.h>
+
+#include "linux-compat.h"
+#include "log.h"
+#include "netlink.h"
+
+#define READ_BUDGET 64             /* datagrams per wakeup, so writes and acks interleave */
+#define RECV_BUFFER (256u * 1024u) /* larger than any rtnetlink datagram */
+#define WRITE_RCVBUF (8 * 1024 * 1024)
+
+struct Netlink {
+        struct nl_sock *ev_sk;
+        struct nl_sock *wr_sk;
+        struct event *ev_event;
+        struct event *wr_event;
+        uint8_t *buf;
+        const NetlinkOps *ops;
+        void *userdata;
+        uint32_t seq;
+        uint32_t dump_seq;
+        int dump_type;
+        bool dump_intr;
+        unsigned inflight;
+};
+
+static void set_rcvbuf(int fd, int size) {
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+                (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+}
+
+static int open_socket(struct nl_sock **ret) {
+        struct nl_sock *sk = nl_socket_alloc();
+        if (!sk)
+                return -ENOMEM;
+        nl_socket_disable_seq_check(sk);
+        nl_socket_disable_auto_ack(sk);
+        if (nl_connect(sk, NETLINK_ROUTE) < 0) {
+                nl_socket_free(sk);
+                return -EIO;
+        }
+        if (nl_socket_set_nonblocking(sk) < 0) {
+                nl_socket_free(sk);
+                return -EIO;
+        }
+        *ret = sk;
+        return 0;
+}
+
+static const char *extack_message(struct nlmsghdr *nlh) {
+        struct nlmsgerr *e = nlmsg_data(nlh);
+        size_t off = sizeof(struct nlmsgerr);
+
+        if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
+                return NULL;
+        if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
+                off += e->msg.nlmsg_len - NLMSG_HDRLEN;
+        if ((size_t) nlmsg_datalen(nlh) <= off)
+                return NULL;
+        struct nlattr *a;
+        int rem = nlmsg_datalen(nlh) - (int) off;
+        nla_for_each_attr(a, (struct nlattr *) ((uint8_t *) e + off), rem, rem) {
+                if (nla_type(a) == NLMSGERR_ATTR_MSG && nla_len(a) > 0 &&
+                    ((const char *) nla_data(a))[nla_len(a) - 1] == '\0')
+                        return nla_data(a);
+        }
+        return NULL;
+}
+
+static void dump_finished(Netlink *nl, int error) {
+        int type = nl->dump_type;
+        bool intr = nl->dump_intr;
+        nl->dump_seq = 0;
+        nl->dump_type = 0;
+        nl->dump_intr = false;
+        nl->ops->dump_done(nl->userdata, type, error, intr);
+}
+
+static void handle_message(Netlink *nl, struct nlmsghdr *nlh, bool write_socket) {
+        bool in_dump = !write_socket && nl->dump_seq != 0 && nlh->nlmsg_seq == nl->dump_seq;
+
+        if (in_dump && (nlh->nlmsg_flags & NLM_F_DUMP_INTR))
+                nl->dump_intr = true;
+
+        switch (nlh->nlmsg_type) {
+        case NLMSG_DONE:
+                if (in_dump) {
+                        int err = 0;
+                        if (nlmsg_datalen(nlh) >= (int) sizeof(int))
+                                err = *(int *) nlmsg_data(nlh);
+                        dump_finished(nl, err < 0 ? err : 0);
+                }
+                return;
+        case NLMSG_ERROR: {
+                if (!nlmsg_valid_hdr(nlh, sizeof(struct nlmsgerr))) {
+                        log_warning("netlink: short error message, ignoring");
+                        return;
+                }
+                int err = ((struct nlmsgerr *) nlmsg_data(nlh))->error;
+                if (in_dump) {
+                        dump_finished(nl, err < 0 ? err : -EIO);
+                        return;
+                }
+                if (write_socket) {
+                        if (nl->inflight > 0)
+                                nl->inflight--;
+                        nl->ops->ack(nl->userdata, nlh->nlmsg_seq, err, extack_message(nlh));
+                }
+                return;
+        }
+        case NLMSG_NOOP:
+        case NLMSG_OVERRUN:
+                return;
+        case RTM_NEWLINK:
+        case RTM_DELLINK:
+        case RTM_NEWROUTE:
+        case RTM_DELROUTE:
+                nl->ops->message(nl->userdata, nlh, in_dump);
+                return;
+        default:
+                log_debug("netlink: unexpected message type %u, ignoring", nlh->nlmsg_type);
+                return;
+        }
+}
+
+static void read_socket(Netlink *nl, struct nl_sock *sk, bool write_socket, unsigned budget) {
+        int fd = nl_socket_get_fd(sk);
+
+        for (unsigned i = 0; i < budget; i++) {
+                struct sockaddr_nl sa = {};
+                struct iovec iov = {.iov_base = nl->buf, .iov_len = RECV_BUFFER};
+                struct msghdr mh = {.msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1};
+                ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        if (errno == ENOBUFS) {
+                                log_warning("netlink: receive buffer overrun on the %s socket, events were lost; resynchronizing",
+                                            write_socket ? "write" : "event");
+                                if (write_socket)
+                                        nl->inflight = 0;
+                                nl->ops->lost(nl->userdata);
+                                continue;
+                        }
+                        log_error_errno(errno, "netlink: recvmsg failed: %m");
+                        break;
+                }
+                if (mh.msg_flags & MSG_TRUNC) {
+                        log_warning("netlink: truncated datagram; resynchronizing");
+                        nl->ops->lost(nl->userdata);
+                        continue;
+                }
+                if (sa.nl_pid != 0)
+                        continue; /* not from the kernel */
+
+                int left = (int) n;
+                for (struct nlmsghdr *nlh = (struct nlmsghdr *) nl->buf; nlmsg_ok(nlh, left);
+                     nlh = nlmsg_next(nlh, &left))
+                        handle_message(nl, nlh, write_socket);
+        }
+}
+
+static void on_event_socket(evutil_socket_t fd, short what, void *userdata) {
+        Netlink *nl = userdata;
+        read_socket(nl, nl->ev_sk, false, READ_BUDGET);
+        nl->ops->batch_end(nl->userdata);
+}
+
+static void on_write_socket(evutil_socket_t fd, short what, void *userdata) {
+        Netlink *nl = userdata;
+        /* The kernel queues a write's echo on the event socket before its ack on this one. Read
+         * every event first, so that an ack never lets an older event look like someone else's
+         * change made after our write. */
+        read_socket(nl, nl->ev_sk, false, UINT_MAX);
+        read_socket(nl, nl->wr_sk, true, READ_BUDGET);
+        nl->ops->batch_end(nl->userdata);
+}
+
+void netlink_free(Netlink *nl) {
+        if (!nl)
+                return;
+        if (nl->ev_event)
+                event_free(nl->ev_event);
+        if (nl->wr_event)
+                event_free(nl->wr_event);
+        if (nl->ev_sk)
+                nl_socket_free(nl->ev_sk);
+        if (nl->wr_sk)
+                nl_socket_free(nl->wr_sk);
+        free(nl->buf);
+        free(nl);
+}
+
+int netlink_new(struct event_base *base, const NetlinkOps *ops, void *userdata, int event_rcvbuf,
+                Netlink **ret) {
+        Netlink *nl = calloc(1, sizeof(*nl));
+        int r, one = 1;
+
+        if (!nl)
+                return -ENOMEM;
+        nl->ops = ops;
+        nl->userdata = userdata;
+        nl->buf = malloc(RECV_BUFFER);
+        if (!nl->buf) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = open_socket(&nl->ev_sk);
+        if (r < 0)
+                goto fail;
+        r = open_socket(&nl->wr_sk);
+        if (r < 0)
+                goto fail;
+
+        /* Subscribe before any dump, so nothing falls between the dump and the events. */
+        if (nl_socket_add_memberships(nl->ev_sk, RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, 0) < 0) {
+                r = -EIO;
+                goto fail;
+        }
+        set_rcvbuf(nl_socket_get_fd(nl->ev_sk), event_rcvbuf);
+        set_rcvbuf(nl_socket_get_fd(nl->wr_sk), WRITE_RCVBUF);
+        (void) setsockopt(nl_socket_get_fd(nl->wr_sk), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
+        (void) setsockopt(nl_socket_get_fd(nl->wr_sk), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+
+        nl->ev_event = event_new(base, nl_socket_get_fd(nl->ev_sk), EV_READ | EV_PERSIST, on_event_socket, nl);
+        nl->wr_event = event_new(base, nl_socket_get_fd(nl->wr_sk), EV_READ | EV_PERSIST, on_write_socket, nl);
+        if (!nl->ev_event || !nl->wr_event || event_add(nl->ev_event, NULL) < 0 ||
+            event_add(nl->wr_event, NULL) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        nl->seq = 1;
+        *ret = nl;
+        return 0;
+fail:
+        netlink_free(nl);
+        return r;
+}
+
+bool netlink_dump_running(const Netlink *nl) {
+        return nl->dump_seq != 0;
+}
+
+int netlink_dump(Netlink *nl, int type) {
+        struct nl_msg *msg;
+        int r;
+
+        if (nl->dump_seq != 0)
+                return -EBUSY;
+        msg = nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_DUMP);
+        if (!msg)
+                return -ENOMEM;
+        if (type == RTM_GETLINK) {
+                struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+                if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
+                    nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0) {
+                        nlmsg_free(msg);
+                        return -ENOMEM;
+                }
+        } else {
+                struct rtmsg rtm = {.rtm_family = AF_UNSPEC};
+                if (nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO) < 0) {
+                        nlmsg_free(msg);
+                        return -ENOMEM;
+                }
+        }
+        nlmsg_hdr(msg)->nlmsg_seq = ++nl->seq;
+        r = nl_send(nl->ev_sk, msg);
+        nlmsg_free(msg);
+        if (r < 0)
+                return -EIO;
+        nl->dump_seq = nl->seq;
+        nl->dump_type = type;
+        nl->dump_intr = false;
+        return 0;
+}
+
+int netlink_send(Netlink *nl, struct nl_msg *msg, uint32_t *ret_seq) {
+        struct nlmsghdr *nlh = nlmsg_hdr(msg);
+        int r;
+
+        nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+        nlh->nlmsg_seq = ++nl->seq;
+        if (nl->seq == 0)
+                nlh->nlmsg_seq = ++nl->seq;
+        r = nl_send(nl->wr_sk, msg);
+        if (r < 0)
+                return r == -NLE_NOMEM ? -ENOMEM : -EIO;
+        nl->inflight++;
+        if (ret_seq)
+                *ret_seq = nlh->nlmsg_seq;
+        return 0;
+}
+
+unsigned netlink_inflight(const Netlink *nl) {
+        return nl->inflight;
+}
+
+int netlink_ioctl_fd(const Netlink *nl) {
+        return nl_socket_get_fd(nl->ev_sk);
+}

@@ -1,0 +1,41 @@
+/* netlink.h — the daemon's two rtnetlink sockets: one subscribed to link and route events that
+ * also carries the dumps, one for writes whose acks are matched by sequence number. */
+#pragma once
+
+#include <event2/event.h>
+#include <linux/netlink.h>
+#include <netlink/msg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct NetlinkOps {
+        /* RTM_NEWLINK/DELLINK/NEWROUTE/DELROUTE, from events, dumps (`in_dump`), or replies. */
+        void (*message)(void *userdata, struct nlmsghdr *nlh, bool in_dump);
+        /* The dump started by netlink_dump() ended; `error` < 0 when it failed, `interrupted`
+         * when the kernel flagged it inconsistent (NLM_F_DUMP_INTR). */
+        void (*dump_done)(void *userdata, int type, int error, bool interrupted);
+        /* Events were lost (ENOBUFS, truncation): the caller must re-dump. */
+        void (*lost)(void *userdata);
+        /* The kernel answered request `seq`: 0 or -errno, with the extended ack text if any. */
+        void (*ack)(void *userdata, uint32_t seq, int error, const char *extack);
+        /* A burst of reading ended: a good moment to flush queued work. */
+        void (*batch_end)(void *userdata);
+} NetlinkOps;
+
+typedef struct Netlink Netlink;
+
+int netlink_new(struct event_base *base, const NetlinkOps *ops, void *userdata, int event_rcvbuf,
+                Netlink **ret);
+void netlink_free(Netlink *nl);
+
+/* Start a dump of RTM_GETLINK or RTM_GETROUTE (all families) on the event socket. One at a
+ * time: -EBUSY while another runs. */
+int netlink_dump(Netlink *nl, int type);
+bool netlink_dump_running(const Netlink *nl);
+
+/* Send a request on the write socket with NLM_F_ACK; its ack comes through ops->ack. */
+int netlink_send(Netlink *nl, struct nl_msg *msg, uint32_t *ret_seq);
+unsigned netlink_inflight(const Netlink *nl);
+
+/* A socket the daemon may run SIOCETHTOOL on (netlink sockets take generic device ioctls). */
+int netlink_ioctl_fd(const Netlink *nl);

@@ -1,0 +1,1993 @@
+/* policy.c — the YAML policy (format version 1): parsing, validation, discovery of the files
+ * and scoping to this host. Errors are collected with their position, never logged here. */
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <yaml.h>
+
+#include "linux-compat.h"
+#include "policy.h"
+#include "util.h"
+
+/* Past this many errors in one file the rest is noise (and a hostile file could make millions). */
+#define PARSE_ERRORS_MAX 100u
+/* Room for a user string quoted into a message; longer ones are cut. */
+#define QUOTE_MAX 96u
+#define QUOTE_CUT 60u
+
+#define FNV1A64_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV1A64_PRIME UINT64_C(0x100000001b3)
+
+#define USEC_PER_MSEC UINT64_C(1000)
+#define USEC_PER_SEC UINT64_C(1000000)
+#define USEC_PER_MINUTE (60 * USEC_PER_SEC)
+#define USEC_PER_HOUR (60 * USEC_PER_MINUTE)
+
+static bool streq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
+
+static void yaml_parser_deletep(yaml_parser_t *p) {
+        yaml_parser_delete(p);
+}
+
+static void yaml_document_deletep(yaml_document_t *d) {
+        yaml_document_delete(d);
+}
+
+static void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+
+static void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
+
+/* ---- string tables ---- */
+
+static const char *const size_kind_table[_SIZE_KIND_MAX] = {
+        [SIZE_UNSET] = "unset",
+        [SIZE_BYTES] = "bytes",
+        [SIZE_DEVICE_MAX] = "max",
+        [SIZE_LEGACY] = "legacy",
+};
+
+const char *size_kind_to_string(SizeKind k) {
+        if (k < 0 || k >= _SIZE_KIND_MAX)
+                return NULL;
+        return size_kind_table[k];
+}
+
+static const char *const kernel_op_table[_KERNEL_OP_MAX] = {
+        [KERNEL_OP_LT] = "<",  [KERNEL_OP_LE] = "<=", [KERNEL_OP_EQ] = "==",
+        [KERNEL_OP_NE] = "!=", [KERNEL_OP_GE] = ">=", [KERNEL_OP_GT] = ">",
+};
+
+const char *kernel_op_to_string(KernelOp op) {
+        if (op < 0 || op >= _KERNEL_OP_MAX)
+                return NULL;
+        return kernel_op_table[op];
+}
+
+static const char *const guard_counter_kind_table[_GUARD_COUNTER_KIND_MAX] = {
+        [GUARD_COUNTER_LINK] = "link",
+        [GUARD_COUNTER_SNMP] = "snmp",
+};
+
+const char *guard_counter_kind_to_string(GuardCounterKind k) {
+        if (k < 0 || k >= _GUARD_COUNTER_KIND_MAX)
+                return NULL;
+        return guard_counter_kind_table[k];
+}
+
+/* The fields of struct rtnl_link_stats64 that a link guard may watch. */
+static const char *const link_stats_fields[] = {
+        "rx_packets",
+        "tx_packets",
+        "rx_bytes",
+        "tx_bytes",
+        "rx_errors",
+        "tx_errors",
+        "rx_dropped",
+        "tx_dropped",
+        "multicast",
+        "collisions",
+        "rx_length_errors",
+        "rx_over_errors",
+        "rx_crc_errors",
+        "rx_frame_errors",
+        "rx_fifo_errors",
+        "rx_missed_errors",
+        "tx_aborted_errors",
+        "tx_carrier_errors",
+        "tx_fifo_errors",
+        "tx_heartbeat_errors",
+        "tx_window_errors",
+        "rx_compressed",
+        "tx_compressed",
+        "rx_nohandler",
+        "rx_otherhost_dropped",
+};
+
+/* Used for every key a file leaves out. Errors on the wire and header errors in the stack are what
+ * broken GSO/GRO segmentation shows first; retransmits alone are too noisy to guard by default. */
+#define BUILTIN_WINDOW_USEC (30 * USEC_PER_SEC)
+#define BUILTIN_INTERVAL_USEC (1 * USEC_PER_SEC)
+static const struct {
+        const char *counter;
+        uint64_t max_increase;
+} builtin_guards[] = {
+        {"link.tx_errors", 0},
+        {"link.rx_errors", 0},
+        {"Ip.InHdrErrors", 100},
+        {"Ip6.Ip6InHdrErrors", 100},
+};
+
+/* ---- small helpers, public for tests ---- */
+
+const char *size_spec_format(const SizeSpec *s, char *buf, size_t size) {
+        if (!s || !buf || size == 0)
+                return NULL;
+        switch (s->kind) {
+        case SIZE_BYTES:
+                snprintf(buf, size, "%" PRIu32, s->bytes);
+                return buf;
+        case SIZE_DEVICE_MAX:
+        case SIZE_LEGACY:
+                snprintf(buf, size, "%s", size_kind_to_string(s->kind));
+                return buf;
+        case SIZE_UNSET:
+        case _SIZE_KIND_MAX:
+        case _SIZE_KIND_INVALID:
+                break;
+        }
+        snprintf(buf, size, "-");
+        return buf;
+}
+
+int parse_duration_usec(const char *s, uint64_t *ret) {
+        static const struct {
+                const char *suffix;
+                uint64_t usec;
+        } units[] = {
+                {"ms", USEC_PER_MSEC},
+                {"s", USEC_PER_SEC},
+                {"m", USEC_PER_MINUTE},
+                {"h", USEC_PER_HOUR},
+        };
+        uint64_t n = 0;
+        const char *e;
+
+        if (!s || !isdigit((unsigned char) *s))
+                return -EINVAL;
+        for (e = s; isdigit((unsigned char) *e); e++) {
+                unsigned d = (unsigned) (*e - '0');
+                if (n > (UINT64_MAX - d) / 10)
+                        return -ERANGE;
+                n = n * 10 + d;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                if (!streq(e, units[i].suffix))
+                        continue;
+                if (n == 0)
+                        return -ERANGE;
+                if (n > UINT64_MAX / units[i].usec)
+                        return -ERANGE;
+                if (ret)
+                        *ret = n * units[i].usec;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+static const char *format_duration(uint64_t usec, char *buf, size_t size) {
+        if (usec % USEC_PER_HOUR == 0)
+                snprintf(buf, size, "%" PRIu64 "h", usec / USEC_PER_HOUR);
+        else if (usec % USEC_PER_MINUTE == 0)
+                snprintf(buf, size, "%" PRIu64 "m", usec / USEC_PER_MINUTE);
+        else if (usec % USEC_PER_SEC == 0)
+                snprintf(buf, size, "%" PRIu64 "s", usec / USEC_PER_SEC);
+        else
+                snprintf(buf, size, "%" PRIu64 "ms", usec / USEC_PER_MSEC);
+        return buf;
+}
+
+/* One numeric part of a version; kernel parts are small, so anything huge is a typo. */
+static const char *parse_version_part(const char *s, unsigned *ret) {
+        unsigned long v = 0;
+        size_t n = 0;
+
+        for (; isdigit((unsigned char) *s); s++, n++) {
+                v = v * 10 + (unsigned long) (*s - '0');
+                if (n >= 6)
+                        return NULL;
+        }
+        if (n == 0)
+                return NULL;
+        *ret = (unsigned) v;
+        return s;
+}
+
+/* Lenient on purpose: a release such as "6.18.44-fc-v595" or "6.8.0rc1" carries a suffix that
+ * says nothing about the version. */
+int parse_kernel_version(const char *s, unsigned ret[3]) {
+        unsigned v[3] = {};
+        const char *e;
+
+        if (!s)
+                return -EINVAL;
+        e = parse_version_part(s, &v[0]);
+        if (!e)
+                return -EINVAL;
+        for (size_t i = 1; i < 3 && e[0] == '.' && isdigit((unsigned char) e[1]); i++) {
+                e = parse_version_part(e + 1, &v[i]);
+                if (!e)
+                        return -EINVAL;
+        }
+        if (ret)
+                memcpy(ret, v, sizeof(v));
+        return 0;
+}
+
+/* Strict: exactly 1-3 numeric parts, nothing else. */
+static int parse_kernel_version_strict(const char *s, size_t len, unsigned ret[3]) {
+        unsigned v[3] = {};
+        const char *e = s, *end = s + len;
+
+        for (size_t i = 0; i < 3; i++) {
+                e = parse_version_part(e, &v[i]);
+                if (!e || e > end)
+                        return -EINVAL;
+                if (e == end)
+                        break;
+                if (*e != '.' || i == 2)
+                        return -EINVAL;
+                e++;
+        }
+        if (e != end)
+                return -EINVAL;
+        memcpy(ret, v, sizeof(v));
+        return 0;
+}
+
+static int version_compare(const unsigned a[3], const unsigned b[3]) {
+        for (size_t i = 0; i < 3; i++)
+                if (a[i] != b[i])
+                        return a[i] < b[i] ? -1 : 1;
+        return 0;
+}
+
+static bool kernel_op_holds(KernelOp op, int c) {
+        switch (op) {
+        case KERNEL_OP_LT:
+                return c < 0;
+        case KERNEL_OP_LE:
+                return c <= 0;
+        case KERNEL_OP_EQ:
+                return c == 0;
+        case KERNEL_OP_NE:
+                return c != 0;
+        case KERNEL_OP_GE:
+                return c >= 0;
+        case KERNEL_OP_GT:
+                return c > 0;
+        case _KERNEL_OP_MAX:
+        case _KERNEL_OP_INVALID:
+                break;
+        }
+        return false;
+}
+
+bool kernel_req_holds(const KernelReq *reqs, size_t n, const char *kernel_release) {
+        unsigned v[3];
+
+        if (n == 0)
+                return true;
+        if (parse_kernel_version(kernel_release, v) < 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!kernel_op_holds(reqs[i].op, version_compare(v, reqs[i].version)))
+                        return false;
+        return true;
+}
+
+/* ">= 6.3, < 7.0": comma-separated comparisons that must all hold. */
+static int parse_kernel_reqs(const char *s, KernelReq **ret, size_t *ret_n) {
+        static const struct {
+                const char *text;
+                KernelOp op;
+        } ops[] = {
+                /* two-character operators first */
+                {"<=", KERNEL_OP_LE}, {">=", KERNEL_OP_GE}, {"==", KERNEL_OP_EQ}, {"!=", KERNEL_OP_NE},
+                {"<", KERNEL_OP_LT},  {">", KERNEL_OP_GT},  {"=", KERNEL_OP_EQ},
+        };
+        _cleanup_(freep) KernelReq *reqs = NULL;
+        size_t n = 0;
+        const char *p = s;
+
+        for (;;) {
+                KernelReq req = {.op = _KERNEL_OP_INVALID};
+                const char *v, *ve;
+                KernelReq *t;
+
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                for (size_t i = 0; i < ELEMENTSOF(ops); i++) {
+                        size_t l = strlen(ops[i].text);
+                        if (strncmp(p, ops[i].text, l) == 0) {
+                                req.op = ops[i].op;
+                                p += l;
+                                break;
+                        }
+                }
+                if (req.op == _KERNEL_OP_INVALID)
+                        return -EINVAL;
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                v = p;
+                while (*p && *p != ',' && *p != ' ' && *p != '\t')
+                        p++;
+                ve = p;
+                if (parse_kernel_version_strict(v, (size_t) (ve - v), req.version) < 0)
+                        return -EINVAL;
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                if (n >= POLICY_LIST_MAX)
+                        return -E2BIG;
+                t = realloc(reqs, (n + 1) * sizeof(*reqs));
+                if (!t)
+                        return -ENOMEM;
+                reqs = t;
+                reqs[n++] = req;
+                if (*p == '\0')
+                        break;
+                if (*p != ',')
+                        return -EINVAL;
+                p++;
+        }
+        *ret = TAKE_PTR(reqs);
+        *ret_n = n;
+        return 0;
+}
+
+/* fnmatch() treats a malformed pattern as literal text; reject it instead, so that a typo is an
+ * error rather than a policy that silently matches nothing. */
+bool glob_is_valid(const char *pattern) {
+        size_t len;
+
+        if (strempty(pattern))
+                return false;
+        len = strlen(pattern);
+        if (len > POLICY_STRING_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                if (pattern[i] == '\\') {
+                        if (i + 1 >= len)
+                                return false;
+                        i++;
+                        continue;
+                }
+                if (pattern[i] != '[')
+                        continue;
+
+                size_t j = i + 1;
+                if (pattern[j] == '!' || pattern[j] == '^')
+                        j++;
+                if (pattern[j] == ']') /* a leading ']' is a member, not the end */
+                        j++;
+                for (;; j++) {
+                        if (j >= len)
+                                return false;
+                        if (pattern[j] == '\\') {
+                                if (j + 1 >= len)
+                                        return false;
+                                j++;
+                                continue;
+                        }
+                        if (pattern[j] == '[' && strchr(":.=", pattern[j + 1]) && pattern[j + 1]) {
+                                /* [:class:], [.coll.], [=equiv=] */
+                                char close[3] = {pattern[j + 1], ']', 0};
+                                const char *e = strstr(pattern + j + 2, close);
+                                if (!e)
+                                        return false;
+                                j = (size_t) (e - pattern) + 1;
+                                continue;
+                        }
+                        if (pattern[j] == ']')
+                                break;
+                }
+                i = j;
+        }
+        return true;
+}
+
+int guard_counter_parse(const char *name, GuardCounterKind *ret) {
+        const char *p;
+
+        if (!name)
+                return -EINVAL;
+        if (strncmp(name, "link.", 5) == 0) {
+                for (size_t i = 0; i < ELEMENTSOF(link_stats_fields); i++)
+                        if (streq(name + 5, link_stats_fields[i])) {
+                                if (ret)
+                                        *ret = GUARD_COUNTER_LINK;
+                                return 0;
+                        }
+                return -EINVAL;
+        }
+
+        /* <Group>.<Name>, as the headers of /proc/net/{snmp,netstat} and the prefixes of snmp6 */
+        p = name;
+        if (!isalpha((unsigned char) *p))
+                return -EINVAL;
+        while (isalnum((unsigned char) *p))
+                p++;
+        if (*p != '.')
+                return -EINVAL;
+        p++;
+        if (!isalpha((unsigned char) *p))
+                return -EINVAL;
+        while (isalnum((unsigned char) *p) || *p == '_')
+                p++;
+        if (*p != '\0')
+                return -EINVAL;
+        if (ret)
+                *ret = GUARD_COUNTER_SNMP;
+        return 0;
+}
+
+int route_prefix_parse(const char *s, RoutePrefix *ret) {
+        RoutePrefix r = {};
+        char addr[INET6_ADDRSTRLEN + 1];
+        const char *slash;
+        size_t alen;
+        unsigned maxlen, plen;
+
+        if (!s)
+                return -EINVAL;
+        if (streq(s, "default")) {
+                r.is_default = true;
+                if (ret)
+                        *ret = r;
+                return 0;
+        }
+
+        slash = strchr(s, '/');
+        alen = slash ? (size_t) (slash - s) : strlen(s);
+        if (alen == 0 || alen >= sizeof(addr))
+                return -EINVAL;
+        memcpy(addr, s, alen);
+        addr[alen] = '\0';
+        r.family = strchr(addr, ':') ? AF_INET6 : AF_INET;
+        if (inet_pton(r.family, addr, r.addr) != 1)
+                return -EINVAL;
+        maxlen = r.family == AF_INET6 ? 128 : 32;
+
+        if (slash) {
+                const char *p = slash + 1;
+                size_t n = 0;
+
+                plen = 0;
+                for (; isdigit((unsigned char) *p); p++, n++) {
+                        if (n >= 3)
+                                return -EINVAL;
+                        plen = plen * 10 + (unsigned) (*p - '0');
+                }
+                if (n == 0 || *p != '\0' || plen > maxlen)
+                        return -EINVAL;
+        } else
+                plen = maxlen;
+        r.prefixlen = (uint8_t) plen;
+
+        for (unsigned bit = plen; bit < maxlen; bit++)
+                if (r.addr[bit / 8] & (0x80u >> (bit % 8)))
+                        return -EDOM;
+
+        if (ret)
+                *ret = r;
+        return 0;
+}
+
+int policy_error_format(const PolicyError *e, char **ret) {
+        char *s;
+        int n;
+
+        if (!e || !ret)
+                return -EINVAL;
+        if (e->line == 0)
+                n = asprintf(&s, "%s: %s", strempty(e->file) ? "-" : e->file, e->message ?: "");
+        else
+                n = asprintf(&s, "%s:%u:%u: %s", strempty(e->file) ? "-" : e->file, e->line, e->column,
+                             e->message ?: "");
+        if (n < 0)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+/* ---- lifetime ---- */
+
+static void strlist_done(StrList *l) {
+        for (size_t i = 0; i < l->n; i++)
+                free(l->items[i]);
+        free(l->items);
+        *l = (StrList){};
+}
+
+static void guard_done(Guard *g) {
+        free(g->counter);
+        free(g->per);
+        *g = (Guard){};
+}
+
+static void rollback_spec_done(RollbackSpec *r) {
+        for (size_t i = 0; i < r->n_guards; i++)
+                guard_done(&r->guards[i]);
+        free(r->guards);
+        *r = (RollbackSpec){};
+}
+
+static void policy_done(Policy *p) {
+        free(p->name);
+        free(p->file);
+        strlist_done(&p->hosts);
+        free(p->kernel);
+        free(p->kernel_reqs);
+        strlist_done(&p->match.name);
+        strlist_done(&p->match.kind);
+        strlist_done(&p->match.driver);
+        strlist_done(&p->match.mac);
+        free(p->match.routes);
+        rollback_spec_done(&p->rollback);
+        *p = (Policy){};
+}
+
+static int guards_copy(const Guard *src, size_t n, Guard **ret) {
+        Guard *g;
+
+        if (n == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        g = calloc(n, sizeof(*g));
+        if (!g)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                g[i] = src[i];
+                g[i].counter = src[i].counter ? strdup(src[i].counter) : NULL;
+                g[i].per = src[i].per ? strdup(src[i].per) : NULL;
+                if ((src[i].counter && !g[i].counter) || (src[i].per && !g[i].per)) {
+                        for (size_t j = 0; j <= i; j++)
+                                guard_done(&g[j]);
+                        free(g);
+                        return -ENOMEM;
+                }
+        }
+        *ret = g;
+        return 0;
+}
+
+/* dst is complete; take from `over` every key that it sets. Guards are replaced as a whole. */
+static int rollback_spec_merge(RollbackSpec *dst, const RollbackSpec *over) {
+        if (over->has_window) {
+                dst->has_window = true;
+                dst->window_usec = over->window_usec;
+        }
+        if (over->has_interval) {
+                dst->has_interval = true;
+                dst->interval_usec = over->interval_usec;
+        }
+        if (over->has_guards) {
+                Guard *g;
+                int r = guards_copy(over->guards, over->n_guards, &g);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < dst->n_guards; i++)
+                        guard_done(&dst->guards[i]);
+                free(dst->guards);
+                dst->guards = g;
+                dst->n_guards = over->n_guards;
+                dst->has_guards = true;
+        }
+        return 0;
+}
+
+static int rollback_spec_copy(const RollbackSpec *src, RollbackSpec *ret) {
+        RollbackSpec r = {};
+        int k = rollback_spec_merge(&r, src);
+        if (k < 0)
+                return k;
+        *ret = r;
+        return 0;
+}
+
+static int rollback_builtin(RollbackSpec *ret) {
+        RollbackSpec r = {
+                .has_window = true,
+                .window_usec = BUILTIN_WINDOW_USEC,
+                .has_interval = true,
+                .interval_usec = BUILTIN_INTERVAL_USEC,
+                .has_guards = true,
+        };
+
+        r.guards = calloc(ELEMENTSOF(builtin_guards), sizeof(Guard));
+        if (!r.guards)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(builtin_guards); i++) {
+                Guard *g = &r.guards[r.n_guards++];
+                g->counter = strdup(builtin_guards[i].counter);
+                if (!g->counter) {
+                        rollback_spec_done(&r);
+                        return -ENOMEM;
+                }
+                (void) guard_counter_parse(g->counter, &g->counter_kind);
+                g->has_max_increase = true;
+                g->max_increase = builtin_guards[i].max_increase;
+        }
+        *ret = r;
+        return 0;
+}
+
+PolicySet *policy_set_new(void) {
+        PolicySet *s = calloc(1, sizeof(*s));
+        if (!s)
+                return NULL;
+        if (rollback_builtin(&s->defaults) < 0) {
+                free(s);
+                return NULL;
+        }
+        s->digest = FNV1A64_OFFSET;
+        return s;
+}
+
+void policy_set_free(PolicySet *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_policies; i++)
+                policy_done(&s->policies[i]);
+        free(s->policies);
+        for (size_t i = 0; i < s->n_files; i++)
+                free(s->files[i]);
+        free(s->files);
+        rollback_spec_done(&s->defaults);
+        free(s);
+}
+
+static void policy_set_freep(PolicySet **s) {
+        policy_set_free(*s);
+}
+
+void policy_errors_clear(PolicyErrors *e) {
+        if (!e)
+                return;
+        for (size_t i = 0; i < e->n; i++) {
+                free(e->items[i].file);
+                free(e->items[i].message);
+        }
+        free(e->items);
+        *e = (PolicyErrors){};
+}
+
+void strv_free(char **l) {
+        if (!l)
+                return;
+        for (char **i = l; *i; i++)
+                free(*i);
+        free(l);
+}
+
+static uint64_t fnv1a64(uint64_t h, const void *data, size_t size) {
+        const uint8_t *p = data;
+        for (size_t i = 0; i < size; i++) {
+                h ^= p[i];
+                h *= FNV1A64_PRIME;
+        }
+        return h;
+}
+
+/* ---- errors ---- */
+
+static int errors_append(PolicyErrors *e, const char *file, unsigned line, unsigned column, char *message) {
+        PolicyError *t;
+        char *f;
+
+        f = strdup(file ?: "");
+        if (!f)
+                return -ENOMEM;
+        t = realloc(e->items, (e->n + 1) * sizeof(*t));
+        if (!t) {
+                free(f);
+                return -ENOMEM;
+        }
+        e->items = t;
+        e->items[e->n++] = (PolicyError){.file = f, .line = line, .column = column, .message = message};
+        return 0;
+}
+
+/* A user string as it goes into a message: quoted, escaped, cut when long. */
+static const char *quote(const char *s, char *buf, size_t size) {
+        size_t o = 0, n = 0;
+
+        /* size is QUOTE_MAX: room for QUOTE_CUT plain characters, or fewer escaped ones */
+        buf[o++] = '"';
+        for (; *s; s++, n++) {
+                unsigned char c = (unsigned char) *s;
+                if (n >= QUOTE_CUT || o + 10 >= size) {
+                        memcpy(buf + o, "...", 3);
+                        o += 3;
+                        break;
+                }
+                if (c == '"' || c == '\\') {
+                        buf[o++] = '\\';
+                        buf[o++] = (char) c;
+                } else if (c < 0x20 || c == 0x7f)
+                        o += (size_t) snprintf(buf + o, size - o, "\\x%02x", c);
+                else
+                        buf[o++] = (char) c;
+        }
+        buf[o++] = '"';
+        buf[o] = '\0';
+        return buf;
+}
+
+typedef struct Parser {
+        const char *file;
+        const char *data;
+        size_t size;
+        yaml_document_t *doc;
+        PolicyErrors *errs;
+        size_t n_start; /* errs->n when this file began */
+        size_t n_errors;
+        int r; /* a hard failure (-ENOMEM) ends everything */
+} Parser;
+
+_printf_(4, 0) static void parser_verror(Parser *p, unsigned line, unsigned column, const char *fmt,
+                                         va_list ap) {
+        char *m;
+        int r;
+
+        if (p->r < 0 || p->n_errors > PARSE_ERRORS_MAX)
+                return;
+        if (p->n_errors == PARSE_ERRORS_MAX)
+                m = strdup("too many errors, giving up");
+        else if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        if (!m) {
+                p->r = -ENOMEM;
+                return;
+        }
+        r = errors_append(p->errs, p->file, line, column, m);
+        if (r < 0) {
+                free(m);
+                p->r = r;
+                return;
+        }
+        p->n_errors++;
+}
+
+_printf_(4, 5) static void parser_error_at(Parser *p, unsigned line, unsigned column, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        parser_verror(p, line, column, fmt, ap);
+        va_end(ap);
+}
+
+_printf_(3, 4) static void perr(Parser *p, const yaml_node_t *n, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        parser_verror(p, (unsigned) n->start_mark.line + 1, (unsigned) n->start_mark.column + 1, fmt, ap);
+        va_end(ap);
+}
+
+/* ---- YAML nodes ---- */
+
+#define MAPPING_FOREACH(pair, node)                                                                         \
+        for (yaml_node_pair_t *pair = (node)->data.mapping.pairs.start;                                     \
+             pair < (node)->data.mapping.pairs.top; pair++)
+#define SEQUENCE_FOREACH(item, node)                                                                        \
+        for (yaml_node_item_t *item = (node)->data.sequence.items.start;                                    \
+             item < (node)->data.sequence.items.top; item++)
+
+static size_t sequence_length(const yaml_node_t *n) {
+        return (size_t) (n->data.sequence.items.top - n->data.sequence.items.start);
+}
+
+static const char *scalar(const yaml_node_t *n) {
+        return n && n->type == YAML_SCALAR_NODE ? (const char *) n->data.scalar.value : NULL;
+}
+
+static bool scalar_is_plain(const yaml_node_t *n) {
+        return n && n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+/* YAML's null: an empty plain scalar, "~" or "null". */
+static bool node_is_null(const yaml_node_t *n) {
+        const char *v = scalar(n);
+        if (!v || !scalar_is_plain(n))
+                return false;
+        return streq(v, "") || streq(v, "~") || streq(v, "null") || streq(v, "Null") || streq(v, "NULL");
+}
+
+/* Collect the values of a mapping by key; unknown and repeated keys are reported. Returns -EINVAL
+ * (reported) when the node is no mapping. */
+static int mapping_collect(Parser *p, yaml_node_t *n, const char *what, const char *const *keys,
+                           size_t n_keys, yaml_node_t **values) {
+        char q[QUOTE_MAX];
+
+        for (size_t i = 0; i < n_keys; i++)
+                values[i] = NULL;
+        if (n->type != YAML_MAPPING_NODE) {
+                if (what)
+                        perr(p, n, "%s: expected a mapping", what);
+                else
+                        perr(p, n, "expected a mapping");
+                return -EINVAL;
+        }
+
+        MAPPING_FOREACH(pair, n) {
+                yaml_node_t *k = yaml_document_get_node(p->doc, pair->key);
+                yaml_node_t *v = yaml_document_get_node(p->doc, pair->value);
+                const char *ks = scalar(k);
+                size_t i;
+
+                if (!k || !v)
+                        continue;
+                if (!ks) {
+                        perr(p, k, "expected a string as key");
+                        continue;
+                }
+                for (i = 0; i < n_keys; i++)
+                        if (strlen(keys[i]) == k->data.scalar.length && streq(ks, keys[i]))
+                                break;
+                if (i >= n_keys) {
+                        perr(p, k, "unknown key %s", quote(ks, q, sizeof(q)));
+                        continue;
+                }
+                if (values[i]) {
+                        perr(p, k, "duplicate key %s", quote(ks, q, sizeof(q)));
+                        continue;
+                }
+                values[i] = v;
+        }
+        return 0;
+}
+
+/* A scalar string of sane length without NUL bytes; borrowed from the document. */
+static int get_string(Parser *p, yaml_node_t *n, const char *key, const char **ret) {
+        const char *v = scalar(n);
+
+        if (!v || node_is_null(n)) {
+                perr(p, n, "%s: expected a string", key);
+                return -EINVAL;
+        }
+        if (strlen(v) != n->data.scalar.length) {
+                perr(p, n, "%s: string contains a NUL byte", key);
+                return -EINVAL;
+        }
+        if (n->data.scalar.length > POLICY_STRING_MAX) {
+                perr(p, n, "%s: string too long (max %u)", key, POLICY_STRING_MAX);
+                return -EINVAL;
+        }
+        *ret = v;
+        return 0;
+}
+
+static int strlist_append(StrList *l, const char *s) {
+        char **t, *d;
+
+        d = strdup(s);
+        if (!d)
+                return -ENOMEM;
+        t = realloc(l->items, (l->n + 1) * sizeof(char *));
+        if (!t) {
+                free(d);
+                return -ENOMEM;
+        }
+        l->items = t;
+        l->items[l->n++] = d;
+        return 0;
+}
+
+typedef enum ListKind {
+        LIST_NAME,   /* interface name globs, "!" negates */
+        LIST_HOSTS,  /* hostname globs */
+        LIST_KIND,   /* link kinds */
+        LIST_DRIVER, /* driver globs */
+        LIST_MAC,    /* address globs, folded to lower case */
+        LIST_ROUTE,  /* "default" or prefixes */
+        _LIST_KIND_MAX,
+        _LIST_KIND_INVALID = -1,
+} ListKind;
+
+static bool kind_is_valid(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (!(islower((unsigned char) *s) || isdigit((unsigned char) *s) || *s == '_' || *s == '-'))
+                        return false;
+        return true;
+}
+
+/* Reports and returns false when the item is not valid for the list. */
+static bool list_item_check(Parser *p, yaml_node_t *n, const char *key, ListKind kind, const char *s) {
+        char q[QUOTE_MAX];
+        int r;
+
+        switch (kind) {
+        case LIST_NAME:
+                if (glob_is_valid(s[0] == '!' ? s + 1 : s))
+                        return true;
+                break;
+        case LIST_HOSTS:
+        case LIST_DRIVER:
+        case LIST_MAC:
+                if (glob_is_valid(s))
+                        return true;
+                break;
+        case LIST_KIND:
+                if (kind_is_valid(s))
+                        return true;
+                perr(p, n, "%s: bad kind %s", key, quote(s, q, sizeof(q)));
+                return false;
+        case LIST_ROUTE:
+                r = route_prefix_parse(s, NULL);
+                if (r >= 0)
+                        return true;
+                if (r == -EDOM)
+                        perr(p, n, "%s: prefix %s has host bits set", key, quote(s, q, sizeof(q)));
+                else
+                        perr(p, n, "%s: bad prefix %s", key, quote(s, q, sizeof(q)));
+                return false;
+        case _LIST_KIND_MAX:
+        case _LIST_KIND_INVALID:
+                return false;
+        }
+        perr(p, n, "%s: bad glob %s", key, quote(s, q, sizeof(q)));
+        return false;
+}
+
+/* A list of strings, or one string standing for a list of one. */
+static void parse_strlist(Parser *p, yaml_node_t *n, const char *key, ListKind kind, StrList *l) {
+        yaml_node_t *one[1];
+        yaml_node_t **items;
+        _cleanup_(freep) yaml_node_t **owned = NULL;
+        size_t n_items;
+        bool plain = false, all_ok = true;
+
+        if (n->type == YAML_SCALAR_NODE && !node_is_null(n)) {
+                one[0] = n;
+                items = one;
+                n_items = 1;
+        } else if (n->type == YAML_SEQUENCE_NODE) {
+                n_items = sequence_length(n);
+                if (n_items == 0) {
+                        perr(p, n, "%s: empty list", key);
+                        return;
+                }
+                if (n_items > POLICY_LIST_MAX) {
+                        perr(p, n, "%s: too many items (max %u)", key, POLICY_LIST_MAX);
+                        return;
+                }
+                owned = calloc(n_items, sizeof(*owned));
+                if (!owned) {
+                        p->r = -ENOMEM;
+                        return;
+                }
+                n_items = 0;
+                SEQUENCE_FOREACH(item, n) {
+                        owned[n_items++] = yaml_document_get_node(p->doc, *item);
+                }
+                items = owned;
+        } else {
+                perr(p, n, "%s: expected a string or a list of strings", key);
+                return;
+        }
+
+        for (size_t i = 0; i < n_items; i++) {
+                const char *s;
+                int r;
+
+                if (!items[i] || get_string(p, items[i], key, &s) < 0 ||
+                    !list_item_check(p, items[i], key, kind, s)) {
+                        all_ok = false;
+                        continue;
+                }
+                if (kind == LIST_NAME && s[0] != '!')
+                        plain = true;
+                r = strlist_append(l, s);
+                if (r < 0) {
+                        p->r = r;
+                        return;
+                }
+                if (kind == LIST_MAC)
+                        for (char *c = l->items[l->n - 1]; *c; c++)
+                                *c = (char) tolower((unsigned char) *c);
+        }
+        /* "!eth0" alone would match nothing at all: say so rather than ship a dead policy */
+        if (kind == LIST_NAME && all_ok && !plain)
+                perr(p, n, "%s: needs at least one glob without \"!\"", key);
+}
+
+/* ---- the policy format ---- */
+
+/* What one file holds, before it is merged into the set. */
+typedef struct ParsedPolicy {
+        Policy policy;
+        yaml_node_t *name_node;
+        bool has_rollback;
+        RollbackSpec rollback; /* the policy's own keys */
+        yaml_node_t *rollback_node;
+        bool rollback_ok; /* parsed without errors, so worth checking as a whole */
+} ParsedPolicy;
+
+typedef struct ParsedFile {
+        bool has_rollback;
+        RollbackSpec rollback;
+        yaml_node_t *rollback_node;
+        bool rollback_ok;
+        ParsedPolicy *policies;
+        size_t n_policies;
+} ParsedFile;
+
+static void parsed_file_done(ParsedFile *f) {
+        rollback_spec_done(&f->rollback);
+        for (size_t i = 0; i < f->n_policies; i++) {
+                policy_done(&f->policies[i].policy);
+                rollback_spec_done(&f->policies[i].rollback);
+        }
+        free(f->policies);
+        *f = (ParsedFile){};
+}
+
+static void parse_size(Parser *p, yaml_node_t *n, const char *key, SizeSpec *ret) {
+        const char *v = scalar(n);
+        char q[QUOTE_MAX];
+
+        if (v && streq(v, "max")) {
+                *ret = (SizeSpec){.kind = SIZE_DEVICE_MAX};
+                return;
+        }
+        if (v && streq(v, "legacy")) {
+                *ret = (SizeSpec){.kind = SIZE_LEGACY};
+                return;
+        }
+        /* integers only from plain scalars: "185000" in quotes is a string */
+        if (v && scalar_is_plain(n) && strlen(v) == n->data.scalar.length &&
+            (isdigit((unsigned char) v[0]) || (v[0] == '-' && isdigit((unsigned char) v[1])))) {
+                const char *d = v[0] == '-' ? v + 1 : v;
+                uint64_t x = 0;
+
+                for (; isdigit((unsigned char) *d); d++)
+                        if (x <= BT_GRO_MAX_SIZE)
+                                x = x * 10 + (uint64_t) (*d - '0');
+                if (*d == '\0') {
+                        if (v[0] == '-' || x < 1 || x > BT_GRO_MAX_SIZE)
+                                perr(p, n, "%s: %s is out of range (1..%u)", key,
+                                     strlen(v) <= QUOTE_CUT ? v : quote(v, q, sizeof(q)), BT_GRO_MAX_SIZE);
+                        else
+                                *ret = (SizeSpec){.kind = SIZE_BYTES, .bytes = (uint32_t) x};
+                        return;
+                }
+        }
+        perr(p, n, "%s: expected a number of bytes, \"max\" or \"legacy\"", key);
+}
+
+enum { FAMILY_GSO, FAMILY_GRO, _FAMILY_KEY_MAX };
+static const char *const family_keys[_FAMILY_KEY_MAX] = {
+        [FAMILY_GSO] = "gso-max-size",
+        [FAMILY_GRO] = "gro-max-size",
+};
+
+static void parse_family(Parser *p, yaml_node_t *n, const char *key, FamilySpec *ret) {
+        yaml_node_t *v[_FAMILY_KEY_MAX];
+
+        if (mapping_collect(p, n, key, family_keys, _FAMILY_KEY_MAX, v) < 0)
+                return;
+        if (!v[FAMILY_GSO] && !v[FAMILY_GRO]) {
+                perr(p, n, "%s: missing key \"gso-max-size\" or \"gro-max-size\"", key);
+                return;
+        }
+        ret->set = true;
+        if (v[FAMILY_GSO])
+                parse_size(p, v[FAMILY_GSO], family_keys[FAMILY_GSO], &ret->gso);
+        if (v[FAMILY_GRO])
+                parse_size(p, v[FAMILY_GRO], family_keys[FAMILY_GRO], &ret->gro);
+}
+
+static void parse_duration(Parser *p, yaml_node_t *n, const char *key, bool *has, uint64_t *ret) {
+        char q[QUOTE_MAX];
+        const char *s;
+
+        if (get_string(p, n, key, &s) < 0)
+                return;
+        if (parse_duration_usec(s, ret) < 0) {
+                perr(p, n, "%s: bad duration %s", key, quote(s, q, sizeof(q)));
+                return;
+        }
+        *has = true;
+}
+
+enum { GUARD_COUNTER, GUARD_MAX_INCREASE, GUARD_MAX_RATIO, GUARD_PER, _GUARD_KEY_MAX };
+static const char *const guard_keys[_GUARD_KEY_MAX] = {
+        [GUARD_COUNTER] = "counter",
+        [GUARD_MAX_INCREASE] = "max-increase",
+        [GUARD_MAX_RATIO] = "max-ratio",
+        [GUARD_PER] = "per",
+};
+
+static void parse_counter(Parser *p, yaml_node_t *n, const char *key, char **ret,
+                          GuardCounterKind *ret_kind) {
+        char q[QUOTE_MAX];
+        const char *s;
+
+        if (get_string(p, n, key, &s) < 0)
+                return;
+        if (guard_counter_parse(s, ret_kind) < 0) {
+                perr(p, n, "%s: bad counter %s", key, quote(s, q, sizeof(q)));
+                return;
+        }
+        *ret = strdup(s);
+        if (!*ret)
+                p->r = -ENOMEM;
+}
+
+static bool parse_uint64(const char *s, uint64_t *ret) {
+        uint64_t x = 0;
+
+        if (!isdigit((unsigned char) *s))
+                return false;
+        for (; *s; s++) {
+                unsigned d = (unsigned) (*s - '0');
+                if (!isdigit((unsigned char) *s) || x > (UINT64_MAX - d) / 10)
+                        return false;
+                x = x * 10 + d;
+        }
+        *ret = x;
+        return true;
+}
+
+static bool parse_ratio(const char *s, double *ret) {
+        char *e;
+        double d;
+
+        /* plain decimal notation only: no sign, no "inf", "nan" or hex floats */
+        if (!(isdigit((unsigned char) s[0]) || (s[0] == '.' && isdigit((unsigned char) s[1]))))
+                return false;
+        if (s[strspn(s, "0123456789.eE+-")] != '\0')
+                return false;
+        errno = 0;
+        d = strtod(s, &e);
+        if (errno != 0 || *e != '\0' || !isfinite(d) || d < 0)
+                return false;
+        *ret = d;
+        return true;
+}
+
+static void parse_guard(Parser *p, yaml_node_t *n, Guard *g) {
+        yaml_node_t *v[_GUARD_KEY_MAX];
+
+        if (mapping_collect(p, n, "guards", guard_keys, _GUARD_KEY_MAX, v) < 0)
+                return;
+
+        if (!v[GUARD_COUNTER])
+                perr(p, n, "missing key \"counter\"");
+        else
+                parse_counter(p, v[GUARD_COUNTER], "counter", &g->counter, &g->counter_kind);
+
+        if (!v[GUARD_MAX_INCREASE] && !v[GUARD_MAX_RATIO])
+                perr(p, n, "missing key \"max-increase\" or \"max-ratio\"");
+
+        if (v[GUARD_MAX_INCREASE]) {
+                const char *s = scalar(v[GUARD_MAX_INCREASE]);
+
+                if (s && scalar_is_plain(v[GUARD_MAX_INCREASE]) && parse_uint64(s, &g->max_increase))
+                        g->has_max_increase = true;
+                else
+                        perr(p, v[GUARD_MAX_INCREASE], "max-increase: expected a non-negative integer");
+        }
+
+        if (v[GUARD_MAX_RATIO]) {
+                const char *s = scalar(v[GUARD_MAX_RATIO]);
+
+                if (s && scalar_is_plain(v[GUARD_MAX_RATIO]) && parse_ratio(s, &g->max_ratio))
+                        g->has_max_ratio = true;
+                else
+                        perr(p, v[GUARD_MAX_RATIO], "max-ratio: expected a non-negative number");
+                if (!v[GUARD_PER])
+                        perr(p, n, "missing key \"per\" (required with max-ratio)");
+        }
+
+        if (v[GUARD_PER]) {
+                if (!v[GUARD_MAX_RATIO])
+                        perr(p, v[GUARD_PER], "per: only allowed with max-ratio");
+                else
+                        parse_counter(p, v[GUARD_PER], "per", &g->per, &g->per_kind);
+        }
+}
+
+enum { ROLLBACK_WINDOW, ROLLBACK_INTERVAL, ROLLBACK_GUARDS, _ROLLBACK_KEY_MAX };
+static const char *const rollback_keys[_ROLLBACK_KEY_MAX] = {
+        [ROLLBACK_WINDOW] = "window",
+        [ROLLBACK_INTERVAL] = "interval",
+        [ROLLBACK_GUARDS] = "guards",
+};
+
+static void parse_rollback(Parser *p, yaml_node_t *n, RollbackSpec *r) {
+        yaml_node_t *v[_ROLLBACK_KEY_MAX];
+        yaml_node_t *g;
+        size_t n_guards;
+
+        if (mapping_collect(p, n, "rollback", rollback_keys, _ROLLBACK_KEY_MAX, v) < 0)
+                return;
+        if (v[ROLLBACK_WINDOW])
+                parse_duration(p, v[ROLLBACK_WINDOW], "window", &r->has_window, &r->window_usec);
+        if (v[ROLLBACK_INTERVAL])
+                parse_duration(p, v[ROLLBACK_INTERVAL], "interval", &r->has_interval, &r->interval_usec);
+
+        g = v[ROLLBACK_GUARDS];
+        if (!g)
+                return;
+        if (g->type != YAML_SEQUENCE_NODE) {
+                perr(p, g, "guards: expected a list");
+                return;
+        }
+        n_guards = sequence_length(g);
+        if (n_guards > POLICY_GUARDS_MAX) {
+                perr(p, g, "guards: too many items (max %u)", POLICY_GUARDS_MAX);
+                return;
+        }
+        r->has_guards = true; /* an empty list turns the guards off */
+        if (n_guards == 0)
+                return;
+        r->guards = calloc(n_guards, sizeof(Guard));
+        if (!r->guards) {
+                p->r = -ENOMEM;
+                return;
+        }
+        SEQUENCE_FOREACH(item, g) {
+                yaml_node_t *gn = yaml_document_get_node(p->doc, *item);
+                if (gn)
+                        parse_guard(p, gn, &r->guards[r->n_guards++]);
+        }
+}
+
+/* Checked on the effective spec, where a window from one level meets an interval from another. */
+static void check_rollback(Parser *p, yaml_node_t *at, const RollbackSpec *r) {
+        char a[32], b[32];
+
+        if (r->interval_usec > r->window_usec)
+                perr(p, at, "rollback: interval %s is longer than window %s",
+                     format_duration(r->interval_usec, a, sizeof(a)),
+                     format_duration(r->window_usec, b, sizeof(b)));
+}
+
+enum { MATCH_NAME, MATCH_KIND, MATCH_DRIVER, MATCH_MAC, MATCH_ROUTE, _MATCH_KEY_MAX };
+static const char *const match_keys[_MATCH_KEY_MAX] = {
+        [MATCH_NAME] = "name", [MATCH_KIND] = "kind",   [MATCH_DRIVER] = "driver",
+        [MATCH_MAC] = "mac",   [MATCH_ROUTE] = "route",
+};
+
+static void parse_match(Parser *p, yaml_node_t *n, PolicyMatch *m) {
+        yaml_node_t *v[_MATCH_KEY_MAX];
+
+        if (node_is_null(n)) /* `match:` with every key commented out: like {} */
+                return;
+        if (mapping_collect(p, n, "match", match_keys, _MATCH_KEY_MAX, v) < 0)
+                return;
+        if (v[MATCH_NAME])
+                parse_strlist(p, v[MATCH_NAME], "name", LIST_NAME, &m->name);
+        if (v[MATCH_KIND])
+                parse_strlist(p, v[MATCH_KIND], "kind", LIST_KIND, &m->kind);
+        if (v[MATCH_DRIVER])
+                parse_strlist(p, v[MATCH_DRIVER], "driver", LIST_DRIVER, &m->driver);
+        if (v[MATCH_MAC])
+                parse_strlist(p, v[MATCH_MAC], "mac", LIST_MAC, &m->mac);
+        if (v[MATCH_ROUTE]) {
+                StrList l = {};
+
+                parse_strlist(p, v[MATCH_ROUTE], "route", LIST_ROUTE, &l);
+                if (l.n > 0) {
+                        m->routes = calloc(l.n, sizeof(RoutePrefix));
+                        if (!m->routes)
+                                p->r = -ENOMEM;
+                        else
+                                for (size_t i = 0; i < l.n; i++)
+                                        if (route_prefix_parse(l.items[i], &m->routes[m->n_routes]) >= 0)
+                                                m->n_routes++;
+                }
+                strlist_done(&l);
+        }
+}
+
+static bool policy_name_is_valid(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (!(isalnum((unsigned char) *s) || strchr("._:@-", *s)))
+                        return false;
+        return true;
+}
+
+enum {
+        POLICY_NAME,
+        POLICY_HOSTS,
+        POLICY_KERNEL,
+        POLICY_MATCH,
+        POLICY_IPV6,
+        POLICY_IPV4,
+        POLICY_ROLLBACK,
+        _POLICY_KEY_MAX
+};
+static const char *const policy_keys[_POLICY_KEY_MAX] = {
+        [POLICY_NAME] = "name",         [POLICY_HOSTS] = "hosts", [POLICY_KERNEL] = "kernel",
+        [POLICY_MATCH] = "match",       [POLICY_IPV6] = "ipv6",   [POLICY_IPV4] = "ipv4",
+        [POLICY_ROLLBACK] = "rollback",
+};
+
+static void parse_policy(Parser *p, yaml_node_t *n, ParsedPolicy *pp) {
+        Policy *pol = &pp->policy;
+        yaml_node_t *v[_POLICY_KEY_MAX];
+        char q[QUOTE_MAX];
+        const char *s;
+
+        pol->line = (unsigned) n->start_mark.line + 1;
+        pol->column = (unsigned) n->start_mark.column + 1;
+        pol->file = strdup(p->file);
+        if (!pol->file) {
+                p->r = -ENOMEM;
+                return;
+        }
+        if (mapping_collect(p, n, "policies", policy_keys, _POLICY_KEY_MAX, v) < 0)
+                return;
+
+        if (!v[POLICY_NAME])
+                perr(p, n, "missing key \"name\"");
+        else if (get_string(p, v[POLICY_NAME], "name", &s) >= 0) {
+                if (!policy_name_is_valid(s))
+                        perr(p, v[POLICY_NAME], "name: bad policy name %s", quote(s, q, sizeof(q)));
+                else {
+                        pol->name = strdup(s);
+                        if (!pol->name)
+                                p->r = -ENOMEM;
+                        pp->name_node = v[POLICY_NAME];
+                }
+        }
+
+        if (v[POLICY_HOSTS])
+                parse_strlist(p, v[POLICY_HOSTS], "hosts", LIST_HOSTS, &pol->hosts);
+
+        if (v[POLICY_KERNEL] && get_string(p, v[POLICY_KERNEL], "kernel", &s) >= 0) {
+                int r = parse_kernel_reqs(s, &pol->kernel_reqs, &pol->n_kernel_reqs);
+                if (r == -ENOMEM)
+                        p->r = r;
+                else if (r < 0)
+                        perr(p, v[POLICY_KERNEL], "kernel: bad version requirement %s",
+                             quote(s, q, sizeof(q)));
+                else {
+                        pol->kernel = strdup(s);
+                        if (!pol->kernel)
+                                p->r = -ENOMEM;
+                }
+        }
+
+        if (v[POLICY_MATCH])
+                parse_match(p, v[POLICY_MATCH], &pol->match);
+
+        if (v[POLICY_IPV6])
+                parse_family(p, v[POLICY_IPV6], "ipv6", &pol->ipv6);
+        if (v[POLICY_IPV4])
+                parse_family(p, v[POLICY_IPV4], "ipv4", &pol->ipv4);
+        if (!v[POLICY_IPV6] && !v[POLICY_IPV4])
+                perr(p, n, "missing key \"ipv6\" or \"ipv4\"");
+
+        if (v[POLICY_ROLLBACK]) {
+                size_t n_errors = p->n_errors;
+
+                pp->has_rollback = true;
+                pp->rollback_node = v[POLICY_ROLLBACK];
+                parse_rollback(p, v[POLICY_ROLLBACK], &pp->rollback);
+                pp->rollback_ok = p->n_errors == n_errors;
+        }
+
+        /* until policy_set_scope() says otherwise */
+        pol->applies_here = pol->hosts.n == 0 && pol->n_kernel_reqs == 0;
+}
+
+enum { TOP_VERSION, TOP_ROLLBACK, TOP_POLICIES, _TOP_KEY_MAX };
+static const char *const top_keys[_TOP_KEY_MAX] = {
+        [TOP_VERSION] = "version",
+        [TOP_ROLLBACK] = "rollback",
+        [TOP_POLICIES] = "policies",
+};
+
+static void parse_top(Parser *p, yaml_node_t *root, size_t n_existing, ParsedFile *f) {
+        yaml_node_t *v[_TOP_KEY_MAX];
+        yaml_node_t *l;
+        size_t n;
+
+        if (mapping_collect(p, root, NULL, top_keys, _TOP_KEY_MAX, v) < 0)
+                return;
+
+        if (!v[TOP_VERSION])
+                perr(p, root, "missing key \"version\"");
+        else if (!scalar_is_plain(v[TOP_VERSION]) || !streq(scalar(v[TOP_VERSION]), "1"))
+                perr(p, v[TOP_VERSION], "version: expected 1");
+
+        if (v[TOP_ROLLBACK]) {
+                size_t n_errors = p->n_errors;
+
+                f->has_rollback = true;
+                f->rollback_node = v[TOP_ROLLBACK];
+                parse_rollback(p, v[TOP_ROLLBACK], &f->rollback);
+                f->rollback_ok = p->n_errors == n_errors;
+        }
+
+        l = v[TOP_POLICIES];
+        if (!l) {
+                perr(p, root, "missing key \"policies\"");
+                return;
+        }
+        if (l->type != YAML_SEQUENCE_NODE) {
+                perr(p, l, "policies: expected a list");
+                return;
+        }
+        n = sequence_length(l);
+        if (n_existing + n > POLICY_POLICIES_MAX) {
+                perr(p, l, "policies: too many policies (max %u)", POLICY_POLICIES_MAX);
+                return;
+        }
+        if (n == 0)
+                return;
+        f->policies = calloc(n, sizeof(ParsedPolicy));
+        if (!f->policies) {
+                p->r = -ENOMEM;
+                return;
+        }
+        SEQUENCE_FOREACH(item, l) {
+                yaml_node_t *pn = yaml_document_get_node(p->doc, *item);
+                if (!pn)
+                        continue;
+                parse_policy(p, pn, &f->policies[f->n_policies++]);
+                if (p->r < 0)
+                        return;
+        }
+}
+
+/* Where a byte offset lies, for reader errors that come without a mark. */
+static void offset_to_position(const char *data, size_t size, size_t offset, unsigned *line,
+                               unsigned *column) {
+        unsigned l = 1, c = 1;
+
+        for (size_t i = 0; i < offset && i < size; i++) {
+                if (data[i] == '\n') {
+                        l++;
+                        c = 1;
+                } else
+                        c++;
+        }
+        *line = l;
+        *column = c;
+}
+
+static void report_yaml_error(Parser *p, const yaml_parser_t *y) {
+        unsigned line = 0, column = 0;
+
+        switch (y->error) {
+        case YAML_MEMORY_ERROR:
+                p->r = -ENOMEM;
+                return;
+        case YAML_READER_ERROR:
+                offset_to_position(p->data, p->size, y->problem_offset, &line, &column);
+                break;
+        case YAML_SCANNER_ERROR:
+        case YAML_PARSER_ERROR:
+        case YAML_COMPOSER_ERROR:
+        case YAML_WRITER_ERROR:
+        case YAML_EMITTER_ERROR:
+        case YAML_NO_ERROR:
+                line = (unsigned) y->problem_mark.line + 1;
+                column = (unsigned) y->problem_mark.column + 1;
+                break;
+        }
+        parser_error_at(p, line, column, "syntax error: %s", y->problem ?: "malformed YAML");
+}
+
+/* The document API resolves aliases silently, so one small anchor could stand for a huge tree and
+ * errors would point at the anchor. One pass over the events first rejects aliases and second
+ * documents, and finds syntax errors with libyaml's own marks. */
+static void prescan(Parser *p) {
+        _cleanup_(yaml_parser_deletep) yaml_parser_t y = {};
+        unsigned n_docs = 0;
+
+        if (!yaml_parser_initialize(&y)) {
+                p->r = -ENOMEM;
+                return;
+        }
+        yaml_parser_set_input_string(&y, (const unsigned char *) p->data, p->size);
+        for (;;) {
+                yaml_event_t ev;
+                yaml_event_type_t type;
+
+                if (!yaml_parser_parse(&y, &ev)) {
+                        report_yaml_error(p, &y);
+                        return;
+                }
+                type = ev.type;
+                if (type == YAML_ALIAS_EVENT)
+                        parser_error_at(p, (unsigned) ev.start_mark.line + 1,
+                                        (unsigned) ev.start_mark.column + 1, "aliases are not supported");
+                else if (type == YAML_DOCUMENT_START_EVENT && ++n_docs == 2)
+                        parser_error_at(p, (unsigned) ev.start_mark.line + 1,
+                                        (unsigned) ev.start_mark.column + 1, "only one document is allowed");
+                yaml_event_delete(&ev);
+                if (type == YAML_STREAM_END_EVENT || p->r < 0)
+                        return;
+        }
+}
+
+static void sort_errors(PolicyErrors *e, size_t from) {
+        /* insertion sort: stable, and a file holds at most PARSE_ERRORS_MAX + 1 errors */
+        for (size_t i = from + 1; i < e->n; i++) {
+                PolicyError t = e->items[i];
+                size_t j = i;
+                while (j > from && (e->items[j - 1].line > t.line ||
+                                    (e->items[j - 1].line == t.line && e->items[j - 1].column > t.column))) {
+                        e->items[j] = e->items[j - 1];
+                        j--;
+                }
+                e->items[j] = t;
+        }
+}
+
+static const Policy *policy_find(const PolicySet *s, const ParsedFile *f, size_t n_f, const char *name) {
+        for (size_t i = 0; i < s->n_policies; i++)
+                if (streq_ptr(s->policies[i].name, name))
+                        return &s->policies[i];
+        for (size_t i = 0; i < n_f; i++)
+                if (streq_ptr(f->policies[i].policy.name, name))
+                        return &f->policies[i].policy;
+        return NULL;
+}
+
+/* Effective rollback specs, duplicate names: what needs the whole file and the set. */
+static void finish_file(Parser *p, const PolicySet *s, ParsedFile *f, RollbackSpec *file_defaults) {
+        char q[QUOTE_MAX];
+        int r;
+
+        if (f->has_rollback) {
+                r = rollback_builtin(file_defaults);
+                if (r >= 0)
+                        r = rollback_spec_merge(file_defaults, &f->rollback);
+                if (r < 0) {
+                        p->r = r;
+                        return;
+                }
+                if (f->rollback_ok)
+                        check_rollback(p, f->rollback_node, file_defaults);
+        } else {
+                /* a drop-in without its own defaults takes the first file's */
+                r = rollback_spec_copy(&s->defaults, file_defaults);
+                if (r < 0) {
+                        p->r = r;
+                        return;
+                }
+        }
+
+        for (size_t i = 0; i < f->n_policies; i++) {
+                ParsedPolicy *pp = &f->policies[i];
+                const Policy *other;
+
+                r = rollback_spec_copy(file_defaults, &pp->policy.rollback);
+                if (r >= 0 && pp->has_rollback)
+                        r = rollback_spec_merge(&pp->policy.rollback, &pp->rollback);
+                if (r < 0) {
+                        p->r = r;
+                        return;
+                }
+                if (pp->has_rollback && pp->rollback_ok)
+                        check_rollback(p, pp->rollback_node, &pp->policy.rollback);
+
+                if (!pp->policy.name)
+                        continue;
+                other = policy_find(s, f, i, pp->policy.name);
+                if (other)
+                        perr(p, pp->name_node, "name: duplicate policy %s (first defined at %s:%u:%u)",
+                             quote(pp->policy.name, q, sizeof(q)), other->file, other->line, other->column);
+        }
+}
+
+static int policy_set_append(PolicySet *s, const char *file, const char *data, size_t size, ParsedFile *f,
+                             RollbackSpec *file_defaults) {
+        Policy *pt;
+        char **ft, *fn;
+
+        fn = strdup(file);
+        if (!fn)
+                return -ENOMEM;
+        ft = realloc(s->files, (s->n_files + 1) * sizeof(char *));
+        if (!ft) {
+                free(fn);
+                return -ENOMEM;
+        }
+        s->files = ft;
+        if (f->n_policies > 0) {
+                pt = realloc(s->policies, (s->n_policies + f->n_policies) * sizeof(Policy));
+                if (!pt) {
+                        free(fn);
+                        return -ENOMEM;
+                }
+                s->policies = pt;
+        }
+
+        /* nothing fails from here on */
+        for (size_t i = 0; i < f->n_policies; i++) {
+                s->policies[s->n_policies++] = f->policies[i].policy;
+                f->policies[i].policy = (Policy){};
+        }
+        if (s->n_files == 0) {
+                rollback_spec_done(&s->defaults);
+                s->defaults = *file_defaults;
+                *file_defaults = (RollbackSpec){};
+        }
+        s->files[s->n_files++] = fn;
+        s->digest =
+                fnv1a64(s->digest, file, strlen(file) + 1); /* with the NUL: name and content stay apart */
+        s->digest = fnv1a64(s->digest, data, size);
+        return 0;
+}
+
+int policy_parse_buffer(PolicySet *s, const char *file, const char *data, size_t size, PolicyErrors *errs) {
+        _cleanup_(yaml_parser_deletep) yaml_parser_t y = {};
+        _cleanup_(yaml_document_deletep) yaml_document_t doc = {};
+        _cleanup_(rollback_spec_done) RollbackSpec file_defaults = {};
+        _cleanup_(parsed_file_done) ParsedFile f = {};
+        Parser p = {
+                .file = file ?: "-",
+                .data = data ?: "",
+                .size = data ? size : 0,
+                .errs = errs,
+                .doc = &doc,
+        };
+        yaml_node_t *root;
+        int r;
+
+        if (!s || !errs)
+                return -EINVAL;
+        p.n_start = errs->n;
+
+        if (p.size > POLICY_FILE_MAX) {
+                parser_error_at(&p, 0, 0, "file too large (max %u bytes)", POLICY_FILE_MAX);
+                return p.r < 0 ? p.r : -EINVAL;
+        }
+
+        prescan(&p);
+        if (p.r < 0)
+                goto fail;
+        if (p.n_errors > 0)
+                goto done;
+
+        if (!yaml_parser_initialize(&y)) {
+                p.r = -ENOMEM;
+                goto fail;
+        }
+        yaml_parser_set_input_string(&y, (const unsigned char *) p.data, p.size);
+        if (!yaml_parser_load(&y, &doc)) {
+                report_yaml_error(&p, &y);
+                goto done;
+        }
+
+        root = yaml_document_get_root_node(&doc);
+        if (!root)
+                parser_error_at(&p, 0, 0,
+                                "empty document, expected a mapping with \"version\" and \"policies\"");
+        else
+                parse_top(&p, root, s->n_policies, &f);
+        if (p.r < 0)
+                goto fail;
+        /* also with errors: duplicate names and rollback conflicts are worth reporting too */
+        finish_file(&p, s, &f, &file_defaults);
+        if (p.r < 0)
+                goto fail;
+
+done:
+        if (p.r < 0)
+                goto fail;
+        if (p.n_errors > 0) {
+                sort_errors(errs, p.n_start);
+                return -EINVAL;
+        }
+        r = policy_set_append(s, p.file, p.data, p.size, &f, &file_defaults);
+        if (r < 0)
+                return r;
+        return 0;
+
+fail:
+        /* a hard failure leaves no half-reported file behind */
+        while (errs->n > p.n_start) {
+                errs->n--;
+                free(errs->items[errs->n].file);
+                free(errs->items[errs->n].message);
+        }
+        return p.r;
+}
+
+/* ---- files ---- */
+
+static int read_file(const char *path, char **ret, size_t *ret_size) {
+        _cleanup_(fclosep) FILE *f = NULL;
+        _cleanup_(freep) char *buf = NULL;
+        size_t n = 0, cap = 0;
+        struct stat st;
+
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        if (fstat(fileno(f), &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (S_ISREG(st.st_mode) && (uint64_t) st.st_size > POLICY_FILE_MAX)
+                return -EFBIG;
+
+        for (;;) {
+                size_t k;
+                if (n == cap) {
+                        char *t;
+                        if (cap > POLICY_FILE_MAX)
+                                return -EFBIG;
+                        cap = cap ? cap * 2 : 4096;
+                        t = realloc(buf, cap + 1);
+                        if (!t)
+                                return -ENOMEM;
+                        buf = t;
+                }
+                k = fread(buf + n, 1, cap - n, f);
+                n += k;
+                if (k == 0) {
+                        if (ferror(f))
+                                return -EIO;
+                        break;
+                }
+        }
+        if (n > POLICY_FILE_MAX)
+                return -EFBIG;
+        if (!buf) {
+                buf = strdup("");
+                if (!buf)
+                        return -ENOMEM;
+        } else
+                buf[n] = '\0';
+        *ret = TAKE_PTR(buf);
+        *ret_size = n;
+        return 0;
+}
+
+int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs) {
+        _cleanup_(policy_set_freep) PolicySet *s = NULL;
+        bool failed = false;
+        int r;
+
+        if (!ret || !errs || (n_paths > 0 && !paths))
+                return -EINVAL;
+
+        s = policy_set_new();
+        if (!s)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n_paths; i++) {
+                _cleanup_(freep) char *data = NULL;
+                size_t size = 0;
+
+                r = read_file(paths[i], &data, &size);
+                if (r == -ENOMEM)
+                        return r;
+                if (r == -EFBIG) {
+                        char *m;
+                        if (asprintf(&m, "file too large (max %u bytes)", POLICY_FILE_MAX) < 0)
+                                return -ENOMEM;
+                        r = errors_append(errs, paths[i], 0, 0, m);
+                        if (r < 0) {
+                                free(m);
+                                return r;
+                        }
+                        failed = true;
+                        continue;
+                }
+                if (r < 0) {
+                        char *m = strdup(strerror(-r));
+                        if (!m)
+                                return -ENOMEM;
+                        r = errors_append(errs, paths[i], 0, 0, m);
+                        if (r < 0) {
+                                free(m);
+                                return r;
+                        }
+                        failed = true;
+                        continue;
+                }
+
+                r = policy_parse_buffer(s, paths[i], data, size, errs);
+                if (r == -EINVAL)
+                        failed = true;
+                else if (r < 0)
+                        return r;
+        }
+        if (failed)
+                return -EINVAL;
+
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+static int strv_push(char ***l, size_t *n, char *s) {
+        char **t = realloc(*l, (*n + 2) * sizeof(char *));
+        if (!t)
+                return -ENOMEM;
+        t[(*n)++] = s;
+        t[*n] = NULL;
+        *l = t;
+        return 0;
+}
+
+static void strv_freep(char ***l) {
+        strv_free(*l);
+}
+
+typedef struct DropIn {
+        char *name; /* basename */
+        char *path;
+} DropIn;
+
+static int dropin_compare(const void *a, const void *b) {
+        return strcmp(((const DropIn *) a)->name, ((const DropIn *) b)->name);
+}
+
+static bool is_regular(const char *path) {
+        struct stat st;
+        return stat(path, &st) >= 0 && S_ISREG(st.st_mode); /* follows symlinks */
+}
+
+static bool dropin_name_ok(const char *name) {
+        size_t l = strlen(name);
+        /* hidden files are editors' and ConfigMaps' (..data) scaffolding */
+        return name[0] != '.' && l > 5 && streq(name + l - 5, ".yaml");
+}
+
+static int collect_dropins(const char *dir, DropIn **items, size_t *n) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        struct dirent *de;
+
+        d = opendir(dir);
+        if (!d)
+                return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+
+        while ((errno = 0, de = readdir(d))) {
+                _cleanup_(freep) char *path = NULL, *name = NULL;
+                bool seen = false;
+                DropIn *t;
+
+                if (!dropin_name_ok(de->d_name))
+                        continue;
+                for (size_t i = 0; i < *n; i++)
+                        if (streq((*items)[i].name, de->d_name)) {
+                                seen = true; /* a directory earlier in the order has it */
+                                break;
+                        }
+                if (seen)
+                        continue;
+                if (asprintf(&path, "%s/%s", dir, de->d_name) < 0) {
+                        path = NULL;
+                        return -ENOMEM;
+                }
+                if (!is_regular(path))
+                        continue;
+                name = strdup(de->d_name);
+                if (!name)
+                        return -ENOMEM;
+                t = realloc(*items, (*n + 1) * sizeof(DropIn));
+                if (!t)
+                        return -ENOMEM;
+                *items = t;
+                (*items)[(*n)++] = (DropIn){.name = TAKE_PTR(name), .path = TAKE_PTR(path)};
+        }
+        if (errno != 0)
+                return -errno;
+        return 0;
+}
+
+int policy_discover(const char *config, const char *root, char ***ret_paths) {
+        static const char *const dirs[] = {
+                "/etc/bigtcpd/bigtcpd.d",
+                "/run/bigtcpd/bigtcpd.d",
+                "/usr/lib/bigtcpd/bigtcpd.d",
+        };
+        _cleanup_(strv_freep) char **l = NULL;
+        DropIn *items = NULL;
+        size_t n = 0, n_items = 0;
+        char *main_path = NULL;
+        int r = 0;
+
+        if (!ret_paths)
+                return -EINVAL;
+        if (!root)
+                root = "";
+
+        l = calloc(1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+
+        if (config) {
+                char *c = strdup(config);
+                if (!c)
+                        return -ENOMEM;
+                r = strv_push(&l, &n, c);
+                if (r < 0) {
+                        free(c);
+                        return r;
+                }
+                *ret_paths = TAKE_PTR(l);
+                return 1;
+        }
+
+        if (asprintf(&main_path, "%s/etc/bigtcpd/bigtcpd.yaml", root) < 0)
+                return -ENOMEM;
+        if (is_regular(main_path)) {
+                r = strv_push(&l, &n, main_path);
+                if (r < 0) {
+                        free(main_path);
+                        return r;
+                }
+        } else
+                free(main_path);
+
+        for (size_t i = 0; i < ELEMENTSOF(dirs) && r >= 0; i++) {
+                char *dir;
+                if (asprintf(&dir, "%s%s", root, dirs[i]) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = collect_dropins(dir, &items, &n_items);
+                free(dir);
+        }
+        if (r >= 0 && n_items > 0)
+                qsort(items, n_items, sizeof(DropIn), dropin_compare);
+        for (size_t i = 0; i < n_items; i++) {
+                free(items[i].name);
+                if (r >= 0) {
+                        r = strv_push(&l, &n, items[i].path);
+                        if (r >= 0)
+                                continue;
+                }
+                free(items[i].path);
+        }
+        free(items);
+        if (r < 0)
+                return r;
+
+        *ret_paths = TAKE_PTR(l);
+        return (int) n;
+}
+
+void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_policies; i++) {
+                Policy *p = &s->policies[i];
+                bool host_ok = p->hosts.n == 0;
+
+                for (size_t j = 0; j < p->hosts.n && !host_ok; j++)
+                        host_ok = hostname && fnmatch(p->hosts.items[j], hostname, FNM_CASEFOLD) == 0;
+                p->applies_here =
+                        host_ok && kernel_req_holds(p->kernel_reqs, p->n_kernel_reqs, kernel_release);
+        }
+}

@@ -1,0 +1,182 @@
+/* policy.h — the policy model (format version 1), its YAML parser and validation.
+ * Parsing builds a new PolicySet; nothing global is touched, so reload and --check-config share
+ * one path and the running set is swapped only when the new one is clean. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum SizeKind {
+        SIZE_UNSET,  /* key absent: leave this size as the device has it */
+        SIZE_BYTES,  /* a number of bytes */
+        SIZE_DEVICE_MAX, /* "max": the device's limit (not SIZE_MAX: <stdint.h> owns that name) */
+        SIZE_LEGACY, /* "legacy": 65536 */
+        _SIZE_KIND_MAX,
+        _SIZE_KIND_INVALID = -1,
+} SizeKind;
+
+typedef struct SizeSpec {
+        SizeKind kind;
+        uint32_t bytes; /* SIZE_BYTES only */
+} SizeSpec;
+
+/* One of `ipv6:` / `ipv4:`. `set` is false when the policy leaves the family out. */
+typedef struct FamilySpec {
+        bool set;
+        SizeSpec gso;
+        SizeSpec gro;
+} FamilySpec;
+
+typedef struct StrList {
+        char **items;
+        size_t n;
+} StrList;
+
+/* An item of match.route: `default`, or an IPv4/IPv6 prefix. */
+typedef struct RoutePrefix {
+        bool is_default; /* the default route of either family */
+        int family;      /* AF_INET or AF_INET6; 0 with is_default */
+        uint8_t addr[16];
+        uint8_t prefixlen;
+} RoutePrefix;
+
+typedef struct PolicyMatch {
+        StrList name;   /* globs, "!" prefix negates */
+        StrList kind;   /* link kinds; "device" = no kind, "loopback" = the loopback device */
+        StrList driver; /* globs on the ethtool driver name */
+        StrList mac;    /* globs on the lower-case colon-separated address */
+        RoutePrefix *routes;
+        size_t n_routes;
+} PolicyMatch;
+
+typedef enum GuardCounterKind {
+        GUARD_COUNTER_LINK, /* link.<stats64 field> */
+        GUARD_COUNTER_SNMP, /* <Group>.<Name> from /proc/net/{snmp,netstat,snmp6} */
+        _GUARD_COUNTER_KIND_MAX,
+        _GUARD_COUNTER_KIND_INVALID = -1,
+} GuardCounterKind;
+
+typedef struct Guard {
+        char *counter;
+        GuardCounterKind counter_kind;
+        bool has_max_increase;
+        uint64_t max_increase;
+        bool has_max_ratio;
+        double max_ratio;
+        char *per; /* required with max-ratio, forbidden without */
+        GuardCounterKind per_kind;
+} Guard;
+
+typedef struct RollbackSpec {
+        bool has_window;
+        uint64_t window_usec;
+        bool has_interval;
+        uint64_t interval_usec;
+        bool has_guards;
+        Guard *guards;
+        size_t n_guards;
+} RollbackSpec;
+
+typedef enum KernelOp {
+        KERNEL_OP_LT,
+        KERNEL_OP_LE,
+        KERNEL_OP_EQ,
+        KERNEL_OP_NE,
+        KERNEL_OP_GE,
+        KERNEL_OP_GT,
+        _KERNEL_OP_MAX,
+        _KERNEL_OP_INVALID = -1,
+} KernelOp;
+
+/* One comparison of `kernel:`; several separated by commas must all hold. */
+typedef struct KernelReq {
+        KernelOp op;
+        unsigned version[3]; /* major, minor, patch; missing parts are 0 */
+} KernelReq;
+
+typedef struct Policy {
+        char *name;
+        char *file; /* where it was defined */
+        unsigned line, column;
+        StrList hosts;      /* empty = every host */
+        char *kernel;       /* the text, for display; NULL = any kernel */
+        KernelReq *kernel_reqs;
+        size_t n_kernel_reqs;
+        PolicyMatch match;
+        FamilySpec ipv6;
+        FamilySpec ipv4;
+        RollbackSpec rollback; /* effective: the file's defaults with this policy's overrides */
+        bool applies_here;     /* set by policy_set_scope() from hosts and kernel */
+} Policy;
+
+typedef struct PolicySet {
+        Policy *policies; /* in order of precedence: the first that matches wins */
+        size_t n_policies;
+        char **files; /* the files read, in order */
+        size_t n_files;
+        RollbackSpec defaults; /* built-in defaults overridden by the first file's `rollback` */
+        uint64_t digest;       /* FNV-1a 64 over the files' names and contents, in order */
+} PolicySet;
+
+typedef struct PolicyError {
+        char *file;
+        unsigned line, column; /* 1-based; 0 when the error is about the file as a whole */
+        char *message;
+} PolicyError;
+
+typedef struct PolicyErrors {
+        PolicyError *items;
+        size_t n;
+} PolicyErrors;
+
+/* Limits on what a policy may hold (a fleet-wide file must not be able to exhaust the daemon). */
+#define POLICY_FILE_MAX (1024u * 1024u)
+#define POLICY_POLICIES_MAX 1024u
+#define POLICY_LIST_MAX 256u
+#define POLICY_GUARDS_MAX 64u
+#define POLICY_STRING_MAX 256u
+
+PolicySet *policy_set_new(void);
+void policy_set_free(PolicySet *s);
+void policy_errors_clear(PolicyErrors *e);
+
+/* Parse one YAML document held in memory and append its policies to `s`. `file` names it in
+ * errors. Returns 0 when it parsed clean, -EINVAL when errors were appended to `errs` (all of
+ * them, not only the first, sorted by position), or another -errno. On any failure `s` is left
+ * as it was. */
+int policy_parse_buffer(PolicySet *s, const char *file, const char *data, size_t size, PolicyErrors *errs);
+
+/* Read and parse the files in order into a new set. On any error returns -EINVAL with every
+ * error in `errs` and no set. Cross-file checks (duplicate policy names) happen here. */
+int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs);
+
+/* The files that make up the policy: `config` alone when it is non-NULL, otherwise
+ * <root>/etc/bigtcpd/bigtcpd.yaml (if it exists) followed by *.yaml drop-ins from
+ * <root>/etc/bigtcpd/bigtcpd.d, <root>/run/bigtcpd/bigtcpd.d, <root>/usr/lib/bigtcpd/bigtcpd.d
+ * — one file per basename (/etc over /run over /usr/lib), in lexical order of basename.
+ * `root` is "" in production and a test directory in tests. Returns the number of paths. */
+int policy_discover(const char *config, const char *root, char ***ret_paths);
+void strv_free(char **l);
+
+/* Decide which policies apply to this host. */
+void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release);
+
+/* Helpers, exposed for tests and for the control plane. */
+int parse_duration_usec(const char *s, uint64_t *ret);
+int parse_kernel_version(const char *s, unsigned ret[3]);
+bool kernel_req_holds(const KernelReq *reqs, size_t n, const char *kernel_release);
+bool glob_is_valid(const char *pattern);
+const char *size_kind_to_string(SizeKind k);
+/* Format a size spec into buf: "185000", "max", "legacy" or "-" for unset. */
+const char *size_spec_format(const SizeSpec *s, char *buf, size_t size);
+const char *kernel_op_to_string(KernelOp op);
+const char *guard_counter_kind_to_string(GuardCounterKind k);
+/* Is `name` a valid guard counter ("link.tx_errors", "Tcp.RetransSegs")? Returns 0 and its kind,
+ * or -EINVAL. */
+int guard_counter_parse(const char *name, GuardCounterKind *ret);
+/* Parse "default", "10.0.0.0/8", "2001:db8::/32" or a bare address (a host prefix). Returns
+ * -EINVAL when malformed, -EDOM when host bits are set beyond the prefix length. */
+int route_prefix_parse(const char *s, RoutePrefix *ret);
+/* "file:line:column: message", or "file: message" for an error about the whole file. */
+int policy_error_format(const PolicyError *e, char **ret);

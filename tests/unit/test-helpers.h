@@ -1,0 +1,72 @@
+/* test-helpers.h — small helpers shared by the unit tests: parse a policy from a string, format
+ * the errors the way the daemon prints them. */
+#pragma once
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+static inline int streq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
+
+/* All errors as "file:line:column: message" lines, each ending in "\n". */
+static inline char *errors_to_string(const PolicyErrors *e) {
+        char *buf = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&buf, &size);
+
+        if (!f)
+                abort();
+        for (size_t i = 0; i < e->n; i++) {
+                char *m;
+                if (policy_error_format(&e->items[i], &m) < 0)
+                        abort();
+                fprintf(f, "%s\n", m);
+                free(m);
+        }
+        fclose(f);
+        return buf;
+}
+
+/* Parse `yaml` as file "t.yaml" into a new set. Returns the set (NULL on errors) and the errors
+ * in *ret_errors (never NULL; "" when clean). */
+static inline PolicySet *parse_string(const char *yaml, char **ret_errors) {
+        PolicySet *s = policy_set_new();
+        PolicyErrors e = {};
+        int r;
+
+        if (!s)
+                abort();
+        r = policy_parse_buffer(s, "t.yaml", yaml, strlen(yaml), &e);
+        *ret_errors = errors_to_string(&e);
+        policy_errors_clear(&e);
+        if (r < 0) {
+                policy_set_free(s);
+                return NULL;
+        }
+        return s;
+}
+
+static inline char *read_all(const char *path, size_t *ret_size) {
+        FILE *f = fopen(path, "re");
+        char *buf = NULL;
+        size_t size = 0, n;
+        char chunk[4096];
+        FILE *m;
+
+        if (!f)
+                return NULL;
+        m = open_memstream(&buf, &size);
+        if (!m)
+                abort();
+        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+                fwrite(chunk, 1, n, m);
+        fclose(f);
+        fclose(m);
+        if (ret_size)
+                *ret_size = size;
+        return buf;
+}

@@ -98,6 +98,9 @@ static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
                 }
                 for (uint8_t *p = buf; p < buf + n;) {
                         const struct inotify_event *ev = (const struct inotify_event *) p;
+                        p += sizeof(struct inotify_event) + ev->len;
+                        if (!(ev->mask & IN_Q_OVERFLOW) && !dir_of(ev->wd, w))
+                                continue; /* a watch we dropped ourselves */
                         if (ev->mask & IN_Q_OVERFLOW)
                                 changed = true;
                         else if (ev->mask & IN_IGNORED)
@@ -106,38 +109,34 @@ static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
                                 changed = true;
                         if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
                                 changed = true;
-                        p += sizeof(struct inotify_event) + ev->len;
                 }
         }
         if (changed)
                 w->changed(w->userdata);
 }
 
-static void add_dir(ConfigWatch *w, const char *dir) {
+typedef struct DirList {
+        char *dirs[WATCH_MAX];
+        size_t n;
+} DirList;
+
+static void want_dir(DirList *l, const char *dir) {
         struct stat st;
 
-        if (!dir || w->n_watches >= WATCH_MAX || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        if (!dir || l->n >= WATCH_MAX || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
                 return;
-        for (size_t i = 0; i < w->n_watches; i++)
-                if (streq_ptr(w->watches[i].dir, dir))
+        for (size_t i = 0; i < l->n; i++)
+                if (streq_ptr(l->dirs[i], dir))
                         return;
-        int wd = inotify_add_watch(w->fd, dir, WATCH_MASK);
-        if (wd < 0) {
-                log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", dir);
-                return;
-        }
         char *copy = strdup(dir);
-        if (!copy)
-                return;
-        w->watches[w->n_watches].wd = wd;
-        w->watches[w->n_watches].dir = copy;
-        w->n_watches++;
+        if (copy)
+                l->dirs[l->n++] = copy;
 }
 
-static void add_parent_of(ConfigWatch *w, const char *path) {
+static void want_parent_of(DirList *l, const char *path) {
         _cleanup_(freep) char *copy = strdup(path);
         if (copy)
-                add_dir(w, dirname(copy));
+                want_dir(l, dirname(copy));
 }
 
 int config_watch_set(ConfigWatch *w, char *const *paths, size_t n_paths, const char *config, const char *root) {
@@ -147,33 +146,72 @@ int config_watch_set(ConfigWatch *w, char *const *paths, size_t n_paths, const c
                 "/run/bigtcpd/bigtcpd.d",
                 "/usr/lib/bigtcpd/bigtcpd.d",
         };
-
-        watches_clear(w);
-        w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (w->fd < 0)
-                return -errno;
+        DirList want = {};
+        char real[PATH_MAX];
 
         if (config) {
-                char real[PATH_MAX];
-                add_parent_of(w, config);
+                want_parent_of(&want, config);
                 if (realpath(config, real))
-                        add_parent_of(w, real);
+                        want_parent_of(&want, real);
         } else
                 for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
                         _cleanup_(freep) char *p = NULL;
                         if (asprintf(&p, "%s%s", root ?: "", dirs[i]) < 0)
-                                return -ENOMEM;
-                        add_dir(w, p);
+                                break;
+                        want_dir(&want, p);
                 }
         for (size_t i = 0; i < n_paths; i++) {
-                char real[PATH_MAX];
-                add_parent_of(w, paths[i]);
+                want_parent_of(&want, paths[i]);
                 if (realpath(paths[i], real))
-                        add_parent_of(w, real);
+                        want_parent_of(&want, real);
         }
 
-        w->event = event_new(w->base, w->fd, EV_READ | EV_PERSIST, on_inotify, w);
-        if (!w->event || event_add(w->event, NULL) < 0)
-                return -ENOMEM;
+        /* One inotify fd for the daemon's life, so that no event queued on it is lost while the
+         * set of directories changes; drop what is no longer wanted, add what is new. */
+        if (w->fd < 0) {
+                w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+                if (w->fd < 0) {
+                        int r = -errno;
+                        for (size_t i = 0; i < want.n; i++)
+                                free(want.dirs[i]);
+                        return r;
+                }
+                w->event = event_new(w->base, w->fd, EV_READ | EV_PERSIST, on_inotify, w);
+                if (!w->event || event_add(w->event, NULL) < 0) {
+                        for (size_t i = 0; i < want.n; i++)
+                                free(want.dirs[i]);
+                        return -ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < w->n_watches;) {
+                bool keep = false;
+                for (size_t j = 0; j < want.n && !keep; j++)
+                        keep = streq_ptr(want.dirs[j], w->watches[i].dir);
+                if (keep) {
+                        i++;
+                        continue;
+                }
+                (void) inotify_rm_watch(w->fd, w->watches[i].wd);
+                free(w->watches[i].dir);
+                w->watches[i] = w->watches[--w->n_watches];
+        }
+        for (size_t j = 0; j < want.n; j++) {
+                bool have = false;
+                for (size_t i = 0; i < w->n_watches && !have; i++)
+                        have = streq_ptr(want.dirs[j], w->watches[i].dir);
+                if (have || w->n_watches >= WATCH_MAX) {
+                        free(want.dirs[j]);
+                        continue;
+                }
+                int wd = inotify_add_watch(w->fd, want.dirs[j], WATCH_MASK);
+                if (wd < 0) {
+                        log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", want.dirs[j]);
+                        free(want.dirs[j]);
+                        continue;
+                }
+                w->watches[w->n_watches].wd = wd;
+                w->watches[w->n_watches].dir = want.dirs[j];
+                w->n_watches++;
+        }
         return (int) w->n_watches;
 }

@@ -786,18 +786,21 @@ static const NetlinkOps netlink_ops = {
 
 /* ---- policy ---- */
 
-static void log_policy_errors(const PolicyErrors *errs) {
+/* `plain`: compiler style on stderr, one "file:line:column: message" per line (--check-config). */
+static void log_policy_errors(const PolicyErrors *errs, bool plain) {
         for (size_t i = 0; i < errs->n; i++) {
                 _cleanup_(freep) char *text = NULL;
                 if (policy_error_format(&errs->items[i], &text) < 0)
                         log_error("%s: %s", errs->items[i].file, errs->items[i].message);
+                else if (plain)
+                        fprintf(stderr, "%s\n", text);
                 else
                         log_error("%s", text);
         }
 }
 
-static int load_policy(const ManagerConfig *cfg, const char *hostname, const char *release, PolicySet **ret,
-                       char ***ret_paths, size_t *ret_n) {
+static int load_policy(const ManagerConfig *cfg, const char *hostname, const char *release, bool plain,
+                       PolicySet **ret, char ***ret_paths, size_t *ret_n) {
         PolicyErrors errs = {};
         char **paths = NULL;
         PolicySet *set = NULL;
@@ -808,7 +811,7 @@ static int load_policy(const ManagerConfig *cfg, const char *hostname, const cha
                 return log_error_errno(n, "Failed to find policy files: %m");
         r = policy_load_files(paths, (size_t) n, &set, &errs);
         if (r < 0) {
-                log_policy_errors(&errs);
+                log_policy_errors(&errs, plain);
                 policy_errors_clear(&errs);
                 strv_free(paths);
                 return r == -EINVAL ? r : log_error_errno(r, "Failed to load policy: %m");
@@ -852,7 +855,7 @@ static void manager_reload(Manager *m, bool forced) {
         size_t n = 0;
         int r;
 
-        r = load_policy(&m->cfg, m->hostname, m->uts.release, &set, &paths, &n);
+        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &set, &paths, &n);
         if (r < 0) {
                 /* Keep watching: the next edit may fix it. */
                 char **p = NULL;
@@ -992,7 +995,7 @@ int manager_start(Manager *m) {
         size_t n = 0;
         int r;
 
-        r = load_policy(&m->cfg, m->hostname, m->uts.release, &m->policy, &paths, &n);
+        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &m->policy, &paths, &n);
         if (r < 0) {
                 if (r == -EINVAL)
                         log_error("the policy has errors, not starting");
@@ -1057,7 +1060,7 @@ int manager_check_config(const ManagerConfig *cfg) {
         (void) gethostname(host, sizeof(host) - 1);
         if (uname(&uts) < 0)
                 memset(&uts, 0, sizeof(uts));
-        r = load_policy(cfg, host, uts.release, &set, NULL, NULL);
+        r = load_policy(cfg, host, uts.release, true, &set, NULL, NULL);
         if (r < 0)
                 return r;
         describe_policy(set);

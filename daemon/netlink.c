@@ -143,7 +143,7 @@ static void read_socket(Netlink *nl, struct nl_sock *sk, bool write_socket, unsi
                         if (errno == EAGAIN)
                                 break;
                         if (errno == ENOBUFS) {
-                                log_warning("netlink: receive buffer overrun on the %s socket, events were lost; resynchronizing",
+                                log_warning("netlink: receive buffer overrun (ENOBUFS) on the %s socket, events were lost; resynchronizing",
                                             write_socket ? "write" : "event");
                                 if (write_socket)
                                         nl->inflight = 0;

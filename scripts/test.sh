@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds with ASan+UBSan, runs the unit tests
+# (meson test) and the integration tests (pytest, real kernel, in namespaces the tests make),
+# checks that no bt-* namespace was left behind, and prints one summary line.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+if [[ $(id -u) -ne 0 ]]; then
+        echo "test.sh: must run as root (try: sudo bash scripts/test.sh)" >&2
+        exit 1
+fi
+
+bt_namespaces() { ip netns list 2>/dev/null | awk '$1 ~ /^bt-/ {print $1}' | sort; }
+
+# summary PASSED FAILED SKIPPED: the closing line, in the form CI readers count
+summary() { echo "summary: $1 passed, $2 failed, $3 skipped"; }
+
+bash scripts/setup.sh || { echo "test.sh: FAILED: setup"; summary 0 1 0; exit 1; }
+bash scripts/build.sh asan || { echo "test.sh: FAILED: build (asan)"; summary 0 1 0; exit 1; }
+tmp=$(mktemp -d /tmp/bigtcpd-test.XXXXXX)
+trap 'rm -rf -- "$tmp"' EXIT
+
+before=$(bt_namespaces)
+if [[ -n $before ]]; then
+        echo "warning: bt-* namespaces exist before the tests (not counted as leaks):" "${before//$'\n'/ }"
+fi
+
+failed=()
+
+echo "== unit tests (build-asan)"
+meson test -C build-asan --print-errorlogs
+unit_rc=$?
+[[ $unit_rc -eq 0 ]] || failed+=("unit tests (meson test exit $unit_rc)")
+
+echo "== integration tests (build-asan/daemon/bigtcpd)"
+BIGTCPD_BIN=$PWD/build-asan/daemon/bigtcpd \
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        /usr/bin/python3 -m pytest -v --junitxml="$tmp/integration.xml" \
+        tests/integration </dev/null
+integ_rc=$?
+# pytest: 5 means no test was collected, which is a failure here, not a pass
+[[ $integ_rc -eq 0 ]] || failed+=("integration tests (pytest exit $integ_rc)")
+
+leaked=$(comm -13 <(printf '%s\n' "$before") <(bt_namespaces) | sed '/^$/d')
+if [[ -n $leaked ]]; then
+        failed+=("namespaces left behind: ${leaked//$'\n'/ }")
+        for ns in $leaked; do ip netns del "$ns" 2>/dev/null || true; done
+fi
+
+# counts: meson's test log (one JSON object per line) and pytest's JUnit XML
+read -r passed nfailed skipped < <(/usr/bin/python3 - build-asan/meson-logs/testlog.json \
+        "$tmp/integration.xml" <<'PY'
+import json, sys
+import xml.etree.ElementTree as ET
+p = f = s = 0
+try:
+    for line in open(sys.argv[1]):
+        r = json.loads(line).get("result")
+        if r in ("OK", "EXPECTEDFAIL"):
+            p += 1
+        elif r == "SKIP":
+            s += 1
+        else:
+            f += 1
+except (OSError, ValueError):
+    pass
+try:
+    root = ET.parse(sys.argv[2]).getroot()
+    for suite in ([root] if root.tag == "testsuite" else root.iter("testsuite")):
+        n, bad = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        sk = int(suite.get("skipped", 0))
+        p, f, s = p + n - bad - sk, f + bad, s + sk
+except (OSError, ET.ParseError):
+    pass
+print(p, f, s)
+PY
+)
+# a failure that no test counted (crash, no tests collected, leaked namespace) still counts
+[[ ${#failed[@]} -gt 0 && ${nfailed:-0} -eq 0 ]] && nfailed=${#failed[@]}
+
+echo
+if [[ ${#failed[@]} -eq 0 ]]; then
+        echo "test.sh: PASSED (unit tests, integration tests, no namespaces left behind)"
+        summary "${passed:-0}" 0 "${skipped:-0}"
+        exit 0
+fi
+echo "test.sh: FAILED: $(IFS=';'; echo "${failed[*]}")"
+summary "${passed:-0}" "${nfailed:-1}" "${skipped:-0}"
+exit 1

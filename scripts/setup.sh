@@ -13,7 +13,7 @@ packages=(
         meson ninja-build pkg-config gcc clang
         libnl-3-dev libnl-route-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
         libcmocka-dev python3-pytest
-        iperf3 iproute2 socat procps util-linux
+        iperf3 iproute2 socat procps util-linux strace
 )
 
 missing=()

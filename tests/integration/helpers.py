@@ -1,0 +1,365 @@
+"""helpers.py — what the integration tests share besides fixtures: running ip in a namespace,
+writing policy files the way operators and Kubernetes do, the daemon under test as an object,
+and predicates over nl.read_links() results."""
+
+import json
+import os
+import re
+import select
+import shlex
+import signal
+import socket
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import nl
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get('BIGTCPD_BIN', REPO / 'build' / 'daemon' / 'bigtcpd'))
+# Multiply every deadline (e.g. 3 under valgrind or a slow sanitizer build).
+SCALE = float(os.environ.get('BIGTCPD_TEST_TIMEOUT_SCALE', '1'))
+
+SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:')
+
+
+def T(seconds):
+    return seconds * SCALE
+
+
+def run(*cmd, check=True, input=None):
+    r = subprocess.run([str(c) for c in cmd], input=input, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f'{shlex.join(map(str, cmd))} exited {r.returncode}: {r.stderr.strip()}')
+    return r
+
+
+def ip(ns, *args, check=True):
+    return run('ip', '-n', ns, *args, check=check)
+
+
+def ip_batch(ns, lines):
+    """Run many ip commands in one process (`ip -n NS -batch -`)."""
+    return run('ip', '-n', ns, '-batch', '-', input=''.join(l + '\n' for l in lines))
+
+
+def veth(ns, a, b):
+    ip(ns, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b)
+
+
+def write_file_atomic(path, text):
+    """Write `text` next to nothing the daemon watches, then rename it over `path`: an editor's
+    or config manager's atomic replace, seen by inotify as one IN_MOVED_TO."""
+    path = Path(path)
+    staging = path.parent.parent / '.staging'
+    staging.mkdir(exist_ok=True)
+    tmp = staging / (path.name + f'.{os.getpid()}.tmp')
+    tmp.write_text(text)
+    os.rename(tmp, path)
+    return path
+
+
+def policy_text(text):
+    return textwrap.dedent(text).lstrip('\n')
+
+
+def line_of(text, needle):
+    """1-based line number of the first line containing `needle`."""
+    for i, line in enumerate(text.splitlines(), 1):
+        if needle in line:
+            return i
+    raise ValueError(needle)
+
+
+def sizes4(a, b=None, c=None, d=None):
+    """(gso, gro, gso_ipv4, gro_ipv4); sizes4(x) means x everywhere."""
+    if b is None:
+        return (a, a, a, a)
+    return (a, b, c, d)
+
+
+def at(expected):
+    """Predicate for nl.wait_links: every ifname in `expected` exists with those four sizes."""
+    def pred(links):
+        return all(n in links and nl.sizes_of(links[n]) == s for n, s in expected.items())
+    return pred
+
+
+def current(ns, names):
+    links = nl.read_links(ns)
+    return {n: nl.sizes_of(links[n]) if n in links else None for n in names}
+
+
+def assert_sizes(ns, expected, why=''):
+    """Check sizes now, with one dump (used right after READY=1, which promises convergence)."""
+    got = current(ns, expected)
+    assert got == expected, f'{why}\nexpected {expected}\n     got {got}\n{nl.format_table(nl.read_links(ns))}'
+
+
+class DaemonDied(AssertionError):
+    pass
+
+
+class Daemon:
+    """bigtcpd running in a namespace, with its own sd_notify socket and log file."""
+
+    def __init__(self, ns, config, workdir, sockdir, runtime_dir, env=None, hostname=None,
+                 log_level='debug', extra_args=(), strace=False):
+        self.ns = ns
+        self.config = Path(config)
+        self.runtime_dir = Path(runtime_dir)
+        self.log_path = Path(workdir) / f'bigtcpd-{ns}-{int(time.monotonic() * 1000)}.log'
+        self.notes = []      # every notify line received, in order
+        self.cursor = 0      # wait_notify searches from here
+        self.proc = None
+        self.pidfd = None
+        self.returncode = None
+        self.sender_pids = set()   # pids that sent notify datagrams (SO_PASSCRED)
+        self.strace_path = None
+
+        if not BIN.exists():
+            raise AssertionError(f'daemon binary {BIN} does not exist: build it (meson setup build && '
+                                 f'ninja -C build) or point BIGTCPD_BIN at it')
+
+        self.notify_path = Path(sockdir) / f'notify-{len(os.listdir(sockdir))}'
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        self.notify.bind(str(self.notify_path))
+        # The daemon need not be trusted to keep messages small, but a notify burst must fit.
+        self.notify.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.notify.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+
+        argv = [str(BIN), '--config', str(self.config), '--runtime-dir', str(self.runtime_dir),
+                '--log-level', log_level, *extra_args]
+        if hostname is not None:
+            # exec all the way down, so that the pid we hold is the daemon's.
+            argv = ['unshare', '--uts', 'sh', '-c', f'hostname {shlex.quote(hostname)} && exec "$@"',
+                    'sh', *argv]
+        full_env = {k: v for k, v in os.environ.items()
+                    if k not in ('NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'LISTEN_FDS',
+                                 'LISTEN_PID', 'LISTEN_FDNAMES', 'INVOCATION_ID')}
+        full_env['NOTIFY_SOCKET'] = str(self.notify_path)
+        if strace:
+            # The kernel sends no notification for a size change, so the only way to see that
+            # the daemon wrote nothing is to watch what it sends. strace is the parent of the
+            # daemon then; the daemon's pid comes from its first notify datagram.
+            self.strace_path = Path(workdir) / (self.log_path.stem + '.strace')
+            argv = ['strace', '-f', '-qq', '--seccomp-bpf', '-e', 'trace=sendmsg,sendto,sendmmsg',
+                    '-e', 'signal=none', '-s', '1024', '-o', str(self.strace_path), *argv]
+            # LeakSanitizer cannot run under ptrace.
+            full_env['ASAN_OPTIONS'] = ':'.join(filter(None, [full_env.get('ASAN_OPTIONS'),
+                                                              'detect_leaks=0']))
+        argv = ['ip', 'netns', 'exec', ns, *argv]
+        full_env.update(env or {})
+        self.argv = argv
+        self.env = env or {}
+        self._log = open(self.log_path, 'wb')
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
+        # ip, unshare and sh exec into the daemon, so this is its pid (checked against the
+        # notify sender); under strace it is strace's until the first notify datagram.
+        self.pid = self.proc.pid
+        self.pidfd = os.pidfd_open(self.proc.pid)
+
+    # --- notify -------------------------------------------------------------------------------
+
+    def _recv_notes(self):
+        if self.notify.fileno() < 0:
+            return
+        while True:
+            try:
+                data, anc, _flags, _addr = self.notify.recvmsg(
+                    65536, socket.CMSG_SPACE(12) + socket.CMSG_SPACE(253 * 4), socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            for level, ctype, cdata in anc:
+                if level == socket.SOL_SOCKET and ctype == socket.SCM_CREDENTIALS and len(cdata) >= 12:
+                    pid = int.from_bytes(cdata[:4], 'little')
+                    self.sender_pids.add(pid)
+                    if self.strace_path is not None and self.pid == self.proc.pid:
+                        self.pid = pid
+                elif level == socket.SOL_SOCKET and ctype == socket.SCM_RIGHTS:
+                    for i in range(0, len(cdata) - len(cdata) % 4, 4):
+                        os.close(int.from_bytes(cdata[i:i + 4], 'little'))
+            for line in data.decode('utf-8', 'replace').split('\n'):
+                if line:
+                    self.notes.append(line)
+
+    def _find(self, line, start):
+        for i in range(start, len(self.notes)):
+            if self.notes[i] == line or (line.endswith('=') and self.notes[i].startswith(line)):
+                return i
+        return None
+
+    def wait_notify(self, line, timeout=10):
+        """Wait for a notify line (exact, or a prefix when it ends in '=') received after the
+        previous match, and return it. Fails at once if the daemon exits."""
+        deadline = time.monotonic() + T(timeout)
+        while True:
+            self._recv_notes()
+            i = self._find(line, self.cursor)
+            if i is not None:
+                self.cursor = i + 1
+                return self.notes[i]
+            if self.proc.poll() is not None:
+                self._recv_notes()
+                i = self._find(line, self.cursor)
+                if i is not None:
+                    self.cursor = i + 1
+                    return self.notes[i]
+                raise DaemonDied(f'bigtcpd exited with {self.proc.returncode} while waiting for '
+                                 f'{line!r}; notify: {self.notes}\n--- log tail ---\n{self.log_tail()}')
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f'no {line!r} from bigtcpd within {T(timeout)}s; notify so far: '
+                                     f'{self.notes}\n--- log tail ---\n{self.log_tail()}')
+            select.select([self.notify, self.pidfd], [], [], left)
+
+    def mark(self):
+        """Forget notify lines received so far: later waits see only newer ones."""
+        self._recv_notes()
+        self.cursor = len(self.notes)
+
+    def reload(self, write=None, timeout=10):
+        """SIGHUP (after `write()`, if given) and wait for RELOADING=1 then READY=1, both sent
+        after this call began."""
+        self.mark()
+        if write is not None:
+            write()
+        self.signal(signal.SIGHUP)
+        self.wait_notify('RELOADING=1', timeout)
+        self.wait_notify('READY=1', timeout)
+
+    # --- process ------------------------------------------------------------------------------
+
+    def signal(self, sig):
+        if self.proc.poll() is not None:
+            raise DaemonDied(f'bigtcpd already exited with {self.proc.returncode}\n{self.log_tail()}')
+        os.kill(self.pid, sig)
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def _terminate(self, timeout):
+        if self.proc.poll() is None:
+            self._recv_notes()
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(T(timeout))
+            except subprocess.TimeoutExpired:
+                # Our own session (start_new_session): the daemon and anything between it and
+                # us (strace), by process group id.
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+                self.returncode = self.proc.returncode
+                return False
+        self.returncode = self.proc.returncode
+        return True
+
+    def stop(self, timeout=10):
+        """SIGTERM, wait; SIGKILL if it does not exit. Checks a clean exit."""
+        was_running = self.proc.poll() is None
+        clean = self._terminate(timeout)
+        self._recv_notes()
+        self.close()
+        assert clean, f'bigtcpd did not exit within {T(timeout)}s of SIGTERM (killed)\n{self.log_tail()}'
+        self.check_exit(expect_stopping=was_running)
+
+    def check_exit(self, expect_stopping=True):
+        log = self.log()
+        bad = [l for l in log.splitlines() if any(m in l for m in SANITIZER_MARKERS)]
+        assert not bad, f'sanitizer reports in {self.log_path}:\n' + '\n'.join(bad[:20])
+        assert self.returncode == 0, f'bigtcpd exited with {self.returncode}\n{self.log_tail()}'
+        if self.strace_path is None:
+            assert self.sender_pids <= {self.pid}, \
+                f'notify datagrams from {self.sender_pids}, daemon pid {self.pid}: the harness lost the pid'
+        if expect_stopping:
+            assert 'STOPPING=1' in self.notes, f'no STOPPING=1 before exit; notify: {self.notes}'
+
+    def close(self):
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        self.notify.close()
+        if not self._log.closed:
+            self._log.close()
+
+    # --- output -------------------------------------------------------------------------------
+
+    def log(self):
+        return self.log_path.read_text(errors='replace')
+
+    def netlink_writes(self):
+        """RTM_NEWLINK requests the daemon sent (needs strace=True), as a list of the devices
+        they named: an ifindex (int) or a name (str, as strace resolves it in the namespace)."""
+        assert self.strace_path is not None, 'start the daemon with strace=True'
+        text = self.strace_path.read_text(errors='replace')
+        devs = []
+        for chunk in text.split('nlmsg_type=')[1:]:
+            if not chunk.startswith('RTM_NEWLINK'):
+                continue
+            m = re.search(r'ifi_index=(?:(\d+)|if_nametoindex\("([^"]*)"\))', chunk)
+            if m is None:
+                raise AssertionError(f'cannot parse an RTM_NEWLINK in {self.strace_path}: {chunk[:300]}')
+            if m.group(2) is not None:
+                devs.append(m.group(2))
+            elif int(m.group(1)) != 0:
+                devs.append(int(m.group(1)))
+            else:
+                n = re.search(r'nla_type=IFLA_IFNAME\}, "([^"]*)"', chunk)
+                devs.append(n.group(1) if n else 0)
+        return devs
+
+    def log_tail(self, n=60):
+        return '\n'.join(self.log().splitlines()[-n:])
+
+    def log_lines(self, pattern):
+        rx = re.compile(pattern)
+        return [l for l in self.log().splitlines() if rx.search(l)]
+
+    def state(self):
+        return json.loads((self.runtime_dir / 'state.json').read_text())
+
+
+def device_lines(log, ifname, word):
+    """Log lines of one device decision: 'IFNAME: ... word ...'."""
+    return [l for l in log.splitlines() if _dev_line(l, ifname) and word in l]
+
+
+def _dev_line(line, ifname):
+    # Tolerate a timestamp/level prefix before the device name.
+    return re.search(rf'(^|\s){re.escape(ifname)}: ', line) is not None
+
+
+def state_devices(state):
+    assert state.get('version') == 1, f'state.json version: {state.get("version")!r}'
+    return {d['ifname']: d for d in state['devices']}
+
+
+def set_and_check(ns, ifname, sizes):
+    """Give a device four exact sizes (IPv6 first, so the kernel's IPv4 overwrite is undone in
+    the same message) and check they took."""
+    nl.set_sizes(ns, ifname, **dict(zip(nl.SIZES, sizes)))
+    got = nl.sizes_of(nl.read_links(ns)[ifname])
+    assert got == tuple(sizes), f'{ifname}: set {sizes}, reads {got}'
+
+
+def netlink_drops(pid):
+    """Multicast messages the kernel dropped (ENOBUFS) on pid's NETLINK_ROUTE sockets: the Drops
+    column of /proc/PID/net/netlink for the sockets among its fds."""
+    inodes = set()
+    for fd in os.listdir(f'/proc/{pid}/fd'):
+        try:
+            target = os.readlink(f'/proc/{pid}/fd/{fd}')
+        except OSError:
+            continue
+        if target.startswith('socket:['):
+            inodes.add(int(target[8:-1]))
+    drops = 0
+    with open(f'/proc/{pid}/net/netlink') as f:
+        next(f)
+        for line in f:
+            cols = line.split()
+            if len(cols) >= 10 and cols[1] == '0' and int(cols[9]) in inodes:
+                drops += int(cols[8])
+    return drops

@@ -89,3 +89,13 @@ int manager_run(Manager *m);
 
 /* Read, check and print the policy; 0 when clean, -EINVAL with every error logged. */
 int manager_check_config(const ManagerConfig *cfg);
+
+/* Shared by the daemon's files (manager.c, apply.c, sync.c). */
+uint64_t now_usec(void);
+/* STATUS= line, after `prefix` (e.g. "READY=1\n"). */
+void notify_status(Manager *m, const char *prefix);
+/* READY=1 once a sync or reload is complete and every write it caused is acknowledged. */
+void maybe_ready(Manager *m);
+int save_state(Manager *m);
+/* Write the state file soon, from the loop. */
+void schedule_save(Manager *m);

@@ -221,13 +221,20 @@ class Daemon:
         self.cursor = len(self.notes)
 
     def reload(self, write=None, timeout=10):
-        """SIGHUP (after `write()`, if given) and wait for RELOADING=1 then READY=1, both sent
-        after this call began."""
+        """SIGHUP (after `write()`, if given) and wait for RELOADING=1 then READY=1 of a reload
+        that began after the write. A write also triggers the daemon's inotify reload, and an
+        earlier SIGHUP may still be answered late: RELOADING=1 carries MONOTONIC_USEC, taken
+        before the daemon reads the files, which tells them apart."""
         self.mark()
         if write is not None:
             write()
+        since = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
         self.signal(signal.SIGHUP)
-        self.wait_notify('RELOADING=1', timeout)
+        while True:
+            self.wait_notify('RELOADING=1', timeout)
+            stamp = self.wait_notify('MONOTONIC_USEC=', timeout)
+            if int(stamp.split('=', 1)[1]) >= since:
+                break
         self.wait_notify('READY=1', timeout)
 
     # --- process ------------------------------------------------------------------------------

@@ -473,7 +473,9 @@ class LinkWatcher:
         or tso_max_size changes, after a fresh dump every `poll` seconds (at least 3x the time
         a dump takes). Raises TimeoutError with the last state."""
         deadline = time.monotonic() + timeout
+        # What was dumped before may be stale: changes of the sizes alone raise no event.
         self.drain()
+        self.redump()
         next_dump = time.monotonic() + poll
         while True:
             links = self.links

@@ -172,15 +172,20 @@ def test_value_changed_behind_the_back_is_put_back(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(POLICY_V)
     veth(ns, 'v0', 'v1')
-    d = daemon(ns, cfg)
+    d = daemon(ns, cfg, extra_args=('--verify-interval', '1s'))
     assert_sizes(ns, {'v0': sizes4(BIG), 'v1': sizes4(BIG)})
-    # The kernel sends no RTM_NEWLINK for a change of the sizes alone, so the daemon can only
-    # find this by reading again (rate-limited): allow it PUT_BACK_TIMEOUT seconds.
+    # The kernel sends no RTM_NEWLINK for a change of the sizes alone, so the daemon finds it
+    # when it reads the links again (--verify-interval): allow it PUT_BACK_TIMEOUT seconds.
     with nl.LinkWatcher(ns) as w:
         # As an operator would, with iproute2 (which knows the IPv6/legacy names only) ...
         run('ip', '-n', ns, 'link', 'set', 'v0', 'gso_max_size', '65536', 'gro_max_size', '65536')
         # ... and the IPv4 sizes, which iproute2 6.1 cannot write (another device: the put-back
         # may be rate-limited per device). Both changes were acknowledged by the kernel.
         nl.set_sizes(ns, 'v1', gro_ipv4_max_size=70000)
+        # Both changes really landed (read back), before the daemon's next verification.
+        links = nl.read_links(ns)
+        assert nl.sizes_of(links['v0'])[:2] == (65536, 65536)
+        assert nl.sizes_of(links['v1'])[3] == 70000
         w.wait(at({'v0': sizes4(BIG), 'v1': sizes4(BIG)}), T(PUT_BACK_TIMEOUT), 'put back')
+    assert 'behind' in d.log(), d.log()
     d.stop()

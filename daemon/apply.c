@@ -1,0 +1,417 @@
+/* apply.c — one device's life under the policy: matching, the decision (write, restore, leave
+ * alone, put back), the write queue with its bound on requests in flight, acks, and the
+ * original sizes that go to the state file before the first write. */
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "apply.h"
+#include "linux-compat.h"
+#include "log.h"
+#include "match.h"
+#include "reconcile.h"
+#include "route.h"
+
+/* ---- matching ---- */
+
+static const char *match_get_driver(void *userdata) {
+        Device *d = ((void **) userdata)[0];
+        Manager *m = ((void **) userdata)[1];
+        struct ethtool_drvinfo info = {.cmd = ETHTOOL_GDRVINFO};
+        struct ifreq ifr = {};
+
+        if (d->driver_looked_up)
+                return d->driver;
+        d->driver_looked_up = true;
+        if (!d->ifname || strlen(d->ifname) >= IFNAMSIZ)
+                return NULL;
+        memcpy(ifr.ifr_name, d->ifname, strlen(d->ifname));
+        ifr.ifr_data = (void *) &info;
+        if (ioctl(netlink_ioctl_fd(m->nl), SIOCETHTOOL, &ifr) < 0) {
+                log_dev_debug(d, "no driver name from ethtool: %m");
+                return NULL;
+        }
+        info.driver[sizeof(info.driver) - 1] = '\0';
+        d->driver = strdup(info.driver);
+        return d->driver;
+}
+
+static bool match_has_route(void *userdata, const RoutePrefix *p) {
+        return device_has_route(((void **) userdata)[0], p);
+}
+
+static const Policy *device_match(Manager *m, Device *d) {
+        void *ud[2] = {d, m};
+        MatchDevice md = {
+                .ifname = d->ifname,
+                .altnames = d->altnames,
+                .n_altnames = d->n_altnames,
+                .kind = d->kind,
+                .loopback = d->flags & IFF_LOOPBACK,
+                .mac = d->mac[0] ? d->mac : NULL,
+                .get_driver = match_get_driver,
+                .has_route = match_has_route,
+                .userdata = ud,
+        };
+        return m->policy ? policy_set_match(m->policy, &md) : NULL;
+}
+
+/* ---- write queue ---- */
+
+static void queue_device(Manager *m, Device *d) {
+        if (d->queued)
+                return;
+        d->queued = true;
+        TAILQ_INSERT_TAIL(&m->queue, d, queue_link);
+}
+
+void unqueue_device(Manager *m, Device *d) {
+        if (!d->queued)
+                return;
+        TAILQ_REMOVE(&m->queue, d, queue_link);
+        d->queued = false;
+}
+
+static void set_error(Device *d, int error, const char *text) {
+        free(d->last_error);
+        d->last_errno = error;
+        d->last_error = text ? strdup(text) : NULL;
+}
+
+/* Originals go to disk before the first write of a device, or the device is not written. */
+static void persist_new_originals(Manager *m) {
+        Device *d;
+        bool any = false;
+        int r;
+
+        TAILQ_FOREACH(d, &m->queue, queue_link)
+                if (d->original_unsaved) {
+                        any = true;
+                        break;
+                }
+        if (!any)
+                return;
+
+        r = save_state(m);
+        if (r >= 0) {
+                TAILQ_FOREACH(d, &m->queue, queue_link)
+                        d->original_unsaved = false;
+                return;
+        }
+        log_error_errno(r, "Failed to record original sizes in %s/state.json: %m; not writing devices whose originals are not recorded",
+                        m->cfg.runtime_dir);
+        Device *next;
+        for (d = TAILQ_FIRST(&m->queue); d; d = next) {
+                next = TAILQ_NEXT(d, queue_link);
+                if (!d->original_unsaved)
+                        continue;
+                unqueue_device(m, d);
+                d->original_unsaved = false;
+                d->has_original = false;
+                d->written_families = 0;
+                d->state = DEVICE_FAILED;
+                d->failed_desired = d->desired;
+                set_error(d, r, "cannot record original sizes");
+                log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
+        }
+}
+
+void manager_flush(Manager *m) {
+        Device *d;
+
+        if (!TAILQ_EMPTY(&m->queue))
+                persist_new_originals(m);
+
+        while ((d = TAILQ_FIRST(&m->queue)) && m->inflight_count < WRITE_INFLIGHT_MAX) {
+                struct nl_msg *msg = NULL;
+                char buf[256];
+                uint32_t seq;
+                int r;
+
+                unqueue_device(m, d);
+                if (sizes_equal(&d->desired, &d->current, m->ipv4_supported)) {
+                        device_reconcile(m, d, REASON_LINK);
+                        continue;
+                }
+                r = link_write_message(d->ifindex, &d->desired, m->ipv4_supported, &msg);
+                if (r >= 0) {
+                        r = netlink_send(m->nl, msg, &seq);
+                        nlmsg_free(msg);
+                }
+                if (r < 0) {
+                        log_dev_error_errno(d, r, "cannot send write: %m");
+                        d->state = DEVICE_FAILED;
+                        d->failed_desired = d->desired;
+                        set_error(d, r, NULL);
+                        continue;
+                }
+                log_dev_info(d, "%s %s", d->restoring ? "restoring original sizes:" : "writing",
+                             sizes_change_format(&d->current, &d->desired, m->ipv4_supported, buf, sizeof(buf)));
+                d->inflight = true;
+                d->write_epoch = m->dump_epoch;
+                unsigned slot = (m->inflight_head + m->inflight_count) % WRITE_INFLIGHT_MAX;
+                m->inflight[slot].seq = seq;
+                m->inflight[slot].ifindex = d->ifindex;
+                m->inflight[slot].refresh = false;
+                m->inflight_count++;
+        }
+        maybe_ready(m);
+}
+
+/* Ask the kernel for one link's current attributes; the reply arrives as an RTM_NEWLINK. */
+void request_refresh(Manager *m, int ifindex) {
+        struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
+        struct nl_msg *msg;
+        uint32_t seq;
+
+        if (m->inflight_count >= WRITE_INFLIGHT_MAX)
+                return; /* the next verification catches it */
+        msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST);
+        if (!msg)
+                return;
+        if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) >= 0 &&
+            nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) >= 0 && netlink_send(m->nl, msg, &seq) >= 0) {
+                unsigned slot = (m->inflight_head + m->inflight_count) % WRITE_INFLIGHT_MAX;
+                m->inflight[slot].seq = seq;
+                m->inflight[slot].ifindex = ifindex;
+                m->inflight[slot].refresh = true;
+                m->inflight_count++;
+        }
+        nlmsg_free(msg);
+}
+
+static int inflight_take(Manager *m, uint32_t seq) {
+        /* Acks come back in order; anything before `seq` was lost with the socket's buffer. */
+        while (m->inflight_count > 0) {
+                unsigned head = m->inflight_head;
+                m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
+                m->inflight_count--;
+                if (m->inflight[head].seq == seq)
+                        return m->inflight[head].refresh ? 0 : m->inflight[head].ifindex;
+                if (m->inflight[head].refresh)
+                        continue;
+                Device *d = device_get(&m->devices, m->inflight[head].ifindex);
+                if (d) {
+                        d->inflight = false;
+                        device_reconcile(m, d, REASON_LINK);
+                }
+        }
+        return 0;
+}
+
+void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
+        Manager *m = userdata;
+        char buf[256];
+        int ifindex = inflight_take(m, seq);
+        Device *d;
+
+        if (ifindex <= 0) {
+                maybe_ready(m);
+                return;
+        }
+        d = device_get(&m->devices, ifindex);
+        if (!d)
+                return; /* deleted while its write was in flight */
+        d->inflight = false;
+
+        if (error < 0) {
+                m->n_write_failures++;
+                d->state = DEVICE_FAILED;
+                d->failed_desired = d->desired;
+                set_error(d, error, extack);
+                log_dev_error_errno(d, error, "write refused: %m%s%s%s", extack ? " (" : "", extack ?: "",
+                                    extack ? ")" : "");
+                if (d->restoring)
+                        d->restoring = false;
+                maybe_ready(m);
+                return;
+        }
+
+        m->n_writes++;
+        set_error(d, 0, NULL);
+        /* The event socket was drained before this ack was read, so the kernel's echo of the write
+         * has been applied to `current` unless it was lost; in that case the ack is the truth. */
+        if (!sizes_equal(&d->current, &d->desired, m->ipv4_supported)) {
+                /* Size changes raise no link event: the ack is all the kernel says. */
+                d->current.gso_max_size = d->desired.gso_max_size;
+                d->current.gro_max_size = d->desired.gro_max_size;
+                if (m->ipv4_supported) {
+                        d->current.gso_ipv4_max_size = d->desired.gso_ipv4_max_size;
+                        d->current.gro_ipv4_max_size = d->desired.gro_ipv4_max_size;
+                }
+        }
+        if (d->restoring) {
+                m->n_restores++;
+                d->restoring = false;
+                d->has_original = false;
+                d->written_families = 0;
+                d->state = DEVICE_UNMANAGED;
+                log_dev_info(d, "original sizes restored (%s)", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
+                schedule_save(m);
+        } else
+                d->state = DEVICE_APPLIED;
+
+        if (d->recheck) {
+                d->recheck = false;
+                device_reconcile(m, d, REASON_LINK);
+        }
+        maybe_ready(m);
+}
+
+/* ---- reconcile ---- */
+
+static bool correction_allowed(Manager *m, Device *d) {
+        uint64_t now = now_usec();
+
+        if (now - d->corrections_since_usec > CORRECTION_WINDOW_USEC) {
+                d->corrections_since_usec = now;
+                d->n_corrections = 0;
+        }
+        if (d->n_corrections < CORRECTIONS_MAX) {
+                d->n_corrections++;
+                return true;
+        }
+        if (!d->throttled) {
+                log_dev_warning(d, "sizes changed behind bigtcpd's back %u times within %llus; not putting them back until that window ends",
+                                d->n_corrections, CORRECTION_WINDOW_USEC / 1000000ull);
+                d->throttled = true;
+                struct timeval tv = {.tv_sec = (time_t) (CORRECTION_WINDOW_USEC / 1000000ull)};
+                if (!evtimer_pending(m->throttle_timer, NULL))
+                        evtimer_add(m->throttle_timer, &tv);
+        }
+        return false;
+}
+
+void apply_throttle_timer(evutil_socket_t fd, short what, void *userdata) {
+        Manager *m = userdata;
+        Device *d;
+        DEVICE_FOREACH(d, &m->devices, it)
+                if (d->throttled) {
+                        d->throttled = false;
+                        d->corrections_since_usec = 0;
+                        device_reconcile(m, d, REASON_LINK);
+                }
+        manager_flush(m);
+}
+
+static void set_policy_name(Device *d, const Policy *p) {
+        const char *name = p ? p->name : NULL;
+
+        if (d->logged_match && streq_ptr(d->policy_name, name))
+                return;
+        if (p)
+                log_dev_info(d, "matched policy \"%s\"", p->name);
+        else
+                log_dev_info(d, "matches no policy%s", d->logged_match ? " any more" : "");
+        d->logged_match = true;
+        free(d->policy_name);
+        d->policy_name = name ? strdup(name) : NULL;
+}
+
+void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
+        const Policy *p;
+        char buf[256];
+
+        /* Until the first sync is complete the recorded originals are not attached yet; while
+         * routes are re-dumped, the route table is incomplete. */
+        if (!m->initial_sync_done || m->sync == SYNC_ROUTES) {
+                d->need_reconcile = true;
+                d->sizes_moved = d->sizes_moved || reason == REASON_SIZES;
+                return;
+        }
+        d->need_reconcile = false;
+        d->sizes_moved = false;
+        if (!d->ifname || !d->has_sizes)
+                return; /* not yet fully known */
+        if (d->inflight) {
+                d->recheck = true;
+                return;
+        }
+
+        p = device_match(m, d);
+        set_policy_name(d, p);
+
+        if (!p) {
+                if (!d->has_original) {
+                        unqueue_device(m, d);
+                        d->state = DEVICE_UNMANAGED;
+                        return;
+                }
+                Sizes target;
+                compute_restore(&d->original, d->written_families, &d->current, d->tso_max_size,
+                                m->ipv4_supported, &target);
+                if (sizes_equal(&target, &d->current, m->ipv4_supported)) {
+                        unqueue_device(m, d);
+                        d->has_original = false;
+                        d->written_families = 0;
+                        d->restoring = false;
+                        d->state = DEVICE_UNMANAGED;
+                        log_dev_info(d, "already at its original sizes, forgetting them");
+                        schedule_save(m);
+                        return;
+                }
+                d->desired = target;
+                d->restoring = true;
+                d->state = DEVICE_PENDING;
+                queue_device(m, d);
+                return;
+        }
+
+        Desired want;
+        compute_desired(p, &d->current, d->tso_max_size, m->ipv4_supported, &want);
+        if (want.ipv4_unsupported)
+                log_dev_debug(d, "policy \"%s\" sets IPv4 sizes, but this kernel has none: IPv4 part unsupported", p->name);
+        if (want.families == 0) {
+                unqueue_device(m, d);
+                d->state = DEVICE_UNSUPPORTED;
+                return;
+        }
+
+        bool same_as_before = sizes_equal(&want.sizes, &d->desired, m->ipv4_supported);
+        DeviceState before = d->state;
+        d->restoring = false;
+
+        if (sizes_equal(&want.sizes, &d->current, m->ipv4_supported)) {
+                unqueue_device(m, d);
+                d->desired = want.sizes;
+                d->families = want.families;
+                if (d->state != DEVICE_APPLIED)
+                        log_dev_debug(d, "already at the policy's sizes (%s)",
+                                      sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
+                d->state = DEVICE_APPLIED;
+                return;
+        }
+
+        if (before == DEVICE_FAILED && sizes_equal(&want.sizes, &d->failed_desired, m->ipv4_supported))
+                return; /* refused before; wait for a different desire or a reload */
+
+        if (reason == REASON_SIZES && before == DEVICE_APPLIED && same_as_before) {
+                if (!correction_allowed(m, d)) {
+                        d->state = DEVICE_PENDING;
+                        return;
+                }
+                log_dev_notice(d, "sizes changed behind bigtcpd's back (%s); putting them back",
+                               sizes_change_format(&d->desired, &d->current, m->ipv4_supported, buf, sizeof(buf)));
+        }
+
+        if (want.clamped)
+                log_dev_info(d, "policy \"%s\" asks for more than the device takes:%s%s", p->name,
+                             want.clamped & (CLAMP_GSO | CLAMP_GSO_IPV4) ? " GSO clamped to its tso_max_size" : "",
+                             want.clamped & (CLAMP_GRO | CLAMP_GRO_IPV4) ? " GRO clamped to 524280" : "");
+
+        if (!d->has_original) {
+                d->has_original = true;
+                d->original_unsaved = true;
+                d->original = d->current;
+                d->written_families = 0;
+        }
+        d->written_families |= want.families;
+        d->families = want.families;
+        d->desired = want.sizes;
+        d->state = DEVICE_PENDING;
+        queue_device(m, d);
+}
+

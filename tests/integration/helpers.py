@@ -107,7 +107,7 @@ class Daemon:
     def __init__(self, ns, config, workdir, sockdir, runtime_dir, env=None, hostname=None,
                  log_level='debug', extra_args=(), strace=False):
         self.ns = ns
-        self.config = Path(config)
+        self.config = Path(config) if config is not None else None   # None: the standard paths
         self.runtime_dir = Path(runtime_dir)
         self.log_path = Path(workdir) / f'bigtcpd-{ns}-{int(time.monotonic() * 1000)}.log'
         self.notes = []      # every notify line received, in order
@@ -129,8 +129,8 @@ class Daemon:
         self.notify.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         self.notify.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
 
-        argv = [str(BIN), '--config', str(self.config), '--runtime-dir', str(self.runtime_dir),
-                '--log-level', log_level, *extra_args]
+        argv = [str(BIN), *(['--config', str(self.config)] if self.config else []),
+                '--runtime-dir', str(self.runtime_dir), '--log-level', log_level, *extra_args]
         if hostname is not None:
             # exec all the way down, so that the pid we hold is the daemon's.
             argv = ['unshare', '--uts', 'sh', '-c', f'hostname {shlex.quote(hostname)} && exec "$@"',

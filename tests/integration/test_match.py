@@ -138,3 +138,45 @@ def test_hosts_and_kernel_scope(ns, daemon, confdir):
                       'c0': sizes4(65536), 'd0': sizes4(65536),
                       'e0': sizes4(120000, 120000, 65536, 65536)})
     d.stop()
+
+
+def test_altname_mac_driver_and_negation(ns, daemon, confdir):
+    """Each policy sets a distinct GRO size, so the size tells which policy matched. The driver
+    comes from ethtool (an ioctl on the daemon's netlink socket), the rest from link messages."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy_text('''
+        version: 1
+        policies:
+          - name: by-altname
+            match: {name: ["uplink*"]}
+            ipv6: {gro-max-size: 100000}
+          - name: by-mac
+            match: {mac: ["02:00:00:AA:*"]}
+            ipv6: {gro-max-size: 110000}
+          - name: by-driver
+            match: {driver: [bridge]}
+            ipv6: {gro-max-size: 120000}
+          - name: negated
+            match: {name: ["m*", "!m3"], kind: [veth]}
+            ipv6: {gro-max-size: 130000}
+        '''))
+    veth(ns, 'm0', 'm1')
+    veth(ns, 'm2', 'm3')
+    ip(ns, 'link', 'property', 'add', 'dev', 'm1', 'altname', 'uplink0')
+    ip(ns, 'link', 'add', 'br0', 'type', 'bridge')
+    ip(ns, 'tuntap', 'add', 't0', 'mode', 'tap')
+    ip(ns, 'link', 'set', 't0', 'address', '02:00:00:aa:bb:cc')
+    before = nl.read_links(ns)
+    d = daemon(ns, cfg)
+
+    def gro(n):
+        return nl.sizes_of(nl.read_links(ns)[n])[1]
+    assert gro('m1') == 100000        # only by its altname
+    assert gro('t0') == 110000        # mac glob, case-insensitive
+    assert gro('br0') == 120000       # ethtool driver "bridge"
+    assert gro('m0') == 130000 and gro('m2') == 130000
+    assert nl.sizes_of(nl.read_links(ns)['m3']) == nl.sizes_of(before['m3'])   # "!m3"
+    # GRO only: the GSO sizes stayed.
+    for n in ('m0', 'm1', 'm2', 't0', 'br0'):
+        assert nl.sizes_of(nl.read_links(ns)[n])[0] == nl.sizes_of(before[n])[0]
+    d.stop()

@@ -213,8 +213,10 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
                 return;
         }
         d = device_get(&m->devices, ifindex);
-        if (!d)
-                return; /* deleted while its write was in flight */
+        if (!d) {
+                maybe_ready(m); /* deleted while its write was in flight */
+                return;
+        }
         d->inflight = false;
 
         if (error < 0) {
@@ -259,6 +261,23 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
                 device_reconcile(m, d, REASON_LINK);
         }
         maybe_ready(m);
+}
+
+void apply_acks_lost(void *userdata) {
+        Manager *m = userdata;
+
+        /* The kernel could not queue some acks: what those writes did is unknown until the
+         * re-dump that the loss of events also starts. */
+        while (m->inflight_count > 0) {
+                unsigned head = m->inflight_head;
+                m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
+                m->inflight_count--;
+                Device *d = device_get(&m->devices, m->inflight[head].ifindex);
+                if (d && !m->inflight[head].refresh) {
+                        d->inflight = false;
+                        d->need_reconcile = true;
+                }
+        }
 }
 
 /* ---- reconcile ---- */

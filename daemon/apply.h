@@ -23,4 +23,6 @@ void manager_flush(Manager *m);
 void request_refresh(Manager *m, int ifindex);
 /* NetlinkOps.ack */
 void apply_ack(void *userdata, uint32_t seq, int error, const char *extack);
+/* NetlinkOps.acks_lost */
+void apply_acks_lost(void *userdata);
 void apply_throttle_timer(evutil_socket_t fd, short what, void *userdata);

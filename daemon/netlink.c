@@ -145,8 +145,10 @@ static void read_socket(Netlink *nl, struct nl_sock *sk, bool write_socket, unsi
                         if (errno == ENOBUFS) {
                                 log_warning("netlink: receive buffer overrun (ENOBUFS) on the %s socket, events were lost; resynchronizing",
                                             write_socket ? "write" : "event");
-                                if (write_socket)
+                                if (write_socket) {
                                         nl->inflight = 0;
+                                        nl->ops->acks_lost(nl->userdata);
+                                }
                                 nl->ops->lost(nl->userdata);
                                 continue;
                         }

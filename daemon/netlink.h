@@ -18,6 +18,8 @@ typedef struct NetlinkOps {
         void (*lost)(void *userdata);
         /* The kernel answered request `seq`: 0 or -errno, with the extended ack text if any. */
         void (*ack)(void *userdata, uint32_t seq, int error, const char *extack);
+        /* Acks were lost (ENOBUFS on the write socket): forget what is in flight. */
+        void (*acks_lost)(void *userdata);
         /* A burst of reading ended: a good moment to flush queued work. */
         void (*batch_end)(void *userdata);
 } NetlinkOps;

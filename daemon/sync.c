@@ -301,6 +301,7 @@ const NetlinkOps sync_netlink_ops = {
         .dump_done = on_dump_done,
         .lost = on_lost,
         .ack = apply_ack,
+        .acks_lost = apply_acks_lost,
         .batch_end = on_batch_end,
 };
 

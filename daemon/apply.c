@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "apply.h"
+#include "control.h"
 #include "linux-compat.h"
 #include "log.h"
 #include "match.h"
@@ -43,7 +44,7 @@ static bool match_has_route(void *userdata, const RoutePrefix *p) {
         return device_has_route(((void **) userdata)[0], p);
 }
 
-static const Policy *device_match(Manager *m, Device *d) {
+const Policy *device_match_in(Manager *m, const PolicySet *set, Device *d) {
         void *ud[2] = {d, m};
         MatchDevice md = {
                 .ifname = d->ifname,
@@ -56,7 +57,49 @@ static const Policy *device_match(Manager *m, Device *d) {
                 .has_route = match_has_route,
                 .userdata = ud,
         };
-        return m->policy ? policy_set_match(m->policy, &md) : NULL;
+        return set ? policy_set_match(set, &md) : NULL;
+}
+
+static const Policy *device_match(Manager *m, Device *d) {
+        return device_match_in(m, m->policy, d);
+}
+
+void device_set_state(Manager *m, Device *d, DeviceState state) {
+        if (d->state == state)
+                return;
+        DeviceState previous = d->state;
+        d->state = state;
+        if (m->n_subscribers == 0)
+                return;
+        json_object *e = json_object_new_object();
+        if (!e)
+                return;
+        json_object_object_add(e, "event", json_object_new_string("state"));
+        json_object_object_add(e, "ifindex", json_object_new_int(d->ifindex));
+        json_object_object_add(e, "ifname", json_object_new_string(d->ifname ?: ""));
+        json_object_object_add(e, "state", json_object_new_string(device_state_to_string(state)));
+        json_object_object_add(e, "previous", json_object_new_string(device_state_to_string(previous)));
+        control_emit(m, e);
+}
+
+static void emit_write(Manager *m, Device *d, const Sizes *from, int error, const char *extack) {
+        if (m->n_subscribers == 0)
+                return;
+        json_object *e = json_object_new_object();
+        if (!e)
+                return;
+        json_object_object_add(e, "event", json_object_new_string(d->restoring ? "restore" : "write"));
+        json_object_object_add(e, "ifindex", json_object_new_int(d->ifindex));
+        json_object_object_add(e, "ifname", json_object_new_string(d->ifname ?: ""));
+        json_object_object_add(e, "from", control_sizes_json(from, m->ipv4_supported));
+        json_object_object_add(e, "to", control_sizes_json(&d->desired, m->ipv4_supported));
+        if (error < 0) {
+                json_object_object_add(e, "errno", json_object_new_int(-error));
+                json_object_object_add(e, "error", json_object_new_string(strerror(-error)));
+                if (extack)
+                        json_object_object_add(e, "extack", json_object_new_string(extack));
+        }
+        control_emit(m, e);
 }
 
 /* ---- write queue ---- */
@@ -112,7 +155,7 @@ static void persist_new_originals(Manager *m) {
                 d->original_unsaved = false;
                 d->has_original = false;
                 d->written_families = 0;
-                d->state = DEVICE_FAILED;
+                device_set_state(m, d, DEVICE_FAILED);
                 d->failed_desired = d->desired;
                 set_error(d, r, "cannot record original sizes");
                 log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
@@ -143,7 +186,7 @@ void manager_flush(Manager *m) {
                 }
                 if (r < 0) {
                         log_dev_error_errno(d, r, "cannot send write: %m");
-                        d->state = DEVICE_FAILED;
+                        device_set_state(m, d, DEVICE_FAILED);
                         d->failed_desired = d->desired;
                         set_error(d, r, NULL);
                         continue;
@@ -152,6 +195,12 @@ void manager_flush(Manager *m) {
                              sizes_change_format(&d->current, &d->desired, m->ipv4_supported, buf, sizeof(buf)));
                 d->inflight = true;
                 d->write_epoch = m->dump_epoch;
+                d->before_write = d->current;
+                if (!d->restoring && !d->rolling_back && d->probation_until_usec == 0) {
+                        /* what the device held before this write is where a rollback goes */
+                        d->last_good = d->current;
+                        d->has_last_good = true;
+                }
                 unsigned slot = (m->inflight_head + m->inflight_count) % WRITE_INFLIGHT_MAX;
                 m->inflight[slot].seq = seq;
                 m->inflight[slot].ifindex = d->ifindex;
@@ -221,19 +270,21 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
 
         if (error < 0) {
                 m->n_write_failures++;
-                d->state = DEVICE_FAILED;
+                device_set_state(m, d, DEVICE_FAILED);
                 d->failed_desired = d->desired;
                 set_error(d, error, extack);
                 log_dev_error_errno(d, error, "write refused: %m%s%s%s", extack ? " (" : "", extack ?: "",
                                     extack ? ")" : "");
-                if (d->restoring)
-                        d->restoring = false;
+                emit_write(m, d, &d->before_write, error, extack);
+                d->restoring = false;
+                d->rolling_back = false;
                 maybe_ready(m);
                 return;
         }
 
         m->n_writes++;
         set_error(d, 0, NULL);
+        emit_write(m, d, &d->before_write, 0, NULL);
         /* The event socket was drained before this ack was read, so the kernel's echo of the write
          * has been applied to `current` unless it was lost; in that case the ack is the truth. */
         if (!sizes_equal(&d->current, &d->desired, m->ipv4_supported)) {
@@ -245,22 +296,117 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
                         d->current.gro_ipv4_max_size = d->desired.gro_ipv4_max_size;
                 }
         }
-        if (d->restoring) {
+        if (d->rolling_back) {
+                d->rolling_back = false;
+                device_set_state(m, d, DEVICE_ROLLED_BACK);
+                log_dev_notice(d, "rolled back to %s", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
+        } else if (d->restoring) {
                 m->n_restores++;
                 d->restoring = false;
                 d->has_original = false;
                 d->written_families = 0;
-                d->state = DEVICE_UNMANAGED;
+                device_set_state(m, d, DEVICE_UNMANAGED);
                 log_dev_info(d, "original sizes restored (%s)", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
                 schedule_save(m);
         } else
-                d->state = DEVICE_APPLIED;
+                device_set_state(m, d, DEVICE_APPLIED);
 
         if (d->recheck) {
                 d->recheck = false;
                 device_reconcile(m, d, REASON_LINK);
         }
         maybe_ready(m);
+}
+
+static RollbackRecord *rollback_record_copy(const RollbackRecord *r) {
+        RollbackRecord *c = calloc(1, sizeof(*c));
+        if (!c)
+                return NULL;
+        *c = *r;
+        c->counter = r->counter ? strdup(r->counter) : NULL;
+        c->per = r->per ? strdup(r->per) : NULL;
+        return c;
+}
+
+static void emit_rollback(Manager *m, Device *d) {
+        if (m->n_subscribers == 0)
+                return;
+        json_object *e = json_object_new_object();
+        if (!e)
+                return;
+        json_object_object_add(e, "event", json_object_new_string("rollback"));
+        json_object_object_add(e, "ifindex", json_object_new_int(d->ifindex));
+        json_object_object_add(e, "ifname", json_object_new_string(d->ifname ?: ""));
+        json_object_object_add(e, "counter", json_object_new_string(d->last_rollback->counter ?: ""));
+        json_object_object_add(e, "rise", json_object_new_int64((int64_t) d->last_rollback->rise));
+        json_object_object_add(e, "threshold", json_object_new_double(d->last_rollback->threshold));
+        json_object_object_add(e, "from", control_sizes_json(&d->last_rollback->from, m->ipv4_supported));
+        json_object_object_add(e, "to", control_sizes_json(&d->last_rollback->to, m->ipv4_supported));
+        control_emit(m, e);
+}
+
+int apply_rollback(Manager *m, Device *d, const RollbackRecord *why) {
+        RollbackRecord manual = {.counter = (char *) "operator"};
+        struct timespec ts;
+        char buf[256];
+        Sizes target;
+
+        if (!d->has_original || d->state == DEVICE_ROLLED_BACK || d->rolling_back)
+                return -EALREADY;
+        /* last_good holds the sizes before the latest write; a restored original is clamped to
+         * what the device takes today. */
+        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4, &d->current,
+                        d->tso_max_size, m->ipv4_supported, &target);
+
+        RollbackRecord *r = rollback_record_copy(why ?: &manual);
+        if (!r)
+                return -ENOMEM;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r->realtime_usec = (uint64_t) ts.tv_sec * 1000000ull + (uint64_t) ts.tv_nsec / 1000;
+        r->from = d->current;
+        r->to = target;
+        rollback_record_free(d->last_rollback);
+        d->last_rollback = r;
+        d->n_rollbacks++;
+        m->n_rollbacks++;
+
+        d->held_desired = d->desired;
+        d->probation_until_usec = 0;
+        d->restoring = false;
+        if (why)
+                log_dev_warning(d, "rolling back: %s rose by %llu%s (threshold %g)%s; going back to %s", r->counter,
+                                (unsigned long long) r->rise, r->per ? " relative to its per counter" : "",
+                                r->threshold, r->namespace_wide ? ", a namespace-wide counter: every device in probation goes back" : "",
+                                sizes_format(&target, m->ipv4_supported, buf, sizeof(buf)));
+        else
+                log_dev_notice(d, "rolling back on request to %s", sizes_format(&target, m->ipv4_supported, buf, sizeof(buf)));
+        emit_rollback(m, d);
+        schedule_save(m);
+
+        if (sizes_equal(&target, &d->current, m->ipv4_supported)) {
+                unqueue_device(m, d);
+                device_set_state(m, d, DEVICE_ROLLED_BACK);
+                return 0;
+        }
+        d->desired = target;
+        d->rolling_back = true;
+        if (d->inflight)
+                d->recheck = true; /* queued again once the write in flight is acked */
+        else
+                queue_device(m, d);
+        return 0;
+}
+
+int apply_retry(Manager *m, Device *d) {
+        if (d->state != DEVICE_ROLLED_BACK && d->state != DEVICE_FAILED)
+                return -EALREADY;
+        log_dev_info(d, "released by request from %s", device_state_to_string(d->state));
+        d->held_desired = (Sizes){};
+        d->failed_desired = (Sizes){};
+        device_set_state(m, d, DEVICE_PENDING);
+        schedule_save(m);
+        device_reconcile(m, d, REASON_SYNC);
+        return 0;
 }
 
 void apply_acks_lost(void *userdata) {
@@ -349,6 +495,8 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                 d->recheck = true;
                 return;
         }
+        if (d->rolling_back)
+                return; /* the rollback goes out first; reconciled again after its ack */
 
         p = device_match(m, d);
         set_policy_name(d, p);
@@ -356,7 +504,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
         if (!p) {
                 if (!d->has_original) {
                         unqueue_device(m, d);
-                        d->state = DEVICE_UNMANAGED;
+                        device_set_state(m, d, DEVICE_UNMANAGED);
                         return;
                 }
                 Sizes target;
@@ -367,14 +515,14 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                         d->has_original = false;
                         d->written_families = 0;
                         d->restoring = false;
-                        d->state = DEVICE_UNMANAGED;
+                        device_set_state(m, d, DEVICE_UNMANAGED);
                         log_dev_info(d, "already at its original sizes, forgetting them");
                         schedule_save(m);
                         return;
                 }
                 d->desired = target;
                 d->restoring = true;
-                d->state = DEVICE_PENDING;
+                device_set_state(m, d, DEVICE_PENDING);
                 queue_device(m, d);
                 return;
         }
@@ -385,8 +533,15 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                 log_dev_debug(d, "policy \"%s\" sets IPv4 sizes, but this kernel has none: IPv4 part unsupported", p->name);
         if (want.families == 0) {
                 unqueue_device(m, d);
-                d->state = DEVICE_UNSUPPORTED;
+                device_set_state(m, d, DEVICE_UNSUPPORTED);
                 return;
+        }
+
+        if (d->state == DEVICE_ROLLED_BACK) {
+                if (sizes_equal(&want.sizes, &d->held_desired, m->ipv4_supported))
+                        return; /* held until the policy asks for something else, or a retry */
+                log_dev_info(d, "policy \"%s\" now asks for other sizes: released from rolled-back", p->name);
+                d->held_desired = (Sizes){};
         }
 
         bool same_as_before = sizes_equal(&want.sizes, &d->desired, m->ipv4_supported);
@@ -400,7 +555,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                 if (d->state != DEVICE_APPLIED)
                         log_dev_debug(d, "already at the policy's sizes (%s)",
                                       sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
-                d->state = DEVICE_APPLIED;
+                device_set_state(m, d, DEVICE_APPLIED);
                 return;
         }
 
@@ -409,7 +564,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
 
         if (reason == REASON_SIZES && before == DEVICE_APPLIED && same_as_before) {
                 if (!correction_allowed(m, d)) {
-                        d->state = DEVICE_PENDING;
+                        device_set_state(m, d, DEVICE_PENDING);
                         return;
                 }
                 log_dev_notice(d, "sizes changed behind bigtcpd's back (%s); putting them back",
@@ -430,7 +585,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
         d->written_families |= want.families;
         d->families = want.families;
         d->desired = want.sizes;
-        d->state = DEVICE_PENDING;
+        device_set_state(m, d, DEVICE_PENDING);
         queue_device(m, d);
 }
 

@@ -14,6 +14,19 @@ typedef enum ReconcileReason {
         _REASON_INVALID = -1,
 } ReconcileReason;
 
+/* The policy of `set` that the device matches, or NULL. */
+const Policy *device_match_in(Manager *m, const PolicySet *set, Device *d);
+/* Change state and tell the control plane. */
+void device_set_state(Manager *m, Device *d, DeviceState state);
+
+/* Write the device back to its last-known-good sizes (its originals if it has been written only
+ * once) and hold it there until its policy asks for something else or it is retried. `why` is
+ * the guard that tripped (copied), NULL for an operator's rollback. -EALREADY when bigtcpd never
+ * wrote the device. */
+int apply_rollback(Manager *m, Device *d, const RollbackRecord *why);
+/* Release a rolled-back or failed device and reconcile it. -EALREADY when it is neither. */
+int apply_retry(Manager *m, Device *d);
+
 /* Decide what the device should hold and queue the write if it does not. */
 void device_reconcile(Manager *m, Device *d, ReconcileReason reason);
 void unqueue_device(Manager *m, Device *d);

@@ -38,9 +38,18 @@ int device_table_init(DeviceTable *t) {
         return t->buckets ? 0 : -ENOMEM;
 }
 
+void rollback_record_free(RollbackRecord *r) {
+        if (!r)
+                return;
+        free(r->counter);
+        free(r->per);
+        free(r);
+}
+
 void device_free(Device *d) {
         if (!d)
                 return;
+        rollback_record_free(d->last_rollback);
         free(d->ifname);
         for (size_t i = 0; i < d->n_altnames; i++)
                 free(d->altnames[i]);

@@ -36,6 +36,21 @@ typedef struct RouteEntry {
         uint8_t dst[16];
 } RouteEntry;
 
+/* Why a device was rolled back, kept for the status API. */
+typedef struct RollbackRecord {
+        char *counter;         /* the guard's counter, e.g. "link.tx_dropped" */
+        char *per;             /* with max-ratio: the counter the rise is divided by */
+        uint64_t rise;         /* of `counter` since the baseline */
+        uint64_t per_rise;     /* of `per` */
+        double threshold;      /* max-increase, or max-ratio when `per` is set */
+        bool namespace_wide;   /* an SNMP counter: every device in probation went back */
+        uint64_t realtime_usec; /* when (CLOCK_REALTIME) */
+        Sizes from;            /* what the write had set */
+        Sizes to;              /* the last-known-good sizes it went back to */
+} RollbackRecord;
+
+void rollback_record_free(RollbackRecord *r);
+
 typedef struct Device Device;
 struct Device {
         int ifindex;
@@ -75,8 +90,18 @@ struct Device {
         bool inflight;
         bool recheck;
         bool restoring;
+        bool rolling_back; /* the queued write goes back to last_good */
+        Sizes before_write; /* current when the write in flight was sent */
         bool need_reconcile;
         TAILQ_ENTRY(Device) queue_link;
+
+        /* Guards (probation after each write, rollback when a counter rises). */
+        bool has_last_good;
+        Sizes last_good;             /* before the current write: where a rollback goes */
+        uint64_t probation_until_usec; /* CLOCK_BOOTTIME; 0 when not in probation */
+        RollbackRecord *last_rollback;
+        Sizes held_desired;           /* rolled-back: not retried while desired stays this */
+        unsigned n_rollbacks;
 
         /* Failure of the last write, kept until a different write succeeds. */
         int last_errno;

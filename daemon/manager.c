@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "apply.h"
+#include "control.h"
 #include "log.h"
 #include "manager.h"
 #include "state.h"
@@ -86,7 +87,7 @@ static void log_policy_errors(const PolicyErrors *errs, bool plain) {
 }
 
 static int load_policy(const ManagerConfig *cfg, const char *hostname, const char *release, bool plain,
-                       PolicySet **ret, char ***ret_paths, size_t *ret_n) {
+                       PolicySet **ret, char ***ret_paths, size_t *ret_n, PolicyErrors *ret_errs) {
         PolicyErrors errs = {};
         char **paths = NULL;
         PolicySet *set = NULL;
@@ -98,6 +99,10 @@ static int load_policy(const ManagerConfig *cfg, const char *hostname, const cha
         r = policy_load_files(paths, (size_t) n, &set, &errs);
         if (r < 0) {
                 log_policy_errors(&errs, plain);
+                if (ret_errs) {
+                        *ret_errs = errs;
+                        errs = (PolicyErrors){};
+                }
                 policy_errors_clear(&errs);
                 strv_free(paths);
                 return r == -EINVAL ? r : log_error_errno(r, "Failed to load policy: %m");
@@ -135,13 +140,26 @@ static void rearm_watch(Manager *m, char **paths, size_t n) {
                 log_warning_errno(r, "Failed to watch the policy files: %m; reload with SIGHUP");
 }
 
+static void emit_reload(Manager *m, bool ok) {
+        json_object *e = json_object_new_object();
+        char digest[17];
+
+        if (!e)
+                return;
+        snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) m->policy->digest);
+        json_object_object_add(e, "event", json_object_new_string("reload"));
+        json_object_object_add(e, "ok", json_object_new_boolean(ok));
+        json_object_object_add(e, "digest", json_object_new_string(digest));
+        control_emit(m, e);
+}
+
 static void notify_reloading(void) {
         (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec());
 }
 
 /* `forced`: asked for (SIGHUP), so it is announced before the files are read and always ends
  * with READY=1; a file change reloads only when the contents differ from the running policy. */
-static void manager_reload(Manager *m, bool forced) {
+int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs) {
         PolicySet *set = NULL;
         char **paths = NULL;
         size_t n = 0;
@@ -149,7 +167,7 @@ static void manager_reload(Manager *m, bool forced) {
 
         if (forced)
                 notify_reloading();
-        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &set, &paths, &n);
+        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &set, &paths, &n, ret_errs);
         if (r < 0) {
                 /* Keep watching: the next edit may fix it. */
                 char **p = NULL;
@@ -160,14 +178,15 @@ static void manager_reload(Manager *m, bool forced) {
                           (unsigned long long) m->policy->digest);
                 if (forced)
                         notify_status(m, "READY=1\n");
-                return;
+                emit_reload(m, false);
+                return r;
         }
         rearm_watch(m, paths, n);
         strv_free(paths);
 
         if (!forced && set->digest == m->policy->digest) {
                 policy_set_free(set);
-                return;
+                return 0;
         }
         if (!forced)
                 notify_reloading();
@@ -184,6 +203,8 @@ static void manager_reload(Manager *m, bool forced) {
         m->ready_pending = true;
         /* Reconcile against what the kernel holds now, not what it held at the last event. */
         start_verify(m);
+        emit_reload(m, true);
+        return 0;
 }
 
 static void on_config_changed(void *userdata) {
@@ -193,7 +214,7 @@ static void on_config_changed(void *userdata) {
 
 static void on_reload_event(evutil_socket_t fd, short what, void *userdata) {
         Manager *m = userdata;
-        manager_reload(m, false);
+        manager_reload(m, false, NULL);
 }
 
 /* ---- signals and life cycle ---- */
@@ -203,7 +224,7 @@ static void on_signal(evutil_socket_t sig, short what, void *userdata) {
 
         if (sig == SIGHUP) {
                 log_info("SIGHUP: reloading the policy");
-                manager_reload(m, true);
+                manager_reload(m, true, NULL);
                 return;
         }
         log_info("%s: stopping", strsignal((int) sig));
@@ -276,6 +297,7 @@ void manager_free(Manager *m) {
         policy_set_free(m->policy);
         device_table_done(&m->devices);
         state_entries_free(m->loaded_state.entries, m->loaded_state.n);
+        free(m->subscribers);
         if (m->base)
                 event_base_free(m->base);
         free(m->hostname);
@@ -288,7 +310,7 @@ int manager_start(Manager *m) {
         size_t n = 0;
         int r;
 
-        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &m->policy, &paths, &n);
+        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &m->policy, &paths, &n, NULL);
         if (r < 0) {
                 if (r == -EINVAL)
                         log_error("the policy has errors, not starting");
@@ -353,7 +375,7 @@ int manager_check_config(const ManagerConfig *cfg) {
         (void) gethostname(host, sizeof(host) - 1);
         if (uname(&uts) < 0)
                 memset(&uts, 0, sizeof(uts));
-        r = load_policy(cfg, host, uts.release, true, &set, NULL, NULL);
+        r = load_policy(cfg, host, uts.release, true, &set, NULL, NULL, NULL);
         if (r < 0)
                 return r;
         describe_policy(set);

@@ -15,6 +15,8 @@
 #define CORRECTION_WINDOW_USEC (60ull * 1000000ull)
 #define CORRECTIONS_MAX 10u
 
+struct json_object;
+
 typedef struct ManagerConfig {
         const char *config_path; /* NULL: the standard files and drop-ins */
         const char *root;        /* prefix for the standard paths; "" in production */
@@ -77,7 +79,14 @@ typedef struct Manager {
                 size_t n;
         } loaded_state;
 
-        unsigned long long n_writes, n_write_failures, n_restores;
+        /* Control plane: who wants events (Monitor streams, D-Bus signals). */
+        struct {
+                void (*fn)(void *userdata, struct json_object *event);
+                void *userdata;
+        } *subscribers;
+        size_t n_subscribers;
+
+        unsigned long long n_writes, n_write_failures, n_restores, n_rollbacks;
         int exit_code;
 } Manager;
 
@@ -89,6 +98,11 @@ int manager_run(Manager *m);
 
 /* Read, check and print the policy; 0 when clean, -EINVAL with every error logged. */
 int manager_check_config(const ManagerConfig *cfg);
+
+/* Re-read the policy. `forced` (SIGHUP, Reload()) always reloads and announces it; otherwise
+ * only a change of contents does. -EINVAL with every error in `ret_errs` (if given) when the new
+ * policy is refused and the running one stays. */
+int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs);
 
 /* Shared by the daemon's files (manager.c, apply.c, sync.c). */
 uint64_t now_usec(void);

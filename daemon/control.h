@@ -1,0 +1,44 @@
+/* control.h — what the control plane (varlink.c, dbus.c) may read from the daemon and ask of
+ * it. Transports stay thin: they parse and check a call, call one of these, and send back what
+ * it returns. Everything here runs in the daemon's one event loop. */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "manager.h"
+
+/* JSON building blocks; the schema is the one of io.bigtcpd.Manager.varlink. */
+json_object *control_sizes_json(const Sizes *s, bool ipv4);
+json_object *control_device_json(const Manager *m, const Device *d);
+json_object *control_status_json(const Manager *m);
+
+/* Devices by ifname (NULL: all), sorted by ifindex. -ENODEV when `ifname` is unknown. */
+int control_list_devices(const Manager *m, const char *ifname, json_object **ret);
+
+/* What a policy would do on this host, device by device: the loaded one when `policy_yaml` is
+ * NULL, else the YAML text given (parsed as file `source`). -EINVAL with `errs` filled when the
+ * text has errors. */
+int control_plan(const Manager *m, const char *policy_yaml, const char *source, json_object **ret,
+                 PolicyErrors *errs);
+
+/* Parse `policy_yaml` like a policy file; 0 when clean, -EINVAL with every error in `errs`. */
+int control_validate(const char *policy_yaml, const char *source, PolicyErrors *errs);
+json_object *control_errors_json(const PolicyErrors *errs);
+
+/* Privileged operations. Reload returns once the new policy is in force (its writes are
+ * queued), -EINVAL with `errs` when refused. Rollback: one device (or all managed ones when
+ * `ifname` is NULL) back to its last-known-good sizes now, held there. Retry releases a
+ * rolled-back or failed device. -ENODEV unknown device; -EALREADY nothing to do. */
+int control_reload(Manager *m, PolicyErrors *errs);
+int control_rollback(Manager *m, const char *ifname);
+int control_retry(Manager *m, const char *ifname);
+
+/* Events for Monitor and for D-Bus signals. Each event is a JSON object with "event" one of
+ * "state" (ifname, state, previous), "write" (ifname, from, to, error?), "rollback" (ifname
+ * and the record), "reload" (ok, digest, errors?). The callback must not keep `event` without
+ * json_object_get(). */
+typedef void (*ControlEventFn)(void *userdata, json_object *event);
+int control_subscribe(Manager *m, ControlEventFn fn, void *userdata);
+void control_unsubscribe(Manager *m, ControlEventFn fn, void *userdata);
+/* Called by the daemon's own code where things happen; takes ownership of `event`. */
+void control_emit(Manager *m, json_object *event);

@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "apply.h"
+#include "guard.h"
+#include "probation.h"
 #include "control.h"
 #include "linux-compat.h"
 #include "log.h"
@@ -69,6 +71,8 @@ void device_set_state(Manager *m, Device *d, DeviceState state) {
                 return;
         DeviceState previous = d->state;
         d->state = state;
+        if (d->has_original)
+                schedule_save(m); /* the state file keeps states across restarts */
         if (m->n_subscribers == 0)
                 return;
         json_object *e = json_object_new_object();
@@ -124,19 +128,12 @@ static void set_error(Device *d, int error, const char *text) {
         d->last_error = text ? strdup(text) : NULL;
 }
 
-/* Originals go to disk before the first write of a device, or the device is not written. */
-static void persist_new_originals(Manager *m) {
-        Device *d;
-        bool any = false;
+/* Originals (and probation baselines) go to disk before the write, or the device is not
+ * written: a daemon killed right after the write must still know both. */
+static void persist_before_write(Manager *m, unsigned n) {
+        Device *d, *next;
+        unsigned i = 0;
         int r;
-
-        TAILQ_FOREACH(d, &m->queue, queue_link)
-                if (d->original_unsaved) {
-                        any = true;
-                        break;
-                }
-        if (!any)
-                return;
 
         r = save_state(m);
         if (r >= 0) {
@@ -144,16 +141,17 @@ static void persist_new_originals(Manager *m) {
                         d->original_unsaved = false;
                 return;
         }
-        log_error_errno(r, "Failed to record original sizes in %s/state.json: %m; not writing devices whose originals are not recorded",
+        log_error_errno(r, "Failed to write %s/state.json: %m; not writing devices whose originals are not recorded",
                         m->cfg.runtime_dir);
-        Device *next;
-        for (d = TAILQ_FIRST(&m->queue); d; d = next) {
+        for (d = TAILQ_FIRST(&m->queue); d && i < n; d = next, i++) {
                 next = TAILQ_NEXT(d, queue_link);
                 if (!d->original_unsaved)
                         continue;
                 unqueue_device(m, d);
+                probation_stop(m, d);
                 d->original_unsaved = false;
                 d->has_original = false;
+                d->has_last_good = false;
                 d->written_families = 0;
                 device_set_state(m, d, DEVICE_FAILED);
                 d->failed_desired = d->desired;
@@ -162,13 +160,53 @@ static void persist_new_originals(Manager *m) {
         }
 }
 
+static void inflight_push(Manager *m, uint32_t seq, int ifindex, InflightKind kind) {
+        unsigned slot = (m->inflight_head + m->inflight_count) % WRITE_INFLIGHT_MAX;
+        m->inflight[slot].seq = seq;
+        m->inflight[slot].ifindex = ifindex;
+        m->inflight[slot].kind = kind;
+        m->inflight_count++;
+}
+
+static void rollback_write(Manager *m, Device *d);
+
+/* Is the queued write of `d` one of the policy's (not a restore or a rollback)? */
+static bool policy_write(const Device *d) {
+        return !d->restoring && !d->rolling_back;
+}
+
 void manager_flush(Manager *m) {
+        SnmpSnapshot snap = {};
+        bool have_snap = false, save = false;
+        unsigned n = 0, room;
         Device *d;
 
-        if (!TAILQ_EMPTY(&m->queue))
-                persist_new_originals(m);
+        /* Every write may need a stats request for its baselines: two slots each. */
+        room = (WRITE_INFLIGHT_MAX - m->inflight_count) / 2;
+        TAILQ_FOREACH(d, &m->queue, queue_link) {
+                if (n >= room)
+                        break;
+                n++;
+                save = save || d->original_unsaved;
+                if (!policy_write(d) || d->correcting || sizes_equal(&d->desired, &d->current, m->ipv4_supported))
+                        continue;
+                const Policy *p = policy_by_name(m, d->policy_name);
+                if (p && p->rollback.n_guards > 0 && !have_snap) {
+                        /* one reading of the SNMP files serves every device of this flush */
+                        int r = snmp_read("/proc/net", &snap);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to read the SNMP counters: %m; SNMP guards inactive for this write");
+                        have_snap = r >= 0;
+                }
+                if (probation_start(m, d, p, have_snap ? &snap : NULL) < 0)
+                        log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
+                save = save || d->probation;
+        }
+        snmp_done(&snap);
+        if (save)
+                persist_before_write(m, n);
 
-        while ((d = TAILQ_FIRST(&m->queue)) && m->inflight_count < WRITE_INFLIGHT_MAX) {
+        while ((d = TAILQ_FIRST(&m->queue)) && m->inflight_count + 2 <= WRITE_INFLIGHT_MAX) {
                 struct nl_msg *msg = NULL;
                 char buf[256];
                 uint32_t seq;
@@ -179,6 +217,9 @@ void manager_flush(Manager *m) {
                         device_reconcile(m, d, REASON_LINK);
                         continue;
                 }
+                /* Baselines of link counters: the kernel answers this before it handles the write. */
+                if (policy_write(d) && d->probation && probation_has_link_guards(d->probation))
+                        (void) request_refresh(m, d->ifindex, INFLIGHT_BASELINE);
                 r = link_write_message(d->ifindex, &d->desired, m->ipv4_supported, &msg);
                 if (r >= 0) {
                         r = netlink_send(m->nl, msg, &seq);
@@ -186,66 +227,93 @@ void manager_flush(Manager *m) {
                 }
                 if (r < 0) {
                         log_dev_error_errno(d, r, "cannot send write: %m");
+                        probation_stop(m, d);
                         device_set_state(m, d, DEVICE_FAILED);
                         d->failed_desired = d->desired;
                         set_error(d, r, NULL);
                         continue;
                 }
-                log_dev_info(d, "%s %s", d->restoring ? "restoring original sizes:" : "writing",
+                log_dev_info(d, "%s %s",
+                             d->rolling_back ? "rolling back:" : d->restoring ? "restoring original sizes:" : "writing",
                              sizes_change_format(&d->current, &d->desired, m->ipv4_supported, buf, sizeof(buf)));
                 d->inflight = true;
                 d->write_epoch = m->dump_epoch;
                 d->before_write = d->current;
-                if (!d->restoring && !d->rolling_back && d->probation_until_usec == 0) {
-                        /* what the device held before this write is where a rollback goes */
-                        d->last_good = d->current;
-                        d->has_last_good = true;
-                }
-                unsigned slot = (m->inflight_head + m->inflight_count) % WRITE_INFLIGHT_MAX;
-                m->inflight[slot].seq = seq;
-                m->inflight[slot].ifindex = d->ifindex;
-                m->inflight[slot].refresh = false;
-                m->inflight_count++;
+                inflight_push(m, seq, d->ifindex, INFLIGHT_WRITE);
         }
         maybe_ready(m);
 }
 
-/* Ask the kernel for one link's current attributes; the reply arrives as an RTM_NEWLINK. */
-void request_refresh(Manager *m, int ifindex) {
+/* Ask the kernel for one link's attributes (with its stats for baselines and samples); the
+ * reply arrives as an RTM_NEWLINK on the write socket. */
+int request_refresh(Manager *m, int ifindex, InflightKind kind) {
         struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
         struct nl_msg *msg;
         uint32_t seq;
+        int r = -ENOMEM;
 
         if (m->inflight_count >= WRITE_INFLIGHT_MAX)
-                return; /* the next verification catches it */
+                return -EBUSY; /* the next verification or sample catches it */
         msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST);
         if (!msg)
-                return;
+                return -ENOMEM;
         if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) >= 0 &&
-            nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) >= 0 && netlink_send(m->nl, msg, &seq) >= 0) {
-                unsigned slot = (m->inflight_head + m->inflight_count) % WRITE_INFLIGHT_MAX;
-                m->inflight[slot].seq = seq;
-                m->inflight[slot].ifindex = ifindex;
-                m->inflight[slot].refresh = true;
-                m->inflight_count++;
+            (kind != INFLIGHT_REFRESH || nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) >= 0)) {
+                r = netlink_send(m->nl, msg, &seq);
+                if (r >= 0)
+                        inflight_push(m, seq, ifindex, kind);
         }
         nlmsg_free(msg);
+        return r;
 }
 
+static void request_done(Manager *m, int ifindex, InflightKind kind, bool lost) {
+        Device *d = device_get(&m->devices, ifindex);
+
+        if (!d)
+                return;
+        switch (kind) {
+        case INFLIGHT_WRITE:
+                if (lost) {
+                        d->inflight = false;
+                        d->need_reconcile = true;
+                }
+                break;
+        case INFLIGHT_SAMPLE:
+                if (lost && d->probation)
+                        d->probation->sample_pending = false;
+                else
+                        probation_sample_done(m, d);
+                break;
+        case INFLIGHT_REFRESH:
+        case INFLIGHT_BASELINE:
+                break;
+        case _INFLIGHT_KIND_MAX:
+        case _INFLIGHT_KIND_INVALID:
+                break;
+        }
+}
+
+/* The request `seq` was answered. Acks come in order; entries before it were lost. Returns
+ * the device of a write, 0 for other requests. */
 static int inflight_take(Manager *m, uint32_t seq) {
-        /* Acks come back in order; anything before `seq` was lost with the socket's buffer. */
         while (m->inflight_count > 0) {
                 unsigned head = m->inflight_head;
                 m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
                 m->inflight_count--;
-                if (m->inflight[head].seq == seq)
-                        return m->inflight[head].refresh ? 0 : m->inflight[head].ifindex;
-                if (m->inflight[head].refresh)
-                        continue;
-                Device *d = device_get(&m->devices, m->inflight[head].ifindex);
-                if (d) {
-                        d->inflight = false;
-                        device_reconcile(m, d, REASON_LINK);
+                int ifindex = m->inflight[head].ifindex;
+                InflightKind kind = m->inflight[head].kind;
+                if (m->inflight[head].seq == seq) {
+                        if (kind == INFLIGHT_WRITE)
+                                return ifindex;
+                        request_done(m, ifindex, kind, false);
+                        return 0;
+                }
+                request_done(m, ifindex, kind, true);
+                if (kind == INFLIGHT_WRITE) {
+                        Device *d = device_get(&m->devices, ifindex);
+                        if (d)
+                                device_reconcile(m, d, REASON_LINK);
                 }
         }
         return 0;
@@ -276,6 +344,13 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
                 log_dev_error_errno(d, error, "write refused: %m%s%s%s", extack ? " (" : "", extack ?: "",
                                     extack ? ")" : "");
                 emit_write(m, d, &d->before_write, error, extack);
+                if (policy_write(d))
+                        probation_stop(m, d);
+                if (d->rollback_pending) {
+                        /* the refused write changed nothing: the device is where the rollback goes */
+                        d->rollback_pending = false;
+                        device_set_state(m, d, DEVICE_ROLLED_BACK);
+                }
                 d->restoring = false;
                 d->rolling_back = false;
                 maybe_ready(m);
@@ -296,7 +371,11 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
                         d->current.gro_ipv4_max_size = d->desired.gro_ipv4_max_size;
                 }
         }
-        if (d->rolling_back) {
+        if (d->rollback_pending) {
+                rollback_write(m, d);
+                maybe_ready(m);
+                return;
+        } else if (d->rolling_back) {
                 d->rolling_back = false;
                 device_set_state(m, d, DEVICE_ROLLED_BACK);
                 log_dev_notice(d, "rolled back to %s", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
@@ -308,8 +387,16 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
                 device_set_state(m, d, DEVICE_UNMANAGED);
                 log_dev_info(d, "original sizes restored (%s)", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
                 schedule_save(m);
-        } else
+        } else if (d->probation) {
+                d->is_new = false;
+                device_set_state(m, d, DEVICE_PROBATION);
+                log_dev_info(d, "in probation for %llus, %zu guards watching",
+                             (unsigned long long) (d->probation->window_usec / 1000000ull), d->probation->n_guards);
+                probation_arm(m);
+        } else {
+                d->is_new = false;
                 device_set_state(m, d, DEVICE_APPLIED);
+        }
 
         if (d->recheck) {
                 d->recheck = false;
@@ -345,55 +432,65 @@ static void emit_rollback(Manager *m, Device *d) {
         control_emit(m, e);
 }
 
+/* Queue the write back to last_good (the originals when there is none). */
+static void rollback_write(Manager *m, Device *d) {
+        Sizes target;
+
+        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4, &d->current,
+                        d->tso_max_size, m->ipv4_supported, &target);
+        d->rollback_pending = false;
+        if (d->last_rollback)
+                d->last_rollback->to = target;
+        if (sizes_equal(&target, &d->current, m->ipv4_supported)) {
+                unqueue_device(m, d);
+                device_set_state(m, d, DEVICE_ROLLED_BACK);
+                return;
+        }
+        d->desired = target;
+        d->rolling_back = true;
+        d->restoring = false;
+        queue_device(m, d);
+}
+
 int apply_rollback(Manager *m, Device *d, const RollbackRecord *why) {
         RollbackRecord manual = {.counter = (char *) "operator"};
         struct timespec ts;
         char buf[256];
-        Sizes target;
 
-        if (!d->has_original || d->state == DEVICE_ROLLED_BACK || d->rolling_back)
+        if (!d->has_original || d->state == DEVICE_ROLLED_BACK || d->rolling_back || d->rollback_pending)
                 return -EALREADY;
-        /* last_good holds the sizes before the latest write; a restored original is clamped to
-         * what the device takes today. */
-        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4, &d->current,
-                        d->tso_max_size, m->ipv4_supported, &target);
 
         RollbackRecord *r = rollback_record_copy(why ?: &manual);
         if (!r)
                 return -ENOMEM;
         clock_gettime(CLOCK_REALTIME, &ts);
         r->realtime_usec = (uint64_t) ts.tv_sec * 1000000ull + (uint64_t) ts.tv_nsec / 1000;
-        r->from = d->current;
-        r->to = target;
+        r->from = d->inflight ? d->desired : d->current;
+        r->to = d->has_last_good ? d->last_good : d->original;
         rollback_record_free(d->last_rollback);
         d->last_rollback = r;
         d->n_rollbacks++;
         m->n_rollbacks++;
 
-        d->held_desired = d->desired;
-        d->probation_until_usec = 0;
-        d->restoring = false;
+        /* held: not retried while the policy asks for these sizes */
+        d->held_desired = d->restoring ? d->current : d->desired;
+        probation_stop(m, d);
         if (why)
-                log_dev_warning(d, "rolling back: %s rose by %llu%s (threshold %g)%s; going back to %s", r->counter,
-                                (unsigned long long) r->rise, r->per ? " relative to its per counter" : "",
-                                r->threshold, r->namespace_wide ? ", a namespace-wide counter: every device in probation goes back" : "",
-                                sizes_format(&target, m->ipv4_supported, buf, sizeof(buf)));
+                log_dev_warning(d, "rolling back: %s rose by %llu%s%s (threshold %g)%s; going back to %s", r->counter,
+                                (unsigned long long) r->rise, r->per ? " per " : "", r->per ?: "", r->threshold,
+                                r->namespace_wide ? ", a namespace-wide counter" : "",
+                                sizes_format(&r->to, m->ipv4_supported, buf, sizeof(buf)));
         else
-                log_dev_notice(d, "rolling back on request to %s", sizes_format(&target, m->ipv4_supported, buf, sizeof(buf)));
+                log_dev_notice(d, "rolling back on request to %s", sizes_format(&r->to, m->ipv4_supported, buf, sizeof(buf)));
         emit_rollback(m, d);
         schedule_save(m);
 
-        if (sizes_equal(&target, &d->current, m->ipv4_supported)) {
-                unqueue_device(m, d);
-                device_set_state(m, d, DEVICE_ROLLED_BACK);
+        if (d->inflight) {
+                /* the write in flight lands first; its ack sends the rollback */
+                d->rollback_pending = true;
                 return 0;
         }
-        d->desired = target;
-        d->rolling_back = true;
-        if (d->inflight)
-                d->recheck = true; /* queued again once the write in flight is acked */
-        else
-                queue_device(m, d);
+        rollback_write(m, d);
         return 0;
 }
 
@@ -418,11 +515,7 @@ void apply_acks_lost(void *userdata) {
                 unsigned head = m->inflight_head;
                 m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
                 m->inflight_count--;
-                Device *d = device_get(&m->devices, m->inflight[head].ifindex);
-                if (d && !m->inflight[head].refresh) {
-                        d->inflight = false;
-                        d->need_reconcile = true;
-                }
+                request_done(m, m->inflight[head].ifindex, m->inflight[head].kind, true);
         }
 }
 
@@ -495,7 +588,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                 d->recheck = true;
                 return;
         }
-        if (d->rolling_back)
+        if (d->rolling_back || d->rollback_pending)
                 return; /* the rollback goes out first; reconciled again after its ack */
 
         p = device_match(m, d);
@@ -552,6 +645,12 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                 unqueue_device(m, d);
                 d->desired = want.sizes;
                 d->families = want.families;
+                d->staged = false;
+                if (d->probation) {
+                        /* the window goes on (after a restart, or the sizes were put back) */
+                        device_set_state(m, d, DEVICE_PROBATION);
+                        return;
+                }
                 if (d->state != DEVICE_APPLIED)
                         log_dev_debug(d, "already at the policy's sizes (%s)",
                                       sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
@@ -562,19 +661,31 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
         if (before == DEVICE_FAILED && sizes_equal(&want.sizes, &d->failed_desired, m->ipv4_supported))
                 return; /* refused before; wait for a different desire or a reload */
 
-        if (reason == REASON_SIZES && before == DEVICE_APPLIED && same_as_before) {
+        if (reason == REASON_SIZES && (before == DEVICE_APPLIED || before == DEVICE_PROBATION) && same_as_before) {
                 if (!correction_allowed(m, d)) {
                         device_set_state(m, d, DEVICE_PENDING);
                         return;
                 }
                 log_dev_notice(d, "sizes changed behind bigtcpd's back (%s); putting them back",
                                sizes_change_format(&d->desired, &d->current, m->ipv4_supported, buf, sizeof(buf)));
-        }
+                d->correcting = before == DEVICE_APPLIED;
+        } else
+                d->correcting = false;
 
         if (want.clamped)
                 log_dev_info(d, "policy \"%s\" asks for more than the device takes:%s%s", p->name,
                              want.clamped & (CLAMP_GSO | CLAMP_GSO_IPV4) ? " GSO clamped to its tso_max_size" : "",
                              want.clamped & (CLAMP_GRO | CLAMP_GRO_IPV4) ? " GRO clamped to 524280" : "");
+
+        /* Staged rollout: existing devices take turns; new ones carry no traffic yet. */
+        if (p->max_parallel > 0 && !d->is_new && rollout_must_wait(m, d, p, &want.sizes)) {
+                unqueue_device(m, d);
+                d->staged = true;
+                d->desired = want.sizes;
+                device_set_state(m, d, DEVICE_PENDING);
+                return;
+        }
+        d->staged = false;
 
         if (!d->has_original) {
                 d->has_original = true;

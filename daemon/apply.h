@@ -33,7 +33,7 @@ void unqueue_device(Manager *m, Device *d);
 /* Persist new originals, then send queued writes up to the in-flight bound. */
 void manager_flush(Manager *m);
 /* Ask the kernel for one link's attributes again (its reply is an ordinary RTM_NEWLINK). */
-void request_refresh(Manager *m, int ifindex);
+int request_refresh(Manager *m, int ifindex, InflightKind kind);
 /* NetlinkOps.ack */
 void apply_ack(void *userdata, uint32_t seq, int error, const char *extack);
 /* NetlinkOps.acks_lost */

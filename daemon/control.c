@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include "apply.h"
+#include "guard.h"
+#include "probation.h"
 #include "control.h"
 #include "log.h"
 #include "match.h"
@@ -46,12 +48,6 @@ static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
         return o;
 }
 
-static uint64_t boottime_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_BOOTTIME, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ull + (uint64_t) ts.tv_nsec / 1000;
-}
-
 json_object *control_device_json(const Manager *m, const Device *d) {
         json_object *o = json_object_new_object();
         bool v4 = m->ipv4_supported;
@@ -69,12 +65,10 @@ json_object *control_device_json(const Manager *m, const Device *d) {
                                                                               : NULL);
         json_object_object_add(o, "original", d->has_original ? control_sizes_json(&d->original, v4) : NULL);
         json_object_object_add(o, "tso_max_size", json_object_new_int64(d->tso_max_size));
-        if (d->state == DEVICE_PROBATION && d->probation_until_usec > 0) {
-                uint64_t now = boottime_usec();
+        if (d->probation) {
+                uint64_t now = boottime_usec(), until = d->probation->until_usec;
                 json_object_object_add(o, "probation_left_usec",
-                                       json_object_new_int64((int64_t) (d->probation_until_usec > now
-                                                                                ? d->probation_until_usec - now
-                                                                                : 0)));
+                                       json_object_new_int64((int64_t) (until > now ? until - now : 0)));
         }
         if (d->last_errno != 0) {
                 json_object *e = json_object_new_object();
@@ -125,6 +119,10 @@ json_object *control_status_json(const Manager *m) {
         json_object_object_add(o, "restores", json_object_new_int64((int64_t) m->n_restores));
         json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) m->n_rollbacks));
         json_object_object_add(o, "ready", json_object_new_boolean(m->ready_sent));
+        json_object *w = json_object_new_array();
+        for (size_t i = 0; i < m->n_guard_warnings; i++)
+                json_object_array_add(w, json_object_new_string(m->guard_warnings[i]));
+        json_object_object_add(o, "inactive_guard_counters", w);
         return o;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "device.h"
+#include "guard.h"
 #include "linux-compat.h"
 
 static const char *const device_state_table[_DEVICE_STATE_MAX] = {
@@ -50,6 +51,7 @@ void device_free(Device *d) {
         if (!d)
                 return;
         rollback_record_free(d->last_rollback);
+        probation_free(d->probation);
         free(d->ifname);
         for (size_t i = 0; i < d->n_altnames; i++)
                 free(d->altnames[i]);
@@ -156,6 +158,7 @@ static struct nla_policy link_policy[BT_IFLA_MAX + 1] = {
         [BT_IFLA_GSO_IPV4_MAX_SIZE] = {.type = NLA_U32},
         [BT_IFLA_GRO_IPV4_MAX_SIZE] = {.type = NLA_U32},
         [BT_IFLA_PROP_LIST] = {.type = NLA_NESTED},
+        [IFLA_STATS64] = {.type = NLA_UNSPEC},
 };
 
 static struct nla_policy linkinfo_policy[IFLA_INFO_MAX + 1] = {
@@ -230,6 +233,10 @@ int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret) {
                         m.sizes.gso_ipv4_max_size = nla_get_u32(tb[BT_IFLA_GSO_IPV4_MAX_SIZE]);
                         m.sizes.gro_ipv4_max_size = nla_get_u32(tb[BT_IFLA_GRO_IPV4_MAX_SIZE]);
                 }
+        }
+        if (tb[IFLA_STATS64]) {
+                m.stats64 = nla_data(tb[IFLA_STATS64]);
+                m.stats64_len = (size_t) nla_len(tb[IFLA_STATS64]);
         }
         if (tb[BT_IFLA_TSO_MAX_SIZE]) {
                 m.has_tso_max_size = true;

@@ -90,7 +90,9 @@ struct Device {
         bool inflight;
         bool recheck;
         bool restoring;
-        bool rolling_back; /* the queued write goes back to last_good */
+        bool rolling_back;     /* the queued write goes back to last_good */
+        bool rollback_pending; /* roll back once the write in flight is acknowledged */
+        bool correcting;       /* the queued write puts back proven sizes: no new probation */
         Sizes before_write; /* current when the write in flight was sent */
         bool need_reconcile;
         TAILQ_ENTRY(Device) queue_link;
@@ -98,7 +100,10 @@ struct Device {
         /* Guards (probation after each write, rollback when a counter rises). */
         bool has_last_good;
         Sizes last_good;             /* before the current write: where a rollback goes */
-        uint64_t probation_until_usec; /* CLOCK_BOOTTIME; 0 when not in probation */
+        struct Probation *probation;  /* non-NULL while in probation */
+        TAILQ_ENTRY(Device) probation_link;
+        bool is_new;                  /* appeared while bigtcpd ran: no rollout limit */
+        bool staged;                  /* waits for a rollout slot (rollout.max-parallel) */
         RollbackRecord *last_rollback;
         Sizes held_desired;           /* rolled-back: not retried while desired stays this */
         unsigned n_rollbacks;
@@ -160,6 +165,8 @@ typedef struct LinkMessage {
         bool has_ipv4_sizes;
         bool has_tso_max_size;
         uint32_t tso_max_size;
+        const void *stats64; /* IFLA_STATS64, NULL when absent */
+        size_t stats64_len;
 } LinkMessage;
 
 /* Parse and check an RTM_NEWLINK/RTM_DELLINK. -EBADMSG when malformed. */

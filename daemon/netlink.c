@@ -11,7 +11,7 @@
 #include "log.h"
 #include "netlink.h"
 
-#define READ_BUDGET 64             /* datagrams per wakeup, so writes and acks interleave */
+#define READ_BUDGET 256            /* datagrams per wakeup, so writes and acks interleave */
 #define RECV_BUFFER (256u * 1024u) /* larger than any rtnetlink datagram */
 #define WRITE_RCVBUF (8 * 1024 * 1024)
 
@@ -121,7 +121,8 @@ static void handle_message(Netlink *nl, struct nlmsghdr *nlh, bool write_socket)
         case RTM_DELLINK:
         case RTM_NEWROUTE:
         case RTM_DELROUTE:
-                nl->ops->message(nl->userdata, nlh, in_dump);
+                nl->ops->message(nl->userdata, nlh,
+                                 write_socket ? NETLINK_REPLY : in_dump ? NETLINK_DUMP : NETLINK_EVENT);
                 return;
         default:
                 log_debug("netlink: unexpected message type %u, ignoring", nlh->nlmsg_type);

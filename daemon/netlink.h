@@ -8,9 +8,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+typedef enum NetlinkSource {
+        NETLINK_EVENT, /* a multicast notification */
+        NETLINK_DUMP,  /* part of the dump netlink_dump() started */
+        NETLINK_REPLY, /* the answer to a request sent with netlink_send() */
+        _NETLINK_SOURCE_MAX,
+        _NETLINK_SOURCE_INVALID = -1,
+} NetlinkSource;
+
 typedef struct NetlinkOps {
-        /* RTM_NEWLINK/DELLINK/NEWROUTE/DELROUTE, from events, dumps (`in_dump`), or replies. */
-        void (*message)(void *userdata, struct nlmsghdr *nlh, bool in_dump);
+        /* RTM_NEWLINK/DELLINK/NEWROUTE/DELROUTE. */
+        void (*message)(void *userdata, struct nlmsghdr *nlh, NetlinkSource source);
         /* The dump started by netlink_dump() ended; `error` < 0 when it failed, `interrupted`
          * when the kernel flagged it inconsistent (NLM_F_DUMP_INTR). */
         void (*dump_done)(void *userdata, int type, int error, bool interrupted);

@@ -1326,13 +1326,42 @@ enum {
         POLICY_IPV6,
         POLICY_IPV4,
         POLICY_ROLLBACK,
+        POLICY_ROLLOUT,
         _POLICY_KEY_MAX
 };
 static const char *const policy_keys[_POLICY_KEY_MAX] = {
         [POLICY_NAME] = "name",         [POLICY_HOSTS] = "hosts", [POLICY_KERNEL] = "kernel",
         [POLICY_MATCH] = "match",       [POLICY_IPV6] = "ipv6",   [POLICY_IPV4] = "ipv4",
-        [POLICY_ROLLBACK] = "rollback",
+        [POLICY_ROLLBACK] = "rollback", [POLICY_ROLLOUT] = "rollout",
 };
+
+enum {
+        ROLLOUT_MAX_PARALLEL,
+        _ROLLOUT_KEY_MAX
+};
+static const char *const rollout_keys[_ROLLOUT_KEY_MAX] = {
+        [ROLLOUT_MAX_PARALLEL] = "max-parallel",
+};
+
+static void parse_rollout(Parser *p, yaml_node_t *n, unsigned *ret) {
+        yaml_node_t *v[_ROLLOUT_KEY_MAX];
+        uint64_t x;
+
+        if (mapping_collect(p, n, "rollout", rollout_keys, _ROLLOUT_KEY_MAX, v) < 0)
+                return;
+        if (!v[ROLLOUT_MAX_PARALLEL]) {
+                perr(p, n, "missing key \"max-parallel\"");
+                return;
+        }
+        const char *s = scalar(v[ROLLOUT_MAX_PARALLEL]);
+        if (!s || !scalar_is_plain(v[ROLLOUT_MAX_PARALLEL]) || !parse_uint64(s, &x) || x < 1 ||
+            x > POLICY_MAX_PARALLEL_MAX) {
+                perr(p, v[ROLLOUT_MAX_PARALLEL], "max-parallel: expected an integer between 1 and %u",
+                     POLICY_MAX_PARALLEL_MAX);
+                return;
+        }
+        *ret = (unsigned) x;
+}
 
 static void parse_policy(Parser *p, yaml_node_t *n, ParsedPolicy *pp) {
         Policy *pol = &pp->policy;
@@ -1398,6 +1427,9 @@ static void parse_policy(Parser *p, yaml_node_t *n, ParsedPolicy *pp) {
                 parse_rollback(p, v[POLICY_ROLLBACK], &pp->rollback);
                 pp->rollback_ok = p->n_errors == n_errors;
         }
+
+        if (v[POLICY_ROLLOUT])
+                parse_rollout(p, v[POLICY_ROLLOUT], &pol->max_parallel);
 
         /* until policy_set_scope() says otherwise */
         pol->applies_here = pol->hosts.n == 0 && pol->n_kernel_reqs == 0;

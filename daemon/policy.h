@@ -107,6 +107,8 @@ typedef struct Policy {
         FamilySpec ipv6;
         FamilySpec ipv4;
         RollbackSpec rollback; /* effective: the file's defaults with this policy's overrides */
+        unsigned max_parallel; /* rollout.max-parallel: devices of this policy in probation at
+                                * once when existing devices change; 0 = no limit */
         bool applies_here;     /* set by policy_set_scope() from hosts and kernel */
 } Policy;
 
@@ -136,6 +138,7 @@ typedef struct PolicyErrors {
 #define POLICY_LIST_MAX 256u
 #define POLICY_GUARDS_MAX 64u
 #define POLICY_STRING_MAX 256u
+#define POLICY_MAX_PARALLEL_MAX 100000u
 
 PolicySet *policy_set_new(void);
 void policy_set_free(PolicySet *s);

@@ -1,10 +1,13 @@
 /* state.c — state.json: which devices bigtcpd changed and what they held before. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "counters.h"
 #include "state.h"
 
 #define STATE_FILE "state.json"
@@ -13,17 +16,6 @@
 static inline void json_object_putp(json_object **o) {
         if (*o)
                 json_object_put(*o);
-}
-
-static json_object *sizes_to_json(const Sizes *s) {
-        json_object *o = json_object_new_object();
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "gso_max_size", json_object_new_int64(s->gso_max_size));
-        json_object_object_add(o, "gro_max_size", json_object_new_int64(s->gro_max_size));
-        json_object_object_add(o, "gso_ipv4_max_size", json_object_new_int64(s->gso_ipv4_max_size));
-        json_object_object_add(o, "gro_ipv4_max_size", json_object_new_int64(s->gro_ipv4_max_size));
-        return o;
 }
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -40,50 +32,159 @@ static int write_all(int fd, const char *p, size_t n) {
         return 0;
 }
 
-int state_save(const char *dir, const DeviceTable *t) {
-        _cleanup_(json_object_putp) json_object *root = json_object_new_object();
-        json_object *list = json_object_new_array();
-        _cleanup_(freep) char *tmp = NULL, *path = NULL;
-        _cleanup_(closep) int fd = -1, dfd = -1;
-        const Device *d;
-        int r;
+/* The file is written on every batch of first writes, so it is produced straight into a buffer
+ * rather than through a json-c object tree (which costs several allocations per field). */
+typedef struct Out {
+        char *buf;
+        size_t len, cap;
+        bool oom;
+} Out;
 
-        if (!root || !list) {
-                json_object_put(list);
-                return -ENOMEM;
+static void out_reserve(Out *o, size_t n) {
+        if (o->oom || o->len + n + 1 <= o->cap)
+                return;
+        size_t cap = o->cap ? o->cap : 4096;
+        while (cap < o->len + n + 1)
+                cap *= 2;
+        char *b = realloc(o->buf, cap);
+        if (!b) {
+                o->oom = true;
+                return;
         }
-        json_object_object_add(root, "version", json_object_new_int(1));
-        json_object_object_add(root, "devices", list);
+        o->buf = b;
+        o->cap = cap;
+}
+
+_printf_(2, 3) static void out_printf(Out *o, const char *fmt, ...) {
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(NULL, 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+                o->oom = true;
+                return;
+        }
+        out_reserve(o, (size_t) n);
+        if (o->oom)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        o->len += (size_t) n;
+}
+
+/* A JSON string: names come from the kernel and may hold quotes or control characters. */
+static void out_string(Out *o, const char *s) {
+        out_printf(o, "\"");
+        for (const unsigned char *p = (const unsigned char *) (s ?: ""); *p; p++) {
+                if (*p == '"' || *p == '\\')
+                        out_printf(o, "\\%c", *p);
+                else if (*p < 0x20 || *p == 0x7f)
+                        out_printf(o, "\\u%04x", *p);
+                else
+                        out_printf(o, "%c", *p);
+        }
+        out_printf(o, "\"");
+}
+
+static void out_sizes(Out *o, const char *key, const Sizes *s) {
+        out_printf(o, ",\"%s\":{\"gso_max_size\":%u,\"gro_max_size\":%u,\"gso_ipv4_max_size\":%u,\"gro_ipv4_max_size\":%u}",
+                   key, s->gso_max_size, s->gro_max_size, s->gso_ipv4_max_size, s->gro_ipv4_max_size);
+}
+
+static void out_probation(Out *o, const Probation *p) {
+        out_printf(o, ",\"probation\":{\"until_boottime_usec\":%llu,\"window_usec\":%llu,\"interval_usec\":%llu,\"guards\":[",
+                   (unsigned long long) p->until_usec, (unsigned long long) p->window_usec,
+                   (unsigned long long) p->interval_usec);
+        for (size_t i = 0; i < p->n_guards; i++) {
+                const ProbationGuard *g = &p->guards[i];
+                out_printf(o, "%s{\"counter\":", i ? "," : "");
+                out_string(o, g->counter);
+                if (g->per) {
+                        out_printf(o, ",\"per\":");
+                        out_string(o, g->per);
+                }
+                if (g->has_max_increase)
+                        out_printf(o, ",\"max_increase\":%llu", (unsigned long long) g->max_increase);
+                if (g->has_max_ratio)
+                        out_printf(o, ",\"max_ratio\":%.17g", g->max_ratio);
+                out_printf(o, ",\"active\":%s,\"have_base\":%s,\"base\":%llu,\"per_base\":%llu}",
+                           g->active ? "true" : "false", g->have_base ? "true" : "false",
+                           (unsigned long long) g->base, (unsigned long long) g->per_base);
+        }
+        out_printf(o, "]}");
+}
+
+static void out_rollback(Out *o, const RollbackRecord *r) {
+        out_printf(o, ",\"last_rollback\":{\"counter\":");
+        out_string(o, r->counter);
+        if (r->per) {
+                out_printf(o, ",\"per\":");
+                out_string(o, r->per);
+        }
+        out_printf(o, ",\"rise\":%llu,\"per_rise\":%llu,\"threshold\":%.17g,\"namespace_wide\":%s,\"time_usec\":%llu",
+                   (unsigned long long) r->rise, (unsigned long long) r->per_rise,
+                   isfinite(r->threshold) ? r->threshold : 0.0, r->namespace_wide ? "true" : "false",
+                   (unsigned long long) r->realtime_usec);
+        out_sizes(o, "from", &r->from);
+        out_sizes(o, "to", &r->to);
+        out_printf(o, "}");
+}
+
+static int state_format(const DeviceTable *t, Out *o) {
+        const Device *d;
+        bool first = true;
+
+        out_printf(o, "{\"version\":1,\"devices\":[");
         DEVICE_FOREACH(d, t, it) {
                 if (!d->has_original)
                         continue;
-                json_object *e = json_object_new_object();
-                if (!e)
-                        return -ENOMEM;
-                json_object_array_add(list, e);
-                json_object_object_add(e, "ifindex", json_object_new_int(d->ifindex));
-                json_object_object_add(e, "ifname", json_object_new_string(d->ifname ?: ""));
-                json_object_object_add(e, "original", sizes_to_json(&d->original));
-                json_object *fam = json_object_new_array();
-                if (d->written_families & FAMILY_IPV6)
-                        json_object_array_add(fam, json_object_new_string("ipv6"));
-                if (d->written_families & FAMILY_IPV4)
-                        json_object_array_add(fam, json_object_new_string("ipv4"));
-                json_object_object_add(e, "families", fam);
+                out_printf(o, "%s\n{\"ifindex\":%d,\"ifname\":", first ? "" : ",", d->ifindex);
+                first = false;
+                out_string(o, d->ifname);
+                out_sizes(o, "original", &d->original);
+                out_printf(o, ",\"families\":[%s%s%s]", d->written_families & FAMILY_IPV6 ? "\"ipv6\"" : "",
+                           (d->written_families & FAMILY_IPV6) && (d->written_families & FAMILY_IPV4) ? "," : "",
+                           d->written_families & FAMILY_IPV4 ? "\"ipv4\"" : "");
+                out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->state));
+                if (d->has_last_good)
+                        out_sizes(o, "last_good", &d->last_good);
+                if (d->state == DEVICE_ROLLED_BACK || d->rolling_back || d->rollback_pending)
+                        out_sizes(o, "held", &d->held_desired);
+                if (d->probation)
+                        out_probation(o, d->probation);
+                if (d->last_rollback)
+                        out_rollback(o, d->last_rollback);
+                out_printf(o, "}");
         }
+        out_printf(o, "]}\n");
+        return o->oom ? -ENOMEM : 0;
+}
 
-        size_t len;
-        const char *text = json_object_to_json_string_length(root, JSON_C_TO_STRING_PLAIN, &len);
-        if (!text)
+int state_save(const char *dir, const DeviceTable *t) {
+        _cleanup_(freep) char *tmp = NULL, *path = NULL;
+        _cleanup_(closep) int fd = -1, dfd = -1;
+        Out o = {};
+        int r;
+
+        r = state_format(t, &o);
+        if (r < 0) {
+                free(o.buf);
+                return r;
+        }
+        if (asprintf(&tmp, "%s/.%s.tmp", dir, STATE_FILE) < 0 || asprintf(&path, "%s/%s", dir, STATE_FILE) < 0) {
+                free(o.buf);
                 return -ENOMEM;
-        if (asprintf(&tmp, "%s/.%s.tmp", dir, STATE_FILE) < 0 || asprintf(&path, "%s/%s", dir, STATE_FILE) < 0)
-                return -ENOMEM;
+        }
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0)
+        if (fd < 0) {
+                free(o.buf);
                 return -errno;
-        r = write_all(fd, text, len);
-        if (r >= 0)
-                r = write_all(fd, "\n", 1);
+        }
+        r = write_all(fd, o.buf, o.len);
+        free(o.buf);
         if (r >= 0 && fsync(fd) < 0)
                 r = -errno;
         if (r >= 0 && rename(tmp, path) < 0)
@@ -98,13 +199,6 @@ int state_save(const char *dir, const DeviceTable *t) {
                 (void) fsync(dfd);
         return 0;
 }
-
-void state_entries_free(StateEntry *e, size_t n) {
-        for (size_t i = 0; e && i < n; i++)
-                free(e[i].ifname);
-        free(e);
-}
-
 static int get_u32(json_object *o, const char *key, uint32_t *ret) {
         json_object *v;
         if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
@@ -115,6 +209,142 @@ static int get_u32(json_object *o, const char *key, uint32_t *ret) {
         *ret = (uint32_t) x;
         return 0;
 }
+
+void state_entries_free(StateEntry *e, size_t n) {
+        for (size_t i = 0; e && i < n; i++) {
+                free(e[i].ifname);
+                probation_free(e[i].probation);
+                rollback_record_free(e[i].last_rollback);
+        }
+        free(e);
+}
+
+static int get_sizes(json_object *o, const char *key, Sizes *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_object))
+                return -EBADMSG;
+        if (get_u32(v, "gso_max_size", &ret->gso_max_size) < 0 || get_u32(v, "gro_max_size", &ret->gro_max_size) < 0 ||
+            get_u32(v, "gso_ipv4_max_size", &ret->gso_ipv4_max_size) < 0 ||
+            get_u32(v, "gro_ipv4_max_size", &ret->gro_ipv4_max_size) < 0)
+                return -EBADMSG;
+        return 0;
+}
+
+static int get_u64(json_object *o, const char *key, uint64_t *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+                return -EBADMSG;
+        int64_t x = json_object_get_int64(v);
+        if (x < 0)
+                return -EBADMSG;
+        *ret = (uint64_t) x;
+        return 0;
+}
+
+static bool get_bool(json_object *o, const char *key) {
+        json_object *v;
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_boolean) &&
+               json_object_get_boolean(v);
+}
+
+static const char *get_str(json_object *o, const char *key) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+static int counter_from_json(const char *name, char **ret, GuardCounterKind *ret_kind, int *ret_offset) {
+        GuardCounterKind k;
+        if (!name || guard_counter_parse(name, &k) < 0)
+                return -EBADMSG;
+        *ret = strdup(name);
+        if (!*ret)
+                return -ENOMEM;
+        *ret_kind = k;
+        *ret_offset = k == GUARD_COUNTER_LINK ? link_counter_offset(name + strlen("link.")) : -1;
+        return 0;
+}
+
+static int probation_from_json(json_object *o, Probation **ret) {
+        json_object *a;
+        Probation *p = calloc(1, sizeof(*p));
+        int r = -EBADMSG;
+
+        if (!p)
+                return -ENOMEM;
+        if (!json_object_is_type(o, json_type_object) || get_u64(o, "until_boottime_usec", &p->until_usec) < 0 ||
+            get_u64(o, "window_usec", &p->window_usec) < 0 || get_u64(o, "interval_usec", &p->interval_usec) < 0 ||
+            p->interval_usec == 0 || !json_object_object_get_ex(o, "guards", &a) ||
+            !json_object_is_type(a, json_type_array) || json_object_array_length(a) > POLICY_GUARDS_MAX)
+                goto fail;
+        size_t n = json_object_array_length(a);
+        if (n > 0 && !(p->guards = calloc(n, sizeof(ProbationGuard)))) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        for (size_t i = 0; i < n; i++) {
+                json_object *j = json_object_array_get_idx(a, i), *v;
+                ProbationGuard *g = &p->guards[p->n_guards++];
+                if (!json_object_is_type(j, json_type_object))
+                        goto fail;
+                r = counter_from_json(get_str(j, "counter"), &g->counter, &g->kind, &g->offset);
+                if (r < 0)
+                        goto fail;
+                r = -EBADMSG;
+                if (json_object_object_get_ex(j, "per", &v) &&
+                    counter_from_json(get_str(j, "per"), &g->per, &g->per_kind, &g->per_offset) < 0)
+                        goto fail;
+                if (json_object_object_get_ex(j, "max_increase", &v)) {
+                        if (get_u64(j, "max_increase", &g->max_increase) < 0)
+                                goto fail;
+                        g->has_max_increase = true;
+                }
+                if (json_object_object_get_ex(j, "max_ratio", &v)) {
+                        if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+                                goto fail;
+                        g->max_ratio = json_object_get_double(v);
+                        g->has_max_ratio = g->per != NULL && g->max_ratio >= 0;
+                }
+                g->active = get_bool(j, "active");
+                g->have_base = get_bool(j, "have_base");
+                (void) get_u64(j, "base", &g->base);
+                (void) get_u64(j, "per_base", &g->per_base);
+        }
+        *ret = p;
+        return 0;
+fail:
+        probation_free(p);
+        return r;
+}
+
+static int rollback_from_json(json_object *o, RollbackRecord **ret) {
+        RollbackRecord *r = calloc(1, sizeof(*r));
+        json_object *v;
+        const char *c, *per;
+
+        if (!r)
+                return -ENOMEM;
+        c = get_str(o, "counter");
+        per = get_str(o, "per");
+        r->counter = strdup(c ?: "");
+        r->per = per ? strdup(per) : NULL;
+        (void) get_u64(o, "rise", &r->rise);
+        (void) get_u64(o, "per_rise", &r->per_rise);
+        (void) get_u64(o, "time_usec", &r->realtime_usec);
+        if (json_object_object_get_ex(o, "threshold", &v))
+                r->threshold = json_object_get_double(v);
+        r->namespace_wide = get_bool(o, "namespace_wide");
+        (void) get_sizes(o, "from", &r->from);
+        (void) get_sizes(o, "to", &r->to);
+        if (!r->counter || (per && !r->per)) {
+                rollback_record_free(r);
+                return -ENOMEM;
+        }
+        *ret = r;
+        return 0;
+}
+
 
 int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n) {
         _cleanup_(json_object_putp) json_object *root = NULL;
@@ -172,6 +402,20 @@ int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n) 
                 if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string))
                         s->ifname = strdup(json_object_get_string(name));
                 n++;
+                const char *st = get_str(e, "state");
+                s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
+                s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
+                (void) get_sizes(e, "held", &s->held_desired);
+                json_object *pv;
+                if (json_object_object_get_ex(e, "probation", &pv) && probation_from_json(pv, &s->probation) < 0) {
+                        state_entries_free(entries, n);
+                        return -EBADMSG;
+                }
+                if (json_object_object_get_ex(e, "last_rollback", &pv) && json_object_is_type(pv, json_type_object) &&
+                    rollback_from_json(pv, &s->last_rollback) < 0) {
+                        state_entries_free(entries, n);
+                        return -ENOMEM;
+                }
         }
         *ret = entries;
         *ret_n = n;

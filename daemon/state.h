@@ -5,12 +5,19 @@
 #include <stddef.h>
 
 #include "device.h"
+#include "guard.h"
 
 typedef struct StateEntry {
         int ifindex;
         char *ifname;
         Sizes original;
         unsigned written_families;
+        DeviceState state;       /* _DEVICE_STATE_INVALID when the file does not say */
+        bool has_last_good;
+        Sizes last_good;
+        Sizes held_desired;      /* rolled-back */
+        Probation *probation;    /* in probation when the daemon stopped */
+        RollbackRecord *last_rollback;
 } StateEntry;
 
 /* Write every device with recorded originals to <dir>/state.json. */

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include "apply.h"
+#include "probation.h"
 #include "log.h"
 #include "route.h"
 #include "state.h"
@@ -39,6 +40,7 @@ void sync_verify_timer(evutil_socket_t fd, short what, void *userdata) {
 
 static void forget_device(Manager *m, Device *d) {
         unqueue_device(m, d);
+        probation_stop(m, d);
         if (d->has_original) {
                 log_dev_info(d, "device is gone, forgetting its original sizes");
                 schedule_save(m);
@@ -52,7 +54,8 @@ static void on_route_changed(Device *d, void *userdata) {
         device_reconcile(m, d, REASON_ROUTES);
 }
 
-static void handle_link(Manager *m, struct nlmsghdr *nlh, bool in_dump) {
+static void handle_link(Manager *m, struct nlmsghdr *nlh, NetlinkSource source) {
+        bool in_dump = source == NETLINK_DUMP;
         LinkMessage lm;
         unsigned changes = 0;
         Device *d;
@@ -79,10 +82,17 @@ static void handle_link(Manager *m, struct nlmsghdr *nlh, bool in_dump) {
                         log_error_errno(r, "Failed to track link %d: %m", lm.ifindex);
                         return;
                 }
+                /* created while we watch: it carries no traffic yet */
+                d->is_new = m->initial_sync_done && source == NETLINK_EVENT;
         }
         /* A dump entry may predate a write sent while the dump runs: the ack is newer. */
         if (in_dump && d->write_epoch == m->dump_epoch)
                 lm.has_sizes = false;
+        /* A reply to a request sent before our write in flight shows the sizes before it. */
+        if (source == NETLINK_REPLY && d->inflight)
+                lm.has_sizes = false;
+        if (source == NETLINK_REPLY && d->probation && lm.stats64)
+                probation_stats(m, d, lm.stats64, lm.stats64_len);
         int old_master = d->master;
         r = device_update(d, &lm, &changes);
         if (r < 0) {
@@ -96,9 +106,9 @@ static void handle_link(Manager *m, struct nlmsghdr *nlh, bool in_dump) {
                 /* A port joining or leaving moves the master's tso_max_size, and the master's
                  * own event may come before the kernel updated it. */
                 if (d->master > 0)
-                        request_refresh(m, d->master);
+                        (void) request_refresh(m, d->master, INFLIGHT_REFRESH);
                 if (old_master > 0 && old_master != d->master)
-                        request_refresh(m, old_master);
+                        (void) request_refresh(m, old_master, INFLIGHT_REFRESH);
         }
         if (changes & LINK_CHANGE_NAME)
                 log_dev_debug(d, "name is now %s", d->ifname);
@@ -108,13 +118,13 @@ static void handle_link(Manager *m, struct nlmsghdr *nlh, bool in_dump) {
                 device_reconcile(m, d, REASON_LINK);
 }
 
-static void on_message(void *userdata, struct nlmsghdr *nlh, bool in_dump) {
+static void on_message(void *userdata, struct nlmsghdr *nlh, NetlinkSource source) {
         Manager *m = userdata;
 
         switch (nlh->nlmsg_type) {
         case RTM_NEWLINK:
         case RTM_DELLINK:
-                handle_link(m, nlh, in_dump);
+                handle_link(m, nlh, source);
                 break;
         case RTM_NEWROUTE:
         case RTM_DELROUTE:
@@ -139,10 +149,29 @@ static void apply_loaded_state(Manager *m) {
                 d->has_original = true;
                 d->original = e->original;
                 d->written_families = e->written_families;
+                d->has_last_good = e->has_last_good;
+                d->last_good = e->last_good;
+                d->last_rollback = e->last_rollback;
+                e->last_rollback = NULL;
                 /* Until the policy says otherwise it is what bigtcpd last wrote. */
                 d->state = DEVICE_APPLIED;
                 d->desired = d->current;
+                if (e->state == DEVICE_ROLLED_BACK) {
+                        d->state = DEVICE_ROLLED_BACK;
+                        d->held_desired = e->held_desired;
+                } else if (e->probation) {
+                        /* A window that was running goes on where it was; one that ended while we
+                         * were down is judged at the first sample, right away. */
+                        d->probation = e->probation;
+                        e->probation = NULL;
+                        d->probation->next_usec = 0;
+                        d->probation->sample_pending = false;
+                        TAILQ_INSERT_TAIL(&m->probation, d, probation_link);
+                        d->state = DEVICE_PROBATION;
+                        log_dev_info(d, "resuming probation begun by an earlier run");
+                }
         }
+        probation_arm(m);
         state_entries_free(m->loaded_state.entries, m->loaded_state.n);
         m->loaded_state.entries = NULL;
         m->loaded_state.n = 0;

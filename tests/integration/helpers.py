@@ -247,6 +247,14 @@ class Daemon:
     def running(self):
         return self.proc.poll() is None
 
+    def kill(self, sig=9):  # SIGKILL (the method `signal` shadows the module here)
+        """Kill the daemon with no chance to clean up (a crash), and wait for it."""
+        os.kill(self.pid, sig)
+        self.proc.wait(T(10))
+        self.returncode = self.proc.returncode
+        self._recv_notes()
+        self.close()
+
     def _terminate(self, timeout):
         if self.proc.poll() is None:
             self._recv_notes()

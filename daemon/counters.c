@@ -1,0 +1,248 @@
+/* counters.c — reading guard counters. /proc/net/{snmp,netstat} hold pairs of lines, a header
+ * "Group: Name1 Name2 …" and its values "Group: 1 2 …"; /proc/net/snmp6 holds "Name value" lines
+ * whose group is the name up to its "6" (Ip6InHdrErrors → Ip6.Ip6InHdrErrors). */
+#include <fcntl.h>
+#include <linux/if_link.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "counters.h"
+#include "util.h"
+
+#define SNMP_FILE_MAX (1024u * 1024u)
+
+static const struct {
+        const char *name;
+        size_t offset;
+} link_fields[] = {
+#define F(x) {#x, offsetof(struct rtnl_link_stats64, x)}
+        F(rx_packets),         F(tx_packets),          F(rx_bytes),           F(tx_bytes),
+        F(rx_errors),          F(tx_errors),           F(rx_dropped),         F(tx_dropped),
+        F(multicast),          F(collisions),          F(rx_length_errors),   F(rx_over_errors),
+        F(rx_crc_errors),      F(rx_frame_errors),     F(rx_fifo_errors),     F(rx_missed_errors),
+        F(tx_aborted_errors),  F(tx_carrier_errors),   F(tx_fifo_errors),     F(tx_heartbeat_errors),
+        F(tx_window_errors),   F(rx_compressed),       F(tx_compressed),      F(rx_nohandler),
+        F(rx_otherhost_dropped),
+#undef F
+};
+
+int link_counter_offset(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(link_fields); i++)
+                if (streq_ptr(link_fields[i].name, name))
+                        return (int) link_fields[i].offset;
+        return -ENOENT;
+}
+
+int link_counter_get(const void *stats, size_t size, int offset, uint64_t *ret) {
+        uint64_t v;
+
+        if (offset < 0 || (size_t) offset + sizeof(uint64_t) > size)
+                return -ENOENT;
+        memcpy(&v, (const uint8_t *) stats + offset, sizeof(v));
+        *ret = v;
+        return 0;
+}
+
+void snmp_done(SnmpSnapshot *s) {
+        for (size_t i = 0; i < s->n; i++)
+                free(s->entries[i].key);
+        free(s->entries);
+        *s = (SnmpSnapshot){};
+}
+
+static int add(SnmpSnapshot *s, const char *group, size_t glen, const char *name, size_t nlen, uint64_t v) {
+        if (glen == 0 || nlen == 0 || glen + nlen > 256)
+                return 0;
+        if (s->n == s->cap) {
+                size_t cap = s->cap ? s->cap * 2 : 256;
+                void *e = reallocarray(s->entries, cap, sizeof(*s->entries));
+                if (!e)
+                        return -ENOMEM;
+                s->entries = e;
+                s->cap = cap;
+        }
+        char *k = malloc(glen + nlen + 2);
+        if (!k)
+                return -ENOMEM;
+        memcpy(k, group, glen);
+        k[glen] = '.';
+        memcpy(k + glen + 1, name, nlen);
+        k[glen + nlen + 1] = '\0';
+        s->entries[s->n].key = k;
+        s->entries[s->n].value = v;
+        s->n++;
+        return 0;
+}
+
+/* Counters are unsigned, a few gauges (Tcp MaxConn) are -1: those read as 0. */
+static uint64_t parse_value(const char *s, size_t len) {
+        uint64_t v = 0;
+        if (len == 0 || s[0] == '-')
+                return 0;
+        for (size_t i = 0; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+                v = v * 10 + (uint64_t) (s[i] - '0');
+        return v;
+}
+
+static const char *next_token(const char **p, const char *end, size_t *len) {
+        const char *s = *p;
+        while (s < end && (*s == ' ' || *s == '\t'))
+                s++;
+        const char *t = s;
+        while (s < end && *s != ' ' && *s != '\t')
+                s++;
+        *len = (size_t) (s - t);
+        *p = s;
+        return *len ? t : NULL;
+}
+
+static int parse_pairs(SnmpSnapshot *s, const char *text) {
+        const char *p = text;
+
+        while (*p) {
+                const char *h = p, *he = strchr(h, '\n');
+                if (!he)
+                        break;
+                const char *v = he + 1, *ve = strchr(v, '\n');
+                if (!ve)
+                        ve = v + strlen(v);
+                const char *hc = memchr(h, ':', (size_t) (he - h)), *vc = memchr(v, ':', (size_t) (ve - v));
+                if (!hc || !vc || hc - h != vc - v || memcmp(h, v, (size_t) (hc - h)) != 0) {
+                        p = v; /* not a pair: resynchronize on the next line */
+                        continue;
+                }
+                size_t glen = (size_t) (hc - h);
+                const char *hp = hc + 1, *vp = vc + 1;
+                for (;;) {
+                        size_t nl, vl;
+                        const char *name = next_token(&hp, he, &nl), *val = next_token(&vp, ve, &vl);
+                        if (!name || !val)
+                                break;
+                        int r = add(s, h, glen, name, nl, parse_value(val, vl));
+                        if (r < 0)
+                                return r;
+                }
+                p = *ve ? ve + 1 : ve;
+        }
+        return 0;
+}
+
+static int parse_six(SnmpSnapshot *s, const char *text) {
+        const char *p = text;
+
+        while (*p) {
+                const char *e = strchr(p, '\n');
+                if (!e)
+                        e = p + strlen(p);
+                size_t nl, vl;
+                const char *q = p;
+                const char *name = next_token(&q, e, &nl), *val = next_token(&q, e, &vl);
+                if (name && val) {
+                        const char *six = memchr(name, '6', nl);
+                        if (six) {
+                                int r = add(s, name, (size_t) (six - name) + 1, name, nl, parse_value(val, vl));
+                                if (r < 0)
+                                        return r;
+                        }
+                }
+                p = *e ? e + 1 : e;
+        }
+        return 0;
+}
+
+int snmp_parse(SnmpSnapshot *s, const char *text, bool six) {
+        return six ? parse_six(s, text) : parse_pairs(s, text);
+}
+
+static int compare_entries(const void *a, const void *b) {
+        return strcmp(((const struct SnmpEntry *) a)->key, ((const struct SnmpEntry *) b)->key);
+}
+
+void snmp_finish(SnmpSnapshot *s) {
+        if (s->n > 1)
+                qsort(s->entries, s->n, sizeof(*s->entries), compare_entries);
+}
+
+int snmp_get(const SnmpSnapshot *s, const char *key, uint64_t *ret) {
+        struct SnmpEntry k = {.key = (char *) key};
+        const struct SnmpEntry *e;
+
+        if (s->n == 0)
+                return -ENOENT;
+        e = bsearch(&k, s->entries, s->n, sizeof(*s->entries), compare_entries);
+        if (!e)
+                return -ENOENT;
+        *ret = e->value;
+        return 0;
+}
+
+static int read_text(const char *path, char **ret) {
+        _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC);
+        size_t size = 0, cap = 16384;
+        char *buf;
+
+        if (fd < 0)
+                return -errno;
+        buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (size + 1 >= cap) {
+                        if (cap >= SNMP_FILE_MAX) {
+                                free(buf);
+                                return -EFBIG;
+                        }
+                        char *n = realloc(buf, cap * 2);
+                        if (!n) {
+                                free(buf);
+                                return -ENOMEM;
+                        }
+                        buf = n;
+                        cap *= 2;
+                }
+                ssize_t k = read(fd, buf + size, cap - size - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        int r = -errno;
+                        free(buf);
+                        return r;
+                }
+                if (k == 0)
+                        break;
+                size += (size_t) k;
+        }
+        buf[size] = '\0';
+        *ret = buf;
+        return 0;
+}
+
+int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
+        static const struct {
+                const char *file;
+                bool six;
+        } files[] = {{"snmp", false}, {"netstat", false}, {"snmp6", true}};
+        SnmpSnapshot s = {};
+
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                _cleanup_(freep) char *path = NULL, *text = NULL;
+                int r;
+
+                if (asprintf(&path, "%s/%s", proc_net, files[i].file) < 0) {
+                        snmp_done(&s);
+                        return -ENOMEM;
+                }
+                r = read_text(path, &text);
+                if (r == -ENOENT)
+                        continue;
+                if (r >= 0)
+                        r = snmp_parse(&s, text, files[i].six);
+                if (r < 0) {
+                        snmp_done(&s);
+                        return r;
+                }
+        }
+        snmp_finish(&s);
+        *ret = s;
+        return 0;
+}

@@ -1,0 +1,32 @@
+/* counters.h — the error counters guards watch: the fields of a link's stats64, and the
+ * namespace-wide counters of /proc/net/snmp, /proc/net/netstat and /proc/net/snmp6. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* link.<field>: the byte offset of the field in struct rtnl_link_stats64, or -ENOENT. */
+int link_counter_offset(const char *name);
+/* The field's value from a stats64 blob of `size` bytes (older kernels send shorter ones):
+ * -ENOENT when the blob does not reach the field. */
+int link_counter_get(const void *stats, size_t size, int offset, uint64_t *ret);
+
+/* One reading of the namespace's SNMP counters, "Group.Name" → value. */
+typedef struct SnmpSnapshot {
+        struct SnmpEntry {
+                char *key;
+                uint64_t value;
+        } *entries;
+        size_t n, cap;
+} SnmpSnapshot;
+
+/* Read the three files below `proc_net` ("/proc/net", or a test directory). Files that do not
+ * exist are skipped (a kernel without IPv6 has no snmp6). */
+int snmp_read(const char *proc_net, SnmpSnapshot *ret);
+/* Parse one file's text into `s` (appending); `six` for the snmp6 "Name value" format. */
+int snmp_parse(SnmpSnapshot *s, const char *text, bool six);
+/* Sort after appending, before lookups. */
+void snmp_finish(SnmpSnapshot *s);
+int snmp_get(const SnmpSnapshot *s, const char *key, uint64_t *ret);
+void snmp_done(SnmpSnapshot *s);

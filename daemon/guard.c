@@ -1,0 +1,193 @@
+/* guard.c — the guards of one device in probation: baselines taken just before the write, and
+ * the rise of each counter against its max-increase or, divided by the rise of `per`, against
+ * its max-ratio. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "guard.h"
+#include "util.h"
+
+void probation_free(Probation *p) {
+        if (!p)
+                return;
+        for (size_t i = 0; i < p->n_guards; i++) {
+                free(p->guards[i].counter);
+                free(p->guards[i].per);
+        }
+        free(p->guards);
+        free(p);
+}
+
+static int counter_offset(GuardCounterKind kind, const char *name) {
+        if (kind != GUARD_COUNTER_LINK)
+                return -1;
+        return link_counter_offset(name + strlen("link."));
+}
+
+int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
+        Probation *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return -ENOMEM;
+        p->window_usec = spec->window_usec;
+        p->interval_usec = spec->interval_usec ?: 1000000ull;
+        p->until_usec = now_usec + spec->window_usec;
+        p->next_usec = now_usec + p->interval_usec;
+        if (spec->n_guards > 0) {
+                p->guards = calloc(spec->n_guards, sizeof(ProbationGuard));
+                if (!p->guards) {
+                        free(p);
+                        return -ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < spec->n_guards; i++) {
+                const Guard *g = &spec->guards[i];
+                ProbationGuard *pg = &p->guards[p->n_guards++];
+
+                pg->counter = strdup(g->counter);
+                pg->per = g->per ? strdup(g->per) : NULL;
+                if (!pg->counter || (g->per && !pg->per)) {
+                        probation_free(p);
+                        return -ENOMEM;
+                }
+                pg->kind = g->counter_kind;
+                pg->per_kind = g->per_kind;
+                pg->offset = counter_offset(g->counter_kind, g->counter);
+                pg->per_offset = g->per ? counter_offset(g->per_kind, g->per) : -1;
+                pg->has_max_increase = g->has_max_increase;
+                pg->max_increase = g->max_increase;
+                pg->has_max_ratio = g->has_max_ratio;
+                pg->max_ratio = g->max_ratio;
+                pg->active = true;
+
+                bool snmp = pg->kind == GUARD_COUNTER_SNMP, per_snmp = pg->per && pg->per_kind == GUARD_COUNTER_SNMP;
+                if ((snmp || per_snmp) && !snap)
+                        pg->active = false;
+                if (snmp && snap && snmp_get(snap, pg->counter, &pg->base) < 0)
+                        pg->active = false;
+                if (per_snmp && snap && snmp_get(snap, pg->per, &pg->per_base) < 0)
+                        pg->active = false;
+                /* all-SNMP guards have their baselines now; link ones wait for stats */
+                pg->have_base = !(pg->kind == GUARD_COUNTER_LINK || (pg->per && pg->per_kind == GUARD_COUNTER_LINK));
+        }
+        *ret = p;
+        return 0;
+}
+
+bool probation_has_link_guards(const Probation *p) {
+        for (size_t i = 0; i < p->n_guards; i++)
+                if (p->guards[i].active &&
+                    (p->guards[i].kind == GUARD_COUNTER_LINK || (p->guards[i].per && p->guards[i].per_kind == GUARD_COUNTER_LINK)))
+                        return true;
+        return false;
+}
+
+bool probation_has_snmp_guards(const Probation *p) {
+        for (size_t i = 0; i < p->n_guards; i++)
+                if (p->guards[i].active &&
+                    (p->guards[i].kind == GUARD_COUNTER_SNMP || (p->guards[i].per && p->guards[i].per_kind == GUARD_COUNTER_SNMP)))
+                        return true;
+        return false;
+}
+
+void probation_link_baseline(Probation *p, const void *stats, size_t size) {
+        for (size_t i = 0; i < p->n_guards; i++) {
+                ProbationGuard *g = &p->guards[i];
+                if (!g->active || g->have_base)
+                        continue;
+                if (g->kind == GUARD_COUNTER_LINK && link_counter_get(stats, size, g->offset, &g->base) < 0) {
+                        g->active = false;
+                        continue;
+                }
+                if (g->per && g->per_kind == GUARD_COUNTER_LINK &&
+                    link_counter_get(stats, size, g->per_offset, &g->per_base) < 0) {
+                        g->active = false;
+                        continue;
+                }
+                g->have_base = true;
+        }
+}
+
+static int value_of(GuardCounterKind kind, const char *name, int offset, const SnmpSnapshot *snap,
+                    const void *stats, size_t size, uint64_t *ret) {
+        if (kind == GUARD_COUNTER_LINK)
+                return stats ? link_counter_get(stats, size, offset, ret) : -EAGAIN;
+        return snap ? snmp_get(snap, name, ret) : -EAGAIN;
+}
+
+int probation_check(const Probation *p, const SnmpSnapshot *snap, const void *stats, size_t size,
+                    RollbackRecord *ret) {
+        for (size_t i = 0; i < p->n_guards; i++) {
+                const ProbationGuard *g = &p->guards[i];
+                uint64_t v, pv = 0, rise, per_rise = 0;
+
+                if (!g->active || !g->have_base)
+                        continue;
+                if (value_of(g->kind, g->counter, g->offset, snap, stats, size, &v) < 0)
+                        continue;
+                if (g->per && value_of(g->per_kind, g->per, g->per_offset, snap, stats, size, &pv) < 0)
+                        continue;
+                /* a counter that went down was reset (device re-created, namespace counters do not
+                 * go down otherwise): no rise */
+                rise = v > g->base ? v - g->base : 0;
+                if (g->per)
+                        per_rise = pv > g->per_base ? pv - g->per_base : 0;
+
+                bool namespace_wide = g->kind == GUARD_COUNTER_SNMP;
+                if (g->has_max_increase && rise > g->max_increase) {
+                        *ret = (RollbackRecord){.counter = g->counter, .rise = rise,
+                                                .threshold = (double) g->max_increase,
+                                                .namespace_wide = namespace_wide};
+                        return 1;
+                }
+                if (g->has_max_ratio && g->per) {
+                        double ratio = per_rise > 0 ? (double) rise / (double) per_rise : (rise > 0 ? INFINITY : 0.0);
+                        if (ratio > g->max_ratio) {
+                                *ret = (RollbackRecord){.counter = g->counter, .per = g->per, .rise = rise,
+                                                        .per_rise = per_rise, .threshold = g->max_ratio,
+                                                        .namespace_wide = namespace_wide};
+                                return 1;
+                        }
+                }
+        }
+        return 0;
+}
+
+static int strv_add(char ***l, size_t *n, const char *s) {
+        for (size_t i = 0; i < *n; i++)
+                if (streq_ptr((*l)[i], s))
+                        return 0;
+        char **nl = reallocarray(*l, *n + 2, sizeof(char *));
+        if (!nl)
+                return -ENOMEM;
+        *l = nl;
+        if (!(nl[*n] = strdup(s)))
+                return -ENOMEM;
+        nl[++*n] = NULL;
+        return 0;
+}
+
+static bool counter_exposed(GuardCounterKind kind, const char *name, const SnmpSnapshot *snap, size_t stats_size) {
+        uint64_t v;
+        if (kind == GUARD_COUNTER_LINK) {
+                int off = counter_offset(kind, name);
+                return off >= 0 && (size_t) off + sizeof(uint64_t) <= stats_size;
+        }
+        return snmp_get(snap, name, &v) >= 0;
+}
+
+int guard_spec_check(const RollbackSpec *spec, const SnmpSnapshot *snap, size_t stats_size, char ***warnings,
+                     size_t *n_warnings) {
+        for (size_t i = 0; i < spec->n_guards; i++) {
+                const Guard *g = &spec->guards[i];
+                int r = 0;
+                if (!counter_exposed(g->counter_kind, g->counter, snap, stats_size))
+                        r = strv_add(warnings, n_warnings, g->counter);
+                if (r >= 0 && g->per && !counter_exposed(g->per_kind, g->per, snap, stats_size))
+                        r = strv_add(warnings, n_warnings, g->per);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

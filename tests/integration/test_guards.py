@@ -1,0 +1,236 @@
+"""Guards and rollback against real error sources: every write is watched for a probation
+window and undone when a counter rises too much."""
+
+import signal
+import time
+
+import inject
+import nl
+from helpers import T, at, ip, policy_text, sizes4, veth
+
+BIG = sizes4(185000)
+LEGACY = sizes4(65536)
+
+
+def policy(match, guards, window='3s', interval='200ms', extra=''):
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: guarded
+            match: {match}
+            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}
+            ipv4: {{gso-max-size: 185000, gro-max-size: 185000}}
+            rollback:
+              window: {window}
+              interval: {interval}
+              guards:
+        ''') + ''.join(f'          - {g}\n' for g in guards) + extra
+
+
+def state_of(d, ifname):
+    for e in d.state()['devices']:
+        if e['ifname'] == ifname:
+            return e
+    return None
+
+
+def wait_state(d, ifname, state, timeout):
+    deadline = time.monotonic() + T(timeout)
+    while True:
+        e = state_of(d, ifname)
+        if e and e.get('state') == state:
+            return e
+        if time.monotonic() > deadline:
+            raise AssertionError(f'{ifname} not {state} within {timeout}s: {e}\n{d.log_tail()}')
+        time.sleep(0.05)  # the state file has no change notification; the daemon writes it atomically
+
+
+def test_tx_dropped_rolls_back_and_stays_across_reload(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('{name: ["g0"]}', ['{counter: link.tx_dropped, max-increase: 0}'], window='20s'))
+    veth(ns, 'g0', 'g1')
+    ip(ns, 'link', 'set', 'g0', 'up')          # its peer stays down: every frame is dropped
+    d = daemon(ns, cfg)
+    assert nl.sizes_of(nl.read_links(ns)['g0']) == BIG
+    wait_state(d, 'g0', 'probation', 5)
+
+    before = inject.link_stat(ns, 'g0', 'tx_dropped')
+    frame = inject.ipv4_frame(b'\xff' * 6, inject.mac_of(ns, 'g0'), '10.9.0.1', '10.9.0.2')
+    assert inject.send_frames(ns, 'g0', [frame] * 5) == 5
+    t_rise = time.monotonic()
+    assert inject.link_stat(ns, 'g0', 'tx_dropped') > before, 'the error source did not work'
+
+    nl.wait_links(ns, at({'g0': LEGACY}), T(5), 'rolled back to its previous sizes')
+    took = time.monotonic() - t_rise
+    e = wait_state(d, 'g0', 'rolled-back', 5)
+    assert e['last_rollback']['counter'] == 'link.tx_dropped'
+    assert e['last_rollback']['rise'] >= 1
+    assert took < 1.0 + 0.2 * 2, f'rollback took {took:.2f}s, more than one interval after the rise'
+    assert 'rolling back' in d.log()
+
+    # A reload that does not change its policy keeps it where it is.
+    d.reload(lambda: cfg.write_text(cfg.read_text() + '\n# touched\n'))
+    assert nl.sizes_of(nl.read_links(ns)['g0']) == LEGACY
+    assert state_of(d, 'g0')['state'] == 'rolled-back'
+    d.stop()
+
+
+def test_ip_inhdrerrors_rolls_back_every_device_in_probation(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('{name: ["x*", "y*"]}', ['{counter: Ip.InHdrErrors, max-increase: 10}'],
+                          window='20s'))
+    veth(ns, 'x0', 'x1')
+    veth(ns, 'y0', 'y1')
+    for dev in ('x0', 'x1'):
+        ip(ns, 'link', 'set', dev, 'up')
+    d = daemon(ns, cfg)
+    for dev in ('x0', 'x1', 'y0', 'y1'):
+        wait_state(d, dev, 'probation', 5)
+
+    before = inject.snmp_counter(ns, 'Ip.InHdrErrors')
+    bad = inject.ipv4_frame(inject.mac_of(ns, 'x1'), inject.mac_of(ns, 'x0'), '10.9.0.1', '10.9.0.2',
+                            bad_header=True)
+    inject.send_frames(ns, 'x0', [bad] * 50)
+    assert inject.snmp_counter(ns, 'Ip.InHdrErrors') - before >= 40, 'the error source did not work'
+
+    nl.wait_links(ns, at({dev: LEGACY for dev in ('x0', 'x1', 'y0', 'y1')}), T(5), 'all rolled back')
+    for dev in ('x0', 'x1', 'y0', 'y1'):
+        e = wait_state(d, dev, 'rolled-back', 5)
+        assert e['last_rollback']['counter'] == 'Ip.InHdrErrors'
+        assert e['last_rollback']['namespace_wide'] is True
+    assert 'every device in probation' in d.log()
+    d.stop()
+
+
+def test_ratio_trips_on_the_ratio_not_the_count(ns, daemon, confdir):
+    """Ip.InReceives counts every packet, good or broken: 20 broken among 400 good stay under a
+    max-ratio of 0.5 (while an absolute guard of 10 would have tripped); 50 broken alone do not."""
+    guard = '{counter: Ip.InHdrErrors, max-ratio: 0.5, per: Ip.InReceives}'
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('{name: ["r0", "r1"]}', [guard], window='2s'))
+    veth(ns, 'r0', 'r1')
+    for dev in ('r0', 'r1'):
+        ip(ns, 'link', 'set', dev, 'up')
+    src, dst = inject.mac_of(ns, 'r0'), inject.mac_of(ns, 'r1')
+    good = inject.ipv4_frame(dst, src, '10.9.0.1', '10.9.0.2')
+    bad = inject.ipv4_frame(dst, src, '10.9.0.1', '10.9.0.2', bad_header=True)
+
+    d = daemon(ns, cfg)
+    wait_state(d, 'r0', 'probation', 5)
+    inject.send_frames(ns, 'r0', [good] * 200 + [bad] * 20 + [good] * 200)
+    e = wait_state(d, 'r0', 'applied', 10)
+    assert e.get('last_rollback') is None
+    assert nl.sizes_of(nl.read_links(ns)['r0']) == BIG
+    d.stop()
+
+    # Again from the start, with only broken packets.
+    nl.set_sizes(ns, 'r0', **dict(zip(('gso_max_size', 'gro_max_size', 'gso_ipv4_max_size',
+                                       'gro_ipv4_max_size'), LEGACY)))
+    nl.set_sizes(ns, 'r1', **dict(zip(('gso_max_size', 'gro_max_size', 'gso_ipv4_max_size',
+                                       'gro_ipv4_max_size'), LEGACY)))
+    (d.runtime_dir / 'state.json').unlink()
+    d = daemon(ns, cfg)
+    wait_state(d, 'r0', 'probation', 5)
+    inject.send_frames(ns, 'r0', [bad] * 50)
+    e = wait_state(d, 'r0', 'rolled-back', 5)
+    assert e['last_rollback']['per'] == 'Ip.InReceives'
+    d.stop()
+
+
+def test_max_parallel_one_writes_one_after_another(ns, daemon, confdir):
+    names = ['p0', 'p1', 'p2', 'p3']
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('{name: ["nothing-yet"]}', ['{counter: link.tx_errors, max-increase: 0}']))
+    veth(ns, 'p0', 'p1')
+    veth(ns, 'p2', 'p3')
+    d = daemon(ns, cfg)
+
+    window = 1.0
+    reached = {}
+    d.reload(lambda: cfg.write_text(policy('{name: ["p*"]}', ['{counter: link.tx_errors, max-increase: 0}'],
+                                           window='1s', extra='    rollout: {max-parallel: 1}\n')))
+    deadline = time.monotonic() + T(20)
+    while len(reached) < len(names) and time.monotonic() < deadline:
+        links = nl.read_links(ns)
+        for n in names:
+            if n not in reached and nl.sizes_of(links[n]) == BIG:
+                reached[n] = time.monotonic()
+        time.sleep(0.02)  # the kernel sends no event for a size change; read it back
+    assert len(reached) == len(names), f'only {sorted(reached)} reached the policy'
+    times = sorted(reached.values())
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert all(g >= window * 0.8 for g in gaps), f'writes were not one window apart: {gaps}'
+    d.stop()
+
+
+def test_sigkill_during_probation_then_restart_finishes_the_window(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('{name: ["k0"]}', ['{counter: link.tx_dropped, max-increase: 0}'], window='2s'))
+    veth(ns, 'k0', 'k1')
+    d = daemon(ns, cfg)
+    wait_state(d, 'k0', 'probation', 5)
+    d.kill(signal.SIGKILL)
+    e = state_of(d, 'k0')
+    assert e['state'] == 'probation' and 'probation' in e
+    assert nl.sizes_of(e['original']) == LEGACY
+
+    d2 = daemon(ns, cfg, runtime_dir=d.runtime_dir)
+    e = wait_state(d2, 'k0', 'applied', 10)
+    assert nl.sizes_of(e['original']) == LEGACY, 'originals lost across the restart'
+    assert nl.sizes_of(nl.read_links(ns)['k0']) == BIG
+    assert 'resuming probation' in d2.log()
+    d2.stop()
+
+
+def test_sigkill_then_guard_trips_while_down_rolls_back_on_restart(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('{name: ["k0"]}', ['{counter: link.tx_dropped, max-increase: 0}'], window='30s'))
+    veth(ns, 'k0', 'k1')
+    ip(ns, 'link', 'set', 'k0', 'up')
+    d = daemon(ns, cfg)
+    e = wait_state(d, 'k0', 'probation', 5)
+    # the baseline must be on disk before the kill
+    deadline = time.monotonic() + T(5)
+    while not all(g.get('have_base') for g in state_of(d, 'k0')['probation']['guards']):
+        assert time.monotonic() < deadline, state_of(d, 'k0')
+        time.sleep(0.05)
+    d.kill(signal.SIGKILL)
+    frame = inject.ipv4_frame(b'\xff' * 6, inject.mac_of(ns, 'k0'), '10.9.0.1', '10.9.0.2')
+    inject.send_frames(ns, 'k0', [frame] * 3)
+
+    d2 = daemon(ns, cfg, runtime_dir=d.runtime_dir)
+    nl.wait_links(ns, at({'k0': LEGACY}), T(5), 'rolled back after the restart')
+    e = wait_state(d2, 'k0', 'rolled-back', 5)
+    assert nl.sizes_of(e['original']) == LEGACY
+    d2.stop()
+
+
+def test_clean_run_under_iperf3_load_ends_applied(netns, daemon, tmp_path):
+    """iperf3 at full speed through the changed devices for the whole window: no false positive."""
+    a, b = netns(), netns()
+    ip(a, 'link', 'add', 'ca', 'type', 'veth', 'peer', 'name', 'cb', 'netns', b)
+    ip(a, 'addr', 'add', '10.66.0.1/24', 'dev', 'ca')
+    ip(b, 'addr', 'add', '10.66.0.2/24', 'dev', 'cb')
+    ip(a, 'link', 'set', 'ca', 'up')
+    ip(b, 'link', 'set', 'cb', 'up')
+    guards = ['{counter: link.tx_errors, max-increase: 0}', '{counter: link.rx_errors, max-increase: 0}',
+              '{counter: Ip.InHdrErrors, max-increase: 0}', '{counter: IpExt.InTruncatedPkts, max-increase: 0}',
+              '{counter: Tcp.InErrs, max-increase: 0}']
+    cfgs = []
+    for n, dev in ((a, 'ca'), (b, 'cb')):
+        c = tmp_path / f'{dev}.yaml'
+        c.write_text(policy(f'{{name: ["{dev}"]}}', guards, window='4s', interval='500ms'))
+        cfgs.append(c)
+    server = inject.popen_in(b, ['iperf3', '-s', '-1', '-B', '10.66.0.2'])
+    try:
+        da = daemon(a, cfgs[0])
+        db = daemon(b, cfgs[1])
+        client = inject.run_in(a, ['iperf3', '-c', '10.66.0.2', '-t', '5', '-J'], timeout=30)
+        assert client.returncode == 0, client.stderr
+        for d, dev in ((da, 'ca'), (db, 'cb')):
+            e = wait_state(d, dev, 'applied', 10)
+            assert e.get('last_rollback') is None, e
+        da.stop()
+        db.stop()
+    finally:
+        inject.stop(server)

@@ -3,12 +3,16 @@
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
 #include "apply.h"
+#include "probation.h"
 #include "control.h"
+#include "dbus.h"
 #include "log.h"
 #include "manager.h"
 #include "state.h"
@@ -29,11 +33,109 @@ static unsigned count_state(const Manager *m, DeviceState s) {
         return n;
 }
 
+/* "managing 12 of 40 devices, 1 in probation": the states that need attention, when non-zero. */
+static char *status_text(const Manager *m) {
+        static const struct {
+                DeviceState state;
+                const char *what;
+        } parts[] = {
+                {DEVICE_PROBATION, "in probation"}, {DEVICE_PENDING, "pending"},
+                {DEVICE_ROLLED_BACK, "rolled back"}, {DEVICE_FAILED, "failed"},
+                {DEVICE_UNSUPPORTED, "unsupported"},
+        };
+        unsigned n[_DEVICE_STATE_MAX] = {};
+        char *text = NULL;
+        size_t size = 0;
+        const Device *d;
+        FILE *f;
+
+        DEVICE_FOREACH(d, &m->devices, it)
+                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
+                        n[d->state]++;
+        f = open_memstream(&text, &size);
+        if (!f)
+                return NULL;
+        fprintf(f, "managing %zu of %zu devices", m->devices.n_devices - n[DEVICE_UNMANAGED], m->devices.n_devices);
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++)
+                if (n[parts[i].state] > 0)
+                        fprintf(f, ", %u %s", n[parts[i].state], parts[i].what);
+        if (fclose(f) != 0) {
+                free(text);
+                return NULL;
+        }
+        return text;
+}
+
+/* A STATUS= update must never stall the loop: sd_notify() blocks while the receiver's queue is
+ * full (net.unix.max_dgram_qlen datagrams), so plain updates go out with MSG_DONTWAIT and are
+ * dropped when nobody reads them. READY=1 and friends still go through sd_notify(). */
+static void notify_nonblocking(const char *text) {
+        const char *path = getenv("NOTIFY_SOCKET");
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        _cleanup_(freep) char *msg = NULL;
+        size_t len;
+
+        if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof(sa.sun_path))
+                return;
+        memcpy(sa.sun_path, path, strlen(path));
+        if (path[0] == '@')
+                sa.sun_path[0] = '\0';
+        if (asprintf(&msg, "STATUS=%s", text) < 0)
+                return;
+        _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return;
+        len = offsetof(struct sockaddr_un, sun_path) + strlen(path);
+        (void) sendto(fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *) &sa, (socklen_t) len);
+}
+
+/* With a prefix (READY=1) always sent; alone only when the text changed. */
 void notify_status(Manager *m, const char *prefix) {
-        unsigned managed = (unsigned) m->devices.n_devices - count_state(m, DEVICE_UNMANAGED);
-        (void) sd_notifyf(false, "%sSTATUS=managing %u of %zu devices, %u pending, %u failed", prefix ?: "",
-                          managed, m->devices.n_devices, count_state(m, DEVICE_PENDING),
-                          count_state(m, DEVICE_FAILED));
+        char *text = status_text(m);
+
+        if (!text || (!prefix && streq_ptr(text, m->status_sent))) {
+                free(text);
+                return;
+        }
+        if (prefix)
+                (void) sd_notifyf(false, "%sSTATUS=%s", prefix, text);
+        else
+                notify_nonblocking(text);
+        free(m->status_sent);
+        m->status_sent = text;
+}
+
+static void on_status_timer(evutil_socket_t fd, short what, void *userdata) {
+        notify_status(userdata, NULL);
+}
+
+/* Any event may change the counts: look again soon, once for a burst. */
+static void on_event_for_status(void *userdata, json_object *event) {
+        Manager *m = userdata;
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 250000};
+        if (m->ready_sent && !evtimer_pending(m->status_timer, NULL))
+                (void) evtimer_add(m->status_timer, &tv);
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *userdata) {
+        (void) sd_notify(false, "WATCHDOG=1");
+}
+
+/* WATCHDOG=1 from a loop timer at half the interval systemd asks for: a stuck loop misses it. */
+static int start_watchdog(Manager *m) {
+        uint64_t usec = 0;
+        struct timeval tv;
+
+        if (sd_watchdog_enabled(false, &usec) <= 0 || usec == 0)
+                return 0;
+        usec /= 2;
+        tv.tv_sec = (time_t) (usec / 1000000ull);
+        tv.tv_usec = (suseconds_t) (usec % 1000000ull);
+        m->watchdog_timer = event_new(m->base, -1, EV_PERSIST, on_watchdog, m);
+        if (!m->watchdog_timer || event_add(m->watchdog_timer, &tv) < 0)
+                return -ENOMEM;
+        log_debug("watchdog: WATCHDOG=1 every %llu ms", (unsigned long long) (usec / 1000));
+        return 0;
 }
 
 void maybe_ready(Manager *m) {
@@ -194,6 +296,7 @@ int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs) {
         m->policy = set;
         m->policy_uses_routes = policy_set_uses_routes(set);
         describe_policy(set);
+        guard_warnings_refresh(m);
 
         /* A reload is the operator's word: retry what the kernel refused before. */
         Device *d;
@@ -260,8 +363,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->verify_timer = event_new(m->base, -1, EV_PERSIST, sync_verify_timer, m);
         m->retry_timer = evtimer_new(m->base, sync_retry_timer, m);
         m->retry_event = event_new(m->base, -1, 0, sync_retry_event, m);
+        m->probation_timer = evtimer_new(m->base, probation_timer, m);
+        TAILQ_INIT(&m->probation);
         if (!m->hostname || !m->save_event || !m->reload_event || !m->throttle_timer || !m->verify_timer ||
-            !m->retry_timer || !m->retry_event) {
+            !m->retry_timer || !m->retry_event || !m->probation_timer) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -277,6 +382,12 @@ void manager_free(Manager *m) {
                 return;
         if (m->state_dirty && m->initial_sync_done)
                 (void) save_state(m);
+        dbus_free(m->dbus);
+        if (m->watchdog_timer)
+                event_free(m->watchdog_timer);
+        if (m->status_timer)
+                event_free(m->status_timer);
+        free(m->status_sent);
         for (size_t i = 0; i < ELEMENTSOF(m->signals); i++)
                 if (m->signals[i])
                         event_free(m->signals[i]);
@@ -292,6 +403,9 @@ void manager_free(Manager *m) {
                 event_free(m->retry_timer);
         if (m->retry_event)
                 event_free(m->retry_event);
+        if (m->probation_timer)
+                event_free(m->probation_timer);
+        strv_free(m->guard_warnings);
         config_watch_free(m->watch);
         netlink_free(m->nl);
         policy_set_free(m->policy);
@@ -318,6 +432,7 @@ int manager_start(Manager *m) {
         }
         m->policy_uses_routes = policy_set_uses_routes(m->policy);
         describe_policy(m->policy);
+        guard_warnings_refresh(m);
 
         if (mkdir(m->cfg.runtime_dir, 0755) < 0 && errno != EEXIST)
                 log_warning_errno(errno, "Failed to create runtime directory %s: %m", m->cfg.runtime_dir);
@@ -357,6 +472,17 @@ int manager_start(Manager *m) {
                 if (event_add(m->verify_timer, &tv) < 0)
                         return log_error_errno(ENOMEM, "Failed to arm the verification timer");
         }
+        r = start_watchdog(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the watchdog: %m");
+        if (getenv("NOTIFY_SOCKET")) {
+                m->status_timer = evtimer_new(m->base, on_status_timer, m);
+                if (!m->status_timer || control_subscribe(m, on_event_for_status, m) < 0)
+                        return log_error_errno(ENOMEM, "Failed to set up status notifications");
+        }
+        r = dbus_new(m, &m->dbus);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up D-Bus: %m");
         return 0;
 }
 

@@ -35,6 +35,15 @@ typedef enum SyncPhase {
         _SYNC_PHASE_INVALID = -1,
 } SyncPhase;
 
+typedef enum InflightKind {
+        INFLIGHT_WRITE,    /* RTM_NEWLINK with sizes */
+        INFLIGHT_REFRESH,  /* RTM_GETLINK: attributes again (a bridge's tso_max_size) */
+        INFLIGHT_BASELINE, /* RTM_GETLINK with stats, just before a write under guards */
+        INFLIGHT_SAMPLE,   /* RTM_GETLINK with stats, a probation sample */
+        _INFLIGHT_KIND_MAX,
+        _INFLIGHT_KIND_INVALID = -1,
+} InflightKind;
+
 typedef struct Manager {
         struct event_base *base;
         Netlink *nl;
@@ -58,10 +67,14 @@ typedef struct Manager {
         bool ready_pending; /* send READY=1 once every queued write is acknowledged */
 
         TAILQ_HEAD(, Device) queue;
+        TAILQ_HEAD(, Device) probation; /* devices in probation */
+        struct event *probation_timer;  /* armed only while the list is not empty */
+        char **guard_warnings;          /* counters the policy's guards name that this kernel lacks */
+        size_t n_guard_warnings;
         struct {
                 uint32_t seq;
                 int ifindex;
-                bool refresh; /* an RTM_GETLINK, not a write */
+                InflightKind kind;
         } inflight[WRITE_INFLIGHT_MAX];
         unsigned inflight_head, inflight_count;
 
@@ -88,6 +101,12 @@ typedef struct Manager {
 
         unsigned long long n_writes, n_write_failures, n_restores, n_rollbacks;
         int exit_code;
+
+        /* systemd and D-Bus (dbus.c) */
+        struct Dbus *dbus;
+        struct event *watchdog_timer; /* WATCHDOG=1 at half of WatchdogSec=, only when enabled */
+        struct event *status_timer;   /* STATUS= when the counts change, at most 4 times a second */
+        char *status_sent;            /* the STATUS= text last sent */
 } Manager;
 
 int manager_new(const ManagerConfig *cfg, Manager **ret);

@@ -14,6 +14,7 @@ packages=(
         libnl-3-dev libnl-route-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
         libcmocka-dev python3-pytest
         iperf3 iproute2 socat procps util-linux strace
+        dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml
 )
 
 missing=()

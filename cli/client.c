@@ -1,0 +1,196 @@
+/* client.c — bigtcpctl's transports: varlink (blocking, NUL-terminated JSON on a unix socket)
+ * and the D-Bus calls behind --dbus. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <systemd/sd-bus.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "util.h"
+
+struct Varlink {
+        int fd;
+        char *buf;
+        size_t start, len, size;
+};
+
+int varlink_connect(const char *path, Varlink **ret) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        Varlink *v;
+        int fd;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        v = calloc(1, sizeof(*v));
+        if (!v) {
+                close(fd);
+                return -ENOMEM;
+        }
+        v->fd = fd;
+        *ret = v;
+        return 0;
+}
+
+void varlink_close(Varlink *v) {
+        if (!v)
+                return;
+        if (v->fd >= 0)
+                close(v->fd);
+        free(v->buf);
+        free(v);
+}
+
+int varlink_send(Varlink *v, const char *method, json_object *parameters, bool more) {
+        json_object *o = json_object_new_object();
+        const char *text;
+        size_t len, done = 0;
+        int r = 0;
+
+        if (!o) {
+                json_object_put(parameters);
+                return -ENOMEM;
+        }
+        json_object_object_add(o, "method", json_object_new_string(method));
+        json_object_object_add(o, "parameters", parameters ?: json_object_new_object());
+        if (more)
+                json_object_object_add(o, "more", json_object_new_boolean(true));
+        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        if (!text)
+                r = -ENOMEM;
+        len++; /* the NUL */
+        while (r == 0 && done < len) {
+                ssize_t n = send(v->fd, text + done, len - done, MSG_NOSIGNAL);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        r = errno == EPIPE ? -ECONNRESET : -errno;
+                else
+                        done += (size_t) n;
+        }
+        json_object_put(o);
+        return r;
+}
+
+int varlink_recv(Varlink *v, int timeout_ms, json_object **ret) {
+        for (;;) {
+                char *nul = v->len > v->start ? memchr(v->buf + v->start, '\0', v->len - v->start) : NULL;
+                if (nul) {
+                        size_t size = (size_t) (nul - (v->buf + v->start));
+                        json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
+                        json_object *o;
+
+                        if (!tok)
+                                return -ENOMEM;
+                        o = json_tokener_parse_ex(tok, v->buf + v->start, (int) size);
+                        if (!o || json_tokener_get_error(tok) != json_tokener_success ||
+                            !json_object_is_type(o, json_type_object)) {
+                                json_tokener_free(tok);
+                                json_object_put(o);
+                                return -EBADMSG;
+                        }
+                        json_tokener_free(tok);
+                        v->start += size + 1;
+                        if (v->start == v->len)
+                                v->start = v->len = 0;
+                        *ret = o;
+                        return 0;
+                }
+                if (v->len - v->start > CLIENT_REPLY_MAX)
+                        return -EBADMSG;
+                if (v->start > 0) {
+                        memmove(v->buf, v->buf + v->start, v->len - v->start);
+                        v->len -= v->start;
+                        v->start = 0;
+                }
+                if (v->size - v->len < 65536) {
+                        size_t want = v->size ? v->size * 2 : 256 * 1024;
+                        char *b = realloc(v->buf, want);
+                        if (!b)
+                                return -ENOMEM;
+                        v->buf = b;
+                        v->size = want;
+                }
+                if (timeout_ms >= 0) {
+                        struct pollfd p = {.fd = v->fd, .events = POLLIN};
+                        int k = poll(&p, 1, timeout_ms);
+                        if (k < 0 && errno == EINTR)
+                                continue;
+                        if (k < 0)
+                                return -errno;
+                        if (k == 0)
+                                return -ETIMEDOUT;
+                }
+                ssize_t n = read(v->fd, v->buf + v->len, v->size - v->len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -ECONNRESET;
+                v->len += (size_t) n;
+        }
+}
+
+int dbus_call_json(const char *method, const char *arg, json_object **ret, char **ret_error) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        sd_bus *bus = NULL;
+        const char *text;
+        json_object *o;
+        int r;
+
+        *ret_error = NULL;
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return r;
+        if (arg)
+                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method, &error,
+                                       &reply, "s", arg);
+        else
+                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method, &error,
+                                       &reply, "");
+        if (r < 0) {
+                if (sd_bus_error_is_set(&error) &&
+                    asprintf(ret_error, "%s: %s", error.name, error.message ?: "") < 0)
+                        *ret_error = NULL;
+                if (sd_bus_error_is_set(&error)) {
+                        if (sd_bus_error_has_name(&error, SD_BUS_ERROR_SERVICE_UNKNOWN) ||
+                            sd_bus_error_has_name(&error, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
+                                r = -ESRCH;
+                        else if (sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
+                                r = -EACCES;
+                        else if (strstr(error.name, "NoSuchDevice"))
+                                r = -ENODEV;
+                }
+                goto finish;
+        }
+        r = sd_bus_message_read(reply, "s", &text);
+        if (r < 0)
+                goto finish;
+        o = json_tokener_parse(text);
+        if (!o) {
+                r = -EBADMSG;
+                goto finish;
+        }
+        *ret = o;
+        r = 0;
+finish:
+        sd_bus_error_free(&error);
+        sd_bus_message_unref(reply);
+        sd_bus_flush_close_unref(bus);
+        return r;
+}

@@ -1,0 +1,157 @@
+/* table.c — aligned text tables for bigtcpctl (see table.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "table.h"
+
+typedef struct Cell {
+        char *text;
+        const char *color;
+} Cell;
+
+struct Table {
+        size_t n_columns;
+        char **headers;
+        TableAlign *align;
+        Cell *cells;
+        size_t n_cells, size;
+};
+
+size_t utf8_width(const char *s) {
+        size_t n = 0;
+        for (; s && *s; s++)
+                n += ((unsigned char) *s & 0xC0) != 0x80;
+        return n;
+}
+
+int table_new(const char *const *headers, Table **ret) {
+        Table *t = calloc(1, sizeof(*t));
+        size_t n = 0;
+
+        if (!t)
+                return -ENOMEM;
+        while (headers[n])
+                n++;
+        t->n_columns = n;
+        t->headers = calloc(n, sizeof(char *));
+        t->align = calloc(n, sizeof(TableAlign));
+        if (!t->headers || !t->align) {
+                table_free(t);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                t->headers[i] = strdup(headers[i]);
+                if (!t->headers[i]) {
+                        table_free(t);
+                        return -ENOMEM;
+                }
+        }
+        *ret = t;
+        return 0;
+}
+
+void table_free(Table *t) {
+        if (!t)
+                return;
+        for (size_t i = 0; t->headers && i < t->n_columns; i++)
+                free(t->headers[i]);
+        for (size_t i = 0; i < t->n_cells; i++)
+                free(t->cells[i].text);
+        free(t->headers);
+        free(t->align);
+        free(t->cells);
+        free(t);
+}
+
+void table_set_align(Table *t, size_t column, TableAlign align) {
+        if (column < t->n_columns)
+                t->align[column] = align;
+}
+
+int table_add(Table *t, const char *text, const char *color) {
+        if (t->n_cells == t->size) {
+                size_t want = t->size ? t->size * 2 : 64;
+                Cell *c = reallocarray(t->cells, want, sizeof(Cell));
+                if (!c)
+                        return -ENOMEM;
+                t->cells = c;
+                t->size = want;
+        }
+        t->cells[t->n_cells].text = strdup(text ?: "");
+        if (!t->cells[t->n_cells].text)
+                return -ENOMEM;
+        t->cells[t->n_cells].color = color;
+        t->n_cells++;
+        return 0;
+}
+
+int table_addf(Table *t, const char *color, const char *format, ...) {
+        va_list ap;
+        char *s;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&s, format, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        r = table_add(t, s, color);
+        free(s);
+        return r;
+}
+
+size_t table_rows(const Table *t) {
+        return t->n_columns ? (t->n_cells + t->n_columns - 1) / t->n_columns : 0;
+}
+
+static void print_cell(FILE *f, const char *text, const char *color, size_t width, TableAlign align, bool last,
+                       bool use_color) {
+        size_t w = utf8_width(text), pad = width > w ? width - w : 0;
+
+        if (align == TABLE_RIGHT)
+                fprintf(f, "%*s", (int) pad, "");
+        if (use_color && color)
+                fprintf(f, "%s%s\033[0m", color, text);
+        else
+                fputs(text, f);
+        if (align == TABLE_LEFT && !last)
+                fprintf(f, "%*s", (int) pad, "");
+}
+
+int table_print(const Table *t, FILE *f, bool header, bool color) {
+        size_t *width = calloc(t->n_columns ? t->n_columns : 1, sizeof(size_t));
+
+        if (!width)
+                return -ENOMEM;
+        for (size_t i = 0; header && i < t->n_columns; i++)
+                width[i] = utf8_width(t->headers[i]);
+        for (size_t i = 0; i < t->n_cells; i++) {
+                size_t w = utf8_width(t->cells[i].text);
+                if (w > width[i % t->n_columns])
+                        width[i % t->n_columns] = w;
+        }
+        if (header) {
+                for (size_t i = 0; i < t->n_columns; i++) {
+                        if (i > 0)
+                                fputc(' ', f);
+                        print_cell(f, t->headers[i], color ? "\033[4m" : NULL, width[i], t->align[i],
+                                   i + 1 == t->n_columns, color);
+                }
+                fputc('\n', f);
+        }
+        for (size_t i = 0; i < t->n_cells; i++) {
+                size_t col = i % t->n_columns;
+                if (col > 0)
+                        fputc(' ', f);
+                print_cell(f, t->cells[i].text, t->cells[i].color, width[col], t->align[col],
+                           col + 1 == t->n_columns, color);
+                if (col + 1 == t->n_columns)
+                        fputc('\n', f);
+        }
+        if (t->n_cells % (t->n_columns ? t->n_columns : 1))
+                fputc('\n', f);
+        free(width);
+        return 0;
+}

@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""List benchmark: how long `bigtcpctl list --json` takes against a daemon that manages many
+devices, and how large the daemon's ListDevices reply is.
+
+Not part of the test suite. Run it as root after `bash scripts/build.sh` (release build):
+    /usr/bin/python3 tests/bench/list.py [--devices 10000] [--runs 10] [--bin PATH] [--ctl PATH]
+
+A fresh namespace gets devices/2 veth pairs; bigtcpd runs there with a policy for kind veth (so
+every device has current, desired and original sizes, the largest entries) and READY=1 is
+awaited, which comes after every write is acknowledged. Then, each `--runs` times:
+  - `bigtcpctl --socket S list --json > /dev/null`, wall time of the whole process (connect,
+    call, the daemon building and sending its reply, parsing, printing);
+  - the same call raw from Python (connect, send, receive up to the NUL), for the daemon's part
+    and the reply's size in bytes;
+  - `bigtcpctl list` (the human table) and `bigtcpctl status --json`.
+Prints min / median / max of each. Target: `bigtcpctl list --json` under 100 ms for 10000.
+Everything it makes (namespace, daemon, temporary files) is removed at the end.
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+POLICY = """\
+version: 1
+policies:
+  - name: bench-veth
+    match:
+      kind: [veth]
+    ipv6:
+      gso-max-size: 185000
+      gro-max-size: 185000
+    ipv4:
+      gso-max-size: 185000
+      gro-max-size: 185000
+"""
+
+
+def raw_call(path, method):
+    """(seconds, reply bytes without the NUL)."""
+    t0 = time.monotonic()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(b'{"method": "%s"}\0' % method.encode())
+    chunks = []
+    while True:
+        b = s.recv(1 << 22)
+        if not b:
+            raise RuntimeError("connection closed before the reply ended")
+        chunks.append(b)
+        if b.endswith(b"\0"):
+            break
+    t = time.monotonic() - t0
+    s.close()
+    data = b"".join(chunks)[:-1]
+    if data.startswith(b'{"error"'):
+        raise RuntimeError(data[:200].decode())
+    return t, data
+
+
+def timed(argv):
+    t0 = time.monotonic()
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t = time.monotonic() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{argv} exited {r.returncode}: {r.stderr.decode().strip()}")
+    return t
+
+
+def fmt(ts):
+    ms = sorted(t * 1000 for t in ts)
+    return f"min {ms[0]:7.1f} ms  median {statistics.median(ms):7.1f} ms  max {ms[-1]:7.1f} ms"
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.ns = f"bt-bench-list{os.getpid()}"
+        self.tmp = tempfile.mkdtemp(prefix="bt-list.", dir="/tmp")
+        self.proc = None
+        self.made_ns = False
+
+    def cleanup(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.made_ns:
+            subprocess.run(["ip", "netns", "del", self.ns], check=False)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def setup(self):
+        pairs = self.args.devices // 2
+        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        self.made_ns = True
+        subprocess.run(["ip", "-n", self.ns, "link", "set", "lo", "up"], check=True)
+        t0 = time.monotonic()
+        batch = "".join(f"link add lb{i}a type veth peer name lb{i}b\n" for i in range(pairs))
+        subprocess.run(["ip", "-n", self.ns, "-batch", "-"], input=batch.encode(), check=True)
+        print(f"{2 * pairs} veth devices created in {time.monotonic() - t0:.1f} s", flush=True)
+
+        config = os.path.join(self.tmp, "bench.yaml")
+        with open(config, "w") as f:
+            f.write(POLICY)
+        notify = os.path.join(self.tmp, "notify")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(notify)
+        sock.settimeout(0.2)
+        self.log = os.path.join(self.tmp, "bigtcpd.log")
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                ["ip", "netns", "exec", self.ns, self.args.bin, "--config", config,
+                 "--runtime-dir", os.path.join(self.tmp, "run"), "--verify-interval", "0"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=dict(os.environ, NOTIFY_SOCKET=notify))
+        t0 = time.monotonic()
+        while True:
+            try:
+                if b"READY=1" in sock.recv(65536).split(b"\n"):
+                    break
+            except socket.timeout:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"bigtcpd exited with {self.proc.returncode}; log {self.log}")
+            if time.monotonic() - t0 > self.args.ready_timeout:
+                raise RuntimeError("no READY=1 in time")
+        sock.close()
+        print(f"bigtcpd ready (every device written) {time.monotonic() - t0:.1f} s after start", flush=True)
+        self.sock = os.path.join(self.tmp, "run", "io.bigtcpd.Manager")
+
+    def run(self):
+        self.setup()
+        ctl = [self.args.ctl, "--socket", self.sock]
+        _, status = raw_call(self.sock, "io.bigtcpd.Manager.GetStatus")
+        print(f"daemon status: {status.decode()[:300]}")
+        raw, size = [], 0
+        for _ in range(self.args.runs):
+            t, data = raw_call(self.sock, "io.bigtcpd.Manager.ListDevices")
+            raw.append(t)
+            size = len(data)
+        n = data.count(b'"ifindex"')
+        list_json = [timed([*ctl, "list", "--json"]) for _ in range(self.args.runs)]
+        list_human = [timed([*ctl, "list"]) for _ in range(self.args.runs)]
+        status_json = [timed([*ctl, "status", "--json"]) for _ in range(self.args.runs)]
+        print()
+        print(f"devices in the reply:         {n}")
+        print(f"ListDevices reply size:       {size} bytes ({size / 1048576:.2f} MiB, "
+              f"{size / max(n, 1):.0f} bytes per device)")
+        print(f"ListDevices, raw varlink:     {fmt(raw)}")
+        print(f"bigtcpctl list --json:        {fmt(list_json)}")
+        print(f"bigtcpctl list (table):       {fmt(list_human)}")
+        print(f"bigtcpctl status --json:      {fmt(status_json)}")
+        target = statistics.median(list_json) < 0.1
+        print(f"target (median of bigtcpctl list --json < 100 ms): {'met' if target else 'MISSED'}")
+        return 0 if target else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--devices", type=int, default=10000, help="devices (veth ends), default 10000")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "daemon", "bigtcpd"))
+    ap.add_argument("--ctl", default=os.path.join(ROOT, "build", "cli", "bigtcpctl"))
+    ap.add_argument("--ready-timeout", type=float, default=300)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("list.py: must run as root")
+    for p in (args.bin, args.ctl):
+        if not os.access(p, os.X_OK):
+            sys.exit(f"list.py: {p} not found; build it with: bash scripts/build.sh")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    bench = Bench(args)
+    try:
+        return bench.run()
+    finally:
+        bench.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

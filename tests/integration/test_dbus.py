@@ -1,0 +1,471 @@
+"""D-Bus: io.bigtcpd1 on a private dbus-daemon that runs the shipped bus policy
+(conf/io.bigtcpd1.conf), checked with busctl: introspection, properties, every method, the
+RolledBack signal and PropertiesChanged, root-only methods refused to others (by the bus policy
+and by the daemon's own UID check), no bus at all, and a bus that goes away and comes back."""
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import nl
+from helpers import REPO, T, assert_sizes, at, line_of, policy_text, sizes4, veth
+
+SHIPPED_POLICY = REPO / 'conf' / 'io.bigtcpd1.conf'
+NAME, PATH, IFACE = 'io.bigtcpd1', '/io/bigtcpd1', 'io.bigtcpd1.Manager'
+NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
+
+ORIG = sizes4(65536)
+BIG = sizes4(185000)
+
+POLICY = policy_text('''
+    version: 1
+    rollback:
+      guards: []
+    policies:
+      - name: veth
+        match:
+          kind: [veth]
+        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
+    ''')
+
+# The system bus's own defaults (Debian's /usr/share/dbus-1/system.conf): connect, but no name
+# and no method call unless a policy file punches a hole; root may monitor.
+BUS_CONFIG = '''<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path={socket}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+  </policy>
+  <policy user="root">
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
+  </policy>
+  <include>{policy}</include>
+  {extra}
+</busconfig>
+'''
+
+# A local policy that lets everyone call everything: the daemon must still refuse.
+PERMISSIVE = ('<policy context="mandatory"><allow send_destination="io.bigtcpd1"/>'
+              '<allow receive_sender="io.bigtcpd1"/></policy>')
+
+
+class Bus:
+    """A private dbus-daemon, started by pid and stopped by pid."""
+
+    def __init__(self, directory, extra=''):
+        self.dir = Path(directory)
+        self.socket = self.dir / 'bus'
+        self.address = f'unix:path={self.socket}'
+        self.config = self.dir / 'bus.conf'
+        self.config.write_text(BUS_CONFIG.format(socket=self.socket, policy=SHIPPED_POLICY, extra=extra))
+        self.proc = None
+
+    def start(self):
+        if self.socket.exists():
+            self.socket.unlink()
+        self.proc = subprocess.Popen(['dbus-daemon', f'--config-file={self.config}', '--nofork',
+                                      '--nopidfile', '--print-address'],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        r, _, _ = select.select([self.proc.stdout], [], [], T(10))
+        assert r, 'dbus-daemon printed no address'
+        line = self.proc.stdout.readline().strip()
+        assert line.startswith(self.address), f'dbus-daemon address {line!r}'
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(T(5))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+        self.proc = None
+
+
+def busctl(bus, *args, user=None, check=True):
+    cmd = (NOBODY if user == 'nobody' else []) + ['busctl', f'--address={bus.address}', *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=T(30))
+    if check and r.returncode != 0:
+        raise AssertionError(f'{" ".join(cmd)} exited {r.returncode}: {r.stderr.strip()}')
+    return r
+
+
+def call(bus, method, signature='', *args, user=None, check=True):
+    """A method of io.bigtcpd1.Manager; returns the reply's data (busctl --json=short)."""
+    r = busctl(bus, '--json=short', 'call', NAME, PATH, IFACE, method, *([signature, *args] if signature else []),
+               user=user, check=check)
+    if r.returncode != 0:
+        return r
+    return json.loads(r.stdout)['data'] if r.stdout.strip() else None
+
+
+def call_error(bus, method, *strings, user=None):
+    """Call a method (string arguments only) that must fail; returns (error name, message).
+    dbus-send, because busctl prints only its own text for well-known errors."""
+    cmd = (NOBODY if user == 'nobody' else []) + [
+        'dbus-send', f'--bus={bus.address}', '--print-reply', f'--dest={NAME}', PATH, f'{IFACE}.{method}',
+        *[f'string:{a}' for a in strings]]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=T(30))
+    assert r.returncode != 0, f'{method}{strings} as {user or "root"} succeeded: {r.stdout}'
+    first = r.stderr.strip()
+    assert first.startswith('Error '), first
+    name, _, message = first[len('Error '):].partition(': ')
+    return name, message
+
+
+def prop(bus, name, user=None):
+    r = busctl(bus, '--json=short', 'get-property', NAME, PATH, IFACE, name, user=user)
+    return json.loads(r.stdout)['data']
+
+
+class Monitor:
+    """`busctl monitor` as root, one JSON message per line."""
+
+    def __init__(self, bus):
+        self.bus = bus
+        self.proc = subprocess.Popen(['busctl', f'--address={bus.address}', '--json=short', 'monitor'],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.buf = b''
+        self.messages = []
+        self.cursor = 0
+        # Listening for sure once it shows a call made after it started.
+        deadline = time.monotonic() + T(10)
+        while True:
+            busctl(bus, 'call', 'org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus', 'GetId')
+            if self.wait(lambda m: m.get('member') == 'GetId', 0.5, fail=False):
+                break
+            assert time.monotonic() < deadline, 'busctl monitor saw nothing'
+
+    def _read(self, timeout):
+        r, _, _ = select.select([self.proc.stdout], [], [], max(timeout, 0))
+        if not r:
+            return
+        chunk = self.proc.stdout.read()
+        if not chunk:
+            return
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b'\n')
+        for line in lines:
+            if line.strip():
+                self.messages.append(json.loads(line))
+
+    def wait(self, pred, timeout, fail=True):
+        """The first message after the previous match that satisfies `pred`."""
+        deadline = time.monotonic() + T(timeout)
+        while True:
+            for i in range(self.cursor, len(self.messages)):
+                if pred(self.messages[i]):
+                    self.cursor = i + 1
+                    return self.messages[i]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if fail:
+                    raise AssertionError(f'no such message within {T(timeout)}s; seen: '
+                                         f'{json.dumps(self.messages[self.cursor:])[:4000]}')
+                return None
+            self._read(min(left, 0.2))
+
+    def signals(self, member):
+        return [m for m in self.messages if m.get('type') == 'signal' and m.get('path') == PATH
+                and m.get('member') == member]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait()
+        self.proc.stdout.close()
+
+
+def changed(member_props):
+    """Predicate: a PropertiesChanged of io.bigtcpd1.Manager carrying these values."""
+    def pred(m):
+        if m.get('type') != 'signal' or m.get('member') != 'PropertiesChanged' or m.get('path') != PATH:
+            return False
+        iface, values, _ = m['payload']['data']
+        return iface == IFACE and all(k in values and values[k]['data'] == v for k, v in member_props.items())
+    return pred
+
+
+@pytest.fixture
+def busdir():
+    d = tempfile.mkdtemp(prefix='bt-bus.', dir='/tmp')
+    os.chmod(d, 0o755)   # nobody must reach the socket
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def bus_factory(busdir):
+    buses = []
+
+    def make(extra=''):
+        sub = busdir / f'b{len(buses)}'
+        sub.mkdir()
+        os.chmod(sub, 0o755)
+        b = Bus(sub, extra)
+        buses.append(b)
+        b.start()
+        return b
+
+    yield make
+    for b in buses:
+        b.stop()
+
+
+@pytest.fixture
+def bus(bus_factory):
+    return bus_factory()
+
+
+def wait_serving(d, timeout=10):
+    deadline = time.monotonic() + T(timeout)
+    while not d.log_lines(r'D-Bus: serving io\.bigtcpd1'):
+        assert d.running(), f'bigtcpd exited\n{d.log_tail()}'
+        assert time.monotonic() < deadline, f'bigtcpd did not take io.bigtcpd1\n{d.log_tail()}'
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def served(ns, confdir, bus, daemon):
+    """Two veth pairs at 185000 under a policy without guards, and the daemon on the bus."""
+    veth(ns, 'va', 'vb')
+    veth(ns, 'vc', 'vd')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+    assert_sizes(ns, {n: BIG for n in ('va', 'vb', 'vc', 'vd')}, 'after READY=1')
+    wait_serving(d)
+    return ns, d, bus, cfg
+
+
+def test_introspect(served):
+    _, _, bus, _ = served
+    xml = busctl(bus, 'introspect', '--xml-interface', NAME, PATH).stdout
+    for needle in ('<interface name="io.bigtcpd1.Manager">', '<method name="GetStatusJSON">',
+                   '<method name="ListDevicesJSON">', '<method name="ListDevices">', '<method name="GetDevice">',
+                   '<method name="Plan">', '<method name="Validate">', '<method name="Reload">',
+                   '<method name="Rollback">', '<method name="Retry">', '<signal name="RolledBack">',
+                   '<property name="PolicyDigest" type="s" access="read">',
+                   '<property name="Rollbacks" type="t" access="read">'):
+        assert needle in xml, f'{needle} missing from the introspection data:\n{xml}'
+    table = busctl(bus, 'introspect', NAME, PATH, IFACE).stdout
+    assert '.RolledBack' in table and 'sst' in table, table
+    # Everyone may introspect.
+    assert '<interface name="io.bigtcpd1.Manager">' in busctl(bus, 'introspect', '--xml-interface', NAME, PATH,
+                                                               user='nobody').stdout
+
+
+def test_properties(served):
+    ns, _, bus, _ = served
+    status = json.loads(call(bus, 'GetStatusJSON')[0])
+    links = nl.read_links(ns)
+    assert prop(bus, 'Version') == status['version']
+    assert prop(bus, 'PolicyDigest') == status['policy']['digest']
+    assert prop(bus, 'DevicesTotal') == len(links) == status['devices_total']
+    assert prop(bus, 'DevicesManaged') == 4
+    assert prop(bus, 'DevicesApplied') == 4
+    assert prop(bus, 'DevicesProbation') == prop(bus, 'DevicesRolledBack') == prop(bus, 'DevicesFailed') == 0
+    assert prop(bus, 'Rollbacks') == 0
+    assert prop(bus, 'Ready') is True
+    # Everyone may read them.
+    assert prop(bus, 'DevicesManaged', user='nobody') == 4
+    every = json.loads(busctl(bus, '--json=short', 'call', NAME, PATH, 'org.freedesktop.DBus.Properties', 'GetAll',
+                              's', IFACE, user='nobody').stdout)['data'][0]
+    assert {'Version', 'PolicyDigest', 'DevicesTotal', 'DevicesManaged', 'DevicesApplied', 'DevicesProbation',
+            'DevicesRolledBack', 'DevicesFailed', 'Rollbacks'} <= set(every), every
+
+
+def test_read_methods(served):
+    ns, _, bus, _ = served
+    links = nl.read_links(ns)
+
+    status = json.loads(call(bus, 'GetStatusJSON', user='nobody')[0])
+    assert status['devices']['applied'] == 4 and status['ready'] is True, status
+
+    devices = json.loads(call(bus, 'ListDevicesJSON', 's', '', user='nobody')[0])['devices']
+    assert [d['ifname'] for d in devices] == sorted(links, key=lambda n: links[n]['ifindex'])
+    one = json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices']
+    assert len(one) == 1 and one[0]['ifname'] == 'va' and one[0]['state'] == 'applied', one
+    assert call_error(bus, 'ListDevicesJSON', 'nosuch0') == (f'{IFACE}.NoSuchDevice', 'No device "nosuch0"')
+
+    typed = call(bus, 'ListDevices', user='nobody')[0]
+    by_name = {row[1]: row for row in typed}
+    assert set(by_name) == set(links)
+    ifindex, ifname, kind, state, policy, current, desired, tso = by_name['va']
+    assert (ifindex, kind, state, policy) == (links['va']['ifindex'], 'veth', 'applied', 'veth')
+    assert tuple(current) == BIG and tuple(desired) == BIG and tso == links['va']['tso_max_size']
+    lo = by_name['lo']
+    assert lo[3] == 'unmanaged' and lo[4] == '' and tuple(lo[6]) == (0, 0, 0, 0), lo
+    assert call(bus, 'GetDevice', 's', 'vb')[0][1] == 'vb'
+    assert call_error(bus, 'GetDevice', 'nosuch0')[0] == f'{IFACE}.NoSuchDevice'
+
+    assert call(bus, 'Validate', 's', POLICY, user='nobody') == [[]]
+    broken = POLICY.replace('185000, gro', '600000, gro', 1)
+    errors = call(bus, 'Validate', 's', broken)[0]
+    assert len(errors) == 1, errors
+    file, line, column, message = errors[0]
+    assert file == '<policy>' and line == line_of(broken, '600000') and column > 0, errors
+    assert 'out of range' in message, message
+
+    plan = json.loads(call(bus, 'Plan', 's', '', user='nobody')[0])['devices']
+    assert {d['ifname']: d['action'] for d in plan}['va'] == 'none', plan
+    other = POLICY.replace('185000', '100000')
+    plan = json.loads(call(bus, 'Plan', 's', other)[0])['devices']
+    va = next(d for d in plan if d['ifname'] == 'va')
+    assert va['action'] == 'write' and va['desired']['gso_max_size'] == 100000, va
+    name, text = call_error(bus, 'Plan', broken)
+    assert name == f'{IFACE}.PolicyInvalid' and '<policy>:' in text and 'out of range' in text, text
+    # Plan and Validate changed nothing.
+    assert_sizes(ns, {n: BIG for n in ('va', 'vb', 'vc', 'vd')}, 'after Plan()')
+
+
+def test_rollback_signal_and_properties_changed(served):
+    ns, d, bus, _ = served
+    mon = Monitor(bus)
+    try:
+        assert call(bus, 'Rollback', 's', 'va') is None
+        sig = mon.wait(lambda m: m.get('type') == 'signal' and m.get('member') == 'RolledBack'
+                       and m.get('path') == PATH, 10)
+        assert sig['interface'] == IFACE and sig['payload'] == {'type': 'sst', 'data': ['va', 'operator', 0]}, sig
+        mon.wait(changed({'DevicesRolledBack': 1, 'Rollbacks': 1}), 10)
+        nl.wait_links(ns, at({'va': ORIG, 'vb': BIG}), T(10), 'va back at its original sizes')
+        assert prop(bus, 'DevicesRolledBack') == 1 and prop(bus, 'Rollbacks') == 1
+        assert json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices'][0]['state'] == 'rolled-back'
+        # Again: nothing to do.
+        assert call_error(bus, 'Rollback', 'va')[0] == f'{IFACE}.NothingToDo'
+
+        assert call(bus, 'Retry', 's', 'va') is None
+        mon.wait(changed({'DevicesRolledBack': 0}), 10)
+        nl.wait_links(ns, at({'va': BIG}), T(10), 'va released')
+
+        # Every device at once: one signal per device.
+        assert call(bus, 'Rollback', 's', '') is None
+        mon.wait(changed({'DevicesRolledBack': 4}), 10)
+        names = sorted(s['payload']['data'][0] for s in mon.signals('RolledBack'))
+        assert names == ['va', 'va', 'vb', 'vc', 'vd'], names
+        nl.wait_links(ns, at({n: ORIG for n in ('va', 'vb', 'vc', 'vd')}), T(10), 'all rolled back')
+        assert prop(bus, 'Rollbacks') == 5
+        assert call_error(bus, 'Retry', 'nosuch0')[0] == f'{IFACE}.NoSuchDevice'
+        assert call_error(bus, 'Retry', '') == ('org.freedesktop.DBus.Error.InvalidArgs', 'Retry() needs a device name')
+    finally:
+        mon.stop()
+    assert d.log_lines(r'D-Bus: Rollback\("va"\) from :')
+
+
+def test_reload(served):
+    ns, d, bus, cfg = served
+    digest = call(bus, 'Reload')[0]
+    assert digest == prop(bus, 'PolicyDigest')
+    d.wait_notify('RELOADING=1')
+    d.wait_notify('READY=1')
+
+    mon = Monitor(bus)
+    try:
+        cfg.write_text(POLICY.replace('185000', '100000'))
+        new = call(bus, 'Reload')[0]
+        assert new != digest
+        mon.wait(changed({'PolicyDigest': new}), 10)
+        nl.wait_links(ns, at({n: sizes4(100000) for n in ('va', 'vb')}), T(10), 'the reloaded policy')
+    finally:
+        mon.stop()
+
+    broken = POLICY.replace('kind: [veth]', 'kind: [veth]\n      colour: blue')
+    cfg.write_text(broken)
+    name, text = call_error(bus, 'Reload')
+    assert name == f'{IFACE}.PolicyInvalid' and f'{cfg}:' in text and 'unknown key "colour"' in text, text
+    assert prop(bus, 'PolicyDigest') == new, 'the running policy stays'
+
+
+def test_privileged_refused_by_bus_policy(served):
+    ns, d, bus, _ = served
+    for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Rollback', ('',)), ('Retry', ('va',))):
+        name, text = call_error(bus, method, *args, user='nobody')
+        # dbus-daemon's refusal names the rule: the bus policy stopped it, not the daemon.
+        assert name == 'org.freedesktop.DBus.Error.AccessDenied' and text.startswith('Rejected send message'), \
+            f'{method}: {name}: {text}'
+    assert not d.log_lines(r'refused to'), 'the call reached the daemon'
+    assert_sizes(ns, {n: BIG for n in ('va', 'vb', 'vc', 'vd')}, 'nothing changed')
+
+
+def test_privileged_refused_by_daemon(ns, confdir, bus_factory, daemon):
+    """A bus policy that lets everyone through: the daemon's own UID check refuses."""
+    bus = bus_factory(PERMISSIVE)
+    veth(ns, 'va', 'vb')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+    wait_serving(d)
+    for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Retry', ('va',))):
+        assert call_error(bus, method, *args, user='nobody') == \
+            ('org.freedesktop.DBus.Error.AccessDenied', f'{method}() needs root')
+    assert_sizes(ns, {'va': BIG, 'vb': BIG}, 'nothing changed')
+    assert d.log_lines(r'D-Bus: Rollback\(\) refused to :\S+ \(uid 65534\)')
+    # Root still may.
+    assert call(bus, 'Rollback', 's', 'va') is None
+    nl.wait_links(ns, at({'va': ORIG}), T(10), 'rolled back by root')
+
+
+def test_no_bus(ns, confdir, busdir, daemon):
+    veth(ns, 'va', 'vb')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': f'unix:path={busdir}/nothing'})
+    assert_sizes(ns, {'va': BIG, 'vb': BIG}, 'varlink-only daemon')
+    d.reload()
+    lines = d.log_lines(r'D-Bus: no system bus')
+    assert len(lines) == 1, lines
+    d.stop()
+
+
+def test_bus_goes_away_and_comes_back(served):
+    ns, d, bus, cfg = served
+    bus.stop()
+    deadline = time.monotonic() + T(10)
+    while not d.log_lines(r'D-Bus: lost the system bus'):
+        assert time.monotonic() < deadline, f'no log of the lost bus\n{d.log_tail()}'
+        time.sleep(0.02)
+    # Still working without it.
+    cfg.write_text(POLICY.replace('185000', '150000'))
+    d.reload()
+    nl.wait_links(ns, at({'va': sizes4(150000)}), T(10), 'reload without a bus')
+
+    bus.start()
+    deadline = time.monotonic() + T(15)
+    while True:
+        r = call(bus, 'GetStatusJSON', check=False)
+        if not isinstance(r, subprocess.CompletedProcess):
+            break
+        assert d.running(), d.log_tail()
+        assert time.monotonic() < deadline, f'bigtcpd did not come back to the bus: {r.stderr}\n{d.log_tail()}'
+        time.sleep(0.1)
+    assert len(d.log_lines(r'D-Bus: serving io\.bigtcpd1')) == 2
+    assert prop(bus, 'DevicesApplied') == 4

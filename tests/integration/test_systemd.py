@@ -1,0 +1,197 @@
+"""systemd: the installed units pass `systemd-analyze verify`, the service's hardening scores an
+exposure of 2.0 or lower, systemd-socket-activate starts the daemon on the first varlink
+connection, and the daemon speaks sd_notify as a Type=notify service must: READY=1 only after
+the initial reconcile, STATUS= lines, RELOADING=1/READY=1 around a reload, WATCHDOG=1 at half
+of WATCHDOG_USEC, STOPPING=1."""
+
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import time
+
+import pytest
+
+import helpers
+import nl
+import varlink_client
+from helpers import T, assert_sizes, at, ip_batch, policy_text, sizes4, veth
+from test_install import install_tree
+
+EXPOSURE_MAX = 2.0
+
+POLICY = policy_text('''
+    version: 1
+    rollback:
+      guards: []
+    policies:
+      - name: veth
+        match:
+          kind: [veth]
+        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
+    ''')
+BIG = sizes4(185000)
+
+
+@pytest.fixture(scope='module')
+def tree(tmp_path_factory):
+    return install_tree(tmp_path_factory.mktemp('install'))
+
+
+@pytest.fixture
+def units(tree, tmp_path):
+    """The installed units, copied with ExecStart pointing at the installed binary (which is
+    under DESTDIR here, not at /usr/sbin)."""
+    unitdir = tree['dest'] / tree['unitdir'].lstrip('/')
+    d = tmp_path / 'units'
+    d.mkdir()
+    service = (unitdir / 'bigtcpd.service').read_text()
+    assert re.search(r'^ExecStart=/usr/sbin/bigtcpd$', service, re.M)
+    binary = tree['dest'] / 'usr/sbin/bigtcpd'
+    (d / 'bigtcpd.service').write_text(service.replace('ExecStart=/usr/sbin/bigtcpd', f'ExecStart={binary}'))
+    shutil.copy(unitdir / 'bigtcpd.socket', d / 'bigtcpd.socket')
+    return d
+
+
+def test_verify(tree, units):
+    # Documentation= is checked too: man finds the installed pages through MANPATH.
+    env = dict(os.environ, MANPATH=str(tree['dest'] / 'usr/share/man'), SYSTEMD_LOG_LEVEL='notice')
+    r = subprocess.run(['systemd-analyze', 'verify', str(units / 'bigtcpd.service'), str(units / 'bigtcpd.socket')],
+                       capture_output=True, text=True, env=env, timeout=T(60))
+    out = (r.stdout + r.stderr).strip()
+    assert r.returncode == 0 and not out, f'systemd-analyze verify exited {r.returncode}:\n{out}'
+
+
+def test_security_exposure(units):
+    r = subprocess.run(['systemd-analyze', 'security', '--offline=true', '--no-pager', str(units / 'bigtcpd.service')],
+                       capture_output=True, text=True, timeout=T(60))
+    m = re.search(r'Overall exposure level for bigtcpd\.service: (\d+\.\d+)', r.stdout)
+    assert m, f'no exposure level in:\n{r.stdout}\n{r.stderr}'
+    level = float(m.group(1))
+    print(f'systemd-analyze security: overall exposure level {level}')
+    assert level <= EXPOSURE_MAX, f'exposure {level} > {EXPOSURE_MAX}:\n{r.stdout}'
+
+
+def wrapper(tmp_path, name, body):
+    """An executable that stands in for the daemon: `body` ends by exec'ing "$REAL" "$@", so
+    the pid the harness holds is still the daemon's."""
+    path = tmp_path / name
+    path.write_text(f'#!/bin/sh\nREAL={helpers.BIN}\n{body}\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_socket_activation(ns, confdir, daemon, tmp_path, monkeypatch):
+    veth(ns, 'va', 'vb')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    listen = daemon.sockdir / 'activate.sock'
+    # systemd-socket-activate hands the launched program only the variables named with -E.
+    w = wrapper(tmp_path, 'activate', f'''
+set -- "$REAL" "$@"
+for v in NOTIFY_SOCKET ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS DBUS_SYSTEM_BUS_ADDRESS; do
+        eval "[ -n \\"\\${{$v+x}}\\" ]" && set -- -E "$v" "$@"
+done
+exec systemd-socket-activate -l {listen} --fdname=varlink "$@"''')
+    monkeypatch.setattr(helpers, 'BIN', w)
+    d = daemon(ns, cfg, ready=False)
+    deadline = time.monotonic() + T(10)
+    while not listen.exists():
+        assert d.running(), d.log_tail()
+        assert time.monotonic() < deadline, 'systemd-socket-activate did not listen'
+        time.sleep(0.02)
+    assert nl.read_links(ns)['va']['gso_max_size'] == 65536, 'the daemon ran before the first connection'
+
+    # The first connection starts the daemon, which answers it on the socket it was given.
+    with varlink_client.Client(listen, timeout=T(30)) as c:
+        info = c.call('org.varlink.service.GetInfo')
+        assert 'io.bigtcpd.Manager' in info['interfaces'], info
+        status = c.call('io.bigtcpd.Manager.GetStatus')
+        assert status['version']
+    d.wait_notify('READY=1', 20)
+    assert_sizes(ns, {'va': BIG, 'vb': BIG}, 'after READY=1 of a socket-activated daemon')
+    assert not (d.runtime_dir / 'io.bigtcpd.Manager').exists(), 'bound its own socket besides the passed one'
+    assert varlink_client.call(listen, 'io.bigtcpd.Manager.GetStatus', timeout=T(10))['devices_total'] == 3
+    d.stop()
+    # The socket belongs to whoever made it (systemd): the daemon leaves it in place.
+    assert listen.exists()
+
+
+def test_notify_ready_after_reconcile(ns, confdir, daemon):
+    pairs = 100
+    ip_batch(ns, [f'link add r{i} type veth peer name p{i}' for i in range(pairs)])
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg)           # returns on READY=1
+    names = [f'r{i}' for i in range(pairs)] + [f'p{i}' for i in range(pairs)]
+    assert_sizes(ns, {n: BIG for n in names}, 'READY=1 came before every device was written')
+    before = d.notes[:d.notes.index('READY=1')]
+    assert not any(l.startswith(('READY=', 'RELOADING=')) for l in before), before
+    status = d.wait_notify('STATUS=')
+    assert status == f'STATUS=managing {2 * pairs} of {2 * pairs + 1} devices', status
+
+
+def wait_status(d, text, timeout=10):
+    deadline = time.monotonic() + T(timeout)
+    while True:
+        line = d.wait_notify('STATUS=', max(deadline - time.monotonic(), 0.01))
+        if line == f'STATUS={text}':
+            return
+
+
+def test_notify_status_and_reload(ns, confdir, daemon):
+    veth(ns, 'va', 'vb')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg)
+    wait_status(d, 'managing 2 of 3 devices')
+
+    # STATUS= follows the devices, without a reload.
+    veth(ns, 'vc', 'vd')
+    wait_status(d, 'managing 4 of 5 devices')
+
+    # A reload: RELOADING=1 (with MONOTONIC_USEC), then READY=1 with the new STATUS=.
+    d.reload(write=lambda: cfg.write_text(POLICY.replace('kind: [veth]', 'name: ["va", "vb"]')))
+    wait_status(d, 'managing 2 of 5 devices')
+    nl.wait_links(ns, at({'vc': sizes4(65536), 'va': BIG}), T(10), 'vc restored by the reload')
+
+    # A refused policy: still RELOADING=1 and READY=1, the running policy stays.
+    d.reload(write=lambda: cfg.write_text('version: 2\n'))
+    assert d.running()
+    assert_sizes(ns, {'va': BIG, 'vb': BIG, 'vc': sizes4(65536)}, 'after a refused reload')
+    assert 'WATCHDOG=1' not in d.notes, 'a watchdog nobody asked for'
+    d.stop()      # checks STOPPING=1
+
+
+def test_notify_watchdog(ns, confdir, daemon, tmp_path, monkeypatch):
+    veth(ns, 'va', 'vb')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    monkeypatch.setattr(helpers, 'BIN', wrapper(tmp_path, 'watchdog',
+                                                'WATCHDOG_USEC=200000 WATCHDOG_PID=$$ exec "$REAL" "$@"'))
+    d = daemon(ns, cfg)
+    stamps = []
+    end = time.monotonic() + T(1.5)
+    while time.monotonic() < end:
+        d.wait_notify('WATCHDOG=1', 2)
+        stamps.append(time.monotonic())
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    assert len(stamps) >= 8, f'{len(stamps)} WATCHDOG=1 in 1.5 s, expected one every 100 ms'
+    median = statistics.median(gaps)
+    assert 0.06 <= median <= 0.15 * helpers.SCALE, f'WATCHDOG=1 every {median * 1000:.0f} ms, expected 100 ms'
+    d.stop()
+
+
+def test_no_watchdog_unless_asked(ns, confdir, daemon, tmp_path, monkeypatch):
+    """No WATCHDOG_USEC, or one meant for another process: no WATCHDOG=1."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    monkeypatch.setattr(helpers, 'BIN', wrapper(tmp_path, 'other',
+                                                'WATCHDOG_USEC=100000 WATCHDOG_PID=1 exec "$REAL" "$@"'))
+    d = daemon(ns, cfg)
+    time.sleep(T(0.3))   # an absence needs a window: six periods of the watchdog it must not run
+    d.reload()
+    assert 'WATCHDOG=1' not in d.notes, d.notes

@@ -234,3 +234,42 @@ def test_clean_run_under_iperf3_load_ends_applied(netns, daemon, tmp_path):
         db.stop()
     finally:
         inject.stop(server)
+
+
+def test_bad_guards_refused_at_check_config_and_absent_counter_reported(ns, daemon, confdir):
+    from test_check_config import check_config
+    bad = confdir / 'bad.yaml'
+    bad.write_text(policy_text('''
+        version: 1
+        rollback:
+          guards:
+            - counter: link.tx_droped
+              max-increase: 0
+            - counter: Ip.InHdrErrors
+              max-increase: -3
+            - counter: "Tcp."
+              max-ratio: 0.1
+              per: Tcp.OutSegs
+            - counter: Tcp.RetransSegs
+              max-ratio: lots
+              per: Tcp.OutSegs
+        policies: []
+        '''))
+    r = check_config(bad)
+    assert r.returncode == 1
+    for line, col in ((4, 16), (7, 21), (8, 16), (12, 18)):
+        assert f'{bad}:{line}:{col}: ' in r.stderr, r.stderr
+
+    # Well-formed but not on this kernel: accepted, and reported, never silently ignored.
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('{name: ["a0"]}', ['{counter: IpExt.NoSuchCounterHere, max-increase: 0}',
+                                             '{counter: link.tx_dropped, max-increase: 0}']))
+    veth(ns, 'a0', 'a1')
+    d = daemon(ns, cfg)
+    assert 'IpExt.NoSuchCounterHere does not exist on this kernel' in d.log()
+    wait_state(d, 'a0', 'probation', 5)
+    guards = {g['counter']: g for g in state_of(d, 'a0')['probation']['guards']}
+    assert guards['IpExt.NoSuchCounterHere']['active'] is False
+    assert guards['link.tx_dropped']['active'] is True
+    assert 'is inactive' in d.log()
+    d.stop()

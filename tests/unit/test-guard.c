@@ -1,0 +1,194 @@
+/* test-guard.c — counter reading (the /proc/net formats) and the guard decisions. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <linux/if_link.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "counters.h"
+#include "guard.h"
+
+static const char SNMP[] = "Ip: Forwarding DefaultTTL InReceives InHdrErrors\n"
+                           "Ip: 1 64 1000 7\n"
+                           "Tcp: RtoAlgorithm MaxConn OutSegs RetransSegs InErrs\n"
+                           "Tcp: 1 -1 5000 12 0\n";
+static const char NETSTAT[] = "IpExt: InNoRoutes InTruncatedPkts\n"
+                              "IpExt: 0 3\n";
+static const char SNMP6[] = "Ip6InReceives                   	42\n"
+                            "Ip6InHdrErrors                  	5\n"
+                            "Icmp6InMsgs                     	9\n"
+                            "Udp6InDatagrams 11\n";
+
+static void snapshot(SnmpSnapshot *s, uint64_t inhdr, uint64_t inrecv, uint64_t retrans, uint64_t out) {
+        char buf[512];
+        *s = (SnmpSnapshot){};
+        snprintf(buf, sizeof(buf),
+                 "Ip: InReceives InHdrErrors\nIp: %llu %llu\nTcp: OutSegs RetransSegs\nTcp: %llu %llu\n",
+                 (unsigned long long) inrecv, (unsigned long long) inhdr, (unsigned long long) out,
+                 (unsigned long long) retrans);
+        assert_int_equal(snmp_parse(s, buf, false), 0);
+        snmp_finish(s);
+}
+
+static void test_snmp_parse(void **state) {
+        SnmpSnapshot s = {};
+        uint64_t v;
+
+        assert_int_equal(snmp_parse(&s, SNMP, false), 0);
+        assert_int_equal(snmp_parse(&s, NETSTAT, false), 0);
+        assert_int_equal(snmp_parse(&s, SNMP6, true), 0);
+        snmp_finish(&s);
+        assert_int_equal(snmp_get(&s, "Ip.InHdrErrors", &v), 0);
+        assert_int_equal(v, 7);
+        assert_int_equal(snmp_get(&s, "Tcp.MaxConn", &v), 0);
+        assert_int_equal(v, 0); /* a gauge of -1 reads as 0 */
+        assert_int_equal(snmp_get(&s, "IpExt.InTruncatedPkts", &v), 0);
+        assert_int_equal(v, 3);
+        assert_int_equal(snmp_get(&s, "Ip6.Ip6InHdrErrors", &v), 0);
+        assert_int_equal(v, 5);
+        assert_int_equal(snmp_get(&s, "Icmp6.Icmp6InMsgs", &v), 0);
+        assert_int_equal(v, 9);
+        assert_int_equal(snmp_get(&s, "Udp6.Udp6InDatagrams", &v), 0);
+        assert_int_equal(snmp_get(&s, "Ip.NoSuchThing", &v), -ENOENT);
+        assert_int_equal(snmp_get(&s, "Ip6.InHdrErrors", &v), -ENOENT);
+        snmp_done(&s);
+
+        /* Garbage: no crash, nothing found. */
+        assert_int_equal(snmp_parse(&s, "Ip: a b\nTcp: 1 2\n\n:\n:x\nIp:\n", false), 0);
+        assert_int_equal(snmp_parse(&s, "6 6\n\n 6\n", true), 0);
+        snmp_finish(&s);
+        snmp_done(&s);
+}
+
+static void test_real_proc(void **state) {
+        SnmpSnapshot s = {};
+        uint64_t v;
+        assert_int_equal(snmp_read("/proc/net", &s), 0);
+        assert_int_equal(snmp_get(&s, "Ip.InReceives", &v), 0);
+        assert_int_equal(snmp_get(&s, "IpExt.InTruncatedPkts", &v), 0);
+        snmp_done(&s);
+        assert_int_equal(snmp_read("/nonexistent", &s), 0); /* nothing to read: empty */
+        assert_int_equal(s.n, 0);
+        snmp_done(&s);
+}
+
+static void test_link_counters(void **state) {
+        struct rtnl_link_stats64 st = {.tx_dropped = 5, .rx_otherhost_dropped = 9};
+        uint64_t v;
+        int off = link_counter_offset("tx_dropped");
+
+        assert_true(off >= 0);
+        assert_int_equal(link_counter_get(&st, sizeof(st), off, &v), 0);
+        assert_int_equal(v, 5);
+        assert_int_equal(link_counter_offset("bogus"), -ENOENT);
+        off = link_counter_offset("rx_otherhost_dropped");
+        /* an older kernel's shorter blob does not reach the newest field */
+        assert_int_equal(link_counter_get(&st, (size_t) off, off, &v), -ENOENT);
+}
+
+static Guard guard(const char *counter, GuardCounterKind k, bool inc, uint64_t max_inc, bool ratio, double r,
+                   const char *per, GuardCounterKind pk) {
+        return (Guard){.counter = (char *) counter, .counter_kind = k, .has_max_increase = inc,
+                       .max_increase = max_inc, .has_max_ratio = ratio, .max_ratio = r, .per = (char *) per,
+                       .per_kind = pk};
+}
+
+static void test_increase_and_ratio(void **state) {
+        Guard g[] = {
+                guard("Ip.InHdrErrors", GUARD_COUNTER_SNMP, true, 10, false, 0, NULL, 0),
+                guard("Tcp.RetransSegs", GUARD_COUNTER_SNMP, false, 0, true, 0.02, "Tcp.OutSegs", GUARD_COUNTER_SNMP),
+        };
+        RollbackSpec spec = {.window_usec = 30000000, .interval_usec = 1000000, .guards = g, .n_guards = 2};
+        SnmpSnapshot base, now;
+        Probation *p;
+        RollbackRecord rec;
+
+        snapshot(&base, 100, 1000, 50, 10000);
+        assert_int_equal(probation_new(&spec, &base, 0, &p), 0);
+        assert_true(probation_has_snmp_guards(p));
+        assert_false(probation_has_link_guards(p));
+
+        snapshot(&now, 110, 2000, 60, 11000); /* +10 errors: not more than 10; 10/1000 = 0.01 */
+        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 0);
+        snmp_done(&now);
+
+        snapshot(&now, 111, 2000, 60, 11000); /* +11 */
+        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 1);
+        assert_string_equal(rec.counter, "Ip.InHdrErrors");
+        assert_int_equal(rec.rise, 11);
+        assert_true(rec.namespace_wide);
+        snmp_done(&now);
+
+        /* The same 10 retransmits trip when few segments went out: a ratio, not a count. */
+        snapshot(&now, 100, 2000, 60, 10100); /* 10 / 100 = 0.1 > 0.02 */
+        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 1);
+        assert_string_equal(rec.counter, "Tcp.RetransSegs");
+        assert_string_equal(rec.per, "Tcp.OutSegs");
+        assert_int_equal(rec.per_rise, 100);
+        snmp_done(&now);
+
+        /* A rise with no rise of `per` is an infinite ratio. */
+        snapshot(&now, 100, 2000, 51, 10000);
+        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 1);
+        snmp_done(&now);
+
+        /* Counters that went down (reset) do not rise. */
+        snapshot(&now, 0, 0, 0, 0);
+        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 0);
+        snmp_done(&now);
+
+        probation_free(p);
+        snmp_done(&base);
+}
+
+static void test_link_baseline_and_absent_counters(void **state) {
+        Guard g[] = {
+                guard("link.tx_dropped", GUARD_COUNTER_LINK, true, 0, false, 0, NULL, 0),
+                guard("Ip.NotOnThisKernel", GUARD_COUNTER_SNMP, true, 0, false, 0, NULL, 0),
+        };
+        RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 2};
+        struct rtnl_link_stats64 st = {.tx_dropped = 4};
+        SnmpSnapshot base;
+        Probation *p;
+        RollbackRecord rec;
+
+        snapshot(&base, 0, 0, 0, 0);
+        assert_int_equal(probation_new(&spec, &base, 1000, &p), 0);
+        assert_int_equal(p->until_usec, 1001000);
+        assert_false(p->guards[1].active); /* absent: inactive, never trips */
+        assert_false(p->guards[0].have_base);
+        /* Without a baseline nothing is judged. */
+        assert_int_equal(probation_check(p, NULL, &st, sizeof(st), &rec), 0);
+        probation_link_baseline(p, &st, sizeof(st));
+        assert_true(p->guards[0].have_base);
+        assert_int_equal(probation_check(p, NULL, &st, sizeof(st), &rec), 0);
+        st.tx_dropped = 5;
+        assert_int_equal(probation_check(p, NULL, &st, sizeof(st), &rec), 1);
+        assert_string_equal(rec.counter, "link.tx_dropped");
+        assert_false(rec.namespace_wide);
+
+        char **w = NULL;
+        size_t n = 0;
+        assert_int_equal(guard_spec_check(&spec, &base, sizeof(st), &w, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(w[0], "Ip.NotOnThisKernel");
+        strv_free(w);
+        probation_free(p);
+        snmp_done(&base);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_snmp_parse),
+                cmocka_unit_test(test_real_proc),
+                cmocka_unit_test(test_link_counters),
+                cmocka_unit_test(test_increase_and_ratio),
+                cmocka_unit_test(test_link_baseline_and_absent_counters),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

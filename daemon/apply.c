@@ -120,6 +120,7 @@ void unqueue_device(Manager *m, Device *d) {
                 return;
         TAILQ_REMOVE(&m->queue, d, queue_link);
         d->queued = false;
+        d->prepared = false;
 }
 
 static void set_error(Device *d, int error, const char *text) {
@@ -187,6 +188,7 @@ void manager_flush(Manager *m) {
                 if (n >= room)
                         break;
                 n++;
+                d->prepared = true;
                 save = save || d->original_unsaved;
                 if (!policy_write(d) || d->correcting || sizes_equal(&d->desired, &d->current, m->ipv4_supported))
                         continue;
@@ -206,13 +208,15 @@ void manager_flush(Manager *m) {
         if (save)
                 persist_before_write(m, n);
 
-        while ((d = TAILQ_FIRST(&m->queue)) && m->inflight_count + 2 <= WRITE_INFLIGHT_MAX) {
+        /* Only what was prepared above: its probation and originals are on disk. */
+        while ((d = TAILQ_FIRST(&m->queue)) && d->prepared && m->inflight_count + 2 <= WRITE_INFLIGHT_MAX) {
                 struct nl_msg *msg = NULL;
                 char buf[256];
                 uint32_t seq;
                 int r;
 
                 unqueue_device(m, d);
+                d->prepared = false;
                 if (sizes_equal(&d->desired, &d->current, m->ipv4_supported)) {
                         device_reconcile(m, d, REASON_LINK);
                         continue;
@@ -631,8 +635,19 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
         }
 
         if (d->state == DEVICE_ROLLED_BACK) {
-                if (sizes_equal(&want.sizes, &d->held_desired, m->ipv4_supported))
-                        return; /* held until the policy asks for something else, or a retry */
+                if (sizes_equal(&want.sizes, &d->held_desired, m->ipv4_supported)) {
+                        /* Held until the policy asks for something else, or a retry — and held
+                         * where it belongs: a rollback cut short (a kill before its write) or
+                         * undone by someone else is written again. */
+                        Sizes target;
+                        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4,
+                                        &d->current, d->tso_max_size, m->ipv4_supported, &target);
+                        if (!sizes_equal(&target, &d->current, m->ipv4_supported)) {
+                                log_dev_notice(d, "rolled back but not at its last-known-good sizes: writing them again");
+                                rollback_write(m, d);
+                        }
+                        return;
+                }
                 log_dev_info(d, "policy \"%s\" now asks for other sizes: released from rolled-back", p->name);
                 d->held_desired = (Sizes){};
         }

@@ -87,6 +87,7 @@ struct Device {
 
         /* Write queue. */
         bool queued;
+        bool prepared; /* its probation is set up and its state on disk: ready to send */
         bool inflight;
         bool recheck;
         bool restoring;

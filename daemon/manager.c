@@ -1,8 +1,10 @@
 /* manager.c — the daemon's one object: the event loop, signals, the policy and its reload,
  * the state file, and what systemd is told. Devices live in apply.c, kernel events in sync.c. */
 #include <event2/event.h>
+#include <linux/sockios.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -66,27 +68,44 @@ static char *status_text(const Manager *m) {
         return text;
 }
 
-/* A STATUS= update must never stall the loop: sd_notify() blocks while the receiver's queue is
- * full (net.unix.max_dgram_qlen datagrams), so plain updates go out with MSG_DONTWAIT and are
- * dropped when nobody reads them. READY=1 and friends still go through sd_notify(). */
-static void notify_nonblocking(const char *text) {
+/* A STATUS= update must never stall the loop, nor fill the receiver's queue: sd_notify() blocks
+ * while that queue is full (net.unix.max_dgram_qlen datagrams, 10 by default), and a queue full
+ * of STATUS= lines would then block the READY=1 or RELOADING=1 that follows. So plain updates go
+ * out non-blocking on a socket of their own, and only when the previous one has been read
+ * (SIOCOUTQ: the kernel charges an unread datagram to its sender); otherwise they wait. */
+static int notify_status_only(Manager *m, const char *text) {
         const char *path = getenv("NOTIFY_SOCKET");
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
         _cleanup_(freep) char *msg = NULL;
-        size_t len;
+        int unread = 0;
 
-        if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof(sa.sun_path))
-                return;
-        memcpy(sa.sun_path, path, strlen(path));
-        if (path[0] == '@')
-                sa.sun_path[0] = '\0';
+        if (m->status_fd < 0) {
+                struct sockaddr_un sa = {.sun_family = AF_UNIX};
+                size_t n = path ? strlen(path) : 0;
+
+                if (n < 2 || (path[0] != '/' && path[0] != '@') || n >= sizeof(sa.sun_path))
+                        return 0; /* no service manager, or one we cannot reach: nothing to say */
+                memcpy(sa.sun_path, path, n);
+                if (path[0] == '@')
+                        sa.sun_path[0] = '\0';
+                _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0 || connect(fd, (struct sockaddr *) &sa,
+                                      (socklen_t) (offsetof(struct sockaddr_un, sun_path) + n)) < 0)
+                        return 0;
+                m->status_fd = TAKE_FD(fd);
+        }
+        if (ioctl(m->status_fd, SIOCOUTQ, &unread) < 0 || unread > 0)
+                return -EAGAIN;
         if (asprintf(&msg, "STATUS=%s", text) < 0)
-                return;
-        _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return;
-        len = offsetof(struct sockaddr_un, sun_path) + strlen(path);
-        (void) sendto(fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *) &sa, (socklen_t) len);
+                return -ENOMEM;
+        if (send(m->status_fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                return errno == EAGAIN ? -EAGAIN : 0;
+        return 0;
+}
+
+static void schedule_status(Manager *m, unsigned usec) {
+        struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t) usec};
+        if (m->status_timer && !evtimer_pending(m->status_timer, NULL))
+                (void) evtimer_add(m->status_timer, &tv);
 }
 
 /* With a prefix (READY=1) always sent; alone only when the text changed. */
@@ -99,8 +118,12 @@ void notify_status(Manager *m, const char *prefix) {
         }
         if (prefix)
                 (void) sd_notifyf(false, "%sSTATUS=%s", prefix, text);
-        else
-                notify_nonblocking(text);
+        else if (notify_status_only(m, text) == -EAGAIN) {
+                /* The last update is still unread: say it later, once. */
+                free(text);
+                schedule_status(m, 1000000 - 1);
+                return;
+        }
         free(m->status_sent);
         m->status_sent = text;
 }
@@ -112,9 +135,8 @@ static void on_status_timer(evutil_socket_t fd, short what, void *userdata) {
 /* Any event may change the counts: look again soon, once for a burst. */
 static void on_event_for_status(void *userdata, json_object *event) {
         Manager *m = userdata;
-        struct timeval tv = {.tv_sec = 0, .tv_usec = 250000};
-        if (m->ready_sent && !evtimer_pending(m->status_timer, NULL))
-                (void) evtimer_add(m->status_timer, &tv);
+        if (m->ready_sent)
+                schedule_status(m, 250000);
 }
 
 static void on_watchdog(evutil_socket_t fd, short what, void *userdata) {
@@ -344,6 +366,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 return -ENOMEM;
         m->cfg = *cfg;
         TAILQ_INIT(&m->queue);
+        m->status_fd = -1;
         r = device_table_init(&m->devices);
         if (r < 0)
                 goto fail;
@@ -388,6 +411,8 @@ void manager_free(Manager *m) {
         if (m->status_timer)
                 event_free(m->status_timer);
         free(m->status_sent);
+        if (m->status_fd >= 0)
+                close(m->status_fd);
         for (size_t i = 0; i < ELEMENTSOF(m->signals); i++)
                 if (m->signals[i])
                         event_free(m->signals[i]);
@@ -438,8 +463,14 @@ int manager_start(Manager *m) {
                 log_warning_errno(errno, "Failed to create runtime directory %s: %m", m->cfg.runtime_dir);
         r = state_load(m->cfg.runtime_dir, &m->loaded_state.entries, &m->loaded_state.n);
         if (r < 0) {
-                log_warning_errno(r, "Failed to read %s/state.json: %m; starting without recorded originals",
-                                  m->cfg.runtime_dir);
+                /* Keep the broken file for whoever investigates; the kernel's view is the truth
+                 * now: devices at the policy's sizes stay, nothing is restored blindly. */
+                _cleanup_(freep) char *from = NULL, *to = NULL;
+                if (asprintf(&from, "%s/state.json", m->cfg.runtime_dir) >= 0 &&
+                    asprintf(&to, "%s/state.json.corrupt", m->cfg.runtime_dir) >= 0)
+                        (void) rename(from, to);
+                log_warning_errno(r, "Failed to read %s/state.json: %m; kept as state.json.corrupt, starting "
+                                  "without recorded originals", m->cfg.runtime_dir);
                 m->loaded_state.entries = NULL;
                 m->loaded_state.n = 0;
         } else if (m->loaded_state.n > 0)

@@ -220,9 +220,15 @@ static int reply_error_exit(const char *method, json_object *reply) {
 }
 
 /* One varlink call. On success *ret gets the reply's parameters and 0 is returned; otherwise
- * the problem is printed and an exit code returned. */
+ * the problem is printed and an exit code returned. With `ret` NULL, the parameters are printed
+ * as they came (--json into a pipe): bigtcpd sends {"parameters":{…}} with nothing after the
+ * parameters, so they are the bytes between, and a reply of 5 MiB is not parsed only to be
+ * printed again. */
 static int call(const char *what, const char *method, json_object *params, json_object **ret) {
+        static const char prefix[] = "{\"parameters\":";
         _cleanup_(json_object_putp) json_object *reply = NULL;
+        const char *data;
+        size_t size;
         int r;
 
         r = ensure_connected();
@@ -233,46 +239,96 @@ static int call(const char *what, const char *method, json_object *params, json_
         r = varlink_send(conn, method, params, false);
         if (r < 0)
                 return recv_exit(r);
-        r = varlink_recv(conn, CALL_TIMEOUT_MS, &reply);
+        r = varlink_recv_raw(conn, CALL_TIMEOUT_MS, &data, &size);
+        if (r < 0)
+                return recv_exit(r);
+        if (!ret && size > sizeof(prefix) && memcmp(data, prefix, sizeof(prefix) - 1) == 0 && data[size - 1] == '}' &&
+            data[sizeof(prefix) - 1] == '{') {
+                fwrite(data + sizeof(prefix) - 1, 1, size - sizeof(prefix), stdout);
+                fputc('\n', stdout);
+                return 0;
+        }
+        r = varlink_parse(data, size, &reply);
         if (r < 0)
                 return recv_exit(r);
         if (jget(reply, "error"))
                 return reply_error_exit(what, reply);
+        if (!ret) {
+                json_object *p = jget(reply, "parameters");
+                if (p)
+                        print_json(p);
+                else
+                        printf("{}\n");
+                return 0;
+        }
         *ret = json_object_get(jget(reply, "parameters") ?: json_object_new_object());
         if (!*ret)
                 *ret = json_object_new_object();
         return 0;
 }
 
-static int dbus_exit(int r, const char *err, const char *ifname) {
+/* --json into a pipe: the daemon's bytes as they are; on a terminal: parsed, pretty-printed. */
+static bool print_raw(void) {
+        return arg_json && !isatty(STDOUT_FILENO);
+}
+
+static int dbus_exit(int r, const char *err, const char *what, const char *ifname) {
         if (r == -ESRCH)
                 return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not on the system bus (io.bigtcpd1)");
         if (r == -ENOENT || r == -ECONNREFUSED)
                 return error_exit(EXIT_NOT_RUNNING, "no system bus: %s", strerror(-r));
         if (r == -EACCES || r == -EPERM)
-                return error_exit(EXIT_DENIED, "permission denied on D-Bus%s%s", err ? ": " : "", err ?: "");
+                return error_exit(EXIT_DENIED, "permission denied: %s needs root", what);
         if (r == -ENODEV)
                 return error_exit(EXIT_FAILED, "no device \"%s\"", ifname ?: "");
+        if (r == -EALREADY)
+                return ifname ? error_exit(EXIT_FAILED, "%s: nothing to do", ifname)
+                              : error_exit(EXIT_FAILED, "nothing to do: bigtcpd has written no device");
+        if (r == -EINVAL)
+                return error_exit(EXIT_FAILED, "the policy has errors: %s", err ?: "?");
         return error_exit(EXIT_FAILED, "D-Bus call failed: %s", err ?: strerror(-r));
 }
 
-static int fetch_status(json_object **ret) {
-        if (arg_dbus) {
-                _cleanup_(freep) char *err = NULL;
-                int r = dbus_call_json("GetStatusJSON", NULL, ret, &err);
-                return r < 0 ? dbus_exit(r, err, NULL) : 0;
+/* A D-Bus method that returns JSON text. */
+static int dbus_json(const char *what, const char *method, const char *arg, json_object **ret) {
+        _cleanup_(freep) char *err = NULL, *text = NULL;
+        int r = dbus_call(method, arg, &text, &err);
+        if (r < 0)
+                return dbus_exit(r, err, what, arg);
+        if (varlink_parse(text, strlen(text), ret) < 0)
+                return error_exit(EXIT_FAILED, "bigtcpd sent D-Bus JSON that does not parse");
+        return 0;
+}
+
+/* Reload, Rollback, Retry over D-Bus. */
+static int dbus_privileged(const char *what, const char *method, const char *arg) {
+        _cleanup_(freep) char *err = NULL, *text = NULL;
+        int r = dbus_call(method, arg, streq_ptr(method, "Reload") ? &text : NULL, &err);
+        if (r < 0)
+                return dbus_exit(r, err, what, strempty(arg) ? NULL : arg);
+        if (arg_json) {
+                json_object *o = json_object_new_object();
+                if (text)
+                        json_object_object_add(o, "digest", json_object_new_string(text));
+                print_json(o);
+                json_object_put(o);
         }
+        return 0;
+}
+
+static int fetch_status(json_object **ret) {
+        if (arg_dbus)
+                return dbus_json("status", "GetStatusJSON", NULL, ret);
         return call("status", IFACE ".GetStatus", NULL, ret);
 }
 
 /* {"devices": [...]} */
 static int fetch_devices(const char *ifname, json_object **ret) {
         if (arg_dbus) {
-                _cleanup_(freep) char *err = NULL;
                 json_object *o = NULL;
-                int r = dbus_call_json("ListDevicesJSON", ifname ?: "", &o, &err);
-                if (r < 0)
-                        return dbus_exit(r, err, ifname);
+                int r = dbus_json("list", "ListDevicesJSON", ifname ?: "", &o);
+                if (r != 0)
+                        return r;
                 if (json_object_is_type(o, json_type_array)) {
                         json_object *w = json_object_new_object();
                         json_object_object_add(w, "devices", o);
@@ -371,6 +427,8 @@ static int cmd_list(char **args, size_t n) {
 
         if (n > 0)
                 return error_exit(EXIT_USAGE, "list takes no arguments (show DEV shows one device)");
+        if (print_raw() && !arg_dbus)
+                return call("list", IFACE ".ListDevices", NULL, NULL);
         r = fetch_devices(NULL, &reply);
         if (r != 0)
                 return r;
@@ -615,7 +673,7 @@ static int cmd_reload(char **args, size_t n) {
         if (n > 0)
                 return error_exit(EXIT_USAGE, "reload takes no arguments");
         if (arg_dbus)
-                return error_exit(EXIT_FAILED, "reload is only available over varlink (drop --dbus)");
+                return dbus_privileged("reload", "Reload", NULL);
         r = call("reload", IFACE ".Reload", NULL, &reply);
         if (r != 0)
                 return r;
@@ -632,7 +690,7 @@ static int cmd_rollback(char **args, size_t n) {
         if ((n == 1) == arg_all || n > 1)
                 return error_exit(EXIT_USAGE, "rollback takes one device name, or --all");
         if (arg_dbus)
-                return error_exit(EXIT_FAILED, "rollback is only available over varlink (drop --dbus)");
+                return dbus_privileged("rollback", "Rollback", n == 1 ? args[0] : "");
         if (n == 1) {
                 p = json_object_new_object();
                 json_object_object_add(p, "ifname", json_object_new_string(args[0]));
@@ -653,7 +711,7 @@ static int cmd_retry(char **args, size_t n) {
         if (n != 1)
                 return error_exit(EXIT_USAGE, "retry takes one device name");
         if (arg_dbus)
-                return error_exit(EXIT_FAILED, "retry is only available over varlink (drop --dbus)");
+                return dbus_privileged("retry", "Retry", args[0]);
         p = json_object_new_object();
         json_object_object_add(p, "ifname", json_object_new_string(args[0]));
         r = call("retry", IFACE ".Retry", p, &reply);
@@ -911,7 +969,7 @@ static void help(void) {
                "Options:\n"
                "  -s --socket PATH       Varlink socket (default %s)\n"
                "     --dbus              Use D-Bus (io.bigtcpd1 on the system bus) instead of\n"
-               "                         varlink; status, list, show and metrics only\n"
+               "                         varlink; all but plan, monitor (and validate, local)\n"
                "     --json              The daemon's JSON (io.bigtcpd.Manager.varlink schema); one\n"
                "                         document, or one line per event for monitor\n"
                "     --no-legend         No header and footer lines\n"

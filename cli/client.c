@@ -1,6 +1,7 @@
 /* client.c — bigtcpctl's transports: varlink (blocking, NUL-terminated JSON on a unix socket)
  * and the D-Bus calls behind --dbus. */
 #include <errno.h>
+#include <stdint.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,28 +86,14 @@ int varlink_send(Varlink *v, const char *method, json_object *parameters, bool m
         return r;
 }
 
-int varlink_recv(Varlink *v, int timeout_ms, json_object **ret) {
+int varlink_recv_raw(Varlink *v, int timeout_ms, const char **ret, size_t *ret_size) {
         for (;;) {
                 char *nul = v->len > v->start ? memchr(v->buf + v->start, '\0', v->len - v->start) : NULL;
                 if (nul) {
                         size_t size = (size_t) (nul - (v->buf + v->start));
-                        json_tokener *tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
-                        json_object *o;
-
-                        if (!tok)
-                                return -ENOMEM;
-                        o = json_tokener_parse_ex(tok, v->buf + v->start, (int) size);
-                        if (!o || json_tokener_get_error(tok) != json_tokener_success ||
-                            !json_object_is_type(o, json_type_object)) {
-                                json_tokener_free(tok);
-                                json_object_put(o);
-                                return -EBADMSG;
-                        }
-                        json_tokener_free(tok);
-                        v->start += size + 1;
-                        if (v->start == v->len)
-                                v->start = v->len = 0;
-                        *ret = o;
+                        *ret = v->buf + v->start;
+                        *ret_size = size;
+                        v->start += size + 1; /* the bytes stay until the next call */
                         return 0;
                 }
                 if (v->len - v->start > CLIENT_REPLY_MAX)
@@ -145,12 +132,39 @@ int varlink_recv(Varlink *v, int timeout_ms, json_object **ret) {
         }
 }
 
-int dbus_call_json(const char *method, const char *arg, json_object **ret, char **ret_error) {
+int varlink_parse(const char *data, size_t size, json_object **ret) {
+        json_tokener *tok;
+        json_object *o;
+
+        if (size > INT32_MAX)
+                return -EBADMSG;
+        tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
+        if (!tok)
+                return -ENOMEM;
+        o = json_tokener_parse_ex(tok, data, (int) size);
+        if (!o || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) != size ||
+            !json_object_is_type(o, json_type_object)) {
+                json_tokener_free(tok);
+                json_object_put(o);
+                return -EBADMSG;
+        }
+        json_tokener_free(tok);
+        *ret = o;
+        return 0;
+}
+
+int varlink_recv(Varlink *v, int timeout_ms, json_object **ret) {
+        const char *data;
+        size_t size;
+        int r = varlink_recv_raw(v, timeout_ms, &data, &size);
+        return r < 0 ? r : varlink_parse(data, size, ret);
+}
+
+int dbus_call(const char *method, const char *arg, char **ret, char **ret_error) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
         sd_bus *bus = NULL;
         const char *text;
-        json_object *o;
         int r;
 
         *ret_error = NULL;
@@ -164,29 +178,35 @@ int dbus_call_json(const char *method, const char *arg, json_object **ret, char 
                 r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method, &error,
                                        &reply, "");
         if (r < 0) {
-                if (sd_bus_error_is_set(&error) &&
-                    asprintf(ret_error, "%s: %s", error.name, error.message ?: "") < 0)
-                        *ret_error = NULL;
                 if (sd_bus_error_is_set(&error)) {
+                        if (asprintf(ret_error, "%s", error.message ?: error.name) < 0)
+                                *ret_error = NULL;
                         if (sd_bus_error_has_name(&error, SD_BUS_ERROR_SERVICE_UNKNOWN) ||
                             sd_bus_error_has_name(&error, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
                                 r = -ESRCH;
                         else if (sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
                                 r = -EACCES;
-                        else if (strstr(error.name, "NoSuchDevice"))
+                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.NoSuchDevice"))
                                 r = -ENODEV;
+                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.NothingToDo"))
+                                r = -EALREADY;
+                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.PolicyInvalid"))
+                                r = -EINVAL;
+                        else
+                                r = -EIO;
                 }
                 goto finish;
         }
-        r = sd_bus_message_read(reply, "s", &text);
-        if (r < 0)
-                goto finish;
-        o = json_tokener_parse(text);
-        if (!o) {
-                r = -EBADMSG;
-                goto finish;
+        if (ret) {
+                r = sd_bus_message_read(reply, "s", &text);
+                if (r < 0)
+                        goto finish;
+                *ret = strdup(text);
+                if (!*ret) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
         }
-        *ret = o;
         r = 0;
 finish:
         sd_bus_error_free(&error);

@@ -4,6 +4,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #define DEFAULT_SOCKET "/run/bigtcpd/io.bigtcpd.Manager"
 /* The largest reply bigtcpctl accepts (a ListDevices of ~100000 devices). */
@@ -25,9 +26,14 @@ int varlink_send(Varlink *v, const char *method, json_object *parameters, bool m
  * waits forever. -ECONNRESET when the daemon closed the connection, -ETIMEDOUT, -EBADMSG for a
  * reply that is not JSON or too large. */
 int varlink_recv(Varlink *v, int timeout_ms, json_object **ret);
+/* The same, unparsed: the message without its NUL, valid until the next call on `v`. */
+int varlink_recv_raw(Varlink *v, int timeout_ms, const char **ret, size_t *ret_size);
+int varlink_parse(const char *data, size_t size, json_object **ret);
 
-/* D-Bus (system bus, or $DBUS_SYSTEM_BUS_ADDRESS): io.bigtcpd1 /io/bigtcpd1
- * io.bigtcpd1.Manager.GetStatusJSON() and ListDevicesJSON(s ifname, "" for all), which return
- * the same JSON as the varlink methods. On a D-Bus error, -errno and its name and message in
- * `ret_error` (free() it). */
-int dbus_call_json(const char *method, const char *arg, json_object **ret, char **ret_error);
+/* D-Bus (the system bus, or $DBUS_SYSTEM_BUS_ADDRESS): io.bigtcpd1 /io/bigtcpd1
+ * io.bigtcpd1.Manager.METHOD with one string argument (none when `arg` is NULL). With `ret`, the
+ * method's one string result (GetStatusJSON and ListDevicesJSON return the varlink methods' JSON;
+ * Reload the digest). On failure -errno (-ESRCH: nobody owns io.bigtcpd1, -EACCES, -ENODEV,
+ * -EALREADY: nothing to do, -EINVAL: the policy has errors, -EIO: another D-Bus error) and the
+ * error's message in `ret_error` (free() it). */
+int dbus_call(const char *method, const char *arg, char **ret, char **ret_error);

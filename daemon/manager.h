@@ -107,6 +107,7 @@ typedef struct Manager {
         struct event *watchdog_timer; /* WATCHDOG=1 at half of WatchdogSec=, only when enabled */
         struct event *status_timer;   /* STATUS= when the counts change, at most 4 times a second */
         char *status_sent;            /* the STATUS= text last sent */
+        int status_fd;                /* connected to $NOTIFY_SOCKET for STATUS= updates; -1 */
 } Manager;
 
 int manager_new(const ManagerConfig *cfg, Manager **ret);

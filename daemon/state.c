@@ -391,6 +391,16 @@ int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n) 
                         state_entries_free(entries, n);
                         return -EBADMSG;
                 }
+                /* One entry per device: the restart hands each entry's probation and rollback
+                 * record to its device and links it into the probation list, which a second
+                 * entry would corrupt. The daemon never writes one; keep the first. */
+                bool dup = false;
+                for (size_t k = 0; k < n && !dup; k++)
+                        dup = entries[k].ifindex == (int) ifindex;
+                if (dup) {
+                        *s = (StateEntry){};
+                        continue;
+                }
                 s->ifindex = (int) ifindex;
                 for (size_t j = 0; j < json_object_array_length(fam); j++) {
                         const char *f = json_object_get_string(json_object_array_get_idx(fam, j));

@@ -27,5 +27,6 @@ int state_save(const char *dir, const DeviceTable *t);
 int state_load(const char *dir, StateEntry **ret, size_t *ret_n);
 void state_entries_free(StateEntry *e, size_t n);
 
-/* Parse a state file held in memory (for the loader and the fuzzer). */
+/* Parse a state file held in memory (for the loader and the fuzzer). Each ifindex appears once
+ * in the result: of several entries for one device, the first is kept. */
 int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n);

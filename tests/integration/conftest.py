@@ -83,12 +83,12 @@ def daemon(netns, tmp_path, request):
     started = []
 
     def start(ns, config, *, env=None, hostname=None, runtime_dir=None, ready=True,
-              ready_timeout=20, log_level='debug', extra_args=(), strace=False):
+              ready_timeout=20, log_level='debug', extra_args=(), strace=False, wrapper=()):
         if runtime_dir is None:
             runtime_dir = Path(sockdir) / f'run{len(started)}'
             runtime_dir.mkdir()
         d = Daemon(ns, config, tmp_path, sockdir, runtime_dir, env=env, hostname=hostname,
-                   log_level=log_level, extra_args=extra_args, strace=strace)
+                   log_level=log_level, extra_args=extra_args, strace=strace, wrapper=wrapper)
         started.append(d)
         if ready:
             d.wait_notify('READY=1', ready_timeout)

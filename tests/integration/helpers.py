@@ -105,7 +105,7 @@ class Daemon:
     """bigtcpd running in a namespace, with its own sd_notify socket and log file."""
 
     def __init__(self, ns, config, workdir, sockdir, runtime_dir, env=None, hostname=None,
-                 log_level='debug', extra_args=(), strace=False):
+                 log_level='debug', extra_args=(), strace=False, wrapper=()):
         self.ns = ns
         self.config = Path(config) if config is not None else None   # None: the standard paths
         self.runtime_dir = Path(runtime_dir)
@@ -135,6 +135,8 @@ class Daemon:
             # exec all the way down, so that the pid we hold is the daemon's.
             argv = ['unshare', '--uts', 'sh', '-c', f'hostname {shlex.quote(hostname)} && exec "$@"',
                     'sh', *argv]
+        # A command that sets something up and execs the daemon (its pid stays the daemon's).
+        argv = [*wrapper, *argv]
         full_env = {k: v for k, v in os.environ.items()
                     if k not in ('NOTIFY_SOCKET', 'WATCHDOG_USEC', 'WATCHDOG_PID', 'LISTEN_FDS',
                                  'LISTEN_PID', 'LISTEN_FDNAMES', 'INVOCATION_ID')}

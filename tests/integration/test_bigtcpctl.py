@@ -145,7 +145,8 @@ def test_usage_errors_and_no_daemon(tmp_path):
     # D-Bus: no bus at all is "not running"; the privileged commands are varlink only.
     r = ctl('--dbus', 'status', env={'DBUS_SYSTEM_BUS_ADDRESS': f'unix:path={tmp_path}/no-bus'})
     one_line_error(r, 3, 'no system bus|not on the system bus')
-    one_line_error(ctl('--dbus', 'reload'), 1, 'only available over varlink')
+    one_line_error(ctl('--dbus', 'monitor'), 1, 'only available over varlink')
+    one_line_error(ctl('--dbus', 'plan'), 1, 'only available over varlink')
 
 
 # --- against a daemon -------------------------------------------------------------------------------
@@ -394,3 +395,54 @@ def test_monitor(running, ns):
                 p.wait(5)
             p.stdout.close()
             p.stderr.close()
+
+
+def test_over_dbus(ns, daemon, confdir, tmp_path):
+    """--dbus: the same output from io.bigtcpd1 on a private bus that runs the shipped policy."""
+    import tempfile
+    from test_dbus import Bus, wait_serving
+    busdir = Path(tempfile.mkdtemp(prefix='bt-bus.', dir='/tmp'))
+    os.chmod(busdir, 0o755)
+    bus = Bus(busdir)
+    bus.start()
+    try:
+        cfg = confdir / 'bigtcpd.yaml'
+        cfg.write_text(POLICY)
+        veth(ns, 'v0', 'v1')
+        veth(ns, 'k0', 'k1')
+        d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+        wait_serving(d)
+        sock = d.runtime_dir / IFACE
+        env = {'DBUS_SYSTEM_BUS_ADDRESS': bus.address}
+
+        def both(*args):
+            a = ctl('--dbus', *args, env=env, check_rc=0).stdout
+            b = ctl(*args, sock=sock, check_rc=0).stdout
+            return a, b
+
+        a, b = both('list', '--json')
+        assert json.loads(a) == json.loads(b)
+        a, b = both('list')
+        assert a == b and '5 links listed.' in a
+        a, b = both('status', '--json')
+        assert json.loads(a) == json.loads(b)
+        a, b = both('show', 'k0')
+        assert a == b
+        a, b = both('metrics')
+        assert a == b
+        one_line_error(ctl('--dbus', 'show', 'nope0', env=env), 1, 'no device "nope0"')
+
+        ctl('--dbus', 'rollback', 'v0', env=env, check_rc=0)
+        nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(65536), T(10), 'v0 rolled back')
+        ctl('--dbus', 'retry', 'v0', env=env, check_rc=0)
+        nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(185000), T(10), 'v0 retried')
+        one_line_error(ctl('--dbus', 'retry', 'k0', env=env), 1, 'k0: nothing to do')
+        r = ctl('--dbus', 'reload', '--json', env=env, check_rc=0)
+        assert re.fullmatch(r'[0-9a-f]{16}', json.loads(r.stdout)['digest'])
+        one_line_error(ctl('--dbus', 'reload', env=env, nobody=True), 4, 'permission denied: reload needs root')
+        assert ctl('--dbus', 'status', env=env, nobody=True, check_rc=0).stdout
+        one_line_error(ctl('--dbus', 'monitor', env=env), 1, 'only available over varlink')
+    finally:
+        bus.stop()
+        import shutil
+        shutil.rmtree(busdir, ignore_errors=True)

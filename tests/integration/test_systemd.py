@@ -195,3 +195,29 @@ def test_no_watchdog_unless_asked(ns, confdir, daemon, tmp_path, monkeypatch):
     time.sleep(T(0.3))   # an absence needs a window: six periods of the watchdog it must not run
     d.reload()
     assert 'WATCHDOG=1' not in d.notes, d.notes
+
+
+def test_status_updates_never_fill_the_notify_queue(ns, confdir, daemon):
+    """A notify reader that falls behind (as this harness does while it watches links) gets at
+    most one STATUS= update waiting, so the queue (net.unix.max_dgram_qlen, often 10) always has
+    room for the RELOADING=1 and READY=1 that sd_notify() would otherwise block on."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg)
+    d.mark()
+    for i in range(12):
+        # Each new pair changes the counts; the 250 ms coalescing lets every one be announced.
+        veth(ns, f'q{i}a', f'q{i}b')
+        nl.wait_links(ns, at({f'q{i}a': BIG, f'q{i}b': BIG}), T(10), f'q{i}a')
+        time.sleep(0.3)
+    # The policy changes while nobody reads: the inotify reload must not block on RELOADING=1.
+    cfg.write_text(POLICY.replace('185000', '100000'))
+    nl.wait_links(ns, at({'q0a': sizes4(100000), 'q11b': sizes4(100000)}), T(10), 'reloaded while unread')
+    d._recv_notes()
+    unread = [l for l in d.notes[d.cursor:] if l.startswith('STATUS=')]
+    # At most one waiting update before the reload's READY=1 (which carries its own STATUS=).
+    before_reload = d.notes[d.cursor:d.notes.index('RELOADING=1', d.cursor)]
+    assert len([l for l in before_reload if l.startswith('STATUS=')]) <= 1, before_reload
+    assert unread, 'no STATUS= at all'
+    # Once read, the latest state follows.
+    wait_status(d, 'managing 24 of 25 devices')

@@ -6,15 +6,20 @@ must be answered within 100 ms."""
 
 import json
 import os
+import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+import helpers
 import nl
 import varlink_idl
 from helpers import REPO, T, ip, policy_text, sizes4, veth, write_file_atomic
@@ -552,3 +557,68 @@ def test_hundreds_of_connections(ns, daemon, confdir):
         flood.stdout.close()
     assert d.log_lines(r'uid 65534 has 32 connections open, refusing more')
     assert_responsive(d, 'after the flood')
+
+
+def test_oversized_message_with_its_nul(ns, daemon, confdir):
+    d, _ = start(ns, daemon, confdir)
+    with Client(sock(d)) as c:
+        big = json.dumps({'method': f'{IFACE}.Validate', 'parameters': {'policy': 'x' * (3 << 20)}}).encode()
+        try:
+            c.send_raw(big + b'\0')
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            r = c.recv(timeout=5)
+            assert r == {'error': f'{IFACE}.MessageTooLarge', 'parameters': {'max': 2 * 1024 * 1024}}, r
+        except (ConnectionResetError, Closed):
+            pass   # closed before the client could read the reason: also a refusal
+        assert d.log_lines(r'sent a message over 2097152 bytes, closing')
+    # Just under the cap is a call like any other (a policy of 1 MiB and more is refused by the parser).
+    with Client(sock(d)) as c:
+        v = c.call(f'{IFACE}.Validate', {'policy': '#' * ((2 << 20) - 200)})
+        assert v['valid'] is False and 'too large' in v['errors'][0]['message']
+    assert_responsive(d, 'after an oversized message')
+
+
+def test_socket_activation(ns, confdir, tmp_path):
+    """systemd passes the socket (FileDescriptorName=varlink); the daemon uses it and binds
+    nothing itself. systemd-socket-activate plays systemd: it starts the daemon on the first
+    connection."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    veth(ns, 'v0', 'v1')
+    short = Path(tempfile.mkdtemp(prefix='bt-', dir='/tmp'))
+    path, rundir = short / 'activated.sock', short / 'run'
+    log = tmp_path / 'activated.log'
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('LISTEN_', 'NOTIFY_SOCKET'))}
+    with open(log, 'wb') as out:
+        proc = subprocess.Popen(['ip', 'netns', 'exec', ns, 'systemd-socket-activate', '-l', str(path),
+                                 '--fdname=varlink', str(helpers.BIN), '--config', str(cfg), '--runtime-dir',
+                                 str(rundir)], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + T(10)
+        while not path.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.02)
+        with Client(path) as c:   # the daemon starts now and answers on the passed socket
+            assert c.call('org.varlink.service.GetInfo')['product'] == 'bigtcpd'
+            deadline = time.monotonic() + T(10)
+            while not c.call(f'{IFACE}.GetStatus')['ready']:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert c.call(f'{IFACE}.ListDevices', {'ifname': 'v0'})['devices'][0]['policy'] == 'big'
+        assert not (rundir / IFACE).exists()
+        assert 'listening on the socket passed by systemd' in log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(T(10))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        shutil.rmtree(short, ignore_errors=True)
+    text = log.read_text()
+    assert proc.returncode == 0, text
+    assert not [l for l in text.splitlines() if any(m in l for m in helpers.SANITIZER_MARKERS)], text

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The libFuzzer targets of tests/fuzz: builds them with clang, ASan and UBSan into build-fuzz/,
+# and runs them. See tests/fuzz/README.md.
+#
+#   scripts/fuzz.sh TARGET|all SECONDS [LIBFUZZER-OPTION...]
+#       Fuzz each target for SECONDS, one after the other. The corpus grows in
+#       build-fuzz/fuzz/TARGET/corpus (seeded from tests/fuzz/corpus/TARGET and
+#       tests/fuzz/regressions/TARGET, which are only read); crashes land in
+#       build-fuzz/fuzz/TARGET/artifacts/, the log in build-fuzz/fuzz/TARGET/run.log.
+#   scripts/fuzz.sh --check [SECONDS]
+#       The test suite's short run: every target replays its committed corpus and regression
+#       inputs, then fuzzes for SECONDS (default 25) into a temporary directory. Writes nothing
+#       under tests/. Ends with "fuzz-check: P passed, F failed".
+#   scripts/fuzz.sh --merge TARGET|all
+#       Minimize the committed corpus plus the grown one into tests/fuzz/corpus/TARGET.
+#   scripts/fuzz.sh --build
+#       Only build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dir=build-fuzz
+targets=(fuzz-policy fuzz-state fuzz-netlink fuzz-varlink fuzz-snmp)
+# -Werror stays with the gcc builds (build.sh): a warning only clang has must not stop fuzzing.
+opts=(-Dfuzz=true -Dbuildtype=debugoptimized '-Db_sanitize=address,undefined' -Db_lundef=false -Dwerror=false)
+
+# UBSan only reports unless told to stop; LeakSanitizer runs at the end of every input.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
+
+usage() {
+        sed -n '5,19s/^# \{0,1\}//p' "$0" >&2
+        exit 2
+}
+
+build() {
+        local stamp=$dir/.bigtcpd-build-options want="CC=clang ${opts[*]}"
+        if [[ ! -f $dir/meson-private/coredata.dat ]]; then
+                CC=clang meson setup "${opts[@]}" "$dir" >/dev/null
+        elif [[ ! -f $dir/build.ninja || ! -f $stamp || $(<"$stamp") != "$want" ]]; then
+                CC=clang meson setup --reconfigure "${opts[@]}" "$dir" >/dev/null ||
+                        CC=clang meson setup --wipe "${opts[@]}" "$dir" >/dev/null
+        fi
+        printf '%s\n' "$want" >"$stamp"
+        # only the fuzzers and what they link, not the daemon, CLI and unit tests
+        if ! ninja -C "$dir" "${targets[@]/#/tests/fuzz/}" >"$dir/fuzz-build.log" 2>&1; then
+                grep -v '^\[' "$dir/fuzz-build.log" | tail -n 40 >&2
+                echo "fuzz.sh: build failed (log: $dir/fuzz-build.log)" >&2
+                return 1
+        fi
+        grep -E 'warning:' "$dir/fuzz-build.log" | sort -u | sed 's/^/fuzz.sh: clang: /' >&2 || true
+}
+
+# select NAME: the targets NAME stands for
+select_targets() {
+        local t
+        if [[ $1 == all ]]; then
+                echo "${targets[@]}"
+                return
+        fi
+        for t in "${targets[@]}"; do
+                [[ $t == "$1" || fuzz-$1 == "$t" ]] && { echo "$t"; return; }
+        done
+        echo "fuzz.sh: no target $1 (targets: ${targets[*]})" >&2
+        exit 2
+}
+
+# seed_dirs TARGET: the committed inputs that exist
+seed_dirs() {
+        local d
+        for d in "tests/fuzz/corpus/$1" "tests/fuzz/regressions/$1"; do
+                [[ -d $d ]] && echo "$d"
+        done
+}
+
+dict_opt() {
+        [[ -f tests/fuzz/$1.dict ]] && echo "-dict=tests/fuzz/$1.dict"
+        return 0
+}
+
+# The last status line and the final stats of a libFuzzer log, on one line.
+figures() {
+        local log=$1 status execs rate
+        status=$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
+        printf 'executions %s, exec/s %s, %s\n' "${execs:-?}" "${rate:-?}" \
+                "$(sed -E 's/^#[0-9]+[[:space:]]+[A-Z]+[[:space:]]+//; s/[[:space:]]+/ /g' <<<"$status")"
+}
+
+run_one() {
+        local t=$1 secs=$2 work=$dir/fuzz/$1 rc=0
+        shift 2
+        mkdir -p "$work/corpus" "$work/artifacts" "$work/tmp"
+        echo "== $t: ${secs}s (log: $work/run.log)"
+        # $(dict_opt) and $(seed_dirs) are split on purpose: each is zero or more words
+        # shellcheck disable=SC2046
+        TMPDIR=$PWD/$work/tmp "$dir/tests/fuzz/$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+                -print_final_stats=1 -artifact_prefix="$work/artifacts/" $(dict_opt "$t") "$@" \
+                "$work/corpus" $(seed_dirs "$t") >"$work/run.log" 2>&1 || rc=$?
+        rm -rf -- "${work:?}/tmp"
+        echo "$t: $(figures "$work/run.log"), corpus $(find "$work/corpus" -type f | wc -l) files"
+        if [[ $rc -ne 0 ]]; then
+                echo "$t: FAILED (exit $rc); the end of its log:" >&2
+                tail -n 40 "$work/run.log" >&2
+                ls -l "$work/artifacts" >&2
+        fi
+        return "$rc"
+}
+
+check() {
+        local secs=${1:-25} tmp t passed=0 failed=0 start=$SECONDS
+        tmp=$(mktemp -d /tmp/bigtcpd-fuzz-check.XXXXXX)
+        # shellcheck disable=SC2064  # expand now: $tmp is local
+        trap "rm -rf -- '$tmp'" EXIT
+        for t in "${targets[@]}"; do
+                mkdir -p "$tmp/$t/new" "$tmp/$t/tmp"
+                # shellcheck disable=SC2046
+                if TMPDIR=$tmp/$t/tmp "$dir/tests/fuzz/$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+                        -print_final_stats=1 -artifact_prefix="$tmp/$t/" $(dict_opt "$t") \
+                        "$tmp/$t/new" $(seed_dirs "$t") >"$tmp/$t/log" 2>&1; then
+                        echo "fuzz $t: ok: $(figures "$tmp/$t/log")"
+                        passed=$((passed + 1))
+                else
+                        echo "fuzz $t: FAILED; the end of its log:"
+                        tail -n 40 "$tmp/$t/log"
+                        local a
+                        for a in "$tmp/$t"/crash-* "$tmp/$t"/leak-* "$tmp/$t"/timeout-* "$tmp/$t"/oom-*; do
+                                [[ -f $a ]] || continue
+                                mkdir -p "$dir/fuzz/$t/artifacts"
+                                cp -- "$a" "$dir/fuzz/$t/artifacts/"
+                                echo "fuzz $t: input kept as $dir/fuzz/$t/artifacts/$(basename "$a")"
+                        done
+                        failed=$((failed + 1))
+                fi
+        done
+        echo "fuzz-check: $passed passed, $failed failed ($((SECONDS - start))s)"
+        [[ $failed -eq 0 ]]
+}
+
+merge() {
+        local t=$1 work=$dir/fuzz/$1 dest=tests/fuzz/corpus/$1 new
+        new=$(mktemp -d "/tmp/bigtcpd-fuzz-merge.XXXXXX")
+        mkdir -p "$work/corpus" "$work/tmp"
+        # shellcheck disable=SC2046
+        TMPDIR=$PWD/$work/tmp "$dir/tests/fuzz/$t" -merge=1 -rss_limit_mb=2048 -timeout=10 $(dict_opt "$t") \
+                "$new" "$dest" "$work/corpus" >"$work/merge.log" 2>&1 || {
+                tail -n 20 "$work/merge.log" >&2
+                rm -rf -- "$new"
+                return 1
+        }
+        rm -rf -- "${dest:?}" "${work:?}/tmp"
+        mkdir -p "$dest"
+        cp -- "$new"/* "$dest"/ 2>/dev/null || true
+        rm -rf -- "$new"
+        echo "$t: $(find "$dest" -type f | wc -l) files, $(du -sh "$dest" | cut -f1) in $dest"
+}
+
+[[ $# -ge 1 ]] || usage
+case $1 in
+-h | --help) usage ;;
+--build) build ;;
+--check)
+        build
+        check "${2:-25}"
+        ;;
+--merge)
+        [[ $# -eq 2 ]] || usage
+        build
+        for t in $(select_targets "$2"); do merge "$t"; done
+        ;;
+-*) usage ;;
+*)
+        [[ $# -ge 2 && $2 =~ ^[0-9]+$ ]] || usage
+        sel=$(select_targets "$1")
+        secs=$2
+        shift 2
+        build
+        rc=0
+        for t in $sel; do run_one "$t" "$secs" "$@" || rc=1; done
+        exit "$rc"
+        ;;
+esac

@@ -1,0 +1,206 @@
+"""Faults: the daemon killed at random points of an apply storm and of a rollback, devices and
+namespaces vanishing under it, a corrupt state file, the policy directory swapped while it is
+read, an unwritable runtime directory. The promise each time: every device ends at its desired
+or its original sizes, the originals are never lost, the state file is never left corrupt."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import inject
+import nl
+from helpers import T, at, ip, ip_batch, policy_text, sizes4, veth, write_file_atomic
+
+BIG = sizes4(185000)
+ORIG = sizes4(65536)
+
+POLICY = policy_text('''
+    version: 1
+    policies:
+      - name: all
+        match: {kind: [veth]}
+        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
+        rollback:
+          window: 30s
+          interval: 200ms
+          guards:
+            - {counter: Ip.InHdrErrors, max-increase: 5}
+    ''')
+
+
+def check_state_file(runtime_dir):
+    """The state file parses (never half-written) and every original it records is the kernel
+    default these tests start from."""
+    path = runtime_dir / 'state.json'
+    if not path.exists():
+        return {}
+    state = json.loads(path.read_text())
+    for e in state['devices']:
+        assert nl.sizes_of(e['original']) == ORIG, f'original of {e["ifname"]} lost or wrong: {e}'
+    return {e['ifname']: e for e in state['devices']}
+
+
+def test_sigkill_at_random_points_of_an_apply_storm(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    rng = random.Random(int(os.environ.get('BIGTCPD_FAULT_SEED', time.time_ns())))
+    d = daemon(ns, cfg)
+    runtime = d.runtime_dir
+    for round_ in range(3):
+        first = round_ * 300
+        ip_batch(ns, [f'link add f{i}a type veth peer name f{i}b' for i in range(first, first + 300)])
+        time.sleep(rng.uniform(0, 0.15))   # a random point of the daemon's work on the burst
+        d.kill(signal.SIGKILL)
+        check_state_file(runtime)
+        d = daemon(ns, cfg, runtime_dir=runtime)
+    names = [f'f{i}{x}' for i in range(900) for x in 'ab']
+    nl.wait_links(ns, at({n: BIG for n in names}), T(60), 'every device at the policy after the kills')
+    recorded = check_state_file(runtime)
+    assert set(names) <= set(recorded), 'a written device has no recorded originals'
+    d.stop()
+
+
+def test_sigkill_during_a_rollback(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    ip(ns, 'link', 'add', 'src', 'type', 'veth', 'peer', 'name', 'dst')
+    for dev in ('src', 'dst'):
+        ip(ns, 'link', 'set', dev, 'up')
+    ip_batch(ns, [f'link add r{i}a type veth peer name r{i}b' for i in range(200)])
+    d = daemon(ns, cfg)
+    names = ['src', 'dst'] + [f'r{i}{x}' for i in range(200) for x in 'ab']
+    nl.wait_links(ns, at({n: BIG for n in names}), T(20), 'all written')
+    deadline = time.monotonic() + T(10)
+    while True:
+        states = {n: e.get('state') for n, e in check_state_file(d.runtime_dir).items()}
+        if len(states) == len(names) and set(states.values()) == {'probation'}:
+            break
+        assert time.monotonic() < deadline, f'not all in probation: {len(states)} of {len(names)}, {set(names) - set(states)} missing, {set(states.values())}'
+        time.sleep(0.05)
+
+    bad = inject.ipv4_frame(inject.mac_of(ns, 'dst'), inject.mac_of(ns, 'src'), '10.9.0.1', '10.9.0.2',
+                            bad_header=True)
+    inject.send_frames(ns, 'src', [bad] * 20)
+    time.sleep(random.uniform(0.15, 0.5))     # somewhere in the middle of ~400 rollback writes
+    d.kill(signal.SIGKILL)
+    check_state_file(d.runtime_dir)
+
+    d2 = daemon(ns, cfg, runtime_dir=d.runtime_dir)
+    nl.wait_links(ns, at({n: ORIG for n in names}), T(20), 'every device rolled back after the restart')
+    states = check_state_file(d2.runtime_dir)
+    assert all(states[n]['state'] == 'rolled-back' for n in names), \
+        {n: states[n]['state'] for n in names if states[n]['state'] != 'rolled-back'}
+    d2.stop()
+
+
+def test_devices_deleted_while_their_writes_are_in_flight(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg)
+    for _ in range(3):
+        ip_batch(ns, [f'link add x{i}a type veth peer name x{i}b' for i in range(300)])
+        ip_batch(ns, [f'link del x{i}a' for i in range(300)])
+    ip_batch(ns, [f'link add y{i}a type veth peer name y{i}b' for i in range(50)])
+    nl.wait_links(ns, at({f'y{i}{x}': BIG for i in range(50) for x in 'ab'}), T(20), 'survivors written')
+    deadline = time.monotonic() + T(10)
+    while any(n.startswith('x') for n in check_state_file(d.runtime_dir)):
+        assert time.monotonic() < deadline, 'deleted devices still in the state file'
+        time.sleep(0.05)
+    assert d.running()
+    d.stop()
+
+
+def test_peer_namespace_deleted_under_the_daemon(netns, daemon, confdir):
+    a = netns()
+    b = f'bt-gone-{os.getpid()}-{random.randrange(1 << 30)}'   # ours to delete, not the fixture's
+    subprocess.run(['ip', 'netns', 'add', b], check=True)
+    try:
+        _peer_namespace_deleted(a, b, daemon, confdir)
+    finally:
+        subprocess.run(['ip', 'netns', 'del', b], capture_output=True)
+
+
+def _peer_namespace_deleted(a, b, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    for i in range(20):
+        ip(a, 'link', 'add', f'p{i}', 'type', 'veth', 'peer', 'name', f'q{i}', 'netns', b)
+    d = daemon(a, cfg)
+    nl.wait_links(a, at({f'p{i}': BIG for i in range(20)}), T(10), 'written')
+    subprocess.run(['ip', 'netns', 'del', b], check=True)   # takes the peers, and so the p* devices
+    deadline = time.monotonic() + T(10)
+    while check_state_file(d.runtime_dir):
+        assert time.monotonic() < deadline, 'vanished devices still in the state file'
+        time.sleep(0.05)
+    assert d.running()
+    veth(a, 'late0', 'late1')
+    nl.wait_links(a, at({'late0': BIG}), T(10), 'still working afterwards')
+    d.stop()
+
+
+def test_corrupt_and_truncated_state_file(ns, daemon, confdir, tmp_path):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    veth(ns, 'c0', 'c1')
+    for n, junk in enumerate(['{"version":1,"devices":[{"ifindex":', '\x00\xff garbage', '[]']):
+        runtime = tmp_path / f'run{n}'
+        runtime.mkdir()
+        (runtime / 'state.json').write_text(junk)
+        d = daemon(ns, cfg, runtime_dir=runtime)
+        assert 'state.json' in d.log() and 'corrupt' in d.log()
+        assert (runtime / 'state.json.corrupt').read_text() == junk
+        assert nl.sizes_of(nl.read_links(ns)['c0']) == BIG
+        d.stop()
+        if (runtime / 'state.json').exists():   # written again only when a write needs it
+            json.loads((runtime / 'state.json').read_text())
+
+
+def test_policy_directory_swapped_while_reloading(ns, daemon, tmp_path):
+    """ConfigMap-style swaps in a tight loop, with SIGHUPs among them: the daemon ends with the
+    last version, whatever it read in between."""
+    cm = tmp_path / 'cm'
+    cm.mkdir()
+
+    def publish(n, size):
+        ts = cm / f'..ts{n}'
+        ts.mkdir()
+        (ts / 'bigtcpd.yaml').write_text(POLICY.replace('185000', str(size)))
+        os.symlink(ts.name, cm / '..tmp')
+        os.rename(cm / '..tmp', cm / '..data')
+        return ts
+
+    old = publish(0, 100000)
+    os.symlink('..data/bigtcpd.yaml', cm / 'bigtcpd.yaml')
+    veth(ns, 'w0', 'w1')
+    d = daemon(ns, cm / 'bigtcpd.yaml')
+    for n in range(1, 40):
+        new = publish(n, 100000 + n * 1000)
+        shutil.rmtree(old)
+        old = new
+        if n % 5 == 0:
+            d.signal(signal.SIGHUP)
+    last = 100000 + 39 * 1000
+    nl.wait_links(ns, at({'w0': sizes4(last)}), T(20), 'the last policy in force')
+    assert d.running()
+    d.stop()
+
+
+def test_unwritable_runtime_directory(ns, daemon, confdir, tmp_path):
+    """Originals that cannot be recorded are not risked: the device is not written."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    veth(ns, 'u0', 'u1')
+    runtime = tmp_path / 'ro'
+    runtime.mkdir()
+    # A read-only tmpfs over the runtime dir, in a mount namespace of the daemon's own.
+    d = daemon(ns, cfg, runtime_dir=runtime, wrapper=['unshare', '-m', 'sh', '-c',
+                                                      f'mount -t tmpfs -o ro none {runtime} && exec "$@"', 'sh'])
+    assert nl.sizes_of(nl.read_links(ns)['u0']) == ORIG
+    assert 'cannot be recorded' in d.log()
+    assert d.running()
+    d.stop()

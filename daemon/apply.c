@@ -72,7 +72,7 @@ void device_set_state(Manager *m, Device *d, DeviceState state) {
         DeviceState previous = d->state;
         d->state = state;
         if (d->has_original)
-                schedule_save(m); /* the state file keeps states across restarts */
+                state_mark(m, d); /* the state file keeps states across restarts */
         if (m->n_subscribers == 0)
                 return;
         json_object *e = json_object_new_object();
@@ -189,6 +189,8 @@ void manager_flush(Manager *m) {
                         break;
                 n++;
                 d->prepared = true;
+                if (d->original_unsaved)
+                        state_mark(m, d);
                 save = save || d->original_unsaved;
                 if (!policy_write(d) || d->correcting || sizes_equal(&d->desired, &d->current, m->ipv4_supported))
                         continue;
@@ -202,7 +204,10 @@ void manager_flush(Manager *m) {
                 }
                 if (probation_start(m, d, p, have_snap ? &snap : NULL) < 0)
                         log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
-                save = save || d->probation;
+                if (d->probation) {
+                        state_mark(m, d);
+                        save = true;
+                }
         }
         snmp_done(&snap);
         if (save)
@@ -390,7 +395,7 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
                 d->written_families = 0;
                 device_set_state(m, d, DEVICE_UNMANAGED);
                 log_dev_info(d, "original sizes restored (%s)", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
-                schedule_save(m);
+                state_mark(m, d);
         } else if (d->probation) {
                 d->is_new = false;
                 device_set_state(m, d, DEVICE_PROBATION);
@@ -487,7 +492,7 @@ int apply_rollback(Manager *m, Device *d, const RollbackRecord *why) {
         else
                 log_dev_notice(d, "rolling back on request to %s", sizes_format(&r->to, m->ipv4_supported, buf, sizeof(buf)));
         emit_rollback(m, d);
-        schedule_save(m);
+        state_mark(m, d);
 
         if (d->inflight) {
                 /* the write in flight lands first; its ack sends the rollback */
@@ -505,7 +510,7 @@ int apply_retry(Manager *m, Device *d) {
         d->held_desired = (Sizes){};
         d->failed_desired = (Sizes){};
         device_set_state(m, d, DEVICE_PENDING);
-        schedule_save(m);
+        state_mark(m, d);
         device_reconcile(m, d, REASON_SYNC);
         return 0;
 }
@@ -614,7 +619,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                         d->restoring = false;
                         device_set_state(m, d, DEVICE_UNMANAGED);
                         log_dev_info(d, "already at its original sizes, forgetting them");
-                        schedule_save(m);
+                        state_mark(m, d);
                         return;
                 }
                 d->desired = target;

@@ -120,6 +120,7 @@ struct Device {
         bool throttled;
 
         bool seen_in_dump;
+        bool state_dirty; /* listed in Manager.dirty */
         bool sizes_moved;     /* sizes changed while reconciling was held */
         unsigned write_epoch; /* the dump epoch in which the last write was sent */
         bool logged_match;

@@ -173,12 +173,76 @@ void maybe_ready(Manager *m) {
 
 /* ---- state file ---- */
 
+/* Changed devices go to the journal, one line each; a new snapshot when the journal has grown
+ * to the size of the device table (or something dropped entries wholesale). */
 int save_state(Manager *m) {
-        int r = state_save(m->cfg.runtime_dir, &m->devices);
-        if (r < 0)
-                return r;
+        size_t limit = m->devices.n_devices * 2 > 1024 ? m->devices.n_devices * 2 : 1024;
+        int r;
+
+        if (m->state_full || m->journal_lines + m->n_dirty + m->n_forgotten > limit) {
+                r = state_save(m->cfg.runtime_dir, &m->devices, m->state_generation + 1);
+                if (r < 0)
+                        return r;
+                m->state_generation++;
+                m->journal_lines = 0;
+                m->state_full = false;
+        } else if (m->n_dirty + m->n_forgotten > 0) {
+                _cleanup_(freep) const Device **devs = calloc(m->n_dirty + 1, sizeof(Device *));
+                _cleanup_(freep) int *gone = calloc(m->n_forgotten + m->n_dirty + 1, sizeof(int));
+                size_t n = 0, n_gone = 0;
+                if (!devs || !gone)
+                        return -ENOMEM;
+                for (size_t i = 0; i < m->n_dirty; i++) {
+                        Device *d = device_get(&m->devices, m->dirty[i]);
+                        if (d)
+                                devs[n++] = d;
+                        else
+                                gone[n_gone++] = m->dirty[i];
+                }
+                for (size_t i = 0; i < m->n_forgotten; i++)
+                        gone[n_gone++] = m->forgotten[i];
+                r = state_append(m->cfg.runtime_dir, m->state_generation, devs, n, gone, n_gone);
+                if (r < 0)
+                        return r;
+                m->journal_lines += n + n_gone;
+        }
+        for (size_t i = 0; i < m->n_dirty; i++) {
+                Device *d = device_get(&m->devices, m->dirty[i]);
+                if (d)
+                        d->state_dirty = false;
+        }
+        m->n_dirty = m->n_forgotten = 0;
         m->state_dirty = false;
         return 0;
+}
+
+static int push_ifindex(int **l, size_t *n, size_t *cap, int ifindex) {
+        if (*n == *cap) {
+                size_t c = *cap ? *cap * 2 : 64;
+                int *x = reallocarray(*l, c, sizeof(int));
+                if (!x)
+                        return -ENOMEM;
+                *l = x;
+                *cap = c;
+        }
+        (*l)[(*n)++] = ifindex;
+        return 0;
+}
+
+void state_mark(Manager *m, Device *d) {
+        if (!d->state_dirty) {
+                if (push_ifindex(&m->dirty, &m->n_dirty, &m->cap_dirty, d->ifindex) < 0)
+                        m->state_full = true; /* no memory for the list: write everything */
+                else
+                        d->state_dirty = true;
+        }
+        schedule_save(m);
+}
+
+void state_forget(Manager *m, int ifindex) {
+        if (push_ifindex(&m->forgotten, &m->n_forgotten, &m->cap_forgotten, ifindex) < 0)
+                m->state_full = true;
+        schedule_save(m);
 }
 
 static void on_save(evutil_socket_t fd, short what, void *userdata) {
@@ -437,6 +501,8 @@ void manager_free(Manager *m) {
         device_table_done(&m->devices);
         state_entries_free(m->loaded_state.entries, m->loaded_state.n);
         free(m->subscribers);
+        free(m->dirty);
+        free(m->forgotten);
         if (m->base)
                 event_base_free(m->base);
         free(m->hostname);
@@ -461,7 +527,9 @@ int manager_start(Manager *m) {
 
         if (mkdir(m->cfg.runtime_dir, 0755) < 0 && errno != EEXIST)
                 log_warning_errno(errno, "Failed to create runtime directory %s: %m", m->cfg.runtime_dir);
-        r = state_load(m->cfg.runtime_dir, &m->loaded_state.entries, &m->loaded_state.n);
+        r = state_load(m->cfg.runtime_dir, &m->loaded_state.entries, &m->loaded_state.n, &m->state_generation);
+        /* the first save after a start compacts snapshot and journal into a new snapshot */
+        m->state_full = true;
         if (r < 0) {
                 /* Keep the broken file for whoever investigates; the kernel's view is the truth
                  * now: devices at the policy's sizes stay, nothing is restored blindly. */

@@ -78,7 +78,14 @@ typedef struct Manager {
         } inflight[WRITE_INFLIGHT_MAX];
         unsigned inflight_head, inflight_count;
 
-        bool state_dirty;
+        bool state_dirty;       /* a save is scheduled */
+        bool state_full;        /* the next save writes a new snapshot */
+        uint64_t state_generation;
+        size_t journal_lines;
+        int *dirty;             /* ifindexes whose entries changed since the last save */
+        size_t n_dirty, cap_dirty;
+        int *forgotten;         /* ifindexes whose entries are to go */
+        size_t n_forgotten, cap_forgotten;
         struct event *save_event;
         struct event *reload_event;
         struct event *throttle_timer;
@@ -133,3 +140,7 @@ void maybe_ready(Manager *m);
 int save_state(Manager *m);
 /* Write the state file soon, from the loop. */
 void schedule_save(Manager *m);
+/* The device's entry changed (or it lost its originals): journal it at the next save. */
+void state_mark(Manager *m, Device *d);
+/* The device is gone: drop its entry at the next save. */
+void state_forget(Manager *m, int ifindex);

@@ -100,7 +100,7 @@ static void probation_pass(Manager *m, Device *d) {
         d->last_good = d->current;
         d->has_last_good = true;
         device_set_state(m, d, DEVICE_APPLIED);
-        schedule_save(m);
+        state_mark(m, d);
         rollout_release(m);
 }
 
@@ -184,7 +184,7 @@ void probation_stats(Manager *m, Device *d, const void *stats, size_t size) {
                 had = had && p->guards[i].have_base;
         probation_link_baseline(p, p->stats, p->stats_len);
         if (!had)
-                schedule_save(m); /* the baselines, for a restart */
+                state_mark(m, d); /* the baselines, for a restart */
 }
 
 void probation_sample_done(Manager *m, Device *d) {

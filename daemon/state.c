@@ -11,6 +11,7 @@
 #include "state.h"
 
 #define STATE_FILE "state.json"
+#define STATE_JOURNAL "state.journal"
 #define STATE_MAX_SIZE (64u * 1024u * 1024u)
 
 static inline void json_object_putp(json_object **o) {
@@ -133,43 +134,48 @@ static void out_rollback(Out *o, const RollbackRecord *r) {
         out_printf(o, "}");
 }
 
-static int state_format(const DeviceTable *t, Out *o) {
+static void out_device(Out *o, const Device *d) {
+        out_printf(o, "{\"ifindex\":%d,\"ifname\":", d->ifindex);
+        out_string(o, d->ifname);
+        out_sizes(o, "original", &d->original);
+        out_printf(o, ",\"families\":[%s%s%s]", d->written_families & FAMILY_IPV6 ? "\"ipv6\"" : "",
+                   (d->written_families & FAMILY_IPV6) && (d->written_families & FAMILY_IPV4) ? "," : "",
+                   d->written_families & FAMILY_IPV4 ? "\"ipv4\"" : "");
+        out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->state));
+        if (d->has_last_good)
+                out_sizes(o, "last_good", &d->last_good);
+        if (d->state == DEVICE_ROLLED_BACK || d->rolling_back || d->rollback_pending)
+                out_sizes(o, "held", &d->held_desired);
+        if (d->probation)
+                out_probation(o, d->probation);
+        if (d->last_rollback)
+                out_rollback(o, d->last_rollback);
+        out_printf(o, "}");
+}
+
+static int state_format(const DeviceTable *t, uint64_t generation, Out *o) {
         const Device *d;
         bool first = true;
 
-        out_printf(o, "{\"version\":1,\"devices\":[");
+        out_printf(o, "{\"version\":1,\"generation\":%llu,\"devices\":[", (unsigned long long) generation);
         DEVICE_FOREACH(d, t, it) {
                 if (!d->has_original)
                         continue;
-                out_printf(o, "%s\n{\"ifindex\":%d,\"ifname\":", first ? "" : ",", d->ifindex);
+                out_printf(o, "%s\n", first ? "" : ",");
                 first = false;
-                out_string(o, d->ifname);
-                out_sizes(o, "original", &d->original);
-                out_printf(o, ",\"families\":[%s%s%s]", d->written_families & FAMILY_IPV6 ? "\"ipv6\"" : "",
-                           (d->written_families & FAMILY_IPV6) && (d->written_families & FAMILY_IPV4) ? "," : "",
-                           d->written_families & FAMILY_IPV4 ? "\"ipv4\"" : "");
-                out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->state));
-                if (d->has_last_good)
-                        out_sizes(o, "last_good", &d->last_good);
-                if (d->state == DEVICE_ROLLED_BACK || d->rolling_back || d->rollback_pending)
-                        out_sizes(o, "held", &d->held_desired);
-                if (d->probation)
-                        out_probation(o, d->probation);
-                if (d->last_rollback)
-                        out_rollback(o, d->last_rollback);
-                out_printf(o, "}");
+                out_device(o, d);
         }
         out_printf(o, "]}\n");
         return o->oom ? -ENOMEM : 0;
 }
 
-int state_save(const char *dir, const DeviceTable *t) {
-        _cleanup_(freep) char *tmp = NULL, *path = NULL;
+int state_save(const char *dir, const DeviceTable *t, uint64_t generation) {
+        _cleanup_(freep) char *tmp = NULL, *path = NULL, *journal = NULL;
         _cleanup_(closep) int fd = -1, dfd = -1;
         Out o = {};
         int r;
 
-        r = state_format(t, &o);
+        r = state_format(t, generation, &o);
         if (r < 0) {
                 free(o.buf);
                 return r;
@@ -193,11 +199,55 @@ int state_save(const char *dir, const DeviceTable *t) {
                 (void) unlink(tmp);
                 return r;
         }
+        /* The journal holds only older generations now: gone, or ignored if this fails. */
+        if (asprintf(&journal, "%s/%s", dir, STATE_JOURNAL) >= 0)
+                (void) unlink(journal);
         /* make the rename itself durable */
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0)
                 (void) fsync(dfd);
         return 0;
+}
+
+int state_append(const char *dir, uint64_t generation, const Device *const *devices, size_t n_devices,
+                 const int *forgotten, size_t n_forgotten) {
+        _cleanup_(freep) char *path = NULL;
+        _cleanup_(closep) int fd = -1;
+        Out o = {};
+        int r;
+
+        for (size_t i = 0; i < n_devices; i++) {
+                if (devices[i]->has_original) {
+                        out_printf(&o, "{\"g\":%llu,\"device\":", (unsigned long long) generation);
+                        out_device(&o, devices[i]);
+                        out_printf(&o, "}\n");
+                } else
+                        out_printf(&o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n",
+                                   (unsigned long long) generation, devices[i]->ifindex);
+        }
+        for (size_t i = 0; i < n_forgotten; i++)
+                out_printf(&o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
+                           forgotten[i]);
+        if (o.oom) {
+                free(o.buf);
+                return -ENOMEM;
+        }
+        if (o.len == 0)
+                return 0;
+        if (asprintf(&path, "%s/%s", dir, STATE_JOURNAL) < 0) {
+                free(o.buf);
+                return -ENOMEM;
+        }
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) {
+                free(o.buf);
+                return -errno;
+        }
+        r = write_all(fd, o.buf, o.len);
+        free(o.buf);
+        if (r >= 0 && fdatasync(fd) < 0)
+                r = -errno;
+        return r;
 }
 static int get_u32(json_object *o, const char *key, uint32_t *ret) {
         json_object *v;
@@ -208,6 +258,13 @@ static int get_u32(json_object *o, const char *key, uint32_t *ret) {
                 return -EBADMSG;
         *ret = (uint32_t) x;
         return 0;
+}
+
+void state_entries_free_one(StateEntry *e) {
+        free(e->ifname);
+        probation_free(e->probation);
+        rollback_record_free(e->last_rollback);
+        *e = (StateEntry){};
 }
 
 void state_entries_free(StateEntry *e, size_t n) {
@@ -332,7 +389,8 @@ static int rollback_from_json(json_object *o, RollbackRecord **ret) {
         (void) get_u64(o, "rise", &r->rise);
         (void) get_u64(o, "per_rise", &r->per_rise);
         (void) get_u64(o, "time_usec", &r->realtime_usec);
-        if (json_object_object_get_ex(o, "threshold", &v))
+        /* as written: state_format() puts 0 for a non-finite threshold (json-c reads NaN) */
+        if (json_object_object_get_ex(o, "threshold", &v) && isfinite(json_object_get_double(v)))
                 r->threshold = json_object_get_double(v);
         r->namespace_wide = get_bool(o, "namespace_wide");
         (void) get_sizes(o, "from", &r->from);
@@ -346,109 +404,186 @@ static int rollback_from_json(json_object *o, RollbackRecord **ret) {
 }
 
 
-int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n) {
-        _cleanup_(json_object_putp) json_object *root = NULL;
+/* One device's entry; -EBADMSG when malformed. */
+static int parse_entry(json_object *e, StateEntry *s) {
+        json_object *orig, *fam, *name, *pv;
+        uint32_t ifindex;
+
+        *s = (StateEntry){};
+        if (!json_object_is_type(e, json_type_object) || get_u32(e, "ifindex", &ifindex) < 0 || ifindex == 0 ||
+            ifindex > INT32_MAX || !json_object_object_get_ex(e, "original", &orig) ||
+            !json_object_is_type(orig, json_type_object) ||
+            get_u32(orig, "gso_max_size", &s->original.gso_max_size) < 0 ||
+            get_u32(orig, "gro_max_size", &s->original.gro_max_size) < 0 ||
+            get_u32(orig, "gso_ipv4_max_size", &s->original.gso_ipv4_max_size) < 0 ||
+            get_u32(orig, "gro_ipv4_max_size", &s->original.gro_ipv4_max_size) < 0 ||
+            !json_object_object_get_ex(e, "families", &fam) || !json_object_is_type(fam, json_type_array))
+                return -EBADMSG;
+        s->ifindex = (int) ifindex;
+        for (size_t j = 0; j < json_object_array_length(fam); j++) {
+                const char *f = json_object_get_string(json_object_array_get_idx(fam, j));
+                if (streq_ptr(f, "ipv6"))
+                        s->written_families |= FAMILY_IPV6;
+                else if (streq_ptr(f, "ipv4"))
+                        s->written_families |= FAMILY_IPV4;
+        }
+        if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string) &&
+            !(s->ifname = strdup(json_object_get_string(name))))
+                return -ENOMEM;
+        const char *st = get_str(e, "state");
+        s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
+        s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
+        (void) get_sizes(e, "held", &s->held_desired);
+        if (json_object_object_get_ex(e, "probation", &pv) && probation_from_json(pv, &s->probation) < 0) {
+                state_entries_free_one(s);
+                return -EBADMSG;
+        }
+        if (json_object_object_get_ex(e, "last_rollback", &pv) && json_object_is_type(pv, json_type_object) &&
+            rollback_from_json(pv, &s->last_rollback) < 0) {
+                state_entries_free_one(s);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static json_object *parse_json(const char *data, size_t size) {
         json_tokener *tok;
-        json_object *list, *v;
-        StateEntry *entries = NULL;
-        size_t n = 0;
+        json_object *root;
 
         if (size > STATE_MAX_SIZE || size > INT32_MAX)
-                return -EFBIG;
+                return NULL;
         tok = json_tokener_new_ex(32);
         if (!tok)
-                return -ENOMEM;
+                return NULL;
         root = json_tokener_parse_ex(tok, data, (int) size);
         bool ok = json_tokener_get_error(tok) == json_tokener_success;
         json_tokener_free(tok);
-        if (!ok || !root || !json_object_is_type(root, json_type_object))
+        if (!ok || !root || !json_object_is_type(root, json_type_object)) {
+                json_object_put(root);
+                return NULL;
+        }
+        return root;
+}
+
+/* Replace the entry of the same device, or add it; one entry per device (a restart hands each
+ * entry's probation and rollback record to its device, which a second entry would corrupt). */
+static int entries_put(StateEntry **entries, size_t *n, size_t *cap, StateEntry *e) {
+        for (size_t k = 0; k < *n; k++)
+                if ((*entries)[k].ifindex == e->ifindex) {
+                        state_entries_free_one(&(*entries)[k]);
+                        (*entries)[k] = *e;
+                        return 0;
+                }
+        if (*n == *cap) {
+                size_t c = *cap ? *cap * 2 : 64;
+                StateEntry *x = reallocarray(*entries, c, sizeof(StateEntry));
+                if (!x)
+                        return -ENOMEM;
+                *entries = x;
+                *cap = c;
+        }
+        (*entries)[(*n)++] = *e;
+        return 0;
+}
+
+static void entries_drop(StateEntry *entries, size_t *n, int ifindex) {
+        for (size_t k = 0; k < *n; k++)
+                if (entries[k].ifindex == ifindex) {
+                        state_entries_free_one(&entries[k]);
+                        entries[k] = entries[--*n];
+                        return;
+                }
+}
+
+int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n) {
+        return state_parse_full(data, size, ret, ret_n, NULL);
+}
+
+int state_parse_full(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
+        _cleanup_(json_object_putp) json_object *root = parse_json(data, size);
+        json_object *list, *v;
+        StateEntry *entries = NULL;
+        size_t n = 0, cap = 0;
+        uint64_t generation = 0;
+
+        if (size > STATE_MAX_SIZE || size > INT32_MAX)
+                return -EFBIG;
+        if (!root)
                 return -EBADMSG;
         if (!json_object_object_get_ex(root, "version", &v) || !json_object_is_type(v, json_type_int) ||
             json_object_get_int(v) != 1)
                 return -EBADMSG;
         if (!json_object_object_get_ex(root, "devices", &list) || !json_object_is_type(list, json_type_array))
                 return -EBADMSG;
+        if (json_object_object_get_ex(root, "generation", &v) && get_u64(root, "generation", &generation) < 0)
+                return -EBADMSG;
 
         size_t len = json_object_array_length(list);
-        if (len > 0) {
-                entries = calloc(len, sizeof(StateEntry));
-                if (!entries)
-                        return -ENOMEM;
-        }
         for (size_t i = 0; i < len; i++) {
-                json_object *e = json_object_array_get_idx(list, i), *orig, *fam, *name;
-                StateEntry *s = &entries[n];
-                uint32_t ifindex;
-
-                if (!json_object_is_type(e, json_type_object) || get_u32(e, "ifindex", &ifindex) < 0 ||
-                    ifindex == 0 || ifindex > INT32_MAX || !json_object_object_get_ex(e, "original", &orig) ||
-                    !json_object_is_type(orig, json_type_object) ||
-                    get_u32(orig, "gso_max_size", &s->original.gso_max_size) < 0 ||
-                    get_u32(orig, "gro_max_size", &s->original.gro_max_size) < 0 ||
-                    get_u32(orig, "gso_ipv4_max_size", &s->original.gso_ipv4_max_size) < 0 ||
-                    get_u32(orig, "gro_ipv4_max_size", &s->original.gro_ipv4_max_size) < 0 ||
-                    !json_object_object_get_ex(e, "families", &fam) || !json_object_is_type(fam, json_type_array)) {
+                StateEntry s;
+                int r = parse_entry(json_object_array_get_idx(list, i), &s);
+                if (r >= 0)
+                        r = entries_put(&entries, &n, &cap, &s);
+                if (r < 0) {
                         state_entries_free(entries, n);
-                        return -EBADMSG;
-                }
-                /* One entry per device: the restart hands each entry's probation and rollback
-                 * record to its device and links it into the probation list, which a second
-                 * entry would corrupt. The daemon never writes one; keep the first. */
-                bool dup = false;
-                for (size_t k = 0; k < n && !dup; k++)
-                        dup = entries[k].ifindex == (int) ifindex;
-                if (dup) {
-                        *s = (StateEntry){};
-                        continue;
-                }
-                s->ifindex = (int) ifindex;
-                for (size_t j = 0; j < json_object_array_length(fam); j++) {
-                        const char *f = json_object_get_string(json_object_array_get_idx(fam, j));
-                        if (streq_ptr(f, "ipv6"))
-                                s->written_families |= FAMILY_IPV6;
-                        else if (streq_ptr(f, "ipv4"))
-                                s->written_families |= FAMILY_IPV4;
-                }
-                if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string))
-                        s->ifname = strdup(json_object_get_string(name));
-                n++;
-                const char *st = get_str(e, "state");
-                s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
-                s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
-                (void) get_sizes(e, "held", &s->held_desired);
-                json_object *pv;
-                if (json_object_object_get_ex(e, "probation", &pv) && probation_from_json(pv, &s->probation) < 0) {
-                        state_entries_free(entries, n);
-                        return -EBADMSG;
-                }
-                if (json_object_object_get_ex(e, "last_rollback", &pv) && json_object_is_type(pv, json_type_object) &&
-                    rollback_from_json(pv, &s->last_rollback) < 0) {
-                        state_entries_free(entries, n);
-                        return -ENOMEM;
+                        return r;
                 }
         }
         *ret = entries;
         *ret_n = n;
+        if (ret_generation)
+                *ret_generation = generation;
         return 0;
 }
 
-int state_load(const char *dir, StateEntry **ret, size_t *ret_n) {
-        _cleanup_(freep) char *path = NULL, *data = NULL;
+/* Apply the journal's lines of `generation` in order. A line that does not parse (a torn last
+ * write) ends the replay: what follows it cannot be trusted either. */
+int state_journal_apply(const char *data, size_t size, uint64_t generation, StateEntry **entries, size_t *n) {
+        size_t cap = *n;
+        const char *p = data, *end = data + size;
+
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t) (end - p));
+                if (!nl)
+                        break; /* torn */
+                _cleanup_(json_object_putp) json_object *o = parse_json(p, (size_t) (nl - p));
+                p = nl + 1;
+                uint64_t g;
+                uint32_t ifindex;
+                json_object *e;
+                if (!o || get_u64(o, "g", &g) < 0)
+                        break;
+                if (g != generation)
+                        continue; /* from before the last full write */
+                if (get_bool(o, "forget")) {
+                        if (get_u32(o, "ifindex", &ifindex) >= 0)
+                                entries_drop(*entries, n, (int) ifindex);
+                        continue;
+                }
+                if (!json_object_object_get_ex(o, "device", &e))
+                        break;
+                StateEntry s;
+                int r = parse_entry(e, &s);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        break;
+                r = entries_put(entries, n, &cap, &s);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int read_file(const char *path, char **ret, size_t *ret_size) {
         _cleanup_(closep) int fd = -1;
         struct stat st;
         size_t got = 0;
+        char *data;
 
-        if (asprintf(&path, "%s/%s", dir, STATE_FILE) < 0)
-                return -ENOMEM;
         fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-                if (errno == ENOENT) {
-                        *ret = NULL;
-                        *ret_n = 0;
-                        return 0;
-                }
+        if (fd < 0)
                 return -errno;
-        }
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
@@ -463,11 +598,49 @@ int state_load(const char *dir, StateEntry **ret, size_t *ret_n) {
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
-                        return -errno;
+                        int r = -errno;
+                        free(data);
+                        return r;
                 }
                 if (k == 0)
                         break;
                 got += (size_t) k;
         }
-        return state_parse(data, got, ret, ret_n);
+        data[got] = '\0';
+        *ret = data;
+        *ret_size = got;
+        return 0;
+}
+
+int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
+        _cleanup_(freep) char *path = NULL, *data = NULL, *jpath = NULL, *jdata = NULL;
+        StateEntry *entries = NULL;
+        size_t size, n = 0;
+        uint64_t generation = 0;
+        int r;
+
+        if (asprintf(&path, "%s/%s", dir, STATE_FILE) < 0 || asprintf(&jpath, "%s/%s", dir, STATE_JOURNAL) < 0)
+                return -ENOMEM;
+        r = read_file(path, &data, &size);
+        if (r == -ENOENT) {
+                /* no snapshot yet: the journal alone (generation 0) */
+        } else if (r < 0)
+                return r;
+        else {
+                r = state_parse_full(data, size, &entries, &n, &generation);
+                if (r < 0)
+                        return r;
+        }
+        r = read_file(jpath, &jdata, &size);
+        if (r >= 0)
+                r = state_journal_apply(jdata, size, generation, &entries, &n);
+        if (r < 0 && r != -ENOENT) {
+                state_entries_free(entries, n);
+                return r;
+        }
+        *ret = entries;
+        *ret_n = n;
+        if (ret_generation)
+                *ret_generation = generation;
+        return 0;
 }

@@ -43,7 +43,7 @@ static void forget_device(Manager *m, Device *d) {
         probation_stop(m, d);
         if (d->has_original) {
                 log_dev_info(d, "device is gone, forgetting its original sizes");
-                schedule_save(m);
+                state_forget(m, d->ifindex);
         }
         device_remove(&m->devices, d);
         device_free(d);
@@ -143,7 +143,7 @@ static void apply_loaded_state(Manager *m) {
                 if (!d) {
                         log_info("%s: gone while bigtcpd was not running, forgetting its original sizes",
                                  e->ifname ?: "?");
-                        m->state_dirty = true;
+                        m->state_full = true;
                         continue;
                 }
                 d->has_original = true;
@@ -175,7 +175,7 @@ static void apply_loaded_state(Manager *m) {
         state_entries_free(m->loaded_state.entries, m->loaded_state.n);
         m->loaded_state.entries = NULL;
         m->loaded_state.n = 0;
-        if (m->state_dirty)
+        if (m->state_full)
                 schedule_save(m);
 }
 

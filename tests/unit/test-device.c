@@ -232,7 +232,7 @@ static void test_state_roundtrip(void **state) {
         size_t n = 0;
 
         assert_non_null(mkdtemp(dir));
-        assert_int_equal(state_load(dir, &e, &n), 0); /* missing: fine, empty */
+        assert_int_equal(state_load(dir, &e, &n, NULL), 0); /* missing: fine, empty */
         assert_int_equal(n, 0);
 
         assert_int_equal(device_table_init(&t), 0);
@@ -242,9 +242,9 @@ static void test_state_roundtrip(void **state) {
         d->original = (Sizes){65536, 65536, 60000, 60001};
         d->written_families = FAMILY_IPV4;
         assert_int_equal(device_add(&t, 43, &d), 0); /* never written: not in the file */
-        assert_int_equal(state_save(dir, &t), 0);
+        assert_int_equal(state_save(dir, &t, 1), 0);
 
-        assert_int_equal(state_load(dir, &e, &n), 0);
+        assert_int_equal(state_load(dir, &e, &n, NULL), 0);
         assert_int_equal(n, 1);
         assert_int_equal(e[0].ifindex, 42);
         assert_string_equal(e[0].ifname, "eth0");
@@ -258,7 +258,63 @@ static void test_state_roundtrip(void **state) {
         FILE *f = fopen(path, "we");
         fputs("{\"version\":1,\"devices\":[{\"ifindex\":", f); /* truncated */
         fclose(f);
-        assert_int_equal(state_load(dir, &e, &n), -EBADMSG);
+        assert_int_equal(state_load(dir, &e, &n, NULL), -EBADMSG);
+        unlink(path);
+        rmdir(dir);
+}
+
+static void test_state_journal(void **state) {
+        char dir[] = "/tmp/bigtcpd-test-journal-XXXXXX";
+        DeviceTable t;
+        Device *a, *b;
+        StateEntry *e = NULL;
+        size_t n = 0;
+        uint64_t g = 0;
+        char path[128];
+
+        assert_non_null(mkdtemp(dir));
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(device_add(&t, 10, &a), 0);
+        assert_int_equal(device_add(&t, 11, &b), 0);
+        a->ifname = strdup("a");
+        b->ifname = strdup("b");
+        a->has_original = b->has_original = true;
+        a->original = b->original = (Sizes){65536, 65536, 65536, 65536};
+        assert_int_equal(state_save(dir, &t, 7), 0);
+
+        /* b changes, a goes away, then an entry of an older generation that must be ignored */
+        b->original.gso_max_size = 1000;
+        const Device *devs[] = {b};
+        const int gone[] = {10};
+        assert_int_equal(state_append(dir, 7, devs, 1, gone, 1), 0);
+        b->original.gso_max_size = 2000;
+        assert_int_equal(state_append(dir, 6, devs, 1, NULL, 0), 0);
+        assert_int_equal(state_load(dir, &e, &n, &g), 0);
+        assert_int_equal(g, 7);
+        assert_int_equal(n, 1);
+        assert_int_equal(e[0].ifindex, 11);
+        assert_int_equal(e[0].original.gso_max_size, 1000);
+        state_entries_free(e, n);
+
+        /* a torn last line ends the replay without failing the load */
+        snprintf(path, sizeof(path), "%s/state.journal", dir);
+        FILE *f = fopen(path, "ae");
+        fputs("{\"g\":7,\"device\":{\"ifindex\":", f);
+        fclose(f);
+        assert_int_equal(state_load(dir, &e, &n, &g), 0);
+        assert_int_equal(n, 1);
+        state_entries_free(e, n);
+
+        /* a new snapshot drops the journal */
+        assert_int_equal(state_save(dir, &t, 8), 0);
+        assert_int_equal(access(path, F_OK), -1);
+        assert_int_equal(state_load(dir, &e, &n, &g), 0);
+        assert_int_equal(g, 8);
+        assert_int_equal(n, 2);
+        state_entries_free(e, n);
+        device_table_done(&t);
+
+        snprintf(path, sizeof(path), "%s/state.json", dir);
         unlink(path);
         rmdir(dir);
 }
@@ -285,7 +341,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_link_parse),         cmocka_unit_test(test_link_parse_malformed),
                 cmocka_unit_test(test_table_grows),        cmocka_unit_test(test_routes),
-                cmocka_unit_test(test_state_roundtrip),    cmocka_unit_test(test_state_parse_rejects),
+                cmocka_unit_test(test_state_roundtrip),    cmocka_unit_test(test_state_journal),
+                cmocka_unit_test(test_state_parse_rejects),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,7 +45,8 @@ static Varlink *conn = NULL;
 #define ANSI_BOLD "\033[1m"
 #define ANSI_RESET "\033[0m"
 
-static const char *const size_names[] = {"gso_max_size", "gro_max_size", "gso_ipv4_max_size", "gro_ipv4_max_size"};
+static const char *const size_names[] = {"gso_max_size", "gro_max_size", "gso_ipv4_max_size",
+                                         "gro_ipv4_max_size"};
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
@@ -91,7 +92,8 @@ static bool jbool(json_object *o, const char *key) {
 static void print_json(json_object *o) {
         int flags = JSON_C_TO_STRING_NOSLASHESCAPE | (isatty(STDOUT_FILENO) ? JSON_C_TO_STRING_PRETTY : 0);
         size_t len;
-        const char *s = json_object_to_json_string_length(o, flags | (flags & JSON_C_TO_STRING_PRETTY ? 0 : JSON_C_TO_STRING_PLAIN), &len);
+        const char *s = json_object_to_json_string_length(
+                o, flags | (flags & JSON_C_TO_STRING_PRETTY ? 0 : JSON_C_TO_STRING_PLAIN), &len);
         fwrite(s, 1, len, stdout);
         fputc('\n', stdout);
 }
@@ -133,7 +135,8 @@ static const char *format_size(char *buf, size_t size, int64_t v) {
                 snprintf(buf, size, "%" PRId64 " (%" PRId64 "%c)", v, v / unit, suffix[i]);
         else {
                 int64_t tenths = v * 10 / unit;
-                snprintf(buf, size, "%" PRId64 " (%" PRId64 ".%" PRId64 "%c)", v, tenths / 10, tenths % 10, suffix[i]);
+                snprintf(buf, size, "%" PRId64 " (%" PRId64 ".%" PRId64 "%c)", v, tenths / 10, tenths % 10,
+                         suffix[i]);
         }
         return buf;
 }
@@ -150,7 +153,8 @@ static const char *format_duration(char *buf, size_t size, int64_t usec) {
 
 static int connect_exit(int r) {
         if (r == -ENOENT || r == -ECONNREFUSED || r == -ENOTDIR)
-                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not running (nothing listens on %s)", arg_socket);
+                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not running (nothing listens on %s)",
+                                  arg_socket);
         if (r == -EACCES || r == -EPERM)
                 return error_exit(EXIT_DENIED, "permission denied connecting to %s", arg_socket);
         return error_exit(EXIT_FAILED, "cannot connect to %s: %s", arg_socket, strerror(-r));
@@ -175,7 +179,8 @@ static int recv_exit(int r) {
 }
 
 static void print_policy_errors(json_object *errors) {
-        size_t n = errors && json_object_is_type(errors, json_type_array) ? json_object_array_length(errors) : 0;
+        size_t n = errors && json_object_is_type(errors, json_type_array) ? json_object_array_length(errors)
+                                                                          : 0;
         for (size_t i = 0; i < n; i++) {
                 json_object *e = json_object_array_get_idx(errors, i);
                 int64_t line = jint(e, "line", 0);
@@ -205,12 +210,14 @@ static int reply_error_exit(const char *method, json_object *reply) {
         }
         if (streq_ptr(error, IFACE ".PolicyInvalid")) {
                 print_policy_errors(jget(p, "errors"));
-                return error_exit(EXIT_FAILED, "the policy has errors%s", streq_ptr(method, "reload") ? "; the running policy stays" : "");
+                return error_exit(EXIT_FAILED, "the policy has errors%s",
+                                  streq_ptr(method, "reload") ? "; the running policy stays" : "");
         }
         if (streq_ptr(error, IFACE ".Failed"))
                 return error_exit(EXIT_FAILED, "%s failed: %s", method, jstr(p, "message") ?: "?");
         if (streq_ptr(error, IFACE ".TooManyConnections"))
-                return error_exit(EXIT_FAILED, "bigtcpd refused the connection: too many open (max %" PRId64 ")",
+                return error_exit(EXIT_FAILED,
+                                  "bigtcpd refused the connection: too many open (max %" PRId64 ")",
                                   jint(p, "max", 0));
         if (streq_ptr(error, "org.varlink.service.MethodNotFound") ||
             streq_ptr(error, "org.varlink.service.InterfaceNotFound"))
@@ -242,8 +249,8 @@ static int call(const char *what, const char *method, json_object *params, json_
         r = varlink_recv_raw(conn, CALL_TIMEOUT_MS, &data, &size);
         if (r < 0)
                 return recv_exit(r);
-        if (!ret && size > sizeof(prefix) && memcmp(data, prefix, sizeof(prefix) - 1) == 0 && data[size - 1] == '}' &&
-            data[sizeof(prefix) - 1] == '{') {
+        if (!ret && size > sizeof(prefix) && memcmp(data, prefix, sizeof(prefix) - 1) == 0 &&
+            data[size - 1] == '}' && data[sizeof(prefix) - 1] == '{') {
                 fwrite(data + sizeof(prefix) - 1, 1, size - sizeof(prefix), stdout);
                 fputc('\n', stdout);
                 return 0;
@@ -378,9 +385,11 @@ static int cmd_status(char **args, size_t n) {
         printf("%16s: %s\n", "Hostname", jstr(s, "hostname") ?: "?");
         printf("%16s: %s (IPv4 sizes: %s)\n", "Kernel", jstr(kern, "release") ?: "?",
                jbool(kern, "ipv4_sizes") ? "yes" : "no");
-        size_t nf = files && json_object_is_type(files, json_type_array) ? json_object_array_length(files) : 0;
+        size_t nf =
+                files && json_object_is_type(files, json_type_array) ? json_object_array_length(files) : 0;
         for (size_t i = 0; i < nf; i++)
-                printf("%16s: %s\n", i == 0 ? "Policy files" : "", json_object_get_string(json_object_array_get_idx(files, i)));
+                printf("%16s: %s\n", i == 0 ? "Policy files" : "",
+                       json_object_get_string(json_object_array_get_idx(files, i)));
         if (nf == 0)
                 printf("%16s: (none)\n", "Policy files");
         printf("%16s: %" PRId64 " %s, digest %s\n", "Policy", jint(pol, "policies", 0),
@@ -394,18 +403,23 @@ static int cmd_status(char **args, size_t n) {
                 int64_t k = jint(counts, st, 0);
                 if (k <= 0)
                         continue;
-                off += (size_t) snprintf(line + off, sizeof(line) - off, "%s%s%" PRId64 " %s%s", first ? ": " : ", ",
-                                         color(state_color(st) ?: ""), k, st, color(ANSI_RESET));
+                off += (size_t) snprintf(line + off, sizeof(line) - off, "%s%s%" PRId64 " %s%s",
+                                         first ? ": " : ", ", color(state_color(st) ?: ""), k, st,
+                                         color(ANSI_RESET));
                 first = false;
         }
         printf("%16s: %s\n", "Devices", line);
-        printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n", "Writes",
-               jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0), jint(s, "rollbacks", 0));
+        printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
+               "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),
+               jint(s, "rollbacks", 0));
         inactive = jget(s, "inactive_guard_counters");
-        size_t ni = inactive && json_object_is_type(inactive, json_type_array) ? json_object_array_length(inactive) : 0;
+        size_t ni = inactive && json_object_is_type(inactive, json_type_array)
+                            ? json_object_array_length(inactive)
+                            : 0;
         for (size_t i = 0; i < ni; i++)
-                printf("%16s: %s%s%s (not on this host)\n", i == 0 ? "Inactive guards" : "", color(ANSI_YELLOW),
-                       json_object_get_string(json_object_array_get_idx(inactive, i)), color(ANSI_RESET));
+                printf("%16s: %s%s%s (not on this host)\n", i == 0 ? "Inactive guards" : "",
+                       color(ANSI_YELLOW), json_object_get_string(json_object_array_get_idx(inactive, i)),
+                       color(ANSI_RESET));
         return EXIT_OK;
 }
 
@@ -417,8 +431,8 @@ static void add_size_cell(Table *t, json_object *sizes, const char *key) {
 }
 
 static int cmd_list(char **args, size_t n) {
-        static const char *const headers[] = {"IDX", "LINK", "KIND", "STATE", "POLICY", "GSO", "GRO",
-                                              "GSO4", "GRO4", "TSO", NULL};
+        static const char *const headers[] = {"IDX", "LINK", "KIND", "STATE", "POLICY", "GSO",
+                                              "GRO", "GSO4", "GRO4", "TSO",   NULL};
         _cleanup_(json_object_putp) json_object *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         json_object *devs;
@@ -492,8 +506,8 @@ static int cmd_show(char **args, size_t n) {
         want = jget(d, "desired");
         orig = jget(d, "original");
 
-        printf("%s●%s %" PRId64 ": %s\n", color(state_color(st) ?: ""), color(ANSI_RESET), jint(d, "ifindex", 0),
-               jstr(d, "ifname") ?: "?");
+        printf("%s●%s %" PRId64 ": %s\n", color(state_color(st) ?: ""), color(ANSI_RESET),
+               jint(d, "ifindex", 0), jstr(d, "ifname") ?: "?");
         print_field("Kind", jstr(d, "kind") ?: "device (no kind)", NULL);
         if (jhas_int(d, "probation_left_usec")) {
                 snprintf(buf, sizeof(buf), "%s (%s left)", st ?: "?",
@@ -521,12 +535,14 @@ static int cmd_show(char **args, size_t n) {
                 if (streq_ptr(jstr(rb, "counter"), "operator"))
                         snprintf(buf, sizeof(buf), "by an operator at %s", ts);
                 else if (jstr(rb, "per"))
-                        snprintf(buf, sizeof(buf), "%s rose %" PRId64 " per %" PRId64 " %s (max ratio %g) at %s",
-                                 jstr(rb, "counter"), jint(rb, "rise", 0), jint(rb, "per_rise", 0), jstr(rb, "per"),
-                                 json_object_get_double(jget(rb, "max_ratio")), ts);
+                        snprintf(buf, sizeof(buf),
+                                 "%s rose %" PRId64 " per %" PRId64 " %s (max ratio %g) at %s",
+                                 jstr(rb, "counter"), jint(rb, "rise", 0), jint(rb, "per_rise", 0),
+                                 jstr(rb, "per"), json_object_get_double(jget(rb, "max_ratio")), ts);
                 else
                         snprintf(buf, sizeof(buf), "%s rose %" PRId64 " (max increase %" PRId64 ") at %s",
-                                 jstr(rb, "counter") ?: "?", jint(rb, "rise", 0), jint(rb, "max_increase", 0), ts);
+                                 jstr(rb, "counter") ?: "?", jint(rb, "rise", 0),
+                                 jint(rb, "max_increase", 0), ts);
                 print_field("Last rollback", buf, ANSI_RED);
         } else
                 print_field("Last rollback", "-", NULL);
@@ -542,10 +558,12 @@ static int cmd_show(char **args, size_t n) {
                         continue;
                 (void) table_add(t, size_names[k], NULL);
                 for (size_t c = 0; c < ELEMENTSOF(cols); c++) {
-                        bool differs = c == 1 && cols[c] && jint(cur, size_names[k], 0) != jint(want, size_names[k], 0);
+                        bool differs = c == 1 && cols[c] &&
+                                       jint(cur, size_names[k], 0) != jint(want, size_names[k], 0);
                         if (jhas_int(cols[c], size_names[k]))
-                                (void) table_add(t, format_size(buf, sizeof(buf), jint(cols[c], size_names[k], 0)),
-                                                 differs ? ANSI_YELLOW : NULL);
+                                (void) table_add(
+                                        t, format_size(buf, sizeof(buf), jint(cols[c], size_names[k], 0)),
+                                        differs ? ANSI_YELLOW : NULL);
                         else
                                 (void) table_add(t, "-", NULL);
                 }
@@ -591,10 +609,12 @@ static void describe_changes(char *buf, size_t size, json_object *cur, json_obje
         size_t off = 0;
         buf[0] = '\0';
         for (size_t k = 0; k < ELEMENTSOF(size_names) && off < size; k++) {
-                if (!jhas_int(want, size_names[k]) || jint(cur, size_names[k], 0) == jint(want, size_names[k], 0))
+                if (!jhas_int(want, size_names[k]) ||
+                    jint(cur, size_names[k], 0) == jint(want, size_names[k], 0))
                         continue;
                 off += (size_t) snprintf(buf + off, size - off, "%s%s %" PRId64 "→%" PRId64, off ? ", " : "",
-                                         size_names[k], jint(cur, size_names[k], 0), jint(want, size_names[k], 0));
+                                         size_names[k], jint(cur, size_names[k], 0),
+                                         jint(want, size_names[k], 0));
         }
 }
 
@@ -614,7 +634,8 @@ static int cmd_plan(char **args, size_t n) {
                 _cleanup_(freep) char *text = NULL;
                 r = read_policy_file(args[0], &text);
                 if (r == -EFBIG)
-                        return error_exit(EXIT_FAILED, "%s: file too large (max %u bytes)", args[0], POLICY_FILE_MAX);
+                        return error_exit(EXIT_FAILED, "%s: file too large (max %u bytes)", args[0],
+                                          POLICY_FILE_MAX);
                 if (r == -EBADMSG)
                         return error_exit(EXIT_FAILED, "%s: contains a NUL byte, not a policy", args[0]);
                 if (r < 0)
@@ -647,8 +668,10 @@ static int cmd_plan(char **args, size_t n) {
                 if (cl && json_object_array_length(cl) > 0) {
                         size_t off = strlen(changes);
                         for (size_t k = 0; k < json_object_array_length(cl) && off < sizeof(changes); k++)
-                                off += (size_t) snprintf(changes + off, sizeof(changes) - off, "%s%s", k ? ", " : " (clamped: ",
-                                                         json_object_get_string(json_object_array_get_idx(cl, k)));
+                                off += (size_t) snprintf(
+                                        changes + off, sizeof(changes) - off, "%s%s",
+                                        k ? ", " : " (clamped: ",
+                                        json_object_get_string(json_object_array_get_idx(cl, k)));
                         if (off < sizeof(changes))
                                 snprintf(changes + off, sizeof(changes) - off, ")");
                 }
@@ -725,9 +748,11 @@ static int cmd_retry(char **args, size_t n) {
 static void print_sizes_change(json_object *from, json_object *to) {
         bool any = false;
         for (size_t k = 0; k < ELEMENTSOF(size_names); k++) {
-                if (!jhas_int(to, size_names[k]) || jint(from, size_names[k], -1) == jint(to, size_names[k], -1))
+                if (!jhas_int(to, size_names[k]) ||
+                    jint(from, size_names[k], -1) == jint(to, size_names[k], -1))
                         continue;
-                printf(" %s %" PRId64 "→%" PRId64, size_names[k], jint(from, size_names[k], 0), jint(to, size_names[k], 0));
+                printf(" %s %" PRId64 "→%" PRId64, size_names[k], jint(from, size_names[k], 0),
+                       jint(to, size_names[k], 0));
                 any = true;
         }
         if (!any)
@@ -746,22 +771,23 @@ static void print_event(json_object *e) {
         printf("%s.%03ld ", ts, (long) (tv.tv_usec / 1000));
         if (streq_ptr(ev, "state")) {
                 const char *st = jstr(e, "state");
-                printf("%s: %s → %s%s%s\n", ifname ?: "?", jstr(e, "previous") ?: "?", color(state_color(st) ?: ""),
-                       st ?: "?", color(ANSI_RESET));
+                printf("%s: %s → %s%s%s\n", ifname ?: "?", jstr(e, "previous") ?: "?",
+                       color(state_color(st) ?: ""), st ?: "?", color(ANSI_RESET));
         } else if (streq_ptr(ev, "write") || streq_ptr(ev, "restore")) {
                 bool restore = streq_ptr(ev, "restore");
                 if (jget(e, "errno")) {
-                        printf("%s: %s%s refused%s: %s (errno %" PRId64 ")%s%s\n", ifname ?: "?", color(ANSI_RED),
-                               restore ? "restore" : "write", color(ANSI_RESET), jstr(e, "error") ?: "?",
-                               jint(e, "errno", 0), jstr(e, "extack") ? ": " : "", jstr(e, "extack") ?: "");
+                        printf("%s: %s%s refused%s: %s (errno %" PRId64 ")%s%s\n", ifname ?: "?",
+                               color(ANSI_RED), restore ? "restore" : "write", color(ANSI_RESET),
+                               jstr(e, "error") ?: "?", jint(e, "errno", 0), jstr(e, "extack") ? ": " : "",
+                               jstr(e, "extack") ?: "");
                 } else {
                         printf("%s: %s", ifname ?: "?", restore ? "restored" : "wrote");
                         print_sizes_change(jget(e, "from"), jget(e, "to"));
                         putchar('\n');
                 }
         } else if (streq_ptr(ev, "rollback")) {
-                printf("%s: %srolled back%s (%s rose %" PRId64 ", threshold %g):", ifname ?: "?", color(ANSI_RED),
-                       color(ANSI_RESET), jstr(e, "counter") ?: "?", jint(e, "rise", 0),
+                printf("%s: %srolled back%s (%s rose %" PRId64 ", threshold %g):", ifname ?: "?",
+                       color(ANSI_RED), color(ANSI_RESET), jstr(e, "counter") ?: "?", jint(e, "rise", 0),
                        jget(e, "threshold") ? json_object_get_double(jget(e, "threshold")) : 0.0);
                 print_sizes_change(jget(e, "from"), jget(e, "to"));
                 putchar('\n');
@@ -772,7 +798,8 @@ static void print_event(json_object *e) {
                         printf("%snew policy refused%s, running policy kept (digest %s)\n", color(ANSI_RED),
                                color(ANSI_RESET), jstr(e, "digest") ?: "?");
         } else
-                printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
+                                                                         JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
 static int cmd_monitor(char **args, size_t n) {
@@ -800,7 +827,8 @@ static int cmd_monitor(char **args, size_t n) {
                         return reply_error_exit("monitor", reply);
                 e = jget(reply, "parameters");
                 if (arg_json)
-                        printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                        printf("%s\n", json_object_to_json_string_ext(
+                                               e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
                 else if (streq_ptr(jstr(e, "event"), "subscribed")) {
                         if (arg_legend)
                                 printf("Monitoring bigtcpd (Ctrl-C to stop).\n");
@@ -881,7 +909,8 @@ static void print_device_sizes(json_object *devs, const char *key) {
                 for (size_t k = 0; s && k < ELEMENTSOF(size_names); k++) {
                         if (!jhas_int(s, size_names[k]))
                                 continue;
-                        printf("bigtcpd_device_%ssize_bytes{ifname=\"", streq_ptr(key, "desired") ? "desired_" : "");
+                        printf("bigtcpd_device_%ssize_bytes{ifname=\"",
+                               streq_ptr(key, "desired") ? "desired_" : "");
                         print_label(jstr(d, "ifname"));
                         printf("\",size=\"%s\"} %" PRId64 "\n", size_names[k], jint(s, size_names[k], 0));
                 }
@@ -910,7 +939,8 @@ static int cmd_metrics(char **args, size_t n) {
         nd = devs ? json_object_array_length(devs) : 0;
         counts = jget(s, "devices");
 
-        metric_header("bigtcpd_info", "gauge", "Version of the running bigtcpd and the digest of its policy.");
+        metric_header("bigtcpd_info", "gauge",
+                      "Version of the running bigtcpd and the digest of its policy.");
         printf("bigtcpd_info{version=\"");
         print_label(jstr(s, "version"));
         printf("\",policy_digest=\"");
@@ -921,9 +951,11 @@ static int cmd_metrics(char **args, size_t n) {
         metric_header("bigtcpd_device_size_bytes", "gauge",
                       "GSO/GRO sizes a device holds now (kernel names), and its tso_max_size.");
         print_device_sizes(devs, "current");
-        metric_header("bigtcpd_device_desired_size_bytes", "gauge", "GSO/GRO sizes the policy wants for a managed device.");
+        metric_header("bigtcpd_device_desired_size_bytes", "gauge",
+                      "GSO/GRO sizes the policy wants for a managed device.");
         print_device_sizes(devs, "desired");
-        metric_header("bigtcpd_device_state", "gauge", "State of a device: 1 for the state it is in, 0 for the others.");
+        metric_header("bigtcpd_device_state", "gauge",
+                      "State of a device: 1 for the state it is in, 0 for the others.");
         for (size_t i = 0; i < nd; i++) {
                 json_object *d = json_object_array_get_idx(devs, i);
                 for (int k = 0; k < _DEVICE_STATE_MAX; k++) {
@@ -938,13 +970,15 @@ static int cmd_metrics(char **args, size_t n) {
                 const char *st = device_state_to_string((DeviceState) k);
                 printf("bigtcpd_devices{state=\"%s\"} %" PRId64 "\n", st, jint(counts, st, 0));
         }
-        metric_header("bigtcpd_writes_total", "counter", "Size writes sent to the kernel since bigtcpd started.");
+        metric_header("bigtcpd_writes_total", "counter",
+                      "Size writes sent to the kernel since bigtcpd started.");
         printf("bigtcpd_writes_total %" PRId64 "\n", jint(s, "writes", 0));
         metric_header("bigtcpd_write_failures_total", "counter", "Size writes the kernel refused.");
         printf("bigtcpd_write_failures_total %" PRId64 "\n", jint(s, "write_failures", 0));
         metric_header("bigtcpd_restores_total", "counter", "Devices given their original sizes back.");
         printf("bigtcpd_restores_total %" PRId64 "\n", jint(s, "restores", 0));
-        metric_header("bigtcpd_rollbacks_total", "counter", "Devices rolled back (a guard tripped, or an operator).");
+        metric_header("bigtcpd_rollbacks_total", "counter",
+                      "Devices rolled back (a guard tripped, or an operator).");
         printf("bigtcpd_rollbacks_total %" PRId64 "\n", jint(s, "rollbacks", 0));
         return EXIT_OK;
 }
@@ -987,23 +1021,19 @@ static const struct {
         const char *name;
         int (*fn)(char **args, size_t n);
 } commands[] = {
-        {"status", cmd_status},     {"list", cmd_list},       {"show", cmd_show},
-        {"plan", cmd_plan},         {"reload", cmd_reload},   {"rollback", cmd_rollback},
-        {"retry", cmd_retry},       {"monitor", cmd_monitor}, {"validate", cmd_validate},
+        {"status", cmd_status},   {"list", cmd_list},       {"show", cmd_show},
+        {"plan", cmd_plan},       {"reload", cmd_reload},   {"rollback", cmd_rollback},
+        {"retry", cmd_retry},     {"monitor", cmd_monitor}, {"validate", cmd_validate},
         {"metrics", cmd_metrics},
 };
 
 int main(int argc, char *argv[]) {
         enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_ALL, ARG_VERSION };
         static const struct option options[] = {
-                {"socket", required_argument, NULL, 's'},
-                {"dbus", no_argument, NULL, ARG_DBUS},
-                {"json", no_argument, NULL, ARG_JSON},
-                {"no-legend", no_argument, NULL, ARG_NO_LEGEND},
-                {"all", no_argument, NULL, ARG_ALL},
-                {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, ARG_VERSION},
-                {},
+                {"socket", required_argument, NULL, 's'},    {"dbus", no_argument, NULL, ARG_DBUS},
+                {"json", no_argument, NULL, ARG_JSON},       {"no-legend", no_argument, NULL, ARG_NO_LEGEND},
+                {"all", no_argument, NULL, ARG_ALL},         {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, ARG_VERSION}, {},
         };
         bool socket_given = false;
         int c, r;

@@ -1,8 +1,8 @@
 /* client.c — bigtcpctl's transports: varlink (blocking, NUL-terminated JSON on a unix socket)
  * and the D-Bus calls behind --dbus. */
 #include <errno.h>
-#include <stdint.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +69,8 @@ int varlink_send(Varlink *v, const char *method, json_object *parameters, bool m
         json_object_object_add(o, "parameters", parameters ?: json_object_new_object());
         if (more)
                 json_object_object_add(o, "more", json_object_new_boolean(true));
-        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                                                 &len);
         if (!text)
                 r = -ENOMEM;
         len++; /* the NUL */
@@ -142,8 +143,8 @@ int varlink_parse(const char *data, size_t size, json_object **ret) {
         if (!tok)
                 return -ENOMEM;
         o = json_tokener_parse_ex(tok, data, (int) size);
-        if (!o || json_tokener_get_error(tok) != json_tokener_success || json_tokener_get_parse_end(tok) != size ||
-            !json_object_is_type(o, json_type_object)) {
+        if (!o || json_tokener_get_error(tok) != json_tokener_success ||
+            json_tokener_get_parse_end(tok) != size || !json_object_is_type(o, json_type_object)) {
                 json_tokener_free(tok);
                 json_object_put(o);
                 return -EBADMSG;
@@ -172,11 +173,11 @@ int dbus_call(const char *method, const char *arg, char **ret, char **ret_error)
         if (r < 0)
                 return r;
         if (arg)
-                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method, &error,
-                                       &reply, "s", arg);
+                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method,
+                                       &error, &reply, "s", arg);
         else
-                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method, &error,
-                                       &reply, "");
+                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method,
+                                       &error, &reply, "");
         if (r < 0) {
                 if (sd_bus_error_is_set(&error)) {
                         if (asprintf(ret_error, "%s", error.message ?: error.name) < 0)

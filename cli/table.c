@@ -106,8 +106,8 @@ size_t table_rows(const Table *t) {
         return t->n_columns ? (t->n_cells + t->n_columns - 1) / t->n_columns : 0;
 }
 
-static void print_cell(FILE *f, const char *text, const char *color, size_t width, TableAlign align, bool last,
-                       bool use_color) {
+static void print_cell(FILE *f, const char *text, const char *color, size_t width, TableAlign align,
+                       bool last, bool use_color) {
         size_t w = utf8_width(text), pad = width > w ? width - w : 0;
 
         if (align == TABLE_RIGHT)

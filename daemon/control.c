@@ -39,8 +39,12 @@ static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
                 json_object_object_add(o, "per", json_object_new_string(r->per));
                 json_object_object_add(o, "per_rise", json_object_new_int64((int64_t) r->per_rise));
                 json_object_object_add(o, "max_ratio", json_object_new_double(r->threshold));
-        } else
-                json_object_object_add(o, "max_increase", json_object_new_int64((int64_t) r->threshold));
+        } else /* a uint64 max-increase held as a double (or what a state file said): clamp, a
+                * double outside int64_t does not convert */
+                json_object_object_add(o, "max_increase",
+                                       json_object_new_int64(!(r->threshold > 0) ? 0
+                                                             : r->threshold >= 0x1p63 ? INT64_MAX
+                                                                                      : (int64_t) r->threshold));
         json_object_object_add(o, "namespace_wide", json_object_new_boolean(r->namespace_wide));
         json_object_object_add(o, "time_usec", json_object_new_int64((int64_t) r->realtime_usec));
         json_object_object_add(o, "from", control_sizes_json(&r->from, ipv4));

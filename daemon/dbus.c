@@ -559,7 +559,7 @@ static void run_privileged(Dbus *b, PendingCall *p) {
         const char *sender = sd_bus_message_get_sender(p->call);
         PolicyErrors errs = {};
         char digest[17];
-        int r;
+        int r = -EINVAL; /* every case sets it; gcc -O2 cannot see that */
 
         log_info("D-Bus: %s(%s%s%s) from %s", privileged_op_table[p->op], p->ifname ? "\"" : "", p->ifname ?: "",
                  p->ifname ? "\"" : "", sender ?: "?");

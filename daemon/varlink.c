@@ -23,6 +23,7 @@
 #define READ_CHUNK (64u * 1024u)
 #define READS_PER_WAKEUP 4u
 #define ACCEPTS_PER_WAKEUP 64u
+#define BUFFER_KEEP_MAX (256u * 1024u) /* larger buffers are freed once empty */
 
 static const char service_interface_description[] =
         "# The Varlink Service Interface is provided by every varlink service. It\n"
@@ -172,13 +173,22 @@ static int connection_flush(Connection *c) {
                 }
                 c->out_start += (size_t) n;
         }
-        if (c->out_start == c->out_len)
+        if (c->out_start == c->out_len) {
                 c->out_start = c->out_len = 0;
+                /* An idle connection keeps no big buffer from a big reply. */
+                if (c->out_size > BUFFER_KEEP_MAX) {
+                        free(c->out);
+                        c->out = NULL;
+                        c->out_size = 0;
+                }
+        }
         return 0;
 }
 
 /* Queues bytes of a message; `connection_append()` queues a whole one, with its NUL. */
 static int connection_write(Connection *c, const char *data, size_t size) {
+        if (size == 0)
+                return 0;
         /* Compact first: the start of the buffer is sent already. */
         if (c->out_start > 0 && c->out_len + size > c->out_size) {
                 memmove(c->out, c->out + c->out_start, out_pending(c));
@@ -213,7 +223,8 @@ static int connection_send(Connection *c, json_object *msg) {
 
         if (!o)
                 return -ENOMEM;
-        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                                                 &len);
         if (!text)
                 return -ENOMEM;
         return connection_append(c, text, len);
@@ -297,13 +308,15 @@ typedef struct ParamSpec {
 } ParamSpec;
 
 static json_object *invalid_parameter(const char *name) {
-        return error_new("org.varlink.service.InvalidParameter", params1("parameter", json_object_new_string(name)));
+        return error_new("org.varlink.service.InvalidParameter",
+                         params1("parameter", json_object_new_string(name)));
 }
 
 /* Checks `params` against `spec`: no unknown keys, required ones present, types right, strings
  * without NUL bytes. Fills `values` (NULL for absent or null optional ones). Returns NULL, or
  * the error reply. */
-static json_object *check_params(json_object *params, const ParamSpec *spec, size_t n, json_object **values) {
+static json_object *check_params(json_object *params, const ParamSpec *spec, size_t n,
+                                 json_object **values) {
         if (params) {
                 json_object_object_foreach(params, key, val) {
                         bool known = false;
@@ -343,7 +356,7 @@ typedef struct Call {
         VarlinkMethod method;
         json_object *params; /* NULL when absent */
         bool more;
-        bool sent;     /* the method queued its reply itself */
+        bool sent;      /* the method queued its reply itself */
         int send_error; /* … and failed half-way: the connection is broken */
 } Call;
 
@@ -409,7 +422,8 @@ static json_object *method_get_status(Call *call) {
 }
 
 static json_object *no_such_device(const char *ifname) {
-        return error_new(VARLINK_INTERFACE ".NoSuchDevice", params1("ifname", json_object_new_string(ifname)));
+        return error_new(VARLINK_INTERFACE ".NoSuchDevice",
+                         params1("ifname", json_object_new_string(ifname)));
 }
 
 static int compare_ifindex(const void *a, const void *b) {
@@ -432,7 +446,7 @@ static int send_all_devices(Connection *c) {
         if (!l)
                 return -ENOMEM;
         DEVICE_FOREACH(d, &m->devices, it)
-                l[n++] = d;
+        l[n++] = d;
         qsort(l, n, sizeof(Device *), compare_ifindex);
 
         r = connection_write(c, head, sizeof(head) - 1);
@@ -441,8 +455,8 @@ static int send_all_devices(Connection *c) {
                 const char *text;
                 size_t len;
 
-                text = o ? json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-                                                             &len)
+                text = o ? json_object_to_json_string_length(
+                                   o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
                          : NULL;
                 if (!text)
                         return -ENOMEM;
@@ -592,7 +606,8 @@ static json_object *method_rollback(Call *call) {
         if (e)
                 return e;
         ifname = opt_string(v[0]);
-        log_info("varlink: rollback of %s asked for by pid %d", ifname ?: "every device", (int) call->c->pid);
+        log_info("varlink: rollback of %s asked for by pid %d", ifname ?: "every device",
+                 (int) call->c->pid);
         return device_op_result(control_rollback(call->c->server->m, ifname), ifname);
 }
 
@@ -723,36 +738,41 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
 
         if (!msg || jerr != json_tokener_success || end != size) {
                 const char *why = jerr == json_tokener_error_depth ? "JSON nested too deep"
-                                  : jerr == json_tokener_continue   ? "incomplete JSON"
-                                  : jerr != json_tokener_success    ? json_tokener_error_desc(jerr)
-                                                                    : "trailing data after the JSON value";
+                                  : jerr == json_tokener_continue  ? "incomplete JSON"
+                                  : jerr != json_tokener_success   ? json_tokener_error_desc(jerr)
+                                                                   : "trailing data after the JSON value";
                 log_debug("varlink: invalid message from pid %d: %s, closing", (int) c->pid, why);
                 connection_abort(c, VARLINK_INTERFACE ".ProtocolError", protocol_error(why));
                 return -ECONNRESET;
         }
         if (!json_object_is_type(msg, json_type_object)) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError", protocol_error("a call must be a JSON object"));
+                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
+                                 protocol_error("a call must be a JSON object"));
                 return -ECONNRESET;
         }
         method = json_object_object_get(msg, "method");
         if (!method || !json_object_is_type(method, json_type_string)) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError", protocol_error("a call needs a \"method\" string"));
+                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
+                                 protocol_error("a call needs a \"method\" string"));
                 return -ECONNRESET;
         }
         params = json_object_object_get(msg, "parameters");
         if (params && json_object_is_type(params, json_type_null))
                 params = NULL;
         if (params && !json_object_is_type(params, json_type_object)) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError", protocol_error("\"parameters\" must be an object"));
+                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
+                                 protocol_error("\"parameters\" must be an object"));
                 return -ECONNRESET;
         }
-        if (!get_bool(msg, "oneway", &oneway) || !get_bool(msg, "more", &more) || !get_bool(msg, "upgrade", &upgrade)) {
+        if (!get_bool(msg, "oneway", &oneway) || !get_bool(msg, "more", &more) ||
+            !get_bool(msg, "upgrade", &upgrade)) {
                 connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
                                  protocol_error("\"oneway\", \"more\" and \"upgrade\" must be booleans"));
                 return -ECONNRESET;
         }
         if (upgrade) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError", protocol_error("no method supports \"upgrade\""));
+                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
+                                 protocol_error("no method supports \"upgrade\""));
                 return -ECONNRESET;
         }
 
@@ -763,12 +783,14 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
         if (call.method < 0) {
                 if (iface_end)
                         reply = error_new("org.varlink.service.InterfaceNotFound",
-                                          params1("interface", json_object_new_string_len(name, (int) (iface_end - name))));
+                                          params1("interface", json_object_new_string_len(
+                                                                       name, (int) (iface_end - name))));
                 else
                         reply = error_new("org.varlink.service.MethodNotFound",
                                           params1("method", json_object_new_string(name)));
         } else if (method_table[call.method].root_only && c->uid != 0) {
-                log_notice("varlink: %s refused to pid %d uid %u: needs root", name, (int) c->pid, (unsigned) c->uid);
+                log_notice("varlink: %s refused to pid %d uid %u: needs root", name, (int) c->pid,
+                           (unsigned) c->uid);
                 reply = error_new("org.varlink.service.PermissionDenied", NULL);
         } else if (oneway && !method_table[call.method].root_only)
                 reply = NULL; /* a question nobody waits for the answer to: nothing to do */
@@ -783,8 +805,8 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
                 if (call.send_error >= 0)
                         return 0;
                 /* Half a reply is queued: nothing can follow it. */
-                log_warning_errno(call.send_error, "varlink: cannot answer pid %d: %m, closing the connection",
-                                  (int) c->pid);
+                log_warning_errno(call.send_error,
+                                  "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
                 connection_free(c);
                 return -ECONNRESET;
         }
@@ -799,7 +821,9 @@ static void connection_process(Connection *c) {
         unsigned n = 0;
 
         while (!c->monitoring && out_pending(c) < VARLINK_OUTPUT_HIGH_WATER) {
-                char *nul = memchr(c->in + c->in_scanned, '\0', c->in_len - c->in_scanned);
+                char *nul = c->in_len > c->in_scanned
+                                    ? memchr(c->in + c->in_scanned, '\0', c->in_len - c->in_scanned)
+                                    : NULL;
                 size_t size;
 
                 if (!nul) {
@@ -823,7 +847,8 @@ static void connection_process(Connection *c) {
         }
 
         if (c->in_scanned - c->in_start > VARLINK_MESSAGE_MAX) {
-                log_debug("varlink: pid %d sent a message over %u bytes, closing", (int) c->pid, VARLINK_MESSAGE_MAX);
+                log_debug("varlink: pid %d sent a message over %u bytes, closing", (int) c->pid,
+                          VARLINK_MESSAGE_MAX);
                 connection_abort(c, VARLINK_INTERFACE ".MessageTooLarge",
                                  params1("max", json_object_new_int64(VARLINK_MESSAGE_MAX)));
                 return;
@@ -835,9 +860,15 @@ static void connection_process(Connection *c) {
                 c->in_scanned -= c->in_start;
                 c->in_start = 0;
         }
+        if (c->in_len == 0 && c->in_size > BUFFER_KEEP_MAX) {
+                free(c->in);
+                c->in = NULL;
+                c->in_size = 0;
+        }
         /* The client hung up: a Monitor stream ends; otherwise close once every complete call
          * is answered (half a message will not be completed). */
-        if (c->eof && (c->monitoring || (out_pending(c) == 0 && !memchr(c->in, '\0', c->in_len)))) {
+        if (c->eof && (c->monitoring ||
+                       (out_pending(c) == 0 && (c->in_len == 0 || !memchr(c->in, '\0', c->in_len))))) {
                 connection_free(c);
                 return;
         }
@@ -919,14 +950,14 @@ static size_t connections_of(const VarlinkServer *s, uid_t uid) {
         const Connection *c;
         size_t n = 0;
         LIST_FOREACH(c, &s->connections, link)
-                n += c->uid == uid;
+        n += c->uid == uid;
         return n;
 }
 
 /* Best effort, then close: a refused client gets a reason if its socket takes it now. */
 static void refuse(int fd, const struct ucred *cred, unsigned max) {
-        _cleanup_(json_object_putp) json_object *o =
-                error_new(VARLINK_INTERFACE ".TooManyConnections", params1("max", json_object_new_int((int) max)));
+        _cleanup_(json_object_putp) json_object *o = error_new(
+                VARLINK_INTERFACE ".TooManyConnections", params1("max", json_object_new_int((int) max)));
         const char *text;
         size_t len;
 
@@ -998,14 +1029,17 @@ static void on_accept(evutil_socket_t lfd, short what, void *userdata) {
                         return;
                 }
                 if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred)) {
-                        log_debug_errno(errno, "varlink: no credentials of a new connection: %m, closing it");
+                        log_debug_errno(errno,
+                                        "varlink: no credentials of a new connection: %m, closing it");
                         close(fd);
                         continue;
                 }
                 if (cred.uid == 0 ? s->n_connections >= VARLINK_CONNECTIONS_MAX
-                                  : s->n_connections >= VARLINK_CONNECTIONS_MAX - VARLINK_CONNECTIONS_ROOT_RESERVED) {
+                                  : s->n_connections >=
+                                            VARLINK_CONNECTIONS_MAX - VARLINK_CONNECTIONS_ROOT_RESERVED) {
                         if (s->n_refused++ == 0)
-                                log_warning("varlink: %zu connections open, refusing more", s->n_connections);
+                                log_warning("varlink: %zu connections open, refusing more",
+                                            s->n_connections);
                         refuse(fd, &cred, VARLINK_CONNECTIONS_MAX);
                         continue;
                 }

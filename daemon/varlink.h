@@ -9,15 +9,15 @@
 #define VARLINK_INTERFACE "io.bigtcpd.Manager"
 
 /* Limits; the interface description documents them to clients. */
-#define VARLINK_MESSAGE_MAX (2u * 1024u * 1024u)  /* bytes of one call, up to its NUL */
-#define VARLINK_DEPTH_MAX 64                      /* JSON nesting */
-#define VARLINK_CONNECTIONS_MAX 256u              /* in total */
-#define VARLINK_CONNECTIONS_PER_UID_MAX 32u       /* per UID other than 0 */
-#define VARLINK_CONNECTIONS_ROOT_RESERVED 16u     /* of the total, only for UID 0 */
+#define VARLINK_MESSAGE_MAX (2u * 1024u * 1024u)       /* bytes of one call, up to its NUL */
+#define VARLINK_DEPTH_MAX 64                           /* JSON nesting */
+#define VARLINK_CONNECTIONS_MAX 256u                   /* in total */
+#define VARLINK_CONNECTIONS_PER_UID_MAX 32u            /* per UID other than 0 */
+#define VARLINK_CONNECTIONS_ROOT_RESERVED 16u          /* of the total, only for UID 0 */
 #define VARLINK_OUTPUT_HIGH_WATER (1u * 1024u * 1024u) /* unread replies: stop reading calls */
-#define VARLINK_OUTPUT_MAX (16u * 1024u * 1024u)  /* unread replies: drop the connection */
-#define VARLINK_CALLS_PER_WAKEUP 64u              /* calls of one connection per loop turn */
-#define VARLINK_SOURCE_MAX 4096u                  /* length of a `source` parameter */
+#define VARLINK_OUTPUT_MAX (16u * 1024u * 1024u)       /* unread replies: drop the connection */
+#define VARLINK_CALLS_PER_WAKEUP 64u                   /* calls of one connection per loop turn */
+#define VARLINK_SOURCE_MAX 4096u                       /* length of a `source` parameter */
 
 /* The shipped conf/io.bigtcpd.Manager.varlink, embedded at build time (NUL-terminated;
  * `_size` excludes the NUL). */

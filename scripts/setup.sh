@@ -9,8 +9,9 @@ if [[ $(id -u) -ne 0 ]]; then
         exit 1
 fi
 
+# clang and libclang-rt-14-dev (libFuzzer, the sanitizer runtimes): scripts/fuzz.sh
 packages=(
-        meson ninja-build pkg-config gcc clang
+        meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libnl-3-dev libnl-route-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
         libcmocka-dev python3-pytest
         iperf3 iproute2 socat procps util-linux strace

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds with ASan+UBSan, runs the unit tests
-# (meson test) and the integration tests (pytest, real kernel, in namespaces the tests make),
+# (meson test), the integration tests (pytest, real kernel, in namespaces the tests make) and a
+# short run of every fuzzer (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20),
 # checks that no bt-* namespace was left behind, and prints one summary line.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -17,6 +18,8 @@ summary() { echo "summary: $1 passed, $2 failed, $3 skipped"; }
 
 bash scripts/setup.sh || { echo "test.sh: FAILED: setup"; summary 0 1 0; exit 1; }
 bash scripts/build.sh asan || { echo "test.sh: FAILED: build (asan)"; summary 0 1 0; exit 1; }
+# The optimized build too: -O2 finds warnings (-Werror) that the -O0 sanitizer build does not.
+bash scripts/build.sh release || { echo "test.sh: FAILED: build (release)"; summary 0 1 0; exit 1; }
 tmp=$(mktemp -d /tmp/bigtcpd-test.XXXXXX)
 trap 'rm -rf -- "$tmp"' EXIT
 
@@ -41,6 +44,15 @@ BIGTCPD_BIN=$PWD/build-asan/daemon/bigtcpd \
 integ_rc=$?
 # pytest: 5 means no test was collected, which is a failure here, not a pass
 [[ $integ_rc -eq 0 ]] || failed+=("integration tests (pytest exit $integ_rc)")
+
+# Each fuzzer replays its committed corpus and regression inputs, then fuzzes briefly; its own
+# clang build (build-fuzz/, ASan+UBSan). Long runs: scripts/fuzz.sh TARGET SECONDS.
+fuzz_seconds=${BT_FUZZ_SECONDS:-20}
+echo "== fuzzers (build-fuzz, corpus and regressions, then ${fuzz_seconds}s each)"
+bash scripts/fuzz.sh --check "$fuzz_seconds" 2>&1 | tee "$tmp/fuzz.log"
+fuzz_rc=${PIPESTATUS[0]}
+[[ $fuzz_rc -eq 0 ]] || failed+=("fuzzers (fuzz.sh --check exit $fuzz_rc)")
+read -r fuzz_passed fuzz_failed < <(sed -n 's/^fuzz-check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$tmp/fuzz.log")
 
 leaked=$(comm -13 <(printf '%s\n' "$before") <(bt_namespaces) | sed '/^$/d')
 if [[ -n $leaked ]]; then
@@ -76,12 +88,14 @@ except (OSError, ET.ParseError):
 print(p, f, s)
 PY
 )
+passed=$((${passed:-0} + ${fuzz_passed:-0}))
+nfailed=$((${nfailed:-0} + ${fuzz_failed:-0}))
 # a failure that no test counted (crash, no tests collected, leaked namespace) still counts
 [[ ${#failed[@]} -gt 0 && ${nfailed:-0} -eq 0 ]] && nfailed=${#failed[@]}
 
 echo
 if [[ ${#failed[@]} -eq 0 ]]; then
-        echo "test.sh: PASSED (unit tests, integration tests, no namespaces left behind)"
+        echo "test.sh: PASSED (unit tests, integration tests, fuzzers, no namespaces left behind)"
         summary "${passed:-0}" 0 "${skipped:-0}"
         exit 0
 fi

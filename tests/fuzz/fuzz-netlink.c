@@ -158,6 +158,7 @@ static void derive(Device *d) {
         }
         json_object *o = control_device_json(&manager, d);
         if (o) {
+                fuzz_check_json(o);
                 FUZZ_USE(strlen(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)));
                 json_object_put(o);
         }

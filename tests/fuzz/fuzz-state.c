@@ -1,7 +1,10 @@
-/* fuzz-state — the state file parser (state.json) on arbitrary bytes: a file truncated by a
- * crash, corrupted on disk, or written by someone else into the runtime directory. What parses
- * is then used the way a restart uses it: put on devices (sync.c apply_loaded_state()), shown
- * (`bigtcpctl list`), and its probations sampled. */
+/* fuzz-state — the state parsers on arbitrary bytes: the snapshot (state.json) and the journal
+ * (state.journal) replayed onto it, as a file truncated by a crash, corrupted on disk, or written
+ * by someone else into the runtime directory leaves them. What parses is then used the way a
+ * restart uses it: put on devices (sync.c apply_loaded_state()), shown (`bigtcpctl list`), and
+ * its probations sampled.
+ *
+ * Input: the snapshot, then optionally a NUL byte and the journal (neither file holds a NUL). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +106,7 @@ static void restore(StateEntry *entries, size_t n) {
                 }
                 json_object *o = control_device_json(&manager, d);
                 if (o) {
+                        fuzz_check_json(o);
                         FUZZ_USE(strlen(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)));
                         json_object_put(o);
                 }
@@ -111,19 +115,34 @@ static void restore(StateEntry *entries, size_t n) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        const uint8_t *nul = memchr(data, '\0', size);
+        size_t snap_size = nul ? (size_t) (nul - data) : size;
+        size_t journal_size = nul ? size - snap_size - 1 : 0;
         StateEntry *entries = NULL;
+        uint64_t generation = 0;
         size_t n = 0;
-        char *copy;
+        char *snap_text, *journal_text;
         int r;
 
         fuzz_quiet();
-        copy = malloc(size ? size : 1);
-        if (!copy)
-                return 0;
-        memcpy(copy, data, size);
+        /* each file in a buffer of its own size: an over-read is caught */
+        snap_text = malloc(snap_size ? snap_size : 1);
+        journal_text = malloc(journal_size ? journal_size : 1);
+        FUZZ_ASSERT(snap_text && journal_text);
+        memcpy(snap_text, data, snap_size);
+        if (nul)
+                memcpy(journal_text, nul + 1, journal_size);
 
-        r = state_parse(copy, size, &entries, &n);
+        r = state_parse_full(snap_text, snap_size, &entries, &n, &generation);
         FUZZ_ASSERT(r == 0 || r == -EBADMSG || r == -ENOMEM || r == -EFBIG);
+        if (r == 0 && nul) {
+                r = state_journal_apply(journal_text, journal_size, generation, &entries, &n);
+                FUZZ_ASSERT(r == 0 || r == -ENOMEM);
+                if (r < 0) {
+                        state_entries_free(entries, n);
+                        entries = NULL, n = 0;
+                }
+        }
         if (r == 0) {
                 FUZZ_ASSERT(n == 0 || entries);
                 for (size_t i = 0; i < n; i++)
@@ -131,6 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 restore(entries, n);
                 state_entries_free(entries, n);
         }
-        free(copy);
+        free(snap_text);
+        free(journal_text);
         return 0;
 }

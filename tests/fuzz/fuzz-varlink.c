@@ -11,7 +11,9 @@
  * Input: byte 0 picks the size of the pieces the client writes (1 + 61 * byte 0 bytes, so
  * messages arrive split and coalesced), the rest is the byte stream. Every complete reply must
  * be a JSON object with "parameters", and the connection must be gone afterwards. */
+#include <dirent.h>
 #include <event2/event.h>
+#include <signal.h>
 #include <json-c/json.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +32,7 @@
 #include "varlink.h"
 
 #define CLIENT_UID 65534
+#define DIR_PREFIX "bigtcpd-fuzz-varlink."
 #define PUMP_SLACK 100000u /* event loop turns beyond the writes: a stuck connection is a finding */
 
 static const char policy_yaml[] =
@@ -66,6 +69,29 @@ static void cleanup(void) {
         server = NULL;
         if (dir[0])
                 (void) rmdir(dir);
+}
+
+/* A crash or an interrupt ends the process with _exit(): no atexit(). The socket directories
+ * of fuzzers that are gone are removed by the next one. */
+static void remove_stale(const char *tmp) {
+        DIR *d = opendir(tmp);
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char path[sizeof(dir) + 16];
+                int pid;
+                if (strncmp(de->d_name, DIR_PREFIX, strlen(DIR_PREFIX)) != 0 ||
+                    sscanf(de->d_name + strlen(DIR_PREFIX), "%d", &pid) != 1 || pid <= 0 ||
+                    kill(pid, 0) == 0 || errno != ESRCH)
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s/socket", tmp, de->d_name);
+                (void) unlink(path);
+                snprintf(path, sizeof(path), "%s/%s", tmp, de->d_name);
+                (void) rmdir(path);
+        }
+        closedir(d);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -119,9 +145,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         FUZZ_ASSERT(probation_new(&manager.policy->defaults, NULL, boottime_usec(), &d->probation) == 0);
         add_device(6, "br0", "bridge", DEVICE_UNMANAGED);
 
-        snprintf(dir, sizeof(dir), "%s/bigtcpd-fuzz-varlink.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        FUZZ_ASSERT(mkdtemp(dir));
-        FUZZ_ASSERT(chmod(dir, 0755) == 0); /* the client connects as CLIENT_UID */
+        tmp = tmp && *tmp ? tmp : "/tmp";
+        remove_stale(tmp);
+        snprintf(dir, sizeof(dir), "%s/" DIR_PREFIX "%d", tmp, (int) getpid());
+        FUZZ_ASSERT(mkdir(dir, 0755) == 0); /* 0755: the client connects as CLIENT_UID */
+        FUZZ_ASSERT(chmod(dir, 0755) == 0);
         snprintf(sock_path, sizeof(sock_path), "%s/socket", dir);
         if (varlink_server_new(&manager, sock_path, &server) < 0) {
                 fprintf(stderr, "fuzz-varlink: cannot listen on %s\n", sock_path);
@@ -141,6 +169,9 @@ static int client_connect(void) {
         if (as_root)
                 FUZZ_ASSERT(seteuid(CLIENT_UID) == 0);
         r = connect(fd, (struct sockaddr *) &sa, sizeof(sa));
+        if (r < 0)
+                fprintf(stderr, "fuzz-varlink: cannot connect to %s as uid %d: %m\n", sock_path,
+                        as_root ? CLIENT_UID : (int) geteuid());
         if (as_root)
                 FUZZ_ASSERT(seteuid(0) == 0);
         FUZZ_ASSERT(r == 0);
@@ -167,6 +198,7 @@ static void check_replies(const char *buf, size_t len) {
                         FUZZ_ASSERT(json_object_is_type(v, json_type_string));
                 if (json_object_object_get_ex(o, "continues", &v))
                         FUZZ_ASSERT(json_object_is_type(v, json_type_boolean));
+                fuzz_check_json(o);
                 json_object_put(o);
                 start = i + 1;
         }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,3 +42,32 @@ static inline void fuzz_quiet(void) {
                 __typeof__(x) _v_ = (x);                                                         \
                 __asm__ volatile("" : : "r"(_v_) : "memory");                                    \
         } while (0)
+
+/* JSON the daemon sends (varlink, D-Bus, state file) holds no NaN or Infinity: json-c prints
+ * them as bare words that other JSON parsers refuse. */
+static inline void fuzz_check_json(json_object *o) {
+        switch (json_object_get_type(o)) {
+        case json_type_double:
+                if (!isfinite(json_object_get_double(o))) {
+                        fprintf(stderr, "non-finite number in daemon output: %s\n", json_object_to_json_string(o));
+                        abort();
+                }
+                break;
+        case json_type_object: {
+                json_object_object_foreach(o, key, val) {
+                        (void) key;
+                        fuzz_check_json(val);
+                }
+                break;
+        }
+        case json_type_array:
+                for (size_t i = 0; i < json_object_array_length(o); i++)
+                        fuzz_check_json(json_object_array_get_idx(o, i));
+                break;
+        case json_type_null:
+        case json_type_boolean:
+        case json_type_int:
+        case json_type_string:
+                break;
+        }
+}

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -162,10 +163,39 @@ class Daemon:
         # notify sender); under strace it is strace's until the first notify datagram.
         self.pid = self.proc.pid
         self.pidfd = os.pidfd_open(self.proc.pid)
+        # Read notifications all the time, as systemd does: a reader that stops reading fills the
+        # socket's queue (net.unix.max_dgram_qlen datagrams) and sd_notify() then blocks the daemon.
+        self._notes_lock = threading.Lock()
+        self._reader_stop = False
+        self._reader_paused = False
+        self._reader = threading.Thread(target=self._reader_loop, daemon=True)
+        self._reader.start()
 
     # --- notify -------------------------------------------------------------------------------
 
+    def _reader_loop(self):
+        while not self._reader_stop:
+            try:
+                select.select([self.notify], [], [], 0.1)
+            except (OSError, ValueError):
+                return
+            if self._reader_stop:
+                return
+            if self._reader_paused:
+                time.sleep(0.05)  # a test plays the slow reader: leave the socket alone
+                continue
+            self._recv_notes()
+
+    def pause_reader(self):
+        """Stop reading notifications in the background (the waits still read): for tests of a
+        reader that falls behind."""
+        self._reader_paused = True
+
     def _recv_notes(self):
+        with self._notes_lock:
+            self._recv_notes_locked()
+
+    def _recv_notes_locked(self):
         if self.notify.fileno() < 0:
             return
         while True:
@@ -215,7 +245,7 @@ class Daemon:
             if left <= 0:
                 raise AssertionError(f'no {line!r} from bigtcpd within {T(timeout)}s; notify so far: '
                                      f'{self.notes}\n--- log tail ---\n{self.log_tail()}')
-            select.select([self.notify, self.pidfd], [], [], left)
+            select.select([self.notify, self.pidfd], [], [], min(left, 0.05))
 
     def mark(self):
         """Forget notify lines received so far: later waits see only newer ones."""
@@ -297,7 +327,11 @@ class Daemon:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
-        self.notify.close()
+        self._reader_stop = True
+        if self._reader.is_alive():
+            self._reader.join()
+        with self._notes_lock:
+            self.notify.close()
         if not self._log.closed:
             self._log.close()
 
@@ -335,7 +369,7 @@ class Daemon:
         return [l for l in self.log().splitlines() if rx.search(l)]
 
     def state(self):
-        return json.loads((self.runtime_dir / 'state.json').read_text())
+        return read_state(self.runtime_dir)
 
 
 def device_lines(log, ifname, word):
@@ -380,3 +414,32 @@ def netlink_drops(pid):
             if len(cols) >= 10 and cols[1] == '0' and int(cols[9]) in inodes:
                 drops += int(cols[8])
     return drops
+
+
+def read_state(runtime_dir):
+    """The daemon's state as it would load it: the snapshot state.json, then the lines of
+    state.journal of the snapshot's generation (a device entry replaces, "forget" drops; a torn
+    line ends the replay). Raises when the snapshot is not whole JSON."""
+    runtime_dir = Path(runtime_dir)
+    try:
+        snap = json.loads((runtime_dir / 'state.json').read_text())
+    except FileNotFoundError:
+        snap = {'version': 1, 'generation': 0, 'devices': []}
+    gen = snap.get('generation', 0)
+    devs = {e['ifindex']: e for e in snap['devices']}
+    try:
+        lines = (runtime_dir / 'state.journal').read_text().split('\n')[:-1]
+    except FileNotFoundError:
+        lines = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            break
+        if rec.get('g') != gen:
+            continue
+        if rec.get('forget'):
+            devs.pop(rec['ifindex'], None)
+        else:
+            devs[rec['device']['ifindex']] = rec['device']
+    return {'version': snap['version'], 'generation': gen, 'devices': list(devs.values())}

@@ -421,7 +421,8 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
             return a, b
 
         a, b = both('list', '--json')
-        assert json.loads(a) == json.loads(b)
+        timeless = lambda j: [{k: v for k, v in x.items() if k != 'probation_left_usec'} for x in j['devices']]
+        assert timeless(json.loads(a)) == timeless(json.loads(b))
         a, b = both('list')
         assert a == b and '5 links listed.' in a
         a, b = both('status', '--json')

@@ -13,7 +13,7 @@ import time
 
 import inject
 import nl
-from helpers import T, at, ip, ip_batch, policy_text, sizes4, veth, write_file_atomic
+from helpers import T, at, ip, ip_batch, policy_text, read_state, sizes4, veth
 
 BIG = sizes4(185000)
 ORIG = sizes4(65536)
@@ -36,10 +36,7 @@ POLICY = policy_text('''
 def check_state_file(runtime_dir):
     """The state file parses (never half-written) and every original it records is the kernel
     default these tests start from."""
-    path = runtime_dir / 'state.json'
-    if not path.exists():
-        return {}
-    state = json.loads(path.read_text())
+    state = read_state(runtime_dir)
     for e in state['devices']:
         assert nl.sizes_of(e['original']) == ORIG, f'original of {e["ifname"]} lost or wrong: {e}'
     return {e['ifname']: e for e in state['devices']}

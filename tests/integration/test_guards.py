@@ -128,7 +128,8 @@ def test_ratio_trips_on_the_ratio_not_the_count(ns, daemon, confdir):
                                        'gro_ipv4_max_size'), LEGACY)))
     nl.set_sizes(ns, 'r1', **dict(zip(('gso_max_size', 'gro_max_size', 'gso_ipv4_max_size',
                                        'gro_ipv4_max_size'), LEGACY)))
-    (d.runtime_dir / 'state.json').unlink()
+    for f in ('state.json', 'state.journal'):
+        (d.runtime_dir / f).unlink(missing_ok=True)
     d = daemon(ns, cfg)
     wait_state(d, 'r0', 'probation', 5)
     inject.send_frames(ns, 'r0', [bad] * 50)

@@ -205,6 +205,7 @@ def test_status_updates_never_fill_the_notify_queue(ns, confdir, daemon):
     cfg.write_text(POLICY)
     d = daemon(ns, cfg)
     d.mark()
+    d.pause_reader()
     for i in range(12):
         # Each new pair changes the counts; the 250 ms coalescing lets every one be announced.
         veth(ns, f'q{i}a', f'q{i}b')

@@ -622,3 +622,43 @@ def test_socket_activation(ns, confdir, tmp_path):
     text = log.read_text()
     assert proc.returncode == 0, text
     assert not [l for l in text.splitlines() if any(m in l for m in helpers.SANITIZER_MARKERS)], text
+
+
+def test_random_garbage_does_not_hurt(ns, daemon, confdir):
+    """Mutated calls and random bytes (a fixed seed): every connection ends with replies or a
+    clean close, and the daemon answers everyone else throughout."""
+    import random
+    rnd = random.Random(4)
+    d, _ = start(ns, daemon, confdir)
+    good = [Client.encode(f'{IFACE}.ListDevices', {'ifname': 'v0'}), Client.encode(f'{IFACE}.Plan'),
+            Client.encode(f'{IFACE}.Validate', {'policy': POLICY}), Client.encode('org.varlink.service.GetInfo'),
+            Client.encode(f'{IFACE}.Monitor', more=True), Client.encode(f'{IFACE}.Retry', {'ifname': 'k0'})]
+    for i in range(150):
+        data = bytearray(rnd.choice(good))
+        for _ in range(rnd.randrange(1, 6)):
+            op, pos = rnd.randrange(4), rnd.randrange(len(data))
+            if op == 0:
+                data[pos] = rnd.randrange(256)
+            elif op == 1:
+                del data[pos]
+            elif op == 2:
+                data[pos:pos] = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 8)))
+            else:
+                data[pos:pos] = rnd.choice(good)
+        if i % 10 == 0:
+            data = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 5000)))
+        with Client(sock(d), timeout=5) as c:
+            c.sock.sendall(bytes(data) + Client.encode(f'{IFACE}.GetStatus'))
+            c.sock.shutdown(socket.SHUT_WR)
+            try:
+                while True:
+                    c.recv(timeout=5)       # replies, then the end: never a hang
+            except (Closed, ConnectionResetError):
+                pass
+            except socket.timeout:
+                # Only a Monitor stream may stay open.
+                assert b'Monitor' in data, bytes(data)[:200]
+        if i % 25 == 0:
+            assert_responsive(d, 'random input')
+    assert d.running()
+    assert_responsive(d, 'after random input')

@@ -450,10 +450,11 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->verify_timer = event_new(m->base, -1, EV_PERSIST, sync_verify_timer, m);
         m->retry_timer = evtimer_new(m->base, sync_retry_timer, m);
         m->retry_event = event_new(m->base, -1, 0, sync_retry_event, m);
+        m->stall_timer = evtimer_new(m->base, sync_stall_timer, m);
         m->probation_timer = evtimer_new(m->base, probation_timer, m);
         TAILQ_INIT(&m->probation);
         if (!m->hostname || !m->save_event || !m->reload_event || !m->throttle_timer || !m->verify_timer ||
-            !m->retry_timer || !m->retry_event || !m->probation_timer) {
+            !m->retry_timer || !m->retry_event || !m->probation_timer || !m->stall_timer) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -492,6 +493,8 @@ void manager_free(Manager *m) {
                 event_free(m->retry_timer);
         if (m->retry_event)
                 event_free(m->retry_event);
+        if (m->stall_timer)
+                event_free(m->stall_timer);
         if (m->probation_timer)
                 event_free(m->probation_timer);
         strv_free(m->guard_warnings);

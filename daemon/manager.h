@@ -92,6 +92,8 @@ typedef struct Manager {
         struct event *verify_timer;
         struct event *retry_timer;
         struct event *retry_event;
+        struct event *stall_timer; /* a dump that stopped after lost events */
+        uint64_t stall_mark;
         struct event *signals[4];
 
         struct {

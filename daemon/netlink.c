@@ -27,6 +27,7 @@ struct Netlink {
         uint32_t dump_seq;
         int dump_type;
         bool dump_intr;
+        uint64_t dump_progress;
         unsigned inflight;
 };
 
@@ -85,6 +86,8 @@ static void dump_finished(Netlink *nl, int error) {
 static void handle_message(Netlink *nl, struct nlmsghdr *nlh, bool write_socket) {
         bool in_dump = !write_socket && nl->dump_seq != 0 && nlh->nlmsg_seq == nl->dump_seq;
 
+        if (in_dump)
+                nl->dump_progress++;
         if (in_dump && (nlh->nlmsg_flags & NLM_F_DUMP_INTR))
                 nl->dump_intr = true;
 
@@ -250,6 +253,16 @@ fail:
 
 bool netlink_dump_running(const Netlink *nl) {
         return nl->dump_seq != 0;
+}
+
+uint64_t netlink_dump_progress(const Netlink *nl) {
+        return nl->dump_progress;
+}
+
+void netlink_dump_abandon(Netlink *nl) {
+        nl->dump_seq = 0;
+        nl->dump_type = 0;
+        nl->dump_intr = false;
 }
 
 int netlink_dump(Netlink *nl, int type) {

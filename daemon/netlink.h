@@ -42,6 +42,10 @@ void netlink_free(Netlink *nl);
  * time: -EBUSY while another runs. */
 int netlink_dump(Netlink *nl, int type);
 bool netlink_dump_running(const Netlink *nl);
+/* Messages the running dump has delivered so far: a dump that stops moving was lost. */
+uint64_t netlink_dump_progress(const Netlink *nl);
+/* Give up on the running dump: its remaining messages are taken as events, its end ignored. */
+void netlink_dump_abandon(Netlink *nl);
 
 /* Send a request on the write socket with NLM_F_ACK; its ack comes through ops->ack. */
 int netlink_send(Netlink *nl, struct nl_msg *msg, uint32_t *ret_seq);

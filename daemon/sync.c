@@ -235,6 +235,14 @@ void start_sync(Manager *m, SyncPhase from) {
 static void on_dump_done(void *userdata, int type, int error, bool interrupted) {
         Manager *m = userdata;
 
+        if (error == -EBUSY) {
+                /* an abandoned dump is still running in the kernel: after it */
+                struct timeval tv = {.tv_usec = 100000};
+                m->sync = SYNC_NONE;
+                m->resync_wanted = true;
+                evtimer_add(m->retry_timer, &tv);
+                return;
+        }
         if (error < 0) {
                 log_warning_errno(error, "%s dump failed: %m; dumping again", type == RTM_GETLINK ? "link" : "route");
                 start_sync(m, m->sync == SYNC_ROUTES ? SYNC_ROUTES : SYNC_LINKS);
@@ -287,9 +295,35 @@ static void on_lost(void *userdata) {
         Manager *m = userdata;
 
         if (m->sync != SYNC_NONE) {
+                /* Start over once this sync is done. The overrun may also have cost the dump
+                 * itself its next part: if it does not move for a second, it is abandoned. */
                 m->resync_wanted = true;
+                if (!evtimer_pending(m->stall_timer, NULL)) {
+                        struct timeval tv = {.tv_sec = 1};
+                        m->stall_mark = netlink_dump_progress(m->nl);
+                        evtimer_add(m->stall_timer, &tv);
+                }
                 return;
         }
+        start_sync(m, SYNC_LINKS);
+}
+
+void sync_stall_timer(evutil_socket_t fd, short what, void *userdata) {
+        Manager *m = userdata;
+        struct timeval tv = {.tv_sec = 1};
+
+        if (m->sync == SYNC_NONE)
+                return;
+        if (netlink_dump_progress(m->nl) != m->stall_mark) {
+                m->stall_mark = netlink_dump_progress(m->nl);
+                evtimer_add(m->stall_timer, &tv);
+                return;
+        }
+        log_warning("%s dump made no progress for 1s after events were lost; starting over",
+                    m->sync == SYNC_LINKS ? "link" : "route");
+        netlink_dump_abandon(m->nl);
+        m->sync = SYNC_NONE;
+        m->resync_wanted = false;
         start_sync(m, SYNC_LINKS);
 }
 

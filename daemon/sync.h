@@ -14,3 +14,4 @@ void start_verify(Manager *m);
 void sync_verify_timer(evutil_socket_t fd, short what, void *userdata);
 void sync_retry_timer(evutil_socket_t fd, short what, void *userdata);
 void sync_retry_event(evutil_socket_t fd, short what, void *userdata);
+void sync_stall_timer(evutil_socket_t fd, short what, void *userdata);

@@ -147,6 +147,9 @@ void probation_timer(evutil_socket_t fd, short what, void *userdata) {
                         break;
                 }
 
+        /* Devices sampled now go to the end of the list: when there are more than the requests
+         * in flight allow, the ones left over come first at the next tick. */
+        TAILQ_HEAD(, Device) sampled = TAILQ_HEAD_INITIALIZER(sampled);
         for (d = TAILQ_FIRST(&m->probation); d; d = next) {
                 next = TAILQ_NEXT(d, probation_link);
                 Probation *p = d->probation;
@@ -156,16 +159,23 @@ void probation_timer(evutil_socket_t fd, short what, void *userdata) {
                         trip(m, d, &rec);
                         break; /* the list changed under us; the next tick goes on */
                 }
+                if (probation_has_link_guards(p) && !p->sample_pending) {
+                        if (request_refresh(m, d->ifindex, INFLIGHT_SAMPLE) < 0)
+                                break; /* no room for more requests: the rest at the next tick */
+                        p->sample_pending = true;
+                } else if (!p->sample_pending && now >= p->until_usec) {
+                        probation_pass(m, d);
+                        continue;
+                }
                 p->next_usec = now + p->interval_usec;
                 if (p->next_usec > p->until_usec && now < p->until_usec)
                         p->next_usec = p->until_usec; /* one last sample at the window's end */
-                if (probation_has_link_guards(p) && !p->sample_pending) {
-                        if (request_refresh(m, d->ifindex, INFLIGHT_SAMPLE) >= 0)
-                                p->sample_pending = true;
-                        else
-                                p->next_usec = now; /* no room for the request: next tick */
-                } else if (!p->sample_pending && now >= p->until_usec)
-                        probation_pass(m, d);
+                TAILQ_REMOVE(&m->probation, d, probation_link);
+                TAILQ_INSERT_TAIL(&sampled, d, probation_link);
+        }
+        while ((d = TAILQ_FIRST(&sampled))) {
+                TAILQ_REMOVE(&sampled, d, probation_link);
+                TAILQ_INSERT_TAIL(&m->probation, d, probation_link);
         }
         snmp_done(&snap);
         probation_arm(m);

@@ -31,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import burst  # noqa: E402
 from burst import Bench, Poller, SIZE, netlink_socket_in, parse_links  # noqa: E402
+from helpers import read_state  # noqa: E402  (snapshot + journal, as the daemon loads them)
 
 RTMGRP_LINK = 1
 # Probation ends quickly so that RSS and idle are measured with nothing in probation.
@@ -84,12 +85,11 @@ class Scale(Bench):
 
     def wait_settled(self, ns, n_expected, timeout=120):
         """Until the state file lists every device as applied (the window has ended)."""
-        path = os.path.join(self.tmp, f"run-{ns}", "state.json")
+        path = os.path.join(self.tmp, f"run-{ns}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with open(path) as f:
-                    devs = json.load(f)["devices"]
+                devs = read_state(path)["devices"]
                 if len(devs) >= n_expected and all(d.get("state") == "applied" for d in devs):
                     return True
             except (OSError, ValueError):

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "apply.h"
+#include "sync.h"
 #include "guard.h"
 #include "probation.h"
 #include "control.h"
@@ -368,6 +369,7 @@ void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
 
         m->n_writes++;
         set_error(d, 0, NULL);
+        verify_arm(m);
         emit_write(m, d, &d->before_write, 0, NULL);
         /* The event socket was drained before this ack was read, so the kernel's echo of the write
          * has been applied to `current` unless it was lost; in that case the ack is the truth. */

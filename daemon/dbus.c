@@ -9,6 +9,8 @@
 #include <event2/event.h>
 #include <poll.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <sys/inotify.h>
 #include <sys/queue.h>
 #include <systemd/sd-bus.h>
 
@@ -61,7 +63,9 @@ struct Dbus {
         sd_bus_slot *vtable_slot;
         sd_bus_slot *name_slot;
         struct event *io;        /* the bus fd and sd-bus's own timeout */
-        struct event *reconnect; /* timer while disconnected */
+        struct event *reconnect; /* timer while disconnected, when the socket cannot be watched */
+        struct event *appear;    /* inotify: the bus socket's directory, while disconnected */
+        int appear_fd;
         struct event *changed;   /* coalesces PropertiesChanged */
         uint64_t backoff_usec;
         bool serving;   /* the name is ours */
@@ -857,7 +861,86 @@ static void bus_disconnect(Dbus *b) {
         b->serving = false;
 }
 
+/* The system bus socket's path, from $DBUS_SYSTEM_BUS_ADDRESS ("unix:path=…") or the default. */
+static char *bus_socket_path(void) {
+        const char *a = getenv("DBUS_SYSTEM_BUS_ADDRESS");
+        const char *p;
+
+        if (!a)
+                return strdup("/run/dbus/system_bus_socket");
+        p = strstr(a, "unix:path=");
+        if (!p)
+                return NULL; /* abstract sockets, tcp, …: nothing to watch */
+        p += strlen("unix:path=");
+        return strndup(p, strcspn(p, ",;"));
+}
+
+static void stop_watching(Dbus *b) {
+        if (b->appear) {
+                event_free(b->appear);
+                b->appear = NULL;
+        }
+        closep(&b->appear_fd);
+        b->appear_fd = -1;
+}
+
+static void try_connect(Dbus *b);
+static bool watch_for_socket(Dbus *b);
+
+static void on_appear(evutil_socket_t fd, short what, void *userdata) {
+        Dbus *b = userdata;
+        uint8_t buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+        while (read(fd, buf, sizeof(buf)) > 0)
+                ;
+        /* Something was created on the way to the socket: look again (connect, or watch the
+         * next directory down). */
+        stop_watching(b);
+        _cleanup_(freep) char *path = bus_socket_path();
+        if (path && access(path, F_OK) == 0)
+                try_connect(b);
+        else if (!watch_for_socket(b))
+                try_connect(b);
+}
+
+/* Wait for the bus socket without waking up: an inotify watch on the deepest existing
+ * directory of its path. False when that is not possible (then a timer retries). */
+static bool watch_for_socket(Dbus *b) {
+        _cleanup_(freep) char *path = bus_socket_path();
+        struct stat st;
+
+        if (!path || path[0] != '/')
+                return false;
+        b->appear_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (b->appear_fd < 0)
+                return false;
+        for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
+                if (slash == path)
+                        slash[1] = '\0';
+                else
+                        *slash = '\0';
+                if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        if (inotify_add_watch(b->appear_fd, path, IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_ONLYDIR) < 0)
+                                break;
+                        b->appear = event_new(b->m->base, b->appear_fd, EV_READ | EV_PERSIST, on_appear, b);
+                        if (!b->appear || event_add(b->appear, NULL) < 0)
+                                break;
+                        return true;
+                }
+                if (slash == path)
+                        break;
+        }
+        stop_watching(b);
+        return false;
+}
+
 static void schedule_reconnect(Dbus *b) {
+        _cleanup_(freep) char *path = bus_socket_path();
+
+        /* No socket yet: wait for it to appear. A socket that refuses us (the broker is
+         * stopping or starting): retry with a growing delay. */
+        if (path && access(path, F_OK) < 0 && errno == ENOENT && watch_for_socket(b))
+                return;
         struct timeval tv = {
                 .tv_sec = (time_t) (b->backoff_usec / 1000000ull),
                 .tv_usec = (suseconds_t) (b->backoff_usec % 1000000ull),
@@ -878,6 +961,7 @@ static void bus_lost(Dbus *b, int error) {
 }
 
 static void try_connect(Dbus *b) {
+        stop_watching(b);
         int r = bus_connect(b);
         if (r >= 0)
                 return;
@@ -904,6 +988,7 @@ int dbus_new(Manager *m, Dbus **ret) {
         TAILQ_INIT(&b->pending);
         b->backoff_usec = DBUS_RECONNECT_MIN_USEC;
         b->io = event_new(m->base, -1, 0, on_bus_io, b);
+        b->appear_fd = -1;
         b->reconnect = evtimer_new(m->base, on_reconnect_timer, b);
         b->changed = evtimer_new(m->base, on_changed_timer, b);
         if (!b->io || !b->reconnect || !b->changed) {
@@ -924,6 +1009,7 @@ void dbus_free(Dbus *b) {
                 event_free(b->io);
         if (b->reconnect)
                 event_free(b->reconnect);
+        stop_watching(b);
         if (b->changed)
                 event_free(b->changed);
         free(b);

@@ -447,7 +447,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->save_event = event_new(m->base, -1, 0, on_save, m);
         m->reload_event = event_new(m->base, -1, 0, on_reload_event, m);
         m->throttle_timer = evtimer_new(m->base, apply_throttle_timer, m);
-        m->verify_timer = event_new(m->base, -1, EV_PERSIST, sync_verify_timer, m);
+        m->verify_timer = evtimer_new(m->base, sync_verify_timer, m);
         m->retry_timer = evtimer_new(m->base, sync_retry_timer, m);
         m->retry_event = event_new(m->base, -1, 0, sync_retry_event, m);
         m->stall_timer = evtimer_new(m->base, sync_stall_timer, m);
@@ -566,14 +566,6 @@ int manager_start(Manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to open rtnetlink sockets: %m");
         start_sync(m, SYNC_LINKS);
-        if (m->cfg.verify_interval_usec > 0) {
-                struct timeval tv = {
-                        .tv_sec = (time_t) (m->cfg.verify_interval_usec / 1000000ull),
-                        .tv_usec = (suseconds_t) (m->cfg.verify_interval_usec % 1000000ull),
-                };
-                if (event_add(m->verify_timer, &tv) < 0)
-                        return log_error_errno(ENOMEM, "Failed to arm the verification timer");
-        }
         r = start_watchdog(m);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the watchdog: %m");

@@ -29,10 +29,24 @@ static bool manages_any(const Manager *m) {
         return false;
 }
 
+/* Armed only while bigtcpd manages some device: an idle host with nothing managed sees no
+ * wakeup at all. */
+void verify_arm(Manager *m) {
+        if (m->cfg.verify_interval_usec == 0 || evtimer_pending(m->verify_timer, NULL))
+                return;
+        struct timeval tv = {
+                .tv_sec = (time_t) (m->cfg.verify_interval_usec / 1000000ull),
+                .tv_usec = (suseconds_t) (m->cfg.verify_interval_usec % 1000000ull),
+        };
+        (void) evtimer_add(m->verify_timer, &tv);
+}
+
 void sync_verify_timer(evutil_socket_t fd, short what, void *userdata) {
         Manager *m = userdata;
-        if (manages_any(m))
-                start_verify(m);
+        if (!manages_any(m))
+                return;
+        start_verify(m);
+        verify_arm(m);
 }
 
 
@@ -172,6 +186,8 @@ static void apply_loaded_state(Manager *m) {
                 }
         }
         probation_arm(m);
+        if (manages_any(m))
+                verify_arm(m);
         state_entries_free(m->loaded_state.entries, m->loaded_state.n);
         m->loaded_state.entries = NULL;
         m->loaded_state.n = 0;

@@ -140,27 +140,32 @@ check() {
 }
 
 # The seeds (written or recorded by hand: named files) stay as they are; of the inputs found by
-# fuzzing (named by their SHA-1), only those that add coverage beyond the seeds are kept.
+# fuzzing (named by their SHA-1), a small set that adds coverage beyond them is kept, so that the
+# committed corpus stays small: first inputs of up to 4 KiB by every feature (edges and hit
+# counts), then larger ones only for edges nothing smaller reaches.
 merge() {
-        local t=$1 work=$dir/fuzz/$1 dest=tests/fuzz/corpus/$1 new f
+        local t=$1 work=$dir/fuzz/$1 dest=tests/fuzz/corpus/$1 new f step
         new=$(mktemp -d "/tmp/bigtcpd-fuzz-merge.XXXXXX")
         mkdir -p "$work/corpus" "$work/tmp" "$dest"
         for f in "$dest"/*; do
                 [[ -f $f && ! $(basename "$f") =~ ^[0-9a-f]{40}$ ]] && cp -- "$f" "$new/"
         done
-        # shellcheck disable=SC2046
-        TMPDIR=$PWD/$work/tmp "$dir/tests/fuzz/$t" -merge=1 -rss_limit_mb=2048 -timeout=10 $(dict_opt "$t") \
-                "$new" "$dest" "$work/corpus" >"$work/merge.log" 2>&1 || {
-                tail -n 20 "$work/merge.log" >&2
-                rm -rf -- "$new"
-                return 1
-        }
+        : >"$work/merge.log"
+        for step in -max_len=4096 -use_counters=0; do
+                # shellcheck disable=SC2046
+                TMPDIR=$PWD/$work/tmp "$dir/tests/fuzz/$t" -set_cover_merge=1 "$step" -rss_limit_mb=2048 \
+                        -timeout=10 $(dict_opt "$t") "$new" "$dest" "$work/corpus" >>"$work/merge.log" 2>&1 || {
+                        tail -n 20 "$work/merge.log" >&2
+                        rm -rf -- "$new"
+                        return 1
+                }
+        done
         rm -rf -- "${work:?}/tmp"
         find "$dest" -maxdepth 1 -type f -delete
         cp -- "$new"/* "$dest"/
         rm -rf -- "$new"
         echo "$t: $(find "$dest" -type f | wc -l) files ($(find "$dest" -type f -regextype egrep \
-                -regex '.*/[0-9a-f]{40}' | wc -l) found by fuzzing), $(du -sh "$dest" | cut -f1) in $dest"
+                -regex '.*/[0-9a-f]{40}' | wc -l) found by fuzzing), $(cat "$dest"/* | wc -c) bytes in $dest"
 }
 
 [[ $# -ge 1 ]] || usage

@@ -34,7 +34,8 @@ static const char policy_yaml[] =
         "    match: { mac: [\"02:*\", \"0c:42:a1:*\"], kind: [device, veth] }\n"
         "    ipv6: { gso-max-size: 185000, gro-max-size: 185000 }\n"
         "  - name: by-name\n"
-        "    match: { name: [\"veth*\", \"br*\", \"!*-mgmt\", \"alt-*\"], kind: [veth, bridge, vxlan, tun, dummy] }\n"
+        "    match: { name: [\"veth*\", \"br*\", \"!*-mgmt\", \"alt-*\"], kind: [veth, bridge, vxlan, tun, "
+        "dummy] }\n"
         "    ipv6: { gso-max-size: legacy, gro-max-size: 524280 }\n"
         "    ipv4: { gso-max-size: 100000 }\n"
         "  - name: loopback\n"
@@ -53,7 +54,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fuzz_quiet();
         policy = policy_set_new();
         FUZZ_ASSERT(policy);
-        FUZZ_ASSERT(policy_parse_buffer(policy, "fuzz-netlink.yaml", policy_yaml, strlen(policy_yaml), &errs) == 0);
+        FUZZ_ASSERT(policy_parse_buffer(policy, "fuzz-netlink.yaml", policy_yaml, strlen(policy_yaml),
+                                        &errs) == 0);
         policy_set_scope(policy, "fuzz", "6.8.0");
         return 0;
 }
@@ -144,9 +146,11 @@ static void derive(Device *d) {
                 /* never a write the kernel refuses */
                 FUZZ_ASSERT(want.sizes.gso_max_size <= gso_limit(d->tso_max_size));
                 FUZZ_ASSERT(want.sizes.gro_max_size <= BT_GRO_MAX_SIZE);
-                FUZZ_ASSERT(!d->has_ipv4_sizes || (want.sizes.gso_ipv4_max_size <= gso_limit(d->tso_max_size) &&
-                                                   want.sizes.gro_ipv4_max_size <= BT_GRO_MAX_SIZE));
-                FUZZ_USE(strlen(sizes_change_format(&d->current, &want.sizes, d->has_ipv4_sizes, buf, sizeof(buf))));
+                FUZZ_ASSERT(!d->has_ipv4_sizes ||
+                            (want.sizes.gso_ipv4_max_size <= gso_limit(d->tso_max_size) &&
+                             want.sizes.gro_ipv4_max_size <= BT_GRO_MAX_SIZE));
+                FUZZ_USE(strlen(
+                        sizes_change_format(&d->current, &want.sizes, d->has_ipv4_sizes, buf, sizeof(buf))));
                 /* the write must say what was decided, and nothing else */
                 if (link_write_message(d->ifindex, &want.sizes, d->has_ipv4_sizes, &msg) >= 0) {
                         LinkMessage back;
@@ -181,7 +185,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(buf, data, size);
 
         int left = (int) size;
-        for (struct nlmsghdr *nlh = (struct nlmsghdr *) buf; nlmsg_ok(nlh, left); nlh = nlmsg_next(nlh, &left)) {
+        for (struct nlmsghdr *nlh = (struct nlmsghdr *) buf; nlmsg_ok(nlh, left);
+             nlh = nlmsg_next(nlh, &left)) {
                 struct nlmsghdr *m = malloc(nlh->nlmsg_len);
                 FUZZ_ASSERT(m);
                 memcpy(m, nlh, nlh->nlmsg_len);
@@ -212,8 +217,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (d->ifname)
                         FUZZ_ASSERT(device_get_by_name(&t, d->ifname));
         }
-        DEVICE_FOREACH(d, &t, it)
+        DEVICE_FOREACH(d, &t, it) {
                 derive(d);
+        }
 
         device_table_done(&t);
         free(buf);

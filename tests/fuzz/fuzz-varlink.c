@@ -13,8 +13,8 @@
  * be a JSON object with "parameters", and the connection must be gone afterwards. */
 #include <dirent.h>
 #include <event2/event.h>
-#include <signal.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,16 +35,15 @@
 #define DIR_PREFIX "bigtcpd-fuzz-varlink."
 #define PUMP_SLACK 100000u /* event loop turns beyond the writes: a stuck connection is a finding */
 
-static const char policy_yaml[] =
-        "version: 1\n"
-        "policies:\n"
-        "  - name: fabric\n"
-        "    match: { name: [\"eth*\"], kind: [device] }\n"
-        "    ipv6: { gso-max-size: 185000, gro-max-size: 185000 }\n"
-        "    ipv4: { gso-max-size: max, gro-max-size: max }\n"
-        "  - name: containers\n"
-        "    match: { kind: [veth] }\n"
-        "    ipv6: { gro-max-size: max }\n";
+static const char policy_yaml[] = "version: 1\n"
+                                  "policies:\n"
+                                  "  - name: fabric\n"
+                                  "    match: { name: [\"eth*\"], kind: [device] }\n"
+                                  "    ipv6: { gso-max-size: 185000, gro-max-size: 185000 }\n"
+                                  "    ipv4: { gso-max-size: max, gro-max-size: max }\n"
+                                  "  - name: containers\n"
+                                  "    match: { kind: [veth] }\n"
+                                  "    ipv6: { gro-max-size: max }\n";
 
 static Manager manager;
 static VarlinkServer *server;
@@ -188,8 +187,8 @@ static void check_replies(const char *buf, size_t len) {
                         continue;
                 json_object *o = json_tokener_parse(buf + start), *v;
                 if (!o || !json_object_is_type(o, json_type_object)) {
-                        fprintf(stderr, "fuzz-varlink: reply is not a JSON object: %.*s\n", (int) (i - start),
-                                buf + start);
+                        fprintf(stderr, "fuzz-varlink: reply is not a JSON object: %.*s\n",
+                                (int) (i - start), buf + start);
                         abort();
                 }
                 FUZZ_ASSERT(json_object_object_get_ex(o, "parameters", &v) &&

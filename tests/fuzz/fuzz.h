@@ -27,20 +27,20 @@ static inline void fuzz_quiet(void) {
         log_max_level = l >= 0 ? l : -1;
 }
 
-#define FUZZ_ASSERT(expr)                                                                        \
-        do {                                                                                     \
-                if (!(expr)) {                                                                   \
-                        fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", __FILE__, __LINE__,  \
-                                __func__, #expr);                                                \
-                        abort();                                                                 \
-                }                                                                                \
+#define FUZZ_ASSERT(expr)                                                                                   \
+        do {                                                                                                \
+                if (!(expr)) {                                                                              \
+                        fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", __FILE__, __LINE__, __func__,  \
+                                #expr);                                                                     \
+                        abort();                                                                            \
+                }                                                                                           \
         } while (0)
 
 /* Keep a value alive so that the read that produced it is not optimized away. */
-#define FUZZ_USE(x)                                                                              \
-        do {                                                                                     \
-                __typeof__(x) _v_ = (x);                                                         \
-                __asm__ volatile("" : : "r"(_v_) : "memory");                                    \
+#define FUZZ_USE(x)                                                                                         \
+        do {                                                                                                \
+                __typeof__(x) _v_ = (x);                                                                    \
+                __asm__ volatile("" : : "r"(_v_) : "memory");                                               \
         } while (0)
 
 /* JSON the daemon sends (varlink, D-Bus, state file) holds no NaN or Infinity: json-c prints
@@ -49,7 +49,8 @@ static inline void fuzz_check_json(json_object *o) {
         switch (json_object_get_type(o)) {
         case json_type_double:
                 if (!isfinite(json_object_get_double(o))) {
-                        fprintf(stderr, "non-finite number in daemon output: %s\n", json_object_to_json_string(o));
+                        fprintf(stderr, "non-finite number in daemon output: %s\n",
+                                json_object_to_json_string(o));
                         abort();
                 }
                 break;

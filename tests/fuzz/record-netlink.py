@@ -256,10 +256,18 @@ def main():
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     subprocess.run(["ip", "netns", "add", ns], check=True)
+    inner = None
     try:
-        subprocess.run(["ip", "netns", "exec", ns, sys.executable, os.path.abspath(__file__), "--inside", outdir],
-                       check=True)
+        # `ip netns exec` execs the inner python: stopping `inner` stops the recording itself
+        inner = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, os.path.abspath(__file__), "--inside",
+                                  outdir])
+        rc = inner.wait()
+        if rc != 0:
+            sys.exit("record-netlink: recording in %s failed (exit %d)" % (ns, rc))
     finally:
+        if inner and inner.poll() is None:
+            inner.terminate()
+            inner.wait()
         subprocess.run(["ip", "netns", "del", ns], check=False)
     return 0
 

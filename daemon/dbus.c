@@ -446,7 +446,7 @@ static int method_list_devices(sd_bus_message *call, void *userdata, sd_bus_erro
         r = sd_bus_message_new_method_return(call, &reply);
         if (r < 0)
                 return r;
-        r = sd_bus_message_open_container(reply, 'a', DEVICE_SIGNATURE + 0);
+        r = sd_bus_message_open_container(reply, 'a', DEVICE_SIGNATURE);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {

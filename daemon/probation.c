@@ -4,6 +4,7 @@
  * or goes back to its last-known-good sizes when a guard trips. No timer runs while nothing is
  * in probation. */
 #include <linux/if_link.h>
+#include <malloc.h>
 #include <string.h>
 #include <time.h>
 
@@ -66,6 +67,10 @@ void probation_stop(Manager *m, Device *d) {
         probation_free(d->probation);
         d->probation = NULL;
         probation_arm(m);
+        /* The last window of a burst closed: the heap that thousands of probations held is
+         * free now, give it back instead of keeping it as resident memory. */
+        if (TAILQ_EMPTY(&m->probation))
+                (void) malloc_trim(0);
 }
 
 /* One timer for all devices in probation, ticking at the shortest interval among them: each

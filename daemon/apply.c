@@ -287,6 +287,7 @@ static void request_done(Manager *m, int ifindex, InflightKind kind, bool lost) 
                 if (lost) {
                         d->inflight = false;
                         d->need_reconcile = true;
+                        m->reconcile_pending = true;
                 }
                 break;
         case INFLIGHT_SAMPLE:
@@ -588,6 +589,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
          * routes are re-dumped, the route table is incomplete. */
         if (!m->initial_sync_done || m->sync == SYNC_ROUTES) {
                 d->need_reconcile = true;
+                m->reconcile_pending = true;
                 d->sizes_moved = d->sizes_moved || reason == REASON_SIZES;
                 return;
         }
@@ -703,6 +705,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
         if (p->max_parallel > 0 && !d->is_new && rollout_must_wait(m, d, p, &want.sizes)) {
                 unqueue_device(m, d);
                 d->staged = true;
+                m->staged_pending = true;
                 d->desired = want.sizes;
                 device_set_state(m, d, DEVICE_PENDING);
                 return;

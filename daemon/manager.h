@@ -65,6 +65,8 @@ typedef struct Manager {
         bool initial_sync_done;
         bool ready_sent;
         bool ready_pending; /* send READY=1 once every queued write is acknowledged */
+        bool reconcile_pending; /* some device has need_reconcile: look at the next batch end */
+        bool staged_pending;    /* some device may wait for a rollout slot */
 
         TAILQ_HEAD(, Device) queue;
         TAILQ_HEAD(, Device) probation; /* devices in probation */

@@ -251,9 +251,14 @@ bool rollout_must_wait(Manager *m, Device *d, const Policy *p, const Sizes *want
 
 void rollout_release(Manager *m) {
         Device *d;
-        DEVICE_FOREACH(d, &m->devices, it)
-                if (d->staged)
-                        device_reconcile(m, d, REASON_SYNC);
+
+        /* O(devices), and called at the end of every window: only when something waits. */
+        if (m->staged_pending) {
+                m->staged_pending = false;
+                DEVICE_FOREACH(d, &m->devices, it)
+                        if (d->staged)
+                                device_reconcile(m, d, REASON_SYNC);
+        }
         manager_flush(m);
 }
 

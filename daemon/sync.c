@@ -367,7 +367,9 @@ static void on_batch_end(void *userdata) {
                 m->resync_wanted = false;
                 start_sync(m, SYNC_LINKS);
         }
-        if (m->initial_sync_done && m->sync != SYNC_ROUTES) {
+        /* The scan is O(devices): only when something asked for it. */
+        if (m->reconcile_pending && m->initial_sync_done && m->sync != SYNC_ROUTES) {
+                m->reconcile_pending = false;
                 DEVICE_FOREACH(d, &m->devices, it)
                         if (d->need_reconcile)
                                 device_reconcile(m, d, d->sizes_moved ? REASON_SIZES : REASON_LINK);

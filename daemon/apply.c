@@ -305,13 +305,19 @@ static void request_done(Manager *m, int ifindex, InflightKind kind, bool lost) 
         }
 }
 
+/* The oldest request in flight, taken off the ring. */
+static unsigned inflight_pop(Manager *m) {
+        unsigned head = m->inflight_head;
+        m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
+        m->inflight_count--;
+        return head;
+}
+
 /* The request `seq` was answered. Acks come in order; entries before it were lost. Returns
  * the device of a write, 0 for other requests. */
 static int inflight_take(Manager *m, uint32_t seq) {
         while (m->inflight_count > 0) {
-                unsigned head = m->inflight_head;
-                m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
-                m->inflight_count--;
+                unsigned head = inflight_pop(m);
                 int ifindex = m->inflight[head].ifindex;
                 InflightKind kind = m->inflight[head].kind;
                 if (m->inflight[head].seq == seq) {
@@ -444,12 +450,18 @@ static void emit_rollback(Manager *m, Device *d) {
         control_emit(m, e);
 }
 
-/* Queue the write back to last_good (the originals when there is none). */
+/* Where a rollback goes: last_good (the originals when there is none), all four sizes, clamped
+ * to what the device takes today. */
+static void rollback_target(const Manager *m, const Device *d, Sizes *ret) {
+        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4, &d->current,
+                        d->tso_max_size, m->ipv4_supported, ret);
+}
+
+/* Queue the write back to the rollback target. */
 static void rollback_write(Manager *m, Device *d) {
         Sizes target;
 
-        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4, &d->current,
-                        d->tso_max_size, m->ipv4_supported, &target);
+        rollback_target(m, d, &target);
         d->rollback_pending = false;
         if (d->last_rollback)
                 d->last_rollback->to = target;
@@ -524,9 +536,7 @@ void apply_acks_lost(void *userdata) {
         /* The kernel could not queue some acks: what those writes did is unknown until the
          * re-dump that the loss of events also starts. */
         while (m->inflight_count > 0) {
-                unsigned head = m->inflight_head;
-                m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
-                m->inflight_count--;
+                unsigned head = inflight_pop(m);
                 request_done(m, m->inflight[head].ifindex, m->inflight[head].kind, true);
         }
 }
@@ -649,8 +659,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                          * where it belongs: a rollback cut short (a kill before its write) or
                          * undone by someone else is written again. */
                         Sizes target;
-                        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4,
-                                        &d->current, d->tso_max_size, m->ipv4_supported, &target);
+                        rollback_target(m, d, &target);
                         if (!sizes_equal(&target, &d->current, m->ipv4_supported)) {
                                 log_dev_notice(d, "rolled back but not at its last-known-good sizes: writing them again");
                                 rollback_write(m, d);

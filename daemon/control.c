@@ -135,8 +135,7 @@ static int compare_ifindex(const void *a, const void *b) {
         return (x->ifindex > y->ifindex) - (x->ifindex < y->ifindex);
 }
 
-/* Devices sorted by ifindex, so that output is stable. */
-static int sorted_devices(const Manager *m, Device ***ret, size_t *ret_n) {
+int control_sorted_devices(const Manager *m, Device ***ret, size_t *ret_n) {
         Device **l = calloc(m->devices.n_devices + 1, sizeof(Device *)), *d;
         size_t n = 0;
         if (!l)
@@ -166,7 +165,7 @@ int control_list_devices(const Manager *m, const char *ifname, json_object **ret
                 *ret = a;
                 return 0;
         }
-        r = sorted_devices(m, &l, &n);
+        r = control_sorted_devices(m, &l, &n);
         if (r < 0)
                 return r;
         a = json_object_new_array_ext((int) n);
@@ -260,7 +259,7 @@ int control_plan(const Manager *cm, const char *policy_yaml, const char *source,
                 policy_set_scope(own, m->hostname, m->uts.release);
                 set = own;
         }
-        r = sorted_devices(m, &l, &n);
+        r = control_sorted_devices(m, &l, &n);
         if (r < 0) {
                 policy_set_free(own);
                 return r;

@@ -12,6 +12,9 @@ json_object *control_sizes_json(const Sizes *s, bool ipv4);
 json_object *control_device_json(const Manager *m, const Device *d);
 json_object *control_status_json(const Manager *m);
 
+/* Every device, sorted by ifindex so that output is stable; free the array (not the devices). */
+int control_sorted_devices(const Manager *m, Device ***ret, size_t *ret_n);
+
 /* Devices by ifname (NULL: all), sorted by ifindex. -ENODEV when `ifname` is unknown. */
 int control_list_devices(const Manager *m, const char *ifname, json_object **ret);
 

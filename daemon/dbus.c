@@ -402,11 +402,6 @@ static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus
         return reply_json(call, o);
 }
 
-static int compare_ifindex(const void *a, const void *b) {
-        const Device *x = *(const Device *const *) a, *y = *(const Device *const *) b;
-        return (x->ifindex > y->ifindex) - (x->ifindex < y->ifindex);
-}
-
 /* (issss(uuuu)(uuuu)u): ifindex, ifname, kind ("" for none), state, policy ("" for none), the
  * current and the desired sizes (gso, gro, gso_ipv4, gro_ipv4; 0 where unknown), tso_max_size. */
 #define DEVICE_SIGNATURE "(issss(uuuu)(uuuu)u)"
@@ -432,16 +427,12 @@ static int method_list_devices(sd_bus_message *call, void *userdata, sd_bus_erro
         Dbus *b = userdata;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(freep) Device **l = NULL;
-        Device *d;
         size_t n = 0;
         int r;
 
-        l = calloc(b->m->devices.n_devices + 1, sizeof(Device *));
-        if (!l)
-                return -ENOMEM;
-        DEVICE_FOREACH(d, &b->m->devices, it)
-                l[n++] = d;
-        qsort(l, n, sizeof(Device *), compare_ifindex);
+        r = control_sorted_devices(b->m, &l, &n);
+        if (r < 0)
+                return r;
 
         r = sd_bus_message_new_method_return(call, &reply);
         if (r < 0)

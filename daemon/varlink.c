@@ -426,11 +426,6 @@ static json_object *no_such_device(const char *ifname) {
                          params1("ifname", json_object_new_string(ifname)));
 }
 
-static int compare_ifindex(const void *a, const void *b) {
-        const Device *x = *(const Device *const *) a, *y = *(const Device *const *) b;
-        return (x->ifindex > y->ifindex) - (x->ifindex < y->ifindex);
-}
-
 /* Every device, sorted by ifindex, serialized one device at a time straight into the output
  * buffer. The reply is the same as one json-c tree would give, but with 10000 devices building
  * that tree, printing it and freeing it costs several times more (malloc churn over tens of
@@ -438,17 +433,13 @@ static int compare_ifindex(const void *a, const void *b) {
 static int send_all_devices(Connection *c) {
         static const char head[] = "{\"parameters\":{\"devices\":[", tail[] = "]}}";
         const Manager *m = c->server->m;
-        _cleanup_(freep) Device **l = calloc(m->devices.n_devices + 1, sizeof(Device *));
-        Device *d;
+        _cleanup_(freep) Device **l = NULL;
         size_t n = 0;
         int r;
 
-        if (!l)
-                return -ENOMEM;
-        DEVICE_FOREACH(d, &m->devices, it)
-        l[n++] = d;
-        qsort(l, n, sizeof(Device *), compare_ifindex);
-
+        r = control_sorted_devices(m, &l, &n);
+        if (r < 0)
+                return r;
         r = connection_write(c, head, sizeof(head) - 1);
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 _cleanup_(json_object_putp) json_object *o = control_device_json(m, l[i]);

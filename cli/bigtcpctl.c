@@ -48,8 +48,6 @@ static Varlink *conn = NULL;
 static const char *const size_names[] = {"gso_max_size", "gro_max_size", "gso_ipv4_max_size",
                                          "gro_ipv4_max_size"};
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-
 static int error_exit(int code, const char *format, ...) _printf_(2, 3);
 static int error_exit(int code, const char *format, ...) {
         va_list ap;

@@ -176,47 +176,6 @@ int snmp_get(const SnmpSnapshot *s, const char *key, uint64_t *ret) {
         return 0;
 }
 
-static int read_text(const char *path, char **ret) {
-        _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC);
-        size_t size = 0, cap = 16384;
-        char *buf;
-
-        if (fd < 0)
-                return -errno;
-        buf = malloc(cap);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                if (size + 1 >= cap) {
-                        if (cap >= SNMP_FILE_MAX) {
-                                free(buf);
-                                return -EFBIG;
-                        }
-                        char *n = realloc(buf, cap * 2);
-                        if (!n) {
-                                free(buf);
-                                return -ENOMEM;
-                        }
-                        buf = n;
-                        cap *= 2;
-                }
-                ssize_t k = read(fd, buf + size, cap - size - 1);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        int r = -errno;
-                        free(buf);
-                        return r;
-                }
-                if (k == 0)
-                        break;
-                size += (size_t) k;
-        }
-        buf[size] = '\0';
-        *ret = buf;
-        return 0;
-}
-
 int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
         static const struct {
                 const char *file;
@@ -232,7 +191,7 @@ int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
                         snmp_done(&s);
                         return -ENOMEM;
                 }
-                r = read_text(path, &text);
+                r = read_file_bounded(path, SNMP_FILE_MAX, &text, NULL);
                 if (r == -ENOENT)
                         continue;
                 if (r >= 0)

@@ -149,10 +149,6 @@ static const char *utf8_safe(const char *s, char **buf) {
         return c;
 }
 
-static inline void json_object_putp(json_object **o) {
-        if (*o)
-                json_object_put(*o);
-}
 
 /* `o` as a D-Bus string reply. */
 static int reply_json(sd_bus_message *call, json_object *o) {

@@ -154,18 +154,9 @@ int probation_check(const Probation *p, const SnmpSnapshot *snap, const void *st
         return 0;
 }
 
-static int strv_add(char ***l, size_t *n, const char *s) {
-        for (size_t i = 0; i < *n; i++)
-                if (streq_ptr((*l)[i], s))
-                        return 0;
-        char **nl = reallocarray(*l, *n + 2, sizeof(char *));
-        if (!nl)
-                return -ENOMEM;
-        *l = nl;
-        if (!(nl[*n] = strdup(s)))
-                return -ENOMEM;
-        nl[++*n] = NULL;
-        return 0;
+/* Once each: a counter several guards name is one warning. */
+static int strv_add_once(char ***l, size_t *n, const char *s) {
+        return strv_contains(*l, s) ? 0 : strv_push(l, n, s);
 }
 
 static bool counter_exposed(GuardCounterKind kind, const char *name, const SnmpSnapshot *snap, size_t stats_size) {
@@ -183,9 +174,9 @@ int guard_spec_check(const RollbackSpec *spec, const SnmpSnapshot *snap, size_t 
                 const Guard *g = &spec->guards[i];
                 int r = 0;
                 if (!counter_exposed(g->counter_kind, g->counter, snap, stats_size))
-                        r = strv_add(warnings, n_warnings, g->counter);
+                        r = strv_add_once(warnings, n_warnings, g->counter);
                 if (r >= 0 && g->per && !counter_exposed(g->per_kind, g->per, snap, stats_size))
-                        r = strv_add(warnings, n_warnings, g->per);
+                        r = strv_add_once(warnings, n_warnings, g->per);
                 if (r < 0)
                         return r;
         }

@@ -20,11 +20,6 @@
 #include "state.h"
 #include "sync.h"
 
-uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ull + (uint64_t) ts.tv_nsec / 1000;
-}
 /* ---- service manager ---- */
 
 static unsigned count_state(const Manager *m, DeviceState s) {

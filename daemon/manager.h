@@ -136,7 +136,6 @@ int manager_check_config(const ManagerConfig *cfg);
 int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs);
 
 /* Shared by the daemon's files (manager.c, apply.c, sync.c). */
-uint64_t now_usec(void);
 /* STATUS= line, after `prefix` (e.g. "READY=1\n"). */
 void notify_status(Manager *m, const char *prefix);
 /* READY=1 once a sync or reload is complete and every write it caused is acknowledged. */

@@ -266,8 +266,7 @@ void netlink_dump_abandon(Netlink *nl) {
 }
 
 int netlink_dump(Netlink *nl, int type) {
-        struct nl_msg *msg;
-        int r;
+        _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
 
         if (nl->dump_seq != 0)
                 return -EBUSY;
@@ -277,21 +276,15 @@ int netlink_dump(Netlink *nl, int type) {
         if (type == RTM_GETLINK) {
                 struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
                 if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
-                    nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0) {
-                        nlmsg_free(msg);
+                    nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0)
                         return -ENOMEM;
-                }
         } else {
                 struct rtmsg rtm = {.rtm_family = AF_UNSPEC};
-                if (nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO) < 0) {
-                        nlmsg_free(msg);
+                if (nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO) < 0)
                         return -ENOMEM;
-                }
         }
         nlmsg_hdr(msg)->nlmsg_seq = ++nl->seq;
-        r = nl_send(nl->ev_sk, msg);
-        nlmsg_free(msg);
-        if (r < 0)
+        if (nl_send(nl->ev_sk, msg) < 0)
                 return -EIO;
         nl->dump_seq = nl->seq;
         nl->dump_type = type;

@@ -43,15 +43,6 @@ static void yaml_document_deletep(yaml_document_t *d) {
         yaml_document_delete(d);
 }
 
-static void fclosep(FILE **f) {
-        if (*f)
-                fclose(*f);
-}
-
-static void closedirp(DIR **d) {
-        if (*d)
-                closedir(*d);
-}
 
 /* ---- string tables ---- */
 
@@ -676,14 +667,6 @@ void policy_errors_clear(PolicyErrors *e) {
         }
         free(e->items);
         *e = (PolicyErrors){};
-}
-
-void strv_free(char **l) {
-        if (!l)
-                return;
-        for (char **i = l; *i; i++)
-                free(*i);
-        free(l);
 }
 
 static uint64_t fnv1a64(uint64_t h, const void *data, size_t size) {
@@ -1755,55 +1738,6 @@ fail:
 
 /* ---- files ---- */
 
-static int read_file(const char *path, char **ret, size_t *ret_size) {
-        _cleanup_(fclosep) FILE *f = NULL;
-        _cleanup_(freep) char *buf = NULL;
-        size_t n = 0, cap = 0;
-        struct stat st;
-
-        f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        if (fstat(fileno(f), &st) < 0)
-                return -errno;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (S_ISREG(st.st_mode) && (uint64_t) st.st_size > POLICY_FILE_MAX)
-                return -EFBIG;
-
-        for (;;) {
-                size_t k;
-                if (n == cap) {
-                        char *t;
-                        if (cap > POLICY_FILE_MAX)
-                                return -EFBIG;
-                        cap = cap ? cap * 2 : 4096;
-                        t = realloc(buf, cap + 1);
-                        if (!t)
-                                return -ENOMEM;
-                        buf = t;
-                }
-                k = fread(buf + n, 1, cap - n, f);
-                n += k;
-                if (k == 0) {
-                        if (ferror(f))
-                                return -EIO;
-                        break;
-                }
-        }
-        if (n > POLICY_FILE_MAX)
-                return -EFBIG;
-        if (!buf) {
-                buf = strdup("");
-                if (!buf)
-                        return -ENOMEM;
-        } else
-                buf[n] = '\0';
-        *ret = TAKE_PTR(buf);
-        *ret_size = n;
-        return 0;
-}
-
 int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs) {
         _cleanup_(policy_set_freep) PolicySet *s = NULL;
         bool failed = false;
@@ -1820,7 +1754,7 @@ int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, Polic
                 _cleanup_(freep) char *data = NULL;
                 size_t size = 0;
 
-                r = read_file(paths[i], &data, &size);
+                r = read_file_bounded(paths[i], POLICY_FILE_MAX, &data, &size);
                 if (r == -ENOMEM)
                         return r;
                 if (r == -EFBIG) {
@@ -1836,7 +1770,7 @@ int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, Polic
                         continue;
                 }
                 if (r < 0) {
-                        char *m = strdup(strerror(-r));
+                        char *m = strdup(r == -EBADF ? "not a regular file" : strerror(-r));
                         if (!m)
                                 return -ENOMEM;
                         r = errors_append(errs, paths[i], 0, 0, m);
@@ -1859,20 +1793,6 @@ int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, Polic
 
         *ret = TAKE_PTR(s);
         return 0;
-}
-
-static int strv_push(char ***l, size_t *n, char *s) {
-        char **t = realloc(*l, (*n + 2) * sizeof(char *));
-        if (!t)
-                return -ENOMEM;
-        t[(*n)++] = s;
-        t[*n] = NULL;
-        *l = t;
-        return 0;
-}
-
-static void strv_freep(char ***l) {
-        strv_free(*l);
 }
 
 typedef struct DropIn {
@@ -1962,7 +1882,7 @@ int policy_discover(const char *config, const char *root, char ***ret_paths) {
                 char *c = strdup(config);
                 if (!c)
                         return -ENOMEM;
-                r = strv_push(&l, &n, c);
+                r = strv_push_take(&l, &n, c);
                 if (r < 0) {
                         free(c);
                         return r;
@@ -1974,7 +1894,7 @@ int policy_discover(const char *config, const char *root, char ***ret_paths) {
         if (asprintf(&main_path, "%s/etc/bigtcpd/bigtcpd.yaml", root) < 0)
                 return -ENOMEM;
         if (is_regular(main_path)) {
-                r = strv_push(&l, &n, main_path);
+                r = strv_push_take(&l, &n, main_path);
                 if (r < 0) {
                         free(main_path);
                         return r;
@@ -1996,7 +1916,7 @@ int policy_discover(const char *config, const char *root, char ***ret_paths) {
         for (size_t i = 0; i < n_items; i++) {
                 free(items[i].name);
                 if (r >= 0) {
-                        r = strv_push(&l, &n, items[i].path);
+                        r = strv_push_take(&l, &n, items[i].path);
                         if (r >= 0)
                                 continue;
                 }

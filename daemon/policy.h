@@ -160,7 +160,6 @@ int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, Polic
  * — one file per basename (/etc over /run over /usr/lib), in lexical order of basename.
  * `root` is "" in production and a test directory in tests. Returns the number of paths. */
 int policy_discover(const char *config, const char *root, char ***ret_paths);
-void strv_free(char **l);
 
 /* Decide which policies apply to this host. */
 void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release);

@@ -16,12 +16,6 @@
 
 #define PROC_NET "/proc/net"
 
-uint64_t boottime_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_BOOTTIME, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ull + (uint64_t) ts.tv_nsec / 1000;
-}
-
 const Policy *policy_by_name(const Manager *m, const char *name) {
         for (size_t i = 0; name && m->policy && i < m->policy->n_policies; i++)
                 if (streq_ptr(m->policy->policies[i].name, name))

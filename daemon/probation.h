@@ -5,8 +5,6 @@
 #include "counters.h"
 #include "manager.h"
 
-uint64_t boottime_usec(void);
-
 /* Put the device under the policy's guards before its write is sent; `snap` is a reading of the
  * SNMP counters taken now (NULL when the policy has no SNMP guards). last_good becomes the
  * current sizes unless the device was already in probation. No-op without guards. */

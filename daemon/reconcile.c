@@ -95,7 +95,7 @@ void compute_restore(const Sizes *original, unsigned written_families, const Siz
 
 int link_write_message(int ifindex, const Sizes *s, bool ipv4, struct nl_msg **ret) {
         struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
-        struct nl_msg *msg;
+        _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
 
         msg = nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK);
         if (!msg)
@@ -104,11 +104,9 @@ int link_write_message(int ifindex, const Sizes *s, bool ipv4, struct nl_msg **r
             nla_put_u32(msg, BT_IFLA_GSO_MAX_SIZE, s->gso_max_size) < 0 ||
             nla_put_u32(msg, BT_IFLA_GRO_MAX_SIZE, s->gro_max_size) < 0 ||
             (ipv4 && (nla_put_u32(msg, BT_IFLA_GSO_IPV4_MAX_SIZE, s->gso_ipv4_max_size) < 0 ||
-                      nla_put_u32(msg, BT_IFLA_GRO_IPV4_MAX_SIZE, s->gro_ipv4_max_size) < 0))) {
-                nlmsg_free(msg);
+                      nla_put_u32(msg, BT_IFLA_GRO_IPV4_MAX_SIZE, s->gro_ipv4_max_size) < 0)))
                 return -ENOMEM;
-        }
-        *ret = msg;
+        *ret = TAKE_PTR(msg);
         return 0;
 }
 

@@ -14,11 +14,6 @@
 #define STATE_JOURNAL "state.journal"
 #define STATE_MAX_SIZE (64u * 1024u * 1024u)
 
-static inline void json_object_putp(json_object **o) {
-        if (*o)
-                json_object_put(*o);
-}
-
 static int write_all(int fd, const char *p, size_t n) {
         while (n > 0) {
                 ssize_t k = write(fd, p, n);
@@ -575,43 +570,6 @@ int state_journal_apply(const char *data, size_t size, uint64_t generation, Stat
         return 0;
 }
 
-static int read_file(const char *path, char **ret, size_t *ret_size) {
-        _cleanup_(closep) int fd = -1;
-        struct stat st;
-        size_t got = 0;
-        char *data;
-
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EBADMSG;
-        if ((uint64_t) st.st_size > STATE_MAX_SIZE)
-                return -EFBIG;
-        data = malloc((size_t) st.st_size + 1);
-        if (!data)
-                return -ENOMEM;
-        while (got < (size_t) st.st_size) {
-                ssize_t k = read(fd, data + got, (size_t) st.st_size - got);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        int r = -errno;
-                        free(data);
-                        return r;
-                }
-                if (k == 0)
-                        break;
-                got += (size_t) k;
-        }
-        data[got] = '\0';
-        *ret = data;
-        *ret_size = got;
-        return 0;
-}
-
 int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
         _cleanup_(freep) char *path = NULL, *data = NULL, *jpath = NULL, *jdata = NULL;
         StateEntry *entries = NULL;
@@ -621,7 +579,7 @@ int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_g
 
         if (asprintf(&path, "%s/%s", dir, STATE_FILE) < 0 || asprintf(&jpath, "%s/%s", dir, STATE_JOURNAL) < 0)
                 return -ENOMEM;
-        r = read_file(path, &data, &size);
+        r = read_file_bounded(path, STATE_MAX_SIZE, &data, &size);
         if (r == -ENOENT) {
                 /* no snapshot yet: the journal alone (generation 0) */
         } else if (r < 0)
@@ -631,7 +589,7 @@ int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_g
                 if (r < 0)
                         return r;
         }
-        r = read_file(jpath, &jdata, &size);
+        r = read_file_bounded(jpath, STATE_MAX_SIZE, &jdata, &size);
         if (r >= 0)
                 r = state_journal_apply(jdata, size, generation, &entries, &n);
         if (r < 0 && r != -ENOENT) {

@@ -129,8 +129,6 @@ static const struct {
         [METHOD_RETRY] = {VARLINK_INTERFACE, "Retry", true},
 };
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-
 static size_t out_pending(const Connection *c) {
         return c->out_len - c->out_start;
 }

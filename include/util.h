@@ -1,19 +1,30 @@
-/* util.h — small helpers shared by every part of bigtcpd: cleanup attributes, hand-off,
- * array sizes. Nothing here allocates on its own. */
+/* util.h — small helpers shared by every part of bigtcpd: cleanup attributes and hand-off for
+ * every owned type (memory, fds, FILE, DIR, nl_msg, json_object, libevent events), array sizes,
+ * clocks, string lists and the one bounded file reader. */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+struct event;
+struct nl_msg;
+struct json_object;
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _unused_ __attribute__((unused))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+#define USEC_PER_MSEC UINT64_C(1000)
+#define USEC_PER_SEC UINT64_C(1000000)
 
 /* Hand the value out of a _cleanup_ variable so that the cleanup does nothing. */
 #define TAKE_PTR(p)                                                                              \
@@ -29,6 +40,7 @@
                 _fd_;                                                                            \
         })
 
+/* func##p(&x) calls func(x) unless x is NULL: for _cleanup_(funcp). */
 #define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                  \
         static inline void func##p(type *p) {                                                    \
                 if (*p)                                                                          \
@@ -47,6 +59,18 @@ static inline void closep(int *fd) {
         }
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(FILE *, fclose);
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
+
+/* The libraries' own free functions, declared here so that users need not include every
+ * library's headers to clean up after it. */
+void nlmsg_free(struct nl_msg *msg);
+int json_object_put(struct json_object *o);
+void event_free(struct event *ev);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct nl_msg *, nlmsg_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_object *, json_object_put);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct event *, event_free);
+
 static inline bool streq_ptr(const char *a, const char *b) {
         if (!a || !b)
                 return a == b;
@@ -56,3 +80,24 @@ static inline bool streq_ptr(const char *a, const char *b) {
 static inline bool strempty(const char *s) {
         return !s || !*s;
 }
+
+/* NULL-terminated string lists. */
+void strv_free(char **l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
+size_t strv_length(char *const *l);
+bool strv_contains(char *const *l, const char *s);
+/* Append a copy of `s` (or take `s` itself with strv_push_take); *n is kept as the length. */
+int strv_push(char ***l, size_t *n, const char *s);
+int strv_push_take(char ***l, size_t *n, char *s);
+
+/* Clocks, in microseconds: CLOCK_MONOTONIC (timers, rate limits), CLOCK_BOOTTIME (deadlines
+ * that must count suspended time and survive a daemon restart), CLOCK_REALTIME (for humans). */
+uint64_t now_usec(void);
+uint64_t boottime_usec(void);
+uint64_t realtime_usec(void);
+
+/* Read a whole regular file of at most `max` bytes into a NUL-terminated buffer. Never blocks
+ * on a FIFO or device (opened non-blocking, then refused): -EISDIR for a directory, -EBADF for
+ * anything else that is not a regular file, -EFBIG above `max`. Works for /proc files (which
+ * report size 0). */
+int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_size);

@@ -772,7 +772,7 @@ static void print_event(json_object *e) {
                 printf("%s: %s → %s%s%s\n", ifname ?: "?", jstr(e, "previous") ?: "?",
                        color(state_color(st) ?: ""), st ?: "?", color(ANSI_RESET));
         } else if (streq_ptr(ev, "write") || streq_ptr(ev, "restore")) {
-                bool restore = streq_ptr(ev, "restore");
+                bool restore = streq_ptr(ev, "restore") || streq_ptr(jstr(e, "cause"), "restore");
                 if (jget(e, "errno")) {
                         printf("%s: %s%s refused%s: %s (errno %" PRId64 ")%s%s\n", ifname ?: "?",
                                color(ANSI_RED), restore ? "restore" : "write", color(ANSI_RESET),
@@ -783,6 +783,8 @@ static void print_event(json_object *e) {
                         print_sizes_change(jget(e, "from"), jget(e, "to"));
                         putchar('\n');
                 }
+        } else if (streq_ptr(ev, "added") || streq_ptr(ev, "removed")) {
+                printf("%s: %s\n", ifname ?: "?", streq_ptr(ev, "added") ? "appeared" : "went away");
         } else if (streq_ptr(ev, "rollback")) {
                 printf("%s: %srolled back%s (%s rose %" PRId64 ", threshold %g):", ifname ?: "?",
                        color(ANSI_RED), color(ANSI_RESET), jstr(e, "counter") ?: "?", jint(e, "rise", 0),

@@ -12,7 +12,6 @@
 #include "sync.h"
 #include "guard.h"
 #include "probation.h"
-#include "control.h"
 #include "linux-compat.h"
 #include "log.h"
 #include "match.h"
@@ -74,37 +73,13 @@ void device_set_state(Manager *m, Device *d, DeviceState state) {
         d->state = state;
         if (d->has_original)
                 state_mark(m, d); /* the state file keeps states across restarts */
-        if (m->n_subscribers == 0)
-                return;
-        json_object *e = json_object_new_object();
-        if (!e)
-                return;
-        json_object_object_add(e, "event", json_object_new_string("state"));
-        json_object_object_add(e, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(e, "ifname", json_object_new_string(d->ifname ?: ""));
-        json_object_object_add(e, "state", json_object_new_string(device_state_to_string(state)));
-        json_object_object_add(e, "previous", json_object_new_string(device_state_to_string(previous)));
-        control_emit(m, e);
+        event_emit(&m->events, &(Event){.type = EVENT_STATE, .device = d, .state = state, .previous = previous});
 }
 
 static void emit_write(Manager *m, Device *d, const Sizes *from, int error, const char *extack) {
-        if (m->n_subscribers == 0)
-                return;
-        json_object *e = json_object_new_object();
-        if (!e)
-                return;
-        json_object_object_add(e, "event", json_object_new_string(d->restoring ? "restore" : "write"));
-        json_object_object_add(e, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(e, "ifname", json_object_new_string(d->ifname ?: ""));
-        json_object_object_add(e, "from", control_sizes_json(from, m->ipv4_supported));
-        json_object_object_add(e, "to", control_sizes_json(&d->desired, m->ipv4_supported));
-        if (error < 0) {
-                json_object_object_add(e, "errno", json_object_new_int(-error));
-                json_object_object_add(e, "error", json_object_new_string(strerror(-error)));
-                if (extack)
-                        json_object_object_add(e, "extack", json_object_new_string(extack));
-        }
-        control_emit(m, e);
+        event_emit(&m->events, &(Event){.type = EVENT_WRITE, .device = d, .cause = d->write_cause, .from = from,
+                                        .to = &d->desired, .ipv4 = m->ipv4_supported, .error = error,
+                                        .extack = extack});
 }
 
 /* ---- write queue ---- */
@@ -434,20 +409,9 @@ static RollbackRecord *rollback_record_copy(const RollbackRecord *r) {
 }
 
 static void emit_rollback(Manager *m, Device *d) {
-        if (m->n_subscribers == 0)
-                return;
-        json_object *e = json_object_new_object();
-        if (!e)
-                return;
-        json_object_object_add(e, "event", json_object_new_string("rollback"));
-        json_object_object_add(e, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(e, "ifname", json_object_new_string(d->ifname ?: ""));
-        json_object_object_add(e, "counter", json_object_new_string(d->last_rollback->counter ?: ""));
-        json_object_object_add(e, "rise", json_object_new_int64((int64_t) d->last_rollback->rise));
-        json_object_object_add(e, "threshold", json_object_new_double(d->last_rollback->threshold));
-        json_object_object_add(e, "from", control_sizes_json(&d->last_rollback->from, m->ipv4_supported));
-        json_object_object_add(e, "to", control_sizes_json(&d->last_rollback->to, m->ipv4_supported));
-        control_emit(m, e);
+        event_emit(&m->events, &(Event){.type = EVENT_ROLLBACK, .device = d, .rollback = d->last_rollback,
+                                        .from = &d->last_rollback->from, .to = &d->last_rollback->to,
+                                        .ipv4 = m->ipv4_supported});
 }
 
 /* Where a rollback goes: last_good (the originals when there is none), all four sizes, clamped
@@ -473,6 +437,7 @@ static void rollback_write(Manager *m, Device *d) {
         d->desired = target;
         d->rolling_back = true;
         d->restoring = false;
+        d->write_cause = WRITE_CAUSE_ROLLBACK;
         queue_device(m, d);
 }
 
@@ -526,7 +491,7 @@ int apply_retry(Manager *m, Device *d) {
         d->failed_desired = (Sizes){};
         device_set_state(m, d, DEVICE_PENDING);
         state_mark(m, d);
-        device_reconcile(m, d, REASON_SYNC);
+        device_reconcile(m, d, REASON_RETRY);
         return 0;
 }
 
@@ -638,6 +603,7 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
                 }
                 d->desired = target;
                 d->restoring = true;
+                d->write_cause = WRITE_CAUSE_RESTORE;
                 device_set_state(m, d, DEVICE_PENDING);
                 queue_device(m, d);
                 return;
@@ -730,6 +696,10 @@ void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
         d->written_families |= want.families;
         d->families = want.families;
         d->desired = want.sizes;
+        d->write_cause = d->correcting || (reason == REASON_SIZES && same_as_before) ? WRITE_CAUSE_PUT_BACK
+                         : reason == REASON_RETRY                                  ? WRITE_CAUSE_RETRY
+                         : d->is_new                                               ? WRITE_CAUSE_NEW_DEVICE
+                                                                                   : WRITE_CAUSE_POLICY;
         device_set_state(m, d, DEVICE_PENDING);
         queue_device(m, d);
 }

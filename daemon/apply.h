@@ -10,6 +10,7 @@ typedef enum ReconcileReason {
         REASON_LINK,   /* the device changed */
         REASON_SIZES,  /* its sizes changed, and we did not write them */
         REASON_ROUTES, /* routes out of it changed */
+        REASON_RETRY,  /* an operator released it */
         _REASON_MAX,
         _REASON_INVALID = -1,
 } ReconcileReason;

@@ -308,40 +308,82 @@ int control_retry(Manager *m, const char *ifname) {
         return r;
 }
 
-int control_subscribe(Manager *m, ControlEventFn fn, void *userdata) {
-        void *n = reallocarray(m->subscribers, m->n_subscribers + 1, sizeof(*m->subscribers));
-        if (!n)
-                return -ENOMEM;
-        m->subscribers = n;
-        m->subscribers[m->n_subscribers].fn = fn;
-        m->subscribers[m->n_subscribers].userdata = userdata;
-        m->n_subscribers++;
-        return 0;
+static json_object *device_event_json(const char *type, const Device *d) {
+        json_object *o = json_object_new_object();
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "event", json_object_new_string(type));
+        json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
+        json_object_object_add(o, "ifname", json_object_new_string(d->ifname ?: ""));
+        return o;
 }
 
-void control_unsubscribe(Manager *m, ControlEventFn fn, void *userdata) {
-        for (size_t i = 0; i < m->n_subscribers; i++)
-                if (m->subscribers[i].fn == fn && m->subscribers[i].userdata == userdata) {
-                        memmove(&m->subscribers[i], &m->subscribers[i + 1],
-                                (m->n_subscribers - i - 1) * sizeof(*m->subscribers));
-                        m->n_subscribers--;
-                        return;
-                }
-}
+json_object *control_event_json(const Event *e) {
+        json_object *o = NULL;
+        char digest[17];
 
-void control_emit(Manager *m, json_object *event) {
-        if (!event)
-                return;
-        /* A subscriber may unsubscribe itself (a client that went away): walk a copy. */
-        size_t n = m->n_subscribers;
-        if (n > 0) {
-                typeof(*m->subscribers) *copy = malloc(n * sizeof(*copy));
-                if (copy) {
-                        memcpy(copy, m->subscribers, n * sizeof(*copy));
-                        for (size_t i = 0; i < n; i++)
-                                copy[i].fn(copy[i].userdata, event);
-                        free(copy);
+        switch (e->type) {
+        case EVENT_ADDED:
+        case EVENT_REMOVED:
+                return device_event_json(event_type_to_string(e->type), e->device);
+        case EVENT_STATE:
+                o = device_event_json("state", e->device);
+                if (o) {
+                        json_object_object_add(o, "state", json_object_new_string(device_state_to_string(e->state)));
+                        json_object_object_add(o, "previous",
+                                               json_object_new_string(device_state_to_string(e->previous)));
                 }
+                return o;
+        case EVENT_WRITE:
+                o = device_event_json("write", e->device);
+                if (!o)
+                        return NULL;
+                json_object_object_add(o, "cause", json_object_new_string(write_cause_to_string(e->cause) ?: ""));
+                json_object_object_add(o, "from", control_sizes_json(e->from, e->ipv4));
+                json_object_object_add(o, "to", control_sizes_json(e->to, e->ipv4));
+                if (e->error < 0) {
+                        json_object_object_add(o, "errno", json_object_new_int(-e->error));
+                        json_object_object_add(o, "error", json_object_new_string(strerror(-e->error)));
+                        if (e->extack)
+                                json_object_object_add(o, "extack", json_object_new_string(e->extack));
+                }
+                return o;
+        case EVENT_ROLLBACK:
+                o = device_event_json("rollback", e->device);
+                if (!o)
+                        return NULL;
+                json_object_object_add(o, "counter", json_object_new_string(e->rollback->counter ?: ""));
+                json_object_object_add(o, "rise", json_object_new_int64((int64_t) e->rollback->rise));
+                json_object_object_add(o, "threshold", json_object_new_double(e->rollback->threshold));
+                json_object_object_add(o, "from", control_sizes_json(e->from, e->ipv4));
+                json_object_object_add(o, "to", control_sizes_json(e->to, e->ipv4));
+                return o;
+        case EVENT_RELOAD:
+                o = json_object_new_object();
+                if (!o)
+                        return NULL;
+                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) e->digest);
+                json_object_object_add(o, "event", json_object_new_string("reload"));
+                json_object_object_add(o, "ok", json_object_new_boolean(e->ok));
+                json_object_object_add(o, "digest", json_object_new_string(digest));
+                if (!e->ok && e->errors)
+                        json_object_object_add(o, "errors", control_errors_json(e->errors));
+                return o;
+        case EVENT_ROLLOUT:
+                o = e->device ? device_event_json("rollout", e->device) : json_object_new_object();
+                if (!o)
+                        return NULL;
+                if (!e->device)
+                        json_object_object_add(o, "event", json_object_new_string("rollout"));
+                json_object_object_add(o, "policy", json_object_new_string(e->policy ?: ""));
+                json_object_object_add(o, "halted", json_object_new_boolean(true));
+                return o;
+        case EVENT_RELOADING:
+        case EVENT_SETTLED:
+                return NULL; /* for sd_notify, not for operators */
+        case _EVENT_TYPE_MAX:
+        case _EVENT_TYPE_INVALID:
+                break;
         }
-        json_object_put(event);
+        return NULL;
 }

@@ -36,12 +36,6 @@ int control_reload(Manager *m, PolicyErrors *errs);
 int control_rollback(Manager *m, const char *ifname);
 int control_retry(Manager *m, const char *ifname);
 
-/* Events for Monitor and for D-Bus signals. Each event is a JSON object with "event" one of
- * "state" (ifname, state, previous), "write" (ifname, from, to, error?), "rollback" (ifname
- * and the record), "reload" (ok, digest, errors?). The callback must not keep `event` without
- * json_object_get(). */
-typedef void (*ControlEventFn)(void *userdata, json_object *event);
-int control_subscribe(Manager *m, ControlEventFn fn, void *userdata);
-void control_unsubscribe(Manager *m, ControlEventFn fn, void *userdata);
-/* Called by the daemon's own code where things happen; takes ownership of `event`. */
-void control_emit(Manager *m, json_object *event);
+/* An event as Monitor sends it (the schema of io.bigtcpd.Manager.varlink), or NULL for events
+ * that are not for operators. */
+json_object *control_event_json(const Event *e);

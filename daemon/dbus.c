@@ -71,7 +71,7 @@ struct Dbus {
         bool serving;   /* the name is ours */
         bool ever_up;   /* a connection was up once: a loss is worth a warning */
         bool logged_absent;
-        bool subscribed;
+        unsigned watch_id; /* of the manager's events, while connected */
         Snapshot last;
         TAILQ_HEAD(, PendingCall) pending;
         size_t n_pending;
@@ -334,32 +334,20 @@ static void schedule_changed(Dbus *b) {
 
 /* ---- events from the control plane ---- */
 
-static const char *event_string(json_object *e, const char *key) {
-        json_object *v;
-        if (!json_object_object_get_ex(e, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
-
-static void on_control_event(void *userdata, json_object *event) {
+static void on_control_event(const Event *e, void *userdata) {
         Dbus *b = userdata;
-        const char *type = event_string(event, "event");
         int r;
 
         if (!b->bus)
                 return;
-        if (streq_ptr(type, "rollback")) {
+        if (e->type == EVENT_ROLLBACK) {
                 _cleanup_(freep) char *buf1 = NULL, *buf2 = NULL;
-                const char *ifname = utf8_safe(event_string(event, "ifname"), &buf1);
-                const char *counter = utf8_safe(event_string(event, "counter"), &buf2);
-                json_object *v;
-                int64_t rise = 0;
+                const char *ifname = utf8_safe(e->device->ifname ?: "", &buf1);
+                const char *counter = utf8_safe(e->rollback->counter ?: "", &buf2);
 
-                if (json_object_object_get_ex(event, "rise", &v) && json_object_is_type(v, json_type_int))
-                        rise = json_object_get_int64(v);
                 if (ifname && counter) {
                         r = sd_bus_emit_signal(b->bus, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, "RolledBack", "sst",
-                                               ifname, counter, (uint64_t) (rise < 0 ? 0 : rise));
+                                               ifname, counter, e->rollback->rise);
                         if (r < 0)
                                 log_debug_errno(r, "D-Bus: failed to emit RolledBack: %m, ignoring");
                         kick(b);
@@ -816,13 +804,12 @@ static int bus_connect(Dbus *b) {
                 b->vtable_slot = sd_bus_slot_unref(b->vtable_slot);
                 return r;
         }
-        r = control_subscribe(b->m, on_control_event, b);
-        if (r < 0) {
+        b->watch_id = event_watch_add(&b->m->events, on_control_event, b);
+        if (b->watch_id == 0) {
                 b->vtable_slot = sd_bus_slot_unref(b->vtable_slot);
                 b->name_slot = sd_bus_slot_unref(b->name_slot);
-                return r;
+                return -ENOMEM;
         }
-        b->subscribed = true;
         b->bus = TAKE_PTR(bus);
         snapshot_take(b->m, &b->last);
         rearm(b);
@@ -838,9 +825,9 @@ static void bus_disconnect(Dbus *b) {
         evtimer_del(b->changed);
         while ((p = TAILQ_FIRST(&b->pending)))
                 pending_call_free(p);
-        if (b->subscribed) {
-                control_unsubscribe(b->m, on_control_event, b);
-                b->subscribed = false;
+        if (b->watch_id != 0) {
+                event_watch_remove(&b->m->events, b->watch_id);
+                b->watch_id = 0;
         }
         b->vtable_slot = sd_bus_slot_unref(b->vtable_slot);
         b->name_slot = sd_bus_slot_unref(b->name_slot);

@@ -22,6 +22,18 @@ const char *device_state_to_string(DeviceState s) {
         return device_state_table[s];
 }
 
+static const char *const write_cause_table[_WRITE_CAUSE_MAX] = {
+        [WRITE_CAUSE_NEW_DEVICE] = "new-device", [WRITE_CAUSE_POLICY] = "policy",
+        [WRITE_CAUSE_PUT_BACK] = "put-back",     [WRITE_CAUSE_RETRY] = "retry",
+        [WRITE_CAUSE_ROLLBACK] = "rollback",     [WRITE_CAUSE_RESTORE] = "restore",
+};
+
+const char *write_cause_to_string(WriteCause c) {
+        if (c < 0 || c >= _WRITE_CAUSE_MAX)
+                return NULL;
+        return write_cause_table[c];
+}
+
 DeviceState device_state_from_string(const char *s) {
         for (int i = 0; i < _DEVICE_STATE_MAX; i++)
                 if (streq_ptr(device_state_table[i], s))

@@ -27,6 +27,20 @@ typedef enum DeviceState {
 const char *device_state_to_string(DeviceState s);
 DeviceState device_state_from_string(const char *s);
 
+/* Why bigtcpd writes a device. */
+typedef enum WriteCause {
+        WRITE_CAUSE_NEW_DEVICE, /* the policy's sizes, to a device that appeared moments ago */
+        WRITE_CAUSE_POLICY,     /* the policy's sizes (a reload, a rename, a start) */
+        WRITE_CAUSE_PUT_BACK,   /* someone else changed them: bigtcpd's own go back */
+        WRITE_CAUSE_RETRY,      /* an operator released a rolled-back or failed device */
+        WRITE_CAUSE_ROLLBACK,   /* a guard tripped, or an operator rolled it back */
+        WRITE_CAUSE_RESTORE,    /* it stopped matching: its original sizes go back */
+        _WRITE_CAUSE_MAX,
+        _WRITE_CAUSE_INVALID = -EINVAL,
+} WriteCause;
+
+const char *write_cause_to_string(WriteCause c);
+
 typedef struct RouteEntry {
         uint8_t family;
         uint8_t dst_len;
@@ -94,6 +108,7 @@ struct Device {
         bool rolling_back;     /* the queued write goes back to last_good */
         bool rollback_pending; /* roll back once the write in flight is acknowledged */
         bool correcting;       /* the queued write puts back proven sizes: no new probation */
+        WriteCause write_cause;
         Sizes before_write; /* current when the write in flight was sent */
         bool need_reconcile;
         TAILQ_ENTRY(Device) queue_link;

@@ -128,7 +128,7 @@ static void on_status_timer(evutil_socket_t fd, short what, void *userdata) {
 }
 
 /* Any event may change the counts: look again soon, once for a burst. */
-static void on_event_for_status(void *userdata, json_object *event) {
+static void on_event_for_status(const Event *e, void *userdata) {
         Manager *m = userdata;
         if (m->ready_sent)
                 schedule_status(m, 250000);
@@ -323,17 +323,8 @@ static void rearm_watch(Manager *m, char **paths, size_t n) {
                 log_warning_errno(r, "Failed to watch the policy files: %m; reload with SIGHUP");
 }
 
-static void emit_reload(Manager *m, bool ok) {
-        json_object *e = json_object_new_object();
-        char digest[17];
-
-        if (!e)
-                return;
-        snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) m->policy->digest);
-        json_object_object_add(e, "event", json_object_new_string("reload"));
-        json_object_object_add(e, "ok", json_object_new_boolean(ok));
-        json_object_object_add(e, "digest", json_object_new_string(digest));
-        control_emit(m, e);
+static void emit_reload(Manager *m, bool ok, const PolicyErrors *errs) {
+        event_emit(&m->events, &(Event){.type = EVENT_RELOAD, .ok = ok, .digest = m->policy->digest, .errors = errs});
 }
 
 static void notify_reloading(void) {
@@ -343,6 +334,7 @@ static void notify_reloading(void) {
 /* `forced`: asked for (SIGHUP), so it is announced before the files are read and always ends
  * with READY=1; a file change reloads only when the contents differ from the running policy. */
 int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs) {
+        PolicyErrors errs = {};
         PolicySet *set = NULL;
         char **paths = NULL;
         size_t n = 0;
@@ -350,7 +342,7 @@ int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs) {
 
         if (forced)
                 notify_reloading();
-        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &set, &paths, &n, ret_errs);
+        r = load_policy(&m->cfg, m->hostname, m->uts.release, false, &set, &paths, &n, &errs);
         if (r < 0) {
                 /* Keep watching: the next edit may fix it. */
                 char **p = NULL;
@@ -361,7 +353,11 @@ int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs) {
                           (unsigned long long) m->policy->digest);
                 if (forced)
                         notify_status(m, "READY=1\n");
-                emit_reload(m, false);
+                emit_reload(m, false, &errs);
+                if (ret_errs)
+                        *ret_errs = errs;
+                else
+                        policy_errors_clear(&errs);
                 return r;
         }
         rearm_watch(m, paths, n);
@@ -387,7 +383,7 @@ int manager_reload(Manager *m, bool forced, PolicyErrors *ret_errs) {
         m->ready_pending = true;
         /* Reconcile against what the kernel holds now, not what it held at the last event. */
         start_verify(m);
-        emit_reload(m, true);
+        emit_reload(m, true, NULL);
         return 0;
 }
 
@@ -498,7 +494,7 @@ void manager_free(Manager *m) {
         policy_set_free(m->policy);
         device_table_done(&m->devices);
         state_entries_free(m->loaded_state.entries, m->loaded_state.n);
-        free(m->subscribers);
+        event_list_done(&m->events);
         free(m->dirty);
         free(m->forgotten);
         if (m->base)
@@ -566,7 +562,7 @@ int manager_start(Manager *m) {
                 return log_error_errno(r, "Failed to set up the watchdog: %m");
         if (getenv("NOTIFY_SOCKET")) {
                 m->status_timer = evtimer_new(m->base, on_status_timer, m);
-                if (!m->status_timer || control_subscribe(m, on_event_for_status, m) < 0)
+                if (!m->status_timer || event_watch_add(&m->events, on_event_for_status, m) == 0)
                         return log_error_errno(ENOMEM, "Failed to set up status notifications");
         }
         r = dbus_new(m, &m->dbus);

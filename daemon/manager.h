@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "device.h"
+#include "event.h"
 #include "netlink.h"
 #include "policy.h"
 
@@ -103,12 +104,8 @@ typedef struct Manager {
                 size_t n;
         } loaded_state;
 
-        /* Control plane: who wants events (Monitor streams, D-Bus signals). */
-        struct {
-                void (*fn)(void *userdata, struct json_object *event);
-                void *userdata;
-        } *subscribers;
-        size_t n_subscribers;
+        /* Who watches what happens (Monitor streams, D-Bus signals, STATUS=). */
+        EventList events;
 
         unsigned long long n_writes, n_write_failures, n_restores, n_rollbacks;
         int exit_code;

@@ -59,6 +59,7 @@ static void forget_device(Manager *m, Device *d) {
                 log_dev_info(d, "device is gone, forgetting its original sizes");
                 state_forget(m, d->ifindex);
         }
+        event_emit(&m->events, &(Event){.type = EVENT_REMOVED, .device = d});
         device_remove(&m->devices, d);
         device_free(d);
 }
@@ -72,6 +73,7 @@ static void handle_link(Manager *m, struct nlmsghdr *nlh, NetlinkSource source) 
         bool in_dump = source == NETLINK_DUMP;
         LinkMessage lm;
         unsigned changes = 0;
+        bool added = false;
         Device *d;
         int r;
 
@@ -98,6 +100,7 @@ static void handle_link(Manager *m, struct nlmsghdr *nlh, NetlinkSource source) 
                 }
                 /* created while we watch: it carries no traffic yet */
                 d->is_new = m->initial_sync_done && source == NETLINK_EVENT;
+                added = true;
         }
         /* A dump entry may predate a write sent while the dump runs: the ack is newer. */
         if (in_dump && d->write_epoch == m->dump_epoch)
@@ -114,6 +117,8 @@ static void handle_link(Manager *m, struct nlmsghdr *nlh, NetlinkSource source) 
                 return;
         }
         d->seen_in_dump = true;
+        if (added)
+                event_emit(&m->events, &(Event){.type = EVENT_ADDED, .device = d});
         if ((changes & LINK_CHANGE_DOWN) && m->policy_uses_routes)
                 m->route_resync_wanted = true;
         if (changes & LINK_CHANGE_MASTER) {

@@ -91,7 +91,8 @@ struct Connection {
         char *out;
         size_t out_start, out_len, out_size;
 
-        bool monitoring; /* a Monitor stream owns the connection */
+        bool monitoring;   /* a Monitor stream owns the connection */
+        unsigned watch_id; /* its watch of the manager's events */
         bool eof;        /* the client shut down its side */
 
         LIST_ENTRY(Connection) link;
@@ -135,14 +136,14 @@ static size_t out_pending(const Connection *c) {
 
 /* ---- connection life cycle ---- */
 
-static void on_event(void *userdata, json_object *event);
+static void on_event(const Event *e, void *userdata);
 
 static void connection_free(Connection *c) {
         if (!c)
                 return;
         log_debug("varlink: connection of pid %d uid %u closed", (int) c->pid, (unsigned) c->uid);
         if (c->monitoring)
-                control_unsubscribe(c->server->m, on_event, c);
+                event_watch_remove(&c->server->m->events, c->watch_id);
         LIST_REMOVE(c, link);
         c->server->n_connections--;
         if (c->read_event)
@@ -483,15 +484,14 @@ static json_object *method_list_devices(Call *call) {
 static json_object *method_monitor(Call *call) {
         json_object *e = check_params(call->params, NULL, 0, NULL);
         Connection *c = call->c;
-        int r;
 
         if (e)
                 return e;
         if (!call->more)
                 return error_new("org.varlink.service.ExpectedMore", NULL);
-        r = control_subscribe(c->server->m, on_event, c);
-        if (r < 0)
-                return errno_error(r);
+        c->watch_id = event_watch_add(&c->server->m->events, on_event, c);
+        if (c->watch_id == 0)
+                return errno_error(-ENOMEM);
         c->monitoring = true;
         log_debug("varlink: pid %d uid %u is monitoring", (int) c->pid, (unsigned) c->uid);
         return reply_new(params1("event", json_object_new_string("subscribed")), true);
@@ -644,8 +644,9 @@ static json_object *dispatch(Call *call) {
 
 /* ---- events (Monitor) ---- */
 
-static void on_event(void *userdata, json_object *event) {
+static void on_event(const Event *e, void *userdata) {
         Connection *c = userdata;
+        json_object *event;
 
         if (out_pending(c) > c->server->output_max) {
                 log_warning("varlink: pid %d uid %u does not read its Monitor stream (%zu bytes unread), "
@@ -654,7 +655,10 @@ static void on_event(void *userdata, json_object *event) {
                 connection_free(c);
                 return;
         }
-        if (connection_send(c, reply_new(json_object_get(event), true)) < 0) {
+        event = control_event_json(e);
+        if (!event)
+                return;
+        if (connection_send(c, reply_new(event, true)) < 0) {
                 connection_free(c);
                 return;
         }

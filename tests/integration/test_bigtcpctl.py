@@ -374,8 +374,14 @@ def test_monitor(running, ns):
         events = [json.loads(l) for l in js.until(
             lambda l: json.loads(l).get('ifname') == 'v5' and json.loads(l).get('state') in ('probation', 'applied'),
             T(10), 'v5 state (json)')]
-        assert {'event': 'state', 'ifindex': events[0]['ifindex'], 'ifname': 'v5', 'state': 'pending',
+        # Every device that appears is announced, matched (v5) or not (k5), before its decisions.
+        added = {e['ifname']: e['ifindex'] for e in events if e['event'] == 'added'}
+        assert set(added) >= {'v5', 'k5'}, events
+        assert {'event': 'state', 'ifindex': added['v5'], 'ifname': 'v5', 'state': 'pending',
                 'previous': 'unmanaged'} in events, events
+        writes = [e for e in events if e['event'] == 'write']
+        assert [(e['ifname'], e['cause']) for e in writes] == [('v5', 'new-device')], writes
+        assert any(l.endswith(' k5: appeared') for l in seen), seen
 
         ctl('rollback', 'v5', sock=d.sock, check_rc=0)
         human.until(lambda l: re.search(r' v5: rolled back \(operator rose 0, threshold 0\): gso_max_size '

@@ -1,19 +1,18 @@
 /* policy.c — the YAML policy (format version 1): parsing, validation, discovery of the files
  * and scoping to this host. Errors are collected with their position, never logged here. */
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <yaml.h>
 
 #include "linux-compat.h"
+#include "parse-util.h"
 #include "policy.h"
 #include "util.h"
 
@@ -25,11 +24,6 @@
 
 #define FNV1A64_OFFSET UINT64_C(0xcbf29ce484222325)
 #define FNV1A64_PRIME UINT64_C(0x100000001b3)
-
-#define USEC_PER_MSEC UINT64_C(1000)
-#define USEC_PER_SEC UINT64_C(1000000)
-#define USEC_PER_MINUTE (60 * USEC_PER_SEC)
-#define USEC_PER_HOUR (60 * USEC_PER_MINUTE)
 
 static bool streq(const char *a, const char *b) {
         return strcmp(a, b) == 0;
@@ -59,57 +53,6 @@ const char *size_kind_to_string(SizeKind k) {
         return size_kind_table[k];
 }
 
-static const char *const kernel_op_table[_KERNEL_OP_MAX] = {
-        [KERNEL_OP_LT] = "<",  [KERNEL_OP_LE] = "<=", [KERNEL_OP_EQ] = "==",
-        [KERNEL_OP_NE] = "!=", [KERNEL_OP_GE] = ">=", [KERNEL_OP_GT] = ">",
-};
-
-const char *kernel_op_to_string(KernelOp op) {
-        if (op < 0 || op >= _KERNEL_OP_MAX)
-                return NULL;
-        return kernel_op_table[op];
-}
-
-static const char *const guard_counter_kind_table[_GUARD_COUNTER_KIND_MAX] = {
-        [GUARD_COUNTER_LINK] = "link",
-        [GUARD_COUNTER_SNMP] = "snmp",
-};
-
-const char *guard_counter_kind_to_string(GuardCounterKind k) {
-        if (k < 0 || k >= _GUARD_COUNTER_KIND_MAX)
-                return NULL;
-        return guard_counter_kind_table[k];
-}
-
-/* The fields of struct rtnl_link_stats64 that a link guard may watch. */
-static const char *const link_stats_fields[] = {
-        "rx_packets",
-        "tx_packets",
-        "rx_bytes",
-        "tx_bytes",
-        "rx_errors",
-        "tx_errors",
-        "rx_dropped",
-        "tx_dropped",
-        "multicast",
-        "collisions",
-        "rx_length_errors",
-        "rx_over_errors",
-        "rx_crc_errors",
-        "rx_frame_errors",
-        "rx_fifo_errors",
-        "rx_missed_errors",
-        "tx_aborted_errors",
-        "tx_carrier_errors",
-        "tx_fifo_errors",
-        "tx_heartbeat_errors",
-        "tx_window_errors",
-        "rx_compressed",
-        "tx_compressed",
-        "rx_nohandler",
-        "rx_otherhost_dropped",
-};
-
 /* Used for every key a file leaves out. Errors on the wire and header errors in the stack are what
  * broken GSO/GRO segmentation shows first; retransmits alone are too noisy to guard by default. */
 #define BUILTIN_WINDOW_USEC (30 * USEC_PER_SEC)
@@ -123,8 +66,6 @@ static const struct {
         {"Ip.InHdrErrors", 100},
         {"Ip6.Ip6InHdrErrors", 100},
 };
-
-/* ---- small helpers, public for tests ---- */
 
 const char *size_spec_format(const SizeSpec *s, char *buf, size_t size) {
         if (!s || !buf || size == 0)
@@ -144,349 +85,6 @@ const char *size_spec_format(const SizeSpec *s, char *buf, size_t size) {
         }
         snprintf(buf, size, "-");
         return buf;
-}
-
-int parse_duration_usec(const char *s, uint64_t *ret) {
-        static const struct {
-                const char *suffix;
-                uint64_t usec;
-        } units[] = {
-                {"ms", USEC_PER_MSEC},
-                {"s", USEC_PER_SEC},
-                {"m", USEC_PER_MINUTE},
-                {"h", USEC_PER_HOUR},
-        };
-        uint64_t n = 0;
-        const char *e;
-
-        if (!s || !isdigit((unsigned char) *s))
-                return -EINVAL;
-        for (e = s; isdigit((unsigned char) *e); e++) {
-                unsigned d = (unsigned) (*e - '0');
-                if (n > (UINT64_MAX - d) / 10)
-                        return -ERANGE;
-                n = n * 10 + d;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
-                if (!streq(e, units[i].suffix))
-                        continue;
-                if (n == 0)
-                        return -ERANGE;
-                if (n > UINT64_MAX / units[i].usec)
-                        return -ERANGE;
-                if (ret)
-                        *ret = n * units[i].usec;
-                return 0;
-        }
-        return -EINVAL;
-}
-
-static const char *format_duration(uint64_t usec, char *buf, size_t size) {
-        if (usec % USEC_PER_HOUR == 0)
-                snprintf(buf, size, "%" PRIu64 "h", usec / USEC_PER_HOUR);
-        else if (usec % USEC_PER_MINUTE == 0)
-                snprintf(buf, size, "%" PRIu64 "m", usec / USEC_PER_MINUTE);
-        else if (usec % USEC_PER_SEC == 0)
-                snprintf(buf, size, "%" PRIu64 "s", usec / USEC_PER_SEC);
-        else
-                snprintf(buf, size, "%" PRIu64 "ms", usec / USEC_PER_MSEC);
-        return buf;
-}
-
-/* One numeric part of a version; kernel parts are small, so anything huge is a typo. */
-static const char *parse_version_part(const char *s, unsigned *ret) {
-        unsigned long v = 0;
-        size_t n = 0;
-
-        for (; isdigit((unsigned char) *s); s++, n++) {
-                v = v * 10 + (unsigned long) (*s - '0');
-                if (n >= 6)
-                        return NULL;
-        }
-        if (n == 0)
-                return NULL;
-        *ret = (unsigned) v;
-        return s;
-}
-
-/* Lenient on purpose: a release such as "6.18.44-fc-v595" or "6.8.0rc1" carries a suffix that
- * says nothing about the version. */
-int parse_kernel_version(const char *s, unsigned ret[3]) {
-        unsigned v[3] = {};
-        const char *e;
-
-        if (!s)
-                return -EINVAL;
-        e = parse_version_part(s, &v[0]);
-        if (!e)
-                return -EINVAL;
-        for (size_t i = 1; i < 3 && e[0] == '.' && isdigit((unsigned char) e[1]); i++) {
-                e = parse_version_part(e + 1, &v[i]);
-                if (!e)
-                        return -EINVAL;
-        }
-        if (ret)
-                memcpy(ret, v, sizeof(v));
-        return 0;
-}
-
-/* Strict: exactly 1-3 numeric parts, nothing else. */
-static int parse_kernel_version_strict(const char *s, size_t len, unsigned ret[3]) {
-        unsigned v[3] = {};
-        const char *e = s, *end = s + len;
-
-        for (size_t i = 0; i < 3; i++) {
-                e = parse_version_part(e, &v[i]);
-                if (!e || e > end)
-                        return -EINVAL;
-                if (e == end)
-                        break;
-                if (*e != '.' || i == 2)
-                        return -EINVAL;
-                e++;
-        }
-        if (e != end)
-                return -EINVAL;
-        memcpy(ret, v, sizeof(v));
-        return 0;
-}
-
-static int version_compare(const unsigned a[3], const unsigned b[3]) {
-        for (size_t i = 0; i < 3; i++)
-                if (a[i] != b[i])
-                        return a[i] < b[i] ? -1 : 1;
-        return 0;
-}
-
-static bool kernel_op_holds(KernelOp op, int c) {
-        switch (op) {
-        case KERNEL_OP_LT:
-                return c < 0;
-        case KERNEL_OP_LE:
-                return c <= 0;
-        case KERNEL_OP_EQ:
-                return c == 0;
-        case KERNEL_OP_NE:
-                return c != 0;
-        case KERNEL_OP_GE:
-                return c >= 0;
-        case KERNEL_OP_GT:
-                return c > 0;
-        case _KERNEL_OP_MAX:
-        case _KERNEL_OP_INVALID:
-                break;
-        }
-        return false;
-}
-
-bool kernel_req_holds(const KernelReq *reqs, size_t n, const char *kernel_release) {
-        unsigned v[3];
-
-        if (n == 0)
-                return true;
-        if (parse_kernel_version(kernel_release, v) < 0)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!kernel_op_holds(reqs[i].op, version_compare(v, reqs[i].version)))
-                        return false;
-        return true;
-}
-
-/* ">= 6.3, < 7.0": comma-separated comparisons that must all hold. */
-static int parse_kernel_reqs(const char *s, KernelReq **ret, size_t *ret_n) {
-        static const struct {
-                const char *text;
-                KernelOp op;
-        } ops[] = {
-                /* two-character operators first */
-                {"<=", KERNEL_OP_LE}, {">=", KERNEL_OP_GE}, {"==", KERNEL_OP_EQ}, {"!=", KERNEL_OP_NE},
-                {"<", KERNEL_OP_LT},  {">", KERNEL_OP_GT},  {"=", KERNEL_OP_EQ},
-        };
-        _cleanup_(freep) KernelReq *reqs = NULL;
-        size_t n = 0;
-        const char *p = s;
-
-        for (;;) {
-                KernelReq req = {.op = _KERNEL_OP_INVALID};
-                const char *v, *ve;
-                KernelReq *t;
-
-                while (*p == ' ' || *p == '\t')
-                        p++;
-                for (size_t i = 0; i < ELEMENTSOF(ops); i++) {
-                        size_t l = strlen(ops[i].text);
-                        if (strncmp(p, ops[i].text, l) == 0) {
-                                req.op = ops[i].op;
-                                p += l;
-                                break;
-                        }
-                }
-                if (req.op == _KERNEL_OP_INVALID)
-                        return -EINVAL;
-                while (*p == ' ' || *p == '\t')
-                        p++;
-                v = p;
-                while (*p && *p != ',' && *p != ' ' && *p != '\t')
-                        p++;
-                ve = p;
-                if (parse_kernel_version_strict(v, (size_t) (ve - v), req.version) < 0)
-                        return -EINVAL;
-                while (*p == ' ' || *p == '\t')
-                        p++;
-                if (n >= POLICY_LIST_MAX)
-                        return -E2BIG;
-                t = realloc(reqs, (n + 1) * sizeof(*reqs));
-                if (!t)
-                        return -ENOMEM;
-                reqs = t;
-                reqs[n++] = req;
-                if (*p == '\0')
-                        break;
-                if (*p != ',')
-                        return -EINVAL;
-                p++;
-        }
-        *ret = TAKE_PTR(reqs);
-        *ret_n = n;
-        return 0;
-}
-
-/* fnmatch() treats a malformed pattern as literal text; reject it instead, so that a typo is an
- * error rather than a policy that silently matches nothing. */
-bool glob_is_valid(const char *pattern) {
-        size_t len;
-
-        if (strempty(pattern))
-                return false;
-        len = strlen(pattern);
-        if (len > POLICY_STRING_MAX)
-                return false;
-        for (size_t i = 0; i < len; i++) {
-                if (pattern[i] == '\\') {
-                        if (i + 1 >= len)
-                                return false;
-                        i++;
-                        continue;
-                }
-                if (pattern[i] != '[')
-                        continue;
-
-                size_t j = i + 1;
-                if (pattern[j] == '!' || pattern[j] == '^')
-                        j++;
-                if (pattern[j] == ']') /* a leading ']' is a member, not the end */
-                        j++;
-                for (;; j++) {
-                        if (j >= len)
-                                return false;
-                        if (pattern[j] == '\\') {
-                                if (j + 1 >= len)
-                                        return false;
-                                j++;
-                                continue;
-                        }
-                        if (pattern[j] == '[' && strchr(":.=", pattern[j + 1]) && pattern[j + 1]) {
-                                /* [:class:], [.coll.], [=equiv=] */
-                                char close[3] = {pattern[j + 1], ']', 0};
-                                const char *e = strstr(pattern + j + 2, close);
-                                if (!e)
-                                        return false;
-                                j = (size_t) (e - pattern) + 1;
-                                continue;
-                        }
-                        if (pattern[j] == ']')
-                                break;
-                }
-                i = j;
-        }
-        return true;
-}
-
-int guard_counter_parse(const char *name, GuardCounterKind *ret) {
-        const char *p;
-
-        if (!name)
-                return -EINVAL;
-        if (strncmp(name, "link.", 5) == 0) {
-                for (size_t i = 0; i < ELEMENTSOF(link_stats_fields); i++)
-                        if (streq(name + 5, link_stats_fields[i])) {
-                                if (ret)
-                                        *ret = GUARD_COUNTER_LINK;
-                                return 0;
-                        }
-                return -EINVAL;
-        }
-
-        /* <Group>.<Name>, as the headers of /proc/net/{snmp,netstat} and the prefixes of snmp6 */
-        p = name;
-        if (!isalpha((unsigned char) *p))
-                return -EINVAL;
-        while (isalnum((unsigned char) *p))
-                p++;
-        if (*p != '.')
-                return -EINVAL;
-        p++;
-        if (!isalpha((unsigned char) *p))
-                return -EINVAL;
-        while (isalnum((unsigned char) *p) || *p == '_')
-                p++;
-        if (*p != '\0')
-                return -EINVAL;
-        if (ret)
-                *ret = GUARD_COUNTER_SNMP;
-        return 0;
-}
-
-int route_prefix_parse(const char *s, RoutePrefix *ret) {
-        RoutePrefix r = {};
-        char addr[INET6_ADDRSTRLEN + 1];
-        const char *slash;
-        size_t alen;
-        unsigned maxlen, plen;
-
-        if (!s)
-                return -EINVAL;
-        if (streq(s, "default")) {
-                r.is_default = true;
-                if (ret)
-                        *ret = r;
-                return 0;
-        }
-
-        slash = strchr(s, '/');
-        alen = slash ? (size_t) (slash - s) : strlen(s);
-        if (alen == 0 || alen >= sizeof(addr))
-                return -EINVAL;
-        memcpy(addr, s, alen);
-        addr[alen] = '\0';
-        r.family = strchr(addr, ':') ? AF_INET6 : AF_INET;
-        if (inet_pton(r.family, addr, r.addr) != 1)
-                return -EINVAL;
-        maxlen = r.family == AF_INET6 ? 128 : 32;
-
-        if (slash) {
-                const char *p = slash + 1;
-                size_t n = 0;
-
-                plen = 0;
-                for (; isdigit((unsigned char) *p); p++, n++) {
-                        if (n >= 3)
-                                return -EINVAL;
-                        plen = plen * 10 + (unsigned) (*p - '0');
-                }
-                if (n == 0 || *p != '\0' || plen > maxlen)
-                        return -EINVAL;
-        } else
-                plen = maxlen;
-        r.prefixlen = (uint8_t) plen;
-
-        for (unsigned bit = plen; bit < maxlen; bit++)
-                if (r.addr[bit / 8] & (0x80u >> (bit % 8)))
-                        return -EDOM;
-
-        if (ret)
-                *ret = r;
-        return 0;
 }
 
 int policy_error_format(const PolicyError *e, char **ret) {
@@ -1124,38 +722,6 @@ static void parse_counter(Parser *p, yaml_node_t *n, const char *key, char **ret
                 p->r = -ENOMEM;
 }
 
-static bool parse_uint64(const char *s, uint64_t *ret) {
-        uint64_t x = 0;
-
-        if (!isdigit((unsigned char) *s))
-                return false;
-        for (; *s; s++) {
-                unsigned d = (unsigned) (*s - '0');
-                if (!isdigit((unsigned char) *s) || x > (UINT64_MAX - d) / 10)
-                        return false;
-                x = x * 10 + d;
-        }
-        *ret = x;
-        return true;
-}
-
-static bool parse_ratio(const char *s, double *ret) {
-        char *e;
-        double d;
-
-        /* plain decimal notation only: no sign, no "inf", "nan" or hex floats */
-        if (!(isdigit((unsigned char) s[0]) || (s[0] == '.' && isdigit((unsigned char) s[1]))))
-                return false;
-        if (s[strspn(s, "0123456789.eE+-")] != '\0')
-                return false;
-        errno = 0;
-        d = strtod(s, &e);
-        if (errno != 0 || *e != '\0' || !isfinite(d) || d < 0)
-                return false;
-        *ret = d;
-        return true;
-}
-
 static void parse_guard(Parser *p, yaml_node_t *n, Guard *g) {
         yaml_node_t *v[_GUARD_KEY_MAX];
 
@@ -1173,7 +739,7 @@ static void parse_guard(Parser *p, yaml_node_t *n, Guard *g) {
         if (v[GUARD_MAX_INCREASE]) {
                 const char *s = scalar(v[GUARD_MAX_INCREASE]);
 
-                if (s && scalar_is_plain(v[GUARD_MAX_INCREASE]) && parse_uint64(s, &g->max_increase))
+                if (s && scalar_is_plain(v[GUARD_MAX_INCREASE]) && parse_uint64(s, &g->max_increase) >= 0)
                         g->has_max_increase = true;
                 else
                         perr(p, v[GUARD_MAX_INCREASE], "max-increase: expected a non-negative integer");
@@ -1182,7 +748,7 @@ static void parse_guard(Parser *p, yaml_node_t *n, Guard *g) {
         if (v[GUARD_MAX_RATIO]) {
                 const char *s = scalar(v[GUARD_MAX_RATIO]);
 
-                if (s && scalar_is_plain(v[GUARD_MAX_RATIO]) && parse_ratio(s, &g->max_ratio))
+                if (s && scalar_is_plain(v[GUARD_MAX_RATIO]) && parse_ratio(s, &g->max_ratio) >= 0)
                         g->has_max_ratio = true;
                 else
                         perr(p, v[GUARD_MAX_RATIO], "max-ratio: expected a non-negative number");
@@ -1250,8 +816,8 @@ static void check_rollback(Parser *p, yaml_node_t *at, const RollbackSpec *r) {
 
         if (r->interval_usec > r->window_usec)
                 perr(p, at, "rollback: interval %s is longer than window %s",
-                     format_duration(r->interval_usec, a, sizeof(a)),
-                     format_duration(r->window_usec, b, sizeof(b)));
+                     format_duration_usec(r->interval_usec, a, sizeof(a)),
+                     format_duration_usec(r->window_usec, b, sizeof(b)));
 }
 
 enum { MATCH_NAME, MATCH_KIND, MATCH_DRIVER, MATCH_MAC, MATCH_ROUTE, _MATCH_KEY_MAX };
@@ -1337,7 +903,7 @@ static void parse_rollout(Parser *p, yaml_node_t *n, unsigned *ret) {
                 return;
         }
         const char *s = scalar(v[ROLLOUT_MAX_PARALLEL]);
-        if (!s || !scalar_is_plain(v[ROLLOUT_MAX_PARALLEL]) || !parse_uint64(s, &x) || x < 1 ||
+        if (!s || !scalar_is_plain(v[ROLLOUT_MAX_PARALLEL]) || parse_uint64(s, &x) < 0 || x < 1 ||
             x > POLICY_MAX_PARALLEL_MAX) {
                 perr(p, v[ROLLOUT_MAX_PARALLEL], "max-parallel: expected an integer between 1 and %u",
                      POLICY_MAX_PARALLEL_MAX);

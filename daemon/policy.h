@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parse-util.h"
+
 typedef enum SizeKind {
         SIZE_UNSET,  /* key absent: leave this size as the device has it */
         SIZE_BYTES,  /* a number of bytes */
@@ -33,14 +35,6 @@ typedef struct StrList {
         size_t n;
 } StrList;
 
-/* An item of match.route: `default`, or an IPv4/IPv6 prefix. */
-typedef struct RoutePrefix {
-        bool is_default; /* the default route of either family */
-        int family;      /* AF_INET or AF_INET6; 0 with is_default */
-        uint8_t addr[16];
-        uint8_t prefixlen;
-} RoutePrefix;
-
 typedef struct PolicyMatch {
         StrList name;   /* globs, "!" prefix negates */
         StrList kind;   /* link kinds; "device" = no kind, "loopback" = the loopback device */
@@ -49,13 +43,6 @@ typedef struct PolicyMatch {
         RoutePrefix *routes;
         size_t n_routes;
 } PolicyMatch;
-
-typedef enum GuardCounterKind {
-        GUARD_COUNTER_LINK, /* link.<stats64 field> */
-        GUARD_COUNTER_SNMP, /* <Group>.<Name> from /proc/net/{snmp,netstat,snmp6} */
-        _GUARD_COUNTER_KIND_MAX,
-        _GUARD_COUNTER_KIND_INVALID = -1,
-} GuardCounterKind;
 
 typedef struct Guard {
         char *counter;
@@ -77,23 +64,6 @@ typedef struct RollbackSpec {
         Guard *guards;
         size_t n_guards;
 } RollbackSpec;
-
-typedef enum KernelOp {
-        KERNEL_OP_LT,
-        KERNEL_OP_LE,
-        KERNEL_OP_EQ,
-        KERNEL_OP_NE,
-        KERNEL_OP_GE,
-        KERNEL_OP_GT,
-        _KERNEL_OP_MAX,
-        _KERNEL_OP_INVALID = -1,
-} KernelOp;
-
-/* One comparison of `kernel:`; several separated by commas must all hold. */
-typedef struct KernelReq {
-        KernelOp op;
-        unsigned version[3]; /* major, minor, patch; missing parts are 0 */
-} KernelReq;
 
 typedef struct Policy {
         char *name;
@@ -139,6 +109,7 @@ typedef struct PolicyErrors {
 #define POLICY_GUARDS_MAX 64u
 #define POLICY_STRING_MAX 256u
 #define POLICY_MAX_PARALLEL_MAX 100000u
+_Static_assert(POLICY_STRING_MAX == GLOB_LENGTH_MAX, "a glob is a policy string: one limit for both");
 
 PolicySet *policy_set_new(void);
 void policy_set_free(PolicySet *s);
@@ -164,21 +135,8 @@ int policy_discover(const char *config, const char *root, char ***ret_paths);
 /* Decide which policies apply to this host. */
 void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release);
 
-/* Helpers, exposed for tests and for the control plane. */
-int parse_duration_usec(const char *s, uint64_t *ret);
-int parse_kernel_version(const char *s, unsigned ret[3]);
-bool kernel_req_holds(const KernelReq *reqs, size_t n, const char *kernel_release);
-bool glob_is_valid(const char *pattern);
 const char *size_kind_to_string(SizeKind k);
 /* Format a size spec into buf: "185000", "max", "legacy" or "-" for unset. */
 const char *size_spec_format(const SizeSpec *s, char *buf, size_t size);
-const char *kernel_op_to_string(KernelOp op);
-const char *guard_counter_kind_to_string(GuardCounterKind k);
-/* Is `name` a valid guard counter ("link.tx_errors", "Tcp.RetransSegs")? Returns 0 and its kind,
- * or -EINVAL. */
-int guard_counter_parse(const char *name, GuardCounterKind *ret);
-/* Parse "default", "10.0.0.0/8", "2001:db8::/32" or a bare address (a host prefix). Returns
- * -EINVAL when malformed, -EDOM when host bits are set beyond the prefix length. */
-int route_prefix_parse(const char *s, RoutePrefix *ret);
 /* "file:line:column: message", or "file: message" for an error about the whole file. */
 int policy_error_format(const PolicyError *e, char **ret);

@@ -17,6 +17,7 @@
 #include "dbus.h"
 #include "log.h"
 #include "manager.h"
+#include "policy-files.h"
 #include "state.h"
 #include "sync.h"
 

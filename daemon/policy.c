@@ -1,14 +1,11 @@
-/* policy.c — the YAML policy (format version 1): parsing, validation, discovery of the files
- * and scoping to this host. Errors are collected with their position, never logged here. */
+/* policy.c — the YAML policy (format version 1): parsing, validation and scoping to this host.
+ * Errors are collected with their position, never logged here. */
 
 #include <ctype.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
 #include "linux-compat.h"
@@ -252,10 +249,6 @@ void policy_set_free(PolicySet *s) {
         free(s);
 }
 
-static void policy_set_freep(PolicySet **s) {
-        policy_set_free(*s);
-}
-
 void policy_errors_clear(PolicyErrors *e) {
         if (!e)
                 return;
@@ -278,7 +271,7 @@ static uint64_t fnv1a64(uint64_t h, const void *data, size_t size) {
 
 /* ---- errors ---- */
 
-static int errors_append(PolicyErrors *e, const char *file, unsigned line, unsigned column, char *message) {
+int policy_errors_append(PolicyErrors *e, const char *file, unsigned line, unsigned column, char *message) {
         PolicyError *t;
         char *f;
 
@@ -347,7 +340,7 @@ _printf_(4, 0) static void parser_verror(Parser *p, unsigned line, unsigned colu
                 p->r = -ENOMEM;
                 return;
         }
-        r = errors_append(p->errs, p->file, line, column, m);
+        r = policy_errors_append(p->errs, p->file, line, column, m);
         if (r < 0) {
                 free(m);
                 p->r = r;
@@ -1302,199 +1295,6 @@ fail:
         return p.r;
 }
 
-/* ---- files ---- */
-
-int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs) {
-        _cleanup_(policy_set_freep) PolicySet *s = NULL;
-        bool failed = false;
-        int r;
-
-        if (!ret || !errs || (n_paths > 0 && !paths))
-                return -EINVAL;
-
-        s = policy_set_new();
-        if (!s)
-                return -ENOMEM;
-
-        for (size_t i = 0; i < n_paths; i++) {
-                _cleanup_(freep) char *data = NULL;
-                size_t size = 0;
-
-                r = read_file_bounded(paths[i], POLICY_FILE_MAX, &data, &size);
-                if (r == -ENOMEM)
-                        return r;
-                if (r == -EFBIG) {
-                        char *m;
-                        if (asprintf(&m, "file too large (max %u bytes)", POLICY_FILE_MAX) < 0)
-                                return -ENOMEM;
-                        r = errors_append(errs, paths[i], 0, 0, m);
-                        if (r < 0) {
-                                free(m);
-                                return r;
-                        }
-                        failed = true;
-                        continue;
-                }
-                if (r < 0) {
-                        char *m = strdup(r == -EBADF ? "not a regular file" : strerror(-r));
-                        if (!m)
-                                return -ENOMEM;
-                        r = errors_append(errs, paths[i], 0, 0, m);
-                        if (r < 0) {
-                                free(m);
-                                return r;
-                        }
-                        failed = true;
-                        continue;
-                }
-
-                r = policy_parse_buffer(s, paths[i], data, size, errs);
-                if (r == -EINVAL)
-                        failed = true;
-                else if (r < 0)
-                        return r;
-        }
-        if (failed)
-                return -EINVAL;
-
-        *ret = TAKE_PTR(s);
-        return 0;
-}
-
-typedef struct DropIn {
-        char *name; /* basename */
-        char *path;
-} DropIn;
-
-static int dropin_compare(const void *a, const void *b) {
-        return strcmp(((const DropIn *) a)->name, ((const DropIn *) b)->name);
-}
-
-static bool is_regular(const char *path) {
-        struct stat st;
-        return stat(path, &st) >= 0 && S_ISREG(st.st_mode); /* follows symlinks */
-}
-
-static bool dropin_name_ok(const char *name) {
-        size_t l = strlen(name);
-        /* hidden files are editors' and ConfigMaps' (..data) scaffolding */
-        return name[0] != '.' && l > 5 && streq(name + l - 5, ".yaml");
-}
-
-static int collect_dropins(const char *dir, DropIn **items, size_t *n) {
-        _cleanup_(closedirp) DIR *d = NULL;
-        struct dirent *de;
-
-        d = opendir(dir);
-        if (!d)
-                return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
-
-        while ((errno = 0, de = readdir(d))) {
-                _cleanup_(freep) char *path = NULL, *name = NULL;
-                bool seen = false;
-                DropIn *t;
-
-                if (!dropin_name_ok(de->d_name))
-                        continue;
-                for (size_t i = 0; i < *n; i++)
-                        if (streq((*items)[i].name, de->d_name)) {
-                                seen = true; /* a directory earlier in the order has it */
-                                break;
-                        }
-                if (seen)
-                        continue;
-                if (asprintf(&path, "%s/%s", dir, de->d_name) < 0) {
-                        path = NULL;
-                        return -ENOMEM;
-                }
-                if (!is_regular(path))
-                        continue;
-                name = strdup(de->d_name);
-                if (!name)
-                        return -ENOMEM;
-                t = realloc(*items, (*n + 1) * sizeof(DropIn));
-                if (!t)
-                        return -ENOMEM;
-                *items = t;
-                (*items)[(*n)++] = (DropIn){.name = TAKE_PTR(name), .path = TAKE_PTR(path)};
-        }
-        if (errno != 0)
-                return -errno;
-        return 0;
-}
-
-int policy_discover(const char *config, const char *root, char ***ret_paths) {
-        static const char *const dirs[] = {
-                "/etc/bigtcpd/bigtcpd.d",
-                "/run/bigtcpd/bigtcpd.d",
-                "/usr/lib/bigtcpd/bigtcpd.d",
-        };
-        _cleanup_(strv_freep) char **l = NULL;
-        DropIn *items = NULL;
-        size_t n = 0, n_items = 0;
-        char *main_path = NULL;
-        int r = 0;
-
-        if (!ret_paths)
-                return -EINVAL;
-        if (!root)
-                root = "";
-
-        l = calloc(1, sizeof(char *));
-        if (!l)
-                return -ENOMEM;
-
-        if (config) {
-                char *c = strdup(config);
-                if (!c)
-                        return -ENOMEM;
-                r = strv_push_take(&l, &n, c);
-                if (r < 0) {
-                        free(c);
-                        return r;
-                }
-                *ret_paths = TAKE_PTR(l);
-                return 1;
-        }
-
-        if (asprintf(&main_path, "%s/etc/bigtcpd/bigtcpd.yaml", root) < 0)
-                return -ENOMEM;
-        if (is_regular(main_path)) {
-                r = strv_push_take(&l, &n, main_path);
-                if (r < 0) {
-                        free(main_path);
-                        return r;
-                }
-        } else
-                free(main_path);
-
-        for (size_t i = 0; i < ELEMENTSOF(dirs) && r >= 0; i++) {
-                char *dir;
-                if (asprintf(&dir, "%s%s", root, dirs[i]) < 0) {
-                        r = -ENOMEM;
-                        break;
-                }
-                r = collect_dropins(dir, &items, &n_items);
-                free(dir);
-        }
-        if (r >= 0 && n_items > 0)
-                qsort(items, n_items, sizeof(DropIn), dropin_compare);
-        for (size_t i = 0; i < n_items; i++) {
-                free(items[i].name);
-                if (r >= 0) {
-                        r = strv_push_take(&l, &n, items[i].path);
-                        if (r >= 0)
-                                continue;
-                }
-                free(items[i].path);
-        }
-        free(items);
-        if (r < 0)
-                return r;
-
-        *ret_paths = TAKE_PTR(l);
-        return (int) n;
-}
 
 void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release) {
         if (!s)

@@ -113,24 +113,18 @@ _Static_assert(POLICY_STRING_MAX == GLOB_LENGTH_MAX, "a glob is a policy string:
 
 PolicySet *policy_set_new(void);
 void policy_set_free(PolicySet *s);
+static inline void policy_set_freep(PolicySet **s) {
+        policy_set_free(*s);
+}
 void policy_errors_clear(PolicyErrors *e);
+/* Append an error; `message` is taken on success only. */
+int policy_errors_append(PolicyErrors *e, const char *file, unsigned line, unsigned column, char *message);
 
 /* Parse one YAML document held in memory and append its policies to `s`. `file` names it in
  * errors. Returns 0 when it parsed clean, -EINVAL when errors were appended to `errs` (all of
  * them, not only the first, sorted by position), or another -errno. On any failure `s` is left
  * as it was. */
 int policy_parse_buffer(PolicySet *s, const char *file, const char *data, size_t size, PolicyErrors *errs);
-
-/* Read and parse the files in order into a new set. On any error returns -EINVAL with every
- * error in `errs` and no set. Cross-file checks (duplicate policy names) happen here. */
-int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs);
-
-/* The files that make up the policy: `config` alone when it is non-NULL, otherwise
- * <root>/etc/bigtcpd/bigtcpd.yaml (if it exists) followed by *.yaml drop-ins from
- * <root>/etc/bigtcpd/bigtcpd.d, <root>/run/bigtcpd/bigtcpd.d, <root>/usr/lib/bigtcpd/bigtcpd.d
- * — one file per basename (/etc over /run over /usr/lib), in lexical order of basename.
- * `root` is "" in production and a test directory in tests. Returns the number of paths. */
-int policy_discover(const char *config, const char *root, char ***ret_paths);
 
 /* Decide which policies apply to this host. */
 void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release);

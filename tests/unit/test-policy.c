@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "policy-files.h"
 #include "policy.h"
 #include "test-helpers.h"
 #include "util.h"

@@ -1,5 +1,6 @@
-/* config.c — inotify on the policy directories. A change only triggers a reload attempt; the
- * reload itself compares contents, so spurious events cost a re-read and nothing else. */
+/* policy-watch.c — inotify on the policy directories (policy-files.h names them). A change only
+ * triggers a reload attempt; the reload itself compares contents, so spurious events cost a
+ * re-read and nothing else. */
 #include <event2/event.h>
 #include <libgen.h>
 #include <limits.h>
@@ -7,8 +8,9 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
-#include "config.h"
 #include "log.h"
+#include "policy-files.h"
+#include "policy-watch.h"
 #include "util.h"
 
 #define WATCH_MAX 16
@@ -16,11 +18,11 @@
         (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_DELETE_SELF |   \
          IN_MOVE_SELF | IN_ATTRIB | IN_DONT_FOLLOW | IN_ONLYDIR)
 
-struct ConfigWatch {
+struct PolicyWatch {
         struct event_base *base;
         struct event *event;
         int fd;
-        ConfigChangedFn changed;
+        PolicyChangedFn changed;
         void *userdata;
         struct {
                 int wd;
@@ -29,7 +31,7 @@ struct ConfigWatch {
         size_t n_watches;
 };
 
-static void watches_clear(ConfigWatch *w) {
+static void watches_clear(PolicyWatch *w) {
         for (size_t i = 0; i < w->n_watches; i++)
                 free(w->watches[i].dir);
         w->n_watches = 0;
@@ -41,15 +43,15 @@ static void watches_clear(ConfigWatch *w) {
         w->fd = -1;
 }
 
-void config_watch_free(ConfigWatch *w) {
+void policy_watch_free(PolicyWatch *w) {
         if (!w)
                 return;
         watches_clear(w);
         free(w);
 }
 
-int config_watch_new(struct event_base *base, ConfigChangedFn changed, void *userdata, ConfigWatch **ret) {
-        ConfigWatch *w = calloc(1, sizeof(*w));
+int policy_watch_new(struct event_base *base, PolicyChangedFn changed, void *userdata, PolicyWatch **ret) {
+        PolicyWatch *w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
         w->base = base;
@@ -60,7 +62,7 @@ int config_watch_new(struct event_base *base, ConfigChangedFn changed, void *use
         return 0;
 }
 
-static const char *dir_of(int wd, const ConfigWatch *w) {
+static const char *dir_of(int wd, const PolicyWatch *w) {
         for (size_t i = 0; i < w->n_watches; i++)
                 if (w->watches[i].wd == wd)
                         return w->watches[i].dir;
@@ -69,7 +71,7 @@ static const char *dir_of(int wd, const ConfigWatch *w) {
 
 /* A new regular file is still being written: wait for its IN_CLOSE_WRITE. New symlinks and
  * directories (the ConfigMap swap) count at once. */
-static bool creation_counts(const ConfigWatch *w, const struct inotify_event *ev) {
+static bool creation_counts(const PolicyWatch *w, const struct inotify_event *ev) {
         if (ev->mask & IN_ISDIR)
                 return true;
         const char *dir = dir_of(ev->wd, w);
@@ -83,7 +85,7 @@ static bool creation_counts(const ConfigWatch *w, const struct inotify_event *ev
 }
 
 static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
-        ConfigWatch *w = userdata;
+        PolicyWatch *w = userdata;
         uint8_t buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
         bool changed = false;
 
@@ -139,13 +141,16 @@ static void want_parent_of(DirList *l, const char *path) {
                 want_dir(l, dirname(copy));
 }
 
-int config_watch_set(ConfigWatch *w, char *const *paths, size_t n_paths, const char *config, const char *root) {
-        static const char *const dirs[] = {
-                "/etc/bigtcpd",
-                "/etc/bigtcpd/bigtcpd.d",
-                "/run/bigtcpd/bigtcpd.d",
-                "/usr/lib/bigtcpd/bigtcpd.d",
-        };
+static int want_root_dir(DirList *l, const char *root, const char *dir) {
+        _cleanup_(freep) char *p = NULL;
+
+        if (asprintf(&p, "%s%s", root ?: "", dir) < 0)
+                return -ENOMEM;
+        want_dir(l, p);
+        return 0;
+}
+
+int policy_watch_set(PolicyWatch *w, char *const *paths, size_t n_paths, const char *config, const char *root) {
         DirList want = {};
         char real[PATH_MAX];
 
@@ -153,13 +158,10 @@ int config_watch_set(ConfigWatch *w, char *const *paths, size_t n_paths, const c
                 want_parent_of(&want, config);
                 if (realpath(config, real))
                         want_parent_of(&want, real);
-        } else
-                for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-                        _cleanup_(freep) char *p = NULL;
-                        if (asprintf(&p, "%s%s", root ?: "", dirs[i]) < 0)
+        } else if (want_root_dir(&want, root, POLICY_MAIN_DIR) >= 0)
+                for (const char *const *d = policy_dropin_dirs; *d; d++)
+                        if (want_root_dir(&want, root, *d) < 0)
                                 break;
-                        want_dir(&want, p);
-                }
         for (size_t i = 0; i < n_paths; i++) {
                 want_parent_of(&want, paths[i]);
                 if (realpath(paths[i], real))

@@ -14,4 +14,5 @@ void policy_watch_free(PolicyWatch *w);
 /* Watch what makes up the policy now: the files `paths`, and — when `config` is NULL — the
  * standard directories under `root`, so that a drop-in that appears is seen. Returns the number
  * of directories watched. */
-int policy_watch_set(PolicyWatch *w, char *const *paths, size_t n_paths, const char *config, const char *root);
+int policy_watch_set(PolicyWatch *w, char *const *paths, size_t n_paths, const char *config,
+                     const char *root);

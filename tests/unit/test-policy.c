@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "policy-files.h"
+#include "policy-watch.h"
 #include "policy.h"
 #include "test-helpers.h"
 #include "util.h"
@@ -1016,6 +1018,43 @@ static void test_discover(void **state) {
         strv_free(paths);
 }
 
+static void count_change(void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+/* Every directory that holds a policy file is watched, however many there are: a change in the
+ * last of 24 counts (a fixed table once dropped every directory past the 16th, silently). */
+static void test_watch_many_dirs(void **state) {
+        TempDir *t = *state;
+        struct event_base *base = event_base_new();
+        char *paths[24] = {};
+        PolicyWatch *w = NULL;
+        unsigned changes = 0;
+
+        assert_non_null(base);
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+                char rel[32];
+                snprintf(rel, sizeof(rel), "d%02zu/p.yaml", i);
+                assert_int_equal(write_file(t->path, rel, V1 "policies: []\n"), 0);
+                assert_true(asprintf(&paths[i], "%s/%s", t->path, rel) > 0);
+        }
+        assert_int_equal(policy_watch_new(base, count_change, &changes, &w), 0);
+        /* their own directories (and the real ones behind them, should /tmp be a symlink) */
+        assert_true(policy_watch_set(w, paths, ELEMENTSOF(paths), NULL, t->path) >= (int) ELEMENTSOF(paths));
+
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 0); /* nothing happened yet */
+        /* inotify queues the event before close() returns */
+        assert_int_equal(write_file(t->path, "d23/p.yaml", V1 "policies: []\n# edited\n"), 0);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 1);
+
+        policy_watch_free(w);
+        event_base_free(base);
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                free(paths[i]);
+}
+
 static void test_load_files(void **state) {
         TempDir *t = *state;
         _cleanup_(freep) char *a = NULL, *b = NULL, *c = NULL, *d = NULL, *missing = NULL, *errors = NULL,
@@ -1255,6 +1294,7 @@ int main(void) {
                 cmocka_unit_test(test_error_cap),
                 cmocka_unit_test_setup_teardown(test_discover, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test_setup_teardown(test_load_files, setup_tempdir, teardown_tempdir),
+                cmocka_unit_test_setup_teardown(test_watch_many_dirs, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test(test_scope),
                 cmocka_unit_test(test_error_format),
                 cmocka_unit_test(test_example_conf),

@@ -120,6 +120,21 @@ void policy_errors_clear(PolicyErrors *e);
 /* Append an error; `message` is taken on success only. */
 int policy_errors_append(PolicyErrors *e, const char *file, unsigned line, unsigned column, char *message);
 
+/* What the parser builds with. Every _done() accepts a zeroed object and leaves one behind. */
+void strlist_done(StrList *l);
+void rollback_spec_done(RollbackSpec *r);
+void policy_done(Policy *p);
+/* The built-in rollback defaults: every key set. */
+int rollback_spec_builtin(RollbackSpec *ret);
+/* `dst` is complete; take from `over` every key that it sets. Guards are replaced as a whole. */
+int rollback_spec_merge(RollbackSpec *dst, const RollbackSpec *over);
+int rollback_spec_copy(const RollbackSpec *src, RollbackSpec *ret);
+/* Add a file that parsed clean: its name and content to the digest, its policies (moved out of
+ * `policies`, each left zeroed) after those of the files before it and — for the set's first
+ * file — its rollback defaults (moved out of `defaults`). On failure nothing has changed. */
+int policy_set_add_file(PolicySet *s, const char *file, const char *data, size_t size, Policy *policies,
+                        size_t n_policies, RollbackSpec *defaults);
+
 /* Parse one YAML document held in memory and append its policies to `s`. `file` names it in
  * errors. Returns 0 when it parsed clean, -EINVAL when errors were appended to `errs` (all of
  * them, not only the first, sorted by position), or another -errno. On any failure `s` is left

@@ -1,6 +1,7 @@
-/* policy.h — the policy model (format version 1), its YAML parser and validation.
+/* policy.h — the policy model (format version 1) and parsing it from a buffer (policy-parse.c).
  * Parsing builds a new PolicySet; nothing global is touched, so reload and --check-config share
- * one path and the running set is swapped only when the new one is clean. */
+ * one path and the running set is swapped only when the new one is clean. The values inside are
+ * parse-util.h's, the files policy-files.h's. */
 #pragma once
 
 #include <stdbool.h>

@@ -179,7 +179,7 @@ def test_format_man_page_is_complete(tree):
                  '/proc/net/netstat', '/proc/net/snmp6', '100000', 'guards: []'):
         assert word in flat, f'{word} not in bigtcpd.yaml(5)'
     # Every message the parser can give, with its placeholders as the page writes them.
-    for fmt in set(re.findall(r'perr\(p, [^,]+, "((?:[^"\\]|\\.)*)"', src)):
+    for fmt in set(re.findall(r'parser_error\(p, [^,]+,\s*"((?:[^"\\]|\\.)*)"', src)):
         words = [w for w in re.split(r'%[a-z]+|\\"', fmt) if w.strip()]
         for w in words:
             assert w.strip() in flat, f'error message part {w.strip()!r} (of {fmt!r}) undocumented'

@@ -554,6 +554,66 @@ static void test_durations(void **state) {
         assert_int_equal(parse_duration_usec(NULL, NULL), -EINVAL);
 }
 
+static void test_numbers(void **state) {
+        static const struct {
+                const char *s;
+                int r;
+                uint64_t v;
+        } integers[] = {
+                {"0", 0, 0},
+                {"007", 0, 7},
+                {"18446744073709551615", 0, UINT64_MAX},
+                {"18446744073709551616", -ERANGE, 0},
+                {"99999999999999999999", -ERANGE, 0},
+                {"", -EINVAL, 0},
+                {"-1", -EINVAL, 0},
+                {"+1", -EINVAL, 0},
+                {"1 ", -EINVAL, 0},
+                {"1e3", -EINVAL, 0},
+                {"0x10", -EINVAL, 0},
+        };
+        static const struct {
+                const char *s;
+                int r;
+                double v;
+        } ratios[] = {
+                {"0", 0, 0},
+                {"0.02", 0, 0.02},
+                {".5", 0, 0.5},
+                {"1e-3", 0, 0.001},
+                {"2.5E+1", 0, 25},
+                {"1e999", -ERANGE, 0},
+                {"", -EINVAL, 0},
+                {"-0.1", -EINVAL, 0},
+                {"+1", -EINVAL, 0},
+                {"inf", -EINVAL, 0},
+                {"nan", -EINVAL, 0},
+                {"0x1p3", -EINVAL, 0},
+                {"1.2.3", -EINVAL, 0},
+                {".", -EINVAL, 0},
+                {"1 ", -EINVAL, 0},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(integers); i++) {
+                uint64_t v = 4242;
+                int r = parse_uint64(integers[i].s, &v);
+
+                if (r != integers[i].r)
+                        fail_msg("\"%s\": %d, expected %d", integers[i].s, r, integers[i].r);
+                assert_int_equal(v, r == 0 ? integers[i].v : 4242); /* untouched on failure */
+        }
+        for (size_t i = 0; i < ELEMENTSOF(ratios); i++) {
+                double v = 42;
+                int r = parse_ratio(ratios[i].s, &v);
+
+                if (r != ratios[i].r)
+                        fail_msg("\"%s\": %d, expected %d", ratios[i].s, r, ratios[i].r);
+                assert_float_equal(v, r == 0 ? ratios[i].v : 42, 1e-12);
+        }
+        assert_int_equal(parse_uint64(NULL, NULL), -EINVAL);
+        assert_int_equal(parse_ratio(NULL, NULL), -EINVAL);
+}
+
 static void test_kernel_versions(void **state) {
         static const struct {
                 const char *s;
@@ -1284,6 +1344,7 @@ int main(void) {
                 cmocka_unit_test(test_error_cases),
                 cmocka_unit_test(test_error_leaves_set_unchanged),
                 cmocka_unit_test(test_durations),
+                cmocka_unit_test(test_numbers),
                 cmocka_unit_test(test_kernel_versions),
                 cmocka_unit_test(test_kernel_requirements),
                 cmocka_unit_test(test_globs),

@@ -14,6 +14,7 @@
 
 #include "client.h"
 #include "device.h"
+#include "policy-files.h"
 #include "policy.h"
 #include "table.h"
 #include "util.h"

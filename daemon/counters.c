@@ -2,35 +2,17 @@
  * "Group: Name1 Name2 …" and its values "Group: 1 2 …"; /proc/net/snmp6 holds "Name value" lines
  * whose group is the name up to its "6" (Ip6InHdrErrors → Ip6.Ip6InHdrErrors). */
 #include <fcntl.h>
-#include <linux/if_link.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "counters.h"
+#include "parse-util.h"
 #include "util.h"
 
 #define SNMP_FILE_MAX (1024u * 1024u)
 
-static const struct {
-        const char *name;
-        size_t offset;
-} link_fields[] = {
-#define F(x) {#x, offsetof(struct rtnl_link_stats64, x)}
-        F(rx_packets),         F(tx_packets),          F(rx_bytes),           F(tx_bytes),
-        F(rx_errors),          F(tx_errors),           F(rx_dropped),         F(tx_dropped),
-        F(multicast),          F(collisions),          F(rx_length_errors),   F(rx_over_errors),
-        F(rx_crc_errors),      F(rx_frame_errors),     F(rx_fifo_errors),     F(rx_missed_errors),
-        F(tx_aborted_errors),  F(tx_carrier_errors),   F(tx_fifo_errors),     F(tx_heartbeat_errors),
-        F(tx_window_errors),   F(rx_compressed),       F(tx_compressed),      F(rx_nohandler),
-        F(rx_otherhost_dropped),
-#undef F
-};
-
 int link_counter_offset(const char *name) {
-        for (size_t i = 0; i < ELEMENTSOF(link_fields); i++)
-                if (streq_ptr(link_fields[i].name, name))
-                        return (int) link_fields[i].offset;
-        return -ENOENT;
+        return link_stats_field_offset(name);
 }
 
 int link_counter_get(const void *stats, size_t size, int offset, uint64_t *ret) {

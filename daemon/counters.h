@@ -6,7 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* link.<field>: the byte offset of the field in struct rtnl_link_stats64, or -ENOENT. */
+/* link.<field>: the byte offset of the field in struct rtnl_link_stats64, or -ENOENT (from
+ * parse-util.c's table, the one that policy validation uses). */
 int link_counter_offset(const char *name);
 /* The field's value from a stats64 blob of `size` bytes (older kernels send shorter ones):
  * -ENOENT when the blob does not reach the field. */

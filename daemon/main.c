@@ -4,7 +4,8 @@
 
 #include "log.h"
 #include "manager.h"
-#include "policy.h"
+#include "parse-util.h"
+#include "policy-files.h"
 #include "varlink.h"
 
 #define DEFAULT_RUNTIME_DIR "/run/bigtcpd"
@@ -23,7 +24,7 @@ static void help(void) {
                "     --check-config       Validate the policy and exit: 0 clean, 1 errors\n"
                "  -h --help               Show this help\n"
                "     --version            Show the version\n",
-               "/etc/bigtcpd/bigtcpd.yaml", DEFAULT_RUNTIME_DIR);
+               POLICY_MAIN_FILE, DEFAULT_RUNTIME_DIR);
 }
 
 int main(int argc, char *argv[]) {

@@ -17,6 +17,7 @@
 #include "dbus.h"
 #include "log.h"
 #include "manager.h"
+#include "policy-files.h"
 #include "state.h"
 #include "sync.h"
 
@@ -318,7 +319,7 @@ static void describe_policy(const PolicySet *s) {
 }
 
 static void rearm_watch(Manager *m, char **paths, size_t n) {
-        int r = config_watch_set(m->watch, paths, n, m->cfg.config_path, m->cfg.root);
+        int r = policy_watch_set(m->watch, paths, n, m->cfg.config_path, m->cfg.root);
         if (r < 0)
                 log_warning_errno(r, "Failed to watch the policy files: %m; reload with SIGHUP");
 }
@@ -489,7 +490,7 @@ void manager_free(Manager *m) {
         if (m->probation_timer)
                 event_free(m->probation_timer);
         strv_free(m->guard_warnings);
-        config_watch_free(m->watch);
+        policy_watch_free(m->watch);
         netlink_free(m->nl);
         policy_set_free(m->policy);
         device_table_done(&m->devices);
@@ -538,7 +539,7 @@ int manager_start(Manager *m) {
         } else if (m->loaded_state.n > 0)
                 log_info("state: original sizes of %zu devices recorded by an earlier run", m->loaded_state.n);
 
-        r = config_watch_new(m->base, on_config_changed, m, &m->watch);
+        r = policy_watch_new(m->base, on_config_changed, m, &m->watch);
         if (r < 0) {
                 strv_free(paths);
                 return log_error_errno(r, "Failed to set up inotify: %m");

@@ -6,10 +6,10 @@
 #include <sys/queue.h>
 #include <sys/utsname.h>
 
-#include "config.h"
 #include "device.h"
 #include "event.h"
 #include "netlink.h"
+#include "policy-watch.h"
 #include "policy.h"
 
 #define WRITE_INFLIGHT_MAX 256u
@@ -48,7 +48,7 @@ typedef enum InflightKind {
 typedef struct Manager {
         struct event_base *base;
         Netlink *nl;
-        ConfigWatch *watch;
+        PolicyWatch *watch;
         DeviceTable devices;
         PolicySet *policy;
         ManagerConfig cfg;

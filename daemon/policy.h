@@ -1,11 +1,14 @@
-/* policy.h — the policy model (format version 1), its YAML parser and validation.
+/* policy.h — the policy model (format version 1) and parsing it from a buffer (policy-parse.c).
  * Parsing builds a new PolicySet; nothing global is touched, so reload and --check-config share
- * one path and the running set is swapped only when the new one is clean. */
+ * one path and the running set is swapped only when the new one is clean. The values inside are
+ * parse-util.h's, the files policy-files.h's. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "parse-util.h"
 
 typedef enum SizeKind {
         SIZE_UNSET,  /* key absent: leave this size as the device has it */
@@ -33,14 +36,6 @@ typedef struct StrList {
         size_t n;
 } StrList;
 
-/* An item of match.route: `default`, or an IPv4/IPv6 prefix. */
-typedef struct RoutePrefix {
-        bool is_default; /* the default route of either family */
-        int family;      /* AF_INET or AF_INET6; 0 with is_default */
-        uint8_t addr[16];
-        uint8_t prefixlen;
-} RoutePrefix;
-
 typedef struct PolicyMatch {
         StrList name;   /* globs, "!" prefix negates */
         StrList kind;   /* link kinds; "device" = no kind, "loopback" = the loopback device */
@@ -49,13 +44,6 @@ typedef struct PolicyMatch {
         RoutePrefix *routes;
         size_t n_routes;
 } PolicyMatch;
-
-typedef enum GuardCounterKind {
-        GUARD_COUNTER_LINK, /* link.<stats64 field> */
-        GUARD_COUNTER_SNMP, /* <Group>.<Name> from /proc/net/{snmp,netstat,snmp6} */
-        _GUARD_COUNTER_KIND_MAX,
-        _GUARD_COUNTER_KIND_INVALID = -1,
-} GuardCounterKind;
 
 typedef struct Guard {
         char *counter;
@@ -77,23 +65,6 @@ typedef struct RollbackSpec {
         Guard *guards;
         size_t n_guards;
 } RollbackSpec;
-
-typedef enum KernelOp {
-        KERNEL_OP_LT,
-        KERNEL_OP_LE,
-        KERNEL_OP_EQ,
-        KERNEL_OP_NE,
-        KERNEL_OP_GE,
-        KERNEL_OP_GT,
-        _KERNEL_OP_MAX,
-        _KERNEL_OP_INVALID = -1,
-} KernelOp;
-
-/* One comparison of `kernel:`; several separated by commas must all hold. */
-typedef struct KernelReq {
-        KernelOp op;
-        unsigned version[3]; /* major, minor, patch; missing parts are 0 */
-} KernelReq;
 
 typedef struct Policy {
         char *name;
@@ -139,10 +110,31 @@ typedef struct PolicyErrors {
 #define POLICY_GUARDS_MAX 64u
 #define POLICY_STRING_MAX 256u
 #define POLICY_MAX_PARALLEL_MAX 100000u
+_Static_assert(POLICY_STRING_MAX == GLOB_LENGTH_MAX, "a glob is a policy string: one limit for both");
 
 PolicySet *policy_set_new(void);
 void policy_set_free(PolicySet *s);
+static inline void policy_set_freep(PolicySet **s) {
+        policy_set_free(*s);
+}
 void policy_errors_clear(PolicyErrors *e);
+/* Append an error; `message` is taken on success only. */
+int policy_errors_append(PolicyErrors *e, const char *file, unsigned line, unsigned column, char *message);
+
+/* What the parser builds with. Every _done() accepts a zeroed object and leaves one behind. */
+void strlist_done(StrList *l);
+void rollback_spec_done(RollbackSpec *r);
+void policy_done(Policy *p);
+/* The built-in rollback defaults: every key set. */
+int rollback_spec_builtin(RollbackSpec *ret);
+/* `dst` is complete; take from `over` every key that it sets. Guards are replaced as a whole. */
+int rollback_spec_merge(RollbackSpec *dst, const RollbackSpec *over);
+int rollback_spec_copy(const RollbackSpec *src, RollbackSpec *ret);
+/* Add a file that parsed clean: its name and content to the digest, its policies (moved out of
+ * `policies`, each left zeroed) after those of the files before it and — for the set's first
+ * file — its rollback defaults (moved out of `defaults`). On failure nothing has changed. */
+int policy_set_add_file(PolicySet *s, const char *file, const char *data, size_t size, Policy *policies,
+                        size_t n_policies, RollbackSpec *defaults);
 
 /* Parse one YAML document held in memory and append its policies to `s`. `file` names it in
  * errors. Returns 0 when it parsed clean, -EINVAL when errors were appended to `errs` (all of
@@ -150,35 +142,11 @@ void policy_errors_clear(PolicyErrors *e);
  * as it was. */
 int policy_parse_buffer(PolicySet *s, const char *file, const char *data, size_t size, PolicyErrors *errs);
 
-/* Read and parse the files in order into a new set. On any error returns -EINVAL with every
- * error in `errs` and no set. Cross-file checks (duplicate policy names) happen here. */
-int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs);
-
-/* The files that make up the policy: `config` alone when it is non-NULL, otherwise
- * <root>/etc/bigtcpd/bigtcpd.yaml (if it exists) followed by *.yaml drop-ins from
- * <root>/etc/bigtcpd/bigtcpd.d, <root>/run/bigtcpd/bigtcpd.d, <root>/usr/lib/bigtcpd/bigtcpd.d
- * — one file per basename (/etc over /run over /usr/lib), in lexical order of basename.
- * `root` is "" in production and a test directory in tests. Returns the number of paths. */
-int policy_discover(const char *config, const char *root, char ***ret_paths);
-
 /* Decide which policies apply to this host. */
 void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release);
 
-/* Helpers, exposed for tests and for the control plane. */
-int parse_duration_usec(const char *s, uint64_t *ret);
-int parse_kernel_version(const char *s, unsigned ret[3]);
-bool kernel_req_holds(const KernelReq *reqs, size_t n, const char *kernel_release);
-bool glob_is_valid(const char *pattern);
 const char *size_kind_to_string(SizeKind k);
 /* Format a size spec into buf: "185000", "max", "legacy" or "-" for unset. */
 const char *size_spec_format(const SizeSpec *s, char *buf, size_t size);
-const char *kernel_op_to_string(KernelOp op);
-const char *guard_counter_kind_to_string(GuardCounterKind k);
-/* Is `name` a valid guard counter ("link.tx_errors", "Tcp.RetransSegs")? Returns 0 and its kind,
- * or -EINVAL. */
-int guard_counter_parse(const char *name, GuardCounterKind *ret);
-/* Parse "default", "10.0.0.0/8", "2001:db8::/32" or a bare address (a host prefix). Returns
- * -EINVAL when malformed, -EDOM when host bits are set beyond the prefix length. */
-int route_prefix_parse(const char *s, RoutePrefix *ret);
 /* "file:line:column: message", or "file: message" for an error about the whole file. */
 int policy_error_format(const PolicyError *e, char **ret);

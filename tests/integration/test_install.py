@@ -156,11 +156,13 @@ def test_man_pages_render(tree):
 
 def test_format_man_page_is_complete(tree):
     """bigtcpd.yaml(5) names every key the parser knows, every link counter, and the built-in
-    defaults, taken from daemon/policy.c so that a new key cannot go undocumented."""
+    defaults, taken from the parser's sources (daemon/policy*.c, daemon/parse-util.c) so that a new
+    key cannot go undocumented."""
     text = man(tree['dest'] / 'usr/share/man/man5/bigtcpd.yaml.5', width=200)
     # Words that the formatter hyphenated at a line end anyway are joined again.
     flat = re.sub(r'\s+', ' ', re.sub(r'\u2010\n\s*', '', text).replace('\u2010', '-'))
-    src = (REPO / 'daemon/policy.c').read_text()
+    sources = sorted((REPO / 'daemon').glob('policy*.c')) + [REPO / 'daemon/parse-util.c']
+    src = ''.join(f.read_text() for f in sources)
     keys = set()
     for table in re.findall(r'_keys\[[^\]]*\] = \{(.*?)\};', src, re.S):
         keys |= set(re.findall(r'"([a-z-]+)"', table))
@@ -168,14 +170,16 @@ def test_format_man_page_is_complete(tree):
     for k in sorted(keys):
         assert f'{k}:' in flat, f'key {k} undocumented'
     fields = re.search(r'link_stats_fields\[\] = \{(.*?)\};', src, re.S).group(1)
-    for f in re.findall(r'"(\w+)"', fields):
+    fields = re.findall(r'F\((\w+)\)', fields)
+    assert 'tx_errors' in fields, fields
+    for f in fields:
         assert f in flat, f'link.{f} undocumented'
     for word in ('device', 'loopback', 'default', 'max', 'legacy', '524280', '65536', '30s', '1s',
                  'link.tx_errors', 'link.rx_errors', 'Ip.InHdrErrors', 'Ip6.Ip6InHdrErrors', '/proc/net/snmp',
                  '/proc/net/netstat', '/proc/net/snmp6', '100000', 'guards: []'):
         assert word in flat, f'{word} not in bigtcpd.yaml(5)'
     # Every message the parser can give, with its placeholders as the page writes them.
-    for fmt in set(re.findall(r'perr\(p, [^,]+, "((?:[^"\\]|\\.)*)"', src)):
+    for fmt in set(re.findall(r'parser_error\(p, [^,]+,\s*"((?:[^"\\]|\\.)*)"', src)):
         words = [w for w in re.split(r'%[a-z]+|\\"', fmt) if w.strip()]
         for w in words:
             assert w.strip() in flat, f'error message part {w.strip()!r} (of {fmt!r}) undocumented'

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "policy-files.h"
+#include "policy-watch.h"
 #include "policy.h"
 #include "test-helpers.h"
 #include "util.h"
@@ -551,6 +554,66 @@ static void test_durations(void **state) {
         assert_int_equal(parse_duration_usec(NULL, NULL), -EINVAL);
 }
 
+static void test_numbers(void **state) {
+        static const struct {
+                const char *s;
+                int r;
+                uint64_t v;
+        } integers[] = {
+                {"0", 0, 0},
+                {"007", 0, 7},
+                {"18446744073709551615", 0, UINT64_MAX},
+                {"18446744073709551616", -ERANGE, 0},
+                {"99999999999999999999", -ERANGE, 0},
+                {"", -EINVAL, 0},
+                {"-1", -EINVAL, 0},
+                {"+1", -EINVAL, 0},
+                {"1 ", -EINVAL, 0},
+                {"1e3", -EINVAL, 0},
+                {"0x10", -EINVAL, 0},
+        };
+        static const struct {
+                const char *s;
+                int r;
+                double v;
+        } ratios[] = {
+                {"0", 0, 0},
+                {"0.02", 0, 0.02},
+                {".5", 0, 0.5},
+                {"1e-3", 0, 0.001},
+                {"2.5E+1", 0, 25},
+                {"1e999", -ERANGE, 0},
+                {"", -EINVAL, 0},
+                {"-0.1", -EINVAL, 0},
+                {"+1", -EINVAL, 0},
+                {"inf", -EINVAL, 0},
+                {"nan", -EINVAL, 0},
+                {"0x1p3", -EINVAL, 0},
+                {"1.2.3", -EINVAL, 0},
+                {".", -EINVAL, 0},
+                {"1 ", -EINVAL, 0},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(integers); i++) {
+                uint64_t v = 4242;
+                int r = parse_uint64(integers[i].s, &v);
+
+                if (r != integers[i].r)
+                        fail_msg("\"%s\": %d, expected %d", integers[i].s, r, integers[i].r);
+                assert_int_equal(v, r == 0 ? integers[i].v : 4242); /* untouched on failure */
+        }
+        for (size_t i = 0; i < ELEMENTSOF(ratios); i++) {
+                double v = 42;
+                int r = parse_ratio(ratios[i].s, &v);
+
+                if (r != ratios[i].r)
+                        fail_msg("\"%s\": %d, expected %d", ratios[i].s, r, ratios[i].r);
+                assert_float_equal(v, r == 0 ? ratios[i].v : 42, 1e-12);
+        }
+        assert_int_equal(parse_uint64(NULL, NULL), -EINVAL);
+        assert_int_equal(parse_ratio(NULL, NULL), -EINVAL);
+}
+
 static void test_kernel_versions(void **state) {
         static const struct {
                 const char *s;
@@ -1015,6 +1078,43 @@ static void test_discover(void **state) {
         strv_free(paths);
 }
 
+static void count_change(void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+/* Every directory that holds a policy file is watched, however many there are: a change in the
+ * last of 24 counts (a fixed table once dropped every directory past the 16th, silently). */
+static void test_watch_many_dirs(void **state) {
+        TempDir *t = *state;
+        struct event_base *base = event_base_new();
+        char *paths[24] = {};
+        PolicyWatch *w = NULL;
+        unsigned changes = 0;
+
+        assert_non_null(base);
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+                char rel[32];
+                snprintf(rel, sizeof(rel), "d%02zu/p.yaml", i);
+                assert_int_equal(write_file(t->path, rel, V1 "policies: []\n"), 0);
+                assert_true(asprintf(&paths[i], "%s/%s", t->path, rel) > 0);
+        }
+        assert_int_equal(policy_watch_new(base, count_change, &changes, &w), 0);
+        /* their own directories (and the real ones behind them, should /tmp be a symlink) */
+        assert_true(policy_watch_set(w, paths, ELEMENTSOF(paths), NULL, t->path) >= (int) ELEMENTSOF(paths));
+
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 0); /* nothing happened yet */
+        /* inotify queues the event before close() returns */
+        assert_int_equal(write_file(t->path, "d23/p.yaml", V1 "policies: []\n# edited\n"), 0);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 1);
+
+        policy_watch_free(w);
+        event_base_free(base);
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                free(paths[i]);
+}
+
 static void test_load_files(void **state) {
         TempDir *t = *state;
         _cleanup_(freep) char *a = NULL, *b = NULL, *c = NULL, *d = NULL, *missing = NULL, *errors = NULL,
@@ -1244,6 +1344,7 @@ int main(void) {
                 cmocka_unit_test(test_error_cases),
                 cmocka_unit_test(test_error_leaves_set_unchanged),
                 cmocka_unit_test(test_durations),
+                cmocka_unit_test(test_numbers),
                 cmocka_unit_test(test_kernel_versions),
                 cmocka_unit_test(test_kernel_requirements),
                 cmocka_unit_test(test_globs),
@@ -1254,6 +1355,7 @@ int main(void) {
                 cmocka_unit_test(test_error_cap),
                 cmocka_unit_test_setup_teardown(test_discover, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test_setup_teardown(test_load_files, setup_tempdir, teardown_tempdir),
+                cmocka_unit_test_setup_teardown(test_watch_many_dirs, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test(test_scope),
                 cmocka_unit_test(test_error_format),
                 cmocka_unit_test(test_example_conf),

@@ -1,5 +1,6 @@
-/* config.c — inotify on the policy directories. A change only triggers a reload attempt; the
- * reload itself compares contents, so spurious events cost a re-read and nothing else. */
+/* policy-watch.c — inotify on the policy directories (policy-files.h names them). A change only
+ * triggers a reload attempt; the reload itself compares contents, so spurious events cost a
+ * re-read and nothing else. */
 #include <event2/event.h>
 #include <libgen.h>
 #include <limits.h>
@@ -7,31 +8,35 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
-#include "config.h"
 #include "log.h"
+#include "policy-files.h"
+#include "policy-watch.h"
 #include "util.h"
 
-#define WATCH_MAX 16
 #define WATCH_MASK                                                                               \
         (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_DELETE_SELF |   \
          IN_MOVE_SELF | IN_ATTRIB | IN_DONT_FOLLOW | IN_ONLYDIR)
 
-struct ConfigWatch {
+typedef struct Watch {
+        int wd;
+        char *dir;
+} Watch;
+
+struct PolicyWatch {
         struct event_base *base;
         struct event *event;
         int fd;
-        ConfigChangedFn changed;
+        PolicyChangedFn changed;
         void *userdata;
-        struct {
-                int wd;
-                char *dir;
-        } watches[WATCH_MAX];
+        Watch *watches; /* a few per policy file: no limit but the number of files */
         size_t n_watches;
 };
 
-static void watches_clear(ConfigWatch *w) {
+static void watches_clear(PolicyWatch *w) {
         for (size_t i = 0; i < w->n_watches; i++)
                 free(w->watches[i].dir);
+        free(w->watches);
+        w->watches = NULL;
         w->n_watches = 0;
         if (w->event) {
                 event_free(w->event);
@@ -41,15 +46,15 @@ static void watches_clear(ConfigWatch *w) {
         w->fd = -1;
 }
 
-void config_watch_free(ConfigWatch *w) {
+void policy_watch_free(PolicyWatch *w) {
         if (!w)
                 return;
         watches_clear(w);
         free(w);
 }
 
-int config_watch_new(struct event_base *base, ConfigChangedFn changed, void *userdata, ConfigWatch **ret) {
-        ConfigWatch *w = calloc(1, sizeof(*w));
+int policy_watch_new(struct event_base *base, PolicyChangedFn changed, void *userdata, PolicyWatch **ret) {
+        PolicyWatch *w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
         w->base = base;
@@ -60,7 +65,7 @@ int config_watch_new(struct event_base *base, ConfigChangedFn changed, void *use
         return 0;
 }
 
-static const char *dir_of(int wd, const ConfigWatch *w) {
+static const char *dir_of(int wd, const PolicyWatch *w) {
         for (size_t i = 0; i < w->n_watches; i++)
                 if (w->watches[i].wd == wd)
                         return w->watches[i].dir;
@@ -69,7 +74,7 @@ static const char *dir_of(int wd, const ConfigWatch *w) {
 
 /* A new regular file is still being written: wait for its IN_CLOSE_WRITE. New symlinks and
  * directories (the ConfigMap swap) count at once. */
-static bool creation_counts(const ConfigWatch *w, const struct inotify_event *ev) {
+static bool creation_counts(const PolicyWatch *w, const struct inotify_event *ev) {
         if (ev->mask & IN_ISDIR)
                 return true;
         const char *dir = dir_of(ev->wd, w);
@@ -83,7 +88,7 @@ static bool creation_counts(const ConfigWatch *w, const struct inotify_event *ev
 }
 
 static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
-        ConfigWatch *w = userdata;
+        PolicyWatch *w = userdata;
         uint8_t buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
         bool changed = false;
 
@@ -115,79 +120,67 @@ static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
                 w->changed(w->userdata);
 }
 
-typedef struct DirList {
-        char *dirs[WATCH_MAX];
-        size_t n;
-} DirList;
-
-static void want_dir(DirList *l, const char *dir) {
+/* The directories to watch, each once: `want` is a string list of `*n` entries. */
+static int want_dir(char ***want, size_t *n, const char *dir) {
         struct stat st;
 
-        if (!dir || l->n >= WATCH_MAX || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-                return;
-        for (size_t i = 0; i < l->n; i++)
-                if (streq_ptr(l->dirs[i], dir))
-                        return;
-        char *copy = strdup(dir);
-        if (copy)
-                l->dirs[l->n++] = copy;
+        if (!dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || strv_contains(*want, dir))
+                return 0;
+        return strv_push(want, n, dir);
 }
 
-static void want_parent_of(DirList *l, const char *path) {
+static int want_parent_of(char ***want, size_t *n, const char *path) {
         _cleanup_(freep) char *copy = strdup(path);
-        if (copy)
-                want_dir(l, dirname(copy));
+
+        if (!copy)
+                return -ENOMEM;
+        return want_dir(want, n, dirname(copy));
 }
 
-int config_watch_set(ConfigWatch *w, char *const *paths, size_t n_paths, const char *config, const char *root) {
-        static const char *const dirs[] = {
-                "/etc/bigtcpd",
-                "/etc/bigtcpd/bigtcpd.d",
-                "/run/bigtcpd/bigtcpd.d",
-                "/usr/lib/bigtcpd/bigtcpd.d",
-        };
-        DirList want = {};
+static int want_root_dir(char ***want, size_t *n, const char *root, const char *dir) {
+        _cleanup_(freep) char *p = NULL;
+
+        if (asprintf(&p, "%s%s", root ?: "", dir) < 0)
+                return -ENOMEM;
+        return want_dir(want, n, p);
+}
+
+int policy_watch_set(PolicyWatch *w, char *const *paths, size_t n_paths, const char *config,
+                     const char *root) {
+        _cleanup_(strv_freep) char **want = NULL;
+        size_t n_want = 0;
         char real[PATH_MAX];
+        int r;
 
         if (config) {
-                want_parent_of(&want, config);
-                if (realpath(config, real))
-                        want_parent_of(&want, real);
-        } else
-                for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-                        _cleanup_(freep) char *p = NULL;
-                        if (asprintf(&p, "%s%s", root ?: "", dirs[i]) < 0)
-                                break;
-                        want_dir(&want, p);
-                }
-        for (size_t i = 0; i < n_paths; i++) {
-                want_parent_of(&want, paths[i]);
-                if (realpath(paths[i], real))
-                        want_parent_of(&want, real);
+                r = want_parent_of(&want, &n_want, config);
+                if (r >= 0 && realpath(config, real))
+                        r = want_parent_of(&want, &n_want, real);
+        } else {
+                r = want_root_dir(&want, &n_want, root, POLICY_MAIN_DIR);
+                for (const char *const *d = policy_dropin_dirs; *d && r >= 0; d++)
+                        r = want_root_dir(&want, &n_want, root, *d);
         }
+        for (size_t i = 0; i < n_paths && r >= 0; i++) {
+                r = want_parent_of(&want, &n_want, paths[i]);
+                if (r >= 0 && realpath(paths[i], real))
+                        r = want_parent_of(&want, &n_want, real);
+        }
+        if (r < 0)
+                return r;
 
         /* One inotify fd for the daemon's life, so that no event queued on it is lost while the
          * set of directories changes; drop what is no longer wanted, add what is new. */
         if (w->fd < 0) {
                 w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-                if (w->fd < 0) {
-                        int r = -errno;
-                        for (size_t i = 0; i < want.n; i++)
-                                free(want.dirs[i]);
-                        return r;
-                }
+                if (w->fd < 0)
+                        return -errno;
                 w->event = event_new(w->base, w->fd, EV_READ | EV_PERSIST, on_inotify, w);
-                if (!w->event || event_add(w->event, NULL) < 0) {
-                        for (size_t i = 0; i < want.n; i++)
-                                free(want.dirs[i]);
+                if (!w->event || event_add(w->event, NULL) < 0)
                         return -ENOMEM;
-                }
         }
         for (size_t i = 0; i < w->n_watches;) {
-                bool keep = false;
-                for (size_t j = 0; j < want.n && !keep; j++)
-                        keep = streq_ptr(want.dirs[j], w->watches[i].dir);
-                if (keep) {
+                if (strv_contains(want, w->watches[i].dir)) {
                         i++;
                         continue;
                 }
@@ -195,23 +188,29 @@ int config_watch_set(ConfigWatch *w, char *const *paths, size_t n_paths, const c
                 free(w->watches[i].dir);
                 w->watches[i] = w->watches[--w->n_watches];
         }
-        for (size_t j = 0; j < want.n; j++) {
+        for (size_t j = 0; j < n_want; j++) {
+                _cleanup_(freep) char *dir = NULL;
                 bool have = false;
+                Watch *t;
+                int wd;
+
                 for (size_t i = 0; i < w->n_watches && !have; i++)
-                        have = streq_ptr(want.dirs[j], w->watches[i].dir);
-                if (have || w->n_watches >= WATCH_MAX) {
-                        free(want.dirs[j]);
+                        have = streq_ptr(want[j], w->watches[i].dir);
+                if (have)
                         continue;
-                }
-                int wd = inotify_add_watch(w->fd, want.dirs[j], WATCH_MASK);
+                t = reallocarray(w->watches, w->n_watches + 1, sizeof(Watch));
+                if (!t)
+                        return -ENOMEM;
+                w->watches = t;
+                dir = strdup(want[j]);
+                if (!dir)
+                        return -ENOMEM;
+                wd = inotify_add_watch(w->fd, dir, WATCH_MASK);
                 if (wd < 0) {
-                        log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", want.dirs[j]);
-                        free(want.dirs[j]);
+                        log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", dir);
                         continue;
                 }
-                w->watches[w->n_watches].wd = wd;
-                w->watches[w->n_watches].dir = want.dirs[j];
-                w->n_watches++;
+                w->watches[w->n_watches++] = (Watch){.wd = wd, .dir = TAKE_PTR(dir)};
         }
         return (int) w->n_watches;
 }

@@ -1,0 +1,26 @@
+/* policy-files.h — where the policy lives: the main file and the one list of drop-in directories
+ * (read by discovery, the inotify watch and the help text), and loading the files into a set. */
+#pragma once
+
+#include <stddef.h>
+
+#include "policy.h"
+
+/* The main policy file and the directory that holds it, below the root ("" in production). */
+#define POLICY_MAIN_DIR "/etc/bigtcpd"
+#define POLICY_MAIN_FILE POLICY_MAIN_DIR "/bigtcpd.yaml"
+
+/* The drop-in directories, NULL-terminated, in order of precedence: of two drop-ins with the same
+ * basename, the one in the earlier directory is read and the other is not. */
+extern const char *const policy_dropin_dirs[];
+
+/* The files that make up the policy: `config` alone when it is non-NULL, otherwise
+ * <root>/etc/bigtcpd/bigtcpd.yaml (if it exists) followed by *.yaml drop-ins from
+ * <root>/etc/bigtcpd/bigtcpd.d, <root>/run/bigtcpd/bigtcpd.d, <root>/usr/lib/bigtcpd/bigtcpd.d
+ * — one file per basename (/etc over /run over /usr/lib), in lexical order of basename.
+ * `root` is "" in production and a test directory in tests. Returns the number of paths. */
+int policy_discover(const char *config, const char *root, char ***ret_paths);
+
+/* Read and parse the files in order into a new set. On any error returns -EINVAL with every
+ * error in `errs` and no set. Cross-file checks (duplicate policy names) happen here. */
+int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs);

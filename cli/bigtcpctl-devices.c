@@ -1,0 +1,158 @@
+/* bigtcpctl-devices.c — `bigtcpctl list` (every device, one line each) and `bigtcpctl show DEV`
+ * (one device: its sizes, state, last error and last rollback). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "bigtcpctl-call.h"
+#include "bigtcpctl-devices.h"
+#include "table.h"
+
+static void add_size_cell(Table *t, json_object *sizes, const char *key) {
+        if (jhas_int(sizes, key))
+                (void) table_addf(t, NULL, "%" PRId64, jint(sizes, key, 0));
+        else
+                (void) table_add(t, "-", NULL);
+}
+
+int verb_list(Ctl *c, char **args, size_t n) {
+        static const char *const headers[] = {"IDX", "LINK", "KIND", "STATE", "POLICY", "GSO",
+                                              "GRO", "GSO4", "GRO4", "TSO",   NULL};
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        json_object *devs;
+        size_t nd;
+        int r;
+
+        if (n > 0)
+                return error_exit(EXIT_USAGE, "list takes no arguments (show DEV shows one device)");
+        if (print_raw(c) && !c->dbus)
+                return call_method(c, "list", IFACE ".ListDevices", NULL, NULL);
+        r = fetch_devices(c, NULL, &reply);
+        if (r != 0)
+                return r;
+        if (c->json) {
+                print_json(reply);
+                return EXIT_OK;
+        }
+        devs = devices_of(reply);
+        nd = devs ? json_object_array_length(devs) : 0;
+        if (table_new(headers, &t) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        table_set_align(t, 0, TABLE_RIGHT);
+        for (size_t col = 5; col <= 9; col++)
+                table_set_align(t, col, TABLE_RIGHT);
+        for (size_t i = 0; i < nd; i++) {
+                json_object *d = json_object_array_get_idx(devs, i), *cur = jget(d, "current");
+                const char *st = jstr(d, "state");
+                (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
+                (void) table_add(t, jstr(d, "ifname"), NULL);
+                (void) table_add(t, jstr(d, "kind") ?: "-", NULL);
+                (void) table_add(t, st ?: "?", state_color(st));
+                (void) table_add(t, jstr(d, "policy") ?: "-", NULL);
+                for (size_t k = 0; k < ELEMENTSOF(size_names); k++)
+                        add_size_cell(t, cur, size_names[k]);
+                (void) table_addf(t, NULL, "%" PRId64, jint(d, "tso_max_size", 0));
+        }
+        table_print(t, stdout, c->legend, c->color);
+        if (c->legend)
+                printf("\n%zu %s listed.\n", nd, nd == 1 ? "link" : "links");
+        return EXIT_OK;
+}
+
+static void print_field(const Ctl *c, const char *label, const char *value, const char *sgr) {
+        printf("%15s: %s%s%s\n", label, color(c, sgr ?: ""), value, sgr ? color(c, ANSI_RESET) : "");
+}
+
+int verb_show(Ctl *c, char **args, size_t n) {
+        static const char *const headers[] = {"SIZE", "CURRENT", "DESIRED", "ORIGINAL", NULL};
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        json_object *devs, *d, *cur, *want, *orig, *err, *rb;
+        const char *st;
+        char buf[128], buf2[64];
+        int r;
+
+        if (n != 1)
+                return error_exit(EXIT_USAGE, "show takes one device name");
+        r = fetch_devices(c, args[0], &reply);
+        if (r != 0)
+                return r;
+        devs = devices_of(reply);
+        if (!devs || json_object_array_length(devs) == 0)
+                return error_exit(EXIT_FAILED, "no device \"%s\"", args[0]);
+        d = json_object_array_get_idx(devs, 0);
+        if (c->json) {
+                print_json(d);
+                return EXIT_OK;
+        }
+        st = jstr(d, "state");
+        cur = jget(d, "current");
+        want = jget(d, "desired");
+        orig = jget(d, "original");
+
+        printf("%s●%s %" PRId64 ": %s\n", color(c, state_color(st) ?: ""), color(c, ANSI_RESET),
+               jint(d, "ifindex", 0), jstr(d, "ifname") ?: "?");
+        print_field(c, "Kind", jstr(d, "kind") ?: "device (no kind)", NULL);
+        if (jhas_int(d, "probation_left_usec")) {
+                snprintf(buf, sizeof(buf), "%s (%s left)", st ?: "?",
+                         format_duration(buf2, sizeof(buf2), jint(d, "probation_left_usec", 0)));
+                print_field(c, "State", buf, state_color(st));
+        } else
+                print_field(c, "State", st ?: "?", state_color(st));
+        print_field(c, "Policy", jstr(d, "policy") ?: "-", NULL);
+        print_field(c, "TSO max size", format_size(buf, sizeof(buf), jint(d, "tso_max_size", 0)), NULL);
+
+        err = jget(d, "last_error");
+        if (err) {
+                snprintf(buf, sizeof(buf), "%s (errno %" PRId64 ")%s%s", jstr(err, "message") ?: "?",
+                         jint(err, "errno", 0), jstr(err, "extack") ? ": " : "", jstr(err, "extack") ?: "");
+                print_field(c, "Last error", buf, ANSI_RED);
+        } else
+                print_field(c, "Last error", "-", NULL);
+        rb = jget(d, "last_rollback");
+        if (rb) {
+                time_t when = (time_t) (jint(rb, "time_usec", 0) / 1000000);
+                struct tm tm;
+                char ts[64] = "?";
+                if (localtime_r(&when, &tm))
+                        strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+                if (streq_ptr(jstr(rb, "counter"), "operator"))
+                        snprintf(buf, sizeof(buf), "by an operator at %s", ts);
+                else if (jstr(rb, "per"))
+                        snprintf(buf, sizeof(buf),
+                                 "%s rose %" PRId64 " per %" PRId64 " %s (max ratio %g) at %s",
+                                 jstr(rb, "counter"), jint(rb, "rise", 0), jint(rb, "per_rise", 0),
+                                 jstr(rb, "per"), json_object_get_double(jget(rb, "max_ratio")), ts);
+                else
+                        snprintf(buf, sizeof(buf), "%s rose %" PRId64 " (max increase %" PRId64 ") at %s",
+                                 jstr(rb, "counter") ?: "?", jint(rb, "rise", 0),
+                                 jint(rb, "max_increase", 0), ts);
+                print_field(c, "Last rollback", buf, ANSI_RED);
+        } else
+                print_field(c, "Last rollback", "-", NULL);
+
+        putchar('\n');
+        if (table_new(headers, &t) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        for (size_t col = 1; col <= 3; col++)
+                table_set_align(t, col, TABLE_RIGHT);
+        for (size_t k = 0; k < ELEMENTSOF(size_names); k++) {
+                json_object *cols[] = {cur, want, orig};
+                if (!jhas_int(cur, size_names[k]))
+                        continue;
+                (void) table_add(t, size_names[k], NULL);
+                for (size_t col = 0; col < ELEMENTSOF(cols); col++) {
+                        bool differs = col == 1 && cols[col] &&
+                                       jint(cur, size_names[k], 0) != jint(want, size_names[k], 0);
+                        if (jhas_int(cols[col], size_names[k]))
+                                (void) table_add(
+                                        t, format_size(buf, sizeof(buf), jint(cols[col], size_names[k], 0)),
+                                        differs ? ANSI_YELLOW : NULL);
+                        else
+                                (void) table_add(t, "-", NULL);
+                }
+        }
+        table_print(t, stdout, c->legend, c->color);
+        return EXIT_OK;
+}

@@ -68,9 +68,10 @@ int verb_show(Ctl *c, char **args, size_t n) {
         static const char *const headers[] = {"SIZE", "CURRENT", "DESIRED", "ORIGINAL", NULL};
         _cleanup_(json_object_putp) json_object *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
+        _cleanup_(freep) char *state = NULL, *error = NULL, *rollback = NULL;
         json_object *devs, *d, *cur, *want, *orig, *err, *rb;
         const char *st;
-        char buf[128], buf2[64];
+        char buf[64];
         int r;
 
         if (n != 1)
@@ -94,20 +95,23 @@ int verb_show(Ctl *c, char **args, size_t n) {
         printf("%s●%s %" PRId64 ": %s\n", color(c, state_color(st) ?: ""), color(c, ANSI_RESET),
                jint(d, "ifindex", 0), jstr(d, "ifname") ?: "?");
         print_field(c, "Kind", jstr(d, "kind") ?: "device (no kind)", NULL);
-        if (jhas_int(d, "probation_left_usec")) {
-                snprintf(buf, sizeof(buf), "%s (%s left)", st ?: "?",
-                         format_duration(buf2, sizeof(buf2), jint(d, "probation_left_usec", 0)));
-                print_field(c, "State", buf, state_color(st));
-        } else
-                print_field(c, "State", st ?: "?", state_color(st));
+        r = strextendf(&state, "%s", st ?: "?");
+        if (r >= 0 && jhas_int(d, "probation_left_usec"))
+                r = strextendf(&state, " (%s left)",
+                               format_duration(buf, sizeof(buf), jint(d, "probation_left_usec", 0)));
+        if (r < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        print_field(c, "State", state, state_color(st));
         print_field(c, "Policy", jstr(d, "policy") ?: "-", NULL);
         print_field(c, "TSO max size", format_size(buf, sizeof(buf), jint(d, "tso_max_size", 0)), NULL);
 
         err = jget(d, "last_error");
         if (err) {
-                snprintf(buf, sizeof(buf), "%s (errno %" PRId64 ")%s%s", jstr(err, "message") ?: "?",
-                         jint(err, "errno", 0), jstr(err, "extack") ? ": " : "", jstr(err, "extack") ?: "");
-                print_field(c, "Last error", buf, ANSI_RED);
+                if (strextendf(&error, "%s (errno %" PRId64 ")%s%s", jstr(err, "message") ?: "?",
+                               jint(err, "errno", 0), jstr(err, "extack") ? ": " : "",
+                               jstr(err, "extack") ?: "") < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                print_field(c, "Last error", error, ANSI_RED);
         } else
                 print_field(c, "Last error", "-", NULL);
         rb = jget(d, "last_rollback");
@@ -118,17 +122,19 @@ int verb_show(Ctl *c, char **args, size_t n) {
                 if (localtime_r(&when, &tm))
                         strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
                 if (streq_ptr(jstr(rb, "counter"), "operator"))
-                        snprintf(buf, sizeof(buf), "by an operator at %s", ts);
+                        r = strextendf(&rollback, "by an operator at %s", ts);
                 else if (jstr(rb, "per"))
-                        snprintf(buf, sizeof(buf),
-                                 "%s rose %" PRId64 " per %" PRId64 " %s (max ratio %g) at %s",
-                                 jstr(rb, "counter"), jint(rb, "rise", 0), jint(rb, "per_rise", 0),
-                                 jstr(rb, "per"), json_object_get_double(jget(rb, "max_ratio")), ts);
+                        r = strextendf(&rollback,
+                                       "%s rose %" PRId64 " per %" PRId64 " %s (max ratio %g) at %s",
+                                       jstr(rb, "counter"), jint(rb, "rise", 0), jint(rb, "per_rise", 0),
+                                       jstr(rb, "per"), json_object_get_double(jget(rb, "max_ratio")), ts);
                 else
-                        snprintf(buf, sizeof(buf), "%s rose %" PRId64 " (max increase %" PRId64 ") at %s",
-                                 jstr(rb, "counter") ?: "?", jint(rb, "rise", 0),
-                                 jint(rb, "max_increase", 0), ts);
-                print_field(c, "Last rollback", buf, ANSI_RED);
+                        r = strextendf(&rollback, "%s rose %" PRId64 " (max increase %" PRId64 ") at %s",
+                                       jstr(rb, "counter") ?: "?", jint(rb, "rise", 0),
+                                       jint(rb, "max_increase", 0), ts);
+                if (r < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                print_field(c, "Last rollback", rollback, ANSI_RED);
         } else
                 print_field(c, "Last rollback", "-", NULL);
 

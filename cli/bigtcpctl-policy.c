@@ -43,17 +43,30 @@ static int read_policy_file(const char *path, char **ret) {
         return 0;
 }
 
-static void describe_changes(char *buf, size_t size, json_object *cur, json_object *want) {
-        size_t off = 0;
-        buf[0] = '\0';
-        for (size_t k = 0; k < ELEMENTSOF(size_names) && off < size; k++) {
+/* "gso_max_size 65536→185000, …" for the sizes that would change, then what was clamped. */
+static int describe_changes(json_object *cur, json_object *want, json_object *clamped, char **ret) {
+        _cleanup_(freep) char *s = NULL;
+        size_t nc = clamped && json_object_is_type(clamped, json_type_array)
+                            ? json_object_array_length(clamped)
+                            : 0;
+        int r = strextendf(&s, "%s", "");
+
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(size_names); k++) {
                 if (!jhas_int(want, size_names[k]) ||
                     jint(cur, size_names[k], 0) == jint(want, size_names[k], 0))
                         continue;
-                off += (size_t) snprintf(buf + off, size - off, "%s%s %" PRId64 "→%" PRId64, off ? ", " : "",
-                                         size_names[k], jint(cur, size_names[k], 0),
-                                         jint(want, size_names[k], 0));
+                r = strextendf(&s, "%s%s %" PRId64 "→%" PRId64, *s ? ", " : "", size_names[k],
+                               jint(cur, size_names[k], 0), jint(want, size_names[k], 0));
         }
+        for (size_t k = 0; r >= 0 && k < nc; k++)
+                r = strextendf(&s, "%s%s", k ? ", " : " (clamped: ",
+                               json_object_get_string(json_object_array_get_idx(clamped, k)));
+        if (r >= 0 && nc > 0)
+                r = strextendf(&s, ")");
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
 }
 
 int verb_plan(Ctl *c, char **args, size_t n) {
@@ -95,24 +108,16 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                 return error_exit(EXIT_FAILED, "out of memory");
         table_set_align(t, 0, TABLE_RIGHT);
         for (size_t i = 0; i < nd; i++) {
-                json_object *d = json_object_array_get_idx(devs, i), *cl = jget(d, "clamped");
+                json_object *d = json_object_array_get_idx(devs, i);
                 const char *action = jstr(d, "action") ?: "?";
-                char changes[512];
+                _cleanup_(freep) char *changes = NULL;
 
                 if (streq_ptr(action, "none"))
                         continue;
                 changing++;
-                describe_changes(changes, sizeof(changes), jget(d, "current"), jget(d, "desired"));
-                if (cl && json_object_array_length(cl) > 0) {
-                        size_t off = strlen(changes);
-                        for (size_t k = 0; k < json_object_array_length(cl) && off < sizeof(changes); k++)
-                                off += (size_t) snprintf(
-                                        changes + off, sizeof(changes) - off, "%s%s",
-                                        k ? ", " : " (clamped: ",
-                                        json_object_get_string(json_object_array_get_idx(cl, k)));
-                        if (off < sizeof(changes))
-                                snprintf(changes + off, sizeof(changes) - off, ")");
-                }
+                if (describe_changes(jget(d, "current"), jget(d, "desired"), jget(d, "clamped"), &changes) <
+                    0)
+                        return error_exit(EXIT_FAILED, "out of memory");
                 (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
                 (void) table_add(t, jstr(d, "ifname"), NULL);
                 (void) table_add(t, jstr(d, "policy") ?: "-", NULL);

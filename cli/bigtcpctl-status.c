@@ -9,8 +9,8 @@
 
 int verb_status(Ctl *c, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *s = NULL;
+        _cleanup_(freep) char *line = NULL;
         json_object *pol, *kern, *counts, *files, *inactive;
-        char line[1024];
         int r;
 
         if (n > 0)
@@ -44,18 +44,19 @@ int verb_status(Ctl *c, char **args, size_t n) {
                jint(pol, "policies", 0) == 1 ? "policy" : "policies", jstr(pol, "digest") ?: "?");
 
         /* Counts in the order of the states, non-zero ones only. */
-        size_t off = (size_t) snprintf(line, sizeof(line), "%" PRId64 " total", jint(s, "devices_total", 0));
+        r = strextendf(&line, "%" PRId64 " total", jint(s, "devices_total", 0));
         bool first = true;
-        for (int i = 0; i < _DEVICE_STATE_MAX && off < sizeof(line); i++) {
+        for (int i = 0; r >= 0 && i < _DEVICE_STATE_MAX; i++) {
                 const char *st = device_state_to_string((DeviceState) i);
                 int64_t k = jint(counts, st, 0);
                 if (k <= 0)
                         continue;
-                off += (size_t) snprintf(line + off, sizeof(line) - off, "%s%s%" PRId64 " %s%s",
-                                         first ? ": " : ", ", color(c, state_color(st) ?: ""), k, st,
-                                         color(c, ANSI_RESET));
+                r = strextendf(&line, "%s%s%" PRId64 " %s%s", first ? ": " : ", ",
+                               color(c, state_color(st) ?: ""), k, st, color(c, ANSI_RESET));
                 first = false;
         }
+        if (r < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
         printf("%16s: %s\n", "Devices", line);
         printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
                "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),

@@ -19,6 +19,29 @@ int error_exit(int code, const char *format, ...) {
         return code;
 }
 
+int strextendf(char **s, const char *format, ...) {
+        _cleanup_(freep) char *add = NULL;
+        size_t old = *s ? strlen(*s) : 0, len;
+        va_list ap;
+        char *n;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&add, format, ap);
+        va_end(ap);
+        if (r < 0) {
+                add = NULL;
+                return -ENOMEM;
+        }
+        len = (size_t) r;
+        n = realloc(*s, old + len + 1);
+        if (!n)
+                return -ENOMEM;
+        memcpy(n + old, add, len + 1);
+        *s = n;
+        return 0;
+}
+
 json_object *jget(json_object *o, const char *key) {
         json_object *v = NULL;
         if (!o || !json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))

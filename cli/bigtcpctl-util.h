@@ -67,6 +67,10 @@ const char *color(const Ctl *c, const char *sgr);
 /* The colour of a device state, or NULL. */
 const char *state_color(const char *state);
 
+/* Appends to *s (NULL: empty), growing it as needed: no fixed buffer for what the kernel or
+ * the policy sizes (names, extack messages, counters). -ENOMEM, and *s unchanged, on failure. */
+int strextendf(char **s, const char *format, ...) _printf_(2, 3);
+
 /* "185000 (180.7K)". */
 const char *format_size(char *buf, size_t size, int64_t v);
 /* "58.4s", "2min 5s". */

@@ -84,11 +84,12 @@ int call_error_exit(const char *method, json_object *reply) {
                           p ? json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN) : "");
 }
 
-/* With `ret` NULL, bigtcpd sends {"parameters":{…}} with nothing after the parameters, so they
+/* Sends one call and reads its reply: 0 with the whole reply (an error one too) in *ret_reply;
+ * or, with `raw` and a reply that is not an error, its parameters printed as they came and
+ * *ret_reply NULL. bigtcpd sends {"parameters":{…}} with nothing after the parameters, so they
  * are the bytes between, and a reply of 5 MiB is not parsed only to be printed again. */
-int call_method(Ctl *c, const char *what, const char *method, json_object *params, json_object **ret) {
+static int call_reply(Ctl *c, const char *method, json_object *params, bool raw, json_object **ret_reply) {
         static const char prefix[] = "{\"parameters\":";
-        _cleanup_(json_object_putp) json_object *reply = NULL;
         const char *data;
         size_t size;
         int r;
@@ -104,29 +105,47 @@ int call_method(Ctl *c, const char *what, const char *method, json_object *param
         r = varlink_recv_raw(c->conn, CALL_TIMEOUT_MS, &data, &size);
         if (r < 0)
                 return call_recv_exit(r);
-        if (!ret && size > sizeof(prefix) && memcmp(data, prefix, sizeof(prefix) - 1) == 0 &&
+        if (raw && size > sizeof(prefix) && memcmp(data, prefix, sizeof(prefix) - 1) == 0 &&
             data[size - 1] == '}' && data[sizeof(prefix) - 1] == '{') {
                 fwrite(data + sizeof(prefix) - 1, 1, size - sizeof(prefix), stdout);
                 fputc('\n', stdout);
+                *ret_reply = NULL;
                 return 0;
         }
-        r = varlink_parse(data, size, &reply);
-        if (r < 0)
-                return call_recv_exit(r);
+        r = varlink_parse(data, size, ret_reply);
+        return r < 0 ? call_recv_exit(r) : 0;
+}
+
+/* A reply from call_reply(): an error as its exit code; else its parameters into *ret, or
+ * printed when `ret` is NULL (unless call_reply() printed them already). */
+static int reply_finish(const char *what, json_object *reply, json_object **ret) {
+        json_object *p;
+
+        if (!reply)
+                return 0;
         if (jget(reply, "error"))
                 return call_error_exit(what, reply);
+        p = jget(reply, "parameters");
         if (!ret) {
-                json_object *p = jget(reply, "parameters");
                 if (p)
                         print_json(p);
                 else
                         printf("{}\n");
                 return 0;
         }
-        *ret = json_object_get(jget(reply, "parameters") ?: json_object_new_object());
-        if (!*ret)
-                *ret = json_object_new_object();
-        return 0;
+        *ret = p ? json_object_get(p) : json_object_new_object();
+        return *ret ? 0 : error_exit(EXIT_FAILED, "out of memory");
+}
+
+static bool is_invalid_parameter(json_object *reply, const char *name) {
+        return streq_ptr(jstr(reply, "error"), "org.varlink.service.InvalidParameter") &&
+               streq_ptr(jstr(jget(reply, "parameters"), "parameter"), name);
+}
+
+int call_method(Ctl *c, const char *what, const char *method, json_object *params, json_object **ret) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        int r = call_reply(c, method, params, !ret, &reply);
+        return r != 0 ? r : reply_finish(what, reply, ret);
 }
 
 static int dbus_exit(int r, const char *err, const char *what, const char *ifname) {
@@ -178,10 +197,14 @@ int fetch_status(Ctl *c, json_object **ret) {
         return call_method(c, "status", IFACE ".GetStatus", NULL, ret);
 }
 
-int fetch_devices(Ctl *c, const char *ifname, json_object **ret) {
+int fetch_devices(Ctl *c, const char *ifname, bool refresh, json_object **ret) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        json_object *p;
+        int r;
+
         if (c->dbus) {
                 json_object *o = NULL;
-                int r = dbus_json("list", "ListDevicesJSON", ifname ?: "", &o);
+                r = dbus_json("list", "ListDevicesJSON", ifname ?: "", &o);
                 if (r != 0)
                         return r;
                 if (json_object_is_type(o, json_type_array)) {
@@ -189,13 +212,26 @@ int fetch_devices(Ctl *c, const char *ifname, json_object **ret) {
                         json_object_object_add(w, "devices", o);
                         o = w;
                 }
-                *ret = o;
+                if (ret)
+                        *ret = o;
+                else {
+                        print_json(o);
+                        json_object_put(o);
+                }
                 return 0;
         }
-        json_object *p = NULL;
-        if (ifname) {
-                p = json_object_new_object();
+        p = json_object_new_object();
+        if (!p)
+                return error_exit(EXIT_FAILED, "out of memory");
+        if (ifname)
                 json_object_object_add(p, "ifname", json_object_new_string(ifname));
+        else if (refresh)
+                json_object_object_add(p, "refresh", json_object_new_boolean(true));
+        r = call_reply(c, IFACE ".ListDevices", p, !ret, &reply);
+        if (r == 0 && !ifname && refresh && is_invalid_parameter(reply, "refresh")) {
+                /* A bigtcpd from before `refresh`: the values are as fresh as it has them. */
+                json_object_put(TAKE_PTR(reply));
+                r = call_reply(c, IFACE ".ListDevices", NULL, !ret, &reply);
         }
-        return call_method(c, "list", IFACE ".ListDevices", p, ret);
+        return r != 0 ? r : reply_finish("list", reply, ret);
 }

@@ -25,5 +25,8 @@ int call_dbus_privileged(Ctl *c, const char *what, const char *method, const cha
 
 /* GetStatus, over varlink or D-Bus. */
 int fetch_status(Ctl *c, json_object **ret);
-/* ListDevices ({"devices": [...]}) of every device, or of the one named, over varlink or D-Bus. */
-int fetch_devices(Ctl *c, const char *ifname, json_object **ret);
+/* ListDevices ({"devices": [...]}) of every device, or of the one named (which bigtcpd reads
+ * from the kernel first), over varlink or D-Bus; with `ret` NULL, printed (--json). `refresh`:
+ * bigtcpd reads every device from the kernel first, if it can (over varlink, and not a bigtcpd
+ * from before ListDevices took `refresh`). */
+int fetch_devices(Ctl *c, const char *ifname, bool refresh, json_object **ret);

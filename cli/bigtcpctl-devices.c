@@ -8,6 +8,21 @@
 #include "bigtcpctl-devices.h"
 #include "table.h"
 
+/* Values older than this are worth saying so: the kernel sends no event when only a size
+ * changes, so bigtcpd's copy may be behind what another tool set. */
+#define STALE_USEC 1000000
+
+/* How long ago the oldest `current` was read from the kernel; -1 when the daemon does not say. */
+static int64_t oldest_age(json_object *devs) {
+        int64_t oldest = -1;
+        for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {
+                json_object *d = json_object_array_get_idx(devs, i);
+                if (jhas_int(d, "current_age_usec") && jint(d, "current_age_usec", 0) > oldest)
+                        oldest = jint(d, "current_age_usec", 0);
+        }
+        return oldest;
+}
+
 static void add_size_cell(Table *t, json_object *sizes, const char *key) {
         if (jhas_int(sizes, key))
                 (void) table_addf(t, NULL, "%" PRId64, jint(sizes, key, 0));
@@ -21,14 +36,15 @@ int verb_list(Ctl *c, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         json_object *devs;
+        char buf[64];
         size_t nd;
         int r;
 
         if (n > 0)
                 return error_exit(EXIT_USAGE, "list takes no arguments (show DEV shows one device)");
-        if (print_raw(c) && !c->dbus)
-                return call_method(c, "list", IFACE ".ListDevices", NULL, NULL);
-        r = fetch_devices(c, NULL, &reply);
+        if (print_raw(c))
+                return fetch_devices(c, NULL, true, NULL);
+        r = fetch_devices(c, NULL, true, &reply);
         if (r != 0)
                 return r;
         if (c->json) {
@@ -55,8 +71,14 @@ int verb_list(Ctl *c, char **args, size_t n) {
                 (void) table_addf(t, NULL, "%" PRId64, jint(d, "tso_max_size", 0));
         }
         table_print(t, stdout, c->legend, c->color);
-        if (c->legend)
+        if (c->legend) {
+                int64_t age = oldest_age(devs);
                 printf("\n%zu %s listed.\n", nd, nd == 1 ? "link" : "links");
+                if (age > STALE_USEC)
+                        printf("Sizes as read from the kernel up to %s ago; the kernel may hold others "
+                               "now.\n",
+                               format_duration(buf, sizeof(buf), age));
+        }
         return EXIT_OK;
 }
 
@@ -76,7 +98,7 @@ int verb_show(Ctl *c, char **args, size_t n) {
 
         if (n != 1)
                 return error_exit(EXIT_USAGE, "show takes one device name");
-        r = fetch_devices(c, args[0], &reply);
+        r = fetch_devices(c, args[0], false, &reply);
         if (r != 0)
                 return r;
         devs = devices_of(reply);

@@ -53,7 +53,7 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
                 return error_exit(EXIT_USAGE, "metrics takes no arguments");
         r = fetch_status(c, &s);
         if (r == 0)
-                r = fetch_devices(c, NULL, &reply);
+                r = fetch_devices(c, NULL, true, &reply);
         if (r != 0)
                 return r;
         devs = devices_of(reply);

@@ -128,9 +128,14 @@ const char *format_size(char *buf, size_t size, int64_t v) {
 }
 
 const char *format_duration(char *buf, size_t size, int64_t usec) {
-        if (usec >= 60000000)
-                snprintf(buf, size, "%" PRId64 "min %" PRId64 "s", usec / 60000000, usec / 1000000 % 60);
+        int64_t sec = usec / 1000000;
+        if (sec >= 86400)
+                snprintf(buf, size, "%" PRId64 "d %" PRId64 "h", sec / 86400, sec / 3600 % 24);
+        else if (sec >= 3600)
+                snprintf(buf, size, "%" PRId64 "h %" PRId64 "min", sec / 3600, sec / 60 % 60);
+        else if (sec >= 60)
+                snprintf(buf, size, "%" PRId64 "min %" PRId64 "s", sec / 60, sec % 60);
         else
-                snprintf(buf, size, "%" PRId64 ".%" PRId64 "s", usec / 1000000, usec / 100000 % 10);
+                snprintf(buf, size, "%" PRId64 ".%" PRId64 "s", sec, usec / 100000 % 10);
         return buf;
 }

@@ -73,5 +73,5 @@ int strextendf(char **s, const char *format, ...) _printf_(2, 3);
 
 /* "185000 (180.7K)". */
 const char *format_size(char *buf, size_t size, int64_t v);
-/* "58.4s", "2min 5s". */
+/* "58.4s", "2min 5s", "3h 12min", "2d 4h". */
 const char *format_duration(char *buf, size_t size, int64_t usec);

@@ -6,7 +6,9 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -447,3 +449,139 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
         bus.stop()
         import shutil
         shutil.rmtree(busdir, ignore_errors=True)
+
+
+# --- against a scripted daemon: the contract of the redesign (issue 9), and the daemons before it ---
+
+class FakeDaemon:
+    """A varlink server in a thread that answers from `handlers` (method -> function(parameters)
+    returning one reply, or a list of them for a stream), and records every call: the replies
+    of a daemon of a newer or older contract, without a kernel."""
+
+    def __init__(self, path, handlers):
+        self.path, self.handlers, self.calls = str(path), handlers, []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        self.sock.bind(self.path)
+        self.sock.listen(16)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn):
+        buf = b''
+        with conn:
+            while True:
+                while b'\0' not in buf:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                msg, buf = buf.split(b'\0', 1)
+                call = json.loads(msg)
+                self.calls.append((call['method'], call.get('parameters', {})))
+                handler = self.handlers.get(call['method'])
+                replies = handler(call.get('parameters', {})) if handler else error(
+                    'org.varlink.service.MethodNotFound', method=call['method'])
+                for reply in replies if isinstance(replies, list) else [replies]:
+                    conn.sendall(json.dumps(reply).encode() + b'\0')
+
+    def methods(self):
+        return [m.rsplit('.', 1)[1] for m, _ in self.calls]
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def ok(**parameters):
+    return {'parameters': parameters}
+
+
+def error(name, **parameters):
+    return {'error': name, 'parameters': parameters}
+
+
+def sizes(gso, gro=None, gso4=None, gro4=None):
+    gro, gso4, gro4 = (gso if x is None else x for x in (gro, gso4, gro4))
+    return {'gso_max_size': gso, 'gro_max_size': gro, 'gso_ipv4_max_size': gso4, 'gro_ipv4_max_size': gro4}
+
+
+ALL_SIZES = ['gso_max_size', 'gro_max_size', 'gso_ipv4_max_size', 'gro_ipv4_max_size']
+
+
+def device(ifindex, ifname, state='applied', policy='big', current=None, desired=None, original=None, **extra):
+    """A Device of ListDevices. The new fields (owned, pending, current_age_usec) only when given."""
+    managed = policy is not None
+    d = {'ifindex': ifindex, 'ifname': ifname, 'kind': 'veth', 'state': state, 'policy': policy,
+         'current': current or sizes(185000 if managed else 65536),
+         'desired': desired if desired is not None or not managed else sizes(185000),
+         'original': original if original is not None or not managed else sizes(65536),
+         'tso_max_size': 524280, 'probation_left_usec': None, 'last_error': None, 'last_rollback': None}
+    d.update(extra)
+    return d
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """fake(handlers) -> a FakeDaemon on a socket of its own; closed at teardown."""
+    made = []
+
+    def make(handlers):
+        f = FakeDaemon(tmp_path / f'fake{len(made)}.sock', handlers)
+        made.append(f)
+        return f
+    yield make
+    for f in made:
+        f.close()
+
+
+def list_rows(out):
+    lines = out.splitlines()
+    return {l.split()[1]: l.split() for l in lines[1:] if l and not l.endswith('.') and l.split()[0].isdigit()}
+
+
+def test_list_refresh_and_age(fake):
+    devs = [device(1, 'lo', 'unmanaged', None, current_age_usec=0), device(2, 'v0', current_age_usec=200000)]
+    new = fake({f'{IFACE}.ListDevices': lambda p: ok(devices=devs)})
+    r = ctl('list', sock=new.path, check_rc=0)
+    assert new.calls == [(f'{IFACE}.ListDevices', {'refresh': True})]
+    assert r.stdout.splitlines()[-2:] == ['', '2 links listed.'], r.stdout
+    assert list_rows(r.stdout)['v0'][5:] == ['185000'] * 4 + ['524280']
+
+    # Values the daemon could not read again: the footer says how old the oldest are.
+    devs[1]['current_age_usec'] = 12_345_678
+    r = ctl('list', sock=new.path, check_rc=0)
+    assert r.stdout.splitlines()[-2:] == [
+        '2 links listed.', 'Sizes as read from the kernel up to 12.3s ago; the kernel may hold others now.']
+    assert 'ago' not in ctl('list', '--no-legend', sock=new.path, check_rc=0).stdout
+    devs[1]['current_age_usec'] = 2 * 3600 * 10**6 + 5 * 60 * 10**6
+    assert 'up to 2h 5min ago' in ctl('list', sock=new.path, check_rc=0).stdout
+    # --json: the daemon's bytes.
+    assert json.loads(ctl('list', '--json', sock=new.path, check_rc=0).stdout) == {'devices': devs}
+
+    # A daemon from before `refresh` refuses the parameter: asked again without it.
+    def old_list(p):
+        if set(p) - {'ifname'}:
+            return error('org.varlink.service.InvalidParameter', parameter=next(iter(set(p) - {'ifname'})))
+        return ok(devices=[{k: v for k, v in d.items() if k != 'current_age_usec'}
+                           for d in devs if p.get('ifname') in (None, d['ifname'])])
+    old = fake({f'{IFACE}.ListDevices': old_list})
+    r = ctl('list', sock=old.path, check_rc=0)
+    assert [p for _, p in old.calls] == [{'refresh': True}, {}]
+    assert r.stdout.splitlines()[-2:] == ['', '2 links listed.'] and r.stderr == ''
+    old.calls.clear()
+    j = json.loads(ctl('list', '--json', sock=old.path, check_rc=0).stdout)
+    assert [p for _, p in old.calls] == [{'refresh': True}, {}] and len(j['devices']) == 2
+    # show names the device; it never asks for refresh (the ifname form reads the kernel anyway).
+    old.calls.clear()
+    ctl('show', 'v0', sock=old.path, check_rc=0)
+    assert [p for _, p in old.calls] == [{'ifname': 'v0'}]

@@ -585,3 +585,41 @@ def test_list_refresh_and_age(fake):
     old.calls.clear()
     ctl('show', 'v0', sock=old.path, check_rc=0)
     assert [p for _, p in old.calls] == [{'ifname': 'v0'}]
+
+
+def test_show_owned_pending_and_age(fake):
+    # Policy B names only ipv6.gso-max-size: the other three go back to their originals.
+    moved = device(3, 'v0', 'pending', 'b', current=sizes(185000), desired=sizes(150000, 65536, 65536, 65536),
+                   original=sizes(65536), owned=['gso_max_size'], pending='rollout-slot', current_age_usec=0)
+    fresh = device(4, 'v1', 'pending', 'b', current=sizes(65536), desired=sizes(150000, 65536, 65536, 65536),
+                   owned=['gso_max_size'], pending='queued', current_age_usec=3_500_000)
+    fresh['original'] = None   # bigtcpd has not written it yet
+    free = device(5, 'k0', 'unmanaged', None, owned=[], current_age_usec=0)
+    devs = {d['ifname']: d for d in (moved, fresh, free)}
+    f = fake({f'{IFACE}.ListDevices': lambda p: ok(devices=[devs[p['ifname']]]) if p.get('ifname') in devs
+              else error(f'{IFACE}.NoSuchDevice', ifname=p.get('ifname'))})
+
+    out = ctl('show', 'v0', sock=f.path, check_rc=0).stdout
+    assert re.search(r'^\s+State: pending \(waiting for a slot of its rollout\)$', out, re.M), out
+    assert re.search(r'^\s+Owned sizes: gso_max_size$', out, re.M), out
+    assert 'Current read' not in out
+    assert re.search(r'^gso_max_size\s+185000 \(180\.6K\)\s+150000 \(146\.4K\)\s+65536 \(64K\)$', out, re.M), out
+    for size in ALL_SIZES[1:]:
+        assert re.search(rf'^{size}\s+185000 \(180\.6K\)\s+original\s+65536 \(64K\)$', out, re.M), out
+
+    out = ctl('show', 'v1', sock=f.path, check_rc=0).stdout
+    assert re.search(r'^\s+State: pending \(write queued\)$', out, re.M), out
+    assert re.search(r'^\s+Current read: 3\.5s ago; the kernel may hold others now$', out, re.M), out
+    assert re.search(r'^gro_max_size\s+65536 \(64K\)\s+not bigtcpd\'s\s+-$', out, re.M), out
+
+    out = ctl('show', 'k0', sock=f.path, check_rc=0).stdout
+    assert re.search(r'^\s+Owned sizes: -$', out, re.M), out
+    assert re.search(r'^gso_max_size\s+65536 \(64K\)\s+-\s+-$', out, re.M), out
+    # --json: the device as the daemon sent it.
+    assert json.loads(ctl('show', '--json', 'v0', sock=f.path, check_rc=0).stdout) == moved
+    one_line_error(ctl('show', 'nope0', sock=f.path), 1, 'no device "nope0"')
+    # Every state reason has words; one this bigtcpctl does not know is shown as it is.
+    for reason, words in (('in-flight', 'write in flight'), ('rollout-halted', 'its rollout is halted'),
+                          ('throttled', 'throttled'), ('new-reason', 'new-reason')):
+        moved['pending'] = reason
+        assert f'State: pending ({words})\n' in ctl('show', 'v0', sock=f.path, check_rc=0).stdout

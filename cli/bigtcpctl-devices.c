@@ -148,8 +148,7 @@ static int rollback_text(json_object *rb, char **ret) {
 
 /* Device.owned: which sizes the device's policy names. NULL from a bigtcpd before it. */
 static json_object *owned_of(json_object *d) {
-        json_object *o = jget(d, "owned");
-        return o && json_object_is_type(o, json_type_array) ? o : NULL;
+        return jarray(d, "owned");
 }
 
 static bool owns(json_object *owned, const char *size) {

@@ -68,9 +68,17 @@ bool jbool(json_object *o, const char *key) {
         return v && json_object_get_boolean(v);
 }
 
-json_object *devices_of(json_object *reply) {
-        json_object *a = jget(reply, "devices");
+json_object *jarray(json_object *o, const char *key) {
+        json_object *a = jget(o, key);
         return a && json_object_is_type(a, json_type_array) ? a : NULL;
+}
+
+size_t jlen(json_object *a) {
+        return a ? json_object_array_length(a) : 0;
+}
+
+json_object *devices_of(json_object *reply) {
+        return jarray(reply, "devices");
 }
 
 void print_json(json_object *o) {

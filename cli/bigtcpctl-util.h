@@ -54,6 +54,9 @@ const char *jstr(json_object *o, const char *key);
 bool jhas_int(json_object *o, const char *key);
 int64_t jint(json_object *o, const char *key, int64_t def);
 bool jbool(json_object *o, const char *key);
+/* An array member, or NULL; and the length of an array that may be NULL. */
+json_object *jarray(json_object *o, const char *key);
+size_t jlen(json_object *a);
 /* The array `devices` of a ListDevices or Plan reply, or NULL. */
 json_object *devices_of(json_object *reply);
 

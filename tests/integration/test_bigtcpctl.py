@@ -623,3 +623,64 @@ def test_show_owned_pending_and_age(fake):
                           ('throttled', 'throttled'), ('new-reason', 'new-reason')):
         moved['pending'] = reason
         assert f'State: pending ({words})\n' in ctl('show', 'v0', sock=f.path, check_rc=0).stdout
+
+
+def status_fields(out):
+    """'Label: value' lines of status; a line that goes on the one above (no label) is appended."""
+    fields, last = {}, None
+    for line in out.splitlines():
+        m = re.match(r'^\s*([^:]+?): (.*)$', line)
+        if m and line[:16].strip():
+            last = m.group(1)
+            fields[last] = [m.group(2)]
+        else:
+            assert last and line.startswith(' ' * 18), line
+            fields[last].append(line[18:])
+    return fields
+
+
+def test_status_names_trouble_and_rollouts(fake):
+    status = {'version': '0.2.0', 'hostname': 'h', 'kernel': {'release': '6.18', 'ipv4_sizes': True},
+              'policy': {'files': ['/etc/bigtcpd/bigtcpd.yaml'], 'digest': '0123456789abcdef', 'policies': 2},
+              'devices': {'applied': 1}, 'devices_total': 1, 'writes': 1, 'write_failures': 0, 'restores': 0,
+              'rollbacks': 0, 'ready': True, 'inactive_guard_counters': []}
+    devs = [device(1, 'v0')]
+    f = fake({f'{IFACE}.GetStatus': lambda p: ok(**status), f'{IFACE}.ListDevices': lambda p: ok(devices=devs)})
+    fields = status_fields(ctl('status', sock=f.path, check_rc=0).stdout)
+    assert fields['State'] == ['ready'] and 'Rollouts' not in fields and 'Rolled back' not in fields
+    assert f.methods() == ['GetStatus']   # nothing to name: no ListDevices
+
+    operator = {'counter': 'operator', 'rise': 0, 'namespace_wide': False, 'time_usec': 1, 'from': sizes(185000),
+                'to': sizes(65536)}
+    guard = dict(operator, counter='link.tx_errors', rise=7, max_increase=0)
+    devs += [device(2, 'v1', 'rolled-back', last_rollback=operator),
+             device(3, 'v2', 'rolled-back', last_rollback=guard),
+             device(4, 'e0', 'failed', last_error={'errno': 22, 'message': 'Invalid argument',
+                                                   'extack': 'too big'})]
+    status['devices'] = {'applied': 1, 'rolled-back': 2, 'failed': 1, 'pending': 3}
+    status['rollouts'] = [{'policy': 'big', 'max_parallel': 2, 'active': 1, 'waiting': 3, 'halted': True,
+                           'halted_by': 'v2'},
+                          {'policy': 'canary', 'max_parallel': 4, 'active': 4, 'waiting': 0, 'halted': False,
+                           'halted_by': None}]
+    out = ctl('status', sock=f.path, check_rc=0).stdout
+    fields = status_fields(out)
+    assert fields['State'] == ['degraded (2 devices rolled back, 1 failed)'], out
+    assert fields['Rolled back'] == ['v1 (by an operator)', 'v2 (link.tx_errors rose 7)'], out
+    assert fields['Failed'] == ['e0 (Invalid argument: too big)'], out
+    assert fields['Rollouts'] == ['big: 1/2 active, 3 waiting, halted by v2', 'canary: 4/4 active, 0 waiting'], out
+
+    status['devices'] = {'failed': 1}
+    assert status_fields(ctl('status', sock=f.path).stdout)['State'] == ['degraded (1 device failed)']
+    status['ready'] = False
+    assert status_fields(ctl('status', sock=f.path).stdout)['State'] == ['starting']
+
+    # Many: ten names, then how many more.
+    devs[:] = [device(i, f'v{i}', 'rolled-back', last_rollback=operator) for i in range(1, 26)]
+    status.update(ready=True, devices={'rolled-back': 25})
+    fields = status_fields(ctl('status', sock=f.path, check_rc=0).stdout)
+    assert len(fields['Rolled back']) == 11 and fields['Rolled back'][-1] == '… and 15 more (bigtcpctl list)'
+
+    # --json: GetStatus as it came, and nothing else asked.
+    f.calls.clear()
+    assert json.loads(ctl('status', '--json', sock=f.path, check_rc=0).stdout) == status
+    assert f.methods() == ['GetStatus']

@@ -50,6 +50,20 @@ static void print_policy_errors(json_object *errors) {
         }
 }
 
+/* NothingToDo of Rollback or Retry, for one device or (`ifname` NULL) every one. */
+static int nothing_to_do_exit(const char *what, const char *ifname) {
+        bool retry = streq_ptr(what, "retry");
+        if (ifname)
+                return error_exit(EXIT_FAILED, "%s: %s", ifname,
+                                  retry ? "nothing to do (it is neither rolled back nor failed)"
+                                        : "nothing to roll back (bigtcpd never wrote it, or it is rolled "
+                                          "back already)");
+        return error_exit(EXIT_FAILED, "%s",
+                          retry ? "nothing to retry: no device is rolled back or failed"
+                                : "nothing to roll back: bigtcpd has written no device, or every one is "
+                                  "rolled back already");
+}
+
 /* An error reply: one line (or the policy's errors), and the exit code. */
 int call_error_exit(const char *method, json_object *reply) {
         const char *error = jstr(reply, "error") ?: "?";
@@ -59,12 +73,14 @@ int call_error_exit(const char *method, json_object *reply) {
                 return error_exit(EXIT_DENIED, "permission denied: %s needs root", method);
         if (streq_ptr(error, IFACE ".NoSuchDevice"))
                 return error_exit(EXIT_FAILED, "no device \"%s\"", jstr(p, "ifname") ?: "");
-        if (streq_ptr(error, IFACE ".NothingToDo")) {
-                if (jstr(p, "ifname"))
-                        return error_exit(EXIT_FAILED, "%s: nothing to do (%s)", jstr(p, "ifname"),
-                                          streq_ptr(method, "retry") ? "it is neither rolled back nor failed"
-                                                                     : "bigtcpd never wrote it");
-                return error_exit(EXIT_FAILED, "nothing to do: bigtcpd has written no device");
+        if (streq_ptr(error, IFACE ".NothingToDo"))
+                return nothing_to_do_exit(method, jstr(p, "ifname"));
+        if (streq_ptr(error, "org.varlink.service.InvalidParameter")) {
+                if (streq_ptr(method, "retry") && streq_ptr(jstr(p, "parameter"), "ifname"))
+                        return error_exit(EXIT_FAILED, "this bigtcpd cannot retry every device at once "
+                                                       "(older version?): retry DEV, one by one");
+                return error_exit(EXIT_FAILED, "%s: bigtcpd refused the parameter \"%s\" (older version?)",
+                                  method, jstr(p, "parameter") ?: "?");
         }
         if (streq_ptr(error, IFACE ".PolicyInvalid")) {
                 print_policy_errors(jget(p, "errors"));
@@ -158,8 +174,7 @@ static int dbus_exit(int r, const char *err, const char *what, const char *ifnam
         if (r == -ENODEV)
                 return error_exit(EXIT_FAILED, "no device \"%s\"", ifname ?: "");
         if (r == -EALREADY)
-                return ifname ? error_exit(EXIT_FAILED, "%s: nothing to do", ifname)
-                              : error_exit(EXIT_FAILED, "nothing to do: bigtcpd has written no device");
+                return nothing_to_do_exit(what, ifname);
         if (r == -EINVAL)
                 return error_exit(EXIT_FAILED, "the policy has errors: %s", err ?: "?");
         return error_exit(EXIT_FAILED, "D-Bus call failed: %s", err ?: strerror(-r));

@@ -18,13 +18,16 @@ static void help(void) {
         printf("bigtcpctl [OPTIONS] COMMAND ...\n\n"
                "Query and control bigtcpd, the BIG TCP GSO/GRO size daemon.\n\n"
                "Commands:\n"
-               "  status                 Daemon, policy and device counts\n"
-               "  list                   Every device: state, policy, sizes (bytes)\n"
-               "  show DEV               One device: current, desired and original sizes, errors\n"
+               "  status                 Daemon, policy, rollouts, devices per state (and which\n"
+               "                         are rolled back or failed)\n"
+               "  list                   Every device: state, policy, sizes the kernel holds (bytes)\n"
+               "  show DEV               One device: current, desired and original sizes, which\n"
+               "                         bigtcpd owns, why it is pending, errors, last rollback\n"
                "  plan [FILE]            What the loaded policy (or FILE) would change here\n"
                "  reload                 Re-read the policy files (root)\n"
-               "  rollback DEV|--all     Back to the last-known-good sizes now, and hold (root)\n"
-               "  retry DEV              Release a rolled-back or failed device (root)\n"
+               "  rollback DEV|--all     Back to the sizes before bigtcpd's last change now, and\n"
+               "                         hold them until the policy changes or retry (root)\n"
+               "  retry DEV|--all        Release a rolled-back or failed device (root)\n"
                "  monitor                Print events as they happen (state, write, rollback, reload)\n"
                "  validate FILE...       Check policy files, without the daemon; errors as\n"
                "                         file:line:column: message\n"
@@ -36,7 +39,8 @@ static void help(void) {
                "     --json              The daemon's JSON (io.bigtcpd.Manager.varlink schema); one\n"
                "                         document, or one line per event for monitor\n"
                "     --no-legend         No header and footer lines\n"
-               "     --all               With rollback: every device bigtcpd has written\n"
+               "     --all               With rollback: every device bigtcpd has written; with\n"
+               "                         retry: every rolled-back or failed device\n"
                "  -h --help              Show this help\n"
                "     --version           Show the version\n\n"
                "Sizes are bytes; show adds a 1024-based short form, truncated: 185000 (180.7K).\n"
@@ -56,7 +60,7 @@ static const Verb verbs[] = {
         {"status", verb_status, false},     {"list", verb_list, false},
         {"show", verb_show, false},         {"plan", verb_plan, false},
         {"reload", verb_reload, false},     {"rollback", verb_rollback, true},
-        {"retry", verb_retry, false},       {"monitor", verb_monitor, false},
+        {"retry", verb_retry, true},        {"monitor", verb_monitor, false},
         {"validate", verb_validate, false}, {"metrics", verb_metrics, false},
 };
 
@@ -108,7 +112,7 @@ int main(int argc, char *argv[]) {
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
                 if (streq_ptr(argv[optind], verbs[i].name)) {
                         if (c.all && !verbs[i].takes_all)
-                                return error_exit(EXIT_USAGE, "--all goes with rollback only");
+                                return error_exit(EXIT_USAGE, "--all goes with rollback and retry only");
                         r = verbs[i].run(&c, argv + optind + 1, (size_t) (argc - optind - 1));
                         varlink_close(c.conn);
                         if (fflush(stdout) != 0 && r == EXIT_OK)

@@ -129,7 +129,9 @@ def test_usage_errors_and_no_daemon(tmp_path):
     one_line_error(ctl('show'), 2, 'show takes one device name')
     one_line_error(ctl('rollback'), 2, 'rollback takes one device name, or --all')
     one_line_error(ctl('rollback', 'v0', '--all'), 2, 'rollback takes one device name, or --all')
-    one_line_error(ctl('list', '--all'), 2, '--all goes with rollback only')
+    one_line_error(ctl('retry'), 2, 'retry takes one device name, or --all')
+    one_line_error(ctl('retry', 'v0', '--all'), 2, 'retry takes one device name, or --all')
+    one_line_error(ctl('list', '--all'), 2, '--all goes with rollback and retry only')
     one_line_error(ctl('--dbus', '--socket', '/x', 'status'), 2, 'exclude each other')
     assert ctl('--bogus-option').returncode == 2
 
@@ -255,8 +257,13 @@ def test_rollback_retry_reload_and_permissions(running, ns):
     assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(185000)
 
     r = ctl('rollback', 'v0', sock=d.sock, check_rc=0)
-    assert r.stdout == '' and r.stderr == ''
+    assert r.stdout.splitlines() == [
+        'v0 goes back: ' + ', '.join(f'{s} 185000 → 65536' for s in ALL_SIZES),
+        'v0 is held there until the policy changes or "bigtcpctl retry v0".'] and r.stderr == ''
     nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(65536), T(10), 'v0 rolled back')
+    one_line_error(ctl('rollback', 'v0', sock=d.sock), 1,
+                   r'^bigtcpctl: v0: nothing to roll back \(bigtcpd never wrote it, or it is rolled back already\)$')
+    one_line_error(ctl('rollback', 'k0', sock=d.sock), 1, 'k0: nothing to roll back')
     out = ctl('show', 'v0', sock=d.sock, check_rc=0).stdout
     assert re.search(r'^\s+State: rolled-back$', out, re.M)
     assert re.search(r'^\s+Last rollback: by an operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$', out, re.M), out
@@ -264,11 +271,26 @@ def test_rollback_retry_reload_and_permissions(running, ns):
     nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(185000), T(10), 'v0 retried')
     one_line_error(ctl('retry', 'k0', sock=d.sock), 1, 'k0: nothing to do')
     one_line_error(ctl('rollback', 'nope0', sock=d.sock), 1, 'no device "nope0"')
-    ctl('rollback', '--all', sock=d.sock, check_rc=0)
+    r = ctl('rollback', '--all', sock=d.sock, check_rc=0)
+    assert sorted(r.stdout.splitlines()[:2]) == [
+        f'{n} goes back: ' + ', '.join(f'{s} 185000 → 65536' for s in ALL_SIZES) for n in ('v0', 'v1')], r.stdout
+    assert r.stdout.splitlines()[2:] == [
+        'These 2 devices are held there until the policy changes or "bigtcpctl retry DEV"',
+        '("bigtcpctl retry --all" for all of them).']
     nl.wait_links(ns, lambda links: all(nl.sizes_of(links[n]) == sizes4(65536) for n in ('v0', 'v1')),
                   T(10), 'all rolled back')
     states = {x['ifname']: x['state'] for x in json.loads(ctl('list', '--json', sock=d.sock).stdout)['devices']}
     assert states['v0'] == states['v1'] == 'rolled-back'
+    one_line_error(ctl('rollback', '--all', sock=d.sock), 1, 'nothing to roll back: bigtcpd has written no device, '
+                   'or every one is rolled back already')
+    r = ctl('retry', '--all', sock=d.sock)
+    if r.returncode == 1:   # a bigtcpd from before Retry(null)
+        one_line_error(r, 1, 'cannot retry every device at once \\(older version\\?\\)')
+    else:
+        assert r.returncode == 0 and sorted(r.stdout.splitlines()) == [
+            f'{n} is released: bigtcpd applies its policy again.' for n in ('v0', 'v1')], r
+        nl.wait_links(ns, lambda links: all(nl.sizes_of(links[n]) == sizes4(185000) for n in ('v0', 'v1')),
+                      T(10), 'all retried')
 
     write_file_atomic(d.cfg, POLICY.replace('185000', '150000'))
     r = ctl('reload', sock=d.sock, check_rc=0)
@@ -684,3 +706,71 @@ def test_status_names_trouble_and_rollouts(fake):
     f.calls.clear()
     assert json.loads(ctl('status', '--json', sock=f.path, check_rc=0).stdout) == status
     assert f.methods() == ['GetStatus']
+
+
+def test_rollback_and_retry_in_words(fake):
+    def record(t, counter='operator'):
+        return {'counter': counter, 'rise': 0, 'namespace_wide': False, 'time_usec': t,
+                'from': sizes(185000), 'to': sizes(65536, 65536, 185000, 185000)}
+    devs = {'v0': device(2, 'v0', 'applied', last_rollback=record(5)), 'v1': device(3, 'v1', 'probation'),
+            'v2': device(4, 'v2', 'rolled-back', last_rollback=record(7, 'link.tx_errors')),
+            'e0': device(5, 'e0', 'failed'), 'k0': device(6, 'k0', 'unmanaged', None)}
+
+    def rollback(p):
+        names = [p['ifname']] if p.get('ifname') else [n for n in devs if devs[n]['state'] in ('applied', 'probation')]
+        if not names or any(devs[n]['state'] in ('rolled-back', 'unmanaged') for n in names):
+            return error(f'{IFACE}.NothingToDo', ifname=p.get('ifname'))
+        for n in names:
+            devs[n].update(state='rolled-back', last_rollback=record(9))
+        return ok()
+
+    def retry(p):
+        names = [p['ifname']] if p.get('ifname') else [n for n in devs if devs[n]['state'] in ('rolled-back', 'failed')]
+        if not names or any(devs[n]['state'] not in ('rolled-back', 'failed') for n in names):
+            return error(f'{IFACE}.NothingToDo', ifname=p.get('ifname'))
+        for n in names:
+            devs[n]['state'] = 'pending'
+        return ok()
+
+    def listing(p):
+        return ok(devices=[d for n, d in devs.items() if p.get('ifname') in (None, n)])
+    f = fake({f'{IFACE}.Rollback': rollback, f'{IFACE}.Retry': retry, f'{IFACE}.ListDevices': listing})
+
+    # --all names the devices this call rolled back (v0, v1), not the ones held before (v2).
+    r = ctl('rollback', '--all', sock=f.path, check_rc=0)
+    back = 'gso_max_size 185000 → 65536, gro_max_size 185000 → 65536'
+    assert r.stdout.splitlines() == [
+        f'v0 goes back: {back}', f'v1 goes back: {back}',
+        'These 2 devices are held there until the policy changes or "bigtcpctl retry DEV"',
+        '("bigtcpctl retry --all" for all of them).'], r.stdout
+    assert f.methods() == ['ListDevices', 'Rollback', 'ListDevices'] and f.calls[1][1] == {}
+    one_line_error(ctl('rollback', 'v0', sock=f.path), 1,
+                   r'^bigtcpctl: v0: nothing to roll back \(bigtcpd never wrote it, or it is rolled back already\)$')
+    one_line_error(ctl('rollback', '--all', sock=f.path), 1, '^bigtcpctl: nothing to roll back: ')
+
+    # retry --all: Retry(null), and the devices it released by name.
+    f.calls.clear()
+    r = ctl('retry', '--all', sock=f.path, check_rc=0)
+    assert f.methods() == ['ListDevices', 'Retry', ] and f.calls[1][1] == {}
+    assert r.stdout.splitlines() == [f'{n} is released: bigtcpd applies its policy again.'
+                                     for n in ('v0', 'v1', 'v2', 'e0')], r.stdout
+    one_line_error(ctl('retry', '--all', sock=f.path), 1, '^bigtcpctl: nothing to retry: no device is rolled back or failed$')
+    one_line_error(ctl('retry', 'k0', sock=f.path), 1, r'^bigtcpctl: k0: nothing to do \(it is neither rolled back nor failed\)$')
+
+    devs['v1']['state'] = 'applied'
+    r = ctl('rollback', 'v1', sock=f.path, check_rc=0)
+    assert r.stdout == f'v1 goes back: {back}\nv1 is held there until the policy changes or "bigtcpctl retry v1".\n'
+    assert ctl('retry', 'v1', sock=f.path, check_rc=0).stdout == 'v1 is released: bigtcpd applies its policy again.\n'
+
+    # --json: the daemon's reply, and no other call.
+    f.calls.clear()
+    devs['v1']['state'] = 'applied'
+    assert json.loads(ctl('rollback', '--json', 'v1', sock=f.path, check_rc=0).stdout) == {}
+    assert json.loads(ctl('retry', '--json', '--all', sock=f.path, check_rc=0).stdout) == {}
+    assert f.methods() == ['Rollback', 'Retry']
+
+    # A daemon from before Retry(null) wants a name.
+    old = fake({f'{IFACE}.ListDevices': listing, f'{IFACE}.Retry': lambda p: retry(p) if p.get('ifname') else error(
+        'org.varlink.service.InvalidParameter', parameter='ifname')})
+    one_line_error(ctl('retry', '--all', sock=old.path), 1,
+                   r'cannot retry every device at once \(older version\?\): retry DEV, one by one$')

@@ -142,9 +142,10 @@ int verb_status(Ctl *c, char **args, size_t n) {
                jbool(kern, "ipv4_sizes") ? "yes" : "no");
         size_t nf =
                 files && json_object_is_type(files, json_type_array) ? json_object_array_length(files) : 0;
-        for (size_t i = 0; i < nf; i++)
-                printf("%16s: %s\n", i == 0 ? "Policy files" : "",
-                       json_object_get_string(json_object_array_get_idx(files, i)));
+        for (size_t i = 0; i < nf; i++) {
+                label(i == 0 ? "Policy files" : NULL);
+                printf("%s\n", json_object_get_string(json_object_array_get_idx(files, i)));
+        }
         if (nf == 0)
                 printf("%16s: (none)\n", "Policy files");
         printf("%16s: %" PRId64 " %s, digest %s\n", "Policy", jint(pol, "policies", 0),
@@ -175,9 +176,10 @@ int verb_status(Ctl *c, char **args, size_t n) {
         size_t ni = inactive && json_object_is_type(inactive, json_type_array)
                             ? json_object_array_length(inactive)
                             : 0;
-        for (size_t i = 0; i < ni; i++)
-                printf("%16s: %s%s%s (not on this host)\n", i == 0 ? "Inactive guards" : "",
-                       color(c, ANSI_YELLOW), json_object_get_string(json_object_array_get_idx(inactive, i)),
-                       color(c, ANSI_RESET));
+        for (size_t i = 0; i < ni; i++) {
+                label(i == 0 ? "Inactive guards" : NULL);
+                printf("%s%s%s (not on this host)\n", color(c, ANSI_YELLOW),
+                       json_object_get_string(json_object_array_get_idx(inactive, i)), color(c, ANSI_RESET));
+        }
         return EXIT_OK;
 }

@@ -392,9 +392,11 @@ def test_monitor(running, ns):
         seen = human.until(lambda l: re.search(r' v5: pending → (probation|applied)$', l), T(10), 'v5 state')
         stamp = r'^\d\d:\d\d:\d\d\.\d{3} '
         assert any(re.match(stamp + r'v5: unmanaged → pending$', l) for l in seen), seen
-        assert any(re.match(stamp + r'v5: wrote gso_max_size 65536→185000 gro_max_size 65536→185000 '
-                            r'gso_ipv4_max_size 65536→185000 gro_ipv4_max_size 65536→185000$', l) for l in seen), seen
-        assert not [l for l in seen if ' k5: wrote' in l]
+        # The cause comes from a bigtcpd of the redesign (issue 9); the one before sends none.
+        assert any(re.match(stamp + r'v5: write( \((new-device|policy)\))? gso_max_size 65536 → 185000, '
+                            r'gro_max_size 65536 → 185000, gso_ipv4_max_size 65536 → 185000, '
+                            r'gro_ipv4_max_size 65536 → 185000$', l) for l in seen), seen
+        assert not [l for l in seen if ' k5: write' in l]
         events = [json.loads(l) for l in js.until(
             lambda l: json.loads(l).get('ifname') == 'v5' and json.loads(l).get('state') in ('probation', 'applied'),
             T(10), 'v5 state (json)')]
@@ -402,8 +404,8 @@ def test_monitor(running, ns):
                 'previous': 'unmanaged'} in events, events
 
         ctl('rollback', 'v5', sock=d.sock, check_rc=0)
-        human.until(lambda l: re.search(r' v5: rolled back \(operator rose 0, threshold 0\): gso_max_size '
-                                        r'185000→65536', l), T(10), 'rollback line')
+        human.until(lambda l: re.search(r' v5: rolled back by an operator: gso_max_size 185000 → 65536, ', l),
+                    T(10), 'rollback line')
         ctl('reload', sock=d.sock, check_rc=0)
         human.until(lambda l: re.search(r' policy reloaded, digest [0-9a-f]{16}$', l), T(10), 'reload line')
 
@@ -774,3 +776,69 @@ def test_rollback_and_retry_in_words(fake):
         'org.varlink.service.InvalidParameter', parameter='ifname')})
     one_line_error(ctl('retry', '--all', sock=old.path), 1,
                    r'cannot retry every device at once \(older version\?\): retry DEV, one by one$')
+
+
+def test_monitor_events_of_the_new_contract(fake):
+    dev = {'ifindex': 7, 'ifname': 'eth0'}
+    up, down = sizes(65536), sizes(185000, 185000, 65536, 65536)
+    perr = {'file': '/etc/bigtcpd/bigtcpd.yaml', 'line': 7, 'column': 21, 'message': 'gso-max-size: expected a number'}
+    events = [
+        {'event': 'subscribed'},
+        dict(dev, event='added'),
+        dict(dev, event='state', state='pending', previous='unmanaged'),
+        dict(dev, event='write', cause='policy', **{'from': up, 'to': down}),
+        dict(dev, event='write', cause='put-back', **{'from': up, 'to': down}),
+        dict(dev, event='write', cause='retry', **{'from': up, 'to': down}, errno=22, error='Invalid argument',
+             extack='too big'),
+        dict(dev, event='rollback', counter='link.tx_errors', rise=3, threshold=0, **{'from': down, 'to': up}),
+        dict(dev, event='write', cause='rollback', **{'from': down, 'to': up}),
+        {'event': 'rollout', 'policy': 'big', 'halted': True, 'ifindex': 7, 'ifname': 'eth0'},
+        dict(dev, event='rollback', counter='operator', rise=0, threshold=0, **{'from': down, 'to': up}),
+        dict(dev, event='write', cause='restore', **{'from': down, 'to': up}),
+        {'event': 'reload', 'ok': False, 'digest': '0123456789abcdef', 'errors': [perr, dict(perr, line=0, column=0)]},
+        {'event': 'reload', 'ok': True, 'digest': 'fedcba9876543210'},
+        {'event': 'try', 'what': 'started'},
+        dict(dev, event='removed'),
+    ]
+    stream = [{'parameters': e, 'continues': True} for e in events[:-1]] + [{'parameters': events[-1]}]
+    f = fake({f'{IFACE}.Monitor': lambda p: stream})
+    r = ctl('monitor', sock=f.path, check_rc=0)
+    lines = r.stdout.splitlines()
+    assert lines[0] == 'Monitoring bigtcpd (Ctrl-C to stop).'
+    stamp = re.compile(r'^\d\d:\d\d:\d\d\.\d{3} ')
+    assert all(stamp.match(l) for l in lines[1:] if not l.startswith('    ')), lines
+    got = [stamp.sub('', l) for l in lines[1:]]
+    change = 'gso_max_size 65536 → 185000, gro_max_size 65536 → 185000'
+    back = 'gso_max_size 185000 → 65536, gro_max_size 185000 → 65536'
+    assert got == [
+        'eth0: added (ifindex 7)',
+        'eth0: unmanaged → pending',
+        f'eth0: write (policy) {change}',
+        f'eth0: write (put-back) {change}',
+        'eth0: write (retry) refused: Invalid argument (errno 22): too big',
+        f'eth0: rolled back (link.tx_errors rose 3, threshold 0): {back}',
+        f'eth0: write (rollback) {back}',
+        'rollout of policy big halted by the rollback of eth0: its waiting devices stay pending',
+        f'eth0: rolled back by an operator: {back}',
+        f'eth0: restore {back}',
+        'new policy refused, running policy kept (digest 0123456789abcdef):',
+        '    /etc/bigtcpd/bigtcpd.yaml:7:21: gso-max-size: expected a number',
+        '    /etc/bigtcpd/bigtcpd.yaml: gso-max-size: expected a number',
+        'policy reloaded, digest fedcba9876543210',
+        '{"event":"try","what":"started"}',
+        'eth0: removed',
+    ], got
+    # --json: one line per event, the daemon's JSON.
+    r = ctl('monitor', '--json', sock=f.path, check_rc=0)
+    assert [json.loads(l) for l in r.stdout.splitlines()] == events
+
+    # A bigtcpd before the redesign: "restore" events, writes without a cause.
+    old = fake({f'{IFACE}.Monitor': lambda p: [
+        {'parameters': {'event': 'subscribed'}, 'continues': True},
+        {'parameters': dict(dev, event='write', **{'from': up, 'to': down}), 'continues': True},
+        {'parameters': dict(dev, event='restore', **{'from': down, 'to': up}), 'continues': True},
+        {'parameters': dict(dev, event='restore', **{'from': down, 'to': up}, errno=19, error='No such device')},
+    ]})
+    got = [stamp.sub('', l) for l in ctl('monitor', '--no-legend', sock=old.path, check_rc=0).stdout.splitlines()]
+    assert got == [f'eth0: write {change}', f'eth0: restore {back}',
+                   'eth0: restore refused: No such device (errno 19)'], got

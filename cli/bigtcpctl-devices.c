@@ -1,5 +1,6 @@
-/* bigtcpctl-devices.c — `bigtcpctl list` (every device, one line each) and `bigtcpctl show DEV`
- * (one device: its sizes, state, last error and last rollback). */
+/* bigtcpctl-devices.c — `bigtcpctl list` (every device, one line each, and how old the sizes are)
+ * and `bigtcpctl show DEV` (one device: its sizes and which bigtcpd owns, its state and why,
+ * the last error and the last rollback). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>
@@ -15,7 +16,7 @@
 /* How long ago the oldest `current` was read from the kernel; -1 when the daemon does not say. */
 static int64_t oldest_age(json_object *devs) {
         int64_t oldest = -1;
-        for (size_t i = 0; devs && i < json_object_array_length(devs); i++) {
+        for (size_t i = 0; i < jlen(devs); i++) {
                 json_object *d = json_object_array_get_idx(devs, i);
                 if (jhas_int(d, "current_age_usec") && jint(d, "current_age_usec", 0) > oldest)
                         oldest = jint(d, "current_age_usec", 0);

@@ -173,7 +173,7 @@ int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
                         snmp_done(&s);
                         return -ENOMEM;
                 }
-                r = read_file_bounded(path, SNMP_FILE_MAX, &text, NULL);
+                r = read_file_bounded(path, SNMP_FILE_MAX, READ_FILE_REGULAR, &text, NULL);
                 if (r == -ENOENT)
                         continue;
                 if (r >= 0)

@@ -51,7 +51,7 @@ int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, Polic
                 _cleanup_(freep) char *data = NULL;
                 size_t size = 0;
 
-                r = read_file_bounded(paths[i], POLICY_FILE_MAX, &data, &size);
+                r = read_file_bounded(paths[i], POLICY_FILE_MAX, READ_FILE_REGULAR, &data, &size);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0) {

@@ -579,7 +579,7 @@ int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_g
 
         if (asprintf(&path, "%s/%s", dir, STATE_FILE) < 0 || asprintf(&jpath, "%s/%s", dir, STATE_JOURNAL) < 0)
                 return -ENOMEM;
-        r = read_file_bounded(path, STATE_MAX_SIZE, &data, &size);
+        r = read_file_bounded(path, STATE_MAX_SIZE, READ_FILE_REGULAR, &data, &size);
         if (r == -ENOENT) {
                 /* no snapshot yet: the journal alone (generation 0) */
         } else if (r < 0)
@@ -589,7 +589,7 @@ int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_g
                 if (r < 0)
                         return r;
         }
-        r = read_file_bounded(jpath, STATE_MAX_SIZE, &jdata, &size);
+        r = read_file_bounded(jpath, STATE_MAX_SIZE, READ_FILE_REGULAR, &jdata, &size);
         if (r >= 0)
                 r = state_journal_apply(jdata, size, generation, &entries, &n);
         if (r < 0 && r != -ENOENT) {

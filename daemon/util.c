@@ -65,28 +65,28 @@ uint64_t realtime_usec(void) {
         return clock_usec(CLOCK_REALTIME);
 }
 
-int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_size) {
+int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **ret, size_t *ret_size) {
         _cleanup_(closep) int fd = -1;
         _cleanup_(freep) char *buf = NULL;
         size_t n = 0, cap = 0;
         struct stat st;
 
         /* O_NONBLOCK: a FIFO planted where a file should be must not hold the loop in open(). */
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (flags & READ_FILE_ANY_TYPE ? 0 : O_NONBLOCK));
         if (fd < 0)
                 return -errno;
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (S_ISDIR(st.st_mode))
                 return -EISDIR;
-        if (!S_ISREG(st.st_mode))
+        if (!S_ISREG(st.st_mode) && !(flags & READ_FILE_ANY_TYPE))
                 return -EBADF;
-        if ((uint64_t) st.st_size > max)
+        if (S_ISREG(st.st_mode) && (uint64_t) st.st_size > max)
                 return -EFBIG;
         for (;;) {
                 if (n == cap) {
                         /* one byte past `max` tells a file that grew past it */
-                        size_t want = cap ? cap * 2 : (st.st_size > 0 ? (size_t) st.st_size + 1 : 4096);
+                        size_t want = cap ? cap * 2 : (S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t) st.st_size + 1 : 4096);
                         if (cap > max)
                                 return -EFBIG;
                         if (want > max + 1)

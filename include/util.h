@@ -96,8 +96,13 @@ uint64_t now_usec(void);
 uint64_t boottime_usec(void);
 uint64_t realtime_usec(void);
 
-/* Read a whole regular file of at most `max` bytes into a NUL-terminated buffer. Never blocks
- * on a FIFO or device (opened non-blocking, then refused): -EISDIR for a directory, -EBADF for
- * anything else that is not a regular file, -EFBIG above `max`. Works for /proc files (which
- * report size 0). */
-int read_file_bounded(const char *path, size_t max, char **ret, size_t *ret_size);
+typedef enum ReadFileFlags {
+        READ_FILE_REGULAR = 0,       /* the daemon: anything but a regular file is refused */
+        READ_FILE_ANY_TYPE = 1 << 0, /* a command line: pipes and FIFOs too (it may wait for them) */
+} ReadFileFlags;
+
+/* Read a whole file of at most `max` bytes into a NUL-terminated buffer. Unless flags say
+ * READ_FILE_ANY_TYPE, never blocks on a FIFO or device (opened non-blocking, then refused):
+ * -EBADF for anything that is not a regular file. -EISDIR for a directory, -EFBIG above `max`.
+ * Works for /proc files (which report size 0). */
+int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **ret, size_t *ret_size);

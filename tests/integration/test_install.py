@@ -315,7 +315,7 @@ def test_completion_device_names(ns, confdir, daemon):
     d = daemon(ns, cfg)
     sock = str(d.runtime_dir / 'io.bigtcpd.Manager')
     assert complete(['bigtcpctl', '--socket', sock, 'show', 'v'], path_dir=ctl.parent) == ['va', 'vb']
-    assert complete(['bigtcpctl', f'--socket={sock}', 'retry', ''], path_dir=ctl.parent) == ['lo', 'va', 'vb']
+    assert complete(['bigtcpctl', f'--socket={sock}', 'retry', ''], path_dir=ctl.parent) == ['--all', 'lo', 'va', 'vb']
     assert complete(['bigtcpctl', '-s', sock, 'rollback', ''], path_dir=ctl.parent) == ['--all', 'lo', 'va', 'vb']
     # One device only.
     assert complete(['bigtcpctl', '--socket', sock, 'show', 'va', ''], path_dir=ctl.parent) == []

@@ -1,0 +1,252 @@
+/* bigtcpctl-call.c — calls to bigtcpd over varlink or D-Bus, and what bigtcpctl says when one
+ * fails (see bigtcpctl-call.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bigtcpctl-call.h"
+
+#define CALL_TIMEOUT_MS 60000
+
+static int connect_exit(const Ctl *c, int r) {
+        if (r == -ENOENT || r == -ECONNREFUSED || r == -ENOTDIR)
+                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not running (nothing listens on %s)",
+                                  c->socket);
+        if (r == -EACCES || r == -EPERM)
+                return error_exit(EXIT_DENIED, "permission denied connecting to %s", c->socket);
+        return error_exit(EXIT_FAILED, "cannot connect to %s: %s", c->socket, strerror(-r));
+}
+
+int call_connect(Ctl *c) {
+        int r;
+        if (c->conn)
+                return 0;
+        r = varlink_connect(c->socket, &c->conn);
+        return r < 0 ? connect_exit(c, r) : 0;
+}
+
+int call_recv_exit(int r) {
+        if (r == -ECONNRESET || r == -EPIPE)
+                return error_exit(EXIT_NOT_RUNNING, "bigtcpd closed the connection");
+        if (r == -ETIMEDOUT)
+                return error_exit(EXIT_FAILED, "bigtcpd did not answer within %d s", CALL_TIMEOUT_MS / 1000);
+        if (r == -EBADMSG)
+                return error_exit(EXIT_FAILED, "bigtcpd sent a reply that is not a varlink message");
+        return error_exit(EXIT_FAILED, "talking to bigtcpd: %s", strerror(-r));
+}
+
+static void print_policy_errors(json_object *errors) {
+        size_t n = errors && json_object_is_type(errors, json_type_array) ? json_object_array_length(errors)
+                                                                          : 0;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(errors, i);
+                int64_t line = jint(e, "line", 0);
+                if (line > 0)
+                        fprintf(stderr, "%s:%" PRId64 ":%" PRId64 ": %s\n", jstr(e, "file") ?: "?", line,
+                                jint(e, "column", 0), jstr(e, "message") ?: "");
+                else
+                        fprintf(stderr, "%s: %s\n", jstr(e, "file") ?: "?", jstr(e, "message") ?: "");
+        }
+}
+
+/* NothingToDo of Rollback or Retry, for one device or (`ifname` NULL) every one. */
+static int nothing_to_do_exit(const char *what, const char *ifname) {
+        bool retry = streq_ptr(what, "retry");
+        if (ifname)
+                return error_exit(EXIT_FAILED, "%s: %s", ifname,
+                                  retry ? "nothing to do (it is neither rolled back nor failed)"
+                                        : "nothing to roll back (bigtcpd never wrote it, or it is rolled "
+                                          "back already)");
+        return error_exit(EXIT_FAILED, "%s",
+                          retry ? "nothing to retry: no device is rolled back or failed"
+                                : "nothing to roll back: bigtcpd has written no device, or every one is "
+                                  "rolled back already");
+}
+
+/* An error reply: one line (or the policy's errors), and the exit code. */
+int call_error_exit(const char *method, json_object *reply) {
+        const char *error = jstr(reply, "error") ?: "?";
+        json_object *p = jget(reply, "parameters");
+
+        if (streq_ptr(error, "org.varlink.service.PermissionDenied"))
+                return error_exit(EXIT_DENIED, "permission denied: %s needs root", method);
+        if (streq_ptr(error, IFACE ".NoSuchDevice"))
+                return error_exit(EXIT_FAILED, "no device \"%s\"", jstr(p, "ifname") ?: "");
+        if (streq_ptr(error, IFACE ".NothingToDo"))
+                return nothing_to_do_exit(method, jstr(p, "ifname"));
+        if (streq_ptr(error, "org.varlink.service.InvalidParameter")) {
+                if (streq_ptr(method, "retry") && streq_ptr(jstr(p, "parameter"), "ifname"))
+                        return error_exit(EXIT_FAILED, "this bigtcpd cannot retry every device at once "
+                                                       "(older version?): retry DEV, one by one");
+                return error_exit(EXIT_FAILED, "%s: bigtcpd refused the parameter \"%s\" (older version?)",
+                                  method, jstr(p, "parameter") ?: "?");
+        }
+        if (streq_ptr(error, IFACE ".PolicyInvalid")) {
+                print_policy_errors(jget(p, "errors"));
+                return error_exit(EXIT_FAILED, "the policy has errors%s",
+                                  streq_ptr(method, "reload") ? "; the running policy stays" : "");
+        }
+        if (streq_ptr(error, IFACE ".Failed"))
+                return error_exit(EXIT_FAILED, "%s failed: %s", method, jstr(p, "message") ?: "?");
+        if (streq_ptr(error, IFACE ".TooManyConnections"))
+                return error_exit(EXIT_FAILED,
+                                  "bigtcpd refused the connection: too many open (max %" PRId64 ")",
+                                  jint(p, "max", 0));
+        if (streq_ptr(error, "org.varlink.service.MethodNotFound") ||
+            streq_ptr(error, "org.varlink.service.InterfaceNotFound"))
+                return error_exit(EXIT_FAILED, "this bigtcpd does not know %s (older version?)", method);
+        return error_exit(EXIT_FAILED, "%s: %s %s", method, error,
+                          p ? json_object_to_json_string_ext(p, JSON_C_TO_STRING_PLAIN) : "");
+}
+
+/* Sends one call and reads its reply: 0 with the whole reply (an error one too) in *ret_reply;
+ * or, with `raw` and a reply that is not an error, its parameters printed as they came and
+ * *ret_reply NULL. bigtcpd sends {"parameters":{…}} with nothing after the parameters, so they
+ * are the bytes between, and a reply of 5 MiB is not parsed only to be printed again. */
+static int call_reply(Ctl *c, const char *method, json_object *params, bool raw, json_object **ret_reply) {
+        static const char prefix[] = "{\"parameters\":";
+        const char *data;
+        size_t size;
+        int r;
+
+        r = call_connect(c);
+        if (r != 0) {
+                json_object_put(params);
+                return r;
+        }
+        r = varlink_send(c->conn, method, params, false);
+        if (r < 0)
+                return call_recv_exit(r);
+        r = varlink_recv_raw(c->conn, CALL_TIMEOUT_MS, &data, &size);
+        if (r < 0)
+                return call_recv_exit(r);
+        if (raw && size > sizeof(prefix) && memcmp(data, prefix, sizeof(prefix) - 1) == 0 &&
+            data[size - 1] == '}' && data[sizeof(prefix) - 1] == '{') {
+                fwrite(data + sizeof(prefix) - 1, 1, size - sizeof(prefix), stdout);
+                fputc('\n', stdout);
+                *ret_reply = NULL;
+                return 0;
+        }
+        r = varlink_parse(data, size, ret_reply);
+        return r < 0 ? call_recv_exit(r) : 0;
+}
+
+/* A reply from call_reply(): an error as its exit code; else its parameters into *ret, or
+ * printed when `ret` is NULL (unless call_reply() printed them already). */
+static int reply_finish(const char *what, json_object *reply, json_object **ret) {
+        json_object *p;
+
+        if (!reply)
+                return 0;
+        if (jget(reply, "error"))
+                return call_error_exit(what, reply);
+        p = jget(reply, "parameters");
+        if (!ret) {
+                if (p)
+                        print_json(p);
+                else
+                        printf("{}\n");
+                return 0;
+        }
+        *ret = p ? json_object_get(p) : json_object_new_object();
+        return *ret ? 0 : error_exit(EXIT_FAILED, "out of memory");
+}
+
+static bool is_invalid_parameter(json_object *reply, const char *name) {
+        return streq_ptr(jstr(reply, "error"), "org.varlink.service.InvalidParameter") &&
+               streq_ptr(jstr(jget(reply, "parameters"), "parameter"), name);
+}
+
+int call_method(Ctl *c, const char *what, const char *method, json_object *params, json_object **ret) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        int r = call_reply(c, method, params, !ret, &reply);
+        return r != 0 ? r : reply_finish(what, reply, ret);
+}
+
+static int dbus_exit(int r, const char *err, const char *what, const char *ifname) {
+        if (r == -ESRCH)
+                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not on the system bus (io.bigtcpd1)");
+        if (r == -ENOENT || r == -ECONNREFUSED)
+                return error_exit(EXIT_NOT_RUNNING, "no system bus: %s", strerror(-r));
+        if (r == -EACCES || r == -EPERM)
+                return error_exit(EXIT_DENIED, "permission denied: %s needs root", what);
+        if (r == -ENODEV)
+                return error_exit(EXIT_FAILED, "no device \"%s\"", ifname ?: "");
+        if (r == -EALREADY)
+                return nothing_to_do_exit(what, ifname);
+        if (r == -EINVAL)
+                return error_exit(EXIT_FAILED, "the policy has errors: %s", err ?: "?");
+        return error_exit(EXIT_FAILED, "D-Bus call failed: %s", err ?: strerror(-r));
+}
+
+/* A D-Bus method that returns JSON text. */
+static int dbus_json(const char *what, const char *method, const char *arg, json_object **ret) {
+        _cleanup_(freep) char *err = NULL, *text = NULL;
+        int r = dbus_call(method, arg, &text, &err);
+        if (r < 0)
+                return dbus_exit(r, err, what, arg);
+        if (varlink_parse(text, strlen(text), ret) < 0)
+                return error_exit(EXIT_FAILED, "bigtcpd sent D-Bus JSON that does not parse");
+        return 0;
+}
+
+int call_dbus_privileged(Ctl *c, const char *what, const char *method, const char *arg) {
+        _cleanup_(freep) char *err = NULL, *text = NULL;
+        int r = dbus_call(method, arg, streq_ptr(method, "Reload") ? &text : NULL, &err);
+        if (r < 0)
+                return dbus_exit(r, err, what, strempty(arg) ? NULL : arg);
+        if (c->json) {
+                json_object *o = json_object_new_object();
+                if (text)
+                        json_object_object_add(o, "digest", json_object_new_string(text));
+                print_json(o);
+                json_object_put(o);
+        }
+        return 0;
+}
+
+int fetch_status(Ctl *c, json_object **ret) {
+        if (c->dbus)
+                return dbus_json("status", "GetStatusJSON", NULL, ret);
+        return call_method(c, "status", IFACE ".GetStatus", NULL, ret);
+}
+
+int fetch_devices(Ctl *c, const char *ifname, bool refresh, json_object **ret) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        json_object *p;
+        int r;
+
+        if (c->dbus) {
+                json_object *o = NULL;
+                r = dbus_json("list", "ListDevicesJSON", ifname ?: "", &o);
+                if (r != 0)
+                        return r;
+                if (json_object_is_type(o, json_type_array)) {
+                        json_object *w = json_object_new_object();
+                        json_object_object_add(w, "devices", o);
+                        o = w;
+                }
+                if (ret)
+                        *ret = o;
+                else {
+                        print_json(o);
+                        json_object_put(o);
+                }
+                return 0;
+        }
+        p = json_object_new_object();
+        if (!p)
+                return error_exit(EXIT_FAILED, "out of memory");
+        if (ifname)
+                json_object_object_add(p, "ifname", json_object_new_string(ifname));
+        else if (refresh)
+                json_object_object_add(p, "refresh", json_object_new_boolean(true));
+        r = call_reply(c, IFACE ".ListDevices", p, !ret, &reply);
+        if (r == 0 && !ifname && refresh && is_invalid_parameter(reply, "refresh")) {
+                /* A bigtcpd from before `refresh`: the values are as fresh as it has them. */
+                json_object_put(TAKE_PTR(reply));
+                r = call_reply(c, IFACE ".ListDevices", NULL, !ret, &reply);
+        }
+        return r != 0 ? r : reply_finish("list", reply, ret);
+}

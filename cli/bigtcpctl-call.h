@@ -1,0 +1,32 @@
+/* bigtcpctl-call.h — calls to bigtcpd: varlink on its socket (client.c) or D-Bus with --dbus; a
+ * failed call is printed as one line and turned into an exit code. */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "bigtcpctl-util.h"
+
+/* Every function below returns 0 on success, or an exit code once the problem is printed.
+ * `what` is the verb, for messages ("permission denied: reload needs root"). */
+
+/* Opens the varlink connection (c->conn) unless it is open. */
+int call_connect(Ctl *c);
+/* The exit code for a failed varlink send or receive (-errno). */
+int call_recv_exit(int r);
+/* The exit code for a varlink error reply. */
+int call_error_exit(const char *what, json_object *reply);
+
+/* One varlink call; takes `params` (may be NULL). On success *ret gets the reply's parameters;
+ * with `ret` NULL they are printed as they came (--json). */
+int call_method(Ctl *c, const char *what, const char *method, json_object *params, json_object **ret);
+
+/* Reload, Rollback, Retry over D-Bus; `arg` "" for every device. */
+int call_dbus_privileged(Ctl *c, const char *what, const char *method, const char *arg);
+
+/* GetStatus, over varlink or D-Bus. */
+int fetch_status(Ctl *c, json_object **ret);
+/* ListDevices ({"devices": [...]}) of every device, or of the one named (which bigtcpd reads
+ * from the kernel first), over varlink or D-Bus; with `ret` NULL, printed (--json). `refresh`:
+ * bigtcpd reads every device from the kernel first, if it can (over varlink, and not a bigtcpd
+ * from before ListDevices took `refresh`). */
+int fetch_devices(Ctl *c, const char *ifname, bool refresh, json_object **ret);

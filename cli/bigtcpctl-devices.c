@@ -1,0 +1,268 @@
+/* bigtcpctl-devices.c — `bigtcpctl list` (every device, one line each, and how old the sizes are)
+ * and `bigtcpctl show DEV` (one device: its sizes and which bigtcpd owns, its state and why,
+ * the last error and the last rollback). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "bigtcpctl-call.h"
+#include "bigtcpctl-devices.h"
+#include "table.h"
+
+/* Values older than this are worth saying so: the kernel sends no event when only a size
+ * changes, so bigtcpd's copy may be behind what another tool set. */
+#define STALE_USEC 1000000
+
+/* How long ago the oldest `current` was read from the kernel; -1 when the daemon does not say. */
+static int64_t oldest_age(json_object *devs) {
+        int64_t oldest = -1;
+        for (size_t i = 0; i < jlen(devs); i++) {
+                json_object *d = json_object_array_get_idx(devs, i);
+                if (jhas_int(d, "current_age_usec") && jint(d, "current_age_usec", 0) > oldest)
+                        oldest = jint(d, "current_age_usec", 0);
+        }
+        return oldest;
+}
+
+static void add_size_cell(Table *t, json_object *sizes, const char *key) {
+        if (jhas_int(sizes, key))
+                (void) table_addf(t, NULL, "%" PRId64, jint(sizes, key, 0));
+        else
+                (void) table_add(t, "-", NULL);
+}
+
+int verb_list(Ctl *c, char **args, size_t n) {
+        static const char *const headers[] = {"IDX", "LINK", "KIND", "STATE", "POLICY", "GSO",
+                                              "GRO", "GSO4", "GRO4", "TSO",   NULL};
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        json_object *devs;
+        char buf[64];
+        size_t nd;
+        int r;
+
+        if (n > 0)
+                return error_exit(EXIT_USAGE, "list takes no arguments (show DEV shows one device)");
+        if (print_raw(c))
+                return fetch_devices(c, NULL, true, NULL);
+        r = fetch_devices(c, NULL, true, &reply);
+        if (r != 0)
+                return r;
+        if (c->json) {
+                print_json(reply);
+                return EXIT_OK;
+        }
+        devs = devices_of(reply);
+        nd = devs ? json_object_array_length(devs) : 0;
+        if (table_new(headers, &t) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        table_set_align(t, 0, TABLE_RIGHT);
+        for (size_t col = 5; col <= 9; col++)
+                table_set_align(t, col, TABLE_RIGHT);
+        for (size_t i = 0; i < nd; i++) {
+                json_object *d = json_object_array_get_idx(devs, i), *cur = jget(d, "current");
+                const char *st = jstr(d, "state");
+                (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
+                (void) table_add(t, jstr(d, "ifname"), NULL);
+                (void) table_add(t, jstr(d, "kind") ?: "-", NULL);
+                (void) table_add(t, st ?: "?", state_color(st));
+                (void) table_add(t, jstr(d, "policy") ?: "-", NULL);
+                for (size_t k = 0; k < ELEMENTSOF(size_names); k++)
+                        add_size_cell(t, cur, size_names[k]);
+                (void) table_addf(t, NULL, "%" PRId64, jint(d, "tso_max_size", 0));
+        }
+        table_print(t, stdout, c->legend, c->color);
+        if (c->legend) {
+                int64_t age = oldest_age(devs);
+                printf("\n%zu %s listed.\n", nd, nd == 1 ? "link" : "links");
+                if (age > STALE_USEC)
+                        printf("Sizes as read from the kernel up to %s ago; the kernel may hold others "
+                               "now.\n",
+                               format_duration(buf, sizeof(buf), age));
+        }
+        return EXIT_OK;
+}
+
+static void print_field(const Ctl *c, const char *label, const char *value, const char *sgr) {
+        printf("%15s: %s%s%s\n", label, color(c, sgr ?: ""), value, sgr ? color(c, ANSI_RESET) : "");
+}
+
+/* Why a device is pending (Device.pending), in words. */
+static const char *pending_text(const char *reason) {
+        static const struct {
+                const char *reason, *text;
+        } table[] = {
+                {"queued", "write queued"},
+                {"in-flight", "write in flight"},
+                {"rollout-slot", "waiting for a slot of its rollout"},
+                {"rollout-halted", "its rollout is halted"},
+                {"throttled", "throttled"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq_ptr(reason, table[i].reason))
+                        return table[i].text;
+        return reason;
+}
+
+/* "probation (58.4s left)", "pending (write queued)". */
+static int state_text(json_object *d, char **ret) {
+        _cleanup_(freep) char *s = NULL;
+        const char *st = jstr(d, "state");
+        char buf[64];
+        int r = strextendf(&s, "%s", st ?: "?");
+
+        if (r >= 0 && jhas_int(d, "probation_left_usec"))
+                r = strextendf(&s, " (%s left)",
+                               format_duration(buf, sizeof(buf), jint(d, "probation_left_usec", 0)));
+        else if (r >= 0 && streq_ptr(st, "pending") && jstr(d, "pending"))
+                r = strextendf(&s, " (%s)", pending_text(jstr(d, "pending")));
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+static int rollback_text(json_object *rb, char **ret) {
+        _cleanup_(freep) char *s = NULL;
+        time_t when = (time_t) (jint(rb, "time_usec", 0) / 1000000);
+        struct tm tm;
+        char ts[64] = "?";
+        int r;
+
+        if (localtime_r(&when, &tm))
+                strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+        if (streq_ptr(jstr(rb, "counter"), "operator"))
+                r = strextendf(&s, "by an operator at %s", ts);
+        else if (jstr(rb, "per"))
+                r = strextendf(&s, "%s rose %" PRId64 " per %" PRId64 " %s (max ratio %g) at %s",
+                               jstr(rb, "counter"), jint(rb, "rise", 0), jint(rb, "per_rise", 0),
+                               jstr(rb, "per"), json_object_get_double(jget(rb, "max_ratio")), ts);
+        else
+                r = strextendf(&s, "%s rose %" PRId64 " (max increase %" PRId64 ") at %s",
+                               jstr(rb, "counter") ?: "?", jint(rb, "rise", 0), jint(rb, "max_increase", 0),
+                               ts);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* Device.owned: which sizes the device's policy names. NULL from a bigtcpd before it. */
+static json_object *owned_of(json_object *d) {
+        return jarray(d, "owned");
+}
+
+static bool owns(json_object *owned, const char *size) {
+        for (size_t i = 0; i < json_object_array_length(owned); i++)
+                if (streq_ptr(json_object_get_string(json_object_array_get_idx(owned, i)), size))
+                        return true;
+        return false;
+}
+
+/* "gso_max_size, gro_max_size", or "-". */
+static int owned_text(json_object *owned, char **ret) {
+        _cleanup_(freep) char *s = NULL;
+        int r = strextendf(&s, "%s", "");
+
+        for (size_t i = 0; r >= 0 && i < json_object_array_length(owned); i++)
+                r = strextendf(&s, "%s%s", *s ? ", " : "",
+                               json_object_get_string(json_object_array_get_idx(owned, i)));
+        if (r >= 0 && !*s)
+                r = strextendf(&s, "-");
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* CURRENT, DESIRED, ORIGINAL per size. A size the policy does not name (not in `owned`) is
+ * wanted at its original value, or left alone when bigtcpd never wrote the device. */
+static int print_sizes(const Ctl *c, json_object *d) {
+        static const char *const headers[] = {"SIZE", "CURRENT", "DESIRED", "ORIGINAL", NULL};
+        _cleanup_(table_freep) Table *t = NULL;
+        json_object *cur = jget(d, "current"), *want = jget(d, "desired"), *orig = jget(d, "original");
+        json_object *owned = owned_of(d);
+        char buf[64];
+
+        if (table_new(headers, &t) < 0)
+                return -ENOMEM;
+        for (size_t col = 1; col <= 3; col++)
+                table_set_align(t, col, TABLE_RIGHT);
+        for (size_t k = 0; k < ELEMENTSOF(size_names); k++) {
+                const char *name = size_names[k];
+                json_object *cols[] = {cur, want, orig};
+                if (!jhas_int(cur, name))
+                        continue;
+                (void) table_add(t, name, NULL);
+                for (size_t col = 0; col < ELEMENTSOF(cols); col++) {
+                        bool differs = col == 1 && cols[col] && jint(cur, name, 0) != jint(want, name, 0);
+                        if (col == 1 && want && owned && !owns(owned, name)) {
+                                bool back = jhas_int(orig, name);
+                                (void) table_add(t, back ? "original" : "not bigtcpd's",
+                                                 back && jint(cur, name, 0) != jint(orig, name, 0)
+                                                         ? ANSI_YELLOW
+                                                         : NULL);
+                        } else if (jhas_int(cols[col], name))
+                                (void) table_add(t, format_size(buf, sizeof(buf), jint(cols[col], name, 0)),
+                                                 differs ? ANSI_YELLOW : NULL);
+                        else
+                                (void) table_add(t, "-", NULL);
+                }
+        }
+        return table_print(t, stdout, c->legend, c->color);
+}
+
+int verb_show(Ctl *c, char **args, size_t n) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        _cleanup_(freep) char *state = NULL, *owned = NULL, *error = NULL, *rollback = NULL;
+        json_object *devs, *d, *err, *rb;
+        const char *st;
+        char buf[64];
+        int r;
+
+        if (n != 1)
+                return error_exit(EXIT_USAGE, "show takes one device name");
+        r = fetch_devices(c, args[0], false, &reply);
+        if (r != 0)
+                return r;
+        devs = devices_of(reply);
+        if (!devs || json_object_array_length(devs) == 0)
+                return error_exit(EXIT_FAILED, "no device \"%s\"", args[0]);
+        d = json_object_array_get_idx(devs, 0);
+        if (c->json) {
+                print_json(d);
+                return EXIT_OK;
+        }
+        st = jstr(d, "state");
+        err = jget(d, "last_error");
+        rb = jget(d, "last_rollback");
+        if (state_text(d, &state) < 0 || (owned_of(d) && owned_text(owned_of(d), &owned) < 0) ||
+            (err && strextendf(&error, "%s (errno %" PRId64 ")%s%s", jstr(err, "message") ?: "?",
+                               jint(err, "errno", 0), jstr(err, "extack") ? ": " : "",
+                               jstr(err, "extack") ?: "") < 0) ||
+            (rb && rollback_text(rb, &rollback) < 0))
+                return error_exit(EXIT_FAILED, "out of memory");
+
+        printf("%s●%s %" PRId64 ": %s\n", color(c, state_color(st) ?: ""), color(c, ANSI_RESET),
+               jint(d, "ifindex", 0), jstr(d, "ifname") ?: "?");
+        print_field(c, "Kind", jstr(d, "kind") ?: "device (no kind)", NULL);
+        print_field(c, "State", state, state_color(st));
+        print_field(c, "Policy", jstr(d, "policy") ?: "-", NULL);
+        if (owned)
+                print_field(c, "Owned sizes", owned, NULL);
+        print_field(c, "TSO max size", format_size(buf, sizeof(buf), jint(d, "tso_max_size", 0)), NULL);
+        if (jint(d, "current_age_usec", 0) > STALE_USEC) {
+                _cleanup_(freep) char *age = NULL;
+                if (strextendf(&age, "%s ago; the kernel may hold others now",
+                               format_duration(buf, sizeof(buf), jint(d, "current_age_usec", 0))) < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                print_field(c, "Current read", age, ANSI_YELLOW);
+        }
+        print_field(c, "Last error", error ?: "-", error ? ANSI_RED : NULL);
+        print_field(c, "Last rollback", rollback ?: "-", rollback ? ANSI_RED : NULL);
+
+        putchar('\n');
+        if (print_sizes(c, d) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        return EXIT_OK;
+}

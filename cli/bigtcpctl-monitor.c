@@ -1,0 +1,148 @@
+/* bigtcpctl-monitor.c — `bigtcpctl monitor`: the daemon's events as they happen, one line each
+ * (or the daemon's JSON, one line per event): devices added and removed, state changes, writes
+ * and their cause, rollbacks, halted rollouts, reloads. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "bigtcpctl-call.h"
+#include "bigtcpctl-monitor.h"
+
+/* " gso_max_size 65536 → 185000, gro_max_size 65536 → 185000" for the sizes that change. */
+static void print_sizes_change(json_object *from, json_object *to) {
+        bool any = false;
+        for (size_t k = 0; k < ELEMENTSOF(size_names); k++) {
+                if (!jhas_int(to, size_names[k]) ||
+                    jint(from, size_names[k], -1) == jint(to, size_names[k], -1))
+                        continue;
+                printf("%s %s %" PRId64 " → %" PRId64, any ? "," : "", size_names[k],
+                       jint(from, size_names[k], 0), jint(to, size_names[k], 0));
+                any = true;
+        }
+        if (!any)
+                printf(" (no change)");
+}
+
+/* A write the kernel answered: "write (policy) …", or "restore …" for cause restore (and for
+ * the separate "restore" event of a bigtcpd before the write causes). */
+static void print_write(const Ctl *c, json_object *e, const char *ifname) {
+        const char *cause = jstr(e, "cause");
+        bool restore = streq_ptr(jstr(e, "event"), "restore") || streq_ptr(cause, "restore");
+
+        printf("%s: %s", ifname, restore ? "restore" : "write");
+        if (cause && !restore)
+                printf(" (%s)", cause);
+        if (jget(e, "errno"))
+                printf(" %srefused%s: %s (errno %" PRId64 ")%s%s\n", color(c, ANSI_RED),
+                       color(c, ANSI_RESET), jstr(e, "error") ?: "?", jint(e, "errno", 0),
+                       jstr(e, "extack") ? ": " : "", jstr(e, "extack") ?: "");
+        else {
+                print_sizes_change(jget(e, "from"), jget(e, "to"));
+                putchar('\n');
+        }
+}
+
+static void print_rollback(const Ctl *c, json_object *e, const char *ifname) {
+        printf("%s: %srolled back%s", ifname, color(c, ANSI_RED), color(c, ANSI_RESET));
+        if (streq_ptr(jstr(e, "counter"), "operator"))
+                printf(" by an operator:");
+        else
+                printf(" (%s rose %" PRId64 ", threshold %g):", jstr(e, "counter") ?: "?",
+                       jint(e, "rise", 0),
+                       jget(e, "threshold") ? json_object_get_double(jget(e, "threshold")) : 0.0);
+        print_sizes_change(jget(e, "from"), jget(e, "to"));
+        putchar('\n');
+}
+
+/* A refused reload lists its errors, one a line, indented under the event. */
+static void print_reload(const Ctl *c, json_object *e) {
+        json_object *errors = jarray(e, "errors");
+
+        if (jbool(e, "ok")) {
+                printf("policy reloaded, digest %s\n", jstr(e, "digest") ?: "?");
+                return;
+        }
+        printf("%snew policy refused%s, running policy kept (digest %s)%s\n", color(c, ANSI_RED),
+               color(c, ANSI_RESET), jstr(e, "digest") ?: "?", jlen(errors) > 0 ? ":" : "");
+        for (size_t i = 0; i < jlen(errors); i++) {
+                json_object *pe = json_object_array_get_idx(errors, i);
+                if (jint(pe, "line", 0) > 0)
+                        printf("    %s:%" PRId64 ":%" PRId64 ": %s\n", jstr(pe, "file") ?: "?",
+                               jint(pe, "line", 0), jint(pe, "column", 0), jstr(pe, "message") ?: "");
+                else
+                        printf("    %s: %s\n", jstr(pe, "file") ?: "?", jstr(pe, "message") ?: "");
+        }
+}
+
+/* One line per event (a refused reload: and its errors); an event this bigtcpctl does not
+ * know is printed as the daemon's JSON. */
+static void print_event(const Ctl *c, json_object *e) {
+        const char *ev = jstr(e, "event"), *ifname = jstr(e, "ifname") ?: "?";
+        struct timeval tv;
+        struct tm tm;
+        char ts[32] = "";
+
+        gettimeofday(&tv, NULL);
+        if (localtime_r(&tv.tv_sec, &tm))
+                strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
+        printf("%s.%03ld ", ts, (long) (tv.tv_usec / 1000));
+        if (streq_ptr(ev, "added"))
+                printf("%s: added (ifindex %" PRId64 ")\n", ifname, jint(e, "ifindex", 0));
+        else if (streq_ptr(ev, "removed"))
+                printf("%s: removed\n", ifname);
+        else if (streq_ptr(ev, "state")) {
+                const char *st = jstr(e, "state");
+                printf("%s: %s → %s%s%s\n", ifname, jstr(e, "previous") ?: "?",
+                       color(c, state_color(st) ?: ""), st ?: "?", color(c, ANSI_RESET));
+        } else if (streq_ptr(ev, "write") || streq_ptr(ev, "restore"))
+                print_write(c, e, ifname);
+        else if (streq_ptr(ev, "rollback"))
+                print_rollback(c, e, ifname);
+        else if (streq_ptr(ev, "rollout") && jbool(e, "halted"))
+                printf("rollout of policy %s %shalted%s%s%s: its waiting devices stay pending\n",
+                       jstr(e, "policy") ?: "?", color(c, ANSI_RED), color(c, ANSI_RESET),
+                       jstr(e, "ifname") ? " by the rollback of " : "", jstr(e, "ifname") ?: "");
+        else if (streq_ptr(ev, "reload"))
+                print_reload(c, e);
+        else
+                printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
+                                                                         JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+int verb_monitor(Ctl *c, char **args, size_t n) {
+        int r;
+
+        if (n > 0)
+                return error_exit(EXIT_USAGE, "monitor takes no arguments");
+        if (c->dbus)
+                return error_exit(EXIT_FAILED, "monitor is only available over varlink (drop --dbus)");
+        r = call_connect(c);
+        if (r != 0)
+                return r;
+        r = varlink_send(c->conn, IFACE ".Monitor", NULL, true);
+        if (r < 0)
+                return call_recv_exit(r);
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        for (;;) {
+                _cleanup_(json_object_putp) json_object *reply = NULL;
+                json_object *e;
+
+                r = varlink_recv(c->conn, -1, &reply);
+                if (r < 0)
+                        return call_recv_exit(r);
+                if (jget(reply, "error"))
+                        return call_error_exit("monitor", reply);
+                e = jget(reply, "parameters");
+                if (c->json)
+                        printf("%s\n", json_object_to_json_string_ext(
+                                               e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                else if (streq_ptr(jstr(e, "event"), "subscribed")) {
+                        if (c->legend)
+                                printf("Monitoring bigtcpd (Ctrl-C to stop).\n");
+                } else
+                        print_event(c, e);
+                if (!jbool(reply, "continues"))
+                        return EXIT_OK;
+        }
+}

@@ -1,0 +1,179 @@
+/* bigtcpctl-policy.c — the verbs about the policy: `plan [FILE]` (what it would change, asked of
+ * the daemon), `validate FILE...` (the daemon's own parser, no daemon needed) and `reload`. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bigtcpctl-call.h"
+#include "bigtcpctl-policy.h"
+#include "policy-files.h"
+#include "policy.h"
+#include "table.h"
+
+/* Reads a policy file for Plan (a pipe too); at most the policy size limit. */
+static int read_policy_file(const char *path, char **ret) {
+        _cleanup_(freep) char *buf = NULL;
+        size_t n;
+        int r;
+
+        r = read_file_bounded(path, POLICY_FILE_MAX, READ_FILE_ANY_TYPE, &buf, &n);
+        if (r < 0)
+                return r;
+        if (strlen(buf) != n)
+                return -EBADMSG;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+/* "gso_max_size 65536→185000, …" for the sizes that would change, then what was clamped. */
+static int describe_changes(json_object *cur, json_object *want, json_object *clamped, char **ret) {
+        _cleanup_(freep) char *s = NULL;
+        size_t nc = clamped && json_object_is_type(clamped, json_type_array)
+                            ? json_object_array_length(clamped)
+                            : 0;
+        int r = strextendf(&s, "%s", "");
+
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(size_names); k++) {
+                if (!jhas_int(want, size_names[k]) ||
+                    jint(cur, size_names[k], 0) == jint(want, size_names[k], 0))
+                        continue;
+                r = strextendf(&s, "%s%s %" PRId64 "→%" PRId64, *s ? ", " : "", size_names[k],
+                               jint(cur, size_names[k], 0), jint(want, size_names[k], 0));
+        }
+        for (size_t k = 0; r >= 0 && k < nc; k++)
+                r = strextendf(&s, "%s%s", k ? ", " : " (clamped: ",
+                               json_object_get_string(json_object_array_get_idx(clamped, k)));
+        if (r >= 0 && nc > 0)
+                r = strextendf(&s, ")");
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+int verb_plan(Ctl *c, char **args, size_t n) {
+        static const char *const headers[] = {"IDX", "LINK", "POLICY", "ACTION", "CHANGES", NULL};
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        json_object *p = NULL, *devs;
+        size_t nd, changing = 0;
+        int r;
+
+        if (n > 1)
+                return error_exit(EXIT_USAGE, "plan takes at most one policy file");
+        if (c->dbus)
+                return error_exit(EXIT_FAILED, "plan is only available over varlink (drop --dbus)");
+        if (n == 1) {
+                _cleanup_(freep) char *text = NULL;
+                r = read_policy_file(args[0], &text);
+                if (r == -EFBIG)
+                        return error_exit(EXIT_FAILED, "%s: file too large (max %u bytes)", args[0],
+                                          POLICY_FILE_MAX);
+                if (r == -EBADMSG)
+                        return error_exit(EXIT_FAILED, "%s: contains a NUL byte, not a policy", args[0]);
+                if (r < 0)
+                        return error_exit(EXIT_FAILED, "%s: %s", args[0], strerror(-r));
+                p = json_object_new_object();
+                json_object_object_add(p, "policy", json_object_new_string(text));
+                json_object_object_add(p, "source", json_object_new_string(args[0]));
+        }
+        r = call_method(c, "plan", IFACE ".Plan", p, &reply);
+        if (r != 0)
+                return r;
+        if (c->json) {
+                print_json(reply);
+                return EXIT_OK;
+        }
+        devs = devices_of(reply);
+        nd = devs ? json_object_array_length(devs) : 0;
+        if (table_new(headers, &t) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        table_set_align(t, 0, TABLE_RIGHT);
+        for (size_t i = 0; i < nd; i++) {
+                json_object *d = json_object_array_get_idx(devs, i);
+                const char *action = jstr(d, "action") ?: "?";
+                _cleanup_(freep) char *changes = NULL;
+
+                if (streq_ptr(action, "none"))
+                        continue;
+                changing++;
+                if (describe_changes(jget(d, "current"), jget(d, "desired"), jget(d, "clamped"), &changes) <
+                    0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
+                (void) table_add(t, jstr(d, "ifname"), NULL);
+                (void) table_add(t, jstr(d, "policy") ?: "-", NULL);
+                (void) table_add(t, action, streq_ptr(action, "unsupported") ? ANSI_RED : ANSI_YELLOW);
+                (void) table_add(t, changes[0] ? changes : "-", NULL);
+        }
+        if (changing > 0)
+                table_print(t, stdout, c->legend, c->color);
+        if (c->legend)
+                printf("%s%zu of %zu %s would change.\n", changing > 0 ? "\n" : "", changing, nd,
+                       nd == 1 ? "device" : "devices");
+        return EXIT_OK;
+}
+
+static json_object *local_errors_json(const PolicyErrors *errs) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; a && i < errs->n; i++) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "file", json_object_new_string(errs->items[i].file ?: ""));
+                json_object_object_add(o, "line", json_object_new_int((int) errs->items[i].line));
+                json_object_object_add(o, "column", json_object_new_int((int) errs->items[i].column));
+                json_object_object_add(o, "message", json_object_new_string(errs->items[i].message ?: ""));
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
+/* Local: the daemon's own parser, no daemon needed. The files are checked together, as one
+ * policy (policy names must be unique across them), like the daemon reads its files. */
+int verb_validate(Ctl *c, char **args, size_t n) {
+        PolicyErrors errs = {};
+        PolicySet *set = NULL;
+        int r;
+
+        if (n == 0)
+                return error_exit(EXIT_USAGE, "validate takes one or more policy files");
+        r = policy_load_files(args, n, &set, &errs);
+        if (r < 0 && r != -EINVAL) {
+                policy_errors_clear(&errs);
+                return error_exit(EXIT_FAILED, "cannot check the policy: %s", strerror(-r));
+        }
+        if (c->json) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "valid", json_object_new_boolean(r >= 0));
+                json_object_object_add(o, "errors", local_errors_json(&errs));
+                print_json(o);
+                json_object_put(o);
+        } else if (r < 0) {
+                for (size_t i = 0; i < errs.n; i++) {
+                        _cleanup_(freep) char *text = NULL;
+                        if (policy_error_format(&errs.items[i], &text) >= 0)
+                                fprintf(stderr, "%s\n", text);
+                }
+        } else if (c->legend)
+                printf("%zu %s valid: %zu %s.\n", n, n == 1 ? "file" : "files", set->n_policies,
+                       set->n_policies == 1 ? "policy" : "policies");
+        policy_errors_clear(&errs);
+        policy_set_free(set);
+        return r < 0 ? EXIT_FAILED : EXIT_OK;
+}
+
+int verb_reload(Ctl *c, char **args, size_t n) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        int r;
+
+        if (n > 0)
+                return error_exit(EXIT_USAGE, "reload takes no arguments");
+        if (c->dbus)
+                return call_dbus_privileged(c, "reload", "Reload", NULL);
+        r = call_method(c, "reload", IFACE ".Reload", NULL, &reply);
+        if (r != 0)
+                return r;
+        if (c->json)
+                print_json(reply);
+        return EXIT_OK;
+}

@@ -1,0 +1,185 @@
+/* bigtcpctl-status.c — `bigtcpctl status`: the daemon, its policy, the kernel's capabilities,
+ * the devices per state (naming the ones that went wrong) and the staged rollouts. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "bigtcpctl-call.h"
+#include "bigtcpctl-status.h"
+#include "device.h"
+
+/* "           Label: ", or with `name` NULL the indent of a line that goes on the one above. */
+static void label(const char *name) {
+        printf("%16s%s ", name ?: "", name ? ":" : " ");
+}
+
+/* Devices named per state, at most this many; `list` has the rest. */
+#define NAMES_MAX 10
+
+/* "ready" (green), "starting", or "degraded (2 devices rolled back, 1 failed)": ready is not
+ * the word while devices are held back or refused by the kernel. */
+static int state_text(const Ctl *c, json_object *s, char **ret) {
+        _cleanup_(freep) char *t = NULL;
+        int64_t held = jint(jget(s, "devices"), "rolled-back", 0),
+                failed = jint(jget(s, "devices"), "failed", 0);
+        int r;
+
+        if (!jbool(s, "ready"))
+                r = strextendf(&t, "%sstarting%s", color(c, ANSI_YELLOW), color(c, ANSI_RESET));
+        else if (held <= 0 && failed <= 0)
+                r = strextendf(&t, "%sready%s", color(c, ANSI_GREEN), color(c, ANSI_RESET));
+        else {
+                const char *devices = (held > 0 ? held : failed) == 1 ? "device" : "devices";
+                r = strextendf(&t, "%sdegraded%s (", color(c, ANSI_YELLOW), color(c, ANSI_RESET));
+                if (r >= 0 && held > 0)
+                        r = strextendf(&t, "%" PRId64 " %s rolled back", held, devices);
+                if (r >= 0 && failed > 0)
+                        r = strextendf(&t, "%s%" PRId64 "%s%s failed", held > 0 ? ", " : "", failed,
+                                       held > 0 ? "" : " ", held > 0 ? "" : devices);
+                if (r >= 0)
+                        r = strextendf(&t, ")");
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+/* Why a device is where it is: the counter that rolled it back, the kernel's refusal. */
+static int why_text(json_object *d, char **ret) {
+        json_object *rb = jget(d, "last_rollback"), *err = jget(d, "last_error");
+
+        if (streq_ptr(jstr(d, "state"), "rolled-back") && rb) {
+                if (streq_ptr(jstr(rb, "counter"), "operator"))
+                        return strextendf(ret, "by an operator");
+                return strextendf(ret, "%s rose %" PRId64, jstr(rb, "counter") ?: "?", jint(rb, "rise", 0));
+        }
+        if (streq_ptr(jstr(d, "state"), "failed") && err)
+                return strextendf(ret, "%s%s%s", jstr(err, "message") ?: "?",
+                                  jstr(err, "extack") ? ": " : "", jstr(err, "extack") ?: "");
+        return 0;
+}
+
+/* "Rolled back: v0 (by an operator)", one device a line, for the states that need an operator. */
+static int print_troubled(const Ctl *c, json_object *devs) {
+        static const struct {
+                const char *state, *label;
+        } states[] = {{"rolled-back", "Rolled back"}, {"failed", "Failed"}};
+
+        for (size_t k = 0; k < ELEMENTSOF(states); k++) {
+                size_t shown = 0, more = 0;
+                for (size_t i = 0; i < jlen(devs); i++) {
+                        json_object *d = json_object_array_get_idx(devs, i);
+                        _cleanup_(freep) char *why = NULL;
+
+                        if (!streq_ptr(jstr(d, "state"), states[k].state))
+                                continue;
+                        if (shown == NAMES_MAX) {
+                                more++;
+                                continue;
+                        }
+                        if (why_text(d, &why) < 0)
+                                return -ENOMEM;
+                        label(shown == 0 ? states[k].label : NULL);
+                        printf("%s%s%s%s%s%s\n", color(c, state_color(states[k].state)),
+                               jstr(d, "ifname") ?: "?", color(c, ANSI_RESET), why ? " (" : "", why ?: "",
+                               why ? ")" : "");
+                        shown++;
+                }
+                if (more > 0) {
+                        label(NULL);
+                        printf("… and %zu more (bigtcpctl list)\n", more);
+                }
+        }
+        return 0;
+}
+
+/* GetStatus.rollouts: "fabric: 2/4 active, 3 waiting, halted by v0". */
+static void print_rollouts(const Ctl *c, json_object *rollouts) {
+        for (size_t i = 0; i < jlen(rollouts); i++) {
+                json_object *o = json_object_array_get_idx(rollouts, i);
+                label(i == 0 ? "Rollouts" : NULL);
+                printf("%s: %" PRId64 "/%" PRId64 " active, %" PRId64 " waiting", jstr(o, "policy") ?: "?",
+                       jint(o, "active", 0), jint(o, "max_parallel", 0), jint(o, "waiting", 0));
+                if (jbool(o, "halted"))
+                        printf(", %shalted%s%s%s", color(c, ANSI_RED), jstr(o, "halted_by") ? " by " : "",
+                               jstr(o, "halted_by") ?: "", color(c, ANSI_RESET));
+                putchar('\n');
+        }
+}
+
+int verb_status(Ctl *c, char **args, size_t n) {
+        _cleanup_(json_object_putp) json_object *s = NULL, *list = NULL;
+        _cleanup_(freep) char *state = NULL, *line = NULL;
+        json_object *pol, *kern, *counts, *files, *inactive;
+        int r;
+
+        if (n > 0)
+                return error_exit(EXIT_USAGE, "status takes no arguments");
+        r = fetch_status(c, &s);
+        if (r != 0)
+                return r;
+        if (c->json) {
+                print_json(s);
+                return EXIT_OK;
+        }
+        pol = jget(s, "policy");
+        kern = jget(s, "kernel");
+        counts = jget(s, "devices");
+        files = jget(pol, "files");
+
+        /* The devices an operator should look at, by name: GetStatus only counts them. */
+        if (jint(counts, "rolled-back", 0) > 0 || jint(counts, "failed", 0) > 0) {
+                r = fetch_devices(c, NULL, false, &list);
+                if (r != 0)
+                        return r;
+        }
+        if (state_text(c, s, &state) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        printf("%16s: %s\n", "State", state);
+        printf("%16s: %s\n", "Version", jstr(s, "version") ?: "?");
+        printf("%16s: %s\n", "Hostname", jstr(s, "hostname") ?: "?");
+        printf("%16s: %s (IPv4 sizes: %s)\n", "Kernel", jstr(kern, "release") ?: "?",
+               jbool(kern, "ipv4_sizes") ? "yes" : "no");
+        size_t nf =
+                files && json_object_is_type(files, json_type_array) ? json_object_array_length(files) : 0;
+        for (size_t i = 0; i < nf; i++) {
+                label(i == 0 ? "Policy files" : NULL);
+                printf("%s\n", json_object_get_string(json_object_array_get_idx(files, i)));
+        }
+        if (nf == 0)
+                printf("%16s: (none)\n", "Policy files");
+        printf("%16s: %" PRId64 " %s, digest %s\n", "Policy", jint(pol, "policies", 0),
+               jint(pol, "policies", 0) == 1 ? "policy" : "policies", jstr(pol, "digest") ?: "?");
+
+        /* Counts in the order of the states, non-zero ones only. */
+        r = strextendf(&line, "%" PRId64 " total", jint(s, "devices_total", 0));
+        bool first = true;
+        for (int i = 0; r >= 0 && i < _DEVICE_STATE_MAX; i++) {
+                const char *st = device_state_to_string((DeviceState) i);
+                int64_t k = jint(counts, st, 0);
+                if (k <= 0)
+                        continue;
+                r = strextendf(&line, "%s%s%" PRId64 " %s%s", first ? ": " : ", ",
+                               color(c, state_color(st) ?: ""), k, st, color(c, ANSI_RESET));
+                first = false;
+        }
+        if (r < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        printf("%16s: %s\n", "Devices", line);
+        if (list && print_troubled(c, devices_of(list)) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
+        printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
+               "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),
+               jint(s, "rollbacks", 0));
+        print_rollouts(c, jarray(s, "rollouts"));
+        inactive = jget(s, "inactive_guard_counters");
+        size_t ni = inactive && json_object_is_type(inactive, json_type_array)
+                            ? json_object_array_length(inactive)
+                            : 0;
+        for (size_t i = 0; i < ni; i++) {
+                label(i == 0 ? "Inactive guards" : NULL);
+                printf("%s%s%s (not on this host)\n", color(c, ANSI_YELLOW),
+                       json_object_get_string(json_object_array_get_idx(inactive, i)), color(c, ANSI_RESET));
+        }
+        return EXIT_OK;
+}

@@ -1,0 +1,149 @@
+/* bigtcpctl-util.c — what every verb of bigtcpctl shares: JSON readers, colours, size and
+ * duration formatting, one-line errors (see bigtcpctl-util.h). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "bigtcpctl-util.h"
+
+const char *const size_names[4] = {"gso_max_size", "gro_max_size", "gso_ipv4_max_size", "gro_ipv4_max_size"};
+
+int error_exit(int code, const char *format, ...) {
+        va_list ap;
+        fputs("bigtcpctl: ", stderr);
+        va_start(ap, format);
+        vfprintf(stderr, format, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return code;
+}
+
+int strextendf(char **s, const char *format, ...) {
+        _cleanup_(freep) char *add = NULL;
+        size_t old = *s ? strlen(*s) : 0, len;
+        va_list ap;
+        char *n;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&add, format, ap);
+        va_end(ap);
+        if (r < 0) {
+                add = NULL;
+                return -ENOMEM;
+        }
+        len = (size_t) r;
+        n = realloc(*s, old + len + 1);
+        if (!n)
+                return -ENOMEM;
+        memcpy(n + old, add, len + 1);
+        *s = n;
+        return 0;
+}
+
+json_object *jget(json_object *o, const char *key) {
+        json_object *v = NULL;
+        if (!o || !json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+                return NULL;
+        return v;
+}
+
+const char *jstr(json_object *o, const char *key) {
+        json_object *v = jget(o, key);
+        return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+bool jhas_int(json_object *o, const char *key) {
+        json_object *v = jget(o, key);
+        return v && (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double));
+}
+
+int64_t jint(json_object *o, const char *key, int64_t def) {
+        return jhas_int(o, key) ? json_object_get_int64(jget(o, key)) : def;
+}
+
+bool jbool(json_object *o, const char *key) {
+        json_object *v = jget(o, key);
+        return v && json_object_get_boolean(v);
+}
+
+json_object *jarray(json_object *o, const char *key) {
+        json_object *a = jget(o, key);
+        return a && json_object_is_type(a, json_type_array) ? a : NULL;
+}
+
+size_t jlen(json_object *a) {
+        return a ? json_object_array_length(a) : 0;
+}
+
+json_object *devices_of(json_object *reply) {
+        return jarray(reply, "devices");
+}
+
+void print_json(json_object *o) {
+        int flags = JSON_C_TO_STRING_NOSLASHESCAPE | (isatty(STDOUT_FILENO) ? JSON_C_TO_STRING_PRETTY : 0);
+        size_t len;
+        const char *s = json_object_to_json_string_length(
+                o, flags | (flags & JSON_C_TO_STRING_PRETTY ? 0 : JSON_C_TO_STRING_PLAIN), &len);
+        fwrite(s, 1, len, stdout);
+        fputc('\n', stdout);
+}
+
+bool print_raw(const Ctl *c) {
+        return c->json && !isatty(STDOUT_FILENO);
+}
+
+const char *color(const Ctl *c, const char *sgr) {
+        return c->color ? sgr : "";
+}
+
+const char *state_color(const char *state) {
+        if (streq_ptr(state, "applied"))
+                return ANSI_GREEN;
+        if (streq_ptr(state, "pending") || streq_ptr(state, "probation"))
+                return ANSI_YELLOW;
+        if (streq_ptr(state, "failed") || streq_ptr(state, "rolled-back"))
+                return ANSI_RED;
+        if (streq_ptr(state, "unsupported") || streq_ptr(state, "unmanaged"))
+                return ANSI_GREY;
+        return NULL;
+}
+
+/* "185000 (180.7K)": exact bytes, then 1024-based with one decimal, truncated (never rounded
+ * up), and no decimal when exact. Below 1024: bytes only. */
+const char *format_size(char *buf, size_t size, int64_t v) {
+        static const char suffix[] = {'K', 'M', 'G'};
+        int64_t unit = 1024;
+        size_t i = 0;
+
+        if (v < 1024) {
+                snprintf(buf, size, "%" PRId64, v);
+                return buf;
+        }
+        while (i + 1 < sizeof(suffix) && v >= unit * 1024) {
+                unit *= 1024;
+                i++;
+        }
+        if (v % unit == 0)
+                snprintf(buf, size, "%" PRId64 " (%" PRId64 "%c)", v, v / unit, suffix[i]);
+        else {
+                int64_t tenths = v * 10 / unit;
+                snprintf(buf, size, "%" PRId64 " (%" PRId64 ".%" PRId64 "%c)", v, tenths / 10, tenths % 10,
+                         suffix[i]);
+        }
+        return buf;
+}
+
+const char *format_duration(char *buf, size_t size, int64_t usec) {
+        int64_t sec = usec / 1000000;
+        if (sec >= 86400)
+                snprintf(buf, size, "%" PRId64 "d %" PRId64 "h", sec / 86400, sec / 3600 % 24);
+        else if (sec >= 3600)
+                snprintf(buf, size, "%" PRId64 "h %" PRId64 "min", sec / 3600, sec / 60 % 60);
+        else if (sec >= 60)
+                snprintf(buf, size, "%" PRId64 "min %" PRId64 "s", sec / 60, sec % 60);
+        else
+                snprintf(buf, size, "%" PRId64 ".%" PRId64 "s", sec, usec / 100000 % 10);
+        return buf;
+}

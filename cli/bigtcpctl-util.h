@@ -1,0 +1,79 @@
+/* bigtcpctl-util.h — what every verb of bigtcpctl shares: the parsed global options, exit codes,
+ * colours, small JSON readers, size and duration formatting, one-line errors. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "util.h"
+
+#define IFACE "io.bigtcpd.Manager"
+
+/* Exit codes, documented in --help. */
+enum {
+        EXIT_OK = 0,
+        EXIT_FAILED = 1,
+        EXIT_USAGE = 2,
+        EXIT_NOT_RUNNING = 3,
+        EXIT_DENIED = 4,
+};
+
+#define ANSI_RED "\033[0;31m"
+#define ANSI_GREEN "\033[0;32m"
+#define ANSI_YELLOW "\033[0;33m"
+#define ANSI_GREY "\033[0;90m"
+#define ANSI_BOLD "\033[1m"
+#define ANSI_RESET "\033[0m"
+
+/* What every verb is handed: the global options as main() parsed them, and the varlink
+ * connection once a call has opened it (main closes it). */
+typedef struct Ctl {
+        const char *socket;
+        bool dbus;
+        bool json;
+        bool legend;
+        bool all;
+        bool color; /* stdout is a terminal and colour is not turned off */
+        Varlink *conn;
+} Ctl;
+
+/* The four sizes, in the kernel's names and in the order of `ip -d link`. */
+extern const char *const size_names[4];
+
+
+/* "bigtcpctl: …" on stderr; returns `code`. */
+int error_exit(int code, const char *format, ...) _printf_(2, 3);
+
+/* Members of a JSON object; a missing member, a JSON null and a wrong type read as absent. */
+json_object *jget(json_object *o, const char *key);
+const char *jstr(json_object *o, const char *key);
+bool jhas_int(json_object *o, const char *key);
+int64_t jint(json_object *o, const char *key, int64_t def);
+bool jbool(json_object *o, const char *key);
+/* An array member, or NULL; and the length of an array that may be NULL. */
+json_object *jarray(json_object *o, const char *key);
+size_t jlen(json_object *a);
+/* The array `devices` of a ListDevices or Plan reply, or NULL. */
+json_object *devices_of(json_object *reply);
+
+/* Pretty on a terminal, one line into a pipe. */
+void print_json(json_object *o);
+/* --json into a pipe: the daemon's bytes as they are; on a terminal: parsed, pretty-printed. */
+bool print_raw(const Ctl *c);
+
+/* `sgr` when the output is coloured, else "". */
+const char *color(const Ctl *c, const char *sgr);
+/* The colour of a device state, or NULL. */
+const char *state_color(const char *state);
+
+/* Appends to *s (NULL: empty), growing it as needed: no fixed buffer for what the kernel or
+ * the policy sizes (names, extack messages, counters). -ENOMEM, and *s unchanged, on failure. */
+int strextendf(char **s, const char *format, ...) _printf_(2, 3);
+
+/* "185000 (180.7K)". */
+const char *format_size(char *buf, size_t size, int64_t v);
+/* "58.4s", "2min 5s", "3h 12min", "2d 4h". */
+const char *format_duration(char *buf, size_t size, int64_t usec);

@@ -1,18 +1,13 @@
-/* apply.c — one device's life under the policy: matching, the decision (write, restore, leave
- * alone, put back), the write queue with its bound on requests in flight, acks, and the
- * original sizes that go to the state file before the first write. */
-#include <linux/ethtool.h>
-#include <linux/sockios.h>
+/* apply.c — the decisions. apply_reconcile() is cut at its branches: a device matching nothing
+ * gets its originals back, one held by a rollback stays where the rollback took it, one at its
+ * policy's sizes stays, and one that is not goes through its rollout (or a throttle) to a write.
+ * The kernel's answers and the guards' verdicts come back here and become lifecycle steps. */
 #include <net/if.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <time.h>
 
 #include "apply.h"
-#include "sync.h"
+#include "ethtool.h"
 #include "guard.h"
-#include "probation.h"
-#include "linux-compat.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "match.h"
 #include "reconcile.h"
@@ -20,34 +15,23 @@
 
 /* ---- matching ---- */
 
-static const char *match_get_driver(void *userdata) {
-        Device *d = ((void **) userdata)[0];
-        Manager *m = ((void **) userdata)[1];
-        struct ethtool_drvinfo info = {.cmd = ETHTOOL_GDRVINFO};
-        struct ifreq ifr = {};
+typedef struct MatchContext {
+        Engine *engine;
+        Device *device;
+} MatchContext;
 
-        if (d->driver_looked_up)
-                return d->driver;
-        d->driver_looked_up = true;
-        if (!d->ifname || strlen(d->ifname) >= IFNAMSIZ)
-                return NULL;
-        memcpy(ifr.ifr_name, d->ifname, strlen(d->ifname));
-        ifr.ifr_data = (void *) &info;
-        if (ioctl(netlink_ioctl_fd(m->nl), SIOCETHTOOL, &ifr) < 0) {
-                log_dev_debug(d, "no driver name from ethtool: %m");
-                return NULL;
-        }
-        info.driver[sizeof(info.driver) - 1] = '\0';
-        d->driver = strdup(info.driver);
-        return d->driver;
+static const char *match_get_driver(void *userdata) {
+        MatchContext *c = userdata;
+        return ethtool_driver(c->device, c->engine->ioctl_fd);
 }
 
 static bool match_has_route(void *userdata, const RoutePrefix *p) {
-        return device_has_route(((void **) userdata)[0], p);
+        MatchContext *c = userdata;
+        return device_has_route(c->device, p);
 }
 
-const Policy *device_match_in(Manager *m, const PolicySet *set, Device *d) {
-        void *ud[2] = {d, m};
+const Policy *apply_match(Engine *e, const PolicySet *set, Device *d) {
+        MatchContext c = {e, d};
         MatchDevice md = {
                 .ifname = d->ifname,
                 .altnames = d->altnames,
@@ -57,492 +41,16 @@ const Policy *device_match_in(Manager *m, const PolicySet *set, Device *d) {
                 .mac = d->mac[0] ? d->mac : NULL,
                 .get_driver = match_get_driver,
                 .has_route = match_has_route,
-                .userdata = ud,
+                .userdata = &c,
         };
         return set ? policy_set_match(set, &md) : NULL;
 }
 
-static const Policy *device_match(Manager *m, Device *d) {
-        return device_match_in(m, m->policy, d);
+bool apply_device_is_new(const Engine *e, const Device *d) {
+        return d->appeared_usec > 0 && !d->carried_traffic && engine_now(e) - d->appeared_usec <= NEW_DEVICE_USEC;
 }
 
-void device_set_state(Manager *m, Device *d, DeviceState state) {
-        if (d->state == state)
-                return;
-        DeviceState previous = d->state;
-        d->state = state;
-        if (d->has_original)
-                state_mark(m, d); /* the state file keeps states across restarts */
-        event_emit(&m->events, &(Event){.type = EVENT_STATE, .device = d, .state = state, .previous = previous});
-}
-
-static void emit_write(Manager *m, Device *d, const Sizes *from, int error, const char *extack) {
-        event_emit(&m->events, &(Event){.type = EVENT_WRITE, .device = d, .cause = d->write_cause, .from = from,
-                                        .to = &d->desired, .ipv4 = m->ipv4_supported, .error = error,
-                                        .extack = extack});
-}
-
-/* ---- write queue ---- */
-
-static void queue_device(Manager *m, Device *d) {
-        if (d->queued)
-                return;
-        d->queued = true;
-        TAILQ_INSERT_TAIL(&m->queue, d, queue_link);
-}
-
-void unqueue_device(Manager *m, Device *d) {
-        if (!d->queued)
-                return;
-        TAILQ_REMOVE(&m->queue, d, queue_link);
-        d->queued = false;
-        d->prepared = false;
-}
-
-static void set_error(Device *d, int error, const char *text) {
-        free(d->last_error);
-        d->last_errno = error;
-        d->last_error = text ? strdup(text) : NULL;
-}
-
-/* Originals (and probation baselines) go to disk before the write, or the device is not
- * written: a daemon killed right after the write must still know both. */
-static void persist_before_write(Manager *m, unsigned n) {
-        Device *d, *next;
-        unsigned i = 0;
-        int r;
-
-        r = save_state(m);
-        if (r >= 0) {
-                TAILQ_FOREACH(d, &m->queue, queue_link)
-                        d->original_unsaved = false;
-                return;
-        }
-        log_error_errno(r, "Failed to write %s/state.json: %m; not writing devices whose originals are not recorded",
-                        m->cfg.runtime_dir);
-        for (d = TAILQ_FIRST(&m->queue); d && i < n; d = next, i++) {
-                next = TAILQ_NEXT(d, queue_link);
-                if (!d->original_unsaved)
-                        continue;
-                unqueue_device(m, d);
-                probation_stop(m, d);
-                d->original_unsaved = false;
-                d->has_original = false;
-                d->has_last_good = false;
-                d->written_families = 0;
-                device_set_state(m, d, DEVICE_FAILED);
-                d->failed_desired = d->desired;
-                set_error(d, r, "cannot record original sizes");
-                log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
-        }
-}
-
-static void inflight_push(Manager *m, uint32_t seq, int ifindex, InflightKind kind) {
-        unsigned slot = (m->inflight_head + m->inflight_count) % WRITE_INFLIGHT_MAX;
-        m->inflight[slot].seq = seq;
-        m->inflight[slot].ifindex = ifindex;
-        m->inflight[slot].kind = kind;
-        m->inflight_count++;
-}
-
-static void rollback_write(Manager *m, Device *d);
-
-/* Is the queued write of `d` one of the policy's (not a restore or a rollback)? */
-static bool policy_write(const Device *d) {
-        return !d->restoring && !d->rolling_back;
-}
-
-void manager_flush(Manager *m) {
-        SnmpSnapshot snap = {};
-        bool have_snap = false, save = false;
-        unsigned n = 0, room;
-        Device *d;
-
-        /* Every write may need a stats request for its baselines: two slots each. */
-        room = (WRITE_INFLIGHT_MAX - m->inflight_count) / 2;
-        TAILQ_FOREACH(d, &m->queue, queue_link) {
-                if (n >= room)
-                        break;
-                n++;
-                d->prepared = true;
-                if (d->original_unsaved)
-                        state_mark(m, d);
-                save = save || d->original_unsaved;
-                if (!policy_write(d) || d->correcting || sizes_equal(&d->desired, &d->current, m->ipv4_supported))
-                        continue;
-                const Policy *p = policy_by_name(m, d->policy_name);
-                if (p && p->rollback.n_guards > 0 && !have_snap) {
-                        /* one reading of the SNMP files serves every device of this flush */
-                        int r = snmp_read("/proc/net", &snap);
-                        if (r < 0)
-                                log_warning_errno(r, "Failed to read the SNMP counters: %m; SNMP guards inactive for this write");
-                        have_snap = r >= 0;
-                }
-                if (probation_start(m, d, p, have_snap ? &snap : NULL) < 0)
-                        log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
-                if (d->probation) {
-                        state_mark(m, d);
-                        save = true;
-                }
-        }
-        snmp_done(&snap);
-        if (save)
-                persist_before_write(m, n);
-
-        /* Only what was prepared above: its probation and originals are on disk. */
-        while ((d = TAILQ_FIRST(&m->queue)) && d->prepared && m->inflight_count + 2 <= WRITE_INFLIGHT_MAX) {
-                struct nl_msg *msg = NULL;
-                char buf[256];
-                uint32_t seq;
-                int r;
-
-                unqueue_device(m, d);
-                d->prepared = false;
-                if (sizes_equal(&d->desired, &d->current, m->ipv4_supported)) {
-                        device_reconcile(m, d, REASON_LINK);
-                        continue;
-                }
-                /* Baselines of link counters: the kernel answers this before it handles the write. */
-                if (policy_write(d) && d->probation && probation_has_link_guards(d->probation))
-                        (void) request_refresh(m, d->ifindex, INFLIGHT_BASELINE);
-                r = link_write_message(d->ifindex, &d->desired, m->ipv4_supported, &msg);
-                if (r >= 0) {
-                        r = netlink_send(m->nl, msg, &seq);
-                        nlmsg_free(msg);
-                }
-                if (r < 0) {
-                        log_dev_error_errno(d, r, "cannot send write: %m");
-                        probation_stop(m, d);
-                        device_set_state(m, d, DEVICE_FAILED);
-                        d->failed_desired = d->desired;
-                        set_error(d, r, NULL);
-                        continue;
-                }
-                log_dev_info(d, "%s %s",
-                             d->rolling_back ? "rolling back:" : d->restoring ? "restoring original sizes:" : "writing",
-                             sizes_change_format(&d->current, &d->desired, m->ipv4_supported, buf, sizeof(buf)));
-                d->inflight = true;
-                d->write_epoch = m->dump_epoch;
-                d->before_write = d->current;
-                inflight_push(m, seq, d->ifindex, INFLIGHT_WRITE);
-        }
-        maybe_ready(m);
-}
-
-/* Ask the kernel for one link's attributes (with its stats for baselines and samples); the
- * reply arrives as an RTM_NEWLINK on the write socket. */
-int request_refresh(Manager *m, int ifindex, InflightKind kind) {
-        struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
-        struct nl_msg *msg;
-        uint32_t seq;
-        int r = -ENOMEM;
-
-        if (m->inflight_count >= WRITE_INFLIGHT_MAX)
-                return -EBUSY; /* the next verification or sample catches it */
-        msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST);
-        if (!msg)
-                return -ENOMEM;
-        if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) >= 0 &&
-            (kind != INFLIGHT_REFRESH || nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) >= 0)) {
-                r = netlink_send(m->nl, msg, &seq);
-                if (r >= 0)
-                        inflight_push(m, seq, ifindex, kind);
-        }
-        nlmsg_free(msg);
-        return r;
-}
-
-static void request_done(Manager *m, int ifindex, InflightKind kind, bool lost) {
-        Device *d = device_get(&m->devices, ifindex);
-
-        if (!d)
-                return;
-        switch (kind) {
-        case INFLIGHT_WRITE:
-                if (lost) {
-                        d->inflight = false;
-                        d->need_reconcile = true;
-                        m->reconcile_pending = true;
-                }
-                break;
-        case INFLIGHT_SAMPLE:
-                if (lost && d->probation)
-                        d->probation->sample_pending = false;
-                else
-                        probation_sample_done(m, d);
-                break;
-        case INFLIGHT_REFRESH:
-        case INFLIGHT_BASELINE:
-                break;
-        case _INFLIGHT_KIND_MAX:
-        case _INFLIGHT_KIND_INVALID:
-                break;
-        }
-}
-
-/* The oldest request in flight, taken off the ring. */
-static unsigned inflight_pop(Manager *m) {
-        unsigned head = m->inflight_head;
-        m->inflight_head = (head + 1) % WRITE_INFLIGHT_MAX;
-        m->inflight_count--;
-        return head;
-}
-
-/* The request `seq` was answered. Acks come in order; entries before it were lost. Returns
- * the device of a write, 0 for other requests. */
-static int inflight_take(Manager *m, uint32_t seq) {
-        while (m->inflight_count > 0) {
-                unsigned head = inflight_pop(m);
-                int ifindex = m->inflight[head].ifindex;
-                InflightKind kind = m->inflight[head].kind;
-                if (m->inflight[head].seq == seq) {
-                        if (kind == INFLIGHT_WRITE)
-                                return ifindex;
-                        request_done(m, ifindex, kind, false);
-                        return 0;
-                }
-                request_done(m, ifindex, kind, true);
-                if (kind == INFLIGHT_WRITE) {
-                        Device *d = device_get(&m->devices, ifindex);
-                        if (d)
-                                device_reconcile(m, d, REASON_LINK);
-                }
-        }
-        return 0;
-}
-
-void apply_ack(void *userdata, uint32_t seq, int error, const char *extack) {
-        Manager *m = userdata;
-        char buf[256];
-        int ifindex = inflight_take(m, seq);
-        Device *d;
-
-        if (ifindex <= 0) {
-                maybe_ready(m);
-                return;
-        }
-        d = device_get(&m->devices, ifindex);
-        if (!d) {
-                maybe_ready(m); /* deleted while its write was in flight */
-                return;
-        }
-        d->inflight = false;
-
-        if (error < 0) {
-                m->n_write_failures++;
-                device_set_state(m, d, DEVICE_FAILED);
-                d->failed_desired = d->desired;
-                set_error(d, error, extack);
-                log_dev_error_errno(d, error, "write refused: %m%s%s%s", extack ? " (" : "", extack ?: "",
-                                    extack ? ")" : "");
-                emit_write(m, d, &d->before_write, error, extack);
-                if (policy_write(d))
-                        probation_stop(m, d);
-                if (d->rollback_pending) {
-                        /* the refused write changed nothing: the device is where the rollback goes */
-                        d->rollback_pending = false;
-                        device_set_state(m, d, DEVICE_ROLLED_BACK);
-                }
-                d->restoring = false;
-                d->rolling_back = false;
-                maybe_ready(m);
-                return;
-        }
-
-        m->n_writes++;
-        set_error(d, 0, NULL);
-        verify_arm(m);
-        emit_write(m, d, &d->before_write, 0, NULL);
-        /* The event socket was drained before this ack was read, so the kernel's echo of the write
-         * has been applied to `current` unless it was lost; in that case the ack is the truth. */
-        if (!sizes_equal(&d->current, &d->desired, m->ipv4_supported)) {
-                /* Size changes raise no link event: the ack is all the kernel says. */
-                d->current.gso_max_size = d->desired.gso_max_size;
-                d->current.gro_max_size = d->desired.gro_max_size;
-                if (m->ipv4_supported) {
-                        d->current.gso_ipv4_max_size = d->desired.gso_ipv4_max_size;
-                        d->current.gro_ipv4_max_size = d->desired.gro_ipv4_max_size;
-                }
-        }
-        if (d->rollback_pending) {
-                rollback_write(m, d);
-                maybe_ready(m);
-                return;
-        } else if (d->rolling_back) {
-                d->rolling_back = false;
-                device_set_state(m, d, DEVICE_ROLLED_BACK);
-                log_dev_notice(d, "rolled back to %s", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
-        } else if (d->restoring) {
-                m->n_restores++;
-                d->restoring = false;
-                d->has_original = false;
-                d->written_families = 0;
-                device_set_state(m, d, DEVICE_UNMANAGED);
-                log_dev_info(d, "original sizes restored (%s)", sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
-                state_mark(m, d);
-        } else if (d->probation) {
-                d->is_new = false;
-                device_set_state(m, d, DEVICE_PROBATION);
-                log_dev_info(d, "in probation for %llus, %zu guards watching",
-                             (unsigned long long) (d->probation->window_usec / 1000000ull), d->probation->n_guards);
-                probation_arm(m);
-        } else {
-                d->is_new = false;
-                device_set_state(m, d, DEVICE_APPLIED);
-        }
-
-        if (d->recheck) {
-                d->recheck = false;
-                device_reconcile(m, d, REASON_LINK);
-        }
-        maybe_ready(m);
-}
-
-static RollbackRecord *rollback_record_copy(const RollbackRecord *r) {
-        RollbackRecord *c = calloc(1, sizeof(*c));
-        if (!c)
-                return NULL;
-        *c = *r;
-        c->counter = r->counter ? strdup(r->counter) : NULL;
-        c->per = r->per ? strdup(r->per) : NULL;
-        return c;
-}
-
-static void emit_rollback(Manager *m, Device *d) {
-        event_emit(&m->events, &(Event){.type = EVENT_ROLLBACK, .device = d, .rollback = d->last_rollback,
-                                        .from = &d->last_rollback->from, .to = &d->last_rollback->to,
-                                        .ipv4 = m->ipv4_supported});
-}
-
-/* Where a rollback goes: last_good (the originals when there is none), all four sizes, clamped
- * to what the device takes today. */
-static void rollback_target(const Manager *m, const Device *d, Sizes *ret) {
-        compute_restore(d->has_last_good ? &d->last_good : &d->original, FAMILY_IPV6 | FAMILY_IPV4, &d->current,
-                        d->tso_max_size, m->ipv4_supported, ret);
-}
-
-/* Queue the write back to the rollback target. */
-static void rollback_write(Manager *m, Device *d) {
-        Sizes target;
-
-        rollback_target(m, d, &target);
-        d->rollback_pending = false;
-        if (d->last_rollback)
-                d->last_rollback->to = target;
-        if (sizes_equal(&target, &d->current, m->ipv4_supported)) {
-                unqueue_device(m, d);
-                device_set_state(m, d, DEVICE_ROLLED_BACK);
-                return;
-        }
-        d->desired = target;
-        d->rolling_back = true;
-        d->restoring = false;
-        d->write_cause = WRITE_CAUSE_ROLLBACK;
-        queue_device(m, d);
-}
-
-int apply_rollback(Manager *m, Device *d, const RollbackRecord *why) {
-        RollbackRecord manual = {.counter = (char *) "operator"};
-        struct timespec ts;
-        char buf[256];
-
-        if (!d->has_original || d->state == DEVICE_ROLLED_BACK || d->rolling_back || d->rollback_pending)
-                return -EALREADY;
-
-        RollbackRecord *r = rollback_record_copy(why ?: &manual);
-        if (!r)
-                return -ENOMEM;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        r->realtime_usec = (uint64_t) ts.tv_sec * 1000000ull + (uint64_t) ts.tv_nsec / 1000;
-        r->from = d->inflight ? d->desired : d->current;
-        r->to = d->has_last_good ? d->last_good : d->original;
-        rollback_record_free(d->last_rollback);
-        d->last_rollback = r;
-        d->n_rollbacks++;
-        m->n_rollbacks++;
-
-        /* held: not retried while the policy asks for these sizes */
-        d->held_desired = d->restoring ? d->current : d->desired;
-        probation_stop(m, d);
-        if (why)
-                log_dev_warning(d, "rolling back: %s rose by %llu%s%s (threshold %g)%s; going back to %s", r->counter,
-                                (unsigned long long) r->rise, r->per ? " per " : "", r->per ?: "", r->threshold,
-                                r->namespace_wide ? ", a namespace-wide counter" : "",
-                                sizes_format(&r->to, m->ipv4_supported, buf, sizeof(buf)));
-        else
-                log_dev_notice(d, "rolling back on request to %s", sizes_format(&r->to, m->ipv4_supported, buf, sizeof(buf)));
-        emit_rollback(m, d);
-        state_mark(m, d);
-
-        if (d->inflight) {
-                /* the write in flight lands first; its ack sends the rollback */
-                d->rollback_pending = true;
-                return 0;
-        }
-        rollback_write(m, d);
-        return 0;
-}
-
-int apply_retry(Manager *m, Device *d) {
-        if (d->state != DEVICE_ROLLED_BACK && d->state != DEVICE_FAILED)
-                return -EALREADY;
-        log_dev_info(d, "released by request from %s", device_state_to_string(d->state));
-        d->held_desired = (Sizes){};
-        d->failed_desired = (Sizes){};
-        device_set_state(m, d, DEVICE_PENDING);
-        state_mark(m, d);
-        device_reconcile(m, d, REASON_RETRY);
-        return 0;
-}
-
-void apply_acks_lost(void *userdata) {
-        Manager *m = userdata;
-
-        /* The kernel could not queue some acks: what those writes did is unknown until the
-         * re-dump that the loss of events also starts. */
-        while (m->inflight_count > 0) {
-                unsigned head = inflight_pop(m);
-                request_done(m, m->inflight[head].ifindex, m->inflight[head].kind, true);
-        }
-}
-
-/* ---- reconcile ---- */
-
-static bool correction_allowed(Manager *m, Device *d) {
-        uint64_t now = now_usec();
-
-        if (now - d->corrections_since_usec > CORRECTION_WINDOW_USEC) {
-                d->corrections_since_usec = now;
-                d->n_corrections = 0;
-        }
-        if (d->n_corrections < CORRECTIONS_MAX) {
-                d->n_corrections++;
-                return true;
-        }
-        if (!d->throttled) {
-                log_dev_warning(d, "sizes changed behind bigtcpd's back %u times within %llus; not putting them back until that window ends",
-                                d->n_corrections, CORRECTION_WINDOW_USEC / 1000000ull);
-                d->throttled = true;
-                struct timeval tv = {.tv_sec = (time_t) (CORRECTION_WINDOW_USEC / 1000000ull)};
-                if (!evtimer_pending(m->throttle_timer, NULL))
-                        evtimer_add(m->throttle_timer, &tv);
-        }
-        return false;
-}
-
-void apply_throttle_timer(evutil_socket_t fd, short what, void *userdata) {
-        Manager *m = userdata;
-        Device *d;
-        DEVICE_FOREACH(d, &m->devices, it)
-                if (d->throttled) {
-                        d->throttled = false;
-                        d->corrections_since_usec = 0;
-                        device_reconcile(m, d, REASON_LINK);
-                }
-        manager_flush(m);
-}
-
-static void set_policy_name(Device *d, const Policy *p) {
+static void note_match(Engine *e, Device *d, const Policy *p) {
         const char *name = p ? p->name : NULL;
 
         if (d->logged_match && streq_ptr(d->policy_name, name))
@@ -554,153 +62,550 @@ static void set_policy_name(Device *d, const Policy *p) {
         d->logged_match = true;
         free(d->policy_name);
         d->policy_name = name ? strdup(name) : NULL;
+        /* a place in another policy's rollout is not one in this one's */
+        if (d->rollout.of && !streq_ptr(d->rollout.of->policy, name))
+                (void) rollout_leave(d);
 }
 
-void device_reconcile(Manager *m, Device *d, ReconcileReason reason) {
+/* ---- rollouts ---- */
+
+/* Slots may have come free: the devices waiting for them take their turn, in order. */
+static void advance_rollouts(Engine *e) {
+        if (e->advancing_rollouts)
+                return; /* a reconcile below freed a slot: the walk that runs takes it */
+        e->advancing_rollouts = true;
+        for (size_t i = 0; i < e->rollouts.n; i++) {
+                Rollout *r = e->rollouts.items[i];
+                Device *d;
+                while ((d = rollout_next(r))) {
+                        apply_reconcile(e, d, REASON_SYNC);
+                        if (rollout_next(r) == d)
+                                break; /* it could not be decided now; it keeps its place */
+                }
+        }
+        e->advancing_rollouts = false;
+}
+
+/* Halt the rollout of d's policy at once: its devices whose writes are queued but not sent go
+ * back in line; those in flight or in probation finish. */
+static void halt_rollout(Engine *e, Device *d) {
+        Rollout *r = rollout_find(&e->rollouts, d->policy_name);
+        Device *x, *next;
+
+        if (!r || rollout_is_halted(r))
+                return;
+        rollout_halt(r, d);
+        /* from the last: each goes to the head of the line, so they keep their order there */
+        for (x = TAILQ_LAST(&r->active_list, RolloutDevices); x; x = next) {
+                next = TAILQ_PREV(x, RolloutDevices, rollout.link);
+                if (x->write.phase != WRITE_QUEUED)
+                        continue;
+                rollout_wait_first(r, x);
+                lifecycle_wait(e, x, &x->desired, x->owned);
+        }
+        log_warning("rollout of policy \"%s\" halted: %s was rolled back; %u devices wait until the policy changes "
+                    "or `bigtcpctl retry %s`",
+                    r->policy, d->ifname ?: "?", r->waiting, d->ifname ?: "?");
+        event_emit(&e->events, &(Event){.type = EVENT_ROLLOUT, .device = d, .policy = r->policy});
+}
+
+/* ---- putting back what others changed, at most CORRECTIONS_MAX times a window ---- */
+
+static void on_throttle_end(evutil_socket_t fd, short what, void *userdata) {
+        Engine *e = userdata;
+        Device *d;
+
+        /* a new window: each throttled device gets its put-back (still a put-back) */
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->corrections.throttled) {
+                        d->corrections.since_usec = 0;
+                        d->corrections.n = 0;
+                        apply_reconcile(e, d, REASON_SIZES);
+                }
+        apply_flush(e);
+}
+
+/* Count one more put-back in the device's window; false when the window has had its share. */
+static bool take_correction(const Engine *e, Device *d) {
+        uint64_t now = engine_now(e);
+
+        if (now - d->corrections.since_usec > CORRECTION_WINDOW_USEC) {
+                d->corrections.since_usec = now;
+                d->corrections.n = 0;
+        }
+        if (d->corrections.n >= CORRECTIONS_MAX)
+                return false;
+        d->corrections.n++;
+        return true;
+}
+
+/* Stop putting back the device's sizes until its window ends (said once per window). */
+static void throttle(Engine *e, Device *d) {
+        struct timeval tv = {.tv_sec = (time_t) (CORRECTION_WINDOW_USEC / USEC_PER_SEC)};
+
+        if (d->corrections.throttled)
+                return;
+        log_dev_warning(d, "sizes changed behind bigtcpd's back %u times within %llus; not putting them back until "
+                           "that window ends",
+                        d->corrections.n, (unsigned long long) (CORRECTION_WINDOW_USEC / USEC_PER_SEC));
+        d->corrections.throttled = true;
+        if (!e->throttle_timer)
+                e->throttle_timer = evtimer_new(e->base, on_throttle_end, e);
+        if (e->throttle_timer && !evtimer_pending(e->throttle_timer, NULL))
+                (void) evtimer_add(e->throttle_timer, &tv);
+}
+
+/* ---- reconcile ---- */
+
+/* No policy wants the device (or none it can have): what bigtcpd wrote goes back. */
+static void give_back(Engine *e, Device *d, bool unsupported) {
+        Sizes target;
+        char buf[256];
+
+        d->held = false;
+        if (!d->has_original) {
+                if (unsupported)
+                        lifecycle_unsupported(e, d);
+                else
+                        lifecycle_unmanaged(e, d);
+                return;
+        }
+        compute_restore(&d->original, d->written, &d->current, d->tso_max_size, e->ipv4_supported, &target);
+        if (sizes_equal(&target, &d->current, e->ipv4_supported)) {
+                log_dev_info(d, "already at its original sizes (%s), forgetting them",
+                             sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
+                lifecycle_forget_originals(e, d);
+                if (unsupported)
+                        lifecycle_unsupported(e, d);
+                return;
+        }
+        if (d->state == DEVICE_FAILED && sizes_equal(&target, &d->failed_desired, e->ipv4_supported))
+                return; /* refused before; waits for a reload or a retry */
+        (void) lifecycle_stop(e, d); /* probation, rollout: over; its originals go back */
+        lifecycle_queue_write(e, d, WRITE_CAUSE_RESTORE, &target, 0);
+}
+
+/* Rolled back and held: where the rollback took it, also when that was cut short (a kill before
+ * its write) or undone by someone else. */
+static void hold(Engine *e, Device *d) {
+        Sizes target;
+
+        lifecycle_rollback_target(e, d, &target);
+        if (sizes_equal(&target, &d->current, e->ipv4_supported)) {
+                lifecycle_held(e, d, &target);
+                return;
+        }
+        if (d->state == DEVICE_FAILED && sizes_equal(&target, &d->failed_desired, e->ipv4_supported))
+                return;
+        if (d->state == DEVICE_ROLLED_BACK)
+                log_dev_notice(d, "rolled back but not at its last-known-good sizes: writing them again");
+        lifecycle_queue_write(e, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
+}
+
+static WriteCause cause_of(const Engine *e, const Device *d, ReconcileReason reason, bool moved, const Sizes *want) {
+        if (reason == REASON_RETRY)
+                return WRITE_CAUSE_RETRY;
+        if (moved && (d->state == DEVICE_APPLIED || d->state == DEVICE_PROBATION) &&
+            sizes_equal(want, &d->desired, e->ipv4_supported))
+                return WRITE_CAUSE_PUT_BACK;
+        /* a put-back queued or throttled already stays one while the policy asks the same */
+        if (d->state == DEVICE_PENDING && sizes_equal(want, &d->desired, e->ipv4_supported) &&
+            ((d->write.phase == WRITE_QUEUED && d->write.cause == WRITE_CAUSE_PUT_BACK) || d->corrections.throttled))
+                return WRITE_CAUSE_PUT_BACK;
+        return apply_device_is_new(e, d) ? WRITE_CAUSE_NEW_DEVICE : WRITE_CAUSE_POLICY;
+}
+
+void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         const Policy *p;
+        Desired want;
         char buf[256];
 
         /* Until the first sync is complete the recorded originals are not attached yet; while
-         * routes are re-dumped, the route table is incomplete. */
-        if (!m->initial_sync_done || m->sync == SYNC_ROUTES) {
+         * routes are dumped again, the route table is incomplete. */
+        if (!e->synced || !e->routes_complete) {
                 d->need_reconcile = true;
-                m->reconcile_pending = true;
+                e->reconcile_pending = true;
                 d->sizes_moved = d->sizes_moved || reason == REASON_SIZES;
                 return;
         }
+        bool moved = d->sizes_moved || reason == REASON_SIZES;
         d->need_reconcile = false;
         d->sizes_moved = false;
         if (!d->ifname || !d->has_sizes)
                 return; /* not yet fully known */
-        if (d->inflight) {
-                d->recheck = true;
+        p = apply_match(e, e->policy, d);
+        if (d->write.phase == WRITE_SENT) {
+                /* Reconciled again when its ack comes. A device that left its policy meanwhile
+                 * stops at once what bigtcpd was doing with it; the write itself lands. */
+                if (write_cause_is_policy(d->write.cause) && !streq_ptr(p ? p->name : NULL, d->policy_name)) {
+                        d->write.orphaned = true;
+                        (void) lifecycle_stop(e, d);
+                        note_match(e, d, p);
+                }
                 return;
         }
-        if (d->rolling_back || d->rollback_pending)
-                return; /* the rollback goes out first; reconciled again after its ack */
-
-        p = device_match(m, d);
-        set_policy_name(d, p);
-
+        note_match(e, d, p);
         if (!p) {
-                if (!d->has_original) {
-                        unqueue_device(m, d);
-                        device_set_state(m, d, DEVICE_UNMANAGED);
-                        return;
-                }
-                Sizes target;
-                compute_restore(&d->original, d->written_families, &d->current, d->tso_max_size,
-                                m->ipv4_supported, &target);
-                if (sizes_equal(&target, &d->current, m->ipv4_supported)) {
-                        unqueue_device(m, d);
-                        d->has_original = false;
-                        d->written_families = 0;
-                        d->restoring = false;
-                        device_set_state(m, d, DEVICE_UNMANAGED);
-                        log_dev_info(d, "already at its original sizes, forgetting them");
-                        state_mark(m, d);
-                        return;
-                }
-                d->desired = target;
-                d->restoring = true;
-                d->write_cause = WRITE_CAUSE_RESTORE;
-                device_set_state(m, d, DEVICE_PENDING);
-                queue_device(m, d);
+                give_back(e, d, false);
                 return;
         }
-
-        Desired want;
-        compute_desired(p, &d->current, d->tso_max_size, m->ipv4_supported, &want);
+        compute_desired(p, &d->current, &d->original, d->has_original ? d->written : 0, d->tso_max_size,
+                        e->ipv4_supported, &want);
         if (want.ipv4_unsupported)
                 log_dev_debug(d, "policy \"%s\" sets IPv4 sizes, but this kernel has none: IPv4 part unsupported", p->name);
         if (want.families == 0) {
-                unqueue_device(m, d);
-                device_set_state(m, d, DEVICE_UNSUPPORTED);
+                give_back(e, d, true);
                 return;
         }
 
-        if (d->state == DEVICE_ROLLED_BACK) {
-                if (sizes_equal(&want.sizes, &d->held_desired, m->ipv4_supported)) {
-                        /* Held until the policy asks for something else, or a retry — and held
-                         * where it belongs: a rollback cut short (a kill before its write) or
-                         * undone by someone else is written again. */
-                        Sizes target;
-                        rollback_target(m, d, &target);
-                        if (!sizes_equal(&target, &d->current, m->ipv4_supported)) {
-                                log_dev_notice(d, "rolled back but not at its last-known-good sizes: writing them again");
-                                rollback_write(m, d);
-                        }
+        if (d->held) {
+                if (sizes_equal(&want.sizes, &d->held_desired, e->ipv4_supported)) {
+                        hold(e, d);
                         return;
                 }
                 log_dev_info(d, "policy \"%s\" now asks for other sizes: released from rolled-back", p->name);
-                d->held_desired = (Sizes){};
+                (void) lifecycle_release(e, d);
         }
 
-        bool same_as_before = sizes_equal(&want.sizes, &d->desired, m->ipv4_supported);
-        DeviceState before = d->state;
-        d->restoring = false;
-
-        if (sizes_equal(&want.sizes, &d->current, m->ipv4_supported)) {
-                unqueue_device(m, d);
-                d->desired = want.sizes;
-                d->families = want.families;
-                d->staged = false;
-                if (d->probation) {
-                        /* the window goes on (after a restart, or the sizes were put back) */
-                        device_set_state(m, d, DEVICE_PROBATION);
-                        return;
-                }
-                if (d->state != DEVICE_APPLIED)
-                        log_dev_debug(d, "already at the policy's sizes (%s)",
-                                      sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
-                device_set_state(m, d, DEVICE_APPLIED);
+        if (sizes_equal(&want.sizes, &d->current, e->ipv4_supported)) {
+                if (d->state != DEVICE_APPLIED && d->state != DEVICE_PROBATION)
+                        log_dev_debug(d, "at the policy's sizes (%s)",
+                                      sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
+                lifecycle_at_policy(e, d, &want.sizes, want.owned);
                 return;
         }
+        if (d->state == DEVICE_FAILED && sizes_equal(&want.sizes, &d->failed_desired, e->ipv4_supported))
+                return; /* refused before; waits for a different desire, a reload or a retry */
 
-        if (before == DEVICE_FAILED && sizes_equal(&want.sizes, &d->failed_desired, m->ipv4_supported))
-                return; /* refused before; wait for a different desire or a reload */
-
-        if (reason == REASON_SIZES && (before == DEVICE_APPLIED || before == DEVICE_PROBATION) && same_as_before) {
-                if (!correction_allowed(m, d)) {
-                        device_set_state(m, d, DEVICE_PENDING);
+        WriteCause cause = cause_of(e, d, reason, moved, &want.sizes);
+        if (cause == WRITE_CAUSE_PUT_BACK && !(d->write.phase == WRITE_QUEUED && d->write.cause == WRITE_CAUSE_PUT_BACK)) {
+                if (!take_correction(e, d)) {
+                        throttle(e, d);
+                        lifecycle_wait(e, d, &want.sizes, want.owned);
                         return;
                 }
                 log_dev_notice(d, "sizes changed behind bigtcpd's back (%s); putting them back",
-                               sizes_change_format(&d->desired, &d->current, m->ipv4_supported, buf, sizeof(buf)));
-                d->correcting = before == DEVICE_APPLIED;
-        } else
-                d->correcting = false;
-
+                               sizes_change_format(&d->desired, &d->current, e->ipv4_supported, buf, sizeof(buf)));
+        }
         if (want.clamped)
                 log_dev_info(d, "policy \"%s\" asks for more than the device takes:%s%s", p->name,
                              want.clamped & (CLAMP_GSO | CLAMP_GSO_IPV4) ? " GSO clamped to its tso_max_size" : "",
                              want.clamped & (CLAMP_GRO | CLAMP_GRO_IPV4) ? " GRO clamped to 524280" : "");
 
-        /* Staged rollout: existing devices take turns; new ones carry no traffic yet. */
-        if (p->max_parallel > 0 && !d->is_new && rollout_must_wait(m, d, p, &want.sizes)) {
-                unqueue_device(m, d);
-                d->staged = true;
-                m->staged_pending = true;
-                d->desired = want.sizes;
-                device_set_state(m, d, DEVICE_PENDING);
-                return;
+        /* Staged rollout: devices take turns, but a new one has no traffic to lose; a halt stops
+         * every one. A put-back restores what the rollout wrote already. */
+        Rollout *r = cause == WRITE_CAUSE_PUT_BACK ? NULL : rollout_find(&e->rollouts, p->name);
+        if (r) {
+                RolloutVerdict v = rollout_check(r, d);
+                bool was_waiting = d->rollout.phase == ROLLOUT_WAITING;
+                if (v == ROLLOUT_HALTED || (v == ROLLOUT_NO_SLOT && cause != WRITE_CAUSE_NEW_DEVICE)) {
+                        rollout_wait(r, d);
+                        if (!was_waiting && v == ROLLOUT_HALTED)
+                                log_dev_info(d, "waiting: the rollout of policy \"%s\" is halted", p->name);
+                        else if (!was_waiting)
+                                log_dev_info(d, "waiting for a rollout slot of policy \"%s\" (max-parallel %u)", p->name,
+                                             r->max_parallel);
+                        lifecycle_wait(e, d, &want.sizes, want.owned);
+                        return;
+                }
+                /* a new device skips the bound: it does not take a slot either */
+                if (v == ROLLOUT_GO && cause != WRITE_CAUSE_NEW_DEVICE)
+                        rollout_take_slot(r, d);
         }
-        d->staged = false;
-
-        if (!d->has_original) {
-                d->has_original = true;
-                d->original_unsaved = true;
-                d->original = d->current;
-                d->written_families = 0;
-        }
-        d->written_families |= want.families;
-        d->families = want.families;
-        d->desired = want.sizes;
-        d->write_cause = d->correcting || (reason == REASON_SIZES && same_as_before) ? WRITE_CAUSE_PUT_BACK
-                         : reason == REASON_RETRY                                  ? WRITE_CAUSE_RETRY
-                         : d->is_new                                               ? WRITE_CAUSE_NEW_DEVICE
-                                                                                   : WRITE_CAUSE_POLICY;
-        device_set_state(m, d, DEVICE_PENDING);
-        queue_device(m, d);
+        lifecycle_queue_write(e, d, cause, &want.sizes, want.owned);
 }
 
+void apply_flush(Engine *e) {
+        advance_rollouts(e);
+        writer_flush(e->writer);
+        engine_check_settled(e);
+}
+
+/* ---- rollback and retry ---- */
+
+int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
+        char buf[256];
+        int r;
+
+        r = lifecycle_roll_back(e, d, why);
+        if (r < 0)
+                return r;
+        const RollbackRecord *rec = d->last_rollback;
+        if (why)
+                log_dev_warning(d, "rolling back: %s rose by %llu%s%s (threshold %g)%s; going back to %s", rec->counter,
+                                (unsigned long long) rec->rise, rec->per ? " per " : "", rec->per ?: "", rec->threshold,
+                                rec->namespace_wide ? ", a namespace-wide counter: every device in probation whose "
+                                                      "window saw the rise goes back"
+                                                    : "",
+                                sizes_format(&rec->to, e->ipv4_supported, buf, sizeof(buf)));
+        else
+                log_dev_notice(d, "rolling back on request to %s, the sizes before bigtcpd's last change",
+                               sizes_format(&rec->to, e->ipv4_supported, buf, sizeof(buf)));
+        halt_rollout(e, d);
+        return 0;
+}
+
+int apply_retry(Engine *e, Device *d) {
+        DeviceState was = d->state;
+        Rollout *ro;
+        int r;
+
+        if (was != DEVICE_ROLLED_BACK && was != DEVICE_FAILED && !d->held)
+                return -EALREADY;
+        r = lifecycle_release(e, d);
+        if (r < 0)
+                return r;
+        log_dev_info(d, "released by request from %s", device_state_to_string(was));
+        ro = rollout_find(&e->rollouts, d->policy_name);
+        if (ro && rollout_is_halted(ro) && ro->halted_by_ifindex == d->ifindex) {
+                log_info("rollout of policy \"%s\" resumes: %s was retried", ro->policy, d->ifname ?: "?");
+                rollout_resume(ro);
+        }
+        apply_reconcile(e, d, REASON_RETRY);
+        return 0;
+}
+
+/* ---- the kernel's answers (WriterOps) ---- */
+
+static void log_write(const Engine *e, const Device *d) {
+        char buf[256];
+        const char *what = d->write.cause == WRITE_CAUSE_ROLLBACK  ? "rolling back:"
+                           : d->write.cause == WRITE_CAUSE_RESTORE ? "restoring original sizes:"
+                                                                   : "writing";
+
+        log_dev_info(d, "%s %s (%s)", what,
+                     sizes_change_format(&d->current, &d->write.target, e->ipv4_supported, buf, sizeof(buf)),
+                     write_cause_to_string(d->write.cause));
+}
+
+static void on_prepare(void *userdata, Device *const *batch, size_t n) {
+        Engine *e = userdata;
+        SnmpSnapshot snap = {};
+        bool read_snap = false, have_snap = false, save = false;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                Device *d = batch[i];
+                if (d->write.phase != WRITE_QUEUED)
+                        continue;
+                if (sizes_equal(&d->write.target, &d->current, e->ipv4_supported)) {
+                        /* got there meanwhile (someone else wrote it): nothing to send */
+                        writer_unqueue(e->writer, d);
+                        apply_reconcile(e, d, REASON_LINK);
+                        continue;
+                }
+                save = save || d->original_unsaved;
+                d->write.epoch = e->dump_epoch;
+                log_write(e, d);
+                if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
+                        continue; /* takes sizes back, or puts back proven ones: no new window */
+
+                /* Where a rollback goes: the sizes before this change, unless the one before it
+                 * has not proven itself yet (it is still in probation). A refusal puts it back. */
+                if (!d->probation) {
+                        d->write.last_good_moved = true;
+                        d->write.had_last_good = d->has_last_good;
+                        d->write.last_good = d->last_good;
+                        d->last_good = d->current;
+                        d->has_last_good = true;
+                }
+                const Policy *p = engine_policy(e, d->policy_name);
+                if (p && p->rollback.n_guards > 0 && !read_snap) {
+                        /* one reading of the SNMP files serves every write of the batch */
+                        r = snmp_read(e->cfg.proc_net ?: "/proc/net", &snap);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to read the SNMP counters: %m; SNMP guards inactive for these writes");
+                        read_snap = true;
+                        have_snap = r >= 0;
+                }
+                if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL) < 0)
+                        log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
+                else if (!p)
+                        probation_end(e->probation, d);
+                /* Baselines of link counters: the kernel answers this before it handles the write. */
+                if (d->probation && guard_set_has_link(&d->probation->guards))
+                        (void) writer_request_stats(e->writer, d);
+                state_store_mark(e->state, d);
+                save = true;
+        }
+        snmp_done(&snap);
+        if (!save)
+                return;
+
+        /* Originals (and probation baselines) go to disk before the write, or the device is not
+         * written: a daemon killed right after the write must still know both. */
+        r = state_store_save(e->state);
+        for (size_t i = 0; i < n; i++) {
+                Device *d = batch[i];
+                if (!d->original_unsaved)
+                        continue;
+                d->original_unsaved = false;
+                if (r >= 0 || d->write.phase != WRITE_QUEUED)
+                        continue;
+                log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
+                writer_unqueue(e->writer, d);
+                probation_end(e->probation, d);
+                d->has_original = false;
+                d->has_last_good = false;
+                d->written = 0;
+                lifecycle_write_refused(e, d, r, "cannot record original sizes");
+        }
+        if (r < 0)
+                log_error_errno(r, "Failed to write %s/state.json: %m; devices whose originals are not recorded are not written",
+                                state_store_dir(e->state));
+}
+
+static void on_write_done(void *userdata, Device *d, int error, const char *extack, bool lost) {
+        Engine *e = userdata;
+        char buf[256];
+
+        if (lost) {
+                lifecycle_write_lost(e, d);
+                return;
+        }
+        event_emit(&e->events, &(Event){.type = EVENT_WRITE, .device = d, .cause = d->write.cause,
+                                        .from = &d->write.before, .to = &d->write.target, .ipv4 = e->ipv4_supported,
+                                        .error = error, .extack = extack});
+        if (error < 0) {
+                log_dev_error_errno(d, error, "write (%s) refused: %m%s%s%s", write_cause_to_string(d->write.cause),
+                                    extack ? " (" : "", extack ?: "", extack ? ")" : "");
+                lifecycle_write_refused(e, d, error, extack);
+        } else {
+                lifecycle_write_done(e, d);
+                switch (d->state) {
+                case DEVICE_PROBATION:
+                        log_dev_info(d, "in probation for %llus, %zu guards watching",
+                                     (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
+                                     d->probation->guards.n);
+                        break;
+                case DEVICE_ROLLED_BACK:
+                        log_dev_notice(d, "rolled back to %s", sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
+                        break;
+                case DEVICE_UNMANAGED:
+                        log_dev_info(d, "original sizes restored (%s)",
+                                     sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
+                        break;
+                case DEVICE_PENDING:
+                case DEVICE_APPLIED:
+                case DEVICE_FAILED:
+                case DEVICE_UNSUPPORTED:
+                case _DEVICE_STATE_MAX:
+                case _DEVICE_STATE_INVALID:
+                        break;
+                }
+        }
+        /* The policy may want something else by now; a device rolled back meanwhile goes back. */
+        apply_reconcile(e, d, REASON_LINK);
+        engine_check_settled(e);
+}
+
+static void on_stats_done(void *userdata, Device *d, bool lost) {
+        Engine *e = userdata;
+        probation_stats_done(e->probation, d, lost);
+}
+
+const WriterOps apply_writer_ops = {
+        .prepare = on_prepare,
+        .write_done = on_write_done,
+        .stats_done = on_stats_done,
+};
+
+/* ---- the guards' verdicts (ProbationOps) ---- */
+
+static void on_passed(void *userdata, Device *d) {
+        Engine *e = userdata;
+        char buf[256];
+
+        log_dev_info(d, "probation passed, no guard tripped in %llus: %s is applied",
+                     (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
+                     sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
+        lifecycle_passed(e, d);
+        apply_flush(e);
+}
+
+static void on_tripped(void *userdata, Device *d, const RollbackRecord *why) {
+        Engine *e = userdata;
+        _cleanup_(rollback_record_freep) RollbackRecord *copy = NULL;
+
+        /* the record's strings belong to d's probation, which the rollback ends */
+        if (rollback_record_copy(why, &copy) < 0) {
+                log_dev_error(d, "a guard tripped, but there is no memory to record it; rolling back anyway");
+                (void) apply_rollback(e, d, &(RollbackRecord){.counter = (char *) "?"});
+        } else
+                (void) apply_rollback(e, d, copy);
+        apply_flush(e);
+}
+
+static void on_probation_changed(void *userdata, Device *d) {
+        Engine *e = userdata;
+        state_store_mark(e->state, d);
+}
+
+const ProbationOps apply_probation_ops = {
+        .passed = on_passed,
+        .tripped = on_tripped,
+        .changed = on_probation_changed,
+};
+
+/* ---- policy and state ---- */
+
+static void refresh_guard_warnings(Engine *e) {
+        SnmpSnapshot snap = {};
+        char **w = NULL;
+        size_t n = 0;
+        int r;
+
+        r = snmp_read(e->cfg.proc_net ?: "/proc/net", &snap);
+        if (r < 0)
+                log_warning_errno(r, "Failed to read the SNMP counters of this namespace, ignoring: %m");
+        (void) guard_spec_check(&e->policy->defaults, &snap, sizeof(struct rtnl_link_stats64), &w, &n);
+        for (size_t i = 0; i < e->policy->n_policies; i++)
+                if (e->policy->policies[i].applies_here)
+                        (void) guard_spec_check(&e->policy->policies[i].rollback, &snap,
+                                                sizeof(struct rtnl_link_stats64), &w, &n);
+        snmp_done(&snap);
+        /* once per counter, not at every probation */
+        for (size_t i = 0; i < n; i++)
+                if (!strv_contains(e->guard_warnings, w[i]))
+                        log_warning("guard counter %s does not exist on this kernel: guards on it are inactive", w[i]);
+        strv_free(e->guard_warnings);
+        e->guard_warnings = w;
+        e->n_guard_warnings = n;
+}
+
+static bool policy_set_uses_routes(const PolicySet *s) {
+        for (size_t i = 0; i < s->n_policies; i++)
+                if (s->policies[i].match.n_routes > 0)
+                        return true;
+        return false;
+}
+
+void apply_policy_changed(Engine *e) {
+        Device *d;
+
+        if (rollout_table_update(&e->rollouts, e->policy) < 0)
+                log_error("out of memory for the rollouts of the new policy; keeping the old ones");
+        e->policy_uses_routes = policy_set_uses_routes(e->policy);
+        refresh_guard_warnings(e);
+        /* A reload is the operator's word: retry what the kernel refused before. */
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->state == DEVICE_FAILED)
+                        d->failed_desired = (Sizes){};
+}
+
+void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                StateEntry *s = &entries[i];
+                Device *d = device_get(&e->devices, s->ifindex);
+                if (!d) {
+                        log_info("%s: gone while bigtcpd was not running, forgetting its original sizes",
+                                 s->ifname ?: "?");
+                        continue;
+                }
+                lifecycle_resume(e, d, s);
+                if (d->probation)
+                        log_dev_info(d, "resuming probation begun by an earlier run");
+        }
+        probation_arm(e->probation);
+        state_store_compact(e->state);
+}

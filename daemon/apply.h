@@ -1,42 +1,50 @@
-/* apply.h — one device's life under the policy (apply.c). */
+/* apply.h — the decisions: for one device, which step of its lifecycle the policy and the kernel
+ * call for (reconcile), what a rollback and a retry do, what the kernel's answers and the guards'
+ * verdicts lead to (apply.c implements WriterOps and ProbationOps), the staged rollouts and the
+ * rate limit on putting back what others changed. */
 #pragma once
 
-#include <event2/event.h>
+#include "engine.h"
+#include "state.h"
 
-#include "manager.h"
+/* A device that appeared by an event this long ago or less, and has carried no traffic, is new:
+ * it skips its policy's max-parallel bound (it has nothing to lose yet). */
+#define NEW_DEVICE_USEC (5 * USEC_PER_SEC)
+#define CORRECTION_WINDOW_USEC (60 * USEC_PER_SEC)
+#define CORRECTIONS_MAX 10u
 
 typedef enum ReconcileReason {
         REASON_SYNC,   /* initial sync, resync, reload */
-        REASON_LINK,   /* the device changed */
-        REASON_SIZES,  /* its sizes changed, and we did not write them */
+        REASON_LINK,   /* the device changed, or its write was answered */
+        REASON_SIZES,  /* its sizes changed, and bigtcpd did not write them */
         REASON_ROUTES, /* routes out of it changed */
         REASON_RETRY,  /* an operator released it */
         _REASON_MAX,
-        _REASON_INVALID = -1,
+        _REASON_INVALID = -EINVAL,
 } ReconcileReason;
 
+extern const WriterOps apply_writer_ops;
+extern const ProbationOps apply_probation_ops;
+
 /* The policy of `set` that the device matches, or NULL. */
-const Policy *device_match_in(Manager *m, const PolicySet *set, Device *d);
-/* Change state and tell the control plane. */
-void device_set_state(Manager *m, Device *d, DeviceState state);
+const Policy *apply_match(Engine *e, const PolicySet *set, Device *d);
+bool apply_device_is_new(const Engine *e, const Device *d);
 
-/* Write the device back to its last-known-good sizes (its originals if it has been written only
- * once) and hold it there until its policy asks for something else or it is retried. `why` is
- * the guard that tripped (copied), NULL for an operator's rollback. -EALREADY when bigtcpd never
- * wrote the device. */
-int apply_rollback(Manager *m, Device *d, const RollbackRecord *why);
-/* Release a rolled-back or failed device and reconcile it. -EALREADY when it is neither. */
-int apply_retry(Manager *m, Device *d);
+/* Decide what the device should hold and take the step that gets it there. */
+void apply_reconcile(Engine *e, Device *d, ReconcileReason reason);
+/* Send what is queued; emit EVENT_SETTLED when that was all. */
+void apply_flush(Engine *e);
 
-/* Decide what the device should hold and queue the write if it does not. */
-void device_reconcile(Manager *m, Device *d, ReconcileReason reason);
-void unqueue_device(Manager *m, Device *d);
-/* Persist new originals, then send queued writes up to the in-flight bound. */
-void manager_flush(Manager *m);
-/* Ask the kernel for one link's attributes again (its reply is an ordinary RTM_NEWLINK). */
-int request_refresh(Manager *m, int ifindex, InflightKind kind);
-/* NetlinkOps.ack */
-void apply_ack(void *userdata, uint32_t seq, int error, const char *extack);
-/* NetlinkOps.acks_lost */
-void apply_acks_lost(void *userdata);
-void apply_throttle_timer(evutil_socket_t fd, short what, void *userdata);
+/* Back to the sizes before bigtcpd's most recent change, held there; a rollback halts the rollout
+ * of the device's policy. `why` NULL: an operator's. -EALREADY when there is nothing to undo. */
+int apply_rollback(Engine *e, Device *d, const RollbackRecord *why);
+/* Release a rolled-back or failed device and apply its policy again (a halt it caused ends).
+ * -EALREADY when it is neither. */
+int apply_retry(Engine *e, Device *d);
+
+/* A new policy is in force: rollouts follow it, refused writes are tried again, missing guard
+ * counters are looked up. The caller then re-reads the links, which reconciles every device. */
+void apply_policy_changed(Engine *e);
+
+/* The first sync is done: attach what the state file of an earlier run recorded. */
+void apply_loaded_state(Engine *e, StateEntry *entries, size_t n);

@@ -1,16 +1,15 @@
-/* control.c — the daemon's control surface: JSON views of its state, plan and validate, the
- * privileged operations, and the event fan-out that Monitor and D-Bus signals use. */
+/* control.c — the control surface: JSON views of the engine, reads of the kernel before an
+ * answer, plan and validate, the privileged operations, and events as Monitor's JSON. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "apply.h"
-#include "guard.h"
-#include "probation.h"
 #include "control.h"
+#include "lifecycle.h"
 #include "log.h"
-#include "match.h"
 #include "reconcile.h"
+#include "utf8.h"
 
 json_object *control_sizes_json(const Sizes *s, bool ipv4) {
         json_object *o = json_object_new_object();
@@ -27,6 +26,25 @@ json_object *control_sizes_json(const Sizes *s, bool ipv4) {
 
 static json_object *string_or_null(const char *s) {
         return s ? json_object_new_string(s) : NULL;
+}
+
+/* A string from the kernel (a device name, an extended ack): bytes, made valid UTF-8 for JSON. */
+static json_object *kernel_string(const char *s) {
+        _cleanup_(freep) char *buf = NULL;
+        const char *safe;
+
+        if (!s)
+                return NULL;
+        safe = utf8_safe(s, &buf);
+        return safe ? json_object_new_string(safe) : NULL;
+}
+
+static json_object *size_names_json(unsigned mask, bool ipv4) {
+        json_object *a = json_object_new_array();
+        for (unsigned i = 0; a && i < (ipv4 ? SIZES_COUNT : 2); i++)
+                if (mask & (1u << i))
+                        json_object_array_add(a, json_object_new_string(size_name(i)));
+        return a;
 }
 
 static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
@@ -52,129 +70,229 @@ static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
         return o;
 }
 
-json_object *control_device_json(const Manager *m, const Device *d) {
+json_object *control_device_json(const Control *c, const Device *d) {
+        const Engine *e = c->engine;
         json_object *o = json_object_new_object();
-        bool v4 = m->ipv4_supported;
+        bool v4 = e->ipv4_supported, managed = d->state != DEVICE_UNMANAGED;
+        uint64_t now = engine_now(e);
 
         if (!o)
                 return NULL;
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", json_object_new_string(d->ifname ?: ""));
-        json_object_object_add(o, "kind", string_or_null(d->kind));
+        json_object_object_add(o, "ifname", kernel_string(d->ifname ?: ""));
+        json_object_object_add(o, "kind", kernel_string(d->kind));
         json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
         json_object_object_add(o, "policy", string_or_null(d->policy_name));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
-        json_object_object_add(o, "desired",
-                               d->state != DEVICE_UNMANAGED && d->policy_name ? control_sizes_json(&d->desired, v4)
-                                                                              : NULL);
+        json_object_object_add(o, "current_age_usec",
+                               json_object_new_int64((int64_t) (now > d->current_usec ? now - d->current_usec : 0)));
+        json_object_object_add(o, "desired", managed ? control_sizes_json(&d->desired, v4) : NULL);
+        json_object_object_add(o, "owned", size_names_json(managed ? d->owned : 0, v4));
         json_object_object_add(o, "original", d->has_original ? control_sizes_json(&d->original, v4) : NULL);
         json_object_object_add(o, "tso_max_size", json_object_new_int64(d->tso_max_size));
-        if (d->probation) {
-                uint64_t now = boottime_usec(), until = d->probation->until_usec;
+        json_object_object_add(o, "pending", string_or_null(pending_reason_to_string(lifecycle_pending_reason(d))));
+        if (d->probation)
                 json_object_object_add(o, "probation_left_usec",
-                                       json_object_new_int64((int64_t) (until > now ? until - now : 0)));
-        }
+                                       json_object_new_int64((int64_t) probation_left_usec(e->probation, d)));
         if (d->last_errno != 0) {
-                json_object *e = json_object_new_object();
-                json_object_object_add(e, "errno", json_object_new_int(d->last_errno < 0 ? -d->last_errno : d->last_errno));
-                json_object_object_add(e, "message", json_object_new_string(strerror(abs(d->last_errno))));
-                json_object_object_add(e, "extack", string_or_null(d->last_error));
-                json_object_object_add(o, "last_error", e);
+                json_object *x = json_object_new_object();
+                int err = abs(d->last_errno);
+                json_object_object_add(x, "errno", json_object_new_int(err));
+                json_object_object_add(x, "message", json_object_new_string(strerror(err)));
+                json_object_object_add(x, "extack", kernel_string(d->last_error));
+                json_object_object_add(o, "last_error", x);
         } else
                 json_object_object_add(o, "last_error", NULL);
         json_object_object_add(o, "last_rollback", d->last_rollback ? rollback_json(d->last_rollback, v4) : NULL);
         return o;
 }
 
-json_object *control_status_json(const Manager *m) {
+static json_object *rollouts_json(const Engine *e) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && i < e->rollouts.n; i++) {
+                const Rollout *r = e->rollouts.items[i];
+                json_object *o = json_object_new_object();
+                if (!o)
+                        break;
+                json_object_object_add(o, "policy", json_object_new_string(r->policy));
+                json_object_object_add(o, "max_parallel", json_object_new_int((int) r->max_parallel));
+                json_object_object_add(o, "active", json_object_new_int((int) r->active));
+                json_object_object_add(o, "waiting", json_object_new_int((int) r->waiting));
+                json_object_object_add(o, "halted", json_object_new_boolean(r->halted));
+                json_object_object_add(o, "halted_by", r->halted ? string_or_null(r->halted_by) : NULL);
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
+json_object *control_status_json(const Control *c) {
+        const Engine *e = c->engine;
         json_object *o = json_object_new_object(), *files, *counts, *pol, *kern;
-        char digest[17];
         unsigned n[_DEVICE_STATE_MAX] = {};
+        char digest[17];
         const Device *d;
 
         if (!o)
                 return NULL;
-        DEVICE_FOREACH(d, &m->devices, it)
+        DEVICE_FOREACH(d, &e->devices, it)
                 if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
                         n[d->state]++;
 
         json_object_object_add(o, "version", json_object_new_string(BIGTCPD_VERSION));
-        json_object_object_add(o, "hostname", json_object_new_string(m->hostname ?: ""));
+        json_object_object_add(o, "hostname", json_object_new_string(e->cfg.hostname ?: ""));
         pol = json_object_new_object();
         files = json_object_new_array();
-        for (size_t i = 0; m->policy && i < m->policy->n_files; i++)
-                json_object_array_add(files, json_object_new_string(m->policy->files[i]));
+        for (size_t i = 0; e->policy && i < e->policy->n_files; i++)
+                json_object_array_add(files, json_object_new_string(e->policy->files[i]));
         json_object_object_add(pol, "files", files);
-        snprintf(digest, sizeof(digest), "%016llx", m->policy ? (unsigned long long) m->policy->digest : 0ull);
+        snprintf(digest, sizeof(digest), "%016llx", e->policy ? (unsigned long long) e->policy->digest : 0ull);
         json_object_object_add(pol, "digest", json_object_new_string(digest));
-        json_object_object_add(pol, "policies", json_object_new_int((int) (m->policy ? m->policy->n_policies : 0)));
+        json_object_object_add(pol, "policies", json_object_new_int((int) (e->policy ? e->policy->n_policies : 0)));
         json_object_object_add(o, "policy", pol);
         kern = json_object_new_object();
-        json_object_object_add(kern, "release", json_object_new_string(m->uts.release));
-        json_object_object_add(kern, "ipv4_sizes", json_object_new_boolean(m->ipv4_supported));
+        json_object_object_add(kern, "release", json_object_new_string(e->cfg.kernel_release ?: ""));
+        json_object_object_add(kern, "ipv4_sizes", json_object_new_boolean(e->ipv4_supported));
         json_object_object_add(o, "kernel", kern);
         counts = json_object_new_object();
         for (int i = 0; i < _DEVICE_STATE_MAX; i++)
                 json_object_object_add(counts, device_state_to_string((DeviceState) i), json_object_new_int((int) n[i]));
         json_object_object_add(o, "devices", counts);
-        json_object_object_add(o, "devices_total", json_object_new_int((int) m->devices.n_devices));
-        json_object_object_add(o, "writes", json_object_new_int64((int64_t) m->n_writes));
-        json_object_object_add(o, "write_failures", json_object_new_int64((int64_t) m->n_write_failures));
-        json_object_object_add(o, "restores", json_object_new_int64((int64_t) m->n_restores));
-        json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) m->n_rollbacks));
-        json_object_object_add(o, "ready", json_object_new_boolean(m->ready_sent));
+        json_object_object_add(o, "devices_total", json_object_new_int((int) e->devices.n_devices));
+        json_object_object_add(o, "writes", json_object_new_int64((int64_t) e->counters.writes));
+        json_object_object_add(o, "write_failures", json_object_new_int64((int64_t) e->counters.write_failures));
+        json_object_object_add(o, "restores", json_object_new_int64((int64_t) e->counters.restores));
+        json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) e->counters.rollbacks));
+        json_object_object_add(o, "ready", json_object_new_boolean(e->settled_once));
         json_object *w = json_object_new_array();
-        for (size_t i = 0; i < m->n_guard_warnings; i++)
-                json_object_array_add(w, json_object_new_string(m->guard_warnings[i]));
+        for (size_t i = 0; i < e->n_guard_warnings; i++)
+                json_object_array_add(w, json_object_new_string(e->guard_warnings[i]));
         json_object_object_add(o, "inactive_guard_counters", w);
+        json_object_object_add(o, "rollouts", rollouts_json(e));
         return o;
 }
 
-static int compare_ifindex(const void *a, const void *b) {
-        const Device *x = *(const Device *const *) a, *y = *(const Device *const *) b;
-        return (x->ifindex > y->ifindex) - (x->ifindex < y->ifindex);
+Device *control_find_device(const Control *c, const char *name) {
+        return device_find(&c->engine->devices, name);
 }
 
-int control_sorted_devices(const Manager *m, Device ***ret, size_t *ret_n) {
-        Device **l = calloc(m->devices.n_devices + 1, sizeof(Device *)), *d;
-        size_t n = 0;
-        if (!l)
-                return -ENOMEM;
-        DEVICE_FOREACH(d, &m->devices, it)
-                l[n++] = d;
-        qsort(l, n, sizeof(Device *), compare_ifindex);
-        *ret = l;
-        *ret_n = n;
-        return 0;
+int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n) {
+        return device_table_sorted(&c->engine->devices, ret, ret_n);
 }
 
-int control_list_devices(const Manager *m, const char *ifname, json_object **ret) {
+int control_devices_json(const Control *c, const char *name, json_object **ret) {
         _cleanup_(freep) Device **l = NULL;
-        json_object *a;
-        size_t n;
+        Device *one;
+        size_t n = 0;
         int r;
 
-        if (ifname) {
-                Device *d = device_get_by_name(&m->devices, ifname);
+        if (name) {
+                one = control_find_device(c, name);
+                if (!one)
+                        return -ENODEV;
+                l = calloc(1, sizeof(Device *));
+                if (!l)
+                        return -ENOMEM;
+                l[n++] = one;
+        } else {
+                r = control_sorted_devices(c, &l, &n);
+                if (r < 0)
+                        return r;
+        }
+        json_object *o = json_object_new_object(), *a = json_object_new_array_ext((int) n);
+        if (!o || !a) {
+                json_object_put(o);
+                json_object_put(a);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                json_object_array_add(a, control_device_json(c, l[i]));
+        json_object_object_add(o, "devices", a);
+        *ret = o;
+        return 0;
+}
+
+/* ---- reads before an answer ---- */
+
+struct ControlRequest {
+        Control *control;
+        ControlReadFn fn;
+        void *userdata;
+        uint64_t read_id; /* the writer's, for one device */
+        uint64_t wait_id; /* sync's, for every device */
+        struct event *deferred; /* answers from the loop, never from inside the caller's call */
+        int error;
+};
+
+static void request_free(ControlRequest *r) {
+        if (r->deferred)
+                event_free(r->deferred);
+        free(r);
+}
+
+static void on_deferred(evutil_socket_t fd, short what, void *userdata) {
+        ControlRequest *r = userdata;
+        ControlReadFn fn = r->fn;
+        void *ud = r->userdata;
+        int error = r->error;
+
+        request_free(r);
+        fn(error, ud);
+}
+
+static void finish_request(ControlRequest *r, int error) {
+        r->error = error;
+        r->read_id = r->wait_id = 0;
+        event_active(r->deferred, EV_TIMEOUT, 0);
+}
+
+static void on_device_read(Device *d, int error, void *userdata) {
+        finish_request(userdata, d ? error : -ENODEV);
+}
+
+static void on_links_read(void *userdata) {
+        finish_request(userdata, 0);
+}
+
+int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata, ControlRequest **ret) {
+        ControlRequest *r;
+        Device *d = NULL;
+        int k;
+
+        if (name) {
+                d = control_find_device(c, name);
                 if (!d)
                         return -ENODEV;
-                a = json_object_new_array();
-                if (!a)
-                        return -ENOMEM;
-                json_object_array_add(a, control_device_json(m, d));
-                *ret = a;
-                return 0;
         }
-        r = control_sorted_devices(m, &l, &n);
-        if (r < 0)
-                return r;
-        a = json_object_new_array_ext((int) n);
-        if (!a)
+        r = calloc(1, sizeof(*r));
+        if (!r)
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-                json_object_array_add(a, control_device_json(m, l[i]));
-        *ret = a;
+        *r = (ControlRequest){.control = c, .fn = fn, .userdata = userdata};
+        r->deferred = event_new(c->engine->base, -1, 0, on_deferred, r);
+        if (!r->deferred) {
+                request_free(r);
+                return -ENOMEM;
+        }
+        /* One device: one request. When the ring is full, or for every device, a new dump. */
+        k = d ? writer_request_read(c->engine->writer, d, on_device_read, r, &r->read_id) : -EBUSY;
+        if (k == -EBUSY)
+                k = sync_wait_links(c->sync, on_links_read, r, &r->wait_id);
+        if (k < 0) {
+                request_free(r);
+                return k;
+        }
+        *ret = r;
         return 0;
+}
+
+void control_request_cancel(ControlRequest *r) {
+        if (!r)
+                return;
+        if (r->read_id)
+                writer_cancel_read(r->control->engine->writer, r->read_id);
+        if (r->wait_id)
+                sync_cancel_wait(r->control->sync, r->wait_id);
+        request_free(r);
 }
 
 json_object *control_errors_json(const PolicyErrors *errs) {
@@ -202,19 +320,21 @@ int control_validate(const char *policy_yaml, const char *source, PolicyErrors *
         return r;
 }
 
-static json_object *plan_device(Manager *m, const PolicySet *set, Device *d) {
+static json_object *plan_device(Control *c, const PolicySet *set, Device *d) {
+        Engine *e = c->engine;
         json_object *o = json_object_new_object();
-        const Policy *p = device_match_in(m, set, d);
+        const Policy *p = apply_match(e, set, d);
         const char *action = "none";
-        bool v4 = m->ipv4_supported;
+        bool v4 = e->ipv4_supported;
 
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", json_object_new_string(d->ifname ?: ""));
+        json_object_object_add(o, "ifname", kernel_string(d->ifname ?: ""));
         json_object_object_add(o, "policy", string_or_null(p ? p->name : NULL));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {
                 Desired want;
-                compute_desired(p, &d->current, d->tso_max_size, v4, &want);
+                compute_desired(p, &d->current, &d->original, d->has_original ? d->written : 0, d->tso_max_size, v4,
+                                &want);
                 json_object_object_add(o, "desired", control_sizes_json(&want.sizes, v4));
                 json_object *cl = json_object_new_array();
                 if (want.clamped & (CLAMP_GSO | CLAMP_GSO_IPV4))
@@ -228,7 +348,7 @@ static json_object *plan_device(Manager *m, const PolicySet *set, Device *d) {
                         action = "write";
         } else if (d->has_original) {
                 Sizes target;
-                compute_restore(&d->original, d->written_families, &d->current, d->tso_max_size, v4, &target);
+                compute_restore(&d->original, d->written, &d->current, d->tso_max_size, v4, &target);
                 json_object_object_add(o, "desired", control_sizes_json(&target, v4));
                 if (!sizes_equal(&target, &d->current, v4))
                         action = "restore";
@@ -238,11 +358,10 @@ static json_object *plan_device(Manager *m, const PolicySet *set, Device *d) {
         return o;
 }
 
-int control_plan(const Manager *cm, const char *policy_yaml, const char *source, json_object **ret,
-                 PolicyErrors *errs) {
-        Manager *m = (Manager *) cm; /* driver names are looked up and cached on the way */
+int control_plan(Control *c, const char *policy_yaml, const char *source, json_object **ret, PolicyErrors *errs) {
+        Engine *e = c->engine;
         PolicySet *own = NULL;
-        const PolicySet *set = m->policy;
+        const PolicySet *set = e->policy;
         _cleanup_(freep) Device **l = NULL;
         size_t n;
         int r;
@@ -256,17 +375,17 @@ int control_plan(const Manager *cm, const char *policy_yaml, const char *source,
                         policy_set_free(own);
                         return r;
                 }
-                policy_set_scope(own, m->hostname, m->uts.release);
+                policy_set_scope(own, e->cfg.hostname, e->cfg.kernel_release);
                 set = own;
         }
-        r = control_sorted_devices(m, &l, &n);
+        r = control_sorted_devices(c, &l, &n);
         if (r < 0) {
                 policy_set_free(own);
                 return r;
         }
         json_object *a = json_object_new_array_ext((int) n);
         for (size_t i = 0; a && i < n; i++)
-                json_object_array_add(a, plan_device(m, set, l[i]));
+                json_object_array_add(a, plan_device(c, set, l[i]));
         policy_set_free(own);
         if (!a)
                 return -ENOMEM;
@@ -274,39 +393,46 @@ int control_plan(const Manager *cm, const char *policy_yaml, const char *source,
         return 0;
 }
 
-int control_reload(Manager *m, PolicyErrors *errs) {
-        return manager_reload(m, true, errs);
+/* ---- privileged ---- */
+
+int control_reload(Control *c, PolicyErrors *errs) {
+        return reloader_reload(c->reloader, true, errs);
 }
 
-int control_rollback(Manager *m, const char *ifname) {
+/* One device by name, or (NULL) every device `op` has something to do with. */
+static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *d, const RollbackRecord *why)) {
+        Engine *e = c->engine;
         Device *d;
         int r, n = 0;
 
-        if (ifname) {
-                d = device_get_by_name(&m->devices, ifname);
+        if (name) {
+                d = control_find_device(c, name);
                 if (!d)
                         return -ENODEV;
-                r = apply_rollback(m, d, NULL);
-                manager_flush(m);
+                r = op(e, d, NULL);
+                apply_flush(e);
                 return r;
         }
-        DEVICE_FOREACH(d, &m->devices, it)
-                if (apply_rollback(m, d, NULL) >= 0)
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (op(e, d, NULL) >= 0)
                         n++;
-        manager_flush(m);
+        apply_flush(e);
         return n > 0 ? 0 : -EALREADY;
 }
 
-int control_retry(Manager *m, const char *ifname) {
-        Device *d = device_get_by_name(&m->devices, ifname);
-        int r;
-
-        if (!d)
-                return -ENODEV;
-        r = apply_retry(m, d);
-        manager_flush(m);
-        return r;
+static int retry(Engine *e, Device *d, const RollbackRecord *unused) {
+        return apply_retry(e, d);
 }
+
+int control_rollback(Control *c, const char *name) {
+        return device_op(c, name, apply_rollback);
+}
+
+int control_retry(Control *c, const char *name) {
+        return device_op(c, name, retry);
+}
+
+/* ---- events ---- */
 
 static json_object *device_event_json(const char *type, const Device *d) {
         json_object *o = json_object_new_object();
@@ -314,7 +440,7 @@ static json_object *device_event_json(const char *type, const Device *d) {
                 return NULL;
         json_object_object_add(o, "event", json_object_new_string(type));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", json_object_new_string(d->ifname ?: ""));
+        json_object_object_add(o, "ifname", kernel_string(d->ifname ?: ""));
         return o;
 }
 
@@ -345,7 +471,7 @@ json_object *control_event_json(const Event *e) {
                         json_object_object_add(o, "errno", json_object_new_int(-e->error));
                         json_object_object_add(o, "error", json_object_new_string(strerror(-e->error)));
                         if (e->extack)
-                                json_object_object_add(o, "extack", json_object_new_string(e->extack));
+                                json_object_object_add(o, "extack", kernel_string(e->extack));
                 }
                 return o;
         case EVENT_ROLLBACK:

@@ -1,41 +1,60 @@
-/* control.h — what the control plane (varlink.c, dbus.c) may read from the daemon and ask of
- * it. Transports stay thin: they parse and check a call, call one of these, and send back what
- * it returns. Everything here runs in the daemon's one event loop. */
+/* control.h — what the transports (varlink, D-Bus) may read from the daemon and ask of it:
+ * queries as JSON in the schema of io.bigtcpd.Manager.varlink, reads of the kernel before an
+ * answer, plan and validate, and the privileged operations. Transports parse and check a call,
+ * call one of these and send back what it returns; events reach them as typed Events, which
+ * control_event_json() turns into Monitor's JSON. Everything runs in the daemon's one loop. */
 #pragma once
 
 #include <json-c/json.h>
 
-#include "manager.h"
+#include "engine.h"
+#include "reload.h"
+#include "sync.h"
 
-/* JSON building blocks; the schema is the one of io.bigtcpd.Manager.varlink. */
+typedef struct Control {
+        Engine *engine;
+        Sync *sync;
+        Reloader *reloader;
+} Control;
+
+/* JSON building blocks. */
 json_object *control_sizes_json(const Sizes *s, bool ipv4);
-json_object *control_device_json(const Manager *m, const Device *d);
-json_object *control_status_json(const Manager *m);
+json_object *control_device_json(const Control *c, const Device *d);
+json_object *control_status_json(const Control *c);
+json_object *control_errors_json(const PolicyErrors *errs);
+/* An event as Monitor sends it, or NULL for events that are not for operators. */
+json_object *control_event_json(const Event *e);
 
-/* Every device, sorted by ifindex so that output is stable; free the array (not the devices). */
-int control_sorted_devices(const Manager *m, Device ***ret, size_t *ret_n);
+/* A device by name, altname or ifindex. */
+Device *control_find_device(const Control *c, const char *name);
+/* Every device, sorted by ifindex; free the array, not the devices. */
+int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n);
+/* ListDevices' parameters, {"devices": [...]}: the one named, or (NULL) every device. -ENODEV
+ * for an unknown name. */
+int control_devices_json(const Control *c, const char *name, json_object **ret);
 
-/* Devices by ifname (NULL: all), sorted by ifindex. -ENODEV when `ifname` is unknown. */
-int control_list_devices(const Manager *m, const char *ifname, json_object **ret);
+/* Reads of the kernel before an answer (it sends no event when only a size changes). `fn` is
+ * called once, from the loop, when the read is in (error 0), the device went away (-ENODEV) or the
+ * read failed; then the caller builds its answer from the table. A request is cancelled (and
+ * `fn` never called) when its caller goes away first. */
+typedef struct ControlRequest ControlRequest;
+typedef void (*ControlReadFn)(int error, void *userdata);
+/* One device, by name (NULL: every device, by a new link dump). -ENODEV for an unknown name. */
+int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata, ControlRequest **ret);
+void control_request_cancel(ControlRequest *r);
 
 /* What a policy would do on this host, device by device: the loaded one when `policy_yaml` is
  * NULL, else the YAML text given (parsed as file `source`). -EINVAL with `errs` filled when the
  * text has errors. */
-int control_plan(const Manager *m, const char *policy_yaml, const char *source, json_object **ret,
-                 PolicyErrors *errs);
-
+int control_plan(Control *c, const char *policy_yaml, const char *source, json_object **ret, PolicyErrors *errs);
 /* Parse `policy_yaml` like a policy file; 0 when clean, -EINVAL with every error in `errs`. */
 int control_validate(const char *policy_yaml, const char *source, PolicyErrors *errs);
-json_object *control_errors_json(const PolicyErrors *errs);
 
-/* Privileged operations. Reload returns once the new policy is in force (its writes are
- * queued), -EINVAL with `errs` when refused. Rollback: one device (or all managed ones when
- * `ifname` is NULL) back to its last-known-good sizes now, held there. Retry releases a
- * rolled-back or failed device. -ENODEV unknown device; -EALREADY nothing to do. */
-int control_reload(Manager *m, PolicyErrors *errs);
-int control_rollback(Manager *m, const char *ifname);
-int control_retry(Manager *m, const char *ifname);
-
-/* An event as Monitor sends it (the schema of io.bigtcpd.Manager.varlink), or NULL for events
- * that are not for operators. */
-json_object *control_event_json(const Event *e);
+/* Privileged operations. Reload returns once the new policy is in force (its writes are queued),
+ * -EINVAL with `errs` when refused. Rollback takes one device (or, `name` NULL, every device
+ * bigtcpd has written) back to the sizes before bigtcpd's most recent change and holds it; Retry
+ * releases a rolled-back or failed device (NULL: all of them). -ENODEV unknown device; -EALREADY
+ * nothing to do. */
+int control_reload(Control *c, PolicyErrors *errs);
+int control_rollback(Control *c, const char *name);
+int control_retry(Control *c, const char *name);

@@ -1,17 +1,15 @@
-/* device.c — the device table (a hash on ifindex) and the parsing of link messages into it. */
+/* device.c — the device table (a hash on ifindex), applying link messages to a device, and the
+ * string tables of the device's enums. */
+#include <linux/if_link.h>
 #include <net/if.h>
-#include <sys/socket.h>
-#include <netlink/attr.h>
-#include <netlink/msg.h>
 #include <stdio.h>
 
 #include "device.h"
-#include "guard.h"
-#include "linux-compat.h"
+#include "link-message.h"
 
 static const char *const device_state_table[_DEVICE_STATE_MAX] = {
-        [DEVICE_UNMANAGED] = "unmanaged",   [DEVICE_PENDING] = "pending",
-        [DEVICE_PROBATION] = "probation",   [DEVICE_APPLIED] = "applied",
+        [DEVICE_UNMANAGED] = "unmanaged",     [DEVICE_PENDING] = "pending",
+        [DEVICE_PROBATION] = "probation",     [DEVICE_APPLIED] = "applied",
         [DEVICE_ROLLED_BACK] = "rolled-back", [DEVICE_FAILED] = "failed",
         [DEVICE_UNSUPPORTED] = "unsupported",
 };
@@ -20,6 +18,13 @@ const char *device_state_to_string(DeviceState s) {
         if (s < 0 || s >= _DEVICE_STATE_MAX)
                 return NULL;
         return device_state_table[s];
+}
+
+DeviceState device_state_from_string(const char *s) {
+        for (int i = 0; i < _DEVICE_STATE_MAX; i++)
+                if (streq_ptr(device_state_table[i], s))
+                        return (DeviceState) i;
+        return _DEVICE_STATE_INVALID;
 }
 
 static const char *const write_cause_table[_WRITE_CAUSE_MAX] = {
@@ -34,11 +39,39 @@ const char *write_cause_to_string(WriteCause c) {
         return write_cause_table[c];
 }
 
-DeviceState device_state_from_string(const char *s) {
-        for (int i = 0; i < _DEVICE_STATE_MAX; i++)
-                if (streq_ptr(device_state_table[i], s))
-                        return (DeviceState) i;
-        return _DEVICE_STATE_INVALID;
+static const char *const pending_reason_table[_PENDING_REASON_MAX] = {
+        [PENDING_QUEUED] = "queued",
+        [PENDING_IN_FLIGHT] = "in-flight",
+        [PENDING_ROLLOUT_SLOT] = "rollout-slot",
+        [PENDING_ROLLOUT_HALTED] = "rollout-halted",
+        [PENDING_THROTTLED] = "throttled",
+};
+
+const char *pending_reason_to_string(PendingReason r) {
+        if (r < 0 || r >= _PENDING_REASON_MAX)
+                return NULL;
+        return pending_reason_table[r];
+}
+
+int rollback_record_copy(const RollbackRecord *r, RollbackRecord **ret) {
+        _cleanup_(rollback_record_freep) RollbackRecord *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        *c = *r;
+        c->counter = c->per = NULL;
+        if ((r->counter && !(c->counter = strdup(r->counter))) || (r->per && !(c->per = strdup(r->per))))
+                return -ENOMEM;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+void rollback_record_free(RollbackRecord *r) {
+        if (!r)
+                return;
+        free(r->counter);
+        free(r->per);
+        free(r);
 }
 
 static size_t bucket_of(const DeviceTable *t, int ifindex) {
@@ -51,23 +84,13 @@ int device_table_init(DeviceTable *t) {
         return t->buckets ? 0 : -ENOMEM;
 }
 
-void rollback_record_free(RollbackRecord *r) {
-        if (!r)
-                return;
-        free(r->counter);
-        free(r->per);
-        free(r);
-}
-
 void device_free(Device *d) {
         if (!d)
                 return;
+        /* its probation belongs to the probation set, which ended it before */
         rollback_record_free(d->last_rollback);
-        probation_free(d->probation);
         free(d->ifname);
-        for (size_t i = 0; i < d->n_altnames; i++)
-                free(d->altnames[i]);
-        free(d->altnames);
+        strv_free(d->altnames);
         free(d->kind);
         free(d->driver);
         free(d->routes);
@@ -93,12 +116,42 @@ Device *device_get(const DeviceTable *t, int ifindex) {
         return NULL;
 }
 
-Device *device_get_by_name(const DeviceTable *t, const char *ifname) {
+Device *device_find(const DeviceTable *t, const char *name) {
         Device *d;
+        char *end;
+
+        if (strempty(name))
+                return NULL;
         DEVICE_FOREACH(d, t, it)
-                if (streq_ptr(d->ifname, ifname))
+                if (streq_ptr(d->ifname, name))
                         return d;
+        DEVICE_FOREACH(d, t, it)
+                if (strv_contains(d->altnames, name))
+                        return d;
+        errno = 0;
+        long i = strtol(name, &end, 10);
+        if (*end == '\0' && errno == 0 && i > 0 && i <= INT32_MAX && name[0] != '+' && name[0] != '-')
+                return device_get(t, (int) i);
         return NULL;
+}
+
+static int compare_ifindex(const void *a, const void *b) {
+        const Device *x = *(const Device *const *) a, *y = *(const Device *const *) b;
+        return (x->ifindex > y->ifindex) - (x->ifindex < y->ifindex);
+}
+
+int device_table_sorted(const DeviceTable *t, Device ***ret, size_t *ret_n) {
+        Device **l = calloc(t->n_devices + 1, sizeof(Device *)), *d;
+        size_t n = 0;
+
+        if (!l)
+                return -ENOMEM;
+        DEVICE_FOREACH(d, t, it)
+                l[n++] = d;
+        qsort(l, n, sizeof(Device *), compare_ifindex);
+        *ret = l;
+        *ret_n = n;
+        return 0;
 }
 
 static int table_grow(DeviceTable *t) {
@@ -159,105 +212,6 @@ Device *device_iter_next(const DeviceTable *t, DeviceIter *it) {
         return d;
 }
 
-static struct nla_policy link_policy[BT_IFLA_MAX + 1] = {
-        [IFLA_IFNAME] = {.type = NLA_STRING, .maxlen = IFNAMSIZ},
-        [IFLA_ADDRESS] = {.type = NLA_UNSPEC, .maxlen = 32},
-        [IFLA_MASTER] = {.type = NLA_U32},
-        [IFLA_LINKINFO] = {.type = NLA_NESTED},
-        [BT_IFLA_GSO_MAX_SIZE] = {.type = NLA_U32},
-        [BT_IFLA_GRO_MAX_SIZE] = {.type = NLA_U32},
-        [BT_IFLA_TSO_MAX_SIZE] = {.type = NLA_U32},
-        [BT_IFLA_GSO_IPV4_MAX_SIZE] = {.type = NLA_U32},
-        [BT_IFLA_GRO_IPV4_MAX_SIZE] = {.type = NLA_U32},
-        [BT_IFLA_PROP_LIST] = {.type = NLA_NESTED},
-        [IFLA_STATS64] = {.type = NLA_UNSPEC},
-};
-
-static struct nla_policy linkinfo_policy[IFLA_INFO_MAX + 1] = {
-        [IFLA_INFO_KIND] = {.type = NLA_STRING, .maxlen = 64},
-};
-
-static bool attr_is_string(const struct nlattr *a, size_t maxlen) {
-        size_t n = (size_t) nla_len(a);
-        const char *s = nla_data(a);
-        return n > 0 && n <= maxlen && s[n - 1] == '\0' && strlen(s) == n - 1;
-}
-
-int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret) {
-        struct nlattr *tb[BT_IFLA_MAX + 1];
-        struct ifinfomsg *ifi;
-        LinkMessage m = {};
-
-        if (!nlmsg_valid_hdr(nlh, sizeof(struct ifinfomsg)))
-                return -EBADMSG;
-        if (nlmsg_parse(nlh, sizeof(struct ifinfomsg), tb, BT_IFLA_MAX, link_policy) < 0)
-                return -EBADMSG;
-        ifi = nlmsg_data(nlh);
-        if (ifi->ifi_index <= 0)
-                return -EBADMSG;
-        /* The bridge reports its ports with AF_BRIDGE messages that describe the port, not the
-         * device (and its RTM_DELLINK means "left the bridge"). */
-        if (ifi->ifi_family != AF_UNSPEC)
-                return -EAFNOSUPPORT;
-        m.ifindex = ifi->ifi_index;
-        m.flags = ifi->ifi_flags;
-
-        if (tb[IFLA_IFNAME]) {
-                if (!attr_is_string(tb[IFLA_IFNAME], IFNAMSIZ))
-                        return -EBADMSG;
-                m.ifname = nla_data(tb[IFLA_IFNAME]);
-        }
-        if (tb[IFLA_ADDRESS]) {
-                m.addr = nla_data(tb[IFLA_ADDRESS]);
-                m.addr_len = (size_t) nla_len(tb[IFLA_ADDRESS]);
-        }
-        if (tb[IFLA_MASTER])
-                m.master = (int) nla_get_u32(tb[IFLA_MASTER]);
-        if (tb[IFLA_LINKINFO]) {
-                struct nlattr *li[IFLA_INFO_MAX + 1];
-                if (nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO], linkinfo_policy) < 0)
-                        return -EBADMSG;
-                if (li[IFLA_INFO_KIND]) {
-                        if (!attr_is_string(li[IFLA_INFO_KIND], 64))
-                                return -EBADMSG;
-                        m.kind = nla_data(li[IFLA_INFO_KIND]);
-                }
-        }
-        if (tb[BT_IFLA_PROP_LIST]) {
-                struct nlattr *a;
-                int rem;
-                m.altnames_present = true;
-                nla_for_each_nested(a, tb[BT_IFLA_PROP_LIST], rem) {
-                        if (nla_type(a) != BT_IFLA_ALT_IFNAME)
-                                continue;
-                        if (!attr_is_string(a, 128))
-                                return -EBADMSG;
-                        if (m.n_altnames < ELEMENTSOF(m.altnames))
-                                m.altnames[m.n_altnames++] = nla_data(a);
-                }
-        }
-        if (tb[BT_IFLA_GSO_MAX_SIZE] && tb[BT_IFLA_GRO_MAX_SIZE]) {
-                m.has_sizes = true;
-                m.sizes.gso_max_size = nla_get_u32(tb[BT_IFLA_GSO_MAX_SIZE]);
-                m.sizes.gro_max_size = nla_get_u32(tb[BT_IFLA_GRO_MAX_SIZE]);
-                if (tb[BT_IFLA_GSO_IPV4_MAX_SIZE] && tb[BT_IFLA_GRO_IPV4_MAX_SIZE]) {
-                        m.has_ipv4_sizes = true;
-                        m.sizes.gso_ipv4_max_size = nla_get_u32(tb[BT_IFLA_GSO_IPV4_MAX_SIZE]);
-                        m.sizes.gro_ipv4_max_size = nla_get_u32(tb[BT_IFLA_GRO_IPV4_MAX_SIZE]);
-                }
-        }
-        if (tb[IFLA_STATS64]) {
-                m.stats64 = nla_data(tb[IFLA_STATS64]);
-                m.stats64_len = (size_t) nla_len(tb[IFLA_STATS64]);
-        }
-        if (tb[BT_IFLA_TSO_MAX_SIZE]) {
-                m.has_tso_max_size = true;
-                m.tso_max_size = nla_get_u32(tb[BT_IFLA_TSO_MAX_SIZE]);
-        }
-        *ret = m;
-        return 0;
-}
-
 static int set_string(char **dst, const char *src, bool *changed) {
         if (streq_ptr(*dst, src))
                 return 0;
@@ -273,30 +227,25 @@ static int set_string(char **dst, const char *src, bool *changed) {
 static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
         bool same = d->n_altnames == m->n_altnames;
         for (size_t i = 0; same && i < m->n_altnames; i++)
-                same = streq_ptr(d->altnames[i], m->altnames[i]);
+                same = streq_ptr(d->altnames[i], link_message_altname(m, i));
         if (same)
                 return 0;
 
-        char **l = calloc(m->n_altnames + 1, sizeof(char *));
-        if (!l)
-                return -ENOMEM;
-        for (size_t i = 0; i < m->n_altnames; i++)
-                if (!(l[i] = strdup(m->altnames[i]))) {
-                        for (size_t j = 0; j < i; j++)
-                                free(l[j]);
-                        free(l);
-                        return -ENOMEM;
-                }
-        for (size_t i = 0; i < d->n_altnames; i++)
-                free(d->altnames[i]);
-        free(d->altnames);
-        d->altnames = l;
-        d->n_altnames = m->n_altnames;
+        _cleanup_(strv_freep) char **l = NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_altnames; i++) {
+                int r = strv_push(&l, &n, link_message_altname(m, i));
+                if (r < 0)
+                        return r;
+        }
+        strv_free(d->altnames);
+        d->altnames = TAKE_PTR(l);
+        d->n_altnames = n;
         *changed = true;
         return 0;
 }
 
-int device_update(Device *d, const LinkMessage *m, unsigned *ret_changes) {
+int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_changes) {
         unsigned changes = 0;
         bool name = false, match = false;
         int r;
@@ -316,7 +265,7 @@ int device_update(Device *d, const LinkMessage *m, unsigned *ret_changes) {
         r = set_string(&d->kind, m->kind, &match);
         if (r < 0)
                 return r;
-        if (m->altnames_present || d->n_altnames > 0) {
+        if (m->prop_list || d->n_altnames > 0) {
                 r = update_altnames(d, m, &match);
                 if (r < 0)
                         return r;
@@ -346,11 +295,14 @@ int device_update(Device *d, const LinkMessage *m, unsigned *ret_changes) {
                 d->current = m->sizes;
                 d->has_sizes = true;
                 d->has_ipv4_sizes = m->has_ipv4_sizes;
+                d->current_usec = now;
         }
         if (m->has_tso_max_size && m->tso_max_size != d->tso_max_size) {
                 d->tso_max_size = m->tso_max_size;
                 changes |= LINK_CHANGE_TSO;
         }
+        if (link_message_carried_traffic(m))
+                d->carried_traffic = true;
         *ret_changes = changes;
         return 0;
 }

@@ -1,27 +1,29 @@
-/* device.h — the device table: what the kernel told us about each link, and what bigtcpd has
- * decided and done about it. Keyed by ifindex. */
+/* device.h — one network device as bigtcpd knows it, and the table of them (a hash on ifindex).
+ * The struct is grouped by owner: what the kernel said (sync.c), the lifecycle (lifecycle.c),
+ * the records the state file keeps, and the parts the writer, the probation set, the rollouts and
+ * the state store keep for their own bookkeeping. Only the owner of a group writes it. */
 #pragma once
 
-#include <linux/netlink.h>
 #include <sys/queue.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy.h"
 #include "sizes.h"
 #include "util.h"
 
+/* The device states of the contract (design.md, "Device states"). The legal transitions between
+ * them are listed once, in lifecycle.c. */
 typedef enum DeviceState {
-        DEVICE_UNMANAGED,
-        DEVICE_PENDING,
-        DEVICE_PROBATION,
-        DEVICE_APPLIED,
-        DEVICE_ROLLED_BACK,
-        DEVICE_FAILED,
-        DEVICE_UNSUPPORTED,
+        DEVICE_UNMANAGED,   /* matches no policy; bigtcpd has not written it (or restored it) */
+        DEVICE_PENDING,     /* bigtcpd wants other sizes: a write is queued, in flight or waiting */
+        DEVICE_PROBATION,   /* written; guards are watching until the window ends */
+        DEVICE_APPLIED,     /* at the policy's sizes, and the window passed */
+        DEVICE_ROLLED_BACK, /* back at the sizes before bigtcpd's change, held there */
+        DEVICE_FAILED,      /* the kernel refused the write */
+        DEVICE_UNSUPPORTED, /* the kernel or device cannot take what the policy asks */
         _DEVICE_STATE_MAX,
-        _DEVICE_STATE_INVALID = -1,
+        _DEVICE_STATE_INVALID = -EINVAL,
 } DeviceState;
 
 const char *device_state_to_string(DeviceState s);
@@ -41,6 +43,43 @@ typedef enum WriteCause {
 
 const char *write_cause_to_string(WriteCause c);
 
+/* A write of the policy's sizes (as opposed to one that takes sizes back). */
+static inline bool write_cause_is_policy(WriteCause c) {
+        return c == WRITE_CAUSE_NEW_DEVICE || c == WRITE_CAUSE_POLICY || c == WRITE_CAUSE_PUT_BACK ||
+               c == WRITE_CAUSE_RETRY;
+}
+
+/* Where a device's write is (writer.c). */
+typedef enum WritePhase {
+        WRITE_IDLE,
+        WRITE_QUEUED, /* in the writer's queue, not sent */
+        WRITE_SENT,   /* sent; its ack has not come */
+        _WRITE_PHASE_MAX,
+        _WRITE_PHASE_INVALID = -EINVAL,
+} WritePhase;
+
+/* Where a device is in its policy's staged rollout (rollout.c). */
+typedef enum RolloutPhase {
+        ROLLOUT_NONE,
+        ROLLOUT_WAITING, /* wants to be written; no slot free, or the rollout is halted */
+        ROLLOUT_ACTIVE,  /* holds a slot: written, or in probation */
+        _ROLLOUT_PHASE_MAX,
+        _ROLLOUT_PHASE_INVALID = -EINVAL,
+} RolloutPhase;
+
+/* Why a pending device is not at its sizes yet. */
+typedef enum PendingReason {
+        PENDING_QUEUED,
+        PENDING_IN_FLIGHT,
+        PENDING_ROLLOUT_SLOT,
+        PENDING_ROLLOUT_HALTED,
+        PENDING_THROTTLED,
+        _PENDING_REASON_MAX,
+        _PENDING_REASON_INVALID = -EINVAL,
+} PendingReason;
+
+const char *pending_reason_to_string(PendingReason r);
+
 typedef struct RouteEntry {
         uint8_t family;
         uint8_t dst_len;
@@ -50,95 +89,115 @@ typedef struct RouteEntry {
         uint8_t dst[16];
 } RouteEntry;
 
-/* Why a device was rolled back, kept for the status API. */
+/* Why a device was rolled back, kept for the status API and the state file. */
 typedef struct RollbackRecord {
-        char *counter;         /* the guard's counter, e.g. "link.tx_dropped" */
-        char *per;             /* with max-ratio: the counter the rise is divided by */
-        uint64_t rise;         /* of `counter` since the baseline */
-        uint64_t per_rise;     /* of `per` */
-        double threshold;      /* max-increase, or max-ratio when `per` is set */
-        bool namespace_wide;   /* an SNMP counter: every device in probation went back */
+        char *counter;          /* the guard's counter, e.g. "link.tx_dropped"; "operator" */
+        char *per;              /* with max-ratio: the counter the rise is divided by */
+        uint64_t rise;          /* of `counter` since the baseline */
+        uint64_t per_rise;      /* of `per` */
+        double threshold;       /* max-increase, or max-ratio when `per` is set */
+        bool namespace_wide;    /* an SNMP counter of the namespace */
         uint64_t realtime_usec; /* when (CLOCK_REALTIME) */
-        Sizes from;            /* what the write had set */
-        Sizes to;              /* the last-known-good sizes it went back to */
+        Sizes from;             /* what the device held (or was being written) */
+        Sizes to;               /* where it went back to */
 } RollbackRecord;
 
+int rollback_record_copy(const RollbackRecord *r, RollbackRecord **ret);
 void rollback_record_free(RollbackRecord *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(RollbackRecord *, rollback_record_free);
+
+struct Probation;
+struct Rollout;
 
 typedef struct Device Device;
 struct Device {
+        /* ---- what the kernel said (sync.c, through device_update()) ---- */
         int ifindex;
         char *ifname;
         char **altnames;
         size_t n_altnames;
         char *kind; /* NULL: no IFLA_INFO_KIND */
-        char mac[3 * 32];
+        char mac[3 * 32]; /* MAX_ADDR_LEN bytes as "aa:bb:…" */
         unsigned flags;
         int master;
-        char *driver; /* looked up lazily */
+        char *driver; /* ethtool.c, looked up when a policy asks */
         bool driver_looked_up;
-
         Sizes current;
         bool has_sizes;        /* the kernel reported the sizes at least once */
+        bool has_ipv4_sizes;   /* … and attributes 63/64 */
         uint32_t tso_max_size; /* 0: the kernel does not report it (before 5.19): GSO stays legacy */
-        bool has_ipv4_sizes; /* the kernel reported attributes 63/64 */
-
-        /* Routes whose output is this device (for match.route). */
-        RouteEntry *routes;
+        uint64_t current_usec; /* CLOCK_MONOTONIC when `current` was last read from the kernel */
+        uint64_t appeared_usec; /* announced by an event while bigtcpd watched: when; else 0 */
+        bool carried_traffic;   /* some stats of it counted packets */
+        RouteEntry *routes;     /* routes whose output is this device (match.route) */
         size_t n_routes;
 
-        /* Decision. */
+        /* ---- the lifecycle (lifecycle.c; apply.c decides which transition) ---- */
         DeviceState state;
         char *policy_name; /* the policy that matched at the last reconcile */
-        Sizes desired;
-        unsigned families; /* FamilyMask the policy sets */
+        Sizes desired;     /* where bigtcpd takes it: the policy's sizes, the originals, a rollback */
+        unsigned owned;    /* SizeMask: the sizes its policy names */
+        bool logged_match;
 
-        /* What bigtcpd changed: recorded before the first write, kept until restored. */
+        /* ---- records, kept in the state file ---- */
         bool has_original;
-        bool original_unsaved; /* not yet in the state file: must not be written before */
-        Sizes original;
-        unsigned written_families;
-
-        /* Write queue. */
-        bool queued;
-        bool prepared; /* its probation is set up and its state on disk: ready to send */
-        bool inflight;
-        bool recheck;
-        bool restoring;
-        bool rolling_back;     /* the queued write goes back to last_good */
-        bool rollback_pending; /* roll back once the write in flight is acknowledged */
-        bool correcting;       /* the queued write puts back proven sizes: no new probation */
-        WriteCause write_cause;
-        Sizes before_write; /* current when the write in flight was sent */
-        bool need_reconcile;
-        TAILQ_ENTRY(Device) queue_link;
-
-        /* Guards (probation after each write, rollback when a counter rises). */
+        Sizes original;        /* before bigtcpd's first write, kept until given back */
+        unsigned written;      /* SizeMask: the sizes bigtcpd owns on the device now */
+        bool original_unsaved; /* not on disk yet: the device must not be written before */
         bool has_last_good;
-        Sizes last_good;             /* before the current write: where a rollback goes */
-        struct Probation *probation;  /* non-NULL while in probation */
-        TAILQ_ENTRY(Device) probation_link;
-        bool is_new;                  /* appeared while bigtcpd ran: no rollout limit */
-        bool staged;                  /* waits for a rollout slot (rollout.max-parallel) */
+        Sizes last_good;    /* before bigtcpd's most recent change: where a rollback goes */
+        bool held;          /* rolled back, held against `held_desired` of its policy */
+        Sizes held_desired; /* … the policy's sizes when it was rolled back */
         RollbackRecord *last_rollback;
-        Sizes held_desired;           /* rolled-back: not retried while desired stays this */
         unsigned n_rollbacks;
-
-        /* Failure of the last write, kept until a different write succeeds. */
-        int last_errno;
+        int last_errno; /* of the last refused write, kept until a write succeeds */
         char *last_error;
         Sizes failed_desired;
 
-        /* Corrections of values changed behind our back, rate-limited. */
-        uint64_t corrections_since_usec;
-        unsigned n_corrections;
-        bool throttled;
+        /* ---- writer.c ---- */
+        struct {
+                WritePhase phase;
+                WriteCause cause;
+                Sizes target;     /* what the queued or sent write carries */
+                unsigned owned;   /* the sizes of its policy it sets */
+                Sizes before;     /* `current` when it was sent */
+                uint32_t seq;     /* of the sent write */
+                unsigned epoch;   /* the link dump epoch it was sent in */
+                bool orphaned;    /* the device left its policy while this write was in flight */
+                bool last_good_moved; /* it moved last_good; a refusal puts back: */
+                bool had_last_good;
+                Sizes last_good;
+                TAILQ_ENTRY(Device) link;
+        } write;
+        unsigned n_requests; /* requests of any kind in flight for this device */
 
+        /* ---- probation.c ---- */
+        struct Probation *probation; /* non-NULL while guards watch it */
+        TAILQ_ENTRY(Device) probation_link;
+
+        /* ---- rollout.c ---- */
+        struct {
+                RolloutPhase phase;
+                struct Rollout *of;
+                TAILQ_ENTRY(Device) link; /* the rollout's waiting list */
+        } rollout;
+
+        /* ---- apply.c: putting back what others changed, rate-limited ---- */
+        struct {
+                uint64_t since_usec;
+                unsigned n;
+                bool throttled;
+        } corrections;
+
+        /* ---- state.c ---- */
+        bool state_dirty;
+        size_t state_dirty_index;
+
+        /* ---- sync.c ---- */
         bool seen_in_dump;
-        bool state_dirty; /* listed in Manager.dirty */
-        bool sizes_moved;     /* sizes changed while reconciling was held */
-        unsigned write_epoch; /* the dump epoch in which the last write was sent */
-        bool logged_match;
+        bool need_reconcile; /* held until the sync is done */
+        bool sizes_moved;    /* … and its sizes changed meanwhile */
+
         Device *hash_next;
 };
 
@@ -151,45 +210,25 @@ typedef struct DeviceTable {
 int device_table_init(DeviceTable *t);
 void device_table_done(DeviceTable *t);
 Device *device_get(const DeviceTable *t, int ifindex);
-Device *device_get_by_name(const DeviceTable *t, const char *ifname);
+/* By name, altname, or (all digits) ifindex. */
+Device *device_find(const DeviceTable *t, const char *name);
 int device_add(DeviceTable *t, int ifindex, Device **ret);
 void device_remove(DeviceTable *t, Device *d);
 void device_free(Device *d);
 
-/* Iterate: for (Device *d, **_it = ...) — use the helper below. */
 typedef struct DeviceIter {
         size_t bucket;
         Device *next;
 } DeviceIter;
 Device *device_iter_next(const DeviceTable *t, DeviceIter *it);
-#define DEVICE_FOREACH(d, t, it)                                                                 \
-        for (DeviceIter it = {}; ((d) = device_iter_next((t), &it));)
+#define DEVICE_FOREACH(d, t, it) for (DeviceIter it = {}; ((d) = device_iter_next((t), &it));)
 
-/* What one RTM_NEWLINK said. Strings point into the message. */
-typedef struct LinkMessage {
-        int ifindex;
-        unsigned flags;
-        const char *ifname;
-        const char *kind;
-        const char *altnames[32];
-        size_t n_altnames;
-        bool altnames_present;
-        const uint8_t *addr;
-        size_t addr_len;
-        int master;
-        bool has_sizes;
-        Sizes sizes;
-        bool has_ipv4_sizes;
-        bool has_tso_max_size;
-        uint32_t tso_max_size;
-        const void *stats64; /* IFLA_STATS64, NULL when absent */
-        size_t stats64_len;
-} LinkMessage;
+/* Every device, sorted by ifindex so that output is stable; free the array, not the devices. */
+int device_table_sorted(const DeviceTable *t, Device ***ret, size_t *ret_n);
 
-/* Parse and check an RTM_NEWLINK/RTM_DELLINK. -EBADMSG when malformed. */
-int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret);
+struct LinkMessage;
 
-/* Apply a parsed message to the device. Sets *ret_changed_name, *ret_changed_sizes etc. */
+/* What changed when a link message was applied. */
 typedef enum LinkChange {
         LINK_CHANGE_NAME = 1 << 0,
         LINK_CHANGE_SIZES = 1 << 1,
@@ -198,7 +237,9 @@ typedef enum LinkChange {
         LINK_CHANGE_MASTER = 1 << 4,
         LINK_CHANGE_DOWN = 1 << 5, /* IFF_UP cleared: IPv4 drops its routes silently */
 } LinkChange;
-int device_update(Device *d, const LinkMessage *m, unsigned *ret_changes);
+
+/* Apply a parsed link message to the device; `now` stamps `current`. */
+int device_update(Device *d, const struct LinkMessage *m, uint64_t now, unsigned *ret_changes);
 
 /* Route bookkeeping. */
 int device_route_add(Device *d, const RouteEntry *r);

@@ -8,15 +8,13 @@
 #include "guard.h"
 #include "util.h"
 
-void probation_free(Probation *p) {
-        if (!p)
-                return;
-        for (size_t i = 0; i < p->n_guards; i++) {
-                free(p->guards[i].counter);
-                free(p->guards[i].per);
+void guard_set_done(GuardSet *s) {
+        for (size_t i = 0; i < s->n; i++) {
+                free(s->items[i].counter);
+                free(s->items[i].per);
         }
-        free(p->guards);
-        free(p);
+        free(s->items);
+        *s = (GuardSet){};
 }
 
 static int counter_offset(GuardCounterKind kind, const char *name) {
@@ -25,40 +23,42 @@ static int counter_offset(GuardCounterKind kind, const char *name) {
         return link_counter_offset(name + strlen("link."));
 }
 
-int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
-        Probation *p = calloc(1, sizeof(*p));
+int guard_counter_load(const char *name, char **ret, GuardCounterKind *ret_kind, int *ret_offset) {
+        GuardCounterKind k;
 
-        if (!p)
+        if (!name || guard_counter_parse(name, &k) < 0)
+                return -EBADMSG;
+        *ret = strdup(name);
+        if (!*ret)
                 return -ENOMEM;
-        p->window_usec = spec->window_usec;
-        p->interval_usec = spec->interval_usec ?: 1000000ull;
-        p->until_usec = now_usec + spec->window_usec;
-        p->next_usec = now_usec + p->interval_usec;
-        if (spec->n_guards > 0) {
-                p->guards = calloc(spec->n_guards, sizeof(ProbationGuard));
-                if (!p->guards) {
-                        free(p);
-                        return -ENOMEM;
-                }
-        }
-        for (size_t i = 0; i < spec->n_guards; i++) {
-                const Guard *g = &spec->guards[i];
-                ProbationGuard *pg = &p->guards[p->n_guards++];
+        *ret_kind = k;
+        *ret_offset = counter_offset(k, name);
+        return 0;
+}
 
-                pg->counter = strdup(g->counter);
-                pg->per = g->per ? strdup(g->per) : NULL;
-                if (!pg->counter || (g->per && !pg->per)) {
-                        probation_free(p);
+int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap) {
+        GuardSet g = {};
+
+        if (spec->n_guards > 0 && !(g.items = calloc(spec->n_guards, sizeof(GuardState))))
+                return -ENOMEM;
+        for (size_t i = 0; i < spec->n_guards; i++) {
+                const Guard *sg = &spec->guards[i];
+                GuardState *pg = &g.items[g.n++];
+
+                pg->counter = strdup(sg->counter);
+                pg->per = sg->per ? strdup(sg->per) : NULL;
+                if (!pg->counter || (sg->per && !pg->per)) {
+                        guard_set_done(&g);
                         return -ENOMEM;
                 }
-                pg->kind = g->counter_kind;
-                pg->per_kind = g->per_kind;
-                pg->offset = counter_offset(g->counter_kind, g->counter);
-                pg->per_offset = g->per ? counter_offset(g->per_kind, g->per) : -1;
-                pg->has_max_increase = g->has_max_increase;
-                pg->max_increase = g->max_increase;
-                pg->has_max_ratio = g->has_max_ratio;
-                pg->max_ratio = g->max_ratio;
+                pg->kind = sg->counter_kind;
+                pg->per_kind = sg->per_kind;
+                pg->offset = counter_offset(sg->counter_kind, sg->counter);
+                pg->per_offset = sg->per ? counter_offset(sg->per_kind, sg->per) : -1;
+                pg->has_max_increase = sg->has_max_increase;
+                pg->max_increase = sg->max_increase;
+                pg->has_max_ratio = sg->has_max_ratio;
+                pg->max_ratio = sg->max_ratio;
                 pg->active = true;
 
                 bool snmp = pg->kind == GUARD_COUNTER_SNMP, per_snmp = pg->per && pg->per_kind == GUARD_COUNTER_SNMP;
@@ -71,29 +71,38 @@ int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t n
                 /* all-SNMP guards have their baselines now; link ones wait for stats */
                 pg->have_base = !(pg->kind == GUARD_COUNTER_LINK || (pg->per && pg->per_kind == GUARD_COUNTER_LINK));
         }
-        *ret = p;
+        *s = g;
         return 0;
 }
 
-bool probation_has_link_guards(const Probation *p) {
-        for (size_t i = 0; i < p->n_guards; i++)
-                if (p->guards[i].active &&
-                    (p->guards[i].kind == GUARD_COUNTER_LINK || (p->guards[i].per && p->guards[i].per_kind == GUARD_COUNTER_LINK)))
+static bool uses(const GuardState *g, GuardCounterKind kind) {
+        return g->active && (g->kind == kind || (g->per && g->per_kind == kind));
+}
+
+bool guard_set_has_link(const GuardSet *s) {
+        for (size_t i = 0; i < s->n; i++)
+                if (uses(&s->items[i], GUARD_COUNTER_LINK))
                         return true;
         return false;
 }
 
-bool probation_has_snmp_guards(const Probation *p) {
-        for (size_t i = 0; i < p->n_guards; i++)
-                if (p->guards[i].active &&
-                    (p->guards[i].kind == GUARD_COUNTER_SNMP || (p->guards[i].per && p->guards[i].per_kind == GUARD_COUNTER_SNMP)))
+bool guard_set_has_snmp(const GuardSet *s) {
+        for (size_t i = 0; i < s->n; i++)
+                if (uses(&s->items[i], GUARD_COUNTER_SNMP))
                         return true;
         return false;
 }
 
-void probation_link_baseline(Probation *p, const void *stats, size_t size) {
-        for (size_t i = 0; i < p->n_guards; i++) {
-                ProbationGuard *g = &p->guards[i];
+bool guard_set_has_baselines(const GuardSet *s) {
+        for (size_t i = 0; i < s->n; i++)
+                if (!s->items[i].have_base)
+                        return false;
+        return true;
+}
+
+void guard_set_link_baseline(GuardSet *s, const void *stats, size_t size) {
+        for (size_t i = 0; i < s->n; i++) {
+                GuardState *g = &s->items[i];
                 if (!g->active || g->have_base)
                         continue;
                 if (g->kind == GUARD_COUNTER_LINK && link_counter_get(stats, size, g->offset, &g->base) < 0) {
@@ -116,10 +125,10 @@ static int value_of(GuardCounterKind kind, const char *name, int offset, const S
         return snap ? snmp_get(snap, name, ret) : -EAGAIN;
 }
 
-int probation_check(const Probation *p, const SnmpSnapshot *snap, const void *stats, size_t size,
+int guard_set_check(const GuardSet *s, const SnmpSnapshot *snap, const void *stats, size_t size,
                     RollbackRecord *ret) {
-        for (size_t i = 0; i < p->n_guards; i++) {
-                const ProbationGuard *g = &p->guards[i];
+        for (size_t i = 0; i < s->n; i++) {
+                const GuardState *g = &s->items[i];
                 uint64_t v, pv = 0, rise, per_rise = 0;
 
                 if (!g->active || !g->have_base)

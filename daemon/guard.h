@@ -1,5 +1,5 @@
-/* guard.h — probation: the guards watching one device after a write, their baselines, and the
- * decision whether a counter rose too much. Pure bookkeeping; the caller reads the counters. */
+/* guard.h — the guards watching one device after a write: their baselines, and the decision
+ * whether a counter rose too much. Pure bookkeeping; the caller reads the counters. */
 #pragma once
 
 #include <stdbool.h>
@@ -10,7 +10,7 @@
 #include "device.h"
 #include "policy.h"
 
-typedef struct ProbationGuard {
+typedef struct GuardState {
         char *counter;
         GuardCounterKind kind;
         int offset; /* link counters: into struct rtnl_link_stats64 */
@@ -24,39 +24,36 @@ typedef struct ProbationGuard {
         bool active;    /* false: a counter this kernel does not expose */
         bool have_base; /* link baselines arrive with the first stats after the write */
         uint64_t base, per_base;
-} ProbationGuard;
+} GuardState;
 
-typedef struct Probation {
-        uint64_t until_usec;    /* CLOCK_BOOTTIME */
-        uint64_t interval_usec;
-        uint64_t window_usec;
-        uint64_t next_usec;     /* next sample */
-        ProbationGuard *guards;
-        size_t n_guards;
-        bool sample_pending;    /* a stats request is out; evaluate link guards on its answer */
-        uint8_t stats[sizeof(uint64_t) * 32]; /* the latest stats64 of the device */
-        size_t stats_len;
-} Probation;
+typedef struct GuardSet {
+        GuardState *items;
+        size_t n;
+} GuardSet;
 
-/* Guards of `spec` with their SNMP baselines from `snap` (NULL: none read); link baselines come
- * with probation_link_baseline(). Counters absent from `snap` make their guard inactive. */
-int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret);
-void probation_free(Probation *p);
+/* The guards of `spec` with their SNMP baselines from `snap` (NULL: none read); link baselines
+ * come with guard_set_link_baseline(). Counters absent from `snap` make their guard inactive. */
+int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap);
+void guard_set_done(GuardSet *s);
+/* For the state file's loader: a counter name as written, with its kind and offset. */
+int guard_counter_load(const char *name, char **ret, GuardCounterKind *ret_kind, int *ret_offset);
 
-bool probation_has_link_guards(const Probation *p);
-bool probation_has_snmp_guards(const Probation *p);
+bool guard_set_has_link(const GuardSet *s);
+bool guard_set_has_snmp(const GuardSet *s);
+/* Every guard has its baselines. */
+bool guard_set_has_baselines(const GuardSet *s);
 
 /* Take the link baselines from a stats64 blob; guards whose field the blob lacks go inactive. */
-void probation_link_baseline(Probation *p, const void *stats, size_t size);
+void guard_set_link_baseline(GuardSet *s, const void *stats, size_t size);
 
-/* Evaluate the guards with the counters given (NULL: skip that kind). Returns 1 and fills
- * `ret` (counter, per, rise, per_rise, threshold, namespace_wide — strings borrowed from the
- * guard) for the first guard that trips, 0 when none does. */
-int probation_check(const Probation *p, const SnmpSnapshot *snap, const void *stats, size_t size,
+/* Evaluate the guards with the counters given (NULL: skip that kind). Returns 1 and fills `ret`
+ * (counter, per, rise, per_rise, threshold, namespace_wide — strings borrowed from the guard) for
+ * the first guard that trips, 0 when none does. */
+int guard_set_check(const GuardSet *s, const SnmpSnapshot *snap, const void *stats, size_t size,
                     RollbackRecord *ret);
 
 /* The counters a policy's guards use that this kernel does not expose: "counter" strings
- * appended to *warnings (strv). `snap` is a current reading; `stats_size` the size of the
- * kernel's stats64. */
+ * appended once each to *warnings (strv). `snap` is a current reading; `stats_size` the size of
+ * the kernel's stats64. */
 int guard_spec_check(const RollbackSpec *spec, const SnmpSnapshot *snap, size_t stats_size, char ***warnings,
                      size_t *n_warnings);

@@ -42,4 +42,5 @@ int log_internal(int level, int error, const char *format, ...) _printf_(3, 4);
 #define log_dev_notice(d, fmt, ...) log_dev_full_errno(d, LOG_NOTICE, 0, fmt, ##__VA_ARGS__)
 #define log_dev_warning(d, fmt, ...) log_dev_full_errno(d, LOG_WARNING, 0, fmt, ##__VA_ARGS__)
 #define log_dev_warning_errno(d, e, fmt, ...) log_dev_full_errno(d, LOG_WARNING, e, fmt, ##__VA_ARGS__)
+#define log_dev_error(d, fmt, ...) log_dev_full_errno(d, LOG_ERR, 0, fmt, ##__VA_ARGS__)
 #define log_dev_error_errno(d, e, fmt, ...) log_dev_full_errno(d, LOG_ERR, e, fmt, ##__VA_ARGS__)

@@ -6,7 +6,6 @@
 #include "manager.h"
 #include "parse-util.h"
 #include "policy-files.h"
-#include "varlink.h"
 
 #define DEFAULT_RUNTIME_DIR "/run/bigtcpd"
 #define DEFAULT_NETLINK_RCVBUF (32 * 1024 * 1024)
@@ -47,7 +46,6 @@ int main(int argc, char *argv[]) {
         };
         bool check = false;
         Manager *m = NULL;
-        VarlinkServer *varlink = NULL;
         const char *e;
         int c, r;
 
@@ -111,40 +109,26 @@ int main(int argc, char *argv[]) {
         if (check)
                 return manager_check_config(&cfg) < 0 ? 1 : 0;
 
+        /* A test knob: a small cap on unread replies, to see a slow client dropped. */
+        e = getenv("BIGTCPD_VARLINK_OUTPUT_MAX");
+        if (e) {
+                char *end;
+                long v = strtol(e, &end, 10);
+                if (*end || v < 4096 || v > (1L << 30)) {
+                        log_error("BIGTCPD_VARLINK_OUTPUT_MAX=%s is not a size between 4096 and 1G", e);
+                        return 2;
+                }
+                cfg.varlink_output_max = (size_t) v;
+        }
+
         r = manager_new(&cfg, &m);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up: %m");
                 return 1;
         }
         r = manager_start(m);
-        if (r >= 0) {
-                _cleanup_(freep) char *path = NULL;
-                if (asprintf(&path, "%s/" VARLINK_INTERFACE, cfg.runtime_dir) < 0)
-                        r = log_error_errno(ENOMEM, "Failed to set up: %m");
-                else {
-                        r = varlink_server_new(m, path, &varlink);
-                        if (r < 0) {
-                                /* Devices are what matter; a daemon without its control socket
-                                 * still keeps them safe. */
-                                log_error_errno(r, "Failed to listen on %s: %m; running without the varlink interface", path);
-                                r = 0;
-                        }
-                }
-                /* A test knob: a small cap on unread replies, to see a slow client dropped. */
-                e = getenv("BIGTCPD_VARLINK_OUTPUT_MAX");
-                if (r >= 0 && e && varlink) {
-                        char *end;
-                        long v = strtol(e, &end, 10);
-                        if (*end || v < 4096 || v > (1L << 30)) {
-                                log_error("BIGTCPD_VARLINK_OUTPUT_MAX=%s is not a size between 4096 and 1G", e);
-                                r = -EINVAL;
-                        } else
-                                varlink_server_set_output_max(varlink, (size_t) v);
-                }
-        }
         if (r >= 0)
                 r = manager_run(m);
-        varlink_server_free(varlink);
         manager_free(m);
         return r < 0 ? 1 : 0;
 }

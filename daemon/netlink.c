@@ -28,7 +28,6 @@ struct Netlink {
         int dump_type;
         bool dump_intr;
         uint64_t dump_progress;
-        unsigned inflight;
 };
 
 static void set_rcvbuf(int fd, int size) {
@@ -110,11 +109,8 @@ static void handle_message(Netlink *nl, struct nlmsghdr *nlh, bool write_socket)
                         dump_finished(nl, err < 0 ? err : -EIO);
                         return;
                 }
-                if (write_socket) {
-                        if (nl->inflight > 0)
-                                nl->inflight--;
+                if (write_socket)
                         nl->ops->ack(nl->userdata, nlh->nlmsg_seq, err, extack_message(nlh));
-                }
                 return;
         }
         case NLMSG_NOOP:
@@ -149,10 +145,8 @@ static void read_socket(Netlink *nl, struct nl_sock *sk, bool write_socket, unsi
                         if (errno == ENOBUFS) {
                                 log_warning("netlink: receive buffer overrun (ENOBUFS) on the %s socket, events were lost; resynchronizing",
                                             write_socket ? "write" : "event");
-                                if (write_socket) {
-                                        nl->inflight = 0;
+                                if (write_socket)
                                         nl->ops->acks_lost(nl->userdata);
-                                }
                                 nl->ops->lost(nl->userdata);
                                 continue;
                         }
@@ -205,15 +199,12 @@ void netlink_free(Netlink *nl) {
         free(nl);
 }
 
-int netlink_new(struct event_base *base, const NetlinkOps *ops, void *userdata, int event_rcvbuf,
-                Netlink **ret) {
+int netlink_new(struct event_base *base, int event_rcvbuf, Netlink **ret) {
         Netlink *nl = calloc(1, sizeof(*nl));
         int r, one = 1;
 
         if (!nl)
                 return -ENOMEM;
-        nl->ops = ops;
-        nl->userdata = userdata;
         nl->buf = malloc(RECV_BUFFER);
         if (!nl->buf) {
                 r = -ENOMEM;
@@ -238,8 +229,7 @@ int netlink_new(struct event_base *base, const NetlinkOps *ops, void *userdata, 
 
         nl->ev_event = event_new(base, nl_socket_get_fd(nl->ev_sk), EV_READ | EV_PERSIST, on_event_socket, nl);
         nl->wr_event = event_new(base, nl_socket_get_fd(nl->wr_sk), EV_READ | EV_PERSIST, on_write_socket, nl);
-        if (!nl->ev_event || !nl->wr_event || event_add(nl->ev_event, NULL) < 0 ||
-            event_add(nl->wr_event, NULL) < 0) {
+        if (!nl->ev_event || !nl->wr_event) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -251,8 +241,11 @@ fail:
         return r;
 }
 
-bool netlink_dump_running(const Netlink *nl) {
-        return nl->dump_seq != 0;
+void netlink_set_ops(Netlink *nl, const NetlinkOps *ops, void *userdata) {
+        nl->ops = ops;
+        nl->userdata = userdata;
+        (void) event_add(nl->ev_event, NULL);
+        (void) event_add(nl->wr_event, NULL);
 }
 
 uint64_t netlink_dump_progress(const Netlink *nl) {
@@ -303,14 +296,13 @@ int netlink_send(Netlink *nl, struct nl_msg *msg, uint32_t *ret_seq) {
         r = nl_send(nl->wr_sk, msg);
         if (r < 0)
                 return r == -NLE_NOMEM ? -ENOMEM : -EIO;
-        nl->inflight++;
         if (ret_seq)
                 *ret_seq = nlh->nlmsg_seq;
         return 0;
 }
 
-unsigned netlink_inflight(const Netlink *nl) {
-        return nl->inflight;
+int netlink_send_request(void *userdata, struct nl_msg *msg, uint32_t *ret_seq) {
+        return netlink_send(userdata, msg, ret_seq);
 }
 
 int netlink_ioctl_fd(const Netlink *nl) {

@@ -34,14 +34,14 @@ typedef struct NetlinkOps {
 
 typedef struct Netlink Netlink;
 
-int netlink_new(struct event_base *base, const NetlinkOps *ops, void *userdata, int event_rcvbuf,
-                Netlink **ret);
+/* Nothing is read before netlink_set_ops() says where messages go. */
+int netlink_new(struct event_base *base, int event_rcvbuf, Netlink **ret);
+void netlink_set_ops(Netlink *nl, const NetlinkOps *ops, void *userdata);
 void netlink_free(Netlink *nl);
 
 /* Start a dump of RTM_GETLINK or RTM_GETROUTE (all families) on the event socket. One at a
  * time: -EBUSY while another runs. */
 int netlink_dump(Netlink *nl, int type);
-bool netlink_dump_running(const Netlink *nl);
 /* Messages the running dump has delivered so far: a dump that stops moving was lost. */
 uint64_t netlink_dump_progress(const Netlink *nl);
 /* Give up on the running dump: its remaining messages are taken as events, its end ignored. */
@@ -49,7 +49,8 @@ void netlink_dump_abandon(Netlink *nl);
 
 /* Send a request on the write socket with NLM_F_ACK; its ack comes through ops->ack. */
 int netlink_send(Netlink *nl, struct nl_msg *msg, uint32_t *ret_seq);
-unsigned netlink_inflight(const Netlink *nl);
+/* netlink_send() as a WriterTransport's send. */
+int netlink_send_request(void *userdata, struct nl_msg *msg, uint32_t *ret_seq);
 
 /* A socket the daemon may run SIOCETHTOOL on (netlink sockets take generic device ioctls). */
 int netlink_ioctl_fd(const Netlink *nl);

@@ -1,186 +1,241 @@
-/* probation.c — after a write, the device is watched through its policy's guards for a window;
- * a sample is taken every interval (the SNMP files read once for every device due, link stats
- * by one RTM_GETLINK per device), and the device becomes applied when the window ends clean,
- * or goes back to its last-known-good sizes when a guard trips. No timer runs while nothing is
- * in probation. */
+/* probation.c — the probation set: its list of devices, its one timer, sampling, and verdicts
+ * through ProbationOps. */
 #include <linux/if_link.h>
 #include <malloc.h>
 #include <string.h>
 #include <time.h>
 
-#include "apply.h"
-#include "guard.h"
-#include "log.h"
 #include "probation.h"
-#include "reconcile.h"
 
-#define PROC_NET "/proc/net"
+struct ProbationSet {
+        struct event_base *base;
+        Writer *writer;
+        char *proc_net;
+        const Clock *clock;
+        const ProbationOps *ops;
+        void *userdata;
+        struct event *timer;
+        TAILQ_HEAD(, Device) devices;
+        size_t n;
+};
 
-const Policy *policy_by_name(const Manager *m, const char *name) {
-        for (size_t i = 0; name && m->policy && i < m->policy->n_policies; i++)
-                if (streq_ptr(m->policy->policies[i].name, name))
-                        return &m->policy->policies[i];
-        return NULL;
-}
-
-int probation_start(Manager *m, Device *d, const Policy *p, const SnmpSnapshot *snap) {
-        Probation *pr;
+int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
+        _cleanup_(probation_freep) Probation *p = calloc(1, sizeof(*p));
         int r;
 
-        if (!p || p->rollback.n_guards == 0 || p->rollback.window_usec == 0) {
-                probation_stop(m, d);
-                d->last_good = d->current;
-                d->has_last_good = true;
-                return 0;
-        }
-        r = probation_new(&p->rollback, snap, boottime_usec(), &pr);
+        if (!p)
+                return -ENOMEM;
+        p->window_usec = spec->window_usec;
+        p->interval_usec = spec->interval_usec ?: USEC_PER_SEC;
+        p->until_usec = now_usec + spec->window_usec;
+        p->next_usec = now_usec + p->interval_usec;
+        r = guard_set_init(&p->guards, spec, snap);
         if (r < 0)
                 return r;
-        if (d->probation) {
-                /* a new write before the last one proved itself: last_good stays the older one */
-                probation_free(d->probation);
-                TAILQ_REMOVE(&m->probation, d, probation_link);
-        } else {
-                d->last_good = d->current;
-                d->has_last_good = true;
-        }
-        d->probation = pr;
-        TAILQ_INSERT_TAIL(&m->probation, d, probation_link);
-        for (size_t i = 0; i < pr->n_guards; i++)
-                if (!pr->guards[i].active)
-                        log_dev_warning(d, "guard on %s%s%s is inactive: this kernel does not expose it",
-                                        pr->guards[i].counter, pr->guards[i].per ? " per " : "",
-                                        pr->guards[i].per ?: "");
+        *ret = TAKE_PTR(p);
         return 0;
 }
 
-void probation_stop(Manager *m, Device *d) {
+void probation_free(Probation *p) {
+        if (!p)
+                return;
+        guard_set_done(&p->guards);
+        free(p);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *userdata) {
+        probation_tick(userdata);
+}
+
+int probation_set_new(struct event_base *base, Writer *writer, const char *proc_net, const Clock *clock,
+                      const ProbationOps *ops, void *userdata, ProbationSet **ret) {
+        ProbationSet *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return -ENOMEM;
+        *s = (ProbationSet){.base = base, .writer = writer, .clock = clock, .ops = ops, .userdata = userdata};
+        TAILQ_INIT(&s->devices);
+        s->proc_net = strdup(proc_net);
+        s->timer = evtimer_new(base, on_timer, s);
+        if (!s->proc_net || !s->timer) {
+                probation_set_free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+void probation_set_free(ProbationSet *s) {
+        Device *d;
+
+        if (!s)
+                return;
+        while ((d = TAILQ_FIRST(&s->devices)))
+                probation_end(s, d);
+        if (s->timer)
+                event_free(s->timer);
+        free(s->proc_net);
+        free(s);
+}
+
+static uint64_t now(const ProbationSet *s) {
+        return clock_now(s->clock, CLOCK_BOOTTIME);
+}
+
+static void attach(ProbationSet *s, Device *d, Probation *p) {
+        if (d->probation)
+                probation_end(s, d);
+        d->probation = p;
+        TAILQ_INSERT_TAIL(&s->devices, d, probation_link);
+        s->n++;
+}
+
+int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const SnmpSnapshot *snap) {
+        Probation *p;
+        int r;
+
+        if (spec->n_guards == 0 || spec->window_usec == 0) {
+                probation_end(s, d);
+                return 0;
+        }
+        r = probation_new(spec, snap, now(s), &p);
+        if (r < 0)
+                return r;
+        attach(s, d, p);
+        return 0;
+}
+
+void probation_resume(ProbationSet *s, Device *d, Probation *p) {
+        p->next_usec = 0;
+        p->sample_pending = false;
+        attach(s, d, p);
+}
+
+void probation_end(ProbationSet *s, Device *d) {
         if (!d->probation)
                 return;
-        TAILQ_REMOVE(&m->probation, d, probation_link);
+        TAILQ_REMOVE(&s->devices, d, probation_link);
+        s->n--;
         probation_free(d->probation);
         d->probation = NULL;
-        probation_arm(m);
+        probation_arm(s);
         /* The last window of a burst closed: the heap that thousands of probations held is
          * free now, give it back instead of keeping it as resident memory. */
-        if (TAILQ_EMPTY(&m->probation))
+        if (s->n == 0)
                 (void) malloc_trim(0);
 }
 
-/* One timer for all devices in probation, ticking at the shortest interval among them: each
- * tick samples the devices that are due. Nothing ticks while the list is empty. */
-void probation_arm(Manager *m) {
+void probation_arm(ProbationSet *s) {
         uint64_t tick = UINT64_MAX;
         Device *d;
 
-        if (TAILQ_EMPTY(&m->probation)) {
-                evtimer_del(m->probation_timer);
+        if (s->n == 0) {
+                evtimer_del(s->timer);
                 return;
         }
-        if (evtimer_pending(m->probation_timer, NULL))
+        if (evtimer_pending(s->timer, NULL))
                 return;
-        TAILQ_FOREACH(d, &m->probation, probation_link) {
+        TAILQ_FOREACH(d, &s->devices, probation_link) {
                 if (d->probation->interval_usec < tick)
                         tick = d->probation->interval_usec;
-                if (tick <= 100000)
+                if (tick <= 100 * USEC_PER_MSEC)
                         break; /* no need to look further than the finest sensible tick */
         }
-        struct timeval tv = {.tv_sec = (time_t) (tick / 1000000ull), .tv_usec = (suseconds_t) (tick % 1000000ull)};
-        evtimer_add(m->probation_timer, &tv);
+        struct timeval tv = {.tv_sec = (time_t) (tick / USEC_PER_SEC), .tv_usec = (suseconds_t) (tick % USEC_PER_SEC)};
+        evtimer_add(s->timer, &tv);
 }
 
-static void probation_pass(Manager *m, Device *d) {
-        char buf[256];
+/* A verdict waiting to go up once the walk over the list is over. */
+typedef struct Verdict {
+        Device *device;
+        bool tripped;
+        RollbackRecord why; /* strings owned here */
+} Verdict;
 
-        log_dev_info(d, "probation passed, no guard tripped in %llus: %s is applied",
-                     (unsigned long long) (d->probation->window_usec / 1000000ull),
-                     sizes_format(&d->current, m->ipv4_supported, buf, sizeof(buf)));
-        probation_stop(m, d);
-        d->last_good = d->current;
-        d->has_last_good = true;
-        device_set_state(m, d, DEVICE_APPLIED);
-        state_mark(m, d);
-        rollout_release(m);
-}
-
-/* One guard tripped. A namespace-wide counter cannot say which device caused it: every device
- * in probation goes back. */
-static void trip(Manager *m, Device *d, const RollbackRecord *why) {
-        RollbackRecord copy = *why;
-        Device *x, *next;
-
-        /* the strings belong to d's probation, which the rollback frees */
-        copy.counter = strdup(why->counter ?: "");
-        copy.per = why->per ? strdup(why->per) : NULL;
-        if (!why->namespace_wide)
-                (void) apply_rollback(m, d, &copy);
-        else {
-                log_warning("%s rose by %llu (threshold %g) in the network namespace: it cannot tell which device "
-                            "caused it, so every device in probation is rolled back",
-                            copy.counter, (unsigned long long) copy.rise, copy.threshold);
-                for (x = TAILQ_FIRST(&m->probation); x; x = next) {
-                        next = TAILQ_NEXT(x, probation_link);
-                        (void) apply_rollback(m, x, &copy);
-                }
+static int verdict_push(Verdict **v, size_t *n, Device *d, const RollbackRecord *why) {
+        Verdict *x = reallocarray(*v, *n + 1, sizeof(Verdict));
+        if (!x)
+                return -ENOMEM;
+        *v = x;
+        x[*n] = (Verdict){.device = d, .tripped = why != NULL};
+        if (why) {
+                x[*n].why = *why;
+                x[*n].why.counter = strdup(why->counter ?: "");
+                x[*n].why.per = why->per ? strdup(why->per) : NULL;
         }
-        free(copy.counter);
-        free(copy.per);
-        manager_flush(m);
-        rollout_release(m);
+        (*n)++;
+        return 0;
 }
 
-void probation_timer(evutil_socket_t fd, short what, void *userdata) {
-        Manager *m = userdata;
+static void verdicts_send(ProbationSet *s, Verdict *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                Device *d = v[i].device;
+                /* an earlier verdict's consequences may have ended this one's probation */
+                if (d->probation) {
+                        if (v[i].tripped)
+                                s->ops->tripped(s->userdata, d, &v[i].why);
+                        else
+                                s->ops->passed(s->userdata, d);
+                }
+                free(v[i].why.counter);
+                free(v[i].why.per);
+        }
+        free(v);
+}
+
+void probation_tick(ProbationSet *s) {
         SnmpSnapshot snap = {};
         bool have_snap = false;
-        uint64_t now = boottime_usec();
-        Device *d, *next;
+        uint64_t t = now(s);
+        Verdict *verdicts = NULL;
+        size_t n_verdicts = 0;
         RollbackRecord rec;
+        Device *d, *next;
 
-        TAILQ_FOREACH(d, &m->probation, probation_link)
-                if (d->probation->next_usec <= now && !d->inflight && probation_has_snmp_guards(d->probation)) {
-                        int r = snmp_read(PROC_NET, &snap);
-                        if (r < 0)
-                                log_warning_errno(r, "Failed to read %s/{snmp,netstat,snmp6}: %m; SNMP guards skip this sample", PROC_NET);
-                        have_snap = r >= 0;
+        TAILQ_FOREACH(d, &s->devices, probation_link)
+                if (d->probation->next_usec <= t && d->write.phase != WRITE_SENT &&
+                    guard_set_has_snmp(&d->probation->guards)) {
+                        /* one reading of the files for every device due */
+                        have_snap = snmp_read(s->proc_net, &snap) >= 0;
                         break;
                 }
 
-        /* Devices sampled now go to the end of the list: when there are more than the requests
-         * in flight allow, the ones left over come first at the next tick. */
+        /* Devices sampled now go to the end of the list: when there are more than the requests in
+         * flight allow, the ones left over come first at the next tick. */
         TAILQ_HEAD(, Device) sampled = TAILQ_HEAD_INITIALIZER(sampled);
-        for (d = TAILQ_FIRST(&m->probation); d; d = next) {
-                next = TAILQ_NEXT(d, probation_link);
+        for (d = TAILQ_FIRST(&s->devices); d; d = next) {
                 Probation *p = d->probation;
-                if (p->next_usec > now || d->inflight)
+                next = TAILQ_NEXT(d, probation_link);
+                if (p->next_usec > t || d->write.phase == WRITE_SENT)
+                        continue; /* not due, or its write is not answered yet */
+                if (have_snap && guard_set_check(&p->guards, &snap, NULL, 0, &rec) > 0) {
+                        (void) verdict_push(&verdicts, &n_verdicts, d, &rec);
                         continue;
-                if (have_snap && probation_check(p, &snap, NULL, 0, &rec) > 0) {
-                        trip(m, d, &rec);
-                        break; /* the list changed under us; the next tick goes on */
                 }
-                if (probation_has_link_guards(p) && !p->sample_pending) {
-                        if (request_refresh(m, d->ifindex, INFLIGHT_SAMPLE) < 0)
+                if (guard_set_has_link(&p->guards) && !p->sample_pending) {
+                        if (writer_request_stats(s->writer, d) < 0)
                                 break; /* no room for more requests: the rest at the next tick */
                         p->sample_pending = true;
-                } else if (!p->sample_pending && now >= p->until_usec) {
-                        probation_pass(m, d);
+                } else if (!p->sample_pending && t >= p->until_usec) {
+                        (void) verdict_push(&verdicts, &n_verdicts, d, NULL);
                         continue;
                 }
-                p->next_usec = now + p->interval_usec;
-                if (p->next_usec > p->until_usec && now < p->until_usec)
+                p->next_usec = t + p->interval_usec;
+                if (p->next_usec > p->until_usec && t < p->until_usec)
                         p->next_usec = p->until_usec; /* one last sample at the window's end */
-                TAILQ_REMOVE(&m->probation, d, probation_link);
+                TAILQ_REMOVE(&s->devices, d, probation_link);
                 TAILQ_INSERT_TAIL(&sampled, d, probation_link);
         }
         while ((d = TAILQ_FIRST(&sampled))) {
                 TAILQ_REMOVE(&sampled, d, probation_link);
-                TAILQ_INSERT_TAIL(&m->probation, d, probation_link);
+                TAILQ_INSERT_TAIL(&s->devices, d, probation_link);
         }
         snmp_done(&snap);
-        probation_arm(m);
+        verdicts_send(s, verdicts, n_verdicts);
+        probation_arm(s);
 }
 
-void probation_stats(Manager *m, Device *d, const void *stats, size_t size) {
+void probation_stats(ProbationSet *s, Device *d, const void *stats, size_t size) {
         Probation *p = d->probation;
 
         if (!p || !stats)
@@ -188,96 +243,35 @@ void probation_stats(Manager *m, Device *d, const void *stats, size_t size) {
         size = size < sizeof(p->stats) ? size : sizeof(p->stats);
         memcpy(p->stats, stats, size);
         p->stats_len = size;
-        bool had = true;
-        for (size_t i = 0; i < p->n_guards; i++)
-                had = had && p->guards[i].have_base;
-        probation_link_baseline(p, p->stats, p->stats_len);
+        bool had = guard_set_has_baselines(&p->guards);
+        guard_set_link_baseline(&p->guards, p->stats, p->stats_len);
         if (!had)
-                state_mark(m, d); /* the baselines, for a restart */
+                s->ops->changed(s->userdata, d); /* the baselines, for a restart */
 }
 
-void probation_sample_done(Manager *m, Device *d) {
+void probation_stats_done(ProbationSet *s, Device *d, bool lost) {
         Probation *p = d->probation;
         RollbackRecord rec;
 
         if (!p || !p->sample_pending)
-                return;
+                return; /* a baseline, or its probation ended meanwhile */
         p->sample_pending = false;
-        if (p->stats_len > 0 && probation_check(p, NULL, p->stats, p->stats_len, &rec) > 0) {
-                trip(m, d, &rec);
+        if (!lost && p->stats_len > 0 && guard_set_check(&p->guards, NULL, p->stats, p->stats_len, &rec) > 0) {
+                s->ops->tripped(s->userdata, d, &rec);
                 return;
         }
-        if (boottime_usec() >= p->until_usec)
-                probation_pass(m, d);
-        probation_arm(m);
+        if (!lost && now(s) >= p->until_usec)
+                s->ops->passed(s->userdata, d);
+        probation_arm(s);
 }
 
-static bool sizes_same(const Manager *m, const Sizes *a, const Sizes *b) {
-        return sizes_equal(a, b, m->ipv4_supported);
+size_t probation_count(const ProbationSet *s) {
+        return s->n;
 }
 
-bool rollout_must_wait(Manager *m, Device *d, const Policy *p, const Sizes *want) {
-        unsigned busy = 0;
-        Device *x;
-
-        DEVICE_FOREACH(x, &m->devices, it) {
-                if (x == d || !streq_ptr(x->policy_name, p->name))
-                        continue;
-                if (x->state == DEVICE_ROLLED_BACK && sizes_same(m, &x->held_desired, want)) {
-                        if (!d->staged)
-                                log_dev_notice(d, "rollout of policy \"%s\" halted: %s was rolled back with the same sizes",
-                                               p->name, x->ifname);
-                        return true;
-                }
-                if (p->max_parallel == 0)
-                        continue;
-                if (x->probation || ((x->queued || x->inflight) && !x->restoring && !x->rolling_back))
-                        busy++;
-        }
-        if (p->max_parallel > 0 && busy >= p->max_parallel) {
-                if (!d->staged)
-                        log_dev_info(d, "waiting for a rollout slot of policy \"%s\" (max-parallel %u)", p->name,
-                                     p->max_parallel);
-                return true;
-        }
-        return false;
-}
-
-void rollout_release(Manager *m) {
-        Device *d;
-
-        /* O(devices), and called at the end of every window: only when something waits. */
-        if (m->staged_pending) {
-                m->staged_pending = false;
-                DEVICE_FOREACH(d, &m->devices, it)
-                        if (d->staged)
-                                device_reconcile(m, d, REASON_SYNC);
-        }
-        manager_flush(m);
-}
-
-void guard_warnings_refresh(Manager *m) {
-        SnmpSnapshot snap = {};
-        char **w = NULL;
-        size_t n = 0;
-
-        if (snmp_read(PROC_NET, &snap) < 0)
-                log_warning_errno(errno, "Failed to read the SNMP counters of this namespace, ignoring");
-        if (m->policy)
-                (void) guard_spec_check(&m->policy->defaults, &snap, sizeof(struct rtnl_link_stats64), &w, &n);
-        for (size_t i = 0; m->policy && i < m->policy->n_policies; i++)
-                if (m->policy->policies[i].applies_here)
-                        (void) guard_spec_check(&m->policy->policies[i].rollback, &snap,
-                                                sizeof(struct rtnl_link_stats64), &w, &n);
-        snmp_done(&snap);
-        for (size_t i = 0; i < n; i++) {
-                bool known = false;
-                for (size_t j = 0; j < m->n_guard_warnings && !known; j++)
-                        known = streq_ptr(m->guard_warnings[j], w[i]);
-                if (!known)
-                        log_warning("guard counter %s does not exist on this kernel: guards on it are inactive", w[i]);
-        }
-        strv_free(m->guard_warnings);
-        m->guard_warnings = w;
-        m->n_guard_warnings = n;
+uint64_t probation_left_usec(const ProbationSet *s, const Device *d) {
+        uint64_t t = now(s);
+        if (!d->probation)
+                return 0;
+        return d->probation->until_usec > t ? d->probation->until_usec - t : 0;
 }

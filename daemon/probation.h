@@ -1,33 +1,71 @@
-/* probation.h — the daemon's side of guards: devices in probation, their sampling timer, the
- * end of a window (applied) or a guard tripping (rollback), and staged rollouts. */
+/* probation.h — the devices in probation: after a write a device is watched through its
+ * policy's guards for a window, sampled every interval (the SNMP files read once for every
+ * device due, link stats by one request per device), and its verdict — the window passed, or a
+ * guard tripped — goes up through ProbationOps. Each device is judged against its own baselines,
+ * taken just before its own write: a rise that came before a device's write never trips it. One
+ * timer, armed only while some device is in probation. */
 #pragma once
 
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "counters.h"
-#include "manager.h"
+#include "device.h"
+#include "guard.h"
+#include "policy.h"
+#include "writer.h"
 
-/* Put the device under the policy's guards before its write is sent; `snap` is a reading of the
- * SNMP counters taken now (NULL when the policy has no SNMP guards). last_good becomes the
- * current sizes unless the device was already in probation. No-op without guards. */
-int probation_start(Manager *m, Device *d, const Policy *p, const SnmpSnapshot *snap);
-/* End probation without a verdict (device gone, write refused, a new write under another
- * policy). */
-void probation_stop(Manager *m, Device *d);
-/* (Re-)arm the sampling timer for the earliest device due; disarm when none is in probation. */
-void probation_arm(Manager *m);
-void probation_timer(evutil_socket_t fd, short what, void *userdata);
+typedef struct Probation {
+        uint64_t until_usec; /* CLOCK_BOOTTIME */
+        uint64_t interval_usec;
+        uint64_t window_usec;
+        uint64_t next_usec; /* next sample */
+        GuardSet guards;
+        bool sample_pending; /* a stats request is out; evaluate link guards on its answer */
+        uint8_t stats[sizeof(uint64_t) * 32]; /* the latest stats64 of the device */
+        size_t stats_len;
+} Probation;
 
-/* Stats arrived in a reply for a device in probation: the first ones are its link baselines. */
-void probation_stats(Manager *m, Device *d, const void *stats, size_t size);
-/* The answer to a probation sample request is complete: evaluate the link guards. */
-void probation_sample_done(Manager *m, Device *d);
+int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret);
+void probation_free(Probation *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Probation *, probation_free);
 
-/* Staged rollouts: must this write wait for a free slot (rollout.max-parallel), or because the
- * rollout of the same sizes under this policy already rolled a device back? */
-bool rollout_must_wait(Manager *m, Device *d, const Policy *p, const Sizes *want);
-/* A slot may have been freed: reconsider waiting devices. */
-void rollout_release(Manager *m);
+typedef struct ProbationOps {
+        /* The window ended and no guard tripped. The device is still in the set. */
+        void (*passed)(void *userdata, Device *d);
+        /* A guard tripped (strings of `why` are borrowed). The device is still in the set. */
+        void (*tripped)(void *userdata, Device *d, const RollbackRecord *why);
+        /* The device's baselines came in: worth putting on disk. */
+        void (*changed)(void *userdata, Device *d);
+} ProbationOps;
 
-/* The policy in force named `name`. */
-const Policy *policy_by_name(const Manager *m, const char *name);
-/* Check the running policy's guards against this kernel; warn once per missing counter. */
-void guard_warnings_refresh(Manager *m);
+typedef struct ProbationSet ProbationSet;
+
+/* `proc_net`: where the namespace's SNMP files are ("/proc/net"). */
+int probation_set_new(struct event_base *base, Writer *writer, const char *proc_net, const Clock *clock,
+                      const ProbationOps *ops, void *userdata, ProbationSet **ret);
+/* Ends every probation (the devices stay). */
+void probation_set_free(ProbationSet *s);
+
+/* Put `d` under `spec`'s guards, before its write is sent; `snap` is a reading of the SNMP
+ * counters taken now (NULL when none was read). A probation already running is replaced. 0 with
+ * no probation when the spec has no guards or no window. */
+int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const SnmpSnapshot *snap);
+/* A probation begun by an earlier run (state file): judged at the first tick. Takes `p`. */
+void probation_resume(ProbationSet *s, Device *d, Probation *p);
+/* End it without a verdict (passed, tripped, device gone, leaving the match). */
+void probation_end(ProbationSet *s, Device *d);
+/* (Re-)arm the timer for the earliest device due; disarm it when none is in probation. */
+void probation_arm(ProbationSet *s);
+/* The timer's work: sample the devices that are due. Tests call it with a fake clock. */
+void probation_tick(ProbationSet *s);
+
+/* Stats arrived for `d` (a reply to its baseline or sample request). */
+void probation_stats(ProbationSet *s, Device *d, const void *stats, size_t size);
+/* Its stats request was answered (after the reply) or lost. */
+void probation_stats_done(ProbationSet *s, Device *d, bool lost);
+
+size_t probation_count(const ProbationSet *s);
+/* Time left of d's window. */
+uint64_t probation_left_usec(const ProbationSet *s, const Device *d);

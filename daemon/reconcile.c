@@ -42,30 +42,61 @@ static uint32_t resolve(const SizeSpec *s, uint32_t current, uint32_t limit, uns
         return v;
 }
 
-void compute_desired(const Policy *p, const Sizes *current, uint32_t tso_max_size, bool ipv4_supported,
-                     Desired *ret) {
+static const SizeSpec *spec_of(const Policy *p, unsigned i) {
         static const SizeSpec unset = {.kind = SIZE_UNSET};
+        const FamilySpec *f = i < 2 ? &p->ipv6 : &p->ipv4;
+
+        if (!f->set)
+                return &unset;
+        return i % 2 == 0 ? &f->gso : &f->gro;
+}
+
+unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported) {
+        unsigned owned = 0;
+
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (spec_of(p, i)->kind != SIZE_UNSET && (i < 2 || ipv4_supported))
+                        owned |= 1u << i;
+        return owned;
+}
+
+uint64_t policy_sizes_digest(const Policy *p) {
+        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                const SizeSpec *s = spec_of(p, i);
+                uint64_t v[2] = {(uint64_t) s->kind, s->kind == SIZE_BYTES ? s->bytes : 0};
+                const uint8_t *b = (const uint8_t *) v;
+                for (size_t k = 0; k < sizeof(v); k++) {
+                        h ^= b[k];
+                        h *= 0x100000001b3ull;
+                }
+        }
+        return h;
+}
+
+static uint32_t limit_of(unsigned i, uint32_t gso_max) {
+        return i % 2 == 0 ? gso_max : BT_GRO_MAX_SIZE;
+}
+
+void compute_desired(const Policy *p, const Sizes *current, const Sizes *original, unsigned written,
+                     uint32_t tso_max_size, bool ipv4_supported, Desired *ret) {
+        static const unsigned clamp_bit[SIZES_COUNT] = {CLAMP_GSO, CLAMP_GRO, CLAMP_GSO_IPV4, CLAMP_GRO_IPV4};
         uint32_t gso_max = gso_limit(tso_max_size);
-        Desired d = {};
+        unsigned n = ipv4_supported ? SIZES_COUNT : 2;
+        Desired d = {.owned = policy_owned_sizes(p, ipv4_supported)};
 
-        const FamilySpec *v6 = p->ipv6.set ? &p->ipv6 : NULL;
-        const FamilySpec *v4 = p->ipv4.set ? &p->ipv4 : NULL;
-
-        d.sizes.gso_max_size = resolve(v6 ? &v6->gso : &unset, current->gso_max_size, gso_max, CLAMP_GSO, &d.clamped);
-        d.sizes.gro_max_size = resolve(v6 ? &v6->gro : &unset, current->gro_max_size, BT_GRO_MAX_SIZE, CLAMP_GRO,
-                                       &d.clamped);
-        if (v6)
+        for (unsigned i = 0; i < n; i++) {
+                /* a size bigtcpd owns that this policy leaves out goes back */
+                bool give_back = (written & ~d.owned) & (1u << i);
+                uint32_t base = give_back ? sizes_get(original, i) : sizes_get(current, i);
+                *sizes_at(&d.sizes, i) = resolve(spec_of(p, i), base, limit_of(i, gso_max), clamp_bit[i], &d.clamped);
+        }
+        if (d.owned & SIZE_BITS_IPV6)
                 d.families |= FAMILY_IPV6;
-
-        if (ipv4_supported) {
-                d.sizes.gso_ipv4_max_size = resolve(v4 ? &v4->gso : &unset, current->gso_ipv4_max_size, gso_max,
-                                                    CLAMP_GSO_IPV4, &d.clamped);
-                d.sizes.gro_ipv4_max_size = resolve(v4 ? &v4->gro : &unset, current->gro_ipv4_max_size,
-                                                    BT_GRO_MAX_SIZE, CLAMP_GRO_IPV4, &d.clamped);
-                if (v4)
-                        d.families |= FAMILY_IPV4;
-        } else
-                d.ipv4_unsupported = v4 != NULL;
+        if (d.owned & SIZE_BITS_IPV4)
+                d.families |= FAMILY_IPV4;
+        d.ipv4_unsupported = !ipv4_supported && p->ipv4.set;
         *ret = d;
 }
 
@@ -73,23 +104,16 @@ static uint32_t clamp(uint32_t v, uint32_t limit) {
         return v > limit ? limit : v;
 }
 
-void compute_restore(const Sizes *original, unsigned written_families, const Sizes *current,
-                     uint32_t tso_max_size, bool ipv4_supported, Sizes *ret) {
+void compute_restore(const Sizes *original, unsigned written, const Sizes *current, uint32_t tso_max_size,
+                     bool ipv4_supported, Sizes *ret) {
         uint32_t gso_max = gso_limit(tso_max_size);
         Sizes s = *current;
 
-        if (written_families & FAMILY_IPV6) {
-                s.gso_max_size = original->gso_max_size;
-                s.gro_max_size = original->gro_max_size;
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                if ((written & (1u << i)) && (i < 2 || ipv4_supported))
+                        *sizes_at(&s, i) = sizes_get(original, i);
+                *sizes_at(&s, i) = clamp(sizes_get(&s, i), limit_of(i, gso_max));
         }
-        if (ipv4_supported && (written_families & FAMILY_IPV4)) {
-                s.gso_ipv4_max_size = original->gso_ipv4_max_size;
-                s.gro_ipv4_max_size = original->gro_ipv4_max_size;
-        }
-        s.gso_max_size = clamp(s.gso_max_size, gso_max);
-        s.gro_max_size = clamp(s.gro_max_size, BT_GRO_MAX_SIZE);
-        s.gso_ipv4_max_size = clamp(s.gso_ipv4_max_size, gso_max);
-        s.gro_ipv4_max_size = clamp(s.gro_ipv4_max_size, BT_GRO_MAX_SIZE);
         *ret = s;
 }
 

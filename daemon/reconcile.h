@@ -16,22 +16,29 @@ typedef enum ClampMask {
 
 typedef struct Desired {
         Sizes sizes;
-        unsigned families;        /* FamilyMask the policy sets and the kernel supports */
-        unsigned clamped;         /* ClampMask */
-        bool ipv4_unsupported;    /* the policy sets IPv4 but the kernel has no IPv4 sizes */
+        unsigned owned;        /* SizeMask: the sizes the policy names and the kernel has */
+        unsigned families;     /* FamilyMask of `owned` */
+        unsigned clamped;      /* ClampMask */
+        bool ipv4_unsupported; /* the policy sets IPv4 but the kernel has no IPv4 sizes */
 } Desired;
 
 /* The largest GSO size the device takes. tso_max_size 0 means the kernel did not say. */
 uint32_t gso_limit(uint32_t tso_max_size);
 
-/* What the device should hold under `p`. Sizes the policy leaves out keep their current value
- * (clamped, so the write is never refused). */
-void compute_desired(const Policy *p, const Sizes *current, uint32_t tso_max_size, bool ipv4_supported,
-                     Desired *ret);
+/* The sizes `p` names (SizeMask), of those the kernel has. */
+unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported);
+/* A digest of what `p` asks of the sizes: equal digests, equal asks. */
+uint64_t policy_sizes_digest(const Policy *p);
 
-/* What to write to give back the originals of the families bigtcpd changed. */
-void compute_restore(const Sizes *original, unsigned written_families, const Sizes *current,
-                     uint32_t tso_max_size, bool ipv4_supported, Sizes *ret);
+/* What the device should hold under `p`: the sizes `p` names; the sizes bigtcpd owns now
+ * (`written`, a SizeMask) that `p` leaves out go back to `original`; every other size stays as it
+ * is. Everything clamped to what the device takes, so the write is never refused. */
+void compute_desired(const Policy *p, const Sizes *current, const Sizes *original, unsigned written,
+                     uint32_t tso_max_size, bool ipv4_supported, Desired *ret);
+
+/* What to write to give back the originals of the sizes in `written` (a SizeMask). */
+void compute_restore(const Sizes *original, unsigned written, const Sizes *current, uint32_t tso_max_size,
+                     bool ipv4_supported, Sizes *ret);
 
 /* One RTM_NEWLINK carrying all sizes, IPv6 ones first, so that the kernel's overwrite of the
  * IPv4 sizes by a gso/gro_max_size <= 65536 is undone within the same message. */

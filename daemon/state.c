@@ -1,4 +1,5 @@
-/* state.c — state.json: which devices bigtcpd changed and what they held before. */
+/* state.c — state.json and state.journal: their format, reading and writing, and the store
+ * that decides when to append and when to write a new snapshot. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "counters.h"
+#include "log.h"
 #include "state.h"
 
 #define STATE_FILE "state.json"
@@ -94,8 +96,8 @@ static void out_probation(Out *o, const Probation *p) {
         out_printf(o, ",\"probation\":{\"until_boottime_usec\":%llu,\"window_usec\":%llu,\"interval_usec\":%llu,\"guards\":[",
                    (unsigned long long) p->until_usec, (unsigned long long) p->window_usec,
                    (unsigned long long) p->interval_usec);
-        for (size_t i = 0; i < p->n_guards; i++) {
-                const ProbationGuard *g = &p->guards[i];
+        for (size_t i = 0; i < p->guards.n; i++) {
+                const GuardState *g = &p->guards.items[i];
                 out_printf(o, "%s{\"counter\":", i ? "," : "");
                 out_string(o, g->counter);
                 if (g->per) {
@@ -104,7 +106,7 @@ static void out_probation(Out *o, const Probation *p) {
                 }
                 if (g->has_max_increase)
                         out_printf(o, ",\"max_increase\":%llu", (unsigned long long) g->max_increase);
-                if (g->has_max_ratio)
+                if (g->has_max_ratio && isfinite(g->max_ratio)) /* JSON has no inf */
                         out_printf(o, ",\"max_ratio\":%.17g", g->max_ratio);
                 out_printf(o, ",\"active\":%s,\"have_base\":%s,\"base\":%llu,\"per_base\":%llu}",
                            g->active ? "true" : "false", g->have_base ? "true" : "false",
@@ -130,16 +132,22 @@ static void out_rollback(Out *o, const RollbackRecord *r) {
 }
 
 static void out_device(Out *o, const Device *d) {
+        bool first = true;
+
         out_printf(o, "{\"ifindex\":%d,\"ifname\":", d->ifindex);
         out_string(o, d->ifname);
         out_sizes(o, "original", &d->original);
-        out_printf(o, ",\"families\":[%s%s%s]", d->written_families & FAMILY_IPV6 ? "\"ipv6\"" : "",
-                   (d->written_families & FAMILY_IPV6) && (d->written_families & FAMILY_IPV4) ? "," : "",
-                   d->written_families & FAMILY_IPV4 ? "\"ipv4\"" : "");
+        out_printf(o, ",\"written\":[");
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (d->written & (1u << i)) {
+                        out_printf(o, "%s\"%s\"", first ? "" : ",", size_name(i));
+                        first = false;
+                }
+        out_printf(o, "]");
         out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->state));
         if (d->has_last_good)
                 out_sizes(o, "last_good", &d->last_good);
-        if (d->state == DEVICE_ROLLED_BACK || d->rolling_back || d->rollback_pending)
+        if (d->held)
                 out_sizes(o, "held", &d->held_desired);
         if (d->probation)
                 out_probation(o, d->probation);
@@ -164,7 +172,7 @@ static int state_format(const DeviceTable *t, uint64_t generation, Out *o) {
         return o->oom ? -ENOMEM : 0;
 }
 
-int state_save(const char *dir, const DeviceTable *t, uint64_t generation) {
+int state_write_snapshot(const char *dir, const DeviceTable *t, uint64_t generation) {
         _cleanup_(freep) char *tmp = NULL, *path = NULL, *journal = NULL;
         _cleanup_(closep) int fd = -1, dfd = -1;
         Out o = {};
@@ -204,13 +212,17 @@ int state_save(const char *dir, const DeviceTable *t, uint64_t generation) {
         return 0;
 }
 
-int state_append(const char *dir, uint64_t generation, const Device *const *devices, size_t n_devices,
-                 const int *forgotten, size_t n_forgotten) {
+int state_write_journal(const char *dir, uint64_t generation, const Device *const *devices, size_t n_devices,
+                        const int *forgotten, size_t n_forgotten) {
         _cleanup_(freep) char *path = NULL;
         _cleanup_(closep) int fd = -1;
         Out o = {};
         int r;
 
+        /* Forgotten devices first: a device that took a forgotten one's ifindex comes after. */
+        for (size_t i = 0; i < n_forgotten; i++)
+                out_printf(&o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
+                           forgotten[i]);
         for (size_t i = 0; i < n_devices; i++) {
                 if (devices[i]->has_original) {
                         out_printf(&o, "{\"g\":%llu,\"device\":", (unsigned long long) generation);
@@ -220,9 +232,6 @@ int state_append(const char *dir, uint64_t generation, const Device *const *devi
                         out_printf(&o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n",
                                    (unsigned long long) generation, devices[i]->ifindex);
         }
-        for (size_t i = 0; i < n_forgotten; i++)
-                out_printf(&o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
-                           forgotten[i]);
         if (o.oom) {
                 free(o.buf);
                 return -ENOMEM;
@@ -244,6 +253,7 @@ int state_append(const char *dir, uint64_t generation, const Device *const *devi
                 r = -errno;
         return r;
 }
+
 static int get_u32(json_object *o, const char *key, uint32_t *ret) {
         json_object *v;
         if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
@@ -306,18 +316,6 @@ static const char *get_str(json_object *o, const char *key) {
         return json_object_get_string(v);
 }
 
-static int counter_from_json(const char *name, char **ret, GuardCounterKind *ret_kind, int *ret_offset) {
-        GuardCounterKind k;
-        if (!name || guard_counter_parse(name, &k) < 0)
-                return -EBADMSG;
-        *ret = strdup(name);
-        if (!*ret)
-                return -ENOMEM;
-        *ret_kind = k;
-        *ret_offset = k == GUARD_COUNTER_LINK ? link_counter_offset(name + strlen("link.")) : -1;
-        return 0;
-}
-
 static int probation_from_json(json_object *o, Probation **ret) {
         json_object *a;
         Probation *p = calloc(1, sizeof(*p));
@@ -331,21 +329,21 @@ static int probation_from_json(json_object *o, Probation **ret) {
             !json_object_is_type(a, json_type_array) || json_object_array_length(a) > POLICY_GUARDS_MAX)
                 goto fail;
         size_t n = json_object_array_length(a);
-        if (n > 0 && !(p->guards = calloc(n, sizeof(ProbationGuard)))) {
+        if (n > 0 && !(p->guards.items = calloc(n, sizeof(GuardState)))) {
                 r = -ENOMEM;
                 goto fail;
         }
         for (size_t i = 0; i < n; i++) {
                 json_object *j = json_object_array_get_idx(a, i), *v;
-                ProbationGuard *g = &p->guards[p->n_guards++];
+                GuardState *g = &p->guards.items[p->guards.n++];
                 if (!json_object_is_type(j, json_type_object))
                         goto fail;
-                r = counter_from_json(get_str(j, "counter"), &g->counter, &g->kind, &g->offset);
+                r = guard_counter_load(get_str(j, "counter"), &g->counter, &g->kind, &g->offset);
                 if (r < 0)
                         goto fail;
                 r = -EBADMSG;
                 if (json_object_object_get_ex(j, "per", &v) &&
-                    counter_from_json(get_str(j, "per"), &g->per, &g->per_kind, &g->per_offset) < 0)
+                    guard_counter_load(get_str(j, "per"), &g->per, &g->per_kind, &g->per_offset) < 0)
                         goto fail;
                 if (json_object_object_get_ex(j, "max_increase", &v)) {
                         if (get_u64(j, "max_increase", &g->max_increase) < 0)
@@ -356,7 +354,9 @@ static int probation_from_json(json_object *o, Probation **ret) {
                         if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
                                 goto fail;
                         g->max_ratio = json_object_get_double(v);
-                        g->has_max_ratio = g->per != NULL && g->max_ratio >= 0;
+                        /* json-c reads 1e400 as inf, which a policy never gives and JSON cannot
+                         * say: such a guard is taken as having no ratio */
+                        g->has_max_ratio = g->per != NULL && isfinite(g->max_ratio) && g->max_ratio >= 0;
                 }
                 g->active = get_bool(j, "active");
                 g->have_base = get_bool(j, "have_base");
@@ -411,16 +411,25 @@ static int parse_entry(json_object *e, StateEntry *s) {
             get_u32(orig, "gso_max_size", &s->original.gso_max_size) < 0 ||
             get_u32(orig, "gro_max_size", &s->original.gro_max_size) < 0 ||
             get_u32(orig, "gso_ipv4_max_size", &s->original.gso_ipv4_max_size) < 0 ||
-            get_u32(orig, "gro_ipv4_max_size", &s->original.gro_ipv4_max_size) < 0 ||
-            !json_object_object_get_ex(e, "families", &fam) || !json_object_is_type(fam, json_type_array))
+            get_u32(orig, "gro_ipv4_max_size", &s->original.gro_ipv4_max_size) < 0)
+                return -EBADMSG;
+        bool families = !json_object_object_get_ex(e, "written", &fam);
+        if ((families && !json_object_object_get_ex(e, "families", &fam)) || !json_object_is_type(fam, json_type_array))
                 return -EBADMSG;
         s->ifindex = (int) ifindex;
         for (size_t j = 0; j < json_object_array_length(fam); j++) {
                 const char *f = json_object_get_string(json_object_array_get_idx(fam, j));
-                if (streq_ptr(f, "ipv6"))
-                        s->written_families |= FAMILY_IPV6;
-                else if (streq_ptr(f, "ipv4"))
-                        s->written_families |= FAMILY_IPV4;
+                if (families) {
+                        /* written by an earlier version: whole families */
+                        if (streq_ptr(f, "ipv6"))
+                                s->written |= SIZE_BITS_IPV6;
+                        else if (streq_ptr(f, "ipv4"))
+                                s->written |= SIZE_BITS_IPV4;
+                        continue;
+                }
+                for (unsigned i = 0; i < SIZES_COUNT; i++)
+                        if (streq_ptr(f, size_name(i)))
+                                s->written |= 1u << i;
         }
         if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string) &&
             !(s->ifname = strdup(json_object_get_string(name))))
@@ -428,7 +437,7 @@ static int parse_entry(json_object *e, StateEntry *s) {
         const char *st = get_str(e, "state");
         s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
         s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
-        (void) get_sizes(e, "held", &s->held_desired);
+        s->held = get_sizes(e, "held", &s->held_desired) >= 0;
         if (json_object_object_get_ex(e, "probation", &pv) && probation_from_json(pv, &s->probation) < 0) {
                 state_entries_free_one(s);
                 return -EBADMSG;
@@ -490,11 +499,7 @@ static void entries_drop(StateEntry *entries, size_t *n, int ifindex) {
                 }
 }
 
-int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n) {
-        return state_parse_full(data, size, ret, ret_n, NULL);
-}
-
-int state_parse_full(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
+int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
         _cleanup_(json_object_putp) json_object *root = parse_json(data, size);
         json_object *list, *v;
         StateEntry *entries = NULL;
@@ -570,7 +575,7 @@ int state_journal_apply(const char *data, size_t size, uint64_t generation, Stat
         return 0;
 }
 
-int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
+static int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
         _cleanup_(freep) char *path = NULL, *data = NULL, *jpath = NULL, *jdata = NULL;
         StateEntry *entries = NULL;
         size_t size, n = 0;
@@ -585,7 +590,7 @@ int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_g
         } else if (r < 0)
                 return r;
         else {
-                r = state_parse_full(data, size, &entries, &n, &generation);
+                r = state_parse(data, size, &entries, &n, &generation);
                 if (r < 0)
                         return r;
         }
@@ -601,4 +606,170 @@ int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_g
         if (ret_generation)
                 *ret_generation = generation;
         return 0;
+}
+
+/* ---- the store ---- */
+
+struct StateStore {
+        char *dir;
+        const DeviceTable *table;
+        struct event *save_event;
+        uint64_t generation;
+        size_t journal_lines;
+        bool compact;  /* the next save writes a snapshot */
+        bool pending;  /* a save is owed */
+        Device **dirty; /* changed since the last save */
+        size_t n_dirty, cap_dirty;
+        int *forgotten; /* ifindexes of devices that went away */
+        size_t n_forgotten, cap_forgotten;
+};
+
+static void on_save(evutil_socket_t fd, short what, void *userdata) {
+        StateStore *s = userdata;
+        int r;
+
+        if (!s->pending)
+                return;
+        r = state_store_save(s);
+        if (r < 0)
+                log_error_errno(r, "Failed to write the state file in %s: %m", s->dir);
+}
+
+int state_store_new(struct event_base *base, const char *dir, const DeviceTable *table, StateStore **ret) {
+        StateStore *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return -ENOMEM;
+        s->table = table;
+        s->dir = strdup(dir);
+        s->save_event = event_new(base, -1, 0, on_save, s);
+        if (!s->dir || !s->save_event) {
+                state_store_free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+void state_store_free(StateStore *s) {
+        if (!s)
+                return;
+        if (s->pending)
+                (void) state_store_save(s);
+        if (s->save_event)
+                event_free(s->save_event);
+        for (size_t i = 0; i < s->n_dirty; i++)
+                s->dirty[i]->state_dirty = false;
+        free(s->dirty);
+        free(s->forgotten);
+        free(s->dir);
+        free(s);
+}
+
+const char *state_store_dir(const StateStore *s) {
+        return s->dir;
+}
+
+int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n) {
+        int r;
+
+        /* the first save after a start compacts snapshot and journal into a new snapshot */
+        s->compact = true;
+        r = state_load(s->dir, ret, ret_n, &s->generation);
+        if (r < 0) {
+                /* Kept for whoever investigates; a new snapshot takes its place at the next save. */
+                _cleanup_(freep) char *from = NULL, *to = NULL;
+                if (asprintf(&from, "%s/" STATE_FILE, s->dir) >= 0 && asprintf(&to, "%s/" STATE_FILE ".corrupt", s->dir) >= 0)
+                        (void) rename(from, to);
+                *ret = NULL;
+                *ret_n = 0;
+        }
+        return r;
+}
+
+static void schedule(StateStore *s) {
+        s->pending = true;
+        event_active(s->save_event, EV_TIMEOUT, 0);
+}
+
+void state_store_mark(StateStore *s, Device *d) {
+        if (!d->state_dirty) {
+                if (s->n_dirty == s->cap_dirty) {
+                        size_t cap = s->cap_dirty ? s->cap_dirty * 2 : 64;
+                        Device **x = reallocarray(s->dirty, cap, sizeof(Device *));
+                        if (!x) {
+                                s->compact = true; /* no memory for the list: write everything */
+                                schedule(s);
+                                return;
+                        }
+                        s->dirty = x;
+                        s->cap_dirty = cap;
+                }
+                d->state_dirty = true;
+                d->state_dirty_index = s->n_dirty;
+                s->dirty[s->n_dirty++] = d;
+        }
+        schedule(s);
+}
+
+void state_store_forget(StateStore *s, Device *d) {
+        /* an entry on disk, or one owed to it: either way a "forget" line */
+        bool owed = d->has_original || d->state_dirty;
+
+        if (d->state_dirty) {
+                /* the list holds pointers: this one must not outlive its device */
+                size_t i = d->state_dirty_index;
+                s->dirty[i] = s->dirty[--s->n_dirty];
+                s->dirty[i]->state_dirty_index = i;
+                d->state_dirty = false;
+        }
+        if (!owed)
+                return;
+        if (s->n_forgotten == s->cap_forgotten) {
+                size_t cap = s->cap_forgotten ? s->cap_forgotten * 2 : 64;
+                int *x = reallocarray(s->forgotten, cap, sizeof(int));
+                if (!x) {
+                        s->compact = true;
+                        schedule(s);
+                        return;
+                }
+                s->forgotten = x;
+                s->cap_forgotten = cap;
+        }
+        s->forgotten[s->n_forgotten++] = d->ifindex;
+        schedule(s);
+}
+
+void state_store_compact(StateStore *s) {
+        s->compact = true;
+        schedule(s);
+}
+
+int state_store_save(StateStore *s) {
+        size_t limit = s->table->n_devices * 2 > 1024 ? s->table->n_devices * 2 : 1024;
+        int r;
+
+        if (s->compact || s->journal_lines + s->n_dirty + s->n_forgotten > limit) {
+                r = state_write_snapshot(s->dir, s->table, s->generation + 1);
+                if (r < 0)
+                        return r;
+                s->generation++;
+                s->journal_lines = 0;
+                s->compact = false;
+        } else if (s->n_dirty + s->n_forgotten > 0) {
+                r = state_write_journal(s->dir, s->generation, (const Device *const *) s->dirty, s->n_dirty,
+                                        s->forgotten, s->n_forgotten);
+                if (r < 0)
+                        return r;
+                s->journal_lines += s->n_dirty + s->n_forgotten;
+        }
+        for (size_t i = 0; i < s->n_dirty; i++)
+                s->dirty[i]->state_dirty = false;
+        s->n_dirty = s->n_forgotten = 0;
+        s->pending = false;
+        return 0;
+}
+
+bool state_store_pending(const StateStore *s) {
+        return s->pending;
 }

@@ -1,29 +1,67 @@
-/* sync.c — what the kernel tells us: link and route events, the initial dumps, the re-dumps
- * after lost events (ENOBUFS) or inconsistent dumps, and the periodic link-only verification
- * that finds sizes changed behind our back (the kernel raises no event for those). */
+/* sync.c — what the kernel tells the engine: link and route events, dumps, replies to the
+ * writer's requests, and the re-reads that keep the table true. Devices come and go here (their
+ * lifecycle ends in lifecycle_gone()); every change is handed to apply_reconcile(). */
 #include <net/if.h>
 #include <sys/socket.h>
 
 #include "apply.h"
-#include "probation.h"
+#include "lifecycle.h"
+#include "link-message.h"
 #include "log.h"
 #include "route.h"
-#include "state.h"
 #include "sync.h"
 
-/* Re-read every link (a link-only sync) so that sizes changed behind our back are seen. */
-void start_verify(Manager *m) {
-        if (m->sync != SYNC_NONE) {
-                m->resync_wanted = true;
-                return;
-        }
-        start_sync(m, SYNC_LINKS);
-        m->sync_links_only = true;
+typedef enum SyncPhase {
+        SYNC_NONE,
+        SYNC_LINKS,
+        SYNC_ROUTES,
+        _SYNC_PHASE_MAX,
+        _SYNC_PHASE_INVALID = -EINVAL,
+} SyncPhase;
+
+typedef struct SyncWaiter {
+        uint64_t id;
+        unsigned epoch; /* fired when a link dump of this epoch or later is complete */
+        SyncDoneFn fn;
+        void *userdata;
+} SyncWaiter;
+
+struct Sync {
+        Engine *engine;
+        Netlink *nl;
+        uint64_t verify_interval_usec;
+        SyncPhase phase;
+        bool links_only;          /* a verification: links, not routes */
+        bool resync_wanted;       /* events were lost during a sync: start over after it */
+        bool route_resync_wanted; /* IPv4 flushes routes silently on link down */
+        unsigned done_epoch;      /* the last link dump that completed */
+        struct event *verify_timer;
+        struct event *retry_timer;
+        struct event *retry_event;
+        struct event *stall_timer; /* a dump that stopped after lost events */
+        uint64_t stall_mark;
+        StateEntry *loaded;
+        size_t n_loaded;
+        SyncWaiter *waiters;
+        size_t n_waiters;
+        uint64_t next_waiter_id;
+};
+
+static void start(Sync *s, SyncPhase from);
+
+/* A Sync made without a Netlink (the fuzzers) has no socket: a dump counts as asked for, and
+ * whoever drives sync_netlink_ops answers it (sync_dump_running()). */
+static int dump_request(Sync *s, int type) {
+        return s->nl ? netlink_dump(s->nl, type) : 0;
 }
 
-static bool manages_any(const Manager *m) {
+static uint64_t dump_progress(const Sync *s) {
+        return s->nl ? netlink_dump_progress(s->nl) : 0;
+}
+
+static bool manages_any(const Engine *e) {
         const Device *d;
-        DEVICE_FOREACH(d, &m->devices, it)
+        DEVICE_FOREACH(d, &e->devices, it)
                 if (d->has_original)
                         return true;
         return false;
@@ -31,49 +69,106 @@ static bool manages_any(const Manager *m) {
 
 /* Armed only while bigtcpd manages some device: an idle host with nothing managed sees no
  * wakeup at all. */
-void verify_arm(Manager *m) {
-        if (m->cfg.verify_interval_usec == 0 || evtimer_pending(m->verify_timer, NULL))
+static void verify_arm(Sync *s) {
+        if (s->verify_interval_usec == 0 || evtimer_pending(s->verify_timer, NULL))
                 return;
         struct timeval tv = {
-                .tv_sec = (time_t) (m->cfg.verify_interval_usec / 1000000ull),
-                .tv_usec = (suseconds_t) (m->cfg.verify_interval_usec % 1000000ull),
+                .tv_sec = (time_t) (s->verify_interval_usec / USEC_PER_SEC),
+                .tv_usec = (suseconds_t) (s->verify_interval_usec % USEC_PER_SEC),
         };
-        (void) evtimer_add(m->verify_timer, &tv);
+        (void) evtimer_add(s->verify_timer, &tv);
 }
 
-void sync_verify_timer(evutil_socket_t fd, short what, void *userdata) {
-        Manager *m = userdata;
-        if (!manages_any(m))
+void sync_verify(Sync *s) {
+        if (s->phase != SYNC_NONE) {
+                s->resync_wanted = true;
                 return;
-        start_verify(m);
-        verify_arm(m);
+        }
+        start(s, SYNC_LINKS);
+        s->links_only = true;
 }
 
+static void on_verify_timer(evutil_socket_t fd, short what, void *userdata) {
+        Sync *s = userdata;
+        if (!manages_any(s->engine))
+                return;
+        sync_verify(s);
+        verify_arm(s);
+}
+
+int sync_wait_links(Sync *s, SyncDoneFn fn, void *userdata, uint64_t *ret_id) {
+        SyncWaiter *x = reallocarray(s->waiters, s->n_waiters + 1, sizeof(SyncWaiter));
+
+        if (!x)
+                return -ENOMEM;
+        s->waiters = x;
+        /* A dump that runs now may have passed some devices already: the next one counts. */
+        sync_verify(s);
+        x[s->n_waiters++] = (SyncWaiter){.id = ++s->next_waiter_id, .fn = fn, .userdata = userdata,
+                                         .epoch = s->engine->dump_epoch + (s->phase == SYNC_LINKS && s->resync_wanted)};
+        if (ret_id)
+                *ret_id = s->next_waiter_id;
+        return 0;
+}
+
+void sync_cancel_wait(Sync *s, uint64_t id) {
+        for (size_t i = 0; i < s->n_waiters; i++)
+                if (s->waiters[i].id == id) {
+                        s->waiters[i] = s->waiters[--s->n_waiters];
+                        return;
+                }
+}
+
+static void fire_waiters(Sync *s) {
+        /* A waiter may add or cancel waiters: take the list first. */
+        SyncWaiter *due = NULL;
+        size_t n_due = 0, k = 0;
+
+        for (size_t i = 0; i < s->n_waiters; i++)
+                if (s->waiters[i].epoch <= s->done_epoch)
+                        n_due++;
+        if (n_due == 0)
+                return;
+        due = calloc(n_due, sizeof(SyncWaiter));
+        if (!due)
+                return; /* they wait for the next one */
+        n_due = 0;
+        for (size_t i = 0; i < s->n_waiters; i++) {
+                if (s->waiters[i].epoch <= s->done_epoch)
+                        due[n_due++] = s->waiters[i];
+                else
+                        s->waiters[k++] = s->waiters[i];
+        }
+        s->n_waiters = k;
+        for (size_t i = 0; i < n_due; i++)
+                due[i].fn(due[i].userdata);
+        free(due);
+}
 
 /* ---- kernel events ---- */
 
-static void forget_device(Manager *m, Device *d) {
-        unqueue_device(m, d);
-        probation_stop(m, d);
-        if (d->has_original) {
-                log_dev_info(d, "device is gone, forgetting its original sizes");
-                state_forget(m, d->ifindex);
-        }
-        event_emit(&m->events, &(Event){.type = EVENT_REMOVED, .device = d});
-        device_remove(&m->devices, d);
-        device_free(d);
-}
-
 static void on_route_changed(Device *d, void *userdata) {
-        Manager *m = userdata;
-        device_reconcile(m, d, REASON_ROUTES);
+        apply_reconcile(userdata, d, REASON_ROUTES);
 }
 
-static void handle_link(Manager *m, struct nlmsghdr *nlh, NetlinkSource source) {
-        bool in_dump = source == NETLINK_DUMP;
-        LinkMessage lm;
+/* A reply to one of the writer's requests: for its own device only. */
+static Device *reply_owner(const Engine *e, const struct nlmsghdr *nlh, const LinkMessage *lm, bool *ret_stats,
+                           bool *ret_stale_sizes) {
+        const WriterRequest *rq = writer_lookup(e->writer, nlh->nlmsg_seq);
+
+        if (!rq || !rq->device || rq->device->ifindex != lm->ifindex)
+                return NULL; /* its device went away: whatever has this ifindex now is another one */
+        *ret_stats = rq->kind == REQUEST_STATS;
+        /* asked before the device's write in flight: it shows the sizes before that write */
+        *ret_stale_sizes = rq->device->write.phase == WRITE_SENT && seq_before(rq->seq, rq->device->write.seq);
+        return rq->device;
+}
+
+static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
+        Engine *e = s->engine;
+        bool added = false, stats = false, stale = false;
         unsigned changes = 0;
-        bool added = false;
+        LinkMessage lm;
         Device *d;
         int r;
 
@@ -84,70 +179,80 @@ static void handle_link(Manager *m, struct nlmsghdr *nlh, NetlinkSource source) 
                 log_warning("netlink: malformed link message, ignoring");
                 return;
         }
-        d = device_get(&m->devices, lm.ifindex);
+        if (source == NETLINK_REPLY) {
+                d = reply_owner(e, nlh, &lm, &stats, &stale);
+                if (!d)
+                        return;
+        } else
+                d = device_get(&e->devices, lm.ifindex);
         if (nlh->nlmsg_type == RTM_DELLINK) {
                 if (d) {
-                        log_dev_debug(d, "removed");
-                        forget_device(m, d);
+                        if (d->has_original)
+                                log_dev_info(d, "device is gone, forgetting its original sizes");
+                        else
+                                log_dev_debug(d, "removed");
+                        lifecycle_gone(e, d);
                 }
                 return;
         }
         if (!d) {
-                r = device_add(&m->devices, lm.ifindex, &d);
+                r = device_add(&e->devices, lm.ifindex, &d);
                 if (r < 0) {
                         log_error_errno(r, "Failed to track link %d: %m", lm.ifindex);
                         return;
                 }
-                /* created while we watch: it carries no traffic yet */
-                d->is_new = m->initial_sync_done && source == NETLINK_EVENT;
+                /* created while bigtcpd watches: new, until it carries traffic or time passes */
+                if (e->synced && source == NETLINK_EVENT)
+                        d->appeared_usec = engine_now(e);
                 added = true;
         }
         /* A dump entry may predate a write sent while the dump runs: the ack is newer. */
-        if (in_dump && d->write_epoch == m->dump_epoch)
+        if (source == NETLINK_DUMP && d->write.epoch == e->dump_epoch)
                 lm.has_sizes = false;
-        /* A reply to a request sent before our write in flight shows the sizes before it. */
-        if (source == NETLINK_REPLY && d->inflight)
+        if (stale)
                 lm.has_sizes = false;
-        if (source == NETLINK_REPLY && d->probation && lm.stats64)
-                probation_stats(m, d, lm.stats64, lm.stats64_len);
+        if (stats && d->probation && lm.stats64)
+                probation_stats(e->probation, d, lm.stats64, lm.stats64_len);
         int old_master = d->master;
-        r = device_update(d, &lm, &changes);
+        r = device_update(d, &lm, engine_now(e), &changes);
         if (r < 0) {
                 log_dev_error_errno(d, r, "cannot update: %m");
                 return;
         }
         d->seen_in_dump = true;
         if (added)
-                event_emit(&m->events, &(Event){.type = EVENT_ADDED, .device = d});
-        if ((changes & LINK_CHANGE_DOWN) && m->policy_uses_routes)
-                m->route_resync_wanted = true;
+                event_emit(&e->events, &(Event){.type = EVENT_ADDED, .device = d});
+        if ((changes & LINK_CHANGE_DOWN) && e->policy_uses_routes)
+                s->route_resync_wanted = true;
         if (changes & LINK_CHANGE_MASTER) {
-                /* A port joining or leaving moves the master's tso_max_size, and the master's
-                 * own event may come before the kernel updated it. */
-                if (d->master > 0)
-                        (void) request_refresh(m, d->master, INFLIGHT_REFRESH);
-                if (old_master > 0 && old_master != d->master)
-                        (void) request_refresh(m, old_master, INFLIGHT_REFRESH);
+                /* A port joining or leaving moves the master's tso_max_size, and the master's own
+                 * event may come before the kernel updated it. */
+                Device *m = d->master > 0 ? device_get(&e->devices, d->master) : NULL;
+                Device *old = old_master > 0 && old_master != d->master ? device_get(&e->devices, old_master) : NULL;
+                if (m)
+                        (void) writer_request_read(e->writer, m, NULL, NULL, NULL);
+                if (old)
+                        (void) writer_request_read(e->writer, old, NULL, NULL, NULL);
         }
         if (changes & LINK_CHANGE_NAME)
                 log_dev_debug(d, "name is now %s", d->ifname);
         if (changes == LINK_CHANGE_SIZES)
-                device_reconcile(m, d, REASON_SIZES);
+                apply_reconcile(e, d, REASON_SIZES);
         else if (changes)
-                device_reconcile(m, d, REASON_LINK);
+                apply_reconcile(e, d, REASON_LINK);
 }
 
 static void on_message(void *userdata, struct nlmsghdr *nlh, NetlinkSource source) {
-        Manager *m = userdata;
+        Sync *s = userdata;
 
         switch (nlh->nlmsg_type) {
         case RTM_NEWLINK:
         case RTM_DELLINK:
-                handle_link(m, nlh, source);
+                handle_link(s, nlh, source);
                 break;
         case RTM_NEWROUTE:
         case RTM_DELROUTE:
-                if (route_message_handle(&m->devices, nlh, on_route_changed, m) < 0)
+                if (route_message_handle(&s->engine->devices, nlh, on_route_changed, s->engine) < 0)
                         log_warning("netlink: malformed route message, ignoring");
                 break;
         default:
@@ -155,239 +260,304 @@ static void on_message(void *userdata, struct nlmsghdr *nlh, NetlinkSource sourc
         }
 }
 
-static void apply_loaded_state(Manager *m) {
-        for (size_t i = 0; i < m->loaded_state.n; i++) {
-                StateEntry *e = &m->loaded_state.entries[i];
-                Device *d = device_get(&m->devices, e->ifindex);
-                if (!d) {
-                        log_info("%s: gone while bigtcpd was not running, forgetting its original sizes",
-                                 e->ifname ?: "?");
-                        m->state_full = true;
-                        continue;
-                }
-                d->has_original = true;
-                d->original = e->original;
-                d->written_families = e->written_families;
-                d->has_last_good = e->has_last_good;
-                d->last_good = e->last_good;
-                d->last_rollback = e->last_rollback;
-                e->last_rollback = NULL;
-                /* Until the policy says otherwise it is what bigtcpd last wrote. */
-                d->state = DEVICE_APPLIED;
-                d->desired = d->current;
-                if (e->state == DEVICE_ROLLED_BACK) {
-                        d->state = DEVICE_ROLLED_BACK;
-                        d->held_desired = e->held_desired;
-                } else if (e->probation) {
-                        /* A window that was running goes on where it was; one that ended while we
-                         * were down is judged at the first sample, right away. */
-                        d->probation = e->probation;
-                        e->probation = NULL;
-                        d->probation->next_usec = 0;
-                        d->probation->sample_pending = false;
-                        TAILQ_INSERT_TAIL(&m->probation, d, probation_link);
-                        d->state = DEVICE_PROBATION;
-                        log_dev_info(d, "resuming probation begun by an earlier run");
-                }
-        }
-        probation_arm(m);
-        if (manages_any(m))
-                verify_arm(m);
-        state_entries_free(m->loaded_state.entries, m->loaded_state.n);
-        m->loaded_state.entries = NULL;
-        m->loaded_state.n = 0;
-        if (m->state_full)
-                schedule_save(m);
-}
-
-static void finish_sync(Manager *m) {
+static void set_ipv4(Engine *e) {
         bool ipv4 = false;
         Device *d;
 
-        m->sync = SYNC_NONE;
-        DEVICE_FOREACH(d, &m->devices, it)
+        DEVICE_FOREACH(d, &e->devices, it)
                 ipv4 = ipv4 || d->has_ipv4_sizes;
-        if (!m->initial_sync_done || ipv4 != m->ipv4_supported)
+        if (!e->synced || ipv4 != e->ipv4_supported)
                 log_info("kernel %s IPv4 BIG TCP sizes (gso/gro_ipv4_max_size)%s", ipv4 ? "has" : "lacks",
                          ipv4 ? "" : ": IPv4 parts of the policy are unsupported");
-        m->ipv4_supported = ipv4;
-        if (!m->initial_sync_done) {
-                apply_loaded_state(m);
-                m->initial_sync_done = true;
-                m->ready_pending = true;
-        }
-        DEVICE_FOREACH(d, &m->devices, it) {
-                bool moved = d->sizes_moved;
-                d->sizes_moved = false;
-                device_reconcile(m, d, moved ? REASON_SIZES : REASON_SYNC);
-        }
-        manager_flush(m);
-        /* Another sync is owed (events lost meanwhile, or the dump was inconsistent): it starts
-         * from the next batch, after this one's writes went out. */
-        if (m->resync_wanted)
-                event_active(m->retry_event, EV_TIMEOUT, 0);
+        e->ipv4_supported = ipv4;
+        writer_set_ipv4(e->writer, ipv4);
 }
 
-void start_sync(Manager *m, SyncPhase from) {
+static void finish(Sync *s) {
+        Engine *e = s->engine;
+        Device *d;
+
+        s->phase = SYNC_NONE;
+        e->sync_running = false;
+        e->routes_complete = true;
+        set_ipv4(e);
+        if (!e->synced) {
+                e->synced = true;
+                e->settle_pending = true;
+                apply_loaded_state(e, s->loaded, s->n_loaded);
+                state_entries_free(s->loaded, s->n_loaded);
+                s->loaded = NULL;
+                s->n_loaded = 0;
+        }
+        DEVICE_FOREACH(d, &e->devices, it) {
+                bool moved = d->sizes_moved;
+                d->sizes_moved = false;
+                apply_reconcile(e, d, moved ? REASON_SIZES : REASON_SYNC);
+        }
+        e->reconcile_pending = false;
+        if (manages_any(e))
+                verify_arm(s);
+        apply_flush(e);
+        fire_waiters(s);
+        /* Another sync is owed (events lost meanwhile, or the dump was inconsistent): it starts
+         * from the next batch, after this one's writes went out. */
+        if (s->resync_wanted)
+                event_active(s->retry_event, EV_TIMEOUT, 0);
+}
+
+static void start(Sync *s, SyncPhase from) {
+        Engine *e = s->engine;
         int r;
 
-        if (from == SYNC_LINKS && m->sync == SYNC_NONE)
-                m->sync_links_only = false;
-
+        if (from == SYNC_LINKS && s->phase == SYNC_NONE)
+                s->links_only = false;
         if (from == SYNC_LINKS) {
                 Device *d;
-                DEVICE_FOREACH(d, &m->devices, it)
+                DEVICE_FOREACH(d, &e->devices, it)
                         d->seen_in_dump = false;
-                m->dump_epoch++;
-        } else
-                route_forget_all(&m->devices, NULL, NULL);
-        m->sync = from;
-        r = netlink_dump(m->nl, from == SYNC_LINKS ? RTM_GETLINK : RTM_GETROUTE);
+                e->dump_epoch++;
+        } else {
+                route_forget_all(&e->devices, NULL, NULL);
+                e->routes_complete = false;
+        }
+        s->phase = from;
+        e->sync_running = true;
+        r = dump_request(s, from == SYNC_LINKS ? RTM_GETLINK : RTM_GETROUTE);
         if (r < 0) {
                 struct timeval tv = {.tv_sec = 1};
-                log_error_errno(r, "Failed to request %s dump: %m; retrying in 1s",
-                                from == SYNC_LINKS ? "link" : "route");
-                m->sync = SYNC_NONE;
-                m->resync_wanted = true;
-                evtimer_add(m->retry_timer, &tv);
+                log_error_errno(r, "Failed to request %s dump: %m; retrying in 1s", from == SYNC_LINKS ? "link" : "route");
+                s->phase = SYNC_NONE;
+                e->sync_running = false;
+                s->resync_wanted = true;
+                evtimer_add(s->retry_timer, &tv);
+        }
+}
+
+/* Whatever the dump did not show is gone. */
+static void sweep(Sync *s) {
+        Engine *e = s->engine;
+        _cleanup_(freep) Device **gone = NULL;
+        size_t n = 0;
+        Device *d;
+
+        DEVICE_FOREACH(d, &e->devices, it)
+                n += !d->seen_in_dump;
+        if (n == 0)
+                return;
+        gone = calloc(n, sizeof(Device *));
+        if (!gone) {
+                s->resync_wanted = true; /* the next dump sweeps them */
+                return;
+        }
+        n = 0;
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (!d->seen_in_dump)
+                        gone[n++] = d;
+        for (size_t i = 0; i < n; i++) {
+                log_dev_debug(gone[i], "not in the link dump: gone");
+                lifecycle_gone(e, gone[i]);
         }
 }
 
 static void on_dump_done(void *userdata, int type, int error, bool interrupted) {
-        Manager *m = userdata;
+        Sync *s = userdata;
+        Engine *e = s->engine;
 
         if (error == -EBUSY) {
                 /* an abandoned dump is still running in the kernel: after it */
                 struct timeval tv = {.tv_usec = 100000};
-                m->sync = SYNC_NONE;
-                m->resync_wanted = true;
-                evtimer_add(m->retry_timer, &tv);
+                s->phase = SYNC_NONE;
+                e->sync_running = false;
+                s->resync_wanted = true;
+                evtimer_add(s->retry_timer, &tv);
                 return;
         }
         if (error < 0) {
                 log_warning_errno(error, "%s dump failed: %m; dumping again", type == RTM_GETLINK ? "link" : "route");
-                start_sync(m, m->sync == SYNC_ROUTES ? SYNC_ROUTES : SYNC_LINKS);
+                start(s, s->phase == SYNC_ROUTES ? SYNC_ROUTES : SYNC_LINKS);
                 return;
         }
-        if (interrupted && m->sync == SYNC_LINKS) {
+        if (interrupted && s->phase == SYNC_LINKS) {
                 /* Links came or went while dumping (a burst). What the dump showed is right, and
                  * events cover what it missed; only absence cannot be trusted, so no sweep now. */
                 log_debug("link dump was inconsistent; dumping again once this sync is done");
-                m->resync_wanted = true;
-                if (!m->initial_sync_done || !m->sync_links_only) {
-                        start_sync(m, SYNC_ROUTES);
+                s->resync_wanted = true;
+                if (!e->synced || !s->links_only) {
+                        start(s, SYNC_ROUTES);
                         return;
                 }
-                finish_sync(m);
+                finish(s);
                 return;
         }
         if (interrupted) {
                 log_debug("route dump was inconsistent; dumping again");
-                start_sync(m, SYNC_ROUTES);
+                start(s, SYNC_ROUTES);
                 return;
         }
-        if (m->sync == SYNC_LINKS) {
-                Device *d, *gone[64];
-                size_t n;
-                /* Whatever the dump did not show is gone. */
-                do {
-                        n = 0;
-                        DEVICE_FOREACH(d, &m->devices, it)
-                                if (!d->seen_in_dump && n < ELEMENTSOF(gone))
-                                        gone[n++] = d;
-                        for (size_t i = 0; i < n; i++)
-                                forget_device(m, gone[i]);
-                } while (n == ELEMENTSOF(gone));
-                if (m->resync_wanted) {
-                        m->resync_wanted = false;
-                        start_sync(m, SYNC_LINKS);
+        if (s->phase == SYNC_LINKS) {
+                sweep(s);
+                s->done_epoch = e->dump_epoch;
+                if (s->resync_wanted) {
+                        s->resync_wanted = false;
+                        start(s, SYNC_LINKS);
                         return;
                 }
-                if (!m->sync_links_only || m->route_resync_wanted) {
-                        m->route_resync_wanted = false;
-                        start_sync(m, SYNC_ROUTES);
+                if (!s->links_only || s->route_resync_wanted) {
+                        s->route_resync_wanted = false;
+                        start(s, SYNC_ROUTES);
                         return;
                 }
         }
-        finish_sync(m);
+        finish(s);
 }
 
 static void on_lost(void *userdata) {
-        Manager *m = userdata;
+        Sync *s = userdata;
 
-        if (m->sync != SYNC_NONE) {
+        if (s->phase != SYNC_NONE) {
                 /* Start over once this sync is done. The overrun may also have cost the dump
                  * itself its next part: if it does not move for a second, it is abandoned. */
-                m->resync_wanted = true;
-                if (!evtimer_pending(m->stall_timer, NULL)) {
+                s->resync_wanted = true;
+                if (!evtimer_pending(s->stall_timer, NULL)) {
                         struct timeval tv = {.tv_sec = 1};
-                        m->stall_mark = netlink_dump_progress(m->nl);
-                        evtimer_add(m->stall_timer, &tv);
+                        s->stall_mark = dump_progress(s);
+                        evtimer_add(s->stall_timer, &tv);
                 }
                 return;
         }
-        start_sync(m, SYNC_LINKS);
+        start(s, SYNC_LINKS);
 }
 
-void sync_stall_timer(evutil_socket_t fd, short what, void *userdata) {
-        Manager *m = userdata;
+static void on_stall_timer(evutil_socket_t fd, short what, void *userdata) {
+        Sync *s = userdata;
         struct timeval tv = {.tv_sec = 1};
 
-        if (m->sync == SYNC_NONE)
+        if (s->phase == SYNC_NONE)
                 return;
-        if (netlink_dump_progress(m->nl) != m->stall_mark) {
-                m->stall_mark = netlink_dump_progress(m->nl);
-                evtimer_add(m->stall_timer, &tv);
+        if (dump_progress(s) != s->stall_mark) {
+                s->stall_mark = dump_progress(s);
+                evtimer_add(s->stall_timer, &tv);
                 return;
         }
         log_warning("%s dump made no progress for 1s after events were lost; starting over",
-                    m->sync == SYNC_LINKS ? "link" : "route");
-        netlink_dump_abandon(m->nl);
-        m->sync = SYNC_NONE;
-        m->resync_wanted = false;
-        start_sync(m, SYNC_LINKS);
+                    s->phase == SYNC_LINKS ? "link" : "route");
+        if (s->nl)
+                netlink_dump_abandon(s->nl);
+        s->phase = SYNC_NONE;
+        s->engine->sync_running = false;
+        s->resync_wanted = false;
+        start(s, SYNC_LINKS);
 }
 
-void sync_retry_timer(evutil_socket_t fd, short what, void *userdata) {
+static void on_retry_timer(evutil_socket_t fd, short what, void *userdata) {
         on_lost(userdata);
 }
 
-void sync_retry_event(evutil_socket_t fd, short what, void *userdata) {
-        Manager *m = userdata;
-        if (m->sync == SYNC_NONE && m->resync_wanted) {
-                m->resync_wanted = false;
-                start_sync(m, SYNC_LINKS);
+static void on_retry_event(evutil_socket_t fd, short what, void *userdata) {
+        Sync *s = userdata;
+        if (s->phase == SYNC_NONE && s->resync_wanted) {
+                s->resync_wanted = false;
+                start(s, SYNC_LINKS);
         }
 }
 
+static void on_ack(void *userdata, uint32_t seq, int error, const char *extack) {
+        Sync *s = userdata;
+        writer_ack(s->engine->writer, seq, error, extack);
+}
+
+static void on_acks_lost(void *userdata) {
+        Sync *s = userdata;
+        /* What those writes did is unknown until the re-dump that the loss also starts. */
+        writer_acks_lost(s->engine->writer);
+}
+
 static void on_batch_end(void *userdata) {
-        Manager *m = userdata;
+        Sync *s = userdata;
+        Engine *e = s->engine;
         Device *d;
 
-        if (m->sync == SYNC_NONE && m->route_resync_wanted) {
-                m->route_resync_wanted = false;
-                start_sync(m, SYNC_ROUTES);
+        if (s->phase == SYNC_NONE && s->route_resync_wanted) {
+                s->route_resync_wanted = false;
+                start(s, SYNC_ROUTES);
         }
-        if (m->sync == SYNC_NONE && m->resync_wanted) {
-                m->resync_wanted = false;
-                start_sync(m, SYNC_LINKS);
+        if (s->phase == SYNC_NONE && s->resync_wanted) {
+                s->resync_wanted = false;
+                start(s, SYNC_LINKS);
         }
         /* The scan is O(devices): only when something asked for it. */
-        if (m->reconcile_pending && m->initial_sync_done && m->sync != SYNC_ROUTES) {
-                m->reconcile_pending = false;
-                DEVICE_FOREACH(d, &m->devices, it)
+        if (e->reconcile_pending && e->synced && e->routes_complete) {
+                e->reconcile_pending = false;
+                DEVICE_FOREACH(d, &e->devices, it)
                         if (d->need_reconcile)
-                                device_reconcile(m, d, d->sizes_moved ? REASON_SIZES : REASON_LINK);
+                                apply_reconcile(e, d, d->sizes_moved ? REASON_SIZES : REASON_LINK);
         }
-        manager_flush(m);
+        apply_flush(e);
 }
 
 const NetlinkOps sync_netlink_ops = {
         .message = on_message,
         .dump_done = on_dump_done,
         .lost = on_lost,
-        .ack = apply_ack,
-        .acks_lost = apply_acks_lost,
+        .ack = on_ack,
+        .acks_lost = on_acks_lost,
         .batch_end = on_batch_end,
 };
 
+int sync_new(Engine *e, Netlink *nl, uint64_t verify_interval_usec, Sync **ret) {
+        Sync *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return -ENOMEM;
+        s->engine = e;
+        s->nl = nl;
+        s->verify_interval_usec = verify_interval_usec;
+        s->verify_timer = evtimer_new(e->base, on_verify_timer, s);
+        s->retry_timer = evtimer_new(e->base, on_retry_timer, s);
+        s->retry_event = event_new(e->base, -1, 0, on_retry_event, s);
+        s->stall_timer = evtimer_new(e->base, on_stall_timer, s);
+        if (!s->verify_timer || !s->retry_timer || !s->retry_event || !s->stall_timer) {
+                sync_free(s);
+                return -ENOMEM;
+        }
+        if (nl)
+                netlink_set_ops(nl, &sync_netlink_ops, s);
+        *ret = s;
+        return 0;
+}
+
+void sync_free(Sync *s) {
+        if (!s)
+                return;
+        if (s->verify_timer)
+                event_free(s->verify_timer);
+        if (s->retry_timer)
+                event_free(s->retry_timer);
+        if (s->retry_event)
+                event_free(s->retry_event);
+        if (s->stall_timer)
+                event_free(s->stall_timer);
+        state_entries_free(s->loaded, s->n_loaded);
+        free(s->waiters);
+        free(s);
+}
+
+int sync_dump_running(const Sync *s) {
+        switch (s->phase) {
+        case SYNC_LINKS:
+                return RTM_GETLINK;
+        case SYNC_ROUTES:
+                return RTM_GETROUTE;
+        case SYNC_NONE:
+        case _SYNC_PHASE_MAX:
+        case _SYNC_PHASE_INVALID:
+                break;
+        }
+        return 0;
+}
+
+void sync_start(Sync *s, StateEntry *entries, size_t n) {
+        s->loaded = entries;
+        s->n_loaded = n;
+        start(s, SYNC_LINKS);
+}

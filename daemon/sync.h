@@ -1,18 +1,36 @@
-/* sync.h — kernel events, dumps and verification (sync.c). */
+/* sync.h — keeping the engine's device table in step with the kernel: link and route events, the
+ * initial dumps, the re-dumps after lost events (ENOBUFS) or inconsistent dumps, and the periodic
+ * link-only verification that finds sizes changed behind bigtcpd's back (the kernel raises no
+ * event for those). It implements NetlinkOps for the engine's netlink sockets. */
 #pragma once
 
-#include <event2/event.h>
+#include <stdint.h>
 
-#include "manager.h"
+#include "engine.h"
 #include "netlink.h"
+#include "state.h"
 
+typedef struct Sync Sync;
+
+/* Takes over `nl`'s callbacks. `verify_interval_usec`: re-read every link this often while some
+ * device is managed (0: never). `nl` NULL (the fuzzers): no sockets; the caller plays the kernel
+ * through sync_netlink_ops and answers the dumps that sync_dump_running() names. */
+int sync_new(Engine *e, Netlink *nl, uint64_t verify_interval_usec, Sync **ret);
+void sync_free(Sync *s);
+
+/* Start the first sync; `entries` (the state file of an earlier run, taken over) are attached to
+ * their devices when it is complete. */
+void sync_start(Sync *s, StateEntry *entries, size_t n);
+/* Re-read every link, after the sync that runs if one does. */
+void sync_verify(Sync *s);
+
+/* `fn` is called once every link has been read again by a dump that started after this call. */
+typedef void (*SyncDoneFn)(void *userdata);
+int sync_wait_links(Sync *s, SyncDoneFn fn, void *userdata, uint64_t *ret_id);
+void sync_cancel_wait(Sync *s, uint64_t id);
+
+/* For the fuzzer and the tests: the handlers the netlink sockets call. */
 extern const NetlinkOps sync_netlink_ops;
-
-void start_sync(Manager *m, SyncPhase from);
-/* Re-read every link, to see sizes changed behind our back; after the current sync if one runs. */
-void start_verify(Manager *m);
-void verify_arm(Manager *m);
-void sync_verify_timer(evutil_socket_t fd, short what, void *userdata);
-void sync_retry_timer(evutil_socket_t fd, short what, void *userdata);
-void sync_retry_event(evutil_socket_t fd, short what, void *userdata);
-void sync_stall_timer(evutil_socket_t fd, short what, void *userdata);
+/* The dump whose end (sync_netlink_ops.dump_done) the Sync waits for: RTM_GETLINK, RTM_GETROUTE,
+ * or 0 when none runs. */
+int sync_dump_running(const Sync *s);

@@ -65,6 +65,12 @@ uint64_t realtime_usec(void) {
         return clock_usec(CLOCK_REALTIME);
 }
 
+uint64_t clock_now(const Clock *c, int clock_id) {
+        if (c && c->usec)
+                return c->usec(c->userdata, clock_id);
+        return clock_usec((clockid_t) clock_id);
+}
+
 int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **ret, size_t *ret_size) {
         _cleanup_(closep) int fd = -1;
         _cleanup_(freep) char *buf = NULL;

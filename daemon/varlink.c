@@ -1,6 +1,6 @@
-/* varlink.c — the varlink server: the listening socket, one non-blocking connection per client
- * in the manager's event loop, the wire protocol (NUL-terminated JSON calls and replies, `more`,
- * `oneway`, pipelining), org.varlink.service, and io.bigtcpd.Manager on top of control.h.
+/* varlink.c — the varlink protocol: the listening socket, one non-blocking connection per client
+ * in the event loop, framing (NUL-terminated JSON), calls answered in order, `more` streams,
+ * `oneway`, replies given later, org.varlink.service, and the limits.
  *
  * A client can only hurt itself: its input is capped per message, its unread replies are capped
  * (above a high-water mark its further calls are not read, so the kernel's socket buffer pushes
@@ -16,7 +16,6 @@
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
-#include "control.h"
 #include "log.h"
 #include "varlink.h"
 
@@ -24,6 +23,7 @@
 #define READS_PER_WAKEUP 4u
 #define ACCEPTS_PER_WAKEUP 64u
 #define BUFFER_KEEP_MAX (256u * 1024u) /* larger buffers are freed once empty */
+#define SERVICE_INTERFACE "org.varlink.service"
 
 static const char service_interface_description[] =
         "# The Varlink Service Interface is provided by every varlink service. It\n"
@@ -65,7 +65,8 @@ static const char service_interface_description[] =
 typedef struct Connection Connection;
 
 struct VarlinkServer {
-        Manager *m;
+        struct event_base *base;
+        const VarlinkServerInfo *info;
         int fd;
         char *path; /* the socket file we bound and remove at the end; NULL when activated */
         struct event *accept_event;
@@ -74,6 +75,22 @@ struct VarlinkServer {
         size_t n_connections;
         unsigned long long n_refused;
         size_t output_max;
+};
+
+typedef enum CallPhase {
+        CALL_IDLE,      /* no call in progress */
+        CALL_RUNNING,   /* its method runs now */
+        CALL_DEFERRED,  /* its method returned without the last reply: it comes later */
+        _CALL_PHASE_MAX,
+        _CALL_PHASE_INVALID = -EINVAL,
+} CallPhase;
+
+struct VarlinkCall {
+        Connection *connection;
+        CallPhase phase;
+        bool more, oneway;
+        void (*cancel)(void *userdata);
+        void *cancel_userdata;
 };
 
 struct Connection {
@@ -91,59 +108,32 @@ struct Connection {
         char *out;
         size_t out_start, out_len, out_size;
 
-        bool monitoring;   /* a Monitor stream owns the connection */
-        unsigned watch_id; /* its watch of the manager's events */
-        bool eof;        /* the client shut down its side */
+        VarlinkCall call; /* the one in progress */
+        bool eof;         /* the client shut down its side */
 
         LIST_ENTRY(Connection) link;
-};
-
-typedef enum VarlinkMethod {
-        METHOD_GET_INFO,
-        METHOD_GET_INTERFACE_DESCRIPTION,
-        METHOD_GET_STATUS,
-        METHOD_LIST_DEVICES,
-        METHOD_MONITOR,
-        METHOD_PLAN,
-        METHOD_VALIDATE,
-        METHOD_RELOAD,
-        METHOD_ROLLBACK,
-        METHOD_RETRY,
-        _METHOD_MAX,
-        _METHOD_INVALID = -1,
-} VarlinkMethod;
-
-static const struct {
-        const char *interface;
-        const char *name;
-        bool root_only;
-} method_table[_METHOD_MAX] = {
-        [METHOD_GET_INFO] = {"org.varlink.service", "GetInfo", false},
-        [METHOD_GET_INTERFACE_DESCRIPTION] = {"org.varlink.service", "GetInterfaceDescription", false},
-        [METHOD_GET_STATUS] = {VARLINK_INTERFACE, "GetStatus", false},
-        [METHOD_LIST_DEVICES] = {VARLINK_INTERFACE, "ListDevices", false},
-        [METHOD_MONITOR] = {VARLINK_INTERFACE, "Monitor", false},
-        [METHOD_PLAN] = {VARLINK_INTERFACE, "Plan", false},
-        [METHOD_VALIDATE] = {VARLINK_INTERFACE, "Validate", false},
-        [METHOD_RELOAD] = {VARLINK_INTERFACE, "Reload", true},
-        [METHOD_ROLLBACK] = {VARLINK_INTERFACE, "Rollback", true},
-        [METHOD_RETRY] = {VARLINK_INTERFACE, "Retry", true},
 };
 
 static size_t out_pending(const Connection *c) {
         return c->out_len - c->out_start;
 }
 
-/* ---- connection life cycle ---- */
+/* A stream (`more`) owns the connection: later calls are read but never answered. */
+static bool streaming(const Connection *c) {
+        return c->call.phase == CALL_DEFERRED && c->call.more;
+}
 
-static void on_event(const Event *e, void *userdata);
+/* ---- connection life cycle ---- */
 
 static void connection_free(Connection *c) {
         if (!c)
                 return;
         log_debug("varlink: connection of pid %d uid %u closed", (int) c->pid, (unsigned) c->uid);
-        if (c->monitoring)
-                event_watch_remove(&c->server->m->events, c->watch_id);
+        if (c->call.phase != CALL_IDLE && c->call.cancel) {
+                void (*fn)(void *) = c->call.cancel;
+                c->call.cancel = NULL;
+                fn(c->call.cancel_userdata);
+        }
         LIST_REMOVE(c, link);
         c->server->n_connections--;
         if (c->read_event)
@@ -252,7 +242,7 @@ static json_object *error_new(const char *error, json_object *parameters) {
         return o;
 }
 
-static json_object *params1(const char *key, json_object *value) {
+json_object *varlink_params1(const char *key, json_object *value) {
         json_object *o = json_object_new_object();
         if (!o) {
                 json_object_put(value);
@@ -272,12 +262,17 @@ static void connection_abort(Connection *c, const char *error, json_object *para
         connection_free(c);
 }
 
+static const char *error_name(const Connection *c, const char *name, char *buf, size_t size) {
+        snprintf(buf, size, "%s.%s", c->server->info->error_interface, name);
+        return buf;
+}
+
 /* Returns -ECONNRESET when it had to close the connection. */
 static int connection_update_events(Connection *c) {
-        /* Monitor streams keep reading, to see the client go away; their input is not parsed
-         * and stays capped. Others stop reading while replies pile up or calls wait. */
+        /* Streams keep reading, to see the client go away; their input is not parsed and stays
+         * capped. Others stop reading while replies pile up. */
         bool want_read = !c->eof && c->in_len - c->in_start <= VARLINK_MESSAGE_MAX &&
-                         (c->monitoring || out_pending(c) < VARLINK_OUTPUT_HIGH_WATER);
+                         (streaming(c) || out_pending(c) < VARLINK_OUTPUT_HIGH_WATER);
         bool want_write = out_pending(c) > 0;
 
         /* event_add() and event_del() of a valid event fail only when out of memory. */
@@ -298,23 +293,116 @@ fail:
         return -ECONNRESET;
 }
 
-/* ---- parameters ---- */
+/* ---- calls ---- */
 
-typedef struct ParamSpec {
-        const char *name;
-        json_type type;
-        bool required;
-} ParamSpec;
+bool varlink_call_more(const VarlinkCall *c) {
+        return c->more;
+}
+
+uid_t varlink_call_uid(const VarlinkCall *c) {
+        return c->connection->uid;
+}
+
+pid_t varlink_call_pid(const VarlinkCall *c) {
+        return c->connection->pid;
+}
+
+void varlink_call_set_cancel(VarlinkCall *c, void (*fn)(void *userdata), void *userdata) {
+        c->cancel = fn;
+        c->cancel_userdata = userdata;
+}
+
+/* The call is over: a call given later resumes the connection's queue. */
+static void call_done(VarlinkCall *call) {
+        Connection *c = call->connection;
+        bool was_deferred = call->phase == CALL_DEFERRED;
+
+        call->phase = CALL_IDLE;
+        call->cancel = NULL;
+        call->cancel_userdata = NULL;
+        if (was_deferred)
+                event_active(c->process_event, EV_TIMEOUT, 0);
+}
+
+/* Queue one message of the call (nothing for oneway calls). -ECONNRESET when the connection had
+ * to be closed (from a reply given later, where nobody else would close it). */
+static int call_send(VarlinkCall *call, json_object *msg, bool last) {
+        Connection *c = call->connection;
+        bool inside = call->phase == CALL_RUNNING; /* from the method itself, not later */
+        int r = 0;
+
+        if (call->oneway)
+                json_object_put(msg);
+        else
+                r = connection_send(c, msg);
+        if (last)
+                call_done(call);
+        if (r < 0) {
+                if (inside)
+                        return r; /* connection_handle() closes it */
+                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+                connection_free(c);
+                return -ECONNRESET;
+        }
+        if (!inside)
+                (void) connection_update_events(c);
+        return 0;
+}
+
+int varlink_call_reply(VarlinkCall *c, json_object *parameters) {
+        return call_send(c, reply_new(parameters, false), true);
+}
+
+int varlink_call_error(VarlinkCall *c, const char *error, json_object *parameters) {
+        return call_send(c, error_new(error, parameters), true);
+}
+
+int varlink_call_notify(VarlinkCall *call, json_object *parameters) {
+        Connection *c = call->connection;
+
+        if (out_pending(c) > c->server->output_max) {
+                json_object_put(parameters);
+                log_warning("varlink: pid %d uid %u does not read its Monitor stream (%zu bytes unread), closing it",
+                            (int) c->pid, (unsigned) c->uid, out_pending(c));
+                if (call->phase == CALL_RUNNING)
+                        return -ENOBUFS; /* connection_handle() closes it */
+                connection_free(c);
+                return -ECONNRESET;
+        }
+        return call_send(call, reply_new(parameters, true), false);
+}
+
+int varlink_call_reply_begin(VarlinkCall *call) {
+        static const char head[] = "{\"parameters\":";
+        return call->oneway ? 0 : connection_write(call->connection, head, sizeof(head) - 1);
+}
+
+int varlink_call_write(VarlinkCall *call, const char *json, size_t size) {
+        return call->oneway ? 0 : connection_write(call->connection, json, size);
+}
+
+int varlink_call_reply_end(VarlinkCall *call) {
+        Connection *c = call->connection;
+        bool inside = call->phase == CALL_RUNNING;
+        int r = call->oneway ? 0 : connection_append(c, "}", 1);
+
+        call_done(call);
+        if (r < 0 && !inside) {
+                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+                connection_free(c);
+                return -ECONNRESET;
+        }
+        if (r >= 0 && !inside)
+                (void) connection_update_events(c);
+        return r;
+}
 
 static json_object *invalid_parameter(const char *name) {
         return error_new("org.varlink.service.InvalidParameter",
-                         params1("parameter", json_object_new_string(name)));
+                         varlink_params1("parameter", json_object_new_string(name)));
 }
 
-/* Checks `params` against `spec`: no unknown keys, required ones present, types right, strings
- * without NUL bytes. Fills `values` (NULL for absent or null optional ones). Returns NULL, or
- * the error reply. */
-static json_object *check_params(json_object *params, const ParamSpec *spec, size_t n,
+static json_object *check_params(json_object *params, const VarlinkParam *spec, size_t n,
                                  json_object **values) {
         if (params) {
                 json_object_object_foreach(params, key, val) {
@@ -344,352 +432,103 @@ static json_object *check_params(json_object *params, const ParamSpec *spec, siz
         return NULL;
 }
 
-static const char *opt_string(json_object *v) {
-        return v ? json_object_get_string(v) : NULL;
+int varlink_call_check(VarlinkCall *c, json_object *parameters, const VarlinkParam *spec, size_t n,
+                       json_object **values) {
+        json_object *e = check_params(parameters, spec, n, values);
+        if (!e)
+                return 0;
+        (void) call_send(c, e, true);
+        return -EINVAL;
 }
 
-/* ---- methods ---- */
+/* ---- org.varlink.service ---- */
 
-typedef struct Call {
-        Connection *c;
-        VarlinkMethod method;
-        json_object *params; /* NULL when absent */
-        bool more;
-        bool sent;      /* the method queued its reply itself */
-        int send_error; /* … and failed half-way: the connection is broken */
-} Call;
+static int method_get_info(VarlinkCall *call, json_object *params, void *userdata) {
+        const VarlinkServerInfo *info = call->connection->server->info;
+        json_object *p, *l;
 
-static json_object *errno_error(int r) {
-        json_object *p = json_object_new_object();
-        if (!p)
-                return NULL;
-        json_object_object_add(p, "errno", json_object_new_int(abs(r)));
-        json_object_object_add(p, "message", json_object_new_string(strerror(abs(r))));
-        return error_new(VARLINK_INTERFACE ".Failed", p);
-}
-
-static json_object *policy_invalid(const PolicyErrors *errs) {
-        return error_new(VARLINK_INTERFACE ".PolicyInvalid", params1("errors", control_errors_json(errs)));
-}
-
-static json_object *method_get_info(Call *call) {
-        json_object *p = json_object_new_object(), *l = json_object_new_array();
-        json_object *e = check_params(call->params, NULL, 0, NULL);
-
-        if (e || !p || !l) {
+        if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
+                return 0;
+        p = json_object_new_object();
+        l = json_object_new_array();
+        if (!p || !l) {
                 json_object_put(p);
                 json_object_put(l);
-                return e;
+                return -ENOMEM;
         }
-        json_object_object_add(p, "vendor", json_object_new_string("bigtcpd"));
-        json_object_object_add(p, "product", json_object_new_string("bigtcpd"));
-        json_object_object_add(p, "version", json_object_new_string(BIGTCPD_VERSION));
-        json_object_object_add(p, "url", json_object_new_string("https://github.com/bigtcpd/bigtcpd"));
-        json_object_array_add(l, json_object_new_string(VARLINK_INTERFACE));
-        json_object_array_add(l, json_object_new_string("org.varlink.service"));
+        json_object_object_add(p, "vendor", json_object_new_string(info->vendor));
+        json_object_object_add(p, "product", json_object_new_string(info->product));
+        json_object_object_add(p, "version", json_object_new_string(info->version));
+        json_object_object_add(p, "url", json_object_new_string(info->url));
+        for (size_t i = 0; i < info->n_interfaces; i++)
+                json_object_array_add(l, json_object_new_string(info->interfaces[i].name));
+        json_object_array_add(l, json_object_new_string(SERVICE_INTERFACE));
         json_object_object_add(p, "interfaces", l);
-        return reply_new(p, false);
+        return varlink_call_reply(call, p);
 }
 
-static json_object *method_get_interface_description(Call *call) {
-        static const ParamSpec spec[] = {{"interface", json_type_string, true}};
+static int method_get_interface_description(VarlinkCall *call, json_object *params, void *userdata) {
+        static const VarlinkParam spec[] = {{"interface", json_type_string, true}};
+        const VarlinkServerInfo *info = call->connection->server->info;
         json_object *v[ELEMENTSOF(spec)];
-        json_object *e = check_params(call->params, spec, ELEMENTSOF(spec), v);
-        const char *iface, *text;
-        size_t len;
+        const char *iface, *text = NULL;
+        size_t len = 0;
 
-        if (e)
-                return e;
+        if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0)
+                return 0;
         iface = json_object_get_string(v[0]);
-        if (streq_ptr(iface, VARLINK_INTERFACE)) {
-                text = varlink_interface_description;
-                len = varlink_interface_description_size;
-        } else if (streq_ptr(iface, "org.varlink.service")) {
+        for (size_t i = 0; i < info->n_interfaces && !text; i++)
+                if (streq_ptr(iface, info->interfaces[i].name)) {
+                        text = info->interfaces[i].description;
+                        len = info->interfaces[i].description_size;
+                }
+        if (!text && streq_ptr(iface, SERVICE_INTERFACE)) {
                 text = service_interface_description;
                 len = sizeof(service_interface_description) - 1;
-        } else
-                return error_new("org.varlink.service.InterfaceNotFound",
-                                 params1("interface", json_object_new_string(iface)));
-        return reply_new(params1("description", json_object_new_string_len(text, (int) len)), false);
-}
-
-static json_object *method_get_status(Call *call) {
-        json_object *e = check_params(call->params, NULL, 0, NULL);
-        if (e)
-                return e;
-        return reply_new(control_status_json(call->c->server->m), false);
-}
-
-static json_object *no_such_device(const char *ifname) {
-        return error_new(VARLINK_INTERFACE ".NoSuchDevice",
-                         params1("ifname", json_object_new_string(ifname)));
-}
-
-/* Every device, sorted by ifindex, serialized one device at a time straight into the output
- * buffer. The reply is the same as one json-c tree would give, but with 10000 devices building
- * that tree, printing it and freeing it costs several times more (malloc churn over tens of
- * MiB) than this. */
-static int send_all_devices(Connection *c) {
-        static const char head[] = "{\"parameters\":{\"devices\":[", tail[] = "]}}";
-        const Manager *m = c->server->m;
-        _cleanup_(freep) Device **l = NULL;
-        size_t n = 0;
-        int r;
-
-        r = control_sorted_devices(m, &l, &n);
-        if (r < 0)
-                return r;
-        r = connection_write(c, head, sizeof(head) - 1);
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                _cleanup_(json_object_putp) json_object *o = control_device_json(m, l[i]);
-                const char *text;
-                size_t len;
-
-                text = o ? json_object_to_json_string_length(
-                                   o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
-                         : NULL;
-                if (!text)
-                        return -ENOMEM;
-                if (i > 0)
-                        r = connection_write(c, ",", 1);
-                if (r >= 0)
-                        r = connection_write(c, text, len);
         }
-        if (r >= 0)
-                r = connection_append(c, tail, sizeof(tail) - 1);
-        return r;
+        if (!text)
+                return varlink_call_error(call, SERVICE_INTERFACE ".InterfaceNotFound",
+                                          varlink_params1("interface", json_object_new_string(iface)));
+        return varlink_call_reply(call, varlink_params1("description", json_object_new_string_len(text, (int) len)));
 }
 
-static json_object *method_list_devices(Call *call) {
-        static const ParamSpec spec[] = {{"ifname", json_type_string, false}};
-        json_object *v[ELEMENTSOF(spec)], *l = NULL;
-        json_object *e = check_params(call->params, spec, ELEMENTSOF(spec), v);
-        int r;
-
-        if (e)
-                return e;
-        if (!v[0]) {
-                call->sent = true;
-                call->send_error = send_all_devices(call->c);
-                return NULL;
-        }
-        r = control_list_devices(call->c->server->m, opt_string(v[0]), &l);
-        if (r == -ENODEV)
-                return no_such_device(opt_string(v[0]));
-        if (r < 0)
-                return errno_error(r);
-        return reply_new(params1("devices", l), false);
-}
-
-static json_object *method_monitor(Call *call) {
-        json_object *e = check_params(call->params, NULL, 0, NULL);
-        Connection *c = call->c;
-
-        if (e)
-                return e;
-        if (!call->more)
-                return error_new("org.varlink.service.ExpectedMore", NULL);
-        c->watch_id = event_watch_add(&c->server->m->events, on_event, c);
-        if (c->watch_id == 0)
-                return errno_error(-ENOMEM);
-        c->monitoring = true;
-        log_debug("varlink: pid %d uid %u is monitoring", (int) c->pid, (unsigned) c->uid);
-        return reply_new(params1("event", json_object_new_string("subscribed")), true);
-}
-
-static json_object *check_source(json_object *v) {
-        if (v && strlen(json_object_get_string(v)) > VARLINK_SOURCE_MAX)
-                return invalid_parameter("source");
-        return NULL;
-}
-
-static json_object *method_plan(Call *call) {
-        static const ParamSpec spec[] = {
-                {"policy", json_type_string, false},
-                {"source", json_type_string, false},
-        };
-        json_object *v[ELEMENTSOF(spec)], *l = NULL;
-        json_object *e = check_params(call->params, spec, ELEMENTSOF(spec), v);
-        PolicyErrors errs = {};
-        int r;
-
-        if (e || (e = check_source(v[1])))
-                return e;
-        r = control_plan(call->c->server->m, opt_string(v[0]), opt_string(v[1]), &l, &errs);
-        if (r == -EINVAL && errs.n > 0)
-                e = policy_invalid(&errs);
-        else if (r < 0)
-                e = errno_error(r);
-        else
-                e = reply_new(params1("devices", l), false);
-        policy_errors_clear(&errs);
-        return e;
-}
-
-static json_object *method_validate(Call *call) {
-        static const ParamSpec spec[] = {
-                {"policy", json_type_string, true},
-                {"source", json_type_string, false},
-        };
-        json_object *v[ELEMENTSOF(spec)], *p;
-        json_object *e = check_params(call->params, spec, ELEMENTSOF(spec), v);
-        PolicyErrors errs = {};
-        int r;
-
-        if (e || (e = check_source(v[1])))
-                return e;
-        r = control_validate(json_object_get_string(v[0]), opt_string(v[1]), &errs);
-        if (r < 0 && !(r == -EINVAL && errs.n > 0)) {
-                policy_errors_clear(&errs);
-                return errno_error(r);
-        }
-        p = json_object_new_object();
-        if (p) {
-                json_object_object_add(p, "valid", json_object_new_boolean(r >= 0));
-                json_object_object_add(p, "errors", control_errors_json(&errs));
-        }
-        policy_errors_clear(&errs);
-        return reply_new(p, false);
-}
-
-static json_object *method_reload(Call *call) {
-        json_object *e = check_params(call->params, NULL, 0, NULL);
-        Manager *m = call->c->server->m;
-        PolicyErrors errs = {};
-        char digest[17];
-        int r;
-
-        if (e)
-                return e;
-        log_info("varlink: reload asked for by pid %d", (int) call->c->pid);
-        r = control_reload(m, &errs);
-        if (r == -EINVAL && errs.n > 0)
-                e = policy_invalid(&errs);
-        else if (r < 0)
-                e = errno_error(r);
-        else {
-                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) m->policy->digest);
-                e = reply_new(params1("digest", json_object_new_string(digest)), false);
-        }
-        policy_errors_clear(&errs);
-        return e;
-}
-
-static json_object *device_op_result(int r, const char *ifname) {
-        if (r == -ENODEV)
-                return no_such_device(ifname ?: "");
-        if (r == -EALREADY)
-                return error_new(VARLINK_INTERFACE ".NothingToDo",
-                                 params1("ifname", ifname ? json_object_new_string(ifname) : NULL));
-        if (r < 0)
-                return errno_error(r);
-        return reply_new(NULL, false);
-}
-
-static json_object *method_rollback(Call *call) {
-        static const ParamSpec spec[] = {{"ifname", json_type_string, false}};
-        json_object *v[ELEMENTSOF(spec)];
-        json_object *e = check_params(call->params, spec, ELEMENTSOF(spec), v);
-        const char *ifname;
-
-        if (e)
-                return e;
-        ifname = opt_string(v[0]);
-        log_info("varlink: rollback of %s asked for by pid %d", ifname ?: "every device",
-                 (int) call->c->pid);
-        return device_op_result(control_rollback(call->c->server->m, ifname), ifname);
-}
-
-static json_object *method_retry(Call *call) {
-        static const ParamSpec spec[] = {{"ifname", json_type_string, true}};
-        json_object *v[ELEMENTSOF(spec)];
-        json_object *e = check_params(call->params, spec, ELEMENTSOF(spec), v);
-        const char *ifname;
-
-        if (e)
-                return e;
-        ifname = json_object_get_string(v[0]);
-        log_info("varlink: retry of %s asked for by pid %d", ifname, (int) call->c->pid);
-        return device_op_result(control_retry(call->c->server->m, ifname), ifname);
-}
-
-static json_object *dispatch(Call *call) {
-        switch (call->method) {
-        case METHOD_GET_INFO:
-                return method_get_info(call);
-        case METHOD_GET_INTERFACE_DESCRIPTION:
-                return method_get_interface_description(call);
-        case METHOD_GET_STATUS:
-                return method_get_status(call);
-        case METHOD_LIST_DEVICES:
-                return method_list_devices(call);
-        case METHOD_MONITOR:
-                return method_monitor(call);
-        case METHOD_PLAN:
-                return method_plan(call);
-        case METHOD_VALIDATE:
-                return method_validate(call);
-        case METHOD_RELOAD:
-                return method_reload(call);
-        case METHOD_ROLLBACK:
-                return method_rollback(call);
-        case METHOD_RETRY:
-                return method_retry(call);
-        case _METHOD_MAX:
-        case _METHOD_INVALID:
-                break;
-        }
-        return error_new("org.varlink.service.MethodNotImplemented", NULL);
-}
-
-/* ---- events (Monitor) ---- */
-
-static void on_event(const Event *e, void *userdata) {
-        Connection *c = userdata;
-        json_object *event;
-
-        if (out_pending(c) > c->server->output_max) {
-                log_warning("varlink: pid %d uid %u does not read its Monitor stream (%zu bytes unread), "
-                            "closing it",
-                            (int) c->pid, (unsigned) c->uid, out_pending(c));
-                connection_free(c);
-                return;
-        }
-        event = control_event_json(e);
-        if (!event)
-                return;
-        if (connection_send(c, reply_new(event, true)) < 0) {
-                connection_free(c);
-                return;
-        }
-        (void) connection_update_events(c);
-}
+static const VarlinkMethod service_methods[] = {
+        {SERVICE_INTERFACE, "GetInfo", false, method_get_info},
+        {SERVICE_INTERFACE, "GetInterfaceDescription", false, method_get_interface_description},
+};
 
 /* ---- the wire protocol ---- */
 
-static VarlinkMethod method_lookup(const char *name, const char **ret_interface_error) {
+static bool interface_known(const VarlinkServerInfo *info, const char *name, size_t len) {
+        if (len == strlen(SERVICE_INTERFACE) && strncmp(name, SERVICE_INTERFACE, len) == 0)
+                return true;
+        for (size_t i = 0; i < info->n_methods; i++)
+                if (strlen(info->methods[i].interface) == len && strncmp(name, info->methods[i].interface, len) == 0)
+                        return true;
+        return false;
+}
+
+static const VarlinkMethod *method_lookup(const VarlinkServerInfo *info, const char *name, bool *ret_no_interface) {
         const char *dot = strrchr(name, '.');
 
-        *ret_interface_error = NULL;
+        *ret_no_interface = false;
         if (!dot)
-                return _METHOD_INVALID;
-        for (VarlinkMethod i = 0; i < _METHOD_MAX; i++) {
-                size_t n = strlen(method_table[i].interface);
-                if ((size_t) (dot - name) == n && strncmp(name, method_table[i].interface, n) == 0 &&
-                    streq_ptr(dot + 1, method_table[i].name))
-                        return i;
+                return NULL;
+        size_t len = (size_t) (dot - name);
+        for (size_t k = 0; k < 2; k++) {
+                const VarlinkMethod *table = k == 0 ? service_methods : info->methods;
+                size_t n = k == 0 ? ELEMENTSOF(service_methods) : info->n_methods;
+                for (size_t i = 0; i < n; i++)
+                        if (strlen(table[i].interface) == len && strncmp(name, table[i].interface, len) == 0 &&
+                            streq_ptr(dot + 1, table[i].name))
+                                return &table[i];
         }
-        for (VarlinkMethod i = 0; i < _METHOD_MAX; i++) {
-                size_t n = strlen(method_table[i].interface);
-                if ((size_t) (dot - name) == n && strncmp(name, method_table[i].interface, n) == 0)
-                        return _METHOD_INVALID; /* the interface exists, the method does not */
-        }
-        *ret_interface_error = dot;
-        return _METHOD_INVALID;
+        *ret_no_interface = !interface_known(info, name, len);
+        return NULL;
 }
 
 static json_object *protocol_error(const char *reason) {
-        return params1("reason", json_object_new_string(reason));
+        return varlink_params1("reason", json_object_new_string(reason));
 }
 
 static bool get_bool(json_object *msg, const char *key, bool *ret) {
@@ -710,11 +549,13 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
         _cleanup_(json_object_putp) json_object *msg = NULL;
         json_tokener *tok;
         enum json_tokener_error jerr;
-        json_object *method, *params, *reply;
-        const char *name, *iface_end;
-        bool oneway, more, upgrade;
+        json_object *method, *params;
+        const VarlinkMethod *m;
+        const char *name;
+        bool oneway, more, upgrade, no_interface;
+        char err[256];
         size_t end;
-        Call call = {.c = c};
+        int r;
 
         if (size > INT32_MAX) /* cannot happen with VARLINK_MESSAGE_MAX; json-c takes an int */
                 return -EINVAL;
@@ -729,91 +570,79 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
         end = json_tokener_get_parse_end(tok);
         json_tokener_free(tok);
 
+        const char *protocol = error_name(c, "ProtocolError", err, sizeof(err));
         if (!msg || jerr != json_tokener_success || end != size) {
                 const char *why = jerr == json_tokener_error_depth ? "JSON nested too deep"
                                   : jerr == json_tokener_continue  ? "incomplete JSON"
                                   : jerr != json_tokener_success   ? json_tokener_error_desc(jerr)
                                                                    : "trailing data after the JSON value";
                 log_debug("varlink: invalid message from pid %d: %s, closing", (int) c->pid, why);
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError", protocol_error(why));
+                connection_abort(c, protocol, protocol_error(why));
                 return -ECONNRESET;
         }
         if (!json_object_is_type(msg, json_type_object)) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
-                                 protocol_error("a call must be a JSON object"));
+                connection_abort(c, protocol, protocol_error("a call must be a JSON object"));
                 return -ECONNRESET;
         }
         method = json_object_object_get(msg, "method");
         if (!method || !json_object_is_type(method, json_type_string)) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
-                                 protocol_error("a call needs a \"method\" string"));
+                connection_abort(c, protocol, protocol_error("a call needs a \"method\" string"));
                 return -ECONNRESET;
         }
         params = json_object_object_get(msg, "parameters");
         if (params && json_object_is_type(params, json_type_null))
                 params = NULL;
         if (params && !json_object_is_type(params, json_type_object)) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
-                                 protocol_error("\"parameters\" must be an object"));
+                connection_abort(c, protocol, protocol_error("\"parameters\" must be an object"));
                 return -ECONNRESET;
         }
         if (!get_bool(msg, "oneway", &oneway) || !get_bool(msg, "more", &more) ||
             !get_bool(msg, "upgrade", &upgrade)) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
-                                 protocol_error("\"oneway\", \"more\" and \"upgrade\" must be booleans"));
+                connection_abort(c, protocol, protocol_error("\"oneway\", \"more\" and \"upgrade\" must be booleans"));
                 return -ECONNRESET;
         }
         if (upgrade) {
-                connection_abort(c, VARLINK_INTERFACE ".ProtocolError",
-                                 protocol_error("no method supports \"upgrade\""));
+                connection_abort(c, protocol, protocol_error("no method supports \"upgrade\""));
                 return -ECONNRESET;
         }
 
         name = json_object_get_string(method);
-        call.method = method_lookup(name, &iface_end);
-        call.params = params;
-        call.more = more;
-        if (call.method < 0) {
-                if (iface_end)
-                        reply = error_new("org.varlink.service.InterfaceNotFound",
-                                          params1("interface", json_object_new_string_len(
-                                                                       name, (int) (iface_end - name))));
-                else
-                        reply = error_new("org.varlink.service.MethodNotFound",
-                                          params1("method", json_object_new_string(name)));
-        } else if (method_table[call.method].root_only && c->uid != 0) {
-                log_notice("varlink: %s refused to pid %d uid %u: needs root", name, (int) c->pid,
-                           (unsigned) c->uid);
-                reply = error_new("org.varlink.service.PermissionDenied", NULL);
-        } else if (oneway && !method_table[call.method].root_only)
-                reply = NULL; /* a question nobody waits for the answer to: nothing to do */
-        else
-                reply = dispatch(&call);
+        m = method_lookup(c->server->info, name, &no_interface);
+        c->call = (VarlinkCall){.connection = c, .phase = CALL_RUNNING, .more = more, .oneway = oneway};
+        if (!m) {
+                if (no_interface) {
+                        const char *dot = strrchr(name, '.');
+                        r = varlink_call_error(&c->call, SERVICE_INTERFACE ".InterfaceNotFound",
+                                               varlink_params1("interface", json_object_new_string_len(
+                                                                                    name, dot ? (int) (dot - name) : 0)));
+                } else
+                        r = varlink_call_error(&c->call, SERVICE_INTERFACE ".MethodNotFound",
+                                               varlink_params1("method", json_object_new_string(name)));
+        } else if (m->root_only && c->uid != 0) {
+                log_notice("varlink: %s refused to pid %d uid %u: needs root", name, (int) c->pid, (unsigned) c->uid);
+                r = varlink_call_error(&c->call, SERVICE_INTERFACE ".PermissionDenied", NULL);
+        } else if (oneway && !m->root_only) {
+                /* a question nobody waits for the answer to: nothing to do */
+                c->call.phase = CALL_IDLE;
+                r = 0;
+        } else
+                r = m->fn(&c->call, params, c->server->info->userdata);
 
-        if (oneway) {
-                json_object_put(reply);
-                return 0;
-        }
-        if (call.sent) {
-                if (call.send_error >= 0)
-                        return 0;
-                /* Half a reply is queued: nothing can follow it. */
-                log_warning_errno(call.send_error,
-                                  "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+        if (r < 0) {
+                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
                 connection_free(c);
                 return -ECONNRESET;
         }
-        if (connection_send(c, reply) < 0) {
-                connection_free(c);
-                return -ECONNRESET;
-        }
+        if (c->call.phase == CALL_RUNNING)
+                c->call.phase = CALL_DEFERRED; /* answered later */
         return 0;
 }
 
 static void connection_process(Connection *c) {
         unsigned n = 0;
 
-        while (!c->monitoring && out_pending(c) < VARLINK_OUTPUT_HIGH_WATER) {
+        /* A call given later holds the queue: calls are answered in order. */
+        while (c->call.phase == CALL_IDLE && out_pending(c) < VARLINK_OUTPUT_HIGH_WATER) {
                 char *nul = c->in_len > c->in_scanned
                                     ? memchr(c->in + c->in_scanned, '\0', c->in_len - c->in_scanned)
                                     : NULL;
@@ -842,8 +671,9 @@ static void connection_process(Connection *c) {
         if (c->in_scanned - c->in_start > VARLINK_MESSAGE_MAX) {
                 log_debug("varlink: pid %d sent a message over %u bytes, closing", (int) c->pid,
                           VARLINK_MESSAGE_MAX);
-                connection_abort(c, VARLINK_INTERFACE ".MessageTooLarge",
-                                 params1("max", json_object_new_int64(VARLINK_MESSAGE_MAX)));
+                char err[256];
+                connection_abort(c, error_name(c, "MessageTooLarge", err, sizeof(err)),
+                                 varlink_params1("max", json_object_new_int64(VARLINK_MESSAGE_MAX)));
                 return;
         }
         /* Keep the buffer small: drop what was handled. */
@@ -858,10 +688,10 @@ static void connection_process(Connection *c) {
                 c->in = NULL;
                 c->in_size = 0;
         }
-        /* The client hung up: a Monitor stream ends; otherwise close once every complete call
-         * is answered (half a message will not be completed). */
-        if (c->eof && (c->monitoring ||
-                       (out_pending(c) == 0 && (c->in_len == 0 || !memchr(c->in, '\0', c->in_len))))) {
+        /* The client hung up: a stream ends; otherwise close once every complete call is answered
+         * (half a message will not be completed). */
+        if (c->eof && (streaming(c) || (c->call.phase == CALL_IDLE && out_pending(c) == 0 &&
+                                        (c->in_len == 0 || !memchr(c->in, '\0', c->in_len))))) {
                 connection_free(c);
                 return;
         }
@@ -909,10 +739,11 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                 if (c->in_len - c->in_start > VARLINK_MESSAGE_MAX)
                         break;
         }
-        if (c->monitoring && c->in_len - c->in_start > VARLINK_MESSAGE_MAX) {
+        if (streaming(c) && c->in_len - c->in_start > VARLINK_MESSAGE_MAX) {
+                char err[256];
                 log_debug("varlink: pid %d sends calls into its Monitor stream, closing", (int) c->pid);
-                connection_abort(c, VARLINK_INTERFACE ".MessageTooLarge",
-                                 params1("max", json_object_new_int64(VARLINK_MESSAGE_MAX)));
+                connection_abort(c, error_name(c, "MessageTooLarge", err, sizeof(err)),
+                                 varlink_params1("max", json_object_new_int64(VARLINK_MESSAGE_MAX)));
                 return;
         }
         connection_process(c);
@@ -931,7 +762,7 @@ static void on_writable(evutil_socket_t fd, short what, void *userdata) {
         }
         if (was_high && out_pending(c) < VARLINK_OUTPUT_HIGH_WATER)
                 connection_process(c); /* calls were left waiting for room */
-        else if (c->eof && !c->monitoring && out_pending(c) == 0)
+        else if (c->eof && !streaming(c) && out_pending(c) == 0)
                 connection_process(c); /* answered everything: close */
         else
                 (void) connection_update_events(c);
@@ -948,9 +779,10 @@ static size_t connections_of(const VarlinkServer *s, uid_t uid) {
 }
 
 /* Best effort, then close: a refused client gets a reason if its socket takes it now. */
-static void refuse(int fd, const struct ucred *cred, unsigned max) {
-        _cleanup_(json_object_putp) json_object *o = error_new(
-                VARLINK_INTERFACE ".TooManyConnections", params1("max", json_object_new_int((int) max)));
+static void refuse(const VarlinkServer *s, int fd, const struct ucred *cred, unsigned max) {
+        char err[256];
+        snprintf(err, sizeof(err), "%s.TooManyConnections", s->info->error_interface);
+        _cleanup_(json_object_putp) json_object *o = error_new(err, varlink_params1("max", json_object_new_int((int) max)));
         const char *text;
         size_t len;
 
@@ -976,9 +808,9 @@ static int connection_new(VarlinkServer *s, int fd, const struct ucred *cred) {
         c->pid = cred->pid;
         LIST_INSERT_HEAD(&s->connections, c, link);
         s->n_connections++;
-        c->read_event = event_new(s->m->base, fd, EV_READ | EV_PERSIST, on_readable, c);
-        c->write_event = event_new(s->m->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
-        c->process_event = event_new(s->m->base, -1, 0, on_process, c);
+        c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+        c->write_event = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
+        c->process_event = event_new(s->base, -1, 0, on_process, c);
         if (!c->read_event || !c->write_event || !c->process_event) {
                 connection_free(c);
                 return -ENOMEM;
@@ -1033,14 +865,14 @@ static void on_accept(evutil_socket_t lfd, short what, void *userdata) {
                         if (s->n_refused++ == 0)
                                 log_warning("varlink: %zu connections open, refusing more",
                                             s->n_connections);
-                        refuse(fd, &cred, VARLINK_CONNECTIONS_MAX);
+                        refuse(s, fd, &cred, VARLINK_CONNECTIONS_MAX);
                         continue;
                 }
                 if (cred.uid != 0 && connections_of(s, cred.uid) >= VARLINK_CONNECTIONS_PER_UID_MAX) {
                         if (s->n_refused++ == 0)
                                 log_warning("varlink: uid %u has %u connections open, refusing more",
                                             (unsigned) cred.uid, VARLINK_CONNECTIONS_PER_UID_MAX);
-                        refuse(fd, &cred, VARLINK_CONNECTIONS_PER_UID_MAX);
+                        refuse(s, fd, &cred, VARLINK_CONNECTIONS_PER_UID_MAX);
                         continue;
                 }
                 r = connection_new(s, fd, &cred);
@@ -1094,14 +926,16 @@ static int listen_path(const char *path) {
         return TAKE_FD(fd);
 }
 
-int varlink_server_new(Manager *m, const char *path, VarlinkServer **ret) {
+int varlink_server_new(struct event_base *base, const char *path, const VarlinkServerInfo *info,
+                       VarlinkServer **ret) {
         _cleanup_(varlink_server_freep) VarlinkServer *s = NULL;
         int fd;
 
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        s->m = m;
+        s->base = base;
+        s->info = info;
         s->fd = -1;
         s->output_max = VARLINK_OUTPUT_MAX;
         LIST_INIT(&s->connections);
@@ -1123,8 +957,8 @@ int varlink_server_new(Manager *m, const char *path, VarlinkServer **ret) {
                 log_info("varlink: listening on the socket passed by systemd");
         }
 
-        s->accept_event = event_new(m->base, s->fd, EV_READ | EV_PERSIST, on_accept, s);
-        s->accept_retry = evtimer_new(m->base, on_accept_retry, s);
+        s->accept_event = event_new(base, s->fd, EV_READ | EV_PERSIST, on_accept, s);
+        s->accept_retry = evtimer_new(base, on_accept_retry, s);
         if (!s->accept_event || !s->accept_retry || event_add(s->accept_event, NULL) < 0)
                 return -ENOMEM;
         *ret = TAKE_PTR(s);

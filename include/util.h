@@ -47,6 +47,11 @@ struct json_object;
                         func(*p);                                                                \
         }
 
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 static inline void freep(void *p) {
         free(*(void **) p);
 }
@@ -95,6 +100,14 @@ int strv_push_take(char ***l, size_t *n, char *s);
 uint64_t now_usec(void);
 uint64_t boottime_usec(void);
 uint64_t realtime_usec(void);
+
+/* A clock the decisions read, so that tests can drive time: NULL (or a NULL `usec`) is the
+ * system's clocks. */
+typedef struct Clock {
+        uint64_t (*usec)(void *userdata, int clock_id);
+        void *userdata;
+} Clock;
+uint64_t clock_now(const Clock *c, int clock_id);
 
 typedef enum ReadFileFlags {
         READ_FILE_REGULAR = 0,       /* the daemon: anything but a regular file is refused */

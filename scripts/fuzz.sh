@@ -51,6 +51,19 @@ build() {
         grep -E 'warning:' "$dir/fuzz-build.log" | sort -u | sed 's/^/fuzz.sh: clang: /' >&2 || true
 }
 
+# The targets that run the engine keep their state files (and fuzz-varlink its socket) in
+# /dev/shm/bigtcpd-fuzz-TARGET.PID. A fuzzer removes its own at exit, but a crash ends it without
+# (libFuzzer's -fork jobs, too): those of processes that are gone are removed here.
+sweep_shm() {
+        local d pid
+        for d in /dev/shm/bigtcpd-fuzz-*.*; do
+                [[ -d $d ]] || continue
+                pid=${d##*.}
+                [[ $pid =~ ^[0-9]+$ && ! -d /proc/$pid ]] && rm -rf -- "$d"
+        done
+        return 0
+}
+
 # select NAME: the targets NAME stands for
 select_targets() {
         local t
@@ -99,6 +112,7 @@ run_one() {
                 -print_final_stats=1 -artifact_prefix="$work/artifacts/" $(dict_opt "$t") "$@" \
                 "$work/corpus" $(seed_dirs "$t") >"$work/run.log" 2>&1 || rc=$?
         rm -rf -- "${work:?}/tmp"
+        sweep_shm
         echo "$t: $(figures "$work/run.log"), corpus $(find "$work/corpus" -type f | wc -l) files"
         if [[ $rc -ne 0 ]]; then
                 echo "$t: FAILED (exit $rc); the end of its log:" >&2
@@ -109,17 +123,19 @@ run_one() {
 }
 
 check() {
-        local secs=${1:-20} tmp t passed=0 failed=0 start=$SECONDS
+        local secs=${1:-20} tmp t rc passed=0 failed=0 start=$SECONDS
         tmp=$(mktemp -d /tmp/bigtcpd-fuzz-check.XXXXXX)
-        chmod 0755 "$tmp" # fuzz-varlink's client (uid 65534) reaches the socket below it
         # shellcheck disable=SC2064  # expand now: $tmp is local
         trap "rm -rf -- '$tmp'" EXIT
         for t in "${targets[@]}"; do
                 mkdir -p "$tmp/$t/new" "$tmp/$t/tmp"
+                rc=0
                 # shellcheck disable=SC2046
-                if TMPDIR=$tmp/$t/tmp "$dir/tests/fuzz/$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+                TMPDIR=$tmp/$t/tmp "$dir/tests/fuzz/$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
                         -print_final_stats=1 -artifact_prefix="$tmp/$t/" $(dict_opt "$t") \
-                        "$tmp/$t/new" $(seed_dirs "$t") >"$tmp/$t/log" 2>&1; then
+                        "$tmp/$t/new" $(seed_dirs "$t") >"$tmp/$t/log" 2>&1 || rc=$?
+                sweep_shm
+                if [[ $rc -eq 0 ]]; then
                         echo "fuzz $t: ok: $(figures "$tmp/$t/log")"
                         passed=$((passed + 1))
                 else
@@ -161,6 +177,7 @@ merge() {
                 }
         done
         rm -rf -- "${work:?}/tmp"
+        sweep_shm
         find "$dest" -maxdepth 1 -type f -delete
         cp -- "$new"/* "$dest"/
         rm -rf -- "$new"

@@ -1,30 +1,60 @@
-/* fuzz-netlink — rtnetlink link and route messages, a datagram's worth of them, into one device
- * table the way sync.c feeds it; then what the daemon derives from that table: matching (names,
- * kinds, altnames, MACs, routes), the desired sizes, the write message, the JSON view.
+/* fuzz-netlink — rtnetlink datagrams into the daemon's own handlers. Each input gets a new Engine
+ * (device table, the policy below, writer, probation set, rollouts, state store on tmpfs) and its
+ * Sync, made without a Netlink; the fuzzer plays the kernel and calls only sync_netlink_ops, the
+ * way daemon/netlink.c calls them. The engine's requests go to a recording WriterTransport
+ * (fuzz-engine.c), which checks every write it is sent against the device's limits.
  *
- * The input is what recvmsg() returns: nlmsghdr-framed messages back to back, walked with
- * nlmsg_ok()/nlmsg_next() like daemon/netlink.c read_socket(). Each message is handed over in a
- * heap copy of exactly nlmsg_len bytes, so that a read past the message is caught (in the
- * daemon it would read the next message or stale bytes of the receive buffer). */
+ * A new engine for every input, not one reset between inputs: an engine carries a lot across
+ * inputs (devices, originals, rollouts, probations, the ring and its sequence numbers, counters),
+ * and a finding must replay from its input alone. It costs a few allocations.
+ *
+ * Input: what recvmsg() returns, nlmsghdr-framed messages back to back, walked with
+ * nlmsg_ok()/nlmsg_next() like netlink.c read_socket(); each message is handed over in a heap copy
+ * of exactly nlmsg_len bytes, so that a read past it is caught. The engine starts as the daemon
+ * does (sync_start()): when the input begins with a part of a link dump it answers that first
+ * sync itself, else the first sync finds an empty namespace. Then, message by message:
+ *   RTM_NEWLINK with the sequence number of a read the engine sent (and the kernel has not
+ *     answered)                                               its reply (NETLINK_REPLY)
+ *   RTM_NEWLINK (RTM_NEWROUTE) with NLM_F_MULTI while a link (route) dump runs   a dump part
+ *   RTM_NEWLINK, RTM_DELLINK, RTM_NEWROUTE, RTM_DELROUTE otherwise              an event
+ *   NLMSG_DONE while a dump runs      its end; an int payload below 0 is the dump's error, and
+ *                                     NLM_F_DUMP_INTR on it or a part marks it inconsistent
+ *   NLMSG_ERROR                       the ack of the oldest request in flight, with its error
+ *                                     (and, after struct nlmsgerr, a NUL-terminated extack)
+ *   NLMSG_NOOP                        events lost (ENOBUFS on the event socket)
+ *   NLMSG_OVERRUN                     acks lost too (ENOBUFS on the write socket)
+ * A datagram ends after a message without NLM_F_MULTI and after NLMSG_DONE (the kernel sends
+ * every event, reply and ack in a datagram of its own): then batch_end, one turn of the event
+ * loop (the state file is saved there), and 10 ms pass on the engine's clock.
+ *
+ * After the input, the engine's invariants (fuzz_engine_check()), every device and the status as
+ * the control API shows them, and during it every event as Monitor sends it and every state
+ * change a transition of the lifecycle. */
+#include <event2/event.h>
 #include <linux/rtnetlink.h>
-#include <net/if.h>
 #include <netlink/msg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
+#include "apply.h"
 #include "control.h"
-#include "counters.h"
+#include "fuzz-engine.h"
 #include "fuzz.h"
 #include "linux-compat.h"
-#include "match.h"
-#include "reconcile.h"
-#include "route.h"
 
-/* Matching on everything a link or route message can carry. */
+/* Matching on everything a link or route message can carry; guards of every kind (their
+ * windows long enough that no timer fires within an input); a staged rollout. */
 static const char policy_yaml[] =
         "version: 1\n"
+        "rollback:\n"
+        "  window: 10m\n"
+        "  interval: 1m\n"
+        "  guards:\n"
+        "    - { counter: link.tx_errors, max-increase: 0 }\n"
+        "    - { counter: link.rx_dropped, max-increase: 100 }\n"
+        "    - { counter: Ip.InHdrErrors, max-increase: 100 }\n"
+        "    - { counter: Tcp.RetransSegs, max-ratio: 0.02, per: Tcp.OutSegs }\n"
         "policies:\n"
         "  - name: routed\n"
         "    match: { route: [default, \"10.0.0.0/8\", \"2001:db8::/32\", \"fd00::/8\"] }\n"
@@ -33,11 +63,13 @@ static const char policy_yaml[] =
         "  - name: by-mac\n"
         "    match: { mac: [\"02:*\", \"0c:42:a1:*\"], kind: [device, veth] }\n"
         "    ipv6: { gso-max-size: 185000, gro-max-size: 185000 }\n"
+        "    rollback: { guards: [] }\n"
         "  - name: by-name\n"
         "    match: { name: [\"veth*\", \"br*\", \"!*-mgmt\", \"alt-*\"], kind: [veth, bridge, vxlan, tun, "
         "dummy] }\n"
         "    ipv6: { gso-max-size: legacy, gro-max-size: 524280 }\n"
         "    ipv4: { gso-max-size: 100000 }\n"
+        "    rollout: { max-parallel: 2 }\n"
         "  - name: loopback\n"
         "    match: { kind: loopback }\n"
         "    ipv6: { gro-max-size: max }\n"
@@ -45,183 +77,193 @@ static const char policy_yaml[] =
         "    match: { driver: [\"virtio*\"] }\n"
         "    ipv4: { gso-max-size: legacy, gro-max-size: legacy }\n";
 
+#define DATAGRAM_USEC (10 * USEC_PER_MSEC)
+
+static struct event_base *base;
 static PolicySet *policy;
-static Manager manager; /* control_device_json reads only ipv4_supported */
+static char dir[1024], proc_net[1100];
+
+static void cleanup(void) {
+        if (dir[0])
+                fuzz_dir_remove(dir);
+        policy_set_free(policy);
+}
+
+static PolicySet *load_policy(void) {
+        PolicyErrors errs = {};
+        PolicySet *p = policy_set_new();
+
+        FUZZ_ASSERT(p);
+        if (policy_parse_buffer(p, "fuzz-netlink.yaml", policy_yaml, strlen(policy_yaml), &errs) != 0) {
+                for (size_t i = 0; i < errs.n; i++)
+                        fprintf(stderr, "fuzz-netlink.yaml:%u:%u: %s\n", errs.items[i].line, errs.items[i].column,
+                                errs.items[i].message);
+                abort();
+        }
+        policy_set_scope(p, "fuzz", "6.8.0");
+        return p;
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-        PolicyErrors errs = {};
-
         fuzz_quiet();
-        policy = policy_set_new();
-        FUZZ_ASSERT(policy);
-        FUZZ_ASSERT(policy_parse_buffer(policy, "fuzz-netlink.yaml", policy_yaml, strlen(policy_yaml),
-                                        &errs) == 0);
-        policy_set_scope(policy, "fuzz", "6.8.0");
+        base = event_base_new();
+        FUZZ_ASSERT(base);
+        policy = load_policy();
+        fuzz_dir_new("/dev/shm", "netlink", dir, sizeof(dir));
+        /* no SNMP files: the namespace-wide guards are inactive, as on a kernel without them */
+        snprintf(proc_net, sizeof(proc_net), "%s/no-proc-net", dir);
+        atexit(cleanup);
         return 0;
 }
 
-static const char *get_driver(void *userdata) {
-        const Device *d = userdata;
-        return d->ifindex % 2 ? "virtio_net" : NULL;
+typedef struct Run {
+        Engine *engine;
+        Sync *sync;
+        FuzzKernel kernel;
+        FuzzClock clock;
+        bool dump_intr;
+} Run;
+
+static int kernel_error(int32_t e) {
+        /* the kernel answers 0 or -errno */
+        return e >= -4095 && e <= 0 ? e : -(int) ((uint32_t) e % 4095 + 1);
 }
 
-static bool has_route(void *userdata, const RoutePrefix *p) {
-        return device_has_route(userdata, p);
-}
+static void take(Run *r, struct nlmsghdr *m) {
+        const FuzzRequest *rq;
+        int dump = sync_dump_running(r->sync);
 
-static void route_changed(Device *d, void *userdata) {
-        (*(unsigned *) userdata)++;
-}
+        switch (m->nlmsg_type) {
+        case RTM_NEWLINK:
+        case RTM_DELLINK:
+        case RTM_NEWROUTE:
+        case RTM_DELROUTE: {
+                NetlinkSource source = NETLINK_EVENT;
+                bool multi = m->nlmsg_flags & NLM_F_MULTI;
 
-static void handle_link(DeviceTable *t, struct nlmsghdr *nlh) {
-        LinkMessage lm;
-        unsigned changes = 0;
-        Device *d;
-        int r;
-
-        r = link_message_parse(nlh, &lm);
-        if (r == -EAFNOSUPPORT || r == -EBADMSG)
-                return;
-        FUZZ_ASSERT(r == 0);
-        FUZZ_ASSERT(lm.ifindex > 0);
-        FUZZ_ASSERT(lm.n_altnames <= ELEMENTSOF(lm.altnames));
-        if (lm.ifname)
-                FUZZ_ASSERT(strlen(lm.ifname) < IFNAMSIZ);
-        if (lm.kind)
-                FUZZ_USE(strlen(lm.kind));
-        for (size_t i = 0; i < lm.n_altnames; i++)
-                FUZZ_USE(strlen(lm.altnames[i]));
-        if (lm.stats64) {
-                /* what a probation sample reads */
-                uint64_t v;
-                for (int off = 0; off < 32 * 8; off += 8)
-                        if (link_counter_get(lm.stats64, lm.stats64_len, off, &v) >= 0)
-                                FUZZ_USE(v);
-        }
-
-        d = device_get(t, lm.ifindex);
-        if (nlh->nlmsg_type == RTM_DELLINK) {
-                if (d) {
-                        device_remove(t, d);
-                        device_free(d);
-                        FUZZ_ASSERT(!device_get(t, lm.ifindex));
+                rq = fuzz_kernel_find(&r->kernel, m->nlmsg_seq);
+                if (m->nlmsg_type == RTM_NEWLINK && rq && rq->type == RTM_GETLINK)
+                        source = NETLINK_REPLY;
+                else if (multi && ((dump == RTM_GETLINK && m->nlmsg_type == RTM_NEWLINK) ||
+                                   (dump == RTM_GETROUTE && m->nlmsg_type == RTM_NEWROUTE))) {
+                        source = NETLINK_DUMP;
+                        r->dump_intr = r->dump_intr || (m->nlmsg_flags & NLM_F_DUMP_INTR);
                 }
-                return;
+                sync_netlink_ops.message(r->sync, m, source);
+                break;
         }
-        if (!d) {
-                r = device_add(t, lm.ifindex, &d);
-                if (r == -ENOMEM)
-                        return;
-                FUZZ_ASSERT(r == 0);
-                d->driver_looked_up = true; /* no ioctl: get_driver() above answers */
+        case NLMSG_DONE: {
+                int32_t e = 0;
+                bool intr = r->dump_intr || (m->nlmsg_flags & NLM_F_DUMP_INTR);
+
+                if (!dump)
+                        break; /* netlink.c: not the end of a dump it runs */
+                if (nlmsg_datalen(m) >= (int) sizeof(e))
+                        memcpy(&e, nlmsg_data(m), sizeof(e));
+                r->dump_intr = false;
+                sync_netlink_ops.dump_done(r->sync, dump, e < 0 ? kernel_error(e) : 0, intr);
+                break;
         }
-        r = device_update(d, &lm, &changes);
-        FUZZ_ASSERT(r == 0 || r == -ENOMEM);
-        FUZZ_ASSERT(memchr(d->mac, '\0', sizeof(d->mac)));
-        FUZZ_ASSERT(device_get(t, lm.ifindex) == d);
+        case NLMSG_ERROR: {
+                struct nlmsgerr err;
+                const char *extack = NULL;
+                uint32_t seq;
+
+                if (!nlmsg_valid_hdr(m, sizeof(err)))
+                        break;
+                rq = fuzz_kernel_oldest(&r->kernel);
+                if (!rq)
+                        break; /* the kernel acks only what was sent */
+                memcpy(&err, nlmsg_data(m), sizeof(err));
+                if ((size_t) nlmsg_datalen(m) > sizeof(err)) {
+                        const char *t = (const char *) nlmsg_data(m) + sizeof(err);
+                        size_t n = (size_t) nlmsg_datalen(m) - sizeof(err);
+                        if (memchr(t, '\0', n))
+                                extack = t;
+                }
+                seq = rq->seq;
+                fuzz_kernel_acked(&r->kernel, seq);
+                sync_netlink_ops.ack(r->sync, seq, kernel_error(err.error), extack);
+                break;
+        }
+        case NLMSG_NOOP:
+                sync_netlink_ops.lost(r->sync);
+                break;
+        case NLMSG_OVERRUN:
+                /* netlink.c on ENOBUFS on the write socket */
+                fuzz_kernel_acks_lost(&r->kernel);
+                sync_netlink_ops.acks_lost(r->sync);
+                sync_netlink_ops.lost(r->sync);
+                break;
+        default:
+                break;
+        }
 }
 
-/* What reconcile and `bigtcpctl list` make of one device. */
-static void derive(Device *d) {
-        void *ud = d;
-        MatchDevice md = {
-                .ifname = d->ifname,
-                .altnames = d->altnames,
-                .n_altnames = d->n_altnames,
-                .kind = d->kind,
-                .loopback = d->flags & IFF_LOOPBACK,
-                .mac = d->mac[0] ? d->mac : NULL,
-                .get_driver = get_driver,
-                .has_route = has_route,
-                .userdata = ud,
-        };
-        const Policy *p = policy_set_match(policy, &md);
-        char buf[256];
-
-        if (p) {
-                Desired want;
-                struct nl_msg *msg = NULL;
-
-                compute_desired(p, &d->current, d->tso_max_size, d->has_ipv4_sizes, &want);
-                /* never a write the kernel refuses */
-                FUZZ_ASSERT(want.sizes.gso_max_size <= gso_limit(d->tso_max_size));
-                FUZZ_ASSERT(want.sizes.gro_max_size <= BT_GRO_MAX_SIZE);
-                FUZZ_ASSERT(!d->has_ipv4_sizes ||
-                            (want.sizes.gso_ipv4_max_size <= gso_limit(d->tso_max_size) &&
-                             want.sizes.gro_ipv4_max_size <= BT_GRO_MAX_SIZE));
-                FUZZ_USE(strlen(
-                        sizes_change_format(&d->current, &want.sizes, d->has_ipv4_sizes, buf, sizeof(buf))));
-                /* the write must say what was decided, and nothing else */
-                if (link_write_message(d->ifindex, &want.sizes, d->has_ipv4_sizes, &msg) >= 0) {
-                        LinkMessage back;
-                        FUZZ_ASSERT(link_message_parse(nlmsg_hdr(msg), &back) == 0);
-                        FUZZ_ASSERT(back.ifindex == d->ifindex && back.has_sizes);
-                        FUZZ_ASSERT(sizes_equal(&back.sizes, &want.sizes, d->has_ipv4_sizes));
-                        nlmsg_free(msg);
-                }
-        }
-        json_object *o = control_device_json(&manager, d);
-        if (o) {
-                fuzz_check_json(o);
-                FUZZ_USE(strlen(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)));
-                json_object_put(o);
-        }
+static void batch_end(Run *r) {
+        sync_netlink_ops.batch_end(r->sync);
+        FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+        fuzz_clock_advance(&r->clock, DATAGRAM_USEC);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        DeviceTable t;
-        unsigned route_changes = 0;
-        Device *d;
+        EngineConfig cfg = {.runtime_dir = dir, .proc_net = proc_net, .hostname = "fuzz", .kernel_release = "6.8.0"};
+        Run r = {};
+        bool open_batch = false;
+        int left = (int) size;
 
         if (size > 256 * 1024) /* the daemon's receive buffer */
                 return 0;
-        if (device_table_init(&t) < 0)
-                return 0;
-        manager.ipv4_supported = false;
+        fuzz_clock_init(&r.clock);
+        fuzz_kernel_init(&r.kernel);
+        FUZZ_ASSERT(engine_new(base, &cfg, &r.clock.clock, -1, &r.kernel.transport, &apply_writer_ops,
+                               &apply_probation_ops, &r.engine) == 0);
+        r.kernel.engine = r.engine;
+        /* Lent to every engine: parsing it was most of an input's cost, and the engine only
+         * reads its policy (a reload replaces it whole). */
+        r.engine->policy = policy;
+        apply_policy_changed(r.engine);
+        FUZZ_ASSERT(sync_new(r.engine, NULL, 0, &r.sync) == 0);
+        FUZZ_ASSERT(event_watch_add(&r.engine->events, fuzz_check_event, r.engine) > 0);
+        Control control = {.engine = r.engine, .sync = r.sync};
 
         /* aligned like the daemon's malloc'd receive buffer */
         uint8_t *buf = malloc(size ? size : 1);
         FUZZ_ASSERT(buf);
         memcpy(buf, data, size);
 
-        int left = (int) size;
-        for (struct nlmsghdr *nlh = (struct nlmsghdr *) buf; nlmsg_ok(nlh, left);
-             nlh = nlmsg_next(nlh, &left)) {
+        sync_start(r.sync, NULL, 0);
+        struct nlmsghdr *first = (struct nlmsghdr *) buf;
+        if (!(nlmsg_ok(first, left) && first->nlmsg_type == RTM_NEWLINK && (first->nlmsg_flags & NLM_F_MULTI))) {
+                /* an empty namespace: no links, no routes */
+                sync_netlink_ops.dump_done(r.sync, RTM_GETLINK, 0, false);
+                sync_netlink_ops.dump_done(r.sync, RTM_GETROUTE, 0, false);
+                batch_end(&r);
+                FUZZ_ASSERT(r.engine->synced);
+        }
+
+        for (struct nlmsghdr *nlh = first; nlmsg_ok(nlh, left); nlh = nlmsg_next(nlh, &left)) {
                 struct nlmsghdr *m = malloc(nlh->nlmsg_len);
                 FUZZ_ASSERT(m);
                 memcpy(m, nlh, nlh->nlmsg_len);
-                switch (m->nlmsg_type) {
-                case RTM_NEWLINK:
-                case RTM_DELLINK:
-                        handle_link(&t, m);
-                        break;
-                case RTM_NEWROUTE:
-                case RTM_DELROUTE: {
-                        int r = route_message_handle(&t, m, route_changed, &route_changes);
-                        FUZZ_ASSERT(r == 0 || r == -EBADMSG);
-                        break;
-                }
-                case NLMSG_DONE:
-                        /* stands for the re-dump after lost events: routes are read again */
-                        route_forget_all(&t, route_changed, &route_changes);
-                        break;
-                default:
-                        break;
-                }
+                take(&r, m);
+                open_batch = (m->nlmsg_flags & NLM_F_MULTI) && m->nlmsg_type != NLMSG_DONE;
+                if (!open_batch)
+                        batch_end(&r);
                 free(m);
         }
+        if (open_batch)
+                batch_end(&r);
 
-        DEVICE_FOREACH(d, &t, it) {
-                manager.ipv4_supported = manager.ipv4_supported || d->has_ipv4_sizes;
-                FUZZ_ASSERT(d->ifindex > 0 && device_get(&t, d->ifindex) == d);
-                if (d->ifname)
-                        FUZZ_ASSERT(device_get_by_name(&t, d->ifname));
-        }
-        DEVICE_FOREACH(d, &t, it) {
-                derive(d);
-        }
+        fuzz_engine_check(r.engine, &r.kernel);
+        fuzz_check_views(&control);
 
-        device_table_done(&t);
+        sync_free(r.sync);
+        r.engine->policy = NULL; /* lent */
+        engine_free(r.engine);
+        /* every timer and deferred event went with its owner */
+        FUZZ_ASSERT(event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE) == 0);
+        fuzz_state_files_remove(dir);
         free(buf);
         return 0;
 }

@@ -1,35 +1,76 @@
-/* fuzz-state — the state parsers on arbitrary bytes: the snapshot (state.json) and the journal
- * (state.journal) replayed onto it, as a file truncated by a crash, corrupted on disk, or written
- * by someone else into the runtime directory leaves them. What parses is then used the way a
- * restart uses it: put on devices (sync.c apply_loaded_state()), shown (`bigtcpctl list`), and
- * its probations sampled.
+/* fuzz-state — the state file on arbitrary bytes, and what a restart makes of it, through the
+ * daemon's own code: the snapshot (state.json) parsed with state_parse(), the journal
+ * (state.journal) replayed onto it with state_journal_apply(), as a file truncated by a crash,
+ * corrupted on disk, or written by someone else into the runtime directory leaves them.
+ *
+ * What parses is put on an engine's devices with apply_loaded_state(), as the first sync after a
+ * restart does: each entry's device is announced first by an RTM_NEWLINK through
+ * sync_netlink_ops (its name is the kernel's, the entry's when it is one). The engine's state
+ * store then writes a snapshot (state_store_save(): the real file, on tmpfs), which must parse
+ * again and say what the devices hold: the round trip keeps originals, written sizes, last-good
+ * sizes, holds, probations and rollback records. Then the first probation tick after the restart
+ * (probation_tick(), SNMP files of a fixed namespace, link stats answered by the fake kernel of
+ * fuzz-engine.c) with its verdicts, the engine's invariants, and every device shown as
+ * `bigtcpctl list` shows it (no NaN/Infinity).
  *
  * Input: the snapshot, then optionally a NUL byte and the journal (neither file holds a NUL). */
+#include <event2/event.h>
+#include <math.h>
+#include <netlink/msg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "apply.h"
 #include "control.h"
-#include "counters.h"
+#include "fuzz-engine.h"
 #include "fuzz.h"
 #include "guard.h"
 #include "state.h"
 
-static Manager manager; /* control_device_json reads only ipv4_supported */
-static SnmpSnapshot snap;
-static uint8_t stats[sizeof(uint64_t) * 32];
+static struct event_base *base;
+static PolicySet *policy;
+static char dir[1024], runtime_dir[1100], proc_net[1100];
+static uint64_t stats64[32];
+
+static void cleanup(void) {
+        if (dir[0])
+                fuzz_dir_remove(dir);
+        policy_set_free(policy);
+}
+
+static void write_file(const char *path, const char *text) {
+        FILE *f = fopen(path, "we");
+        FUZZ_ASSERT(f);
+        FUZZ_ASSERT(fputs(text, f) >= 0);
+        FUZZ_ASSERT(fclose(f) == 0);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-        static const char text[] = "Ip: Forwarding InHdrErrors\nIp: 1 7\n"
-                                   "Tcp: RetransSegs OutSegs\nTcp: 12 100000\n";
+        char path[1200];
+
         fuzz_quiet();
-        FUZZ_ASSERT(snmp_parse(&snap, text, false) == 0);
-        snmp_finish(&snap);
-        for (size_t i = 0; i < sizeof(stats) / sizeof(uint64_t); i++) {
-                uint64_t v = i * 1000003u;
-                memcpy(stats + i * sizeof(v), &v, sizeof(v));
-        }
+        base = event_base_new();
+        FUZZ_ASSERT(base);
+        /* a running policy with no policies: nothing in it asks for sizes */
+        policy = policy_set_new();
+        FUZZ_ASSERT(policy);
+        fuzz_dir_new("/dev/shm", "state", dir, sizeof(dir));
+        snprintf(runtime_dir, sizeof(runtime_dir), "%s/run", dir);
+        snprintf(proc_net, sizeof(proc_net), "%s/proc-net", dir);
+        FUZZ_ASSERT(mkdir(runtime_dir, 0755) == 0 && mkdir(proc_net, 0755) == 0);
+        /* the namespace-wide counters the guards of a state file may name */
+        snprintf(path, sizeof(path), "%s/snmp", proc_net);
+        write_file(path, "Ip: Forwarding InHdrErrors\nIp: 1 7\nTcp: RetransSegs OutSegs\nTcp: 12 100000\n");
+        snprintf(path, sizeof(path), "%s/netstat", proc_net);
+        write_file(path, "IpExt: InTruncatedPkts InNoRoutes\nIpExt: 3 0\n");
+        snprintf(path, sizeof(path), "%s/snmp6", proc_net);
+        write_file(path, "Ip6InHdrErrors                  \t2\nIp6InReceives                   \t90\n");
+        for (size_t i = 0; i < ELEMENTSOF(stats64); i++)
+                stats64[i] = i * 1000003u;
+        atexit(cleanup);
         return 0;
 }
 
@@ -38,15 +79,16 @@ static void check_entry(const StateEntry *e) {
         if (e->ifname)
                 FUZZ_USE(strlen(e->ifname));
         FUZZ_ASSERT(e->state == _DEVICE_STATE_INVALID || device_state_to_string(e->state));
+        FUZZ_ASSERT((e->written & ~(unsigned) SIZE_BITS_ALL) == 0);
         if (e->probation) {
                 const Probation *p = e->probation;
                 FUZZ_ASSERT(p->interval_usec > 0);
-                FUZZ_ASSERT(p->n_guards <= POLICY_GUARDS_MAX);
-                for (size_t i = 0; i < p->n_guards; i++) {
-                        FUZZ_ASSERT(p->guards[i].counter);
-                        FUZZ_USE(strlen(p->guards[i].counter));
-                        if (p->guards[i].per)
-                                FUZZ_USE(strlen(p->guards[i].per));
+                FUZZ_ASSERT(p->guards.n <= POLICY_GUARDS_MAX);
+                for (size_t i = 0; i < p->guards.n; i++) {
+                        FUZZ_ASSERT(p->guards.items[i].counter);
+                        FUZZ_USE(strlen(p->guards.items[i].counter));
+                        if (p->guards.items[i].per)
+                                FUZZ_USE(strlen(p->guards.items[i].per));
                 }
         }
         if (e->last_rollback) {
@@ -57,61 +99,173 @@ static void check_entry(const StateEntry *e) {
         }
 }
 
-/* A device table as the first dump after a restart finds it, with the entries put on their
- * devices like apply_loaded_state() does. That code takes each entry's probation and rollback
- * record and links the device into the probation list, so it relies on one entry per ifindex. */
-static void restore(StateEntry *entries, size_t n) {
-        DeviceTable t;
-        Device *d;
+static bool sizes_same(const Sizes *a, const Sizes *b) {
+        return sizes_equal(a, b, true);
+}
 
-        if (device_table_init(&t) < 0)
+/* Doubles as the state file writes them back (%.17g reads back exactly). */
+static bool double_same(double a, double b) {
+        return a == b || (isnan(a) && isnan(b));
+}
+
+static void check_probation(const Device *d, const Probation *back) {
+        const Probation *p = d->probation;
+
+        FUZZ_ASSERT(!!p == !!back);
+        if (!p)
                 return;
+        FUZZ_ASSERT(back->until_usec == p->until_usec && back->window_usec == p->window_usec &&
+                    back->interval_usec == p->interval_usec && back->guards.n == p->guards.n);
+        for (size_t i = 0; i < p->guards.n; i++) {
+                const GuardState *g = &p->guards.items[i], *h = &back->guards.items[i];
+                FUZZ_ASSERT(streq_ptr(g->counter, h->counter) && streq_ptr(g->per, h->per));
+                FUZZ_ASSERT(g->kind == h->kind && g->offset == h->offset);
+                FUZZ_ASSERT(g->has_max_increase == h->has_max_increase &&
+                            (!g->has_max_increase || g->max_increase == h->max_increase));
+                if (g->has_max_ratio != h->has_max_ratio || (g->has_max_ratio && !double_same(g->max_ratio, h->max_ratio))) {
+                        fprintf(stderr, "fuzz-state: %s: guard %s: max_ratio %.17g (%d) came back as %.17g (%d)\n",
+                                d->ifname ?: "?", g->counter, g->max_ratio, g->has_max_ratio, h->max_ratio,
+                                h->has_max_ratio);
+                        abort();
+                }
+                FUZZ_ASSERT(g->active == h->active && g->have_base == h->have_base && g->base == h->base &&
+                            g->per_base == h->per_base);
+        }
+}
+
+static void check_rollback(const RollbackRecord *r, const RollbackRecord *back) {
+        FUZZ_ASSERT(!!r == !!back);
+        if (!r)
+                return;
+        FUZZ_ASSERT(streq_ptr(r->counter, back->counter) && streq_ptr(r->per, back->per));
+        FUZZ_ASSERT(r->rise == back->rise && r->per_rise == back->per_rise && r->namespace_wide == back->namespace_wide &&
+                    r->realtime_usec == back->realtime_usec);
+        FUZZ_ASSERT(double_same(r->threshold, back->threshold));
+        FUZZ_ASSERT(sizes_same(&r->from, &back->from) && sizes_same(&r->to, &back->to));
+}
+
+/* What an entry's device must hold after apply_loaded_state(): lifecycle_resume() takes the
+ * entry as an earlier run left it. */
+typedef struct Expect {
+        DeviceState state;
+        bool held, probation, rollback;
+} Expect;
+
+static Expect expect_of(const StateEntry *e) {
+        /* held whatever the state said: a kill may come between the rollback and its write */
+        Expect x = {.held = e->held, .rollback = e->last_rollback != NULL};
+        x.probation = !x.held && e->probation;
+        x.state = x.held ? DEVICE_ROLLED_BACK : x.probation ? DEVICE_PROBATION : DEVICE_APPLIED;
+        return x;
+}
+
+/* The device, announced by the kernel before the first sync completes. */
+static void announce(FuzzKernel *k, Sync *s, const StateEntry *e) {
+        FuzzLink l = {
+                .ifindex = e->ifindex,
+                .flags = 1 /* IFF_UP */,
+                .mac = {0x02, 0, 0, 0, (uint8_t) (e->ifindex >> 8), (uint8_t) e->ifindex},
+                .sizes = {185000, 185000, 185000, 185000},
+                .tso_max_size = 524280,
+        };
+        size_t n = e->ifname ? strlen(e->ifname) : 0;
+        struct nl_msg *msg;
+
+        if (n > 0 && n < IFNAMSIZ)
+                memcpy(l.ifname, e->ifname, n);
+        else
+                snprintf(l.ifname, sizeof(l.ifname), "eth%d", e->ifindex);
+        fuzz_kernel_add_link(k, &l);
+        msg = fuzz_link_message(&l, RTM_NEWLINK, 0, 0, NULL);
+        sync_netlink_ops.message(s, nlmsg_hdr(msg), NETLINK_EVENT);
+        nlmsg_free(msg);
+}
+
+static void read_back(StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
+        _cleanup_(freep) char *path = NULL, *text = NULL;
+        size_t size;
+        int r;
+
+        FUZZ_ASSERT(asprintf(&path, "%s/state.json", runtime_dir) >= 0);
+        FUZZ_ASSERT(read_file_bounded(path, 64u * 1024u * 1024u, READ_FILE_REGULAR, &text, &size) >= 0);
+        r = state_parse(text, size, ret, ret_n, ret_generation);
+        if (r < 0) {
+                fprintf(stderr, "fuzz-state: the snapshot the daemon wrote does not parse (%d):\n%s\n", r, text);
+                abort();
+        }
+}
+
+static void restart(StateEntry *entries, size_t n) {
+        EngineConfig cfg = {.runtime_dir = runtime_dir, .proc_net = proc_net, .hostname = "fuzz", .kernel_release = "6.8.0"};
+        Engine *e;
+        Sync *s;
+        FuzzKernel k;
+        FuzzClock clock;
+        StateEntry *back = NULL;
+        size_t n_back = 0;
+        uint64_t generation = 0;
+        _cleanup_(freep) Expect *expect = calloc(n ? n : 1, sizeof(Expect));
+        _cleanup_(freep) int *ifindex = calloc(n ? n : 1, sizeof(int));
+
+        FUZZ_ASSERT(expect && ifindex);
+        fuzz_clock_init(&clock);
+        fuzz_kernel_init(&k);
+        FUZZ_ASSERT(engine_new(base, &cfg, &clock.clock, -1, &k.transport, &apply_writer_ops, &apply_probation_ops,
+                               &e) == 0);
+        k.engine = e;
+        e->policy = policy; /* lent, never written */
+        apply_policy_changed(e);
+        FUZZ_ASSERT(sync_new(e, NULL, 0, &s) == 0);
+        Control control = {.engine = e, .sync = s};
+
         for (size_t i = 0; i < n; i++) {
-                StateEntry *e = &entries[i];
-                char name[32];
-
-                FUZZ_ASSERT(!device_get(&t, e->ifindex)); /* one entry per device */
-                if (device_add(&t, e->ifindex, &d) < 0)
-                        break;
-                snprintf(name, sizeof(name), "eth%d", e->ifindex);
-                d->ifname = strdup(e->ifname ?: name);
-                d->has_original = true;
-                d->original = e->original;
-                d->written_families = e->written_families;
-                d->has_last_good = e->has_last_good;
-                d->last_good = e->last_good;
-                d->last_rollback = e->last_rollback;
-                e->last_rollback = NULL;
-                d->state = DEVICE_APPLIED;
-                if (e->state == DEVICE_ROLLED_BACK) {
-                        d->state = DEVICE_ROLLED_BACK;
-                        d->held_desired = e->held_desired;
-                } else if (e->probation) {
-                        d->probation = e->probation;
-                        e->probation = NULL;
-                        d->state = DEVICE_PROBATION;
-                }
+                FUZZ_ASSERT(!device_get(&e->devices, entries[i].ifindex)); /* one entry per device */
+                announce(&k, s, &entries[i]);
+                FUZZ_ASSERT(device_get(&e->devices, entries[i].ifindex));
+                expect[i] = expect_of(&entries[i]);
+                ifindex[i] = entries[i].ifindex;
+        }
+        apply_loaded_state(e, entries, n);
+        for (size_t i = 0; i < n; i++) {
+                const StateEntry *x = &entries[i];
+                const Device *d = device_get(&e->devices, ifindex[i]);
+                FUZZ_ASSERT(d && d->has_original && d->state == expect[i].state);
+                FUZZ_ASSERT(sizes_same(&d->original, &x->original) && d->written == x->written);
+                FUZZ_ASSERT(d->has_last_good == x->has_last_good && (!d->has_last_good || sizes_same(&d->last_good, &x->last_good)));
+                FUZZ_ASSERT(d->held == expect[i].held && (!d->held || sizes_same(&d->held_desired, &x->held_desired)));
+                FUZZ_ASSERT(!!d->probation == expect[i].probation && !!d->last_rollback == expect[i].rollback);
         }
 
-        manager.ipv4_supported = n % 2 == 0;
-        DEVICE_FOREACH(d, &t, it) {
-                if (d->probation) {
-                        RollbackRecord why;
-                        /* the first sample after the restart */
-                        probation_link_baseline(d->probation, stats, sizeof(stats));
-                        if (probation_check(d->probation, &snap, stats, sizeof(stats), &why) > 0)
-                                FUZZ_ASSERT(why.counter);
-                        FUZZ_USE(probation_has_link_guards(d->probation));
-                        FUZZ_USE(probation_has_snmp_guards(d->probation));
-                }
-                json_object *o = control_device_json(&manager, d);
-                if (o) {
-                        fuzz_check_json(o);
-                        FUZZ_USE(strlen(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)));
-                        json_object_put(o);
-                }
+        /* the snapshot the first save after a restart writes, read back */
+        FUZZ_ASSERT(state_store_save(e->state) == 0);
+        read_back(&back, &n_back, &generation);
+        FUZZ_ASSERT(generation == 1 && n_back == n);
+        for (size_t i = 0; i < n_back; i++) {
+                const StateEntry *x = &back[i];
+                const Device *d = device_get(&e->devices, x->ifindex);
+                FUZZ_ASSERT(d && streq_ptr(x->ifname, d->ifname) && x->state == d->state);
+                FUZZ_ASSERT(sizes_same(&x->original, &d->original) && x->written == d->written);
+                FUZZ_ASSERT(x->has_last_good == d->has_last_good && (!x->has_last_good || sizes_same(&x->last_good, &d->last_good)));
+                FUZZ_ASSERT(x->held == d->held && (!x->held || sizes_same(&x->held_desired, &d->held_desired)));
+                check_probation(d, x->probation);
+                check_rollback(d->last_rollback, x->last_rollback);
         }
-        device_table_done(&t);
+        state_entries_free(back, n_back);
+
+        /* the first tick after the restart: every resumed probation is due */
+        FUZZ_ASSERT(event_watch_add(&e->events, fuzz_check_event, e) > 0);
+        fuzz_check_views(&control);
+        probation_tick(e->probation);
+        fuzz_kernel_answer(&k, s, stats64);
+        fuzz_engine_check(e, &k);
+        fuzz_check_views(&control);
+
+        sync_free(s);
+        e->policy = NULL; /* lent */
+        engine_free(e);
+        FUZZ_ASSERT(event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE) == 0);
+        fuzz_kernel_done(&k);
+        fuzz_state_files_remove(runtime_dir);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -124,7 +278,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *snap_text, *journal_text;
         int r;
 
-        fuzz_quiet();
         /* each file in a buffer of its own size: an over-read is caught */
         snap_text = malloc(snap_size ? snap_size : 1);
         journal_text = malloc(journal_size ? journal_size : 1);
@@ -133,7 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (nul)
                 memcpy(journal_text, nul + 1, journal_size);
 
-        r = state_parse_full(snap_text, snap_size, &entries, &n, &generation);
+        r = state_parse(snap_text, snap_size, &entries, &n, &generation);
         FUZZ_ASSERT(r == 0 || r == -EBADMSG || r == -ENOMEM || r == -EFBIG);
         if (r == 0 && nul) {
                 r = state_journal_apply(journal_text, journal_size, generation, &entries, &n);
@@ -147,7 +300,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 FUZZ_ASSERT(n == 0 || entries);
                 for (size_t i = 0; i < n; i++)
                         check_entry(&entries[i]);
-                restore(entries, n);
+                restart(entries, n);
                 state_entries_free(entries, n);
         }
         free(snap_text);

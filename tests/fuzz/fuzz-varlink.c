@@ -1,160 +1,192 @@
-/* fuzz-varlink — whole varlink requests through the daemon's server: a client connects to the
- * listening socket, writes the input, shuts its side down and reads every reply, while the
- * server runs in the daemon's event loop (accept, reads, NUL framing, JSON, method dispatch,
- * replies, Monitor streams, closing). Nothing is stubbed inside daemon/varlink.c; the Manager
- * behind it is a small fixed one (a few devices, a policy).
+/* fuzz-varlink — whole varlink requests through the daemon's own server and methods: a client
+ * connects to the socket of a VarlinkManager (varlink_manager_new(), as manager.c builds it),
+ * writes the input, shuts its side down and reads every reply, while the server runs in the
+ * daemon's event loop (accept, reads, NUL framing, JSON, dispatch, the io.bigtcpd.Manager methods,
+ * replies, Monitor streams, closing). Nothing inside daemon/ is stubbed.
+ *
+ * Behind it is a real Engine with its Sync (made without a Netlink), a policy, and seven devices
+ * the fake kernel of fuzz-engine.c announced and the engine itself took to their states, once,
+ * at start: lo and br0 unmanaged, eth0 applied, eth1 rolled back (an operator's rollback through
+ * control_rollback()), veth0 failed (the kernel refuses its write), and of veth1 and veth2, which
+ * share a rollout of one slot, one in probation and one pending. The pump loop plays the kernel
+ * for the engine: it answers the reads that ListDevices asks for (a reply, then the ack, through
+ * sync_netlink_ops) and the dumps of a refresh, so that every call is answered; while a Monitor
+ * stream is open it announces a device and takes it away again (real EVENT_ADDED and
+ * EVENT_REMOVED, as Monitor's JSON).
  *
  * The client is the threat the server is built for, a local user other than root: it connects
  * with euid 65534 (SO_PEERCRED records the euid at connect()). Reload, Rollback and Retry are
- * then refused with PermissionDenied; what they do is the integration tests' business.
+ * then refused with PermissionDenied — so after every input every device is where it was, and no
+ * request, stream or read is left over.
  *
  * Input: byte 0 picks the size of the pieces the client writes (1 + 61 * byte 0 bytes, so
  * messages arrive split and coalesced), the rest is the byte stream. Every complete reply must
  * be a JSON object with "parameters", and the connection must be gone afterwards. */
-#include <dirent.h>
 #include <event2/event.h>
 #include <json-c/json.h>
-#include <signal.h>
+#include <netlink/msg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "apply.h"
 #include "control.h"
+#include "fuzz-engine.h"
 #include "fuzz.h"
-#include "guard.h"
-#include "probation.h"
-#include "varlink.h"
+#include "varlink-manager.h"
 
 #define CLIENT_UID 65534
-#define DIR_PREFIX "bigtcpd-fuzz-varlink."
 #define PUMP_SLACK 100000u /* event loop turns beyond the writes: a stuck connection is a finding */
+#define MONITOR_EVENTS 4u  /* events a Monitor stream gets while it lasts */
 
 static const char policy_yaml[] = "version: 1\n"
+                                  "rollback:\n"
+                                  "  window: 12h\n"
+                                  "  interval: 1h\n"
+                                  "  guards:\n"
+                                  "    - { counter: link.tx_errors, max-increase: 0 }\n"
+                                  "    - { counter: IpExt.InTruncatedPkts, max-increase: 100 }\n"
+                                  "    - { counter: Tcp.RetransSegs, max-ratio: 0.02, per: Tcp.OutSegs }\n"
                                   "policies:\n"
                                   "  - name: fabric\n"
                                   "    match: { name: [\"eth*\"], kind: [device] }\n"
                                   "    ipv6: { gso-max-size: 185000, gro-max-size: 185000 }\n"
                                   "    ipv4: { gso-max-size: max, gro-max-size: max }\n"
+                                  "    rollback: { guards: [] }\n"
                                   "  - name: containers\n"
                                   "    match: { kind: [veth] }\n"
-                                  "    ipv6: { gro-max-size: max }\n";
+                                  "    ipv6: { gro-max-size: max }\n"
+                                  "    rollout: { max-parallel: 1 }\n";
 
-static Manager manager;
-static VarlinkServer *server;
-static char dir[256], sock_path[sizeof(dir) + 16];
+#define IFF_UP_ 1
+#define IFF_LOOPBACK_ 8
+#define SIZES_64K {65536, 65536, 65536, 65536}
+
+static const FuzzLink links[] = {
+        {.ifindex = 1, .ifname = "lo", .flags = IFF_UP_ | IFF_LOOPBACK_, .sizes = SIZES_64K, .ipv4 = true,
+         .tso_max_size = 524280},
+        {.ifindex = 2, .ifname = "eth0", .flags = IFF_UP_, .mac = {0x0c, 0x42, 0xa1, 0, 0, 2}, .sizes = SIZES_64K,
+         .ipv4 = true, .tso_max_size = 524280},
+        {.ifindex = 3, .ifname = "eth1", .flags = IFF_UP_, .mac = {0x0c, 0x42, 0xa1, 0, 0, 3}, .sizes = SIZES_64K,
+         .ipv4 = true, .tso_max_size = 524280},
+        {.ifindex = 4, .ifname = "veth0", .kind = "veth", .flags = IFF_UP_, .mac = {0x02, 0, 0, 0, 0, 4},
+         .sizes = SIZES_64K, .ipv4 = true, .tso_max_size = 524280, .refuse = -EINVAL,
+         .extack = "gro_max_size too large"},
+        {.ifindex = 5, .ifname = "veth1", .kind = "veth", .flags = IFF_UP_, .mac = {0x02, 0, 0, 0, 0, 5},
+         .sizes = SIZES_64K, .ipv4 = true, .tso_max_size = 524280},
+        {.ifindex = 6, .ifname = "br0", .kind = "bridge", .flags = IFF_UP_, .mac = {0x02, 0, 0, 0, 0, 6},
+         .sizes = SIZES_64K, .ipv4 = true, .tso_max_size = 524280},
+        {.ifindex = 7, .ifname = "veth2", .kind = "veth", .flags = IFF_UP_, .mac = {0x02, 0, 0, 0, 0, 7},
+         .sizes = SIZES_64K, .ipv4 = true, .tso_max_size = 524280},
+};
+
+/* announced and taken away while a Monitor stream is open */
+static const FuzzLink visitor = {.ifindex = 100, .ifname = "dummy0", .kind = "dummy", .flags = IFF_UP_,
+                                 .mac = {0x02, 0, 0, 0, 0, 100}, .sizes = SIZES_64K, .ipv4 = true,
+                                 .tso_max_size = 65536};
+
+static struct event_base *base;
+static FuzzKernel kernel;
+static FuzzClock clock_;
+static Engine *engine;
+static Sync *sync_;
+static Control control;
+static VarlinkManager *manager;
+static DeviceState states[ELEMENTSOF(links)];
+static struct utsname uts;
+static char dir[1024], sock_path[sizeof(dir) + 32];
 static bool as_root;
-
-static Device *add_device(int ifindex, const char *name, const char *kind, DeviceState state) {
-        Device *d;
-        FUZZ_ASSERT(device_add(&manager.devices, ifindex, &d) == 0);
-        d->ifname = strdup(name);
-        d->kind = kind ? strdup(kind) : NULL;
-        d->state = state;
-        d->driver_looked_up = true; /* no ethtool ioctl: there is no netlink socket */
-        d->current = (Sizes){65536, 65536, 65536, 65536};
-        d->has_sizes = d->has_ipv4_sizes = true;
-        d->tso_max_size = 524280;
-        return d;
-}
+static uint64_t stats64[32];
 
 static void cleanup(void) {
-        varlink_server_free(server); /* removes the socket file */
-        server = NULL;
+        varlink_manager_free(manager); /* removes the socket file */
+        manager = NULL;
+        sync_free(sync_);
+        sync_ = NULL;
+        engine_free(engine);
+        engine = NULL;
+        fuzz_kernel_done(&kernel);
+        if (base)
+                event_base_free(base);
+        base = NULL;
         if (dir[0])
-                (void) rmdir(dir);
+                fuzz_dir_remove(dir);
 }
 
-/* A crash or an interrupt ends the process with _exit(): no atexit(). The socket directories
- * of fuzzers that are gone are removed by the next one. */
-static void remove_stale(const char *tmp) {
-        DIR *d = opendir(tmp);
-        struct dirent *de;
+static void set_up_engine(void) {
+        EngineConfig cfg = {.runtime_dir = dir, .hostname = "fuzz-host", .kernel_release = uts.release};
+        static char proc_net[sizeof(dir) + 16];
+        PolicyErrors errs = {};
+        PolicySet *p;
+        Device *d;
 
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                char path[sizeof(dir) + 16];
-                int pid;
-                if (strncmp(de->d_name, DIR_PREFIX, strlen(DIR_PREFIX)) != 0 ||
-                    sscanf(de->d_name + strlen(DIR_PREFIX), "%d", &pid) != 1 || pid <= 0 ||
-                    kill(pid, 0) == 0 || errno != ESRCH)
-                        continue;
-                snprintf(path, sizeof(path), "%s/%s/socket", tmp, de->d_name);
-                (void) unlink(path);
-                snprintf(path, sizeof(path), "%s/%s", tmp, de->d_name);
-                (void) rmdir(path);
+        /* no SNMP files: the namespace-wide guards are inactive (GetStatus names them) */
+        snprintf(proc_net, sizeof(proc_net), "%s/no-proc-net", dir);
+        cfg.proc_net = proc_net;
+        fuzz_clock_init(&clock_);
+        fuzz_kernel_init(&kernel);
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                fuzz_kernel_add_link(&kernel, &links[i]);
+        FUZZ_ASSERT(engine_new(base, &cfg, &clock_.clock, -1, &kernel.transport, &apply_writer_ops,
+                               &apply_probation_ops, &engine) == 0);
+        kernel.engine = engine;
+        p = policy_set_new();
+        FUZZ_ASSERT(p);
+        FUZZ_ASSERT(policy_parse_buffer(p, "/etc/bigtcpd/bigtcpd.yaml", policy_yaml, strlen(policy_yaml), &errs) == 0);
+        policy_set_scope(p, cfg.hostname, cfg.kernel_release);
+        engine->policy = p;
+        apply_policy_changed(engine);
+        FUZZ_ASSERT(sync_new(engine, NULL, 0, &sync_) == 0);
+        control = (Control){.engine = engine, .sync = sync_};
+
+        /* the first sync, and what the engine does with it */
+        sync_start(sync_, NULL, 0);
+        fuzz_kernel_answer(&kernel, sync_, stats64);
+        FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+        /* an operator's rollback, as root would ask for it */
+        FUZZ_ASSERT(control_rollback(&control, "eth1") == 0);
+        fuzz_kernel_answer(&kernel, sync_, stats64);
+        FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+        fuzz_engine_check(engine, &kernel);
+
+        unsigned seen = 0;
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                d = device_get(&engine->devices, links[i].ifindex);
+                FUZZ_ASSERT(d);
+                states[i] = d->state;
+                seen |= 1u << d->state;
         }
-        closedir(d);
+        FUZZ_ASSERT(engine->settled_once);
+        if (seen != ((1u << _DEVICE_STATE_MAX) - 1) - (1u << DEVICE_UNSUPPORTED)) {
+                for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                        fprintf(stderr, "fuzz-varlink: %s is %s\n", links[i].ifname, device_state_to_string(states[i]));
+                fprintf(stderr, "fuzz-varlink: the devices are not in the states this target is about\n");
+                abort();
+        }
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-        PolicyErrors errs = {};
-        const char *tmp = getenv("TMPDIR");
-        Device *d;
-
         fuzz_quiet();
         as_root = geteuid() == 0;
-        manager.base = event_base_new();
-        FUZZ_ASSERT(manager.base);
-        FUZZ_ASSERT(device_table_init(&manager.devices) == 0);
-        manager.policy = policy_set_new();
-        FUZZ_ASSERT(manager.policy);
-        FUZZ_ASSERT(policy_parse_buffer(manager.policy, "/etc/bigtcpd/bigtcpd.yaml", policy_yaml,
-                                        strlen(policy_yaml), &errs) == 0);
-        manager.hostname = strdup("fuzz-host");
-        FUZZ_ASSERT(uname(&manager.uts) == 0);
-        policy_set_scope(manager.policy, manager.hostname, manager.uts.release);
-        manager.ipv4_supported = true;
-        TAILQ_INIT(&manager.queue);
-        TAILQ_INIT(&manager.probation);
-        static char *warnings[] = {"IpExt.InTruncatedPkts", NULL};
-        manager.guard_warnings = warnings;
-        manager.n_guard_warnings = 1;
-
-        add_device(1, "lo", NULL, DEVICE_UNMANAGED)->flags = 1 /* IFF_UP */ | 8 /* IFF_LOOPBACK */;
-        d = add_device(2, "eth0", NULL, DEVICE_APPLIED);
-        d->policy_name = strdup("fabric");
-        d->desired = d->current = (Sizes){185000, 185000, 524280, 524280};
-        d->has_original = true;
-        d->original = (Sizes){65536, 65536, 65536, 65536};
-        d->written_families = FAMILY_IPV6 | FAMILY_IPV4;
-        d = add_device(3, "eth1", NULL, DEVICE_ROLLED_BACK);
-        d->policy_name = strdup("fabric");
-        d->has_original = true;
-        d->last_rollback = calloc(1, sizeof(RollbackRecord));
-        FUZZ_ASSERT(d->last_rollback);
-        d->last_rollback->counter = strdup("Tcp.RetransSegs");
-        d->last_rollback->per = strdup("Tcp.OutSegs");
-        d->last_rollback->rise = 900;
-        d->last_rollback->per_rise = 10000;
-        d->last_rollback->threshold = 0.02;
-        d->last_rollback->namespace_wide = true;
-        d = add_device(4, "veth0", "veth", DEVICE_FAILED);
-        d->policy_name = strdup("containers");
-        d->last_errno = -EINVAL;
-        d->last_error = strdup("gro_max_size too large");
-        d = add_device(5, "veth1", "veth", DEVICE_PROBATION);
-        d->policy_name = strdup("containers");
-        FUZZ_ASSERT(probation_new(&manager.policy->defaults, NULL, boottime_usec(), &d->probation) == 0);
-        add_device(6, "br0", "bridge", DEVICE_UNMANAGED);
-
-        tmp = tmp && *tmp ? tmp : "/tmp";
-        remove_stale(tmp);
-        snprintf(dir, sizeof(dir), "%s/" DIR_PREFIX "%d", tmp, (int) getpid());
-        FUZZ_ASSERT(mkdir(dir, 0755) == 0); /* 0755: the client connects as CLIENT_UID */
-        FUZZ_ASSERT(chmod(dir, 0755) == 0);
-        snprintf(sock_path, sizeof(sock_path), "%s/socket", dir);
-        if (varlink_server_new(&manager, sock_path, &server) < 0) {
+        FUZZ_ASSERT(uname(&uts) == 0);
+        for (size_t i = 0; i < ELEMENTSOF(stats64); i++)
+                stats64[i] = i * 1000003u;
+        base = event_base_new();
+        FUZZ_ASSERT(base);
+        /* 0755 on tmpfs (/dev/shm is 1777): the client connects as CLIENT_UID */
+        fuzz_dir_new("/dev/shm", "varlink", dir, sizeof(dir));
+        snprintf(sock_path, sizeof(sock_path), "%s/" VARLINK_INTERFACE, dir);
+        atexit(cleanup);
+        set_up_engine();
+        if (varlink_manager_new(base, &control, sock_path, &manager) < 0) {
                 fprintf(stderr, "fuzz-varlink: cannot listen on %s\n", sock_path);
                 abort();
         }
-        atexit(cleanup);
         return 0;
 }
 
@@ -187,12 +219,11 @@ static void check_replies(const char *buf, size_t len) {
                         continue;
                 json_object *o = json_tokener_parse(buf + start), *v;
                 if (!o || !json_object_is_type(o, json_type_object)) {
-                        fprintf(stderr, "fuzz-varlink: reply is not a JSON object: %.*s\n",
-                                (int) (i - start), buf + start);
+                        fprintf(stderr, "fuzz-varlink: reply is not a JSON object: %.*s\n", (int) (i - start),
+                                buf + start);
                         abort();
                 }
-                FUZZ_ASSERT(json_object_object_get_ex(o, "parameters", &v) &&
-                            json_object_is_type(v, json_type_object));
+                FUZZ_ASSERT(json_object_object_get_ex(o, "parameters", &v) && json_object_is_type(v, json_type_object));
                 if (json_object_object_get_ex(o, "error", &v))
                         FUZZ_ASSERT(json_object_is_type(v, json_type_string));
                 if (json_object_object_get_ex(o, "continues", &v))
@@ -203,14 +234,18 @@ static void check_replies(const char *buf, size_t len) {
         }
 }
 
-static void emit_event(void) {
-        json_object *e = json_object_new_object();
-        json_object_object_add(e, "event", json_object_new_string("state"));
-        json_object_object_add(e, "ifindex", json_object_new_int(2));
-        json_object_object_add(e, "ifname", json_object_new_string("eth0"));
-        json_object_object_add(e, "state", json_object_new_string("applied"));
-        json_object_object_add(e, "previous", json_object_new_string("probation"));
-        control_emit(&manager, e);
+/* The kernel announces the visitor, or takes it away: a link event through the real handler. */
+static void visit(bool add) {
+        struct nl_msg *msg = fuzz_link_message(&visitor, add ? RTM_NEWLINK : RTM_DELLINK, 0, 0, NULL);
+
+        sync_netlink_ops.message(sync_, nlmsg_hdr(msg), NETLINK_EVENT);
+        nlmsg_free(msg);
+        sync_netlink_ops.batch_end(sync_);
+}
+
+static void pump(void) {
+        FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
+        fuzz_kernel_answer(&kernel, sync_, stats64);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -241,12 +276,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         (void) shutdown(fd, SHUT_WR);
                         shut = true;
                 }
-                FUZZ_ASSERT(event_base_loop(manager.base, EVLOOP_NONBLOCK) >= 0);
-                /* a Monitor stream gets a few events while it lasts */
-                if (manager.n_subscribers > 0 && events < 3 && turn % 4 == 0) {
-                        emit_event();
-                        events++;
-                }
+                pump();
+                /* a Monitor stream sees a device come and go */
+                if (event_watched(&engine->events) && events < MONITOR_EVENTS && turn % 4 == 0)
+                        visit(events++ % 2 == 0);
                 for (;;) {
                         if (cap - n_replies < 65536) {
                                 cap = cap ? cap * 2 : 131072;
@@ -265,11 +298,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         close(fd);
         /* the server notices the close on its next turn, if it has not closed first */
-        for (unsigned turn = 0; varlink_server_connections(server) > 0; turn++) {
+        for (unsigned turn = 0; varlink_server_connections(varlink_manager_server(manager)) > 0; turn++) {
                 FUZZ_ASSERT(turn < 1000);
-                FUZZ_ASSERT(event_base_loop(manager.base, EVLOOP_NONBLOCK) >= 0);
+                pump();
         }
-        FUZZ_ASSERT(manager.n_subscribers == 0);
+        if (events % 2)
+                visit(false);
+        pump();
+
+        /* no stream, read or request is left, and a client other than root changed nothing */
+        FUZZ_ASSERT(!event_watched(&engine->events));
+        FUZZ_ASSERT(kernel.n == 0 && writer_inflight(engine->writer) == 0 && writer_idle(engine->writer));
+        FUZZ_ASSERT(engine->devices.n_devices == ELEMENTSOF(links) && !device_get(&engine->devices, visitor.ifindex));
+        for (size_t i = 0; i < ELEMENTSOF(links); i++) {
+                const Device *d = device_get(&engine->devices, links[i].ifindex);
+                FUZZ_ASSERT(d && d->state == states[i]);
+        }
+        fuzz_engine_check(engine, &kernel);
         check_replies(replies, n_replies);
         free(replies);
         return 0;

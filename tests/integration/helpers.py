@@ -23,6 +23,9 @@ BIN = Path(os.environ.get('BIGTCPD_BIN', REPO / 'build' / 'daemon' / 'bigtcpd'))
 SCALE = float(os.environ.get('BIGTCPD_TEST_TIMEOUT_SCALE', '1'))
 
 SANITIZER_MARKERS = ('ERROR: AddressSanitizer', 'ERROR: LeakSanitizer', 'runtime error:')
+# What the daemon logs when it catches itself breaking its own rules (a device taking a step the
+# lifecycle does not list): a bug, whatever the test was about.
+BUG_MARKER = 'BUG: '
 
 
 def T(seconds):
@@ -314,8 +317,8 @@ class Daemon:
 
     def check_exit(self, expect_stopping=True):
         log = self.log()
-        bad = [l for l in log.splitlines() if any(m in l for m in SANITIZER_MARKERS)]
-        assert not bad, f'sanitizer reports in {self.log_path}:\n' + '\n'.join(bad[:20])
+        bad = [l for l in log.splitlines() if any(m in l for m in SANITIZER_MARKERS) or BUG_MARKER in l]
+        assert not bad, f'sanitizer or BUG reports in {self.log_path}:\n' + '\n'.join(bad[:20])
         assert self.returncode == 0, f'bigtcpd exited with {self.returncode}\n{self.log_tail()}'
         if self.strace_path is None:
             assert self.sender_pids <= {self.pid}, \

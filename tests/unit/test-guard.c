@@ -105,20 +105,21 @@ static void test_increase_and_ratio(void **state) {
         };
         RollbackSpec spec = {.window_usec = 30000000, .interval_usec = 1000000, .guards = g, .n_guards = 2};
         SnmpSnapshot base, now;
-        Probation *p;
+        GuardSet gs, *p = &gs;
         RollbackRecord rec;
 
         snapshot(&base, 100, 1000, 50, 10000);
-        assert_int_equal(probation_new(&spec, &base, 0, &p), 0);
-        assert_true(probation_has_snmp_guards(p));
-        assert_false(probation_has_link_guards(p));
+        assert_int_equal(guard_set_init(&gs, &spec, &base), 0);
+        assert_true(guard_set_has_snmp(p));
+        assert_false(guard_set_has_link(p));
+        assert_true(guard_set_has_baselines(p));
 
         snapshot(&now, 110, 2000, 60, 11000); /* +10 errors: not more than 10; 10/1000 = 0.01 */
-        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 0);
+        assert_int_equal(guard_set_check(p, &now, NULL, 0, &rec), 0);
         snmp_done(&now);
 
         snapshot(&now, 111, 2000, 60, 11000); /* +11 */
-        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 1);
+        assert_int_equal(guard_set_check(p, &now, NULL, 0, &rec), 1);
         assert_string_equal(rec.counter, "Ip.InHdrErrors");
         assert_int_equal(rec.rise, 11);
         assert_true(rec.namespace_wide);
@@ -126,7 +127,7 @@ static void test_increase_and_ratio(void **state) {
 
         /* The same 10 retransmits trip when few segments went out: a ratio, not a count. */
         snapshot(&now, 100, 2000, 60, 10100); /* 10 / 100 = 0.1 > 0.02 */
-        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 1);
+        assert_int_equal(guard_set_check(p, &now, NULL, 0, &rec), 1);
         assert_string_equal(rec.counter, "Tcp.RetransSegs");
         assert_string_equal(rec.per, "Tcp.OutSegs");
         assert_int_equal(rec.per_rise, 100);
@@ -134,15 +135,15 @@ static void test_increase_and_ratio(void **state) {
 
         /* A rise with no rise of `per` is an infinite ratio. */
         snapshot(&now, 100, 2000, 51, 10000);
-        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 1);
+        assert_int_equal(guard_set_check(p, &now, NULL, 0, &rec), 1);
         snmp_done(&now);
 
         /* Counters that went down (reset) do not rise. */
         snapshot(&now, 0, 0, 0, 0);
-        assert_int_equal(probation_check(p, &now, NULL, 0, &rec), 0);
+        assert_int_equal(guard_set_check(p, &now, NULL, 0, &rec), 0);
         snmp_done(&now);
 
-        probation_free(p);
+        guard_set_done(&gs);
         snmp_done(&base);
 }
 
@@ -154,21 +155,21 @@ static void test_link_baseline_and_absent_counters(void **state) {
         RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 2};
         struct rtnl_link_stats64 st = {.tx_dropped = 4};
         SnmpSnapshot base;
-        Probation *p;
+        GuardSet gs, *p = &gs;
         RollbackRecord rec;
 
         snapshot(&base, 0, 0, 0, 0);
-        assert_int_equal(probation_new(&spec, &base, 1000, &p), 0);
-        assert_int_equal(p->until_usec, 1001000);
-        assert_false(p->guards[1].active); /* absent: inactive, never trips */
-        assert_false(p->guards[0].have_base);
+        assert_int_equal(guard_set_init(&gs, &spec, &base), 0);
+        assert_false(p->items[1].active); /* absent: inactive, never trips */
+        assert_false(p->items[0].have_base);
+        assert_false(guard_set_has_baselines(p));
         /* Without a baseline nothing is judged. */
-        assert_int_equal(probation_check(p, NULL, &st, sizeof(st), &rec), 0);
-        probation_link_baseline(p, &st, sizeof(st));
-        assert_true(p->guards[0].have_base);
-        assert_int_equal(probation_check(p, NULL, &st, sizeof(st), &rec), 0);
+        assert_int_equal(guard_set_check(p, NULL, &st, sizeof(st), &rec), 0);
+        guard_set_link_baseline(p, &st, sizeof(st));
+        assert_true(p->items[0].have_base);
+        assert_int_equal(guard_set_check(p, NULL, &st, sizeof(st), &rec), 0);
         st.tx_dropped = 5;
-        assert_int_equal(probation_check(p, NULL, &st, sizeof(st), &rec), 1);
+        assert_int_equal(guard_set_check(p, NULL, &st, sizeof(st), &rec), 1);
         assert_string_equal(rec.counter, "link.tx_dropped");
         assert_false(rec.namespace_wide);
 
@@ -178,7 +179,7 @@ static void test_link_baseline_and_absent_counters(void **state) {
         assert_int_equal(n, 1);
         assert_string_equal(w[0], "Ip.NotOnThisKernel");
         strv_free(w);
-        probation_free(p);
+        guard_set_done(&gs);
         snmp_done(&base);
 }
 

@@ -65,7 +65,7 @@ static void test_compute_desired(void **state) {
                 Desired d;
 
                 print_message("case: %s\n", c->what);
-                compute_desired(&p, &c->current, c->tso, c->ipv4, &d);
+                compute_desired(&p, &c->current, &c->current, 0, c->tso, c->ipv4, &d);
                 assert_int_equal(d.sizes.gso_max_size, c->want.gso_max_size);
                 assert_int_equal(d.sizes.gro_max_size, c->want.gro_max_size);
                 if (c->ipv4) {
@@ -83,11 +83,11 @@ static void test_compute_restore(void **state) {
         const Sizes cur = {185000, 185000, 150000, 151000};
         Sizes r;
 
-        compute_restore(&orig, FAMILY_IPV6 | FAMILY_IPV4, &cur, 524280, true, &r);
+        compute_restore(&orig, SIZE_BITS_ALL, &cur, 524280, true, &r);
         assert_memory_equal(&r, &orig, sizeof(Sizes));
 
-        /* Only the family bigtcpd wrote goes back; the other stays as it is now. */
-        compute_restore(&orig, FAMILY_IPV6, &cur, 524280, true, &r);
+        /* Only the sizes bigtcpd wrote go back; the others stay as they are now. */
+        compute_restore(&orig, SIZE_BITS_IPV6, &cur, 524280, true, &r);
         assert_int_equal(r.gso_max_size, 65536);
         assert_int_equal(r.gro_max_size, 65536);
         assert_int_equal(r.gso_ipv4_max_size, 150000);
@@ -95,10 +95,56 @@ static void test_compute_restore(void **state) {
 
         /* An original above today's limit is clamped, never refused. */
         const Sizes big = {300000, 300000, 300000, 300000};
-        compute_restore(&big, FAMILY_IPV6 | FAMILY_IPV4, &cur, 65536, true, &r);
+        compute_restore(&big, SIZE_BITS_ALL, &cur, 65536, true, &r);
         assert_int_equal(r.gso_max_size, 65536);
         assert_int_equal(r.gro_max_size, 300000);
         assert_int_equal(r.gso_ipv4_max_size, 65536);
+
+        /* One size alone. */
+        compute_restore(&orig, SIZE_BIT_GRO_IPV4, &cur, 524280, true, &r);
+        assert_int_equal(r.gso_ipv4_max_size, 150000);
+        assert_int_equal(r.gro_ipv4_max_size, 61000);
+}
+
+/* A size bigtcpd owns that the new policy leaves out goes back to its original; one bigtcpd never
+ * wrote stays as it is; what the policy names it gets. */
+static void test_desired_gives_back(void **state) {
+        const Sizes orig = {65536, 65536, 65536, 65536};
+        const Sizes cur = {185000, 185000, 185000, 190000};
+        Policy p = {.name = (char *) "b", .ipv6 = {true, B(150000), UNSET}};
+        Desired d;
+
+        /* policy A wrote all four; B names only gso_max_size */
+        compute_desired(&p, &cur, &orig, SIZE_BITS_ALL, 524280, true, &d);
+        assert_int_equal(d.owned, SIZE_BIT_GSO);
+        assert_int_equal(d.families, FAMILY_IPV6);
+        assert_int_equal(d.sizes.gso_max_size, 150000);
+        assert_int_equal(d.sizes.gro_max_size, 65536);
+        assert_int_equal(d.sizes.gso_ipv4_max_size, 65536);
+        assert_int_equal(d.sizes.gro_ipv4_max_size, 65536);
+
+        /* only the IPv6 pair was bigtcpd's: the IPv4 sizes stay as someone else set them */
+        compute_desired(&p, &cur, &orig, SIZE_BITS_IPV6, 524280, true, &d);
+        assert_int_equal(d.sizes.gro_max_size, 65536);
+        assert_int_equal(d.sizes.gso_ipv4_max_size, 185000);
+        assert_int_equal(d.sizes.gro_ipv4_max_size, 190000);
+
+        /* an original above today's limit is clamped, never refused */
+        const Sizes big = {300000, 300000, 300000, 300000};
+        compute_desired(&p, &cur, &big, SIZE_BITS_ALL, 65536, true, &d);
+        assert_int_equal(d.sizes.gso_max_size, 65536); /* and the named one clamped */
+        assert_int_equal(d.sizes.gso_ipv4_max_size, 65536);
+        assert_int_equal(d.sizes.gro_ipv4_max_size, 300000);
+        assert_int_equal(d.clamped, CLAMP_GSO);
+
+        assert_int_equal(policy_owned_sizes(&p, false), SIZE_BIT_GSO);
+        Policy q = {.name = (char *) "q", .ipv4 = {true, LEGACY, B(1)}};
+        assert_int_equal(policy_owned_sizes(&q, true), SIZE_BITS_IPV4);
+        assert_int_equal(policy_owned_sizes(&q, false), 0);
+        assert_true(policy_sizes_digest(&p) != policy_sizes_digest(&q));
+        Policy p2 = p;
+        p2.name = (char *) "other name, same sizes";
+        assert_true(policy_sizes_digest(&p) == policy_sizes_digest(&p2));
 }
 
 static void test_write_message_order(void **state) {
@@ -146,6 +192,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_compute_desired),
                 cmocka_unit_test(test_compute_restore),
+                cmocka_unit_test(test_desired_gives_back),
                 cmocka_unit_test(test_write_message_order),
                 cmocka_unit_test(test_change_format),
         };

@@ -1,0 +1,687 @@
+/* dbus-manager.c — the io.bigtcpd1.Manager object: properties, PropertiesChanged, the RolledBack
+ * signal, and the methods, each a call of control.h and its typed reply. */
+#include <event2/event.h>
+#include <stdio.h>
+#include <sys/queue.h>
+#include <systemd/sd-bus.h>
+
+#include "dbus-manager.h"
+#include "log.h"
+#include "utf8.h"
+
+#define DBUS_ERROR_NO_SUCH_DEVICE DBUS_MANAGER_INTERFACE ".NoSuchDevice"
+#define DBUS_ERROR_POLICY_INVALID DBUS_MANAGER_INTERFACE ".PolicyInvalid"
+#define DBUS_ERROR_NOTHING_TO_DO DBUS_MANAGER_INTERFACE ".NothingToDo"
+#define DBUS_ERROR_FAILED DBUS_MANAGER_INTERFACE ".Failed"
+
+/* What PropertiesChanged compares: the emitting properties' values when last announced. */
+typedef struct Snapshot {
+        unsigned state[_DEVICE_STATE_MAX];
+        unsigned total;
+        uint64_t digest;
+        unsigned long long rollbacks;
+} Snapshot;
+
+typedef struct PendingRead PendingRead;
+
+struct DbusManager {
+        Control *control;
+        Engine *engine;
+        Dbus *dbus;
+        sd_bus *bus; /* while attached */
+        sd_bus_slot *vtable_slot;
+        unsigned watch_id;     /* of the engine's events, while attached */
+        struct event *changed; /* coalesces PropertiesChanged */
+        Snapshot last;
+        LIST_HEAD(, PendingRead) reads;
+};
+
+/* `o` as a D-Bus string reply. */
+static int reply_json(sd_bus_message *call, json_object *o) {
+        _cleanup_(freep) char *buf = NULL;
+        const char *text;
+
+        if (!o)
+                return -ENOMEM;
+        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!text)
+                return -ENOMEM;
+        text = utf8_safe(text, &buf);
+        if (!text)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(call, "s", text);
+}
+
+/* Every error of a policy, one "file:line:column: message" per line. */
+static char *errors_text(const PolicyErrors *errs) {
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+
+        if (!f)
+                return NULL;
+        for (size_t i = 0; i < errs->n; i++) {
+                _cleanup_(freep) char *line = NULL;
+                if (policy_error_format(&errs->items[i], &line) >= 0)
+                        fprintf(f, "%s%s", i > 0 ? "\n" : "", line);
+        }
+        if (errs->n == 0)
+                fputs("the policy has errors", f);
+        if (fclose(f) != 0) {
+                free(text);
+                return NULL;
+        }
+        return text;
+}
+
+static int reply_policy_invalid(sd_bus_message *call, const PolicyErrors *errs) {
+        _cleanup_(freep) char *text = errors_text(errs), *buf = NULL;
+        const char *safe = text ? utf8_safe(text, &buf) : NULL;
+
+        if (!safe)
+                return -ENOMEM;
+        return sd_bus_reply_method_errorf(call, DBUS_ERROR_POLICY_INVALID, "%s", safe);
+}
+
+/* Replies an -errno of a control_*() call with the interface's error names. */
+static int reply_control_error(sd_bus_message *call, int r, const char *ifname) {
+        _cleanup_(freep) char *buf = NULL;
+        const char *name = ifname ? utf8_safe(ifname, &buf) : NULL;
+
+        if (ifname && !name)
+                return -ENOMEM;
+        switch (r) {
+        case -ENODEV:
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_SUCH_DEVICE, "No device \"%s\"", name ?: "");
+        case -EALREADY:
+                if (name)
+                        return sd_bus_reply_method_errorf(call, DBUS_ERROR_NOTHING_TO_DO,
+                                                          "Nothing to do for \"%s\" in its state", name);
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NOTHING_TO_DO, "Nothing to do");
+        default:
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_FAILED, "%s", strerror(-r));
+        }
+}
+
+/* ---- properties ---- */
+
+static void snapshot_take(const Engine *e, Snapshot *ret) {
+        const Device *d;
+
+        *ret = (Snapshot){
+                .total = (unsigned) e->devices.n_devices,
+                .digest = e->policy ? e->policy->digest : 0,
+                .rollbacks = e->counters.rollbacks,
+        };
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
+                        ret->state[d->state]++;
+}
+
+/* The device-count properties and the state each counts; _DEVICE_STATE_INVALID: all devices,
+ * _DEVICE_STATE_MAX: every device not unmanaged. */
+static const struct {
+        const char *name;
+        int state;
+} count_properties[] = {
+        {"DevicesTotal", _DEVICE_STATE_INVALID},
+        {"DevicesManaged", _DEVICE_STATE_MAX},
+        {"DevicesPending", DEVICE_PENDING},
+        {"DevicesProbation", DEVICE_PROBATION},
+        {"DevicesApplied", DEVICE_APPLIED},
+        {"DevicesRolledBack", DEVICE_ROLLED_BACK},
+        {"DevicesFailed", DEVICE_FAILED},
+        {"DevicesUnsupported", DEVICE_UNSUPPORTED},
+};
+
+static unsigned snapshot_count(const Snapshot *s, int state) {
+        if (state == _DEVICE_STATE_INVALID)
+                return s->total;
+        if (state == _DEVICE_STATE_MAX)
+                return s->total - s->state[DEVICE_UNMANAGED];
+        return s->state[state];
+}
+
+static void format_digest(uint64_t digest, char buf[static 17]) {
+        snprintf(buf, 17, "%016llx", (unsigned long long) digest);
+}
+
+static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", BIGTCPD_VERSION);
+}
+
+static int property_get_digest(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        char digest[17];
+
+        format_digest(b->engine->policy ? b->engine->policy->digest : 0, digest);
+        return sd_bus_message_append(reply, "s", digest);
+}
+
+static int property_get_count(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        Snapshot s;
+
+        snapshot_take(b->engine, &s);
+        for (size_t i = 0; i < ELEMENTSOF(count_properties); i++)
+                if (streq_ptr(property, count_properties[i].name))
+                        return sd_bus_message_append(reply, "u", snapshot_count(&s, count_properties[i].state));
+        return -ENOENT;
+}
+
+static int property_get_rollbacks(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        return sd_bus_message_append(reply, "t", (uint64_t) b->engine->counters.rollbacks);
+}
+
+static int property_get_ready(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        return sd_bus_message_append(reply, "b", (int) b->engine->settled_once);
+}
+
+/* Announce what changed since the last announcement, in one signal. */
+static void on_changed_timer(evutil_socket_t fd, short what, void *userdata) {
+        DbusManager *b = userdata;
+        const char *names[ELEMENTSOF(count_properties) + 3];
+        size_t n = 0;
+        Snapshot now;
+        int r;
+
+        if (!b->bus)
+                return;
+        snapshot_take(b->engine, &now);
+        for (size_t i = 0; i < ELEMENTSOF(count_properties); i++)
+                if (snapshot_count(&now, count_properties[i].state) != snapshot_count(&b->last, count_properties[i].state))
+                        names[n++] = count_properties[i].name;
+        if (now.digest != b->last.digest)
+                names[n++] = "PolicyDigest";
+        if (now.rollbacks != b->last.rollbacks)
+                names[n++] = "Rollbacks";
+        names[n] = NULL;
+        b->last = now;
+        if (n == 0)
+                return;
+        r = sd_bus_emit_properties_changed_strv(b->bus, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, (char **) names);
+        if (r < 0)
+                log_debug_errno(r, "D-Bus: failed to emit PropertiesChanged: %m, ignoring");
+        dbus_kick(b->dbus);
+}
+
+static void schedule_changed(DbusManager *b) {
+        struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t) DBUS_CHANGED_DELAY_USEC};
+        if (!evtimer_pending(b->changed, NULL))
+                (void) evtimer_add(b->changed, &tv);
+}
+
+/* ---- events from the control plane ---- */
+
+static void on_control_event(const Event *e, void *userdata) {
+        DbusManager *b = userdata;
+        int r;
+
+        if (!b->bus)
+                return;
+        if (e->type == EVENT_ROLLBACK) {
+                _cleanup_(freep) char *buf1 = NULL, *buf2 = NULL;
+                const char *ifname = utf8_safe(e->device->ifname ?: "", &buf1);
+                const char *counter = utf8_safe(e->rollback->counter ?: "", &buf2);
+
+                if (ifname && counter) {
+                        r = sd_bus_emit_signal(b->bus, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, "RolledBack", "sst",
+                                               ifname, counter, e->rollback->rise);
+                        if (r < 0)
+                                log_debug_errno(r, "D-Bus: failed to emit RolledBack: %m, ignoring");
+                        dbus_kick(b->dbus);
+                }
+        }
+        schedule_changed(b);
+}
+
+/* ---- read methods ---- */
+
+static int method_get_status_json(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        _cleanup_(json_object_putp) json_object *o = control_status_json(b->control);
+        return reply_json(call, o);
+}
+
+/* ListDevices' JSON, for one device or (NULL) all. */
+static int reply_devices_json(DbusManager *b, sd_bus_message *call, const char *name) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        int r;
+
+        r = control_devices_json(b->control, name, &o);
+        if (r < 0)
+                return reply_control_error(call, r, name);
+        return reply_json(call, o);
+}
+
+/* A read of the kernel before a reply: ListDevicesJSON(ifname) and GetDevice. */
+typedef struct PendingRead PendingRead;
+struct PendingRead {
+        DbusManager *owner;
+        sd_bus_message *call;
+        ControlRequest *request;
+        char *name;
+        bool typed; /* GetDevice: the typed reply, not JSON */
+        LIST_ENTRY(PendingRead) link;
+};
+
+static void pending_read_free(PendingRead *p) {
+        LIST_REMOVE(p, link);
+        control_request_cancel(p->request);
+        sd_bus_message_unref(p->call);
+        free(p->name);
+        free(p);
+}
+
+static int append_device(sd_bus_message *reply, const Engine *e, const Device *d);
+
+static int reply_device(DbusManager *b, sd_bus_message *call, const char *name, bool typed) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Device *d;
+        int r;
+
+        if (!typed)
+                return reply_devices_json(b, call, name);
+        d = control_find_device(b->control, name);
+        if (!d)
+                return reply_control_error(call, -ENODEV, name);
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r < 0)
+                return r;
+        r = append_device(reply, b->engine, d);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static void on_device_read(int error, void *userdata) {
+        PendingRead *p = userdata;
+        DbusManager *b = p->owner;
+        int r;
+
+        p->request = NULL; /* over: not to be cancelled */
+        r = error == -ENODEV ? reply_control_error(p->call, error, p->name) : reply_device(b, p->call, p->name, p->typed);
+        if (r < 0)
+                log_debug_errno(r, "D-Bus: failed to reply with %s: %m, ignoring", p->name);
+        pending_read_free(p);
+        dbus_kick(b->dbus);
+}
+
+/* The kernel sends no event when only a size changes: the device is read before the answer. */
+static int read_then_reply(DbusManager *b, sd_bus_message *call, const char *name, bool typed) {
+        PendingRead *p = calloc(1, sizeof(*p));
+        int r;
+
+        if (!p || !(p->name = strdup(name))) {
+                free(p);
+                return -ENOMEM;
+        }
+        p->owner = b;
+        p->typed = typed;
+        p->call = sd_bus_message_ref(call);
+        LIST_INSERT_HEAD(&b->reads, p, link);
+        r = control_read(b->control, name, on_device_read, p, &p->request);
+        if (r < 0) {
+                pending_read_free(p);
+                return reply_control_error(call, r, name);
+        }
+        return 1;
+}
+
+static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        const char *ifname;
+        int r;
+
+        r = sd_bus_message_read(call, "s", &ifname);
+        if (r < 0)
+                return r;
+        if (!strempty(ifname))
+                return read_then_reply(b, call, ifname, false);
+        return reply_devices_json(b, call, NULL);
+}
+
+/* (issss(uuuu)(uuuu)u): ifindex, ifname, kind ("" for none), state, policy ("" for none), the
+ * current and the desired sizes (gso, gro, gso_ipv4, gro_ipv4; 0 where unknown), tso_max_size. */
+#define DEVICE_SIGNATURE "(issss(uuuu)(uuuu)u)"
+
+static int append_device(sd_bus_message *reply, const Engine *e, const Device *d) {
+        _cleanup_(freep) char *b1 = NULL, *b2 = NULL, *b3 = NULL;
+        const char *ifname = utf8_safe(d->ifname, &b1), *kind = utf8_safe(d->kind, &b2),
+                   *policy = utf8_safe(d->policy_name, &b3);
+        bool managed = d->state != DEVICE_UNMANAGED && d->policy_name;
+        const Sizes none = {}, *cur = &d->current, *want = managed ? &d->desired : &none;
+        bool v4 = e->ipv4_supported;
+
+        if (!ifname || !kind || !policy)
+                return -ENOMEM;
+        return sd_bus_message_append(reply, DEVICE_SIGNATURE, (int32_t) d->ifindex, ifname, kind,
+                                     device_state_to_string(d->state), policy, cur->gso_max_size, cur->gro_max_size,
+                                     v4 ? cur->gso_ipv4_max_size : 0, v4 ? cur->gro_ipv4_max_size : 0,
+                                     want->gso_max_size, want->gro_max_size, v4 ? want->gso_ipv4_max_size : 0,
+                                     v4 ? want->gro_ipv4_max_size : 0, d->tso_max_size);
+}
+
+static int method_list_devices(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(freep) Device **l = NULL;
+        size_t n = 0;
+        int r;
+
+        r = control_sorted_devices(b->control, &l, &n);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', DEVICE_SIGNATURE);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                r = append_device(reply, b->engine, l[i]);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_get_device(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        const char *ifname;
+        int r;
+
+        r = sd_bus_message_read(call, "s", &ifname);
+        if (r < 0)
+                return r;
+        return read_then_reply(b, call, ifname, true);
+}
+
+static int method_plan(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *devices = NULL;
+        PolicyErrors errs = {};
+        const char *policy;
+        int r;
+
+        r = sd_bus_message_read(call, "s", &policy);
+        if (r < 0)
+                return r;
+        r = control_plan(b->control, strempty(policy) ? NULL : policy, "<policy>", &devices, &errs);
+        if (r == -EINVAL) {
+                r = reply_policy_invalid(call, &errs);
+                policy_errors_clear(&errs);
+                return r;
+        }
+        policy_errors_clear(&errs);
+        if (r < 0)
+                return reply_control_error(call, r, NULL);
+        o = json_object_new_object();
+        if (!o) {
+                json_object_put(devices);
+                return -ENOMEM;
+        }
+        json_object_object_add(o, "devices", devices);
+        return reply_json(call, o);
+}
+
+static int method_validate(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        PolicyErrors errs = {};
+        const char *policy;
+        int r;
+
+        r = sd_bus_message_read(call, "s", &policy);
+        if (r < 0)
+                return r;
+        r = control_validate(policy, "<policy>", &errs);
+        if (r < 0 && r != -EINVAL) {
+                policy_errors_clear(&errs);
+                return reply_control_error(call, r, NULL);
+        }
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(suus)");
+        for (size_t i = 0; r >= 0 && i < errs.n; i++) {
+                _cleanup_(freep) char *b1 = NULL, *b2 = NULL;
+                const char *file = utf8_safe(errs.items[i].file, &b1), *msg = utf8_safe(errs.items[i].message, &b2);
+                r = file && msg ? sd_bus_message_append(reply, "(suus)", file, errs.items[i].line,
+                                                        errs.items[i].column, msg)
+                                : -ENOMEM;
+        }
+        policy_errors_clear(&errs);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+/* ---- privileged methods ---- */
+
+typedef enum PrivilegedOp {
+        PRIVILEGED_RELOAD,
+        PRIVILEGED_ROLLBACK,
+        PRIVILEGED_RETRY,
+        _PRIVILEGED_OP_MAX,
+        _PRIVILEGED_OP_INVALID = -EINVAL,
+} PrivilegedOp;
+
+static const char *const privileged_op_table[_PRIVILEGED_OP_MAX] = {
+        [PRIVILEGED_RELOAD] = "Reload",
+        [PRIVILEGED_ROLLBACK] = "Rollback",
+        [PRIVILEGED_RETRY] = "Retry",
+};
+
+/* What a privileged call carries while the bus is asked who sent it. */
+typedef struct PrivilegedCall {
+        DbusManager *manager;
+        PrivilegedOp op;
+        char *ifname; /* NULL: Reload, or every device */
+} PrivilegedCall;
+
+static void privileged_call_free(void *userdata) {
+        PrivilegedCall *p = userdata;
+        free(p->ifname);
+        free(p);
+}
+
+static void run_privileged(sd_bus_message *call, void *userdata) {
+        PrivilegedCall *p = userdata;
+        Control *c = p->manager->control;
+        const char *sender = sd_bus_message_get_sender(call);
+        PolicyErrors errs = {};
+        char digest[17];
+        int r = -EINVAL; /* every case sets it; gcc -O2 cannot see that */
+
+        log_info("D-Bus: %s(%s%s%s) from %s", privileged_op_table[p->op], p->ifname ? "\"" : "", p->ifname ?: "",
+                 p->ifname ? "\"" : "", sender ?: "?");
+        switch (p->op) {
+        case PRIVILEGED_RELOAD:
+                r = control_reload(c, &errs);
+                if (r == -EINVAL)
+                        r = reply_policy_invalid(call, &errs);
+                else if (r < 0)
+                        r = reply_control_error(call, r, NULL);
+                else {
+                        format_digest(c->engine->policy->digest, digest);
+                        r = sd_bus_reply_method_return(call, "s", digest);
+                }
+                policy_errors_clear(&errs);
+                break;
+        case PRIVILEGED_ROLLBACK:
+                r = control_rollback(c, p->ifname);
+                r = r < 0 ? reply_control_error(call, r, p->ifname) : sd_bus_reply_method_return(call, NULL);
+                break;
+        case PRIVILEGED_RETRY:
+                r = control_retry(c, p->ifname);
+                r = r < 0 ? reply_control_error(call, r, p->ifname) : sd_bus_reply_method_return(call, NULL);
+                break;
+        case _PRIVILEGED_OP_MAX:
+        case _PRIVILEGED_OP_INVALID:
+                r = -EINVAL;
+                break;
+        }
+        if (r < 0)
+                log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", privileged_op_table[p->op]);
+}
+
+static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp op, sd_bus_error *error) {
+        const char *ifname = NULL;
+        PrivilegedCall *p;
+        int r;
+
+        if (op != PRIVILEGED_RELOAD) {
+                r = sd_bus_message_read(call, "s", &ifname);
+                if (r < 0)
+                        return r;
+                if (strempty(ifname))
+                        ifname = NULL; /* every device */
+        }
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        *p = (PrivilegedCall){.manager = b, .op = op};
+        if (ifname && !(p->ifname = strdup(ifname))) {
+                privileged_call_free(p);
+                return -ENOMEM;
+        }
+        return dbus_call_privileged(b->dbus, call, privileged_op_table[op], run_privileged, p, privileged_call_free,
+                                    error);
+}
+
+static int method_reload(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_privileged(call, userdata, PRIVILEGED_RELOAD, error);
+}
+
+static int method_rollback(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_privileged(call, userdata, PRIVILEGED_ROLLBACK, error);
+}
+
+static int method_retry(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_privileged(call, userdata, PRIVILEGED_RETRY, error);
+}
+
+/* Every method is UNPRIVILEGED for sd-bus, which would otherwise check CAP_SYS_ADMIN with a
+ * synchronous call; Reload, Rollback and Retry check the caller themselves. The bus policy
+ * (io.bigtcpd1.conf) lets only root send them in the first place. */
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Version", "s", property_get_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("PolicyDigest", "s", property_get_digest, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesTotal", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesManaged", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesPending", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesProbation", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesApplied", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesRolledBack", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesFailed", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("DevicesUnsupported", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Rollbacks", "t", property_get_rollbacks, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        /* No event marks the end of the first reconcile: read it, it announces nothing. */
+        SD_BUS_PROPERTY("Ready", "b", property_get_ready, 0, 0),
+
+        SD_BUS_METHOD_WITH_ARGS("GetStatusJSON", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", status),
+                                method_get_status_json, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListDevicesJSON", SD_BUS_ARGS("s", ifname), SD_BUS_RESULT("s", devices),
+                                method_list_devices_json, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListDevices", SD_BUS_NO_ARGS, SD_BUS_RESULT("a" DEVICE_SIGNATURE, devices),
+                                method_list_devices, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetDevice", SD_BUS_ARGS("s", ifname), SD_BUS_RESULT(DEVICE_SIGNATURE, device),
+                                method_get_device, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", policy), SD_BUS_RESULT("s", plan), method_plan,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Validate", SD_BUS_ARGS("s", policy), SD_BUS_RESULT("a(suus)", errors),
+                                method_validate, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Reload", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", digest), method_reload,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Rollback", SD_BUS_ARGS("s", ifname), SD_BUS_NO_RESULT, method_rollback,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Retry", SD_BUS_ARGS("s", ifname), SD_BUS_NO_RESULT, method_retry,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+
+        SD_BUS_SIGNAL_WITH_ARGS("RolledBack", SD_BUS_ARGS("s", ifname, "s", counter, "t", rise), 0),
+        SD_BUS_VTABLE_END,
+};
+
+/* ---- the connection's life ---- */
+
+static int on_attach(void *userdata, sd_bus *bus) {
+        DbusManager *b = userdata;
+        int r;
+
+        r = sd_bus_add_object_vtable(bus, &b->vtable_slot, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, manager_vtable, b);
+        if (r < 0)
+                return r;
+        b->watch_id = event_watch_add(&b->engine->events, on_control_event, b);
+        if (b->watch_id == 0) {
+                b->vtable_slot = sd_bus_slot_unref(b->vtable_slot);
+                return -ENOMEM;
+        }
+        b->bus = bus;
+        snapshot_take(b->engine, &b->last);
+        return 0;
+}
+
+static void on_detach(void *userdata) {
+        DbusManager *b = userdata;
+
+        evtimer_del(b->changed);
+        while (!LIST_EMPTY(&b->reads))
+                pending_read_free(LIST_FIRST(&b->reads));
+        if (b->watch_id != 0) {
+                event_watch_remove(&b->engine->events, b->watch_id);
+                b->watch_id = 0;
+        }
+        b->vtable_slot = sd_bus_slot_unref(b->vtable_slot);
+        b->bus = NULL;
+}
+
+static const DbusOps manager_dbus_ops = {
+        .attach = on_attach,
+        .detach = on_detach,
+};
+
+int dbus_manager_new(struct event_base *base, Control *control, DbusManager **ret) {
+        _cleanup_(dbus_manager_freep) DbusManager *b = calloc(1, sizeof(*b));
+        int r;
+
+        if (!b)
+                return -ENOMEM;
+        b->control = control;
+        b->engine = control->engine;
+        LIST_INIT(&b->reads);
+        b->changed = evtimer_new(base, on_changed_timer, b);
+        if (!b->changed)
+                return -ENOMEM;
+        r = dbus_new(base, DBUS_SERVICE_NAME, &manager_dbus_ops, b, &b->dbus);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+void dbus_manager_free(DbusManager *b) {
+        if (!b)
+                return;
+        dbus_free(b->dbus); /* detaches first */
+        if (b->changed)
+                event_free(b->changed);
+        free(b);
+}
+
+bool dbus_manager_serving(const DbusManager *b) {
+        return b && dbus_serving(b->dbus);
+}

@@ -1,0 +1,73 @@
+/* engine.c — building and freeing the engine of one namespace. */
+#include <time.h>
+
+#include "engine.h"
+
+int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *clock, int ioctl_fd,
+               const WriterTransport *transport, const WriterOps *writer_ops, const ProbationOps *probation_ops,
+               Engine **ret) {
+        Engine *e = calloc(1, sizeof(*e));
+        int r;
+
+        if (!e)
+                return -ENOMEM;
+        e->base = base;
+        e->cfg = *cfg;
+        e->clock = clock;
+        e->ioctl_fd = ioctl_fd;
+        e->routes_complete = true;
+        r = device_table_init(&e->devices);
+        if (r >= 0)
+                r = writer_new(transport, writer_ops, e, &e->writer);
+        if (r >= 0)
+                r = probation_set_new(base, e->writer, cfg->proc_net ?: "/proc/net", clock, probation_ops, e,
+                                      &e->probation);
+        if (r >= 0)
+                r = state_store_new(base, cfg->runtime_dir, &e->devices, &e->state);
+        if (r < 0) {
+                engine_free(e);
+                return r;
+        }
+        *ret = e;
+        return 0;
+}
+
+void engine_free(Engine *e) {
+        if (!e)
+                return;
+        /* Saved while the devices are still there; the others hold pointers into the table. */
+        state_store_free(e->state);
+        probation_set_free(e->probation);
+        rollout_table_done(&e->rollouts);
+        writer_free(e->writer);
+        if (e->throttle_timer)
+                event_free(e->throttle_timer);
+        device_table_done(&e->devices);
+        policy_set_free(e->policy);
+        strv_free(e->guard_warnings);
+        event_list_done(&e->events);
+        free(e);
+}
+
+uint64_t engine_now(const Engine *e) {
+        return clock_now(e->clock, CLOCK_MONOTONIC);
+}
+
+uint64_t engine_boottime(const Engine *e) {
+        return clock_now(e->clock, CLOCK_BOOTTIME);
+}
+
+const Policy *engine_policy(const Engine *e, const char *name) {
+        for (size_t i = 0; name && e->policy && i < e->policy->n_policies; i++)
+                if (streq_ptr(e->policy->policies[i].name, name))
+                        return &e->policy->policies[i];
+        return NULL;
+}
+
+void engine_check_settled(Engine *e) {
+        if (!e->settle_pending || e->sync_running || !writer_idle(e->writer))
+                return;
+        e->settle_pending = false;
+        e->settled_once = true;
+        event_emit(&e->events, &(Event){.type = EVENT_SETTLED});
+}

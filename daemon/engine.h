@@ -1,0 +1,79 @@
+/* engine.h — the decision engine of one network namespace: its device table, the running
+ * policy, the writer, the probation set, the rollouts, the state store and the events. It is
+ * data plus construction; the decisions live in apply.c and lifecycle.c, the kernel's side in
+ * sync.c. Lower parts reach back up only through the ops structs given here (WriterOps,
+ * ProbationOps) and through events. */
+#pragma once
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "event.h"
+#include "policy.h"
+#include "probation.h"
+#include "rollout.h"
+#include "state.h"
+#include "writer.h"
+
+typedef struct EngineConfig {
+        const char *runtime_dir; /* the state file */
+        const char *proc_net;    /* the namespace's SNMP files; "/proc/net" */
+        const char *hostname;    /* for scoping policies (plan) */
+        const char *kernel_release;
+} EngineConfig;
+
+typedef struct EngineCounters {
+        unsigned long long writes, write_failures, restores, rollbacks;
+} EngineCounters;
+
+typedef struct Engine {
+        struct event_base *base;
+        EngineConfig cfg;
+        const Clock *clock; /* NULL: the system's */
+        int ioctl_fd;       /* for SIOCETHTOOL (driver names); -1 when there is none */
+
+        DeviceTable devices;
+        PolicySet *policy; /* the running policy; never NULL once started */
+        bool ipv4_supported;
+        bool policy_uses_routes;
+        char **guard_warnings; /* counters the policy's guards name that this kernel lacks */
+        size_t n_guard_warnings;
+
+        Writer *writer;
+        ProbationSet *probation;
+        RolloutTable rollouts;
+        StateStore *state;
+        EventList events;
+        EngineCounters counters;
+
+        /* What the kernel's side (sync.c) tells the decisions. */
+        bool synced;          /* the first full sync is done: recorded originals are attached */
+        bool routes_complete; /* false while the routes are dumped again */
+        bool sync_running;
+        bool reconcile_pending; /* some device has need_reconcile */
+        unsigned dump_epoch;    /* counts link dumps */
+        bool settle_pending;    /* EVENT_SETTLED once no sync runs and the writer is idle */
+        bool settled_once;      /* the first full reconcile is done */
+
+        struct event *throttle_timer; /* apply.c: the end of a put-back throttle */
+        bool advancing_rollouts;      /* apply.c: a walk over the waiting devices runs */
+} Engine;
+
+/* `transport` sends requests; `writer_ops` and `probation_ops` are the decisions above that
+ * answers and verdicts go to (their userdata is the engine). */
+int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *clock, int ioctl_fd,
+               const WriterTransport *transport, const WriterOps *writer_ops, const ProbationOps *probation_ops,
+               Engine **ret);
+/* Saves the state file if a save is owed. */
+void engine_free(Engine *e);
+
+uint64_t engine_now(const Engine *e);     /* CLOCK_MONOTONIC */
+uint64_t engine_boottime(const Engine *e); /* CLOCK_BOOTTIME */
+
+/* The running policy's entry named `name`, or NULL. */
+const Policy *engine_policy(const Engine *e, const char *name);
+
+/* Emit EVENT_SETTLED when one is owed and nothing is left to wait for. */
+void engine_check_settled(Engine *e);

@@ -1,0 +1,321 @@
+/* lifecycle.c — the legal transitions, and one function per step of a device's life. */
+#include "lifecycle.h"
+#include "log.h"
+#include "reconcile.h"
+#include "rollout.h"
+
+/* [from][to]: the transitions a device may make. Probation and failed are entered only from
+ * pending (the answer to a write); rolled-back from pending (the rollback's write answered) or,
+ * when the device already holds the rollback's sizes, straight from where it is; unsupported only
+ * by a device bigtcpd holds no originals of (one with originals gives them back first). */
+static const bool transitions[_DEVICE_STATE_MAX][_DEVICE_STATE_MAX] = {
+        [DEVICE_UNMANAGED] = {[DEVICE_PENDING] = true, [DEVICE_APPLIED] = true, [DEVICE_UNSUPPORTED] = true},
+        [DEVICE_PENDING] = {[DEVICE_UNMANAGED] = true, [DEVICE_PROBATION] = true, [DEVICE_APPLIED] = true,
+                            [DEVICE_ROLLED_BACK] = true, [DEVICE_FAILED] = true, [DEVICE_UNSUPPORTED] = true},
+        [DEVICE_PROBATION] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true,
+                              [DEVICE_ROLLED_BACK] = true},
+        [DEVICE_APPLIED] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_ROLLED_BACK] = true,
+                            [DEVICE_UNSUPPORTED] = true},
+        [DEVICE_ROLLED_BACK] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true},
+        [DEVICE_FAILED] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true,
+                           [DEVICE_ROLLED_BACK] = true, [DEVICE_UNSUPPORTED] = true},
+        [DEVICE_UNSUPPORTED] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true},
+};
+
+bool lifecycle_transition_allowed(DeviceState from, DeviceState to) {
+        if (from < 0 || from >= _DEVICE_STATE_MAX || to < 0 || to >= _DEVICE_STATE_MAX)
+                return false;
+        return from == to || transitions[from][to];
+}
+
+/* The one place a device's state changes. */
+static void enter(Engine *e, Device *d, DeviceState to) {
+        DeviceState from = d->state;
+
+        if (from == to)
+                return;
+        if (!lifecycle_transition_allowed(from, to))
+                log_dev_error(d, "BUG: transition %s → %s is not in the lifecycle, taking it anyway",
+                              device_state_to_string(from), device_state_to_string(to));
+        d->state = to;
+        if (d->has_original)
+                state_store_mark(e->state, d); /* the state file keeps states across restarts */
+        event_emit(&e->events, &(Event){.type = EVENT_STATE, .device = d, .state = to, .previous = from});
+}
+
+PendingReason lifecycle_pending_reason(const Device *d) {
+        if (d->state != DEVICE_PENDING)
+                return _PENDING_REASON_INVALID;
+        if (d->write.phase == WRITE_QUEUED)
+                return PENDING_QUEUED;
+        if (d->write.phase == WRITE_SENT)
+                return PENDING_IN_FLIGHT;
+        if (d->rollout.phase == ROLLOUT_WAITING)
+                return d->rollout.of && rollout_is_halted(d->rollout.of) ? PENDING_ROLLOUT_HALTED
+                                                                         : PENDING_ROLLOUT_SLOT;
+        if (d->corrections.throttled)
+                return PENDING_THROTTLED;
+        return PENDING_QUEUED;
+}
+
+bool lifecycle_stop(Engine *e, Device *d) {
+        writer_unqueue(e->writer, d);
+        probation_end(e->probation, d);
+        d->corrections.throttled = false;
+        return rollout_leave(d);
+}
+
+static void record_originals(Device *d) {
+        if (d->has_original)
+                return;
+        d->has_original = true;
+        d->original_unsaved = true;
+        d->original = d->current;
+        d->written = 0;
+        d->has_last_good = false;
+}
+
+void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
+        if (write_cause_is_policy(cause)) {
+                record_originals(d);
+                d->owned = owned;
+        }
+        d->desired = *target;
+        d->corrections.throttled = false;
+        writer_queue(e->writer, d, cause, target, owned);
+        enter(e, d, DEVICE_PENDING);
+}
+
+void lifecycle_wait(Engine *e, Device *d, const Sizes *target, unsigned owned) {
+        writer_unqueue(e->writer, d);
+        d->desired = *target;
+        d->owned = owned;
+        enter(e, d, DEVICE_PENDING);
+}
+
+void lifecycle_at_policy(Engine *e, Device *d, const Sizes *want, unsigned owned) {
+        writer_unqueue(e->writer, d);
+        d->desired = *want;
+        d->owned = owned;
+        d->corrections.throttled = false;
+        if (d->rollout.phase == ROLLOUT_WAITING || (!d->probation && d->rollout.phase == ROLLOUT_ACTIVE))
+                (void) rollout_leave(d); /* nothing to stage any more */
+        enter(e, d, d->probation ? DEVICE_PROBATION : DEVICE_APPLIED);
+}
+
+void lifecycle_unmanaged(Engine *e, Device *d) {
+        (void) lifecycle_stop(e, d);
+        d->owned = 0;
+        d->held = false;
+        enter(e, d, DEVICE_UNMANAGED);
+}
+
+static void drop_originals(Engine *e, Device *d) {
+        d->has_original = false;
+        d->original_unsaved = false;
+        d->written = 0;
+        d->has_last_good = false;
+        d->held = false;
+        d->owned = 0;
+        state_store_mark(e->state, d); /* a "forget" line */
+}
+
+void lifecycle_forget_originals(Engine *e, Device *d) {
+        (void) lifecycle_stop(e, d);
+        drop_originals(e, d);
+        enter(e, d, DEVICE_UNMANAGED);
+}
+
+void lifecycle_unsupported(Engine *e, Device *d) {
+        (void) lifecycle_stop(e, d);
+        d->owned = 0;
+        enter(e, d, DEVICE_UNSUPPORTED);
+}
+
+static void clear_error(Device *d) {
+        d->last_errno = 0;
+        d->last_error = mfree(d->last_error);
+        d->failed_desired = (Sizes){};
+}
+
+void lifecycle_write_done(Engine *e, Device *d) {
+        e->counters.writes++;
+        clear_error(d);
+        /* The kernel sends no event for a size change: the ack is all it says. */
+        d->current.gso_max_size = d->write.target.gso_max_size;
+        d->current.gro_max_size = d->write.target.gro_max_size;
+        if (e->ipv4_supported) {
+                d->current.gso_ipv4_max_size = d->write.target.gso_ipv4_max_size;
+                d->current.gro_ipv4_max_size = d->write.target.gro_ipv4_max_size;
+        }
+        d->current_usec = engine_now(e);
+
+        switch (d->write.cause) {
+        case WRITE_CAUSE_RESTORE:
+                e->counters.restores++;
+                (void) lifecycle_stop(e, d);
+                drop_originals(e, d);
+                enter(e, d, DEVICE_UNMANAGED);
+                return;
+        case WRITE_CAUSE_ROLLBACK:
+                enter(e, d, DEVICE_ROLLED_BACK);
+                return;
+        case WRITE_CAUSE_NEW_DEVICE:
+        case WRITE_CAUSE_POLICY:
+        case WRITE_CAUSE_PUT_BACK:
+        case WRITE_CAUSE_RETRY:
+                d->written = d->write.owned; /* the sizes it gave back are no longer bigtcpd's */
+                state_store_mark(e->state, d);
+                if (d->held || d->write.orphaned)
+                        return; /* rolled back, or out of its policy, while in flight: what follows */
+                if (d->probation) {
+                        enter(e, d, DEVICE_PROBATION);
+                        probation_arm(e->probation);
+                        return;
+                }
+                if (d->rollout.phase == ROLLOUT_ACTIVE)
+                        (void) rollout_leave(d); /* no window to wait for */
+                enter(e, d, DEVICE_APPLIED);
+                return;
+        case _WRITE_CAUSE_MAX:
+        case _WRITE_CAUSE_INVALID:
+                break;
+        }
+}
+
+void lifecycle_write_refused(Engine *e, Device *d, int error, const char *extack) {
+        e->counters.write_failures++;
+        free(d->last_error);
+        d->last_errno = error;
+        d->last_error = extack ? strdup(extack) : NULL;
+        d->failed_desired = d->write.target;
+        if (write_cause_is_policy(d->write.cause)) {
+                /* no window for a write that did not happen, and no slot */
+                probation_end(e->probation, d);
+                (void) rollout_leave(d);
+        }
+        if (d->write.last_good_moved) {
+                /* nothing changed: a rollback goes where it went before */
+                d->has_last_good = d->write.had_last_good;
+                d->last_good = d->write.last_good;
+                d->write.last_good_moved = false;
+                state_store_mark(e->state, d);
+        }
+        enter(e, d, DEVICE_FAILED);
+}
+
+void lifecycle_write_lost(Engine *e, Device *d) {
+        d->need_reconcile = true;
+        e->reconcile_pending = true;
+}
+
+void lifecycle_passed(Engine *e, Device *d) {
+        probation_end(e->probation, d);
+        (void) rollout_leave(d);
+        enter(e, d, DEVICE_APPLIED);
+        state_store_mark(e->state, d);
+}
+
+void lifecycle_rollback_target(const Engine *e, const Device *d, Sizes *ret) {
+        compute_restore(d->has_last_good ? &d->last_good : &d->original, SIZE_BITS_ALL, &d->current, d->tso_max_size,
+                        e->ipv4_supported, ret);
+}
+
+int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
+        const RollbackRecord operator = {.counter = (char *) "operator"};
+        RollbackRecord *r;
+        Sizes target;
+        int k;
+
+        if (!d->has_original || d->held)
+                return -EALREADY;
+        if (d->written == 0 && d->write.phase != WRITE_SENT)
+                return -EALREADY; /* no write of bigtcpd's ever landed: nothing to undo */
+        if (d->state == DEVICE_PENDING && d->write.cause == WRITE_CAUSE_RESTORE)
+                return -EALREADY; /* its originals are going back already */
+        k = rollback_record_copy(why ?: &operator, &r);
+        if (k < 0)
+                return k;
+        lifecycle_rollback_target(e, d, &target);
+        r->realtime_usec = clock_now(e->clock, CLOCK_REALTIME);
+        r->from = d->write.phase == WRITE_SENT ? d->write.target : d->current;
+        r->to = target;
+        rollback_record_free(d->last_rollback);
+        d->last_rollback = r;
+        d->n_rollbacks++;
+        e->counters.rollbacks++;
+
+        /* Held against what the policy asks now: released when it asks for something else. */
+        d->held = true;
+        d->held_desired = d->desired;
+        (void) lifecycle_stop(e, d);
+        state_store_mark(e->state, d);
+        event_emit(&e->events, &(Event){.type = EVENT_ROLLBACK, .device = d, .rollback = r, .from = &r->from,
+                                        .to = &r->to, .ipv4 = e->ipv4_supported});
+
+        d->desired = target;
+        if (d->write.phase == WRITE_SENT) {
+                enter(e, d, DEVICE_PENDING); /* the write in flight lands first; then the rollback */
+                return 0;
+        }
+        if (sizes_equal(&target, &d->current, e->ipv4_supported)) {
+                enter(e, d, DEVICE_ROLLED_BACK);
+                return 0;
+        }
+        writer_queue(e->writer, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
+        enter(e, d, DEVICE_PENDING);
+        return 0;
+}
+
+void lifecycle_held(Engine *e, Device *d, const Sizes *target) {
+        writer_unqueue(e->writer, d);
+        d->desired = *target;
+        enter(e, d, DEVICE_ROLLED_BACK);
+}
+
+int lifecycle_release(Engine *e, Device *d) {
+        if (!d->held && d->state != DEVICE_FAILED)
+                return -EALREADY;
+        d->held = false;
+        d->held_desired = (Sizes){};
+        d->failed_desired = (Sizes){};
+        state_store_mark(e->state, d);
+        return 0;
+}
+
+void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
+        /* Not a step of this run's lifecycle (and no event): the state an earlier run left,
+         * taken as it was. */
+        d->has_original = true;
+        d->original = entry->original;
+        d->written = entry->written;
+        d->has_last_good = entry->has_last_good;
+        d->last_good = entry->last_good;
+        rollback_record_free(d->last_rollback);
+        d->last_rollback = TAKE_PTR(entry->last_rollback);
+        /* Until the policy says otherwise it is what bigtcpd last wrote. */
+        d->desired = d->current;
+        if (entry->held) {
+                /* rolled back, or killed while its rollback write was out: held either way, and
+                 * the reconcile after the first sync writes the rollback again if it is not there */
+                d->held = true;
+                d->held_desired = entry->held_desired;
+                d->state = DEVICE_ROLLED_BACK;
+        } else if (entry->probation) {
+                /* A window that was running goes on where it was; one that ended while bigtcpd was
+                 * down is judged at the first tick, right away. */
+                probation_resume(e->probation, d, TAKE_PTR(entry->probation));
+                d->state = DEVICE_PROBATION;
+        } else
+                d->state = DEVICE_APPLIED;
+        state_store_mark(e->state, d);
+}
+
+void lifecycle_gone(Engine *e, Device *d) {
+        writer_cancel_device(e->writer, d);
+        (void) lifecycle_stop(e, d);
+        state_store_forget(e->state, d);
+        event_emit(&e->events, &(Event){.type = EVENT_REMOVED, .device = d});
+        device_remove(&e->devices, d);
+        device_free(d);
+}

@@ -1,0 +1,74 @@
+/* lifecycle.h — the device lifecycle as an explicit state machine. The states are design.md's
+ * (device.h); the transitions the daemon may make between them are listed once, in lifecycle.c,
+ * and each function below is one step: it does all the bookkeeping of that step — the writer, the
+ * probation set, the rollout, the records, the state file, the event — so that no combination of
+ * flags elsewhere has a meaning of its own. Which step to take is decided in apply.c.
+ *
+ *   unmanaged ──match──► pending ──ack──► probation ──window passed──► applied
+ *       ▲                 │  ▲  └─refused─► failed        │ guard trips      │ operator
+ *       │                 │  └──────── policy changes ────┼──────────────────┤
+ *       └── restored ◄────┘                               ▼                  ▼
+ *                                       pending (rollback write) ──ack──► rolled-back
+ *
+ * Leaving the match (or the device going away) ends everything in progress: the queued write, the
+ * probation window, the rollout slot or place in line, a throttle. A write already in flight
+ * cannot be recalled; its ack is taken as it comes and the device is reconsidered then. */
+#pragma once
+
+#include "engine.h"
+#include "state.h"
+
+/* May a device go from `from` to `to`? (Staying is always allowed.) */
+bool lifecycle_transition_allowed(DeviceState from, DeviceState to);
+
+/* Why a pending device is not at its sizes yet; _PENDING_REASON_INVALID when it is not pending. */
+PendingReason lifecycle_pending_reason(const Device *d);
+
+/* End everything in progress for `d` (see above). Returns true when a rollout slot was freed. */
+bool lifecycle_stop(Engine *e, Device *d);
+
+/* → pending: a write of `cause` takes d to `target` (`owned`: the sizes of its policy it sets).
+ * Before bigtcpd's first write its original sizes are recorded. */
+void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *target, unsigned owned);
+/* → pending: d wants `target` but waits (its rollout, a throttle); no write is queued. */
+void lifecycle_wait(Engine *e, Device *d, const Sizes *target, unsigned owned);
+/* → probation while its window runs, else applied: d holds what its policy asks. */
+void lifecycle_at_policy(Engine *e, Device *d, const Sizes *want, unsigned owned);
+/* → unmanaged: d matches no policy and bigtcpd has nothing of it to give back. */
+void lifecycle_unmanaged(Engine *e, Device *d);
+/* → unmanaged: d is at its originals already; bigtcpd forgets them. */
+void lifecycle_forget_originals(Engine *e, Device *d);
+/* → unsupported. */
+void lifecycle_unsupported(Engine *e, Device *d);
+
+/* The kernel answered d's write (d->write says what it carried): → probation, applied,
+ * rolled-back or unmanaged (a restore), as its cause says; → failed when refused. */
+void lifecycle_write_done(Engine *e, Device *d);
+void lifecycle_write_refused(Engine *e, Device *d, int error, const char *extack);
+/* The write's ack was lost: the kernel is read again before d is reconsidered. */
+void lifecycle_write_lost(Engine *e, Device *d);
+
+/* → applied: the window passed with no guard tripping. */
+void lifecycle_passed(Engine *e, Device *d);
+
+/* → pending (the rollback write) or rolled-back: d goes back to the sizes it had before
+ * bigtcpd's most recent change and is held there against `policy_want` (the sizes its policy
+ * asks now). `why` is the guard that tripped (copied), NULL for an operator. -EALREADY when
+ * bigtcpd never wrote d or it is rolled back (or going back) already. */
+int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why);
+/* Where a rollback of d goes: its last-known-good sizes (its originals after one change), all
+ * four, clamped to what the device takes today. */
+void lifecycle_rollback_target(const Engine *e, const Device *d, Sizes *ret);
+/* → rolled-back: a held device is at its rollback target (one cut short by a kill, or undone and
+ * written again, or the one the kernel already held). */
+void lifecycle_held(Engine *e, Device *d, const Sizes *target);
+/* Release d from a hold or a failure (an operator's retry, or its policy asking for something
+ * else). -EALREADY when it is neither held nor failed. The caller reconciles it. */
+int lifecycle_release(Engine *e, Device *d);
+
+/* d was found with an entry of the state file of an earlier run. Takes the entry's probation and
+ * rollback record. */
+void lifecycle_resume(Engine *e, Device *d, StateEntry *entry);
+
+/* d went away: everything of it ends, EVENT_REMOVED, and it is freed. */
+void lifecycle_gone(Engine *e, Device *d);

@@ -1,0 +1,206 @@
+/* notify.c — sd_notify as a watcher of the engine's events, and the watchdog. */
+#include <linux/sockios.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "log.h"
+#include "notify.h"
+
+struct Notify {
+        Engine *engine;
+        unsigned watch_id;
+        struct event *watchdog_timer; /* only when WatchdogSec= is set */
+        struct event *status_timer;
+        char *status_sent; /* the STATUS= text last sent */
+        int status_fd;     /* connected to $NOTIFY_SOCKET for STATUS= updates; -1 */
+        bool ready_sent;
+};
+
+char *notify_status_text(const Engine *e) {
+        static const struct {
+                DeviceState state;
+                const char *what;
+        } parts[] = {
+                {DEVICE_PROBATION, "in probation"}, {DEVICE_PENDING, "pending"},
+                {DEVICE_ROLLED_BACK, "rolled back"}, {DEVICE_FAILED, "failed"},
+                {DEVICE_UNSUPPORTED, "unsupported"},
+        };
+        unsigned n[_DEVICE_STATE_MAX] = {};
+        char *text = NULL;
+        size_t size = 0;
+        const Device *d;
+        FILE *f;
+
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
+                        n[d->state]++;
+        f = open_memstream(&text, &size);
+        if (!f)
+                return NULL;
+        fprintf(f, "managing %zu of %zu devices", e->devices.n_devices - n[DEVICE_UNMANAGED], e->devices.n_devices);
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++)
+                if (n[parts[i].state] > 0)
+                        fprintf(f, ", %u %s", n[parts[i].state], parts[i].what);
+        if (fclose(f) != 0) {
+                free(text);
+                return NULL;
+        }
+        return text;
+}
+
+/* A STATUS= update must never stall the loop, nor fill the receiver's queue: sd_notify() blocks
+ * while that queue is full (net.unix.max_dgram_qlen datagrams, 10 by default), and a queue full
+ * of STATUS= lines would then block the READY=1 or RELOADING=1 that follows. So plain updates go
+ * out non-blocking on a socket of their own, and only when the previous one has been read
+ * (SIOCOUTQ: the kernel charges an unread datagram to its sender); otherwise they wait. */
+static int send_status_only(Notify *n, const char *text) {
+        const char *path = getenv("NOTIFY_SOCKET");
+        _cleanup_(freep) char *msg = NULL;
+        int unread = 0;
+
+        if (n->status_fd < 0) {
+                struct sockaddr_un sa = {.sun_family = AF_UNIX};
+                size_t len = path ? strlen(path) : 0;
+
+                if (len < 2 || (path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path))
+                        return 0; /* no service manager, or one we cannot reach: nothing to say */
+                memcpy(sa.sun_path, path, len);
+                if (path[0] == '@')
+                        sa.sun_path[0] = '\0';
+                _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0 || connect(fd, (struct sockaddr *) &sa,
+                                      (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+                        return 0;
+                n->status_fd = TAKE_FD(fd);
+        }
+        if (ioctl(n->status_fd, SIOCOUTQ, &unread) < 0 || unread > 0)
+                return -EAGAIN;
+        if (asprintf(&msg, "STATUS=%s", text) < 0)
+                return -ENOMEM;
+        if (send(n->status_fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                return errno == EAGAIN ? -EAGAIN : 0;
+        return 0;
+}
+
+static void schedule_status(Notify *n, unsigned usec) {
+        struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t) usec};
+        if (!evtimer_pending(n->status_timer, NULL))
+                (void) evtimer_add(n->status_timer, &tv);
+}
+
+/* With a prefix (READY=1) always sent; alone only when the text changed. */
+static void send_status(Notify *n, const char *prefix) {
+        char *text = notify_status_text(n->engine);
+
+        if (!text || (!prefix && streq_ptr(text, n->status_sent))) {
+                free(text);
+                return;
+        }
+        if (prefix)
+                (void) sd_notifyf(false, "%sSTATUS=%s", prefix, text);
+        else if (send_status_only(n, text) == -EAGAIN) {
+                /* The last update is still unread: say it later, once. */
+                free(text);
+                schedule_status(n, 1000000 - 1);
+                return;
+        }
+        free(n->status_sent);
+        n->status_sent = text;
+}
+
+static void on_status_timer(evutil_socket_t fd, short what, void *userdata) {
+        send_status(userdata, NULL);
+}
+
+static void on_event(const Event *e, void *userdata) {
+        Notify *n = userdata;
+
+        switch (e->type) {
+        case EVENT_SETTLED:
+                if (!n->ready_sent)
+                        log_info("initial reconcile done: %zu devices", n->engine->devices.n_devices);
+                n->ready_sent = true;
+                send_status(n, "READY=1\n");
+                return;
+        case EVENT_RELOADING:
+                (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec());
+                return;
+        case EVENT_ADDED:
+        case EVENT_REMOVED:
+        case EVENT_STATE:
+        case EVENT_WRITE:
+        case EVENT_ROLLBACK:
+        case EVENT_RELOAD:
+        case EVENT_ROLLOUT:
+                /* the counts may have changed: look again soon, once for a burst */
+                if (n->ready_sent)
+                        schedule_status(n, 250000);
+                return;
+        case _EVENT_TYPE_MAX:
+        case _EVENT_TYPE_INVALID:
+                break;
+        }
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *userdata) {
+        (void) sd_notify(false, "WATCHDOG=1");
+}
+
+/* WATCHDOG=1 from a loop timer at half the interval systemd asks for: a stuck loop misses it. */
+static int start_watchdog(struct event_base *base, Notify *n) {
+        uint64_t usec = 0;
+        struct timeval tv;
+
+        if (sd_watchdog_enabled(false, &usec) <= 0 || usec == 0)
+                return 0;
+        usec /= 2;
+        tv.tv_sec = (time_t) (usec / USEC_PER_SEC);
+        tv.tv_usec = (suseconds_t) (usec % USEC_PER_SEC);
+        n->watchdog_timer = event_new(base, -1, EV_PERSIST, on_watchdog, n);
+        if (!n->watchdog_timer || event_add(n->watchdog_timer, &tv) < 0)
+                return -ENOMEM;
+        log_debug("watchdog: WATCHDOG=1 every %llu ms", (unsigned long long) (usec / USEC_PER_MSEC));
+        return 0;
+}
+
+int notify_new(struct event_base *base, Engine *e, Notify **ret) {
+        Notify *n = calloc(1, sizeof(*n));
+        int r;
+
+        if (!n)
+                return -ENOMEM;
+        n->engine = e;
+        n->status_fd = -1;
+        *ret = n;
+        r = start_watchdog(base, n);
+        if (r < 0)
+                return r;
+        if (!getenv("NOTIFY_SOCKET"))
+                return 0;
+        n->status_timer = evtimer_new(base, on_status_timer, n);
+        n->watch_id = n->status_timer ? event_watch_add(&e->events, on_event, n) : 0;
+        return n->watch_id ? 0 : -ENOMEM;
+}
+
+void notify_free(Notify *n) {
+        if (!n)
+                return;
+        if (n->watch_id)
+                event_watch_remove(&n->engine->events, n->watch_id);
+        if (n->watchdog_timer)
+                event_free(n->watchdog_timer);
+        if (n->status_timer)
+                event_free(n->status_timer);
+        free(n->status_sent);
+        if (n->status_fd >= 0)
+                close(n->status_fd);
+        free(n);
+}
+
+void notify_stopping(void) {
+        (void) sd_notify(false, "STOPPING=1");
+}

@@ -1,0 +1,18 @@
+/* notify.h — what systemd is told (sd_notify): READY=1 after the first full reconcile and after
+ * each reload, RELOADING=1 when one begins, STATUS= when the counts change, and WATCHDOG=1 from a
+ * loop timer at half of WatchdogSec=. It watches the engine's events; nothing calls it. */
+#pragma once
+
+#include <event2/event.h>
+
+#include "engine.h"
+
+typedef struct Notify Notify;
+
+/* Does nothing (and allocates nothing but itself) without $NOTIFY_SOCKET. */
+int notify_new(struct event_base *base, Engine *e, Notify **ret);
+void notify_free(Notify *n);
+/* STOPPING=1. */
+void notify_stopping(void);
+/* "managing 12 of 40 devices, 1 in probation". */
+char *notify_status_text(const Engine *e);

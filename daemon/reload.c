@@ -1,0 +1,200 @@
+/* reload.c — loading, checking and swapping the policy; watching its files. */
+#include <stdio.h>
+
+#include "apply.h"
+#include "policy-files.h"
+#include "policy-watch.h"
+#include "log.h"
+#include "reload.h"
+
+struct Reloader {
+        ReloadConfig cfg;
+        Engine *engine;
+        Sync *sync;
+        PolicyWatch *watch;
+        struct event *changed; /* a file changed: reload from the loop, once for a burst */
+};
+
+int reload_read_policy(const ReloadConfig *cfg, const char *hostname, const char *kernel_release, PolicySet **ret,
+                       char ***ret_paths, size_t *ret_n, PolicyErrors *errs) {
+        _cleanup_(strv_freep) char **paths = NULL;
+        PolicySet *set = NULL;
+        int n, r;
+
+        n = policy_discover(cfg->config_path, cfg->root, &paths);
+        if (n < 0)
+                return n;
+        r = policy_load_files(paths, (size_t) n, &set, errs);
+        if (r < 0)
+                return r;
+        if (hostname)
+                policy_set_scope(set, hostname, kernel_release);
+        *ret = set;
+        if (ret_paths) {
+                *ret_paths = TAKE_PTR(paths);
+                *ret_n = (size_t) n;
+        }
+        return 0;
+}
+
+/* `plain`: compiler style on stderr, one "file:line:column: message" per line (--check-config). */
+static void log_policy_errors(const PolicyErrors *errs, bool plain) {
+        for (size_t i = 0; i < errs->n; i++) {
+                _cleanup_(freep) char *text = NULL;
+                if (policy_error_format(&errs->items[i], &text) < 0)
+                        log_error("%s: %s", errs->items[i].file, errs->items[i].message);
+                else if (plain)
+                        fprintf(stderr, "%s\n", text);
+                else
+                        log_error("%s", text);
+        }
+}
+
+static void describe_policy(const PolicySet *s) {
+        size_t here = 0;
+        for (size_t i = 0; i < s->n_policies; i++)
+                here += s->policies[i].applies_here;
+        log_info("policy: %zu policies from %zu files (%zu apply to this host), digest %016llx", s->n_policies,
+                 s->n_files, here, (unsigned long long) s->digest);
+}
+
+int reload_check_config(const ReloadConfig *cfg, const char *hostname, const char *kernel_release) {
+        PolicyErrors errs = {};
+        PolicySet *set = NULL;
+        int r;
+
+        r = reload_read_policy(cfg, hostname, kernel_release, &set, NULL, NULL, &errs);
+        if (r == -EINVAL)
+                log_policy_errors(&errs, true);
+        policy_errors_clear(&errs);
+        if (r < 0)
+                return r == -EINVAL ? r : log_error_errno(r, "Failed to load the policy: %m");
+        describe_policy(set);
+        policy_set_free(set);
+        return 0;
+}
+
+static void watch(Reloader *r, char **paths, size_t n) {
+        int k = policy_watch_set(r->watch, paths, n, r->cfg.config_path, r->cfg.root);
+        if (k < 0)
+                log_warning_errno(k, "Failed to watch the policy files: %m; reload with SIGHUP");
+}
+
+/* Keep watching what makes up the policy even when it has errors: the next edit may fix it. */
+static void watch_again(Reloader *r) {
+        _cleanup_(strv_freep) char **paths = NULL;
+        int n = policy_discover(r->cfg.config_path, r->cfg.root, &paths);
+        watch(r, paths, n > 0 ? (size_t) n : 0);
+}
+
+static void on_changed_event(evutil_socket_t fd, short what, void *userdata) {
+        (void) reloader_reload(userdata, false, NULL);
+}
+
+static void on_files_changed(void *userdata) {
+        Reloader *r = userdata;
+        event_active(r->changed, EV_TIMEOUT, 0);
+}
+
+int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, Reloader **ret) {
+        Reloader *r = calloc(1, sizeof(*r));
+        int k;
+
+        if (!r)
+                return -ENOMEM;
+        r->cfg = *cfg;
+        r->engine = e;
+        r->sync = s;
+        r->changed = event_new(base, -1, 0, on_changed_event, r);
+        k = r->changed ? policy_watch_new(base, on_files_changed, r, &r->watch) : -ENOMEM;
+        if (k < 0) {
+                reloader_free(r);
+                return k;
+        }
+        *ret = r;
+        return 0;
+}
+
+void reloader_free(Reloader *r) {
+        if (!r)
+                return;
+        policy_watch_free(r->watch);
+        if (r->changed)
+                event_free(r->changed);
+        free(r);
+}
+
+int reloader_load(Reloader *r) {
+        Engine *e = r->engine;
+        _cleanup_(strv_freep) char **paths = NULL;
+        PolicyErrors errs = {};
+        size_t n = 0;
+        int k;
+
+        k = reload_read_policy(&r->cfg, e->cfg.hostname, e->cfg.kernel_release, &e->policy, &paths, &n, &errs);
+        if (k == -EINVAL)
+                log_policy_errors(&errs, false);
+        policy_errors_clear(&errs);
+        if (k < 0) {
+                if (k == -EINVAL)
+                        return log_error_errno(k, "the policy has errors, not starting");
+                return log_error_errno(k, "Failed to load the policy: %m");
+        }
+        describe_policy(e->policy);
+        apply_policy_changed(e);
+        watch(r, paths, n);
+        return 0;
+}
+
+static void emit_reload(Engine *e, bool ok, const PolicyErrors *errs) {
+        event_emit(&e->events, &(Event){.type = EVENT_RELOAD, .ok = ok, .digest = e->policy->digest, .errors = errs});
+}
+
+int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
+        Engine *e = r->engine;
+        _cleanup_(strv_freep) char **paths = NULL;
+        PolicyErrors errs = {};
+        PolicySet *set = NULL;
+        size_t n = 0;
+        int k;
+
+        if (forced)
+                event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
+        k = reload_read_policy(&r->cfg, e->cfg.hostname, e->cfg.kernel_release, &set, &paths, &n, &errs);
+        if (k < 0) {
+                if (k == -EINVAL)
+                        log_policy_errors(&errs, false);
+                else
+                        log_error_errno(k, "Failed to load the policy: %m");
+                log_error("refusing the new policy, keeping the running one (digest %016llx)",
+                          (unsigned long long) e->policy->digest);
+                watch_again(r);
+                emit_reload(e, false, &errs);
+                if (forced) {
+                        /* announced: READY=1 follows even though nothing changed */
+                        e->settle_pending = true;
+                        engine_check_settled(e);
+                }
+                if (ret_errs)
+                        *ret_errs = errs;
+                else
+                        policy_errors_clear(&errs);
+                return k;
+        }
+        watch(r, paths, n);
+        if (!forced && set->digest == e->policy->digest) {
+                policy_set_free(set);
+                return 0;
+        }
+        if (!forced)
+                event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
+        policy_set_free(e->policy);
+        e->policy = set;
+        describe_policy(set);
+        apply_policy_changed(e);
+        e->settle_pending = true;
+        /* Reconcile against what the kernel holds now, not what it held at the last event. */
+        sync_verify(r->sync);
+        emit_reload(e, true, NULL);
+        return 0;
+}

@@ -1,0 +1,38 @@
+/* reload.h — the running policy: finding and reading its files, checking them, swapping a new one
+ * into the engine only when it is clean (then every link is read again and reconciled), watching
+ * the files with inotify, and --check-config, which takes the same path without a daemon. */
+#pragma once
+
+#include <event2/event.h>
+#include <stdbool.h>
+
+#include "engine.h"
+#include "policy.h"
+#include "sync.h"
+
+typedef struct ReloadConfig {
+        const char *config_path; /* NULL: the standard files and drop-ins */
+        const char *root;        /* prefix for the standard paths; "" in production */
+} ReloadConfig;
+
+typedef struct Reloader Reloader;
+
+int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, Reloader **ret);
+void reloader_free(Reloader *r);
+
+/* The first policy, before the engine starts: -EINVAL (every error logged) when it has errors. */
+int reloader_load(Reloader *r);
+/* Re-read the policy. `forced` (SIGHUP, Reload()) always reloads and is announced before the
+ * files are read; a file change reloads only when the contents differ from the running policy.
+ * -EINVAL with every error in `ret_errs` (if given) when the new policy is refused and the running
+ * one stays. */
+int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs);
+
+/* --check-config: read and check the policy as a reload would; 0 when clean, -EINVAL with every
+ * error printed as file:line:column: message on stderr. */
+int reload_check_config(const ReloadConfig *cfg, const char *hostname, const char *kernel_release);
+
+/* Read the policy files (found as `cfg` says) into a new, scoped set. Does not log: -EINVAL with
+ * every error in `errs`, or another -errno. `ret_paths` (if given): the files read, for watching. */
+int reload_read_policy(const ReloadConfig *cfg, const char *hostname, const char *kernel_release, PolicySet **ret,
+                       char ***ret_paths, size_t *ret_n, PolicyErrors *errs);

@@ -1,0 +1,24 @@
+/* varlink-manager.h — io.bigtcpd.Manager: the daemon's methods on the varlink server, each a
+ * check of its parameters, one call of control.h and its reply; Monitor streams the engine's
+ * events as control_event_json() gives them. */
+#pragma once
+
+#include <event2/event.h>
+
+#include "control.h"
+#include "varlink.h"
+
+#define VARLINK_INTERFACE "io.bigtcpd.Manager"
+#define VARLINK_SOURCE_MAX 4096u /* length of a `source` parameter */
+
+/* The shipped conf/io.bigtcpd.Manager.varlink, embedded at build time (NUL-terminated; `_size`
+ * excludes the NUL). */
+extern const char varlink_interface_description[];
+extern const size_t varlink_interface_description_size;
+
+typedef struct VarlinkManager VarlinkManager;
+
+int varlink_manager_new(struct event_base *base, Control *control, const char *path, VarlinkManager **ret);
+void varlink_manager_free(VarlinkManager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(VarlinkManager *, varlink_manager_free);
+VarlinkServer *varlink_manager_server(VarlinkManager *m);

@@ -1,0 +1,285 @@
+/* writer.c — the write queue (a FIFO of devices), the ring of requests in flight with their
+ * owners, and the matching of acks to requests. It sends what it is given and reports answers;
+ * it decides nothing about them. */
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include "reconcile.h"
+#include "writer.h"
+
+struct Writer {
+        WriterTransport transport;
+        const WriterOps *ops;
+        void *userdata;
+        bool ipv4;
+        TAILQ_HEAD(, Device) queue;
+        size_t n_queued;
+        unsigned n_sent; /* writes in flight */
+        WriterRequest ring[WRITER_INFLIGHT_MAX];
+        unsigned head, count;
+        uint64_t next_id;
+};
+
+int writer_new(const WriterTransport *transport, const WriterOps *ops, void *userdata, Writer **ret) {
+        Writer *w = calloc(1, sizeof(*w));
+
+        if (!w)
+                return -ENOMEM;
+        w->transport = *transport;
+        w->ops = ops;
+        w->userdata = userdata;
+        TAILQ_INIT(&w->queue);
+        *ret = w;
+        return 0;
+}
+
+void writer_free(Writer *w) {
+        Device *d;
+
+        if (!w)
+                return;
+        while ((d = TAILQ_FIRST(&w->queue)))
+                writer_unqueue(w, d);
+        free(w);
+}
+
+void writer_set_ipv4(Writer *w, bool ipv4) {
+        w->ipv4 = ipv4;
+}
+
+void writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
+        if (d->write.phase == WRITE_SENT)
+                return; /* the caller reconsiders the device when the ack is in */
+        if (d->write.phase == WRITE_IDLE) {
+                TAILQ_INSERT_TAIL(&w->queue, d, write.link);
+                w->n_queued++;
+                d->write.phase = WRITE_QUEUED;
+        }
+        d->write.cause = cause;
+        d->write.target = *target;
+        d->write.owned = owned;
+        d->write.orphaned = false;
+        d->write.last_good_moved = false;
+}
+
+void writer_unqueue(Writer *w, Device *d) {
+        if (d->write.phase != WRITE_QUEUED)
+                return;
+        TAILQ_REMOVE(&w->queue, d, write.link);
+        w->n_queued--;
+        d->write.phase = WRITE_IDLE;
+}
+
+static int ring_push(Writer *w, uint32_t seq, RequestKind kind, Device *d, WriterReadFn fn, void *userdata,
+                     uint64_t *ret_id) {
+        WriterRequest *r = &w->ring[(w->head + w->count) % WRITER_INFLIGHT_MAX];
+
+        *r = (WriterRequest){.seq = seq, .kind = kind, .device = d, .fn = fn, .userdata = userdata,
+                             .id = ++w->next_id};
+        w->count++;
+        d->n_requests++;
+        if (ret_id)
+                *ret_id = r->id;
+        return 0;
+}
+
+static int send_request(Writer *w, struct nl_msg *msg, RequestKind kind, Device *d, WriterReadFn fn,
+                        void *userdata, uint64_t *ret_id, uint32_t *ret_seq) {
+        uint32_t seq;
+        int r;
+
+        if (w->count >= WRITER_INFLIGHT_MAX)
+                return -EBUSY;
+        r = w->transport.send(w->transport.userdata, msg, &seq);
+        if (r < 0)
+                return r;
+        if (ret_seq)
+                *ret_seq = seq;
+        return ring_push(w, seq, kind, d, fn, userdata, ret_id);
+}
+
+static int link_get_message(int ifindex, bool stats, struct nl_msg **ret) {
+        struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
+        _cleanup_(nlmsg_freep) struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST);
+
+        if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
+            (!stats && nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0))
+                return -ENOMEM;
+        *ret = TAKE_PTR(msg);
+        return 0;
+}
+
+int writer_request_stats(Writer *w, Device *d) {
+        _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
+        int r;
+
+        if (w->count >= WRITER_INFLIGHT_MAX)
+                return -EBUSY;
+        r = link_get_message(d->ifindex, true, &msg);
+        if (r < 0)
+                return r;
+        return send_request(w, msg, REQUEST_STATS, d, NULL, NULL, NULL, NULL);
+}
+
+int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, uint64_t *ret_id) {
+        _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
+        int r;
+
+        if (w->count >= WRITER_INFLIGHT_MAX)
+                return -EBUSY;
+        r = link_get_message(d->ifindex, false, &msg);
+        if (r < 0)
+                return r;
+        return send_request(w, msg, REQUEST_READ, d, fn, userdata, ret_id, NULL);
+}
+
+void writer_cancel_read(Writer *w, uint64_t id) {
+        for (unsigned i = 0; i < w->count; i++) {
+                WriterRequest *r = &w->ring[(w->head + i) % WRITER_INFLIGHT_MAX];
+                if (r->id == id) {
+                        r->fn = NULL;
+                        r->userdata = NULL;
+                        return;
+                }
+        }
+}
+
+void writer_cancel_device(Writer *w, Device *d) {
+        writer_unqueue(w, d);
+        if (d->write.phase == WRITE_SENT) {
+                w->n_sent--;
+                d->write.phase = WRITE_IDLE;
+        }
+        for (unsigned i = 0; i < w->count && d->n_requests > 0; i++) {
+                WriterRequest *r = &w->ring[(w->head + i) % WRITER_INFLIGHT_MAX];
+                if (r->device != d)
+                        continue;
+                WriterReadFn fn = r->fn;
+                void *userdata = r->userdata;
+                r->device = NULL;
+                r->fn = NULL;
+                d->n_requests--;
+                if (fn)
+                        fn(NULL, -ENODEV, userdata);
+        }
+}
+
+void writer_flush(Writer *w) {
+        Device *batch[WRITER_INFLIGHT_MAX / 2], *d;
+        size_t n = 0, room;
+
+        /* Each write may be preceded by a stats request for its baselines: two slots each. */
+        room = (WRITER_INFLIGHT_MAX - w->count) / 2;
+        TAILQ_FOREACH(d, &w->queue, write.link) {
+                if (n >= room)
+                        break;
+                batch[n++] = d;
+        }
+        if (n == 0)
+                return;
+        w->ops->prepare(w->userdata, batch, n);
+
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
+                int r;
+
+                d = batch[i];
+                if (d->write.phase != WRITE_QUEUED)
+                        continue; /* taken back by prepare() */
+                if (w->count >= WRITER_INFLIGHT_MAX)
+                        break;
+                writer_unqueue(w, d);
+                r = link_write_message(d->ifindex, &d->write.target, w->ipv4, &msg);
+                if (r >= 0)
+                        r = send_request(w, msg, REQUEST_WRITE, d, NULL, NULL, NULL, &d->write.seq);
+                if (r < 0) {
+                        w->ops->write_done(w->userdata, d, r, NULL, false);
+                        continue;
+                }
+                d->write.phase = WRITE_SENT;
+                d->write.before = d->current;
+                w->n_sent++;
+        }
+}
+
+const WriterRequest *writer_lookup(const Writer *w, uint32_t seq) {
+        for (unsigned i = 0; i < w->count; i++) {
+                const WriterRequest *r = &w->ring[(w->head + i) % WRITER_INFLIGHT_MAX];
+                if (r->seq == seq)
+                        return r;
+        }
+        return NULL;
+}
+
+static WriterRequest ring_pop(Writer *w) {
+        WriterRequest r = w->ring[w->head];
+        w->head = (w->head + 1) % WRITER_INFLIGHT_MAX;
+        w->count--;
+        if (r.device)
+                r.device->n_requests--;
+        return r;
+}
+
+/* One request is over: answered (lost == false) or not. */
+static void request_done(Writer *w, const WriterRequest *r, int error, const char *extack, bool lost) {
+        Device *d = r->device;
+
+        if (!d)
+                return; /* its device went away: the answer is no one's */
+        switch (r->kind) {
+        case REQUEST_WRITE:
+                if (d->write.phase == WRITE_SENT && d->write.seq == r->seq) {
+                        d->write.phase = WRITE_IDLE;
+                        w->n_sent--;
+                        w->ops->write_done(w->userdata, d, error, extack, lost);
+                }
+                break;
+        case REQUEST_STATS:
+                w->ops->stats_done(w->userdata, d, lost);
+                break;
+        case REQUEST_READ:
+                if (r->fn)
+                        r->fn(d, lost ? -EIO : error, r->userdata);
+                break;
+        case _REQUEST_KIND_MAX:
+        case _REQUEST_KIND_INVALID:
+                break;
+        }
+}
+
+void writer_ack(Writer *w, uint32_t seq, int error, const char *extack) {
+        /* An ack of nothing we sent (or sent and forgotten after a loss) is ignored, rather than
+         * taken as the loss of everything in flight. */
+        if (!writer_lookup(w, seq))
+                return;
+        while (w->count > 0) {
+                WriterRequest r = ring_pop(w);
+                if (r.seq == seq) {
+                        request_done(w, &r, error, extack, false);
+                        return;
+                }
+                request_done(w, &r, 0, NULL, true);
+        }
+}
+
+void writer_acks_lost(Writer *w) {
+        while (w->count > 0) {
+                WriterRequest r = ring_pop(w);
+                request_done(w, &r, 0, NULL, true);
+        }
+}
+
+bool writer_idle(const Writer *w) {
+        return w->n_queued == 0 && w->n_sent == 0;
+}
+
+size_t writer_queued(const Writer *w) {
+        return w->n_queued;
+}
+
+unsigned writer_inflight(const Writer *w) {
+        return w->count;
+}

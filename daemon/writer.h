@@ -1,0 +1,94 @@
+/* writer.h — the one queue of writes to the kernel and the ring of requests in flight. Every
+ * request belongs to a device: the ring records the device itself, not its ifindex, and a device
+ * that goes away takes its requests with it (writer_cancel_device()), so an ack or a reply can
+ * never reach another device that got the same ifindex. Requests are pipelined up to a bound; the
+ * kernel answers them in order. What an answer means is decided above, through WriterOps. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+
+#define WRITER_INFLIGHT_MAX 256u
+
+struct nl_msg;
+
+typedef enum RequestKind {
+        REQUEST_WRITE, /* RTM_NEWLINK with the four sizes */
+        REQUEST_READ,  /* RTM_GETLINK: the link's attributes again */
+        REQUEST_STATS, /* RTM_GETLINK with stats: a baseline or a probation sample */
+        _REQUEST_KIND_MAX,
+        _REQUEST_KIND_INVALID = -EINVAL,
+} RequestKind;
+
+/* A read asked for by someone waiting for it (show): `d` is NULL with -ENODEV when the device
+ * went away first; error -EIO when the answer was lost. */
+typedef void (*WriterReadFn)(Device *d, int error, void *userdata);
+
+typedef struct WriterRequest {
+        uint32_t seq;
+        RequestKind kind;
+        Device *device; /* NULL once its device went away */
+        WriterReadFn fn;
+        void *userdata;
+        uint64_t id;
+} WriterRequest;
+
+typedef struct WriterOps {
+        /* The first `n` queued writes are about to be sent: take baselines and put on disk what
+         * must be there before a write. May unqueue some of them; must not free any. */
+        void (*prepare)(void *userdata, Device *const *devices, size_t n);
+        /* The kernel answered the write of `d` (0 or -errno, with its extended ack text), or the
+         * answer was lost (`lost`: what the write did is unknown). d->write.phase is WRITE_IDLE. */
+        void (*write_done)(void *userdata, Device *d, int error, const char *extack, bool lost);
+        /* A stats request of `d` was answered (its reply came before) or lost. */
+        void (*stats_done)(void *userdata, Device *d, bool lost);
+} WriterOps;
+
+/* How requests reach the kernel: netlink_send() in the daemon, a recorder in the tests. */
+typedef struct WriterTransport {
+        int (*send)(void *userdata, struct nl_msg *msg, uint32_t *ret_seq);
+        void *userdata;
+} WriterTransport;
+
+typedef struct Writer Writer;
+
+int writer_new(const WriterTransport *transport, const WriterOps *ops, void *userdata, Writer **ret);
+void writer_free(Writer *w);
+/* Whether writes carry the IPv4 sizes (the kernel has them). */
+void writer_set_ipv4(Writer *w, bool ipv4);
+
+/* Queue (or, when queued already, retarget in place) the write of `target`; `owned` is the set of
+ * sizes of its policy it sets. Not for a device whose write is in flight (WRITE_SENT). */
+void writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned);
+void writer_unqueue(Writer *w, Device *d);
+/* Send queued writes up to the bound of requests in flight (after WriterOps.prepare). */
+void writer_flush(Writer *w);
+
+/* Ask for one device's link with stats (probation). -EBUSY when the ring is full. */
+int writer_request_stats(Writer *w, Device *d);
+/* Ask for one device's attributes again; `fn` (may be NULL) is told when the answer is in. The
+ * id (if asked for) cancels `fn` when its caller goes away. -EBUSY when the ring is full. */
+int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, uint64_t *ret_id);
+void writer_cancel_read(Writer *w, uint64_t id);
+
+/* The device is going away: unqueue its write and disown its requests in flight (their answers
+ * are dropped; waiting readers are told -ENODEV now). */
+void writer_cancel_device(Writer *w, Device *d);
+
+/* The request a reply belongs to (the reply precedes its ack), or NULL. */
+const WriterRequest *writer_lookup(const Writer *w, uint32_t seq);
+/* NetlinkOps.ack and .acks_lost. Acks come in order: requests before `seq` were lost. */
+void writer_ack(Writer *w, uint32_t seq, int error, const char *extack);
+void writer_acks_lost(Writer *w);
+
+/* No write queued nor sent. */
+bool writer_idle(const Writer *w);
+size_t writer_queued(const Writer *w);
+unsigned writer_inflight(const Writer *w);
+
+/* Is request `a` older than `b` (sequence numbers wrap)? */
+static inline bool seq_before(uint32_t a, uint32_t b) {
+        return (int32_t) (a - b) < 0;
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""check-layering.py — the layering of daemon/ and cli/, kept: every file belongs to a layer,
+includes only headers of its own layer or lower ones, and no two modules (a .c file and its .h)
+include each other, directly or through others. Lower layers reach up only through ops structs
+and events, never through a header. Run by meson test; prints every breach and exits 1.
+
+    check-layering.py SOURCE-ROOT
+    check-layering.py --self-test    (the check finds breaches planted in a copy of a tree)
+"""
+
+import re
+import sys
+from pathlib import Path
+
+# From the bottom up. The review's target layout, with the parts as they are named here.
+LAYERS = [
+    ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8']),
+    ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
+              'policy-parse', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
+              'guard', 'netlink', 'varlink', 'dbus']),
+    ('engine parts', ['event', 'writer', 'rollout', 'probation', 'state']),
+    ('engine', ['engine']),
+    ('decisions', ['lifecycle', 'apply']),
+    ('kernel side', ['sync']),
+    ('policy reload', ['reload']),
+    ('control', ['control']),
+    ('transports', ['notify', 'varlink-manager', 'dbus-manager']),
+    ('composition root', ['manager', 'main']),
+]
+# The protocol halves know nothing of bigtcpd.
+ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}}
+# bigtcpctl shares the parser and the names of things, nothing of the engine.
+CLI_MAX_LAYER = 'pure'
+GENERATED = {'varlink-interface'}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def check(root):
+    rank = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
+    layer_name = {i: name for i, (name, _) in enumerate(LAYERS)}
+    cli_max = [name for name, _ in LAYERS].index(CLI_MAX_LAYER)
+    problems = []
+    edges = {}
+
+    daemon = sorted(p for p in (root / 'daemon').iterdir() if p.suffix in ('.c', '.h'))
+    for path in daemon:
+        mod = path.stem
+        if mod not in rank:
+            problems.append(f'daemon/{path.name}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
+            continue
+        for inc in INCLUDE.findall(path.read_text()):
+            dep = Path(inc).stem
+            if dep in GENERATED or dep == mod:
+                continue
+            if dep not in rank:
+                continue  # a header of the project's include/ checked below, or a system one
+            edges.setdefault(mod, set()).add(dep)
+            if mod in ONLY and dep not in ONLY[mod]:
+                problems.append(f'daemon/{path.name}: includes {inc}; the protocol half includes only '
+                                f'{", ".join(sorted(ONLY[mod]))}')
+            if rank[dep] > rank[mod]:
+                problems.append(f'daemon/{path.name} ({layer_name[rank[mod]]}) includes {inc} '
+                                f'({layer_name[rank[dep]]}): calls must point down')
+
+    for path in sorted((root / 'cli').glob('*.[ch]')):
+        for inc in INCLUDE.findall(path.read_text()):
+            dep = Path(inc).stem
+            if dep in rank and rank[dep] > cli_max:
+                problems.append(f'cli/{path.name} includes {inc} ({layer_name[rank[dep]]}): bigtcpctl shares '
+                                f'only the {CLI_MAX_LAYER} layer of the daemon')
+
+    # No circle between modules, also within a layer.
+    state = {}
+
+    def visit(m, stack):
+        state[m] = 'open'
+        for d in sorted(edges.get(m, ())):
+            if state.get(d) == 'open':
+                cycle = stack[stack.index(d):] + [d] if d in stack else [m, d]
+                problems.append('include circle: ' + ' → '.join(cycle))
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 'done'
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [m])
+
+    return problems, len(daemon)
+
+
+def self_test():
+    """Breaches planted in a small tree must each be found."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        (t / 'daemon').mkdir()
+        (t / 'cli').mkdir()
+        files = {
+            'daemon/writer.h': '#include "device.h"\n',
+            'daemon/writer.c': '#include "writer.h"\n#include "control.h"\n',  # up two layers
+            'daemon/control.h': '#include "engine.h"\n',
+            'daemon/engine.h': '#include "writer.h"\n',
+            'daemon/device.h': '#include "util.h"\n',
+            'daemon/varlink.c': '#include "varlink.h"\n#include "device.h"\n',  # protocol half
+            'daemon/lifecycle.c': '#include "apply.h"\n',  # a circle within a layer
+            'daemon/apply.c': '#include "lifecycle.h"\n',
+            'daemon/frobnicate.c': '',  # in no layer
+            'cli/x.c': '#include "engine.h"\n',
+        }
+        for name, text in files.items():
+            (t / name).write_text(text)
+        problems, _ = check(t)
+        expect = ['writer.c (engine parts) includes control.h', 'protocol half', 'include circle',
+                  'frobnicate.c: in no layer', 'cli/x.c includes engine.h']
+        missing = [e for e in expect if not any(e in p for p in problems)]
+        if missing:
+            print('check-layering --self-test: not found: ' + '; '.join(missing))
+            print('\n'.join(problems))
+            return 1
+        print(f'check-layering --self-test: {len(expect)} planted breaches found')
+        return 0
+
+
+def main():
+    if sys.argv[1:] == ['--self-test']:
+        return self_test()
+    problems, n = check(Path(sys.argv[1]))
+    if problems:
+        print('\n'.join(problems))
+        print(f'check-layering: {len(problems)} problems')
+        return 1
+    print(f'check-layering: {n} daemon files in {len(LAYERS)} layers, calls point down')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,1140 @@
+/* test-lifecycle.c — the device lifecycle (lifecycle.c) and the decisions that drive it (apply.c),
+ * through the engine with a fake clock and a fake kernel (engine-harness.h): the transitions one
+ * scenario at a time, and what each step must end — a write, a probation window, a rollout slot. */
+#include "control.h"
+#include "engine-harness.h"
+
+/* ---- policies ---- */
+
+#define GUARDED                                                                                             \
+        "rollback:\n"                                                                                       \
+        "  window: 10s\n"                                                                                   \
+        "  interval: 1s\n"                                                                                  \
+        "  guards:\n"                                                                                       \
+        "    - counter: link.tx_errors\n"                                                                   \
+        "      max-increase: 0\n"                                                                           \
+        "    - counter: Ip.InHdrErrors\n"                                                                   \
+        "      max-increase: 100\n"
+#define UNGUARDED                                                                                           \
+        "rollback:\n"                                                                                       \
+        "  guards: []\n"
+#define FABRIC_MATCH(glob, rollback, sizes)                                                                 \
+        "version: 1\n" rollback "policies:\n"                                                               \
+        "  - name: fabric\n"                                                                                \
+        "    match:\n"                                                                                      \
+        "      name: [\"" glob "\"]\n" sizes
+#define FABRIC(rollback, sizes) FABRIC_MATCH("eth*", rollback, sizes)
+#define ALL4(v)                                                                                             \
+        "    ipv6:\n"                                                                                       \
+        "      gso-max-size: " v "\n"                                                                       \
+        "      gro-max-size: " v "\n"                                                                       \
+        "    ipv4:\n"                                                                                       \
+        "      gso-max-size: " v "\n"                                                                       \
+        "      gro-max-size: " v "\n"
+#define V6(v)                                                                                               \
+        "    ipv6:\n"                                                                                       \
+        "      gso-max-size: " v "\n"                                                                       \
+        "      gro-max-size: " v "\n"
+#define V4(v)                                                                                               \
+        "    ipv4:\n"                                                                                       \
+        "      gso-max-size: " v "\n"                                                                       \
+        "      gro-max-size: " v "\n"
+#define ROLLOUT(n) "    rollout:\n      max-parallel: " #n "\n"
+
+static const char P_ALL[] = FABRIC(GUARDED, ALL4("185000"));
+static const char P_ALL_150[] = FABRIC(GUARDED, ALL4("150000"));
+static const char P_LEGACY[] = FABRIC(GUARDED, ALL4("legacy"));
+static const char P_NOGUARD[] = FABRIC(UNGUARDED, ALL4("185000"));
+static const char P_GSO_150[] = FABRIC(GUARDED, "    ipv6:\n      gso-max-size: 150000\n");
+static const char P_V6[] = FABRIC(GUARDED, V6("185000"));
+static const char P_V4ONLY[] = FABRIC(GUARDED, V4("185000"));
+static const char P_V6_ROLLOUT1[] = FABRIC(GUARDED, V6("185000") ROLLOUT(1));
+static const char P_V6_ROLLOUT1_ETH0[] = FABRIC_MATCH("eth0", GUARDED, V6("185000") ROLLOUT(1));
+static const char P_NONE[] = "version: 1\n"
+                             "policies:\n"
+                             "  - name: other\n"
+                             "    match:\n"
+                             "      name: [\"nomatch*\"]\n" V6("185000");
+
+static const Sizes BIG = H_SIZES(185000, 185000, 185000, 185000);
+
+/* ---- the transition table itself ---- */
+
+static void test_transition_allowed(void **state) {
+        static const struct {
+                DeviceState from, to;
+                bool allowed;
+        } cases[] = {
+                /* staying is always allowed */
+                {DEVICE_UNMANAGED, DEVICE_UNMANAGED, true},
+                {DEVICE_PROBATION, DEVICE_PROBATION, true},
+                /* probation and failure come from a write, never from an unmanaged device */
+                {DEVICE_UNMANAGED, DEVICE_PROBATION, false},
+                {DEVICE_UNMANAGED, DEVICE_FAILED, false},
+                {DEVICE_UNMANAGED, DEVICE_ROLLED_BACK, false},
+                {DEVICE_APPLIED, DEVICE_FAILED, false},
+                {DEVICE_PROBATION, DEVICE_FAILED, false},
+                {DEVICE_ROLLED_BACK, DEVICE_PROBATION, false},
+                {DEVICE_UNSUPPORTED, DEVICE_PROBATION, false},
+                {DEVICE_UNSUPPORTED, DEVICE_ROLLED_BACK, false},
+                /* the main line */
+                {DEVICE_UNMANAGED, DEVICE_PENDING, true},
+                {DEVICE_PENDING, DEVICE_PROBATION, true},
+                {DEVICE_PROBATION, DEVICE_APPLIED, true},
+                {DEVICE_PENDING, DEVICE_FAILED, true},
+                {DEVICE_PENDING, DEVICE_ROLLED_BACK, true},
+                /* out of range */
+                {_DEVICE_STATE_MAX, DEVICE_PENDING, false},
+                {DEVICE_PENDING, _DEVICE_STATE_INVALID, false},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                print_message("case: %s → %s\n", device_state_to_string(cases[i].from) ?: "?",
+                              device_state_to_string(cases[i].to) ?: "?");
+                assert_int_equal(lifecycle_transition_allowed(cases[i].from, cases[i].to), cases[i].allowed);
+        }
+}
+
+/* ---- scenarios, as steps ---- */
+
+typedef enum Op {
+        OP_END,
+        OP_ADD,         /* link `arg` with ifindex n, IPv4 sizes */
+        OP_ADD_NOV4,    /* … on a kernel without the IPv4 sizes */
+        OP_START,       /* the first sync */
+        OP_ANSWER,      /* the kernel answers everything */
+        OP_REFUSE,      /* … the next write with -n (what is before it answered) */
+        OP_RUN,         /* n seconds pass, in ticks of 1s */
+        OP_RELOAD,      /* policy `arg` */
+        OP_RENAME,      /* device n is renamed to `arg` */
+        OP_RENAME_BACK, /* … and, in the same message, someone put its sizes back to 65536 */
+        OP_OUTSIDE,     /* someone else sets all four sizes to n */
+        OP_DUMP,        /* every link read again (the verify timer) */
+        OP_ROLLBACK,    /* an operator's rollback; it returns n */
+        OP_RETRY,       /* an operator's retry; it returns n */
+        OP_TRIP,        /* Ip.InHdrErrors rises by 1000 */
+        OP_NOSAVE,      /* the runtime directory goes away */
+} Op;
+
+typedef struct Step {
+        Op op;
+        const char *arg;
+        int n;
+} Step;
+
+/* The device is 2 unless a step says otherwise. */
+/* clang-format off */
+#define ADD(name) {OP_ADD, name, 2}
+#define ADD_NOV4(name) {OP_ADD_NOV4, name, 2}
+#define ADD_NOV4_AT(name, i) {OP_ADD_NOV4, name, i}
+#define START {OP_START, NULL, 0}
+#define ANSWER {OP_ANSWER, NULL, 0}
+#define REFUSE(e) {OP_REFUSE, NULL, e}
+#define RUN(sec) {OP_RUN, NULL, sec}
+#define RELOAD(p) {OP_RELOAD, p, 0}
+#define RENAME(name) {OP_RENAME, name, 2}
+#define RENAME_AT(name, i) {OP_RENAME, name, i}
+#define RENAME_BACK(name) {OP_RENAME_BACK, name, 2}
+#define OUTSIDE(v) {OP_OUTSIDE, NULL, v}
+#define DUMP {OP_DUMP, NULL, 0}
+#define ROLLBACK(rc) {OP_ROLLBACK, NULL, rc}
+#define RETRY(rc) {OP_RETRY, NULL, rc}
+#define TRIP {OP_TRIP, NULL, 0}
+#define NOSAVE {OP_NOSAVE, NULL, 0}
+/* clang-format on */
+
+typedef struct PathCase {
+        const char *what;
+        const char *policy;
+        Step steps[16];
+        int ifindex;      /* the device whose path is checked; 0: 2 */
+        const char *path; /* the states it entered, in order */
+        Sizes sizes;      /* what the kernel holds at the end ({}: not checked) */
+} PathCase;
+
+static void refuse_next_write(Harness *h, int error) {
+        for (Request *r; (r = h_next_request(h));) {
+                if (r->kind == REQUEST_WRITE) {
+                        h_answer(h, error);
+                        break;
+                }
+                h_answer_kernel(h);
+        }
+        h_batch_end(h);
+}
+
+static void run_step(Harness *h, const Step *s) {
+        switch (s->op) {
+        case OP_ADD:
+        case OP_ADD_NOV4:
+                h_link_add_full(h, s->n, s->arg, "veth", s->op == OP_ADD);
+                break;
+        case OP_START:
+                h_start(h);
+                break;
+        case OP_ANSWER:
+                h_answer_all(h);
+                break;
+        case OP_REFUSE:
+                refuse_next_write(h, -s->n);
+                break;
+        case OP_RUN:
+                h_run(h, (uint64_t) s->n * USEC_PER_SEC, USEC_PER_SEC);
+                break;
+        case OP_RELOAD:
+                h_reload(h, s->arg);
+                break;
+        case OP_RENAME:
+                h_link_rename(h, s->n, s->arg);
+                break;
+        case OP_RENAME_BACK:
+                h_link_set_sizes(h, s->n, H_LEGACY);
+                h_link_rename(h, s->n, s->arg);
+                break;
+        case OP_OUTSIDE:
+                h_link_set_sizes(
+                        h, 2, H_SIZES((uint32_t) s->n, (uint32_t) s->n, (uint32_t) s->n, (uint32_t) s->n));
+                break;
+        case OP_DUMP:
+                h_dump(h);
+                break;
+        case OP_ROLLBACK:
+                assert_int_equal(apply_rollback(h->e, h_dev(h, 2), NULL), s->n);
+                apply_flush(h->e);
+                break;
+        case OP_RETRY:
+                assert_int_equal(apply_retry(h->e, h_dev(h, 2)), s->n);
+                apply_flush(h->e);
+                break;
+        case OP_TRIP:
+                h->ip_in_hdr_errors += 1000;
+                h_write_snmp(h);
+                break;
+        case OP_NOSAVE:
+                h_break_runtime_dir(h);
+                break;
+        case OP_END:
+                break;
+        }
+}
+
+/* clang-format off */
+static const PathCase path_cases[] = {
+        {"new device: pending, probation, applied when the window passes", P_ALL,
+         {ADD("eth0"), START, ANSWER, RUN(11)},
+         .path = "pending probation applied", .sizes = BIG},
+        {"at the policy's sizes already: applied, nothing written", P_LEGACY,
+         {ADD("eth0"), START, ANSWER},
+         .path = "applied", .sizes = H_LEGACY},
+        {"a policy without guards: applied at the ack", P_NOGUARD,
+         {ADD("eth0"), START, ANSWER},
+         .path = "pending applied", .sizes = BIG},
+        {"refused: failed, and neither a re-read nor time tries it again", P_ALL,
+         {ADD("eth0"), START, REFUSE(EINVAL), DUMP, ANSWER, RUN(3)},
+         .path = "pending failed", .sizes = H_LEGACY},
+        {"refused, then the policy asks for what it holds: applied", P_ALL,
+         {ADD("eth0"), START, REFUSE(EINVAL), RELOAD(P_LEGACY), ANSWER},
+         .path = "pending failed applied", .sizes = H_LEGACY},
+        {"refused, renamed out of the match: unmanaged", P_ALL,
+         {ADD("eth0"), START, REFUSE(EINVAL), RENAME("lan0"), ANSWER},
+         .path = "pending failed unmanaged", .sizes = H_LEGACY},
+        {"refused, retried: written again", P_ALL,
+         {ADD("eth0"), START, REFUSE(EINVAL), RETRY(0), ANSWER, RUN(11)},
+         .path = "pending failed pending probation applied", .sizes = BIG},
+        {"renamed out in probation: restored, unmanaged at the ack", P_ALL,
+         {ADD("eth0"), START, ANSWER, RENAME("lan0"), ANSWER},
+         .path = "pending probation pending unmanaged", .sizes = H_LEGACY},
+        {"renamed out while its write is in flight: restored at the ack, never in probation", P_ALL,
+         {ADD("eth0"), START, RENAME("lan0"), ANSWER},
+         .path = "pending unmanaged", .sizes = H_LEGACY},
+        {"an operator's rollback while its first write is in flight: the write lands, then the rollback", P_ALL,
+         {ADD("eth0"), START, ROLLBACK(0), ANSWER, RUN(11)},
+         .path = "pending rolled-back", .sizes = H_LEGACY},
+        {"renamed out in probation, its sizes put back by someone else: unmanaged at once", P_ALL,
+         {ADD("eth0"), START, ANSWER, RENAME_BACK("lan0"), ANSWER},
+         .path = "pending probation unmanaged", .sizes = H_LEGACY},
+        {"a guard trips: the rollback write, then rolled-back", P_ALL,
+         {ADD("eth0"), START, ANSWER, TRIP, RUN(2), DUMP, ANSWER, RUN(11)},
+         .path = "pending probation pending rolled-back", .sizes = H_LEGACY},
+        {"rolled back, retried: written again", P_ALL,
+         {ADD("eth0"), START, ANSWER, TRIP, RUN(2), RETRY(0), ANSWER},
+         .path = "pending probation pending rolled-back pending probation", .sizes = BIG},
+        {"rolled back, then the policy asks for what it holds: applied", P_ALL,
+         {ADD("eth0"), START, ANSWER, TRIP, RUN(2), RELOAD(P_LEGACY), ANSWER},
+         .path = "pending probation pending rolled-back applied", .sizes = H_LEGACY},
+        {"rolled back, renamed out: unmanaged", P_ALL,
+         {ADD("eth0"), START, ANSWER, TRIP, RUN(2), RENAME("lan0"), ANSWER},
+         .path = "pending probation pending rolled-back unmanaged", .sizes = H_LEGACY},
+        {"applied, the policy changes: written again", P_ALL,
+         {ADD("eth0"), START, ANSWER, RUN(11), RELOAD(P_ALL_150), ANSWER, RUN(11)},
+         .path = "pending probation applied pending probation applied",
+         .sizes = H_SIZES(150000, 150000, 150000, 150000)},
+        {"applied, an operator's rollback: back to the originals and held", P_ALL,
+         {ADD("eth0"), START, ANSWER, RUN(11), ROLLBACK(0), ANSWER, DUMP, ANSWER},
+         .path = "pending probation applied pending rolled-back", .sizes = H_LEGACY},
+        {"applied, put back to its originals by someone else and the policy now asks for them; an "
+         "operator's rollback has nothing to write",
+         P_ALL,
+         {ADD("eth0"), START, ANSWER, RUN(11), OUTSIDE(65536), RELOAD(P_LEGACY),
+          ANSWER, ROLLBACK(0), ANSWER},
+         .path = "pending probation applied rolled-back", .sizes = H_LEGACY},
+        {"in probation twice in a row, the second to its originals: a rollback has nothing to write", P_ALL,
+         {ADD("eth0"), START, ANSWER, RELOAD(P_LEGACY), ANSWER, ROLLBACK(0), ANSWER},
+         .path = "pending probation pending probation rolled-back", .sizes = H_LEGACY},
+        {"applied without a write, renamed out: unmanaged", P_LEGACY,
+         {ADD("eth0"), START, ANSWER, RENAME("lan0"), ANSWER},
+         .path = "applied unmanaged", .sizes = H_LEGACY},
+        {"only IPv4 sizes, the kernel has none: unsupported", P_V4ONLY,
+         {ADD_NOV4("eth0"), START, ANSWER},
+         .path = "unsupported"},
+        {"unsupported, renamed out: unmanaged", P_V4ONLY,
+         {ADD_NOV4("eth0"), START, ANSWER, RENAME("lan0"), ANSWER},
+         .path = "unsupported unmanaged"},
+        {"unsupported, a policy it can take: written", P_V4ONLY,
+         {ADD_NOV4("eth0"), START, ANSWER, RELOAD(P_V6), ANSWER, RUN(11)},
+         .path = "unsupported pending probation applied"},
+        {"unsupported, a policy at its sizes: applied", P_V4ONLY,
+         {ADD_NOV4("eth0"), START, ANSWER, RELOAD(P_LEGACY), ANSWER},
+         .path = "unsupported applied"},
+        {"applied without a write, then a policy it cannot take: unsupported", P_LEGACY,
+         {ADD_NOV4("eth0"), START, ANSWER, RELOAD(P_V4ONLY), ANSWER},
+         .path = "applied unsupported"},
+        {"in probation, then a policy it cannot take: restored first, then unsupported", P_V6,
+         {ADD_NOV4("eth0"), START, ANSWER, RELOAD(P_V4ONLY), ANSWER},
+         .path = "pending probation pending unmanaged unsupported"},
+        {"waiting for a rollout slot, then a policy it cannot take: unsupported", P_V6_ROLLOUT1_ETH0,
+         {ADD_NOV4_AT("eth0", 2), ADD_NOV4_AT("eth1", 3), START, ANSWER, RELOAD(P_V6_ROLLOUT1), ANSWER,
+          RELOAD(P_V4ONLY), ANSWER},
+         .ifindex = 3, .path = "pending unsupported"},
+        {"waiting for a rollout slot, renamed out: unmanaged", P_V6_ROLLOUT1_ETH0,
+         {ADD_NOV4_AT("eth0", 2), ADD_NOV4_AT("eth1", 3), START, ANSWER, RELOAD(P_V6_ROLLOUT1), ANSWER,
+          RENAME_AT("lan1", 3), ANSWER},
+         .ifindex = 3, .path = "pending unmanaged"},
+        {"the state file cannot be written: failed before any write; then a policy it cannot take", P_V6,
+         {ADD_NOV4("eth0"), NOSAVE, START, ANSWER, RELOAD(P_V4ONLY), ANSWER},
+         .path = "pending failed unsupported"},
+        {"applied, someone else changed its sizes, the put-back refused: a rollback has nothing to write",
+         P_ALL,
+         {ADD("eth0"), START, ANSWER, RUN(11), OUTSIDE(65536), DUMP, REFUSE(EBUSY), ROLLBACK(0), ANSWER},
+         .path = "pending probation applied pending failed rolled-back", .sizes = H_LEGACY},
+        {"applied, a later write refused, an operator's rollback: back to the originals", P_ALL,
+         {ADD("eth0"), START, ANSWER, RUN(11), RELOAD(P_ALL_150), REFUSE(EINVAL),
+          ROLLBACK(0), ANSWER},
+         .path = "pending probation applied pending failed pending rolled-back", .sizes = H_LEGACY},
+};
+/* clang-format on */
+
+static void test_path(void **state) {
+        const PathCase *c = *state;
+        int ifindex = c->ifindex ?: 2;
+        Harness *h = h_new(c->policy);
+        for (const Step *s = c->steps; s->op != OP_END; s++)
+                run_step(h, s);
+        assert_path(h, ifindex, 0, c->path);
+        if (c->sizes.gso_max_size)
+                assert_sizes_equal(h_link(h, ifindex)->sizes, c->sizes);
+        if (h_dev(h, ifindex)->state == DEVICE_UNMANAGED || h_dev(h, ifindex)->state == DEVICE_UNSUPPORTED) {
+                /* nothing in progress is left on a device bigtcpd does not manage */
+                assert_null(h_dev(h, ifindex)->probation);
+                assert_int_equal(h_dev(h, ifindex)->rollout.phase, ROLLOUT_NONE);
+                assert_int_equal(h_dev(h, ifindex)->write.phase, WRITE_IDLE);
+        }
+        h_free(h);
+}
+
+/* ---- one step at a time, what each must do ---- */
+
+static Harness *started_with(const char *policy, int ifindex, const char *name) {
+        Harness *h = h_new(policy);
+        h_link_add(h, ifindex, name);
+        h_start(h);
+        return h;
+}
+
+/* new device → pending → (ack) probation → (window passes) applied, found by the first dump or
+ * announced by an event. */
+typedef struct NewDeviceCase {
+        const char *what;
+        bool by_event;
+        WriteCause cause;
+} NewDeviceCase;
+
+static const NewDeviceCase new_device_cases[] = {
+        {"found by the first dump", false, WRITE_CAUSE_POLICY},
+        {"announced by an event after the start", true, WRITE_CAUSE_NEW_DEVICE},
+};
+
+static void test_new_device(void **state) {
+        const NewDeviceCase *c = *state;
+
+        Harness *h = h_new(P_ALL);
+        if (c->by_event)
+                h_start(h);
+        h_link_add(h, 2, "eth0");
+        if (!c->by_event)
+                h_start(h);
+
+        Device *d = h_dev(h, 2);
+        assert_state(d->state, DEVICE_PENDING);
+        assert_string_equal(h_pending_reason(h, 2), "in-flight");
+        assert_int_equal(h_count_writes(h, 2, 0), 1);
+        assert_sizes_equal(h_last_write(h, 2)->sizes, BIG);
+        assert_true(d->has_original);
+        assert_sizes_equal(d->original, H_LEGACY);
+        assert_non_null(d->probation); /* baselines are taken before the write */
+
+        h_answer_all(h);
+        assert_state(d->state, DEVICE_PROBATION);
+        const Recorded *w = h_find_event(h, EVENT_WRITE, 2, 0);
+        assert_non_null(w);
+        assert_cause(w->cause, c->cause);
+        assert_int_equal(w->error, 0);
+        assert_sizes_equal(w->from, H_LEGACY);
+        assert_sizes_equal(w->to, BIG);
+        assert_int_equal(probation_left_usec(h->e->probation, d), 10 * USEC_PER_SEC);
+
+        h_run(h, 9 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_state(d->state, DEVICE_PROBATION); /* not a tick early */
+        h_run(h, 1 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_state(d->state, DEVICE_APPLIED);
+        assert_null(d->probation);
+        assert_int_equal(probation_count(h->e->probation), 0);
+        assert_path(h, 2, 0, "pending probation applied");
+        assert_int_equal(h_count_writes(h, 2, 0), 1);
+        h_free(h);
+}
+
+/* A refused write: failed, the errno and extack kept, and not tried again until the desire changes,
+ * a reload or a retry. */
+typedef enum AfterRefusal {
+        NOTHING_NEW_EVENT, /* a link event that changes nothing */
+        REREAD,            /* every link read again */
+        TIME_PASSES,
+        READ_DEVICE,    /* show */
+        DESIRE_CHANGES, /* a reload to other sizes */
+        SAME_POLICY,    /* a reload of the same policy */
+        OPERATOR_RETRY,
+} AfterRefusal;
+
+typedef struct RefusedCase {
+        const char *what;
+        AfterRefusal after;
+        bool written;
+        WriteCause cause;
+        Sizes sizes;
+} RefusedCase;
+
+static const RefusedCase refused_cases[] = {
+        {"a link event that changes nothing", NOTHING_NEW_EVENT, false, 0, {}},
+        {"a re-read of every link", REREAD, false, 0, {}},
+        {"a minute passes", TIME_PASSES, false, 0, {}},
+        {"the device read for show", READ_DEVICE, false, 0, {}},
+        {"the policy asks for other sizes", DESIRE_CHANGES, true, WRITE_CAUSE_POLICY,
+         H_SIZES(150000, 150000, 150000, 150000)},
+        {"a reload of the same policy", SAME_POLICY, true, WRITE_CAUSE_POLICY, BIG},
+        {"an operator's retry", OPERATOR_RETRY, true, WRITE_CAUSE_RETRY, BIG},
+};
+
+static void test_refused(void **state) {
+        const RefusedCase *c = *state;
+
+        Harness *h = started_with(P_ALL, 2, "eth0");
+        refuse_next_write(h, -EINVAL);
+        h_answer_all(h);
+
+        Device *d = h_dev(h, 2);
+        assert_state(d->state, DEVICE_FAILED);
+        assert_int_equal(d->last_errno, -EINVAL);
+        assert_string_equal(d->last_error, "fake extack");
+        assert_null(d->probation);
+        const Recorded *w = h_find_event(h, EVENT_WRITE, 2, 0);
+        assert_non_null(w);
+        assert_int_equal(w->error, -EINVAL);
+        size_t mark = h->n_reqs;
+
+        switch (c->after) {
+        case NOTHING_NEW_EVENT:
+                h_feed(h, RTM_NEWLINK, h_link(h, 2), NULL, NETLINK_EVENT, 0);
+                h_batch_end(h);
+                break;
+        case REREAD:
+                h_dump(h);
+                break;
+        case TIME_PASSES:
+                h_run(h, 60 * USEC_PER_SEC, USEC_PER_SEC);
+                break;
+        case READ_DEVICE:
+                h_read(h, 2);
+                break;
+        case DESIRE_CHANGES:
+                h_reload(h, P_ALL_150);
+                break;
+        case SAME_POLICY:
+                h_reload(h, P_ALL);
+                break;
+        case OPERATOR_RETRY:
+                assert_int_equal(apply_retry(h->e, d), 0);
+                apply_flush(h->e);
+                break;
+        }
+        assert_int_equal(h_count_writes(h, 2, mark), c->written ? 1 : 0);
+        if (c->written) {
+                assert_sizes_equal(h_last_write(h, 2)->sizes, c->sizes);
+                h_answer_all(h);
+                assert_cause(h_find_event(h, EVENT_WRITE, 2, 0)->cause, c->cause);
+                assert_state(d->state, DEVICE_PROBATION);
+                assert_int_equal(d->last_errno, 0);
+        } else {
+                h_answer_all(h);
+                assert_state(d->state, DEVICE_FAILED);
+        }
+        h_free(h);
+}
+
+/* Leaving the match in probation ends everything at once — the window, the rollout slot — and
+ * gives the originals back; the device ends unmanaged with no window left, and a namespace-wide
+ * rise afterwards trips nothing, neither it nor a device written later (issue 9, problem 1). */
+#define EDGE                                                                                                \
+        "  - name: edge\n"                                                                                  \
+        "    match:\n"                                                                                      \
+        "      name: [\"eth9\"]\n" ALL4("185000")
+static const char P_LEAVE_START[] = FABRIC_MATCH("eth0", GUARDED, ALL4("185000") ROLLOUT(1)) EDGE;
+static const char P_LEAVE_BOTH[] = FABRIC_MATCH("eth[01]", GUARDED, ALL4("185000") ROLLOUT(1)) EDGE;
+static const char P_LEAVE_ETH1[] = FABRIC_MATCH("eth1", GUARDED, ALL4("185000") ROLLOUT(1)) EDGE;
+
+typedef struct LeaveMatchInProbationCase {
+        const char *what;
+        bool rename;
+} LeaveMatchInProbationCase;
+
+static const LeaveMatchInProbationCase leave_match_in_probation_cases[] = {
+        {"renamed out of the match", true},
+        {"a reload whose policy leaves it out", false},
+};
+
+static void test_leave_match_in_probation(void **state) {
+        const LeaveMatchInProbationCase *c = *state;
+
+        /* eth0 holds the one slot, eth1 waits for it (both existed before the start) */
+        Harness *h = h_new(P_LEAVE_START);
+        h_link_add(h, 2, "eth0");
+        h_link_add(h, 3, "eth1");
+        h_start(h);
+        h_answer_all(h);
+        h_reload(h, P_LEAVE_BOTH);
+        h_answer_all(h);
+        Device *d = h_dev(h, 2), *other = h_dev(h, 3);
+        Rollout *r = rollout_find(&h->e->rollouts, "fabric");
+        assert_non_null(r);
+        assert_state(d->state, DEVICE_PROBATION);
+        assert_int_equal(d->rollout.phase, ROLLOUT_ACTIVE);
+        assert_state(other->state, DEVICE_PENDING);
+        assert_string_equal(h_pending_reason(h, 3), "rollout-slot");
+        h_run(h, 3 * USEC_PER_SEC, USEC_PER_SEC);
+        size_t mark = h->n_ev, reqs = h->n_reqs;
+
+        if (c->rename)
+                h_link_rename(h, 2, "lan0");
+        else
+                h_reload(h, P_LEAVE_ETH1);
+
+        /* at once: the window and the slot are gone, the originals are on their way */
+        assert_state(d->state, DEVICE_PENDING);
+        assert_null(d->probation);
+        assert_int_equal(d->rollout.phase, ROLLOUT_NONE);
+        assert_null(d->rollout.of);
+        const Request *w = h_last_write(h, 2);
+        assert_true(w >= &h->reqs[reqs]);
+        assert_sizes_equal(w->sizes, H_LEGACY);
+        /* … and the slot went to the one that waited */
+        assert_int_equal(h_count_writes(h, 3, reqs), 1);
+        assert_int_equal(other->rollout.phase, ROLLOUT_ACTIVE);
+        assert_int_equal(r->active, 1);
+
+        h_answer_all(h);
+        assert_state(d->state, DEVICE_UNMANAGED);
+        assert_path(h, 2, mark, "pending unmanaged");
+        assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_RESTORE);
+        assert_false(d->has_original);
+        assert_null(d->probation);
+        assert_sizes_equal(h_link(h, 2)->sizes, H_LEGACY);
+        json_object *j = control_device_json(&(Control){.engine = h->e}, d);
+        assert_false(json_object_object_get_ex(j, "probation_left_usec", NULL));
+        json_object_put(j);
+
+        /* a namespace-wide rise within the window it had, then a new device: neither the one that
+         * left nor the new one goes back (eth1's own window saw the rise: it does) */
+        h->ip_in_hdr_errors += 5000;
+        h_write_snmp(h);
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        size_t before_new = h->n_ev;
+        h_link_add(h, 9, "eth9");
+        h_answer_all(h);
+        h_run(h, 12 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_path(h, 9, before_new, "pending probation applied");
+        assert_state(d->state, DEVICE_UNMANAGED);
+        assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2, mark), 0);
+        assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 9, 0), 0);
+        assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 3, 0), 1);
+        h_free(h);
+}
+
+/* A guard trips: the rollback write, rolled-back, and held there. */
+typedef struct GuardTripCase {
+        const char *what;
+        const char *guard;   /* the policy's one guard */
+        const char *counter; /* what the rollback names */
+        bool namespace_wide;
+} GuardTripCase;
+
+static const GuardTripCase guard_trip_cases[] = {
+        {"link stats over the threshold in a sample reply",
+         "    - counter: link.tx_errors\n      max-increase: 3\n", "link.tx_errors", false},
+        {"an SNMP counter of /proc/net/snmp", "    - counter: Ip.InHdrErrors\n      max-increase: 100\n",
+         "Ip.InHdrErrors", true},
+        {"an SNMP counter of /proc/net/netstat",
+         "    - counter: IpExt.InTruncatedPkts\n      max-increase: 10\n", "IpExt.InTruncatedPkts", true},
+        {"a ratio of SNMP counters",
+         "    - counter: Tcp.RetransSegs\n      max-ratio: 0.02\n      per: Tcp.OutSegs\n",
+         "Tcp.RetransSegs", true},
+};
+
+static void test_guard_trip(void **state) {
+        const GuardTripCase *c = *state;
+
+        char policy[2048];
+        snprintf(policy, sizeof(policy),
+                 "version: 1\n"
+                 "rollback:\n"
+                 "  window: 10s\n"
+                 "  interval: 1s\n"
+                 "  guards:\n"
+                 "%s"
+                 "policies:\n"
+                 "  - name: fabric\n"
+                 "    match:\n"
+                 "      name: [\"eth*\"]\n" ALL4("185000"),
+                 c->guard);
+        Harness *h = started_with(policy, 2, "eth0");
+        h_answer_all(h);
+        Device *d = h_dev(h, 2);
+        assert_state(d->state, DEVICE_PROBATION);
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_state(d->state, DEVICE_PROBATION);
+        size_t mark = h->n_ev, reqs = h->n_reqs;
+
+        /* below the threshold first: nothing */
+        h_link(h, 2)->stats.tx_errors = 3;
+        h->ip_in_hdr_errors = 100;
+        h->ipext_in_truncated = 10;
+        h->tcp_out_segs = 10000;
+        h->tcp_retrans_segs = 200;
+        h_write_snmp(h);
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_state(d->state, DEVICE_PROBATION);
+        assert_int_equal(h_count_writes(h, 2, reqs), 0);
+
+        /* over it */
+        h_link(h, 2)->stats.tx_errors = 4;
+        h->ip_in_hdr_errors = 101;
+        h->ipext_in_truncated = 11;
+        h->tcp_retrans_segs = 201;
+        h_write_snmp(h);
+        h_tick(h, USEC_PER_SEC);
+
+        const Recorded *rb = h_find_event(h, EVENT_ROLLBACK, 2, mark);
+        assert_non_null(rb);
+        assert_string_equal(rb->counter, c->counter);
+        assert_sizes_equal(rb->to, H_LEGACY);
+        assert_true(d->last_rollback->namespace_wide == c->namespace_wide);
+        assert_int_equal(h_count_writes(h, 2, reqs), 1);
+        assert_sizes_equal(h_last_write(h, 2)->sizes, H_LEGACY);
+        assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_ROLLBACK);
+        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_path(h, 2, mark, "pending rolled-back");
+        assert_null(d->probation);
+        assert_sizes_equal(h_link(h, 2)->sizes, H_LEGACY);
+
+        /* held: time, re-reads and a reload of the same policy write nothing */
+        reqs = h->n_reqs;
+        h_run(h, 30 * USEC_PER_SEC, USEC_PER_SEC);
+        h_dump(h);
+        h_answer_all(h);
+        h_reload(h, policy);
+        h_answer_all(h);
+        assert_int_equal(h_count_writes(h, 2, reqs), 0);
+        assert_state(d->state, DEVICE_ROLLED_BACK);
+        h_free(h);
+}
+
+/* A namespace-wide rise trips only the devices whose own window saw it: each has its baseline from
+ * just before its own write. */
+enum { BEFORE_BOTH, BETWEEN, AFTER_BOTH };
+
+typedef struct NamespaceRiseCase {
+        const char *what;
+        int when;
+        bool first_trips, second_trips;
+} NamespaceRiseCase;
+
+static const NamespaceRiseCase namespace_rise_cases[] = {
+        {"the rise came before both writes", BEFORE_BOTH, false, false},
+        {"the rise came after the first write, before the second", BETWEEN, true, false},
+        {"the rise came after both writes", AFTER_BOTH, true, true},
+};
+
+static void test_namespace_rise(void **state) {
+        const NamespaceRiseCase *c = *state;
+
+        Harness *h = h_new(P_ALL);
+        h_link_add(h, 2, "eth0");
+        if (c->when == BEFORE_BOTH) {
+                h->ip_in_hdr_errors += 500;
+                h_write_snmp(h);
+        }
+        h_start(h);
+        h_answer_all(h);
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        if (c->when == BETWEEN) {
+                h->ip_in_hdr_errors += 500;
+                h_write_snmp(h);
+        }
+        h_link_add(h, 3, "eth1"); /* a new device: written at once */
+        h_answer_all(h);
+        assert_state(h_state(h, 3), DEVICE_PROBATION);
+        if (c->when == AFTER_BOTH) {
+                h->ip_in_hdr_errors += 500;
+                h_write_snmp(h);
+        }
+        h_run(h, 12 * USEC_PER_SEC, USEC_PER_SEC);
+
+        assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2, 0), c->first_trips);
+        assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 3, 0), c->second_trips);
+        assert_state(h_state(h, 2), c->first_trips ? DEVICE_ROLLED_BACK : DEVICE_APPLIED);
+        assert_state(h_state(h, 3), c->second_trips ? DEVICE_ROLLED_BACK : DEVICE_APPLIED);
+        h_free(h);
+}
+
+/* An operator's rollback: back to the sizes before bigtcpd's most recent change, held; a second one
+ * has nothing to do; a retry releases it. */
+typedef enum Before {
+        APPLIED_ONCE,  /* one change, the window passed */
+        APPLIED_TWICE, /* two policy changes, both passed */
+        IN_PROBATION,  /* one change, the window runs */
+        LATER_REFUSED, /* one change passed, a second refused */
+        NEVER_WRITTEN, /* at the policy's sizes from the start */
+        ONLY_REFUSED,  /* its one write was refused */
+        NOT_MATCHED,   /* no policy matches it */
+} Before;
+
+typedef struct OperatorRollbackCase {
+        const char *what;
+        Before before;
+        int r;       /* what Rollback answers */
+        Sizes to;    /* where it goes */
+        Sizes retry; /* where a retry takes it */
+} OperatorRollbackCase;
+
+static const OperatorRollbackCase operator_rollback_cases[] = {
+        {"applied after one change: the originals", APPLIED_ONCE, 0, H_LEGACY, BIG},
+        {"applied after two policy changes: one step back", APPLIED_TWICE, 0, BIG,
+         H_SIZES(150000, 150000, 150000, 150000)},
+        {"in probation: the originals", IN_PROBATION, 0, H_LEGACY, BIG},
+        {"applied, a later write refused: before the change that was made", LATER_REFUSED, 0, H_LEGACY,
+         H_SIZES(150000, 150000, 150000, 150000)},
+        {"never written: nothing to do", NEVER_WRITTEN, -EALREADY, {}, {}},
+        {"its only write refused, so never written: nothing to do", ONLY_REFUSED, -EALREADY, {}, {}},
+        {"unmanaged: nothing to do", NOT_MATCHED, -EALREADY, {}, {}},
+};
+
+static void test_operator_rollback(void **state) {
+        const OperatorRollbackCase *c = *state;
+
+        Harness *h = h_new(c->before == NEVER_WRITTEN ? P_LEGACY
+                           : c->before == NOT_MATCHED ? P_NONE
+                                                      : P_ALL);
+        h_link_add(h, 2, "eth0");
+        h_start(h);
+        if (c->before == ONLY_REFUSED)
+                refuse_next_write(h, -EINVAL);
+        h_answer_all(h);
+        if (c->before != IN_PROBATION)
+                h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
+        if (c->before == APPLIED_TWICE || c->before == LATER_REFUSED) {
+                h_reload(h, P_ALL_150);
+                if (c->before == LATER_REFUSED)
+                        refuse_next_write(h, -EINVAL);
+                h_answer_all(h);
+                h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
+        }
+        Device *d = h_dev(h, 2);
+        Sizes held_before = h_link(h, 2)->sizes;
+        size_t mark = h->n_ev, reqs = h->n_reqs;
+
+        assert_int_equal(apply_rollback(h->e, d, NULL), c->r);
+        apply_flush(h->e);
+        h_answer_all(h);
+        if (c->r < 0) {
+                assert_int_equal(h_count_writes(h, 2, reqs), 0);
+                assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2, mark), 0);
+                assert_int_equal(h_count_events(h, EVENT_STATE, 2, mark), 0);
+                assert_sizes_equal(h_link(h, 2)->sizes, held_before);
+                h_free(h);
+                return;
+        }
+        const Recorded *rb = h_find_event(h, EVENT_ROLLBACK, 2, mark);
+        assert_non_null(rb);
+        assert_string_equal(rb->counter, "operator");
+        assert_sizes_equal(rb->from, held_before);
+        assert_sizes_equal(rb->to, c->to);
+        assert_int_equal(h_count_writes(h, 2, reqs), 1);
+        assert_sizes_equal(h_last_write(h, 2)->sizes, c->to);
+        assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_ROLLBACK);
+        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_sizes_equal(h_link(h, 2)->sizes, c->to);
+
+        /* held there; a second rollback has nothing to do */
+        h_run(h, 20 * USEC_PER_SEC, USEC_PER_SEC);
+        h_dump(h);
+        h_answer_all(h);
+        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_int_equal(apply_rollback(h->e, d, NULL), -EALREADY);
+        assert_int_equal(h_count_writes(h, 2, reqs), 1);
+
+        /* a retry releases it: the policy's sizes again, a new window */
+        mark = h->n_ev;
+        assert_int_equal(apply_retry(h->e, d), 0);
+        apply_flush(h->e);
+        h_answer_all(h);
+        assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_RETRY);
+        assert_state(d->state, DEVICE_PROBATION);
+        assert_sizes_equal(h_link(h, 2)->sizes, c->retry);
+        assert_int_equal(apply_retry(h->e, d), -EALREADY);
+        h_free(h);
+}
+
+/* A device deleted with a request in flight, and a new one created with the same ifindex: the old
+ * answer belongs to no one. */
+typedef enum InFlight {
+        WRITE_IN_FLIGHT,
+        BASELINE_IN_FLIGHT, /* the stats request before the write */
+        SAMPLE_IN_FLIGHT,   /* a probation sample */
+} InFlight;
+
+typedef struct DeletedInFlightCase {
+        const char *what;
+        InFlight what_flies;
+        int answer; /* the old request's ack */
+} DeletedInFlightCase;
+
+static const DeletedInFlightCase deleted_in_flight_cases[] = {
+        {"its write, acked", WRITE_IN_FLIGHT, 0},
+        {"its write, refused", WRITE_IN_FLIGHT, -ENODEV},
+        {"its baseline and write, answered", BASELINE_IN_FLIGHT, 0},
+        {"its baseline and write, refused", BASELINE_IN_FLIGHT, -ENODEV},
+        {"a probation sample, answered with errors and traffic", SAMPLE_IN_FLIGHT, 0},
+        {"a probation sample, refused", SAMPLE_IN_FLIGHT, -ENODEV},
+};
+
+static void test_deleted_in_flight(void **state) {
+        const DeletedInFlightCase *c = *state;
+        /* what the old device's stats say: far over every guard, and traffic */
+        const struct rtnl_link_stats64 bad = {
+                .rx_packets = 1000, .tx_packets = 1000, .tx_errors = 1000, .rx_errors = 1000};
+
+        Harness *h = started_with(P_ALL, 2, "eth0");
+        if (c->what_flies == WRITE_IN_FLIGHT) {
+                assert_int_equal(h_next_request(h)->kind, REQUEST_STATS);
+                h_answer(h, 0); /* the baseline is in; the write flies */
+        }
+        if (c->what_flies == SAMPLE_IN_FLIGHT) {
+                h_answer_all(h);
+                h_advance(h, USEC_PER_SEC);
+                probation_tick(h->e->probation);
+        }
+        size_t old_first = h->next_answer, old_end = h->n_reqs;
+        assert_true(old_end > old_first);
+
+        h_link_del(h, 2);
+        size_t mark = h->n_ev;
+        h_link_add(h, 2, "eth0"); /* appeared moments ago: written at once */
+        Device *d = h_dev(h, 2);
+        assert_state(d->state, DEVICE_PENDING);
+        assert_true(h_count_writes(h, 2, old_end) == 1);
+
+        /* the old requests are answered first, in order */
+        while (h->next_answer < old_end) {
+                Request *r = h_next_request(h);
+                if (r->kind == REQUEST_STATS && c->answer == 0)
+                        h_answer_with(h, 0, &bad);
+                else
+                        h_answer(h, c->answer);
+        }
+        h_batch_end(h);
+        assert_state(d->state, DEVICE_PENDING);
+        assert_string_equal(h_pending_reason(h, 2), "in-flight");
+        assert_int_equal(d->last_errno, 0);
+        assert_false(d->carried_traffic);
+        assert_int_equal(h_count_events(h, EVENT_WRITE, 2, mark), 0);
+
+        /* then its own */
+        h_answer_all(h);
+        h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_path(h, 2, mark, "pending probation applied");
+        assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2, mark), 0);
+        assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_NEW_DEVICE);
+        h_free(h);
+}
+
+/* Sizes a new policy leaves out are given back to the originals (issue 9, problem 5). */
+typedef struct SizesLeftOutCase {
+        const char *what;
+        Sizes original;
+} SizesLeftOutCase;
+
+static const SizesLeftOutCase sizes_left_out_cases[] = {
+        {"a fresh veth", H_LEGACY},
+        {"originals other than 65536", H_SIZES(60000, 100000, 50000, 40000)},
+};
+
+static void test_sizes_left_out(void **state) {
+        const SizesLeftOutCase *c = *state;
+
+        Harness *h = h_new(P_ALL);
+        h_link_add(h, 2, "eth0")->sizes = c->original;
+        h_start(h);
+        h_answer_all(h);
+        h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
+        Device *d = h_dev(h, 2);
+        assert_state(d->state, DEVICE_APPLIED);
+        assert_int_equal(d->written, SIZE_BITS_ALL);
+
+        h_reload(h, P_GSO_150);
+        Sizes want = c->original;
+        want.gso_max_size = 150000;
+        assert_sizes_equal(h_last_write(h, 2)->sizes, want);
+        h_answer_all(h);
+        h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_state(d->state, DEVICE_APPLIED);
+        assert_sizes_equal(h_link(h, 2)->sizes, want);
+        assert_int_equal(d->owned, SIZE_BIT_GSO);
+        assert_int_equal(d->written, SIZE_BIT_GSO);
+
+        /* and when it stops matching, the one size left goes back too */
+        h_reload(h, P_NONE);
+        h_answer_all(h);
+        assert_state(d->state, DEVICE_UNMANAGED);
+        assert_sizes_equal(h_link(h, 2)->sizes, c->original);
+        h_free(h);
+}
+
+/* Someone else changes the sizes of an applied device: bigtcpd puts its own back (cause put-back),
+ * with no new window and no new last-known-good, found however the daemon reads the device. */
+typedef struct PutBackCase {
+        const char *what;
+        bool by_dump; /* the verify timer's re-read of every link; else a read of the device */
+} PutBackCase;
+
+static const PutBackCase put_back_cases[] = {
+        {"found by a re-read of every link", true},
+        {"found by a read of the device (show)", false},
+};
+
+static void test_put_back(void **state) {
+        const PutBackCase *c = *state;
+
+        Harness *h = started_with(P_ALL, 2, "eth0");
+        h_answer_all(h);
+        h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
+        Device *d = h_dev(h, 2);
+        assert_state(d->state, DEVICE_APPLIED);
+        size_t mark = h->n_ev, reqs = h->n_reqs;
+
+        h_link_set_sizes(h, 2, H_SIZES(100000, 100000, 100000, 100000));
+        if (c->by_dump)
+                h_dump(h);
+        else
+                h_read(h, 2);
+        h_answer_all(h);
+
+        assert_int_equal(h_count_writes(h, 2, reqs), 1);
+        assert_sizes_equal(h_last_write(h, 2)->sizes, BIG);
+        assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_PUT_BACK);
+        assert_path(h, 2, mark, "pending applied");
+        assert_null(d->probation);
+        assert_sizes_equal(d->last_good, H_LEGACY); /* a rollback still goes to the originals */
+        assert_sizes_equal(h_link(h, 2)->sizes, BIG);
+        h_free(h);
+}
+
+/* At most CORRECTIONS_MAX put-backs within CORRECTION_WINDOW_USEC; then none until the window
+ * ends, whatever else happens meanwhile; after it, put-backs again. */
+typedef enum AfterThrottle {
+        NOTHING_MORE,
+        ANOTHER_CHANGE, /* someone changes the sizes again, within the window */
+        REREAD_ALL,     /* every link read again, within the window */
+        WINDOW_ENDS,    /* the throttle's timer fires after the window */
+} AfterThrottle;
+
+typedef struct ThrottleCase {
+        const char *what;
+        AfterThrottle after;
+        bool written;
+} ThrottleCase;
+
+static const ThrottleCase throttle_cases[] = {
+        {"ten within the window are put back, the eleventh waits", NOTHING_MORE, false},
+        {"another change within the window: still waits", ANOTHER_CHANGE, false},
+        {"a re-read of every link within the window: still waits", REREAD_ALL, false},
+        {"the window ends: put back", WINDOW_ENDS, true},
+};
+
+static void test_put_back_throttle(void **state) {
+        const ThrottleCase *c = *state;
+        Harness *h = started_with(P_NOGUARD, 2, "eth0");
+        h_answer_all(h);
+        Device *d = h_dev(h, 2);
+        assert_state(d->state, DEVICE_APPLIED);
+        const uint64_t t0 = h->mono;
+
+        for (unsigned k = 0; k < CORRECTIONS_MAX; k++) {
+                size_t mark = h->n_ev;
+                h_advance(h, USEC_PER_SEC);
+                h_link_set_sizes(h, 2, H_SIZES(100000 + k, 100000, 100000, 100000));
+                h_read(h, 2);
+                const Recorded *w = h_find_event(h, EVENT_WRITE, 2, mark);
+                assert_non_null(w);
+                assert_cause(w->cause, WRITE_CAUSE_PUT_BACK);
+                assert_state(d->state, DEVICE_APPLIED);
+        }
+
+        /* the eleventh within the window: not put back */
+        size_t reqs = h->n_reqs, mark = h->n_ev;
+        h_advance(h, USEC_PER_SEC);
+        h_link_set_sizes(h, 2, H_SIZES(120000, 100000, 100000, 100000));
+        h_read(h, 2);
+        assert_int_equal(h_count_writes(h, 2, reqs), 0);
+        assert_state(d->state, DEVICE_PENDING);
+        assert_string_equal(h_pending_reason(h, 2), "throttled");
+
+        switch (c->after) {
+        case NOTHING_MORE:
+                h_advance(h, 10 * USEC_PER_SEC);
+                break;
+        case ANOTHER_CHANGE:
+                h_advance(h, USEC_PER_SEC);
+                h_link_set_sizes(h, 2, H_SIZES(130000, 100000, 100000, 100000));
+                h_read(h, 2);
+                break;
+        case REREAD_ALL:
+                h_advance(h, USEC_PER_SEC);
+                h_dump(h);
+                break;
+        case WINDOW_ENDS:
+                h_advance(h, t0 + CORRECTION_WINDOW_USEC + 2 * USEC_PER_SEC - h->mono);
+                h_fire_throttle(h);
+                break;
+        }
+        h_answer_all(h);
+        assert_int_equal(h_count_writes(h, 2, reqs), c->written);
+        if (c->written) {
+                assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_PUT_BACK);
+                assert_state(d->state, DEVICE_APPLIED);
+                assert_sizes_equal(h_link(h, 2)->sizes, BIG);
+        } else {
+                assert_state(d->state, DEVICE_PENDING);
+                assert_string_equal(h_pending_reason(h, 2), "throttled");
+        }
+        h_free(h);
+}
+
+/* Killed between a rollback's decision and its write: the state file says pending, and held. The
+ * restart holds the device all the same and writes the rollback (it was lost once: the hold was
+ * resumed only from an entry that said rolled-back). */
+static void test_resume_held_mid_rollback(void **state) {
+        Harness *h = h_new(P_ALL);
+        FakeLink *l = h_link_add(h, 2, "eth0");
+        StateEntry *entry = calloc(1, sizeof(StateEntry));
+
+        l->sizes = BIG; /* the kernel still holds the sizes of the change */
+        assert_non_null(entry);
+        *entry = (StateEntry){.ifindex = 2, .ifname = strdup("eth0"), .original = H_LEGACY,
+                              .written = SIZE_BITS_ALL, .state = DEVICE_PENDING, .has_last_good = true,
+                              .last_good = H_LEGACY, .held = true, .held_desired = BIG};
+        h->started = true;
+        sync_start(h->s, entry, 1); /* takes the entries */
+        for (size_t i = 0; i < h->n_links; i++)
+                h_feed(h, RTM_NEWLINK, &h->links[i], NULL, NETLINK_DUMP, 0);
+        sync_netlink_ops.dump_done(h->s, RTM_GETLINK, 0, false);
+        sync_netlink_ops.dump_done(h->s, RTM_GETROUTE, 0, false);
+        h_batch_end(h);
+
+        Device *d = h_dev(h, 2);
+        assert_true(d->held);
+        assert_state(d->state, DEVICE_PENDING);
+        assert_int_equal(h_count_writes(h, 2, 0), 1);
+        assert_sizes_equal(h_last_write(h, 2)->sizes, H_LEGACY);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_sizes_equal(h_link(h, 2)->sizes, H_LEGACY);
+        h_free(h);
+}
+
+/* Runs last: every transition the table allows was taken by some case above (and none it does not
+ * allow: each harness checks every EVENT_STATE against the table). */
+static void test_transition_coverage(void **state) {
+        unsigned missing = 0;
+
+        for (int from = 0; from < _DEVICE_STATE_MAX; from++)
+                for (int to = 0; to < _DEVICE_STATE_MAX; to++) {
+                        if (from == to || !lifecycle_transition_allowed(from, to) ||
+                            h_transitions_seen[from][to])
+                                continue;
+                        print_message("no case takes %s → %s\n", device_state_to_string(from),
+                                      device_state_to_string(to));
+                        missing++;
+                }
+        assert_int_equal(missing, 0);
+}
+
+int main(void) {
+        struct CMUnitTest tests[256];
+        char *names[256];
+        size_t n = 0;
+        int r;
+
+        /* One cmocka test per case of a table, named "group: case": a failing case does not hide
+         * the others. */
+#define ADD_TEST(fn) tests[n++] = (struct CMUnitTest) cmocka_unit_test_teardown(fn, h_teardown)
+#define ADD_CASES(group, fn, table)                                                                         \
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {                                                    \
+                assert_true(asprintf(&names[n], "%s: %s", group, table[i].what) > 0);                       \
+                tests[n] = (struct CMUnitTest){.name = names[n],                                            \
+                                               .test_func = fn,                                             \
+                                               .teardown_func = h_teardown,                                 \
+                                               .initial_state = (void *) &table[i]};                        \
+                n++;                                                                                        \
+        }
+        memset(names, 0, sizeof(names));
+        ADD_TEST(test_transition_allowed);
+        ADD_CASES("path", test_path, path_cases);
+        ADD_CASES("new device", test_new_device, new_device_cases);
+        ADD_CASES("refused, then", test_refused, refused_cases);
+        ADD_CASES("leaving the match in probation", test_leave_match_in_probation,
+                  leave_match_in_probation_cases);
+        ADD_CASES("guard trips", test_guard_trip, guard_trip_cases);
+        ADD_CASES("namespace-wide rise", test_namespace_rise, namespace_rise_cases);
+        ADD_CASES("operator rollback", test_operator_rollback, operator_rollback_cases);
+        ADD_CASES("deleted with a request in flight", test_deleted_in_flight, deleted_in_flight_cases);
+        ADD_CASES("sizes a new policy leaves out", test_sizes_left_out, sizes_left_out_cases);
+        ADD_CASES("put-back", test_put_back, put_back_cases);
+        ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);
+        ADD_TEST(test_resume_held_mid_rollback);
+        ADD_TEST(test_transition_coverage); /* last: it counts what the others did */
+        assert_true(n <= ELEMENTSOF(tests));
+
+        r = _cmocka_run_group_tests("test-lifecycle", tests, n, NULL, NULL);
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        return r;
+}

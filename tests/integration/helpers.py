@@ -488,7 +488,7 @@ def wait_file(path, check, timeout, what, directory=False):
     """Wait until check() returns something true, re-evaluated whenever `path` (a file, or with
     directory=True a directory and the files renamed or written into it) changes: inotify, no
     polling. For the cases where a file on disk is what a test checks (the state file, the
-    log); returns check()'s value."""
+    log); returns check()'s value. `what` may be a callable, for a message made at the end."""
     mask = (_Inotify.IN_MOVED_TO | _Inotify.IN_CLOSE_WRITE | _Inotify.IN_MODIFY | _Inotify.IN_CREATE
             if directory else _Inotify.IN_MODIFY | _Inotify.IN_CLOSE_WRITE)
     watch = _Inotify(path, mask)
@@ -500,7 +500,7 @@ def wait_file(path, check, timeout, what, directory=False):
                 return v
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f'{what}: not within {T(timeout)}s')
+                raise AssertionError(f'{what() if callable(what) else what}: not within {T(timeout)}s')
             watch.wait(left)
     finally:
         watch.close()
@@ -540,11 +540,18 @@ class Monitor:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         if seed:
-            with self.cond:
-                devs = self.call('ListDevices')['devices']
-                # Newer than any event read so far; events read after it apply on top.
-                for x in devs:
-                    self.by_index[x['ifindex']] = {'ifname': x['ifname'], 'state': x['state']}
+            try:
+                self._seed()
+            except BaseException:
+                self.close()
+                raise
+
+    def _seed(self):
+        with self.cond:
+            devs = self.call('ListDevices')['devices']
+            # Newer than any event read so far; events read after it apply on top.
+            for x in devs:
+                self.by_index[x['ifindex']] = {'ifname': x['ifname'], 'state': x['state']}
 
     # --- plumbing ---
 

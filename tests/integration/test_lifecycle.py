@@ -8,12 +8,9 @@ stream. Where the contract adds a field or event (write `cause`, `owned`, `curre
 GetStatus `rollouts`) it is checked after the behaviour the kernel shows, so that on a daemon
 without the fix the failure is the bug itself."""
 
-import errno
 import os
 import select
 import shutil
-import stat
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -413,8 +410,8 @@ def test_list_says_how_old_its_sizes_are_or_reads_them(ns, daemon, confdir):
     d = daemon(ns, cfg, extra_args=('--verify-interval', '1h'))
     k1 = outside_change(ns, 'f0')
     t_change = time.monotonic()
+    since = time.monotonic() - t_change   # less than the age of any value read before the change
     devs = {x['ifname']: x for x in vcall(d, 'ListDevices')['devices']}
-    since = time.monotonic() - t_change
     assert all(isinstance(x.get('current_age_usec'), int) and x['current_age_usec'] >= 0 for x in devs.values()), \
         f'ListDevices without ifname has no current_age_usec: {devs["f0"]}'
     f0 = devs['f0']

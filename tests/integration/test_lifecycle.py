@@ -360,6 +360,7 @@ def test_rollback_halts_the_rollout_at_once(ns, daemon, confdir, parallel):
         assert halted and halted[0]['policy'] == 'canary' and halted[0]['halted'] is True \
             and halted[0]['ifname'] == victim, halted
         assert d.log_lines(r'halt'), 'the halt is not logged'
+        assert {device(d, n).get('pending') for n in rest} == {'rollout-halted'}, [device(d, n) for n in rest]
     d.stop()
 
 

@@ -446,3 +446,276 @@ def read_state(runtime_dir):
         else:
             devs[rec['device']['ifindex']] = rec['device']
     return {'version': snap['version'], 'generation': gen, 'devices': list(devs.values())}
+
+
+# --- waiting on events ----------------------------------------------------------------------
+
+class _Inotify:
+    """A minimal inotify(7) watch (ctypes; Python has no binding): wait() returns once the
+    watched path reported one of `mask`, or the timeout passed."""
+
+    IN_MODIFY = 0x002
+    IN_CLOSE_WRITE = 0x008
+    IN_MOVED_TO = 0x080
+    IN_CREATE = 0x100
+    IN_NONBLOCK = 0o4000
+    IN_CLOEXEC = 0o2000000
+
+    def __init__(self, path, mask):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(self.IN_NONBLOCK | self.IN_CLOEXEC)
+        if self.fd < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f'inotify_init1: {os.strerror(e)}')
+        if libc.inotify_add_watch(self.fd, os.fsencode(str(path)), mask) < 0:
+            e = ctypes.get_errno()
+            os.close(self.fd)
+            raise OSError(e, f'inotify_add_watch {path}: {os.strerror(e)}')
+
+    def wait(self, timeout):
+        r, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if r:
+            try:
+                while os.read(self.fd, 65536):
+                    pass
+            except BlockingIOError:
+                pass
+        return bool(r)
+
+    def close(self):
+        os.close(self.fd)
+
+
+def wait_file(path, check, timeout, what, directory=False):
+    """Wait until check() returns something true, re-evaluated whenever `path` (a file, or with
+    directory=True a directory and the files renamed or written into it) changes: inotify, no
+    polling. For the cases where a file on disk is what a test checks (the state file, the
+    log); returns check()'s value. `what` may be a callable, for a message made at the end."""
+    mask = (_Inotify.IN_MOVED_TO | _Inotify.IN_CLOSE_WRITE | _Inotify.IN_MODIFY | _Inotify.IN_CREATE
+            if directory else _Inotify.IN_MODIFY | _Inotify.IN_CLOSE_WRITE)
+    watch = _Inotify(path, mask)
+    try:
+        deadline = time.monotonic() + T(timeout)
+        while True:
+            v = check()   # after the watch exists: a change between the two is not lost
+            if v:
+                return v
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f'{what() if callable(what) else what}: not within {T(timeout)}s')
+            watch.wait(left)
+    finally:
+        watch.close()
+
+
+class Monitor:
+    """A varlink io.bigtcpd.Manager.Monitor stream, read by a background thread.
+
+    `events` holds every event after "subscribed", in order (dicts, the reply's parameters),
+    `times` the time.monotonic() each arrived. wait_for() waits for an event (searching from a
+    cursor, so that one event satisfies one wait).
+
+    With seed=True it also keeps the state of every device: ListDevices right after the
+    subscription, then every `state` event applied on top (only when its `previous` is the state
+    held, so that an event older than the ListDevices answer does not undo it). state() and
+    wait_state() read that view: the waits are on events, never a poll of the daemon."""
+
+    IFACE = 'io.bigtcpd.Manager'
+
+    def __init__(self, d, seed=True, timeout=10):
+        import varlink_client
+        self._vc = varlink_client
+        self.path = d.runtime_dir / self.IFACE if isinstance(d, Daemon) else Path(d)
+        self.daemon = d if isinstance(d, Daemon) else None
+        self.client = varlink_client.Client(self.path, timeout=T(timeout))
+        self.client.send(f'{self.IFACE}.Monitor', more=True)
+        first = self.client.recv(timeout=T(timeout))
+        assert first.get('parameters', {}).get('event') == 'subscribed', f'Monitor answered {first}'
+        self.client.sock.settimeout(None)
+        self.events = []
+        self.times = []
+        self.cursor = 0
+        self.closed = None          # why the stream ended, once it did
+        self.cond = threading.Condition()
+        self.by_index = {}          # ifindex -> {'ifname', 'state'}
+        self._stop_r, self._stop_w = os.pipe()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        if seed:
+            try:
+                self._seed()
+            except BaseException:
+                self.close()
+                raise
+
+    def _seed(self):
+        with self.cond:
+            devs = self.call('ListDevices')['devices']
+            # Newer than any event read so far; events read after it apply on top.
+            for x in devs:
+                self.by_index[x['ifindex']] = {'ifname': x['ifname'], 'state': x['state']}
+
+    # --- plumbing ---
+
+    def call(self, method, params=None):
+        """One call on another connection (the stream owns this one)."""
+        return self._vc.call(self.path, f'{self.IFACE}.{method}' if '.' not in method else method, params,
+                             timeout=T(10))
+
+    def _loop(self):
+        buf = b''
+        sock = self.client.sock
+        while True:
+            try:
+                r, _, _ = select.select([sock, self._stop_r], [], [])
+            except (OSError, ValueError):
+                return
+            if self._stop_r in r:
+                return
+            try:
+                chunk = sock.recv(1 << 20)
+            except OSError as e:
+                chunk, err = b'', e
+            else:
+                err = None
+            if not chunk:
+                with self.cond:
+                    self.closed = f'the Monitor connection closed ({err or "EOF"})'
+                    self.cond.notify_all()
+                return
+            buf += chunk
+            *msgs, buf = buf.split(b'\0')
+            now = time.monotonic()
+            with self.cond:
+                for raw in msgs:
+                    msg = json.loads(raw)
+                    if 'error' in msg:
+                        self.closed = f'Monitor error {msg}'
+                        continue
+                    ev = msg.get('parameters', {})
+                    self.events.append(ev)
+                    self.times.append(now)
+                    self._apply(ev)
+                self.cond.notify_all()
+
+    def _apply(self, ev):
+        idx = ev.get('ifindex')
+        if idx is None:
+            return
+        kind = ev.get('event')
+        cur = self.by_index.get(idx)
+        if kind == 'added':
+            self.by_index[idx] = {'ifname': ev.get('ifname'), 'state': ev.get('state', 'unmanaged')}
+        elif kind == 'removed':
+            self.by_index.pop(idx, None)
+        elif kind == 'state':
+            if cur is None or (ev.get('ifname') != cur['ifname'] and ev.get('previous') == 'unmanaged'):
+                # a device we did not know, or another device under a reused ifindex (a daemon
+                # without `added` events does not say so otherwise)
+                self.by_index[idx] = {'ifname': ev.get('ifname'), 'state': ev['state']}
+            elif cur['state'] == ev.get('previous'):
+                cur['state'] = ev['state']
+            if ev.get('ifname'):
+                self.by_index[idx]['ifname'] = ev['ifname']
+        elif cur is not None and ev.get('ifname'):
+            cur['ifname'] = ev['ifname']
+
+    def close(self):
+        if self._stop_w is not None:
+            os.write(self._stop_w, b'x')
+            self._thread.join(T(5))
+            os.close(self._stop_w)
+            os.close(self._stop_r)
+            self._stop_w = None
+            self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- waiting ---
+
+    def mark(self):
+        """Later waits see only events from now on."""
+        with self.cond:
+            self.cursor = len(self.events)
+        return self.cursor
+
+    def _fail(self, what, timeout, start):
+        tail = '\n'.join(json.dumps(e) for e in self.events[start:][-40:])
+        log = f'\n--- log tail ---\n{self.daemon.log_tail(40)}' if self.daemon else ''
+        raise AssertionError(f'{what}: not within {T(timeout)}s ({self.closed or "stream open"}); '
+                             f'events since:\n{tail}{log}')
+
+    def wait_for(self, pred, timeout, what='event', since=None):
+        """The first event at or after `since` (default: the cursor) with pred(event) true;
+        the cursor moves past it."""
+        deadline = time.monotonic() + T(timeout)
+        with self.cond:
+            start = self.cursor if since is None else since
+            i = start
+            while True:
+                while i < len(self.events):
+                    if pred(self.events[i]):
+                        self.cursor = i + 1
+                        return self.events[i]
+                    i += 1
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    self._fail(what, timeout, start)
+                self.cond.wait(min(left, 0.5))
+                if self.daemon is not None and not self.daemon.running():
+                    raise DaemonDied(f'bigtcpd exited while waiting for {what}\n{self.daemon.log_tail()}')
+
+    def wait_until(self, pred, timeout, what='condition'):
+        """Wait until pred(self) holds, re-checked after every event; the cursor then moves past
+        every event read so far."""
+        deadline = time.monotonic() + T(timeout)
+        with self.cond:
+            start = len(self.events)
+            while not pred(self):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    self._fail(what, timeout, start)
+                self.cond.wait(min(left, 0.5))
+                if self.daemon is not None and not self.daemon.running():
+                    raise DaemonDied(f'bigtcpd exited while waiting for {what}\n{self.daemon.log_tail()}')
+            self.cursor = len(self.events)
+
+    def no_event(self, pred, duration, since=None):
+        """Watch for `duration` seconds (not scaled: it is what the test claims, not a
+        deadline) for an event at or after `since` (default: the cursor) with pred(event) true.
+        Returns the first such event as soon as it arrives, or None when none came."""
+        deadline = time.monotonic() + duration
+        with self.cond:
+            i = self.cursor if since is None else since
+            while True:
+                while i < len(self.events):
+                    if pred(self.events[i]):
+                        return self.events[i]
+                    i += 1
+                left = deadline - time.monotonic()
+                if left <= 0 or self.closed:
+                    return None
+                self.cond.wait(min(left, 0.5))
+
+    def state(self, ifname):
+        with self.cond:
+            for x in self.by_index.values():
+                if x['ifname'] == ifname:
+                    return x['state']
+        return None
+
+    def wait_state(self, ifname, states, timeout):
+        """Wait until the device is in one of `states` (a name or a tuple of names)."""
+        states = (states,) if isinstance(states, str) else tuple(states)
+        self.wait_until(lambda m: m.state(ifname) in states, timeout, f'{ifname} in {"/".join(states)}')
+
+    def device_events(self, ifname=None, kind=None, since=0):
+        """Events of one device (by name) and/or one type, from index `since`."""
+        with self.cond:
+            return [e for e in self.events[since:]
+                    if (ifname is None or e.get('ifname') == ifname) and (kind is None or e.get('event') == kind)]

@@ -443,7 +443,7 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
         veth(ns, 'v0', 'v1')
         veth(ns, 'k0', 'k1')
         d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
-        wait_serving(d)
+        wait_serving(d, bus)
         sock = d.runtime_dir / IFACE
         env = {'DBUS_SYSTEM_BUS_ADDRESS': bus.address}
 

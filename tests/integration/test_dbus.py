@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import REPO, T, assert_sizes, at, line_of, policy_text, sizes4, veth
+from helpers import REPO, T, assert_sizes, at, line_of, policy_text, sizes4, veth, wait_file
 
 SHIPPED_POLICY = REPO / 'conf' / 'io.bigtcpd1.conf'
 NAME, PATH, IFACE = 'io.bigtcpd1', '/io/bigtcpd1', 'io.bigtcpd1.Manager'
@@ -246,12 +246,38 @@ def bus(bus_factory):
     return bus_factory()
 
 
-def wait_serving(d, timeout=10):
-    deadline = time.monotonic() + T(timeout)
-    while not d.log_lines(r'D-Bus: serving io\.bigtcpd1'):
-        assert d.running(), f'bigtcpd exited\n{d.log_tail()}'
-        assert time.monotonic() < deadline, f'bigtcpd did not take io.bigtcpd1\n{d.log_tail()}'
-        time.sleep(0.02)
+def name_owned(m):
+    """Predicate: the bus's NameOwnerChanged giving io.bigtcpd1 an owner."""
+    if m.get('type') != 'signal' or m.get('member') != 'NameOwnerChanged':
+        return False
+    name, _old, new = m['payload']['data']
+    return name == NAME and new != ''
+
+
+def wait_owned(bus, d, timeout):
+    """Wait until io.bigtcpd1 has an owner: the bus's own NameOwnerChanged, subscribed before
+    asking (NameHasOwner) so that it cannot pass between the two."""
+    mon = Monitor(bus)
+    try:
+        r = busctl(bus, '--json=short', 'call', 'org.freedesktop.DBus', '/org/freedesktop/DBus',
+                   'org.freedesktop.DBus', 'NameHasOwner', 's', NAME)
+        if not json.loads(r.stdout)['data'][0]:
+            try:
+                mon.wait(name_owned, timeout)
+            except AssertionError:
+                assert d.running(), f'bigtcpd exited\n{d.log_tail()}'
+                raise AssertionError(f'bigtcpd did not take {NAME} within {T(timeout)}s\n{d.log_tail()}') from None
+    finally:
+        mon.stop()
+
+
+def wait_serving(d, bus, timeout=10):
+    """The daemon owns io.bigtcpd1 and has handled its RequestName answer (so it has said so in
+    its log): the bus announces the owner, then a call to the daemon is answered only after
+    the answer before it on the same connection."""
+    wait_owned(bus, d, timeout)
+    prop(bus, 'Ready')
+    assert d.log_lines(r'D-Bus: serving io\.bigtcpd1'), f'owns {NAME} but did not log it\n{d.log_tail()}'
 
 
 @pytest.fixture
@@ -263,7 +289,7 @@ def served(ns, confdir, bus, daemon):
     cfg.write_text(POLICY)
     d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
     assert_sizes(ns, {n: BIG for n in ('va', 'vb', 'vc', 'vd')}, 'after READY=1')
-    wait_serving(d)
+    wait_serving(d, bus)
     return ns, d, bus, cfg
 
 
@@ -427,7 +453,7 @@ def test_privileged_refused_by_daemon(ns, confdir, bus_factory, daemon):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(POLICY)
     d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
-    wait_serving(d)
+    wait_serving(d, bus)
     for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Retry', ('va',))):
         assert call_error(bus, method, *args, user='nobody') == \
             ('org.freedesktop.DBus.Error.AccessDenied', f'{method}() needs root')
@@ -453,23 +479,19 @@ def test_no_bus(ns, confdir, busdir, daemon):
 def test_bus_goes_away_and_comes_back(served):
     ns, d, bus, cfg = served
     bus.stop()
-    deadline = time.monotonic() + T(10)
-    while not d.log_lines(r'D-Bus: lost the system bus'):
-        assert time.monotonic() < deadline, f'no log of the lost bus\n{d.log_tail()}'
-        time.sleep(0.02)
+    # Nothing but its log says that the daemon noticed (the bus is gone, varlink has no event
+    # for it): wait for the line with inotify on the log.
+    wait_file(d.log_path, lambda: d.log_lines(r'D-Bus: lost the system bus'), 10,
+              lambda: f'no log of the lost bus\n{d.log_tail()}')
     # Still working without it.
     cfg.write_text(POLICY.replace('185000', '150000'))
     d.reload()
     nl.wait_links(ns, at({'va': sizes4(150000)}), T(10), 'reload without a bus')
 
     bus.start()
-    deadline = time.monotonic() + T(15)
-    while True:
-        r = call(bus, 'GetStatusJSON', check=False)
-        if not isinstance(r, subprocess.CompletedProcess):
-            break
-        assert d.running(), d.log_tail()
-        assert time.monotonic() < deadline, f'bigtcpd did not come back to the bus: {r.stderr}\n{d.log_tail()}'
-        time.sleep(0.1)
+    wait_owned(bus, d, 15)
+    r = call(bus, 'GetStatusJSON', check=False)
+    assert not isinstance(r, subprocess.CompletedProcess), \
+        f'bigtcpd did not come back to the bus: {r.stderr}\n{d.log_tail()}'
     assert len(d.log_lines(r'D-Bus: serving io\.bigtcpd1')) == 2
     assert prop(bus, 'DevicesApplied') == 4

@@ -6,14 +6,17 @@ or its original sizes, the originals are never lost, the state file is never lef
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import subprocess
 import time
 
+import pytest
+
 import inject
 import nl
-from helpers import T, at, ip, ip_batch, policy_text, read_state, sizes4, veth
+from helpers import Monitor, T, at, ip, ip_batch, policy_text, read_state, sizes4, veth, wait_file
 
 BIG = sizes4(185000)
 ORIG = sizes4(65536)
@@ -33,6 +36,15 @@ POLICY = policy_text('''
     ''')
 
 
+@pytest.fixture
+def rng(request):
+    """The random points of these tests, from a seed that is printed (shown with a failure) and
+    can be given back: BIGTCPD_FAULT_SEED=N reruns a failed case with the same points."""
+    seed = int(os.environ.get('BIGTCPD_FAULT_SEED', time.time_ns() % (1 << 32)))
+    print(f'{request.node.name}: BIGTCPD_FAULT_SEED={seed}')
+    return random.Random(seed)
+
+
 def check_state_file(runtime_dir):
     """The state file parses (never half-written) and every original it records is the kernel
     default these tests start from."""
@@ -42,10 +54,9 @@ def check_state_file(runtime_dir):
     return {e['ifname']: e for e in state['devices']}
 
 
-def test_sigkill_at_random_points_of_an_apply_storm(ns, daemon, confdir):
+def test_sigkill_at_random_points_of_an_apply_storm(ns, daemon, confdir, rng):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(POLICY)
-    rng = random.Random(int(os.environ.get('BIGTCPD_FAULT_SEED', time.time_ns())))
     d = daemon(ns, cfg)
     runtime = d.runtime_dir
     for round_ in range(3):
@@ -62,7 +73,7 @@ def test_sigkill_at_random_points_of_an_apply_storm(ns, daemon, confdir):
     d.stop()
 
 
-def test_sigkill_during_a_rollback(ns, daemon, confdir):
+def test_sigkill_during_a_rollback(ns, daemon, confdir, rng):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(POLICY)
     ip(ns, 'link', 'add', 'src', 'type', 'veth', 'peer', 'name', 'dst')
@@ -72,18 +83,25 @@ def test_sigkill_during_a_rollback(ns, daemon, confdir):
     d = daemon(ns, cfg)
     names = ['src', 'dst'] + [f'r{i}{x}' for i in range(200) for x in 'ab']
     nl.wait_links(ns, at({n: BIG for n in names}), T(20), 'all written')
-    deadline = time.monotonic() + T(10)
-    while True:
-        states = {n: e.get('state') for n, e in check_state_file(d.runtime_dir).items()}
-        if len(states) == len(names) and set(states.values()) == {'probation'}:
-            break
-        assert time.monotonic() < deadline, f'not all in probation: {len(states)} of {len(names)}, {set(names) - set(states)} missing, {set(states.values())}'
-        time.sleep(0.05)
+    with Monitor(d) as mon:
+        mon.wait_until(lambda m: all(m.state(n) == 'probation' for n in names), 10, 'all in probation')
+    # What the kill below tests is the state file: it must know every window before the kill.
+    seen = {}
+
+    def all_on_disk():
+        seen.clear()
+        seen.update({n: e.get('state') for n, e in check_state_file(d.runtime_dir).items()})
+        return len(seen) == len(names) and set(seen.values()) == {'probation'}
+    try:
+        wait_file(d.runtime_dir, all_on_disk, 10, 'every device in probation in the state file', directory=True)
+    except AssertionError as e:
+        raise AssertionError(f'{e}: {len(seen)} of {len(names)}, {set(names) - set(seen)} missing, '
+                             f'{set(seen.values())}') from None
 
     bad = inject.ipv4_frame(inject.mac_of(ns, 'dst'), inject.mac_of(ns, 'src'), '10.9.0.1', '10.9.0.2',
                             bad_header=True)
     inject.send_frames(ns, 'src', [bad] * 20)
-    time.sleep(random.uniform(0.15, 0.5))     # somewhere in the middle of ~400 rollback writes
+    time.sleep(rng.uniform(0.15, 0.5))     # somewhere in the middle of ~400 rollback writes
     d.kill(signal.SIGKILL)
     check_state_file(d.runtime_dir)
 
@@ -104,17 +122,16 @@ def test_devices_deleted_while_their_writes_are_in_flight(ns, daemon, confdir):
         ip_batch(ns, [f'link del x{i}a' for i in range(300)])
     ip_batch(ns, [f'link add y{i}a type veth peer name y{i}b' for i in range(50)])
     nl.wait_links(ns, at({f'y{i}{x}': BIG for i in range(50) for x in 'ab'}), T(20), 'survivors written')
-    deadline = time.monotonic() + T(10)
-    while any(n.startswith('x') for n in check_state_file(d.runtime_dir)):
-        assert time.monotonic() < deadline, 'deleted devices still in the state file'
-        time.sleep(0.05)
+    # The state file is what is checked here; no event says "forgotten on disk": inotify on it.
+    wait_file(d.runtime_dir, lambda: not any(n.startswith('x') for n in check_state_file(d.runtime_dir)), 10,
+              'deleted devices still in the state file', directory=True)
     assert d.running()
     d.stop()
 
 
 def test_peer_namespace_deleted_under_the_daemon(netns, daemon, confdir):
     a = netns()
-    b = f'bt-gone-{os.getpid()}-{random.randrange(1 << 30)}'   # ours to delete, not the fixture's
+    b = f'bt-gone-{os.getpid()}-{secrets.token_hex(4)}'   # ours to delete, not the fixture's
     subprocess.run(['ip', 'netns', 'add', b], check=True)
     try:
         _peer_namespace_deleted(a, b, daemon, confdir)
@@ -130,10 +147,8 @@ def _peer_namespace_deleted(a, b, daemon, confdir):
     d = daemon(a, cfg)
     nl.wait_links(a, at({f'p{i}': BIG for i in range(20)}), T(10), 'written')
     subprocess.run(['ip', 'netns', 'del', b], check=True)   # takes the peers, and so the p* devices
-    deadline = time.monotonic() + T(10)
-    while check_state_file(d.runtime_dir):
-        assert time.monotonic() < deadline, 'vanished devices still in the state file'
-        time.sleep(0.05)
+    wait_file(d.runtime_dir, lambda: not check_state_file(d.runtime_dir), 10,
+              'vanished devices still in the state file', directory=True)
     assert d.running()
     veth(a, 'late0', 'late1')
     nl.wait_links(a, at({'late0': BIG}), T(10), 'still working afterwards')

@@ -6,7 +6,7 @@ import time
 
 import inject
 import nl
-from helpers import T, at, ip, policy_text, sizes4, veth
+from helpers import Monitor, T, at, ip, policy_text, sizes4, veth, wait_file
 
 BIG = sizes4(185000)
 LEGACY = sizes4(65536)
@@ -35,14 +35,16 @@ def state_of(d, ifname):
 
 
 def wait_state(d, ifname, state, timeout):
-    deadline = time.monotonic() + T(timeout)
-    while True:
+    """Wait for the device's state on the daemon's Monitor stream, then for the state file (which
+    follows the event, written atomically) to say so too: the entries these tests check are the
+    state file's. Events and inotify, no polling."""
+    with Monitor(d) as mon:
+        mon.wait_state(ifname, state, timeout)
+
+    def on_disk():
         e = state_of(d, ifname)
-        if e and e.get('state') == state:
-            return e
-        if time.monotonic() > deadline:
-            raise AssertionError(f'{ifname} not {state} within {timeout}s: {e}\n{d.log_tail()}')
-        time.sleep(0.05)  # the state file has no change notification; the daemon writes it atomically
+        return e if e and e.get('state') == state else None
+    return wait_file(d.runtime_dir, on_disk, timeout, f'{ifname} {state} in the state file', directory=True)
 
 
 def test_tx_dropped_rolls_back_and_stays_across_reload(ns, daemon, confdir):
@@ -191,10 +193,8 @@ def test_sigkill_then_guard_trips_while_down_rolls_back_on_restart(ns, daemon, c
     d = daemon(ns, cfg)
     e = wait_state(d, 'k0', 'probation', 5)
     # the baseline must be on disk before the kill
-    deadline = time.monotonic() + T(5)
-    while not all(g.get('have_base') for g in state_of(d, 'k0')['probation']['guards']):
-        assert time.monotonic() < deadline, state_of(d, 'k0')
-        time.sleep(0.05)
+    wait_file(d.runtime_dir, lambda: all(g.get('have_base') for g in state_of(d, 'k0')['probation']['guards']),
+              5, 'the baselines of k0 in the state file', directory=True)
     d.kill(signal.SIGKILL)
     frame = inject.ipv4_frame(b'\xff' * 6, inject.mac_of(ns, 'k0'), '10.9.0.1', '10.9.0.2')
     inject.send_frames(ns, 'k0', [frame] * 3)

@@ -6,6 +6,7 @@ must be answered within 100 ms."""
 
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -595,22 +596,30 @@ def test_socket_activation(ns, confdir, tmp_path):
     path, rundir = short / 'activated.sock', short / 'run'
     log = tmp_path / 'activated.log'
     env = {k: v for k, v in os.environ.items() if not k.startswith(('LISTEN_', 'NOTIFY_SOCKET'))}
+    # The notify socket systemd would give: READY=1 says when the first reconcile is done.
+    notify_path = short / 'notify'
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+    notify.bind(str(notify_path))
     with open(log, 'wb') as out:
         proc = subprocess.Popen(['ip', 'netns', 'exec', ns, 'systemd-socket-activate', '-l', str(path),
-                                 '--fdname=varlink', str(helpers.BIN), '--config', str(cfg), '--runtime-dir',
-                                 str(rundir)], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                 '--fdname=varlink', f'--setenv=NOTIFY_SOCKET={notify_path}', str(helpers.BIN),
+                                 '--config', str(cfg), '--runtime-dir', str(rundir)], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + T(10)
-        while not path.exists():
-            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
-            time.sleep(0.02)
+        def listening():
+            assert proc.poll() is None, log.read_text()
+            return path.exists()
+        helpers.wait_file(short, listening, 10, lambda: f'{path} not created\n{log.read_text()}', directory=True)
         with Client(path) as c:   # the daemon starts now and answers on the passed socket
             assert c.call('org.varlink.service.GetInfo')['product'] == 'bigtcpd'
             deadline = time.monotonic() + T(10)
-            while not c.call(f'{IFACE}.GetStatus')['ready']:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            notes = []
+            while 'READY=1' not in notes:
+                left = deadline - time.monotonic()
+                assert left > 0 and proc.poll() is None, f'no READY=1; notify: {notes}\n{log.read_text()}'
+                if select.select([notify], [], [], left)[0]:
+                    notes += notify.recv(65536).decode(errors='replace').split('\n')
+            assert c.call(f'{IFACE}.GetStatus')['ready'] is True
             assert c.call(f'{IFACE}.ListDevices', {'ifname': 'v0'})['devices'][0]['policy'] == 'big'
         assert not (rundir / IFACE).exists()
         assert 'listening on the socket passed by systemd' in log.read_text()
@@ -622,6 +631,7 @@ def test_socket_activation(ns, confdir, tmp_path):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        notify.close()
         shutil.rmtree(short, ignore_errors=True)
     text = log.read_text()
     assert proc.returncode == 0, text

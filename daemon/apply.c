@@ -394,7 +394,8 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                         apply_reconcile(e, d, REASON_LINK);
                         continue;
                 }
-                save = save || d->original_unsaved;
+                /* a rollback is on disk before its write: a kill right after must not undo it */
+                save = save || d->original_unsaved || d->write.cause == WRITE_CAUSE_ROLLBACK;
                 d->write.epoch = e->dump_epoch;
                 log_write(e, d);
                 if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
@@ -433,8 +434,9 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 return;
 
         /* Originals (and probation baselines) go to disk before the write, or the device is not
-         * written: a daemon killed right after the write must still know both. */
-        r = state_store_save(e->state);
+         * written: a daemon killed right after the write must still know both. Only these: what
+         * else changed goes with the next save. */
+        r = state_store_save_devices(e->state, batch, n);
         for (size_t i = 0; i < n; i++) {
                 Device *d = batch[i];
                 if (!d->original_unsaved)

@@ -15,6 +15,7 @@
 #define STATE_FILE "state.json"
 #define STATE_JOURNAL "state.journal"
 #define STATE_MAX_SIZE (64u * 1024u * 1024u)
+#define STATE_SAVE_DELAY_USEC (50u * 1000u)
 
 static int write_all(int fd, const char *p, size_t n) {
         while (n > 0) {
@@ -53,38 +54,61 @@ static void out_reserve(Out *o, size_t n) {
         o->cap = cap;
 }
 
+/* Formats into the room left, and only when that is too small grows the buffer and formats
+ * again: the state file is on the write path of every first write. */
 _printf_(2, 3) static void out_printf(Out *o, const char *fmt, ...) {
+        size_t room = o->cap - o->len;
         va_list ap;
         int n;
 
+        if (o->oom)
+                return;
         va_start(ap, fmt);
-        n = vsnprintf(NULL, 0, fmt, ap);
+        n = vsnprintf(o->buf ? o->buf + o->len : NULL, o->buf ? room : 0, fmt, ap);
         va_end(ap);
         if (n < 0) {
                 o->oom = true;
                 return;
         }
-        out_reserve(o, (size_t) n);
-        if (o->oom)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
-        va_end(ap);
+        if ((size_t) n >= room) {
+                out_reserve(o, (size_t) n);
+                if (o->oom)
+                        return;
+                va_start(ap, fmt);
+                vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+                va_end(ap);
+        }
         o->len += (size_t) n;
 }
 
-/* A JSON string: names come from the kernel and may hold quotes or control characters. */
+static void out_bytes(Out *o, const char *p, size_t n) {
+        out_reserve(o, n);
+        if (o->oom)
+                return;
+        memcpy(o->buf + o->len, p, n);
+        o->len += n;
+        o->buf[o->len] = '\0';
+}
+
+/* A JSON string: names come from the kernel and may hold quotes or control characters. Runs of
+ * plain characters are copied whole. */
 static void out_string(Out *o, const char *s) {
-        out_printf(o, "\"");
-        for (const unsigned char *p = (const unsigned char *) (s ?: ""); *p; p++) {
-                if (*p == '"' || *p == '\\')
-                        out_printf(o, "\\%c", *p);
-                else if (*p < 0x20 || *p == 0x7f)
-                        out_printf(o, "\\u%04x", *p);
+        const char *p = s ?: "", *run = p;
+
+        out_bytes(o, "\"", 1);
+        for (; *p; p++) {
+                unsigned char c = (unsigned char) *p;
+                if (c != '"' && c != '\\' && c >= 0x20 && c != 0x7f)
+                        continue;
+                out_bytes(o, run, (size_t) (p - run));
+                if (c == '"' || c == '\\')
+                        out_printf(o, "\\%c", c);
                 else
-                        out_printf(o, "%c", *p);
+                        out_printf(o, "\\u%04x", c);
+                run = p + 1;
         }
-        out_printf(o, "\"");
+        out_bytes(o, run, (size_t) (p - run));
+        out_bytes(o, "\"", 1);
 }
 
 static void out_sizes(Out *o, const char *key, const Sizes *s) {
@@ -642,7 +666,7 @@ int state_store_new(struct event_base *base, const char *dir, const DeviceTable 
                 return -ENOMEM;
         s->table = table;
         s->dir = strdup(dir);
-        s->save_event = event_new(base, -1, 0, on_save, s);
+        s->save_event = evtimer_new(base, on_save, s);
         if (!s->dir || !s->save_event) {
                 state_store_free(s);
                 return -ENOMEM;
@@ -687,9 +711,22 @@ int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n) {
         return r;
 }
 
+/* What must be on disk before a write is saved then (state_store_save_devices()); everything
+ * else a moment later, so that the changes of a burst (a state, then baselines, then an ack)
+ * are one journal line, not three. */
 static void schedule(StateStore *s) {
+        struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t) STATE_SAVE_DELAY_USEC};
+
         s->pending = true;
-        event_active(s->save_event, EV_TIMEOUT, 0);
+        if (!evtimer_pending(s->save_event, NULL))
+                (void) evtimer_add(s->save_event, &tv);
+}
+
+static void unmark(StateStore *s, Device *d) {
+        size_t i = d->state_dirty_index;
+        s->dirty[i] = s->dirty[--s->n_dirty];
+        s->dirty[i]->state_dirty_index = i;
+        d->state_dirty = false;
 }
 
 void state_store_mark(StateStore *s, Device *d) {
@@ -716,13 +753,8 @@ void state_store_forget(StateStore *s, Device *d) {
         /* an entry on disk, or one owed to it: either way a "forget" line */
         bool owed = d->has_original || d->state_dirty;
 
-        if (d->state_dirty) {
-                /* the list holds pointers: this one must not outlive its device */
-                size_t i = d->state_dirty_index;
-                s->dirty[i] = s->dirty[--s->n_dirty];
-                s->dirty[i]->state_dirty_index = i;
-                d->state_dirty = false;
-        }
+        if (d->state_dirty)
+                unmark(s, d); /* the list holds pointers: this one must not outlive its device */
         if (!owed)
                 return;
         if (s->n_forgotten == s->cap_forgotten) {
@@ -745,18 +777,31 @@ void state_store_compact(StateStore *s) {
         schedule(s);
 }
 
-int state_store_save(StateStore *s) {
+static bool snapshot_due(const StateStore *s, size_t more) {
         size_t limit = s->table->n_devices * 2 > 1024 ? s->table->n_devices * 2 : 1024;
+        return s->compact || s->journal_lines + more > limit;
+}
+
+static int save_snapshot(StateStore *s) {
+        int r = state_write_snapshot(s->dir, s->table, s->generation + 1);
+        if (r < 0)
+                return r;
+        s->generation++;
+        s->journal_lines = 0;
+        s->compact = false;
+        for (size_t i = 0; i < s->n_dirty; i++)
+                s->dirty[i]->state_dirty = false;
+        s->n_dirty = s->n_forgotten = 0;
+        s->pending = false;
+        return 0;
+}
+
+int state_store_save(StateStore *s) {
         int r;
 
-        if (s->compact || s->journal_lines + s->n_dirty + s->n_forgotten > limit) {
-                r = state_write_snapshot(s->dir, s->table, s->generation + 1);
-                if (r < 0)
-                        return r;
-                s->generation++;
-                s->journal_lines = 0;
-                s->compact = false;
-        } else if (s->n_dirty + s->n_forgotten > 0) {
+        if (snapshot_due(s, s->n_dirty + s->n_forgotten))
+                return save_snapshot(s);
+        if (s->n_dirty + s->n_forgotten > 0) {
                 r = state_write_journal(s->dir, s->generation, (const Device *const *) s->dirty, s->n_dirty,
                                         s->forgotten, s->n_forgotten);
                 if (r < 0)
@@ -767,6 +812,32 @@ int state_store_save(StateStore *s) {
                 s->dirty[i]->state_dirty = false;
         s->n_dirty = s->n_forgotten = 0;
         s->pending = false;
+        return 0;
+}
+
+int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
+        _cleanup_(freep) const Device **l = NULL;
+        size_t k = 0;
+        int r;
+
+        if (snapshot_due(s, n + s->n_forgotten))
+                return save_snapshot(s);
+        l = calloc(n + 1, sizeof(Device *));
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (devices[i]->state_dirty)
+                        l[k++] = devices[i];
+        if (k + s->n_forgotten == 0)
+                return 0;
+        r = state_write_journal(s->dir, s->generation, l, k, s->forgotten, s->n_forgotten);
+        if (r < 0)
+                return r;
+        s->journal_lines += k + s->n_forgotten;
+        s->n_forgotten = 0;
+        for (size_t i = 0; i < k; i++)
+                unmark(s, (Device *) l[i]);
+        s->pending = s->n_dirty > 0;
         return 0;
 }
 

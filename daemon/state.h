@@ -69,5 +69,9 @@ void state_store_forget(StateStore *s, Device *d);
 void state_store_compact(StateStore *s);
 /* Save what is pending now. */
 int state_store_save(StateStore *s);
+/* Save now what must be on disk before these devices are written (their entries, and every
+ * device forgotten since the last save); the rest stays pending for the next save. A whole new
+ * snapshot when one is due. */
+int state_store_save_devices(StateStore *s, Device *const *devices, size_t n);
 bool state_store_pending(const StateStore *s);
 const char *state_store_dir(const StateStore *s);

@@ -107,9 +107,17 @@ def test_sigkill_during_a_rollback(ns, daemon, confdir, rng):
 
     d2 = daemon(ns, cfg, runtime_dir=d.runtime_dir)
     nl.wait_links(ns, at({n: ORIG for n in names}), T(20), 'every device rolled back after the restart')
-    states = check_state_file(d2.runtime_dir)
-    assert all(states[n]['state'] == 'rolled-back' for n in names), \
-        {n: states[n]['state'] for n in names if states[n]['state'] != 'rolled-back'}
+    # The kernel holds them; the state file follows within the daemon's save delay: wait for it.
+    states = {}
+
+    def all_rolled_back():
+        states.clear()
+        states.update(check_state_file(d2.runtime_dir))
+        return all(states.get(n, {}).get('state') == 'rolled-back' for n in names)
+    wait_file(d2.runtime_dir, all_rolled_back, 10,
+              lambda: str({n: states.get(n, {}).get('state') for n in names
+                           if states.get(n, {}).get('state') != 'rolled-back'}),
+              directory=True)
     d2.stop()
 
 

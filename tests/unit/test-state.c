@@ -70,10 +70,19 @@ static void test_snapshot_roundtrip(void **state) {
         d->held_desired = (Sizes){185000, 185000, 185000, 185000};
         d->state = DEVICE_ROLLED_BACK;
         assert_int_equal(device_add(&t, 43, &d), 0); /* never written: not in the file */
+        /* a name is the kernel's bytes: quotes, backslashes and control characters are escaped */
+        written(&t, 44, "a\"b\\c\001d\x7f", (Sizes){1, 2, 3, 4}, SIZE_BITS_ALL);
         assert_int_equal(state_write_snapshot(dir.path, &t, 1), 0);
 
         load(&dir, &t, &e, &n, 0);
-        assert_int_equal(n, 1);
+        assert_int_equal(n, 2);
+        if (e[0].ifindex != 42) { /* entries come in table order */
+                StateEntry x = e[0];
+                e[0] = e[1];
+                e[1] = x;
+        }
+        assert_int_equal(e[1].ifindex, 44);
+        assert_string_equal(e[1].ifname, "a\"b\\c\001d\x7f");
         assert_int_equal(e[0].ifindex, 42);
         assert_string_equal(e[0].ifname, "eth0");
         assert_int_equal(e[0].original.gro_ipv4_max_size, 60001);
@@ -211,6 +220,50 @@ static void test_store_forget_then_reuse(void **state) {
         dir_close(&dir);
 }
 
+/* Before a write only what it needs goes to disk; the rest waits for the next save. */
+static void test_store_save_devices(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        Device *a, *b;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        assert_int_equal(state_store_load(s, &e, &n), 0);
+        assert_int_equal(state_store_save(s), 0); /* the snapshot after a load */
+
+        a = written(&t, 1, "a", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
+        b = written(&t, 2, "b", (Sizes){2, 2, 2, 2}, SIZE_BITS_ALL);
+        state_store_mark(s, a);
+        state_store_mark(s, b);
+        Device *batch[] = {a};
+        assert_int_equal(state_store_save_devices(s, batch, 1), 0);
+        assert_false(a->state_dirty);
+        assert_true(b->state_dirty);
+        assert_true(state_store_pending(s));
+
+        /* what a restart would find now: a only */
+        StateStore *peek;
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(e[0].ifname, "a");
+        state_entries_free(e, n);
+        state_store_free(peek); /* nothing marked on it: it writes nothing */
+
+        assert_int_equal(state_store_save(s), 0);
+        assert_false(state_store_pending(s));
+        state_store_free(s);
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 2);
+        state_entries_free(e, n);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
 static void test_parse_rejects(void **state) {
         const char *bad[] = {
                 "",
@@ -237,6 +290,7 @@ int main(void) {
                 cmocka_unit_test(test_old_families),
                 cmocka_unit_test(test_journal),
                 cmocka_unit_test(test_store_forget_then_reuse),
+                cmocka_unit_test(test_store_save_devices),
                 cmocka_unit_test(test_parse_rejects),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -380,12 +380,27 @@ static void report_yaml_error(Parser *p, const yaml_parser_t *y) {
         parser_error_at(p, line, column, "syntax error: %s", y->problem ?: "malformed YAML");
 }
 
+/* A standard tag that a plain or quoted scalar may carry as it is ("!!str 100"): the others
+ * (!!python/object/apply:…, local tags) say something the policy format has no word for. */
+static bool tag_is_standard(const unsigned char *tag) {
+        static const char *const ok[] = {"tag:yaml.org,2002:str", "tag:yaml.org,2002:int",
+                                         "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
+                                         "tag:yaml.org,2002:null", "tag:yaml.org,2002:seq",
+                                         "tag:yaml.org,2002:map"};
+        for (size_t i = 0; i < ELEMENTSOF(ok); i++)
+                if (streq_ptr((const char *) tag, ok[i]))
+                        return true;
+        return false;
+}
+
 /* The document API resolves aliases silently, so one small anchor could stand for a huge tree and
- * errors would point at the anchor. One pass over the events first rejects aliases and second
- * documents, and finds syntax errors with libyaml's own marks. */
+ * errors would point at the anchor. One pass over the events first rejects aliases, second
+ * documents and tags, finds syntax errors with libyaml's own marks, and stops at the first
+ * collection nested deeper than POLICY_DEPTH_MAX: libyaml's scanner costs the square of the
+ * nesting depth, so a deep document is refused before it costs anything. */
 static void prescan(Parser *p) {
         _cleanup_(yaml_parser_deletep) yaml_parser_t y = {};
-        unsigned n_docs = 0;
+        unsigned n_docs = 0, depth = 0;
 
         if (!yaml_parser_initialize(&y)) {
                 p->r = -ENOMEM;
@@ -395,19 +410,57 @@ static void prescan(Parser *p) {
         for (;;) {
                 yaml_event_t ev;
                 yaml_event_type_t type;
+                const unsigned char *tag = NULL;
+                bool too_deep = false;
 
                 if (!yaml_parser_parse(&y, &ev)) {
                         report_yaml_error(p, &y);
                         return;
                 }
                 type = ev.type;
-                if (type == YAML_ALIAS_EVENT)
-                        parser_error_at(p, (unsigned) ev.start_mark.line + 1,
-                                        (unsigned) ev.start_mark.column + 1, "aliases are not supported");
-                else if (type == YAML_DOCUMENT_START_EVENT && ++n_docs == 2)
-                        parser_error_at(p, (unsigned) ev.start_mark.line + 1,
-                                        (unsigned) ev.start_mark.column + 1, "only one document is allowed");
+                unsigned line = (unsigned) ev.start_mark.line + 1, column = (unsigned) ev.start_mark.column + 1;
+                switch (type) {
+                case YAML_ALIAS_EVENT:
+                        parser_error_at(p, line, column, "aliases are not supported");
+                        break;
+                case YAML_DOCUMENT_START_EVENT:
+                        if (++n_docs == 2)
+                                parser_error_at(p, line, column, "only one document is allowed");
+                        break;
+                case YAML_SCALAR_EVENT:
+                        if (!ev.data.scalar.plain_implicit && !ev.data.scalar.quoted_implicit)
+                                tag = ev.data.scalar.tag;
+                        break;
+                case YAML_SEQUENCE_START_EVENT:
+                        too_deep = ++depth > POLICY_DEPTH_MAX;
+                        if (!ev.data.sequence_start.implicit)
+                                tag = ev.data.sequence_start.tag;
+                        break;
+                case YAML_MAPPING_START_EVENT:
+                        too_deep = ++depth > POLICY_DEPTH_MAX;
+                        if (!ev.data.mapping_start.implicit)
+                                tag = ev.data.mapping_start.tag;
+                        break;
+                case YAML_SEQUENCE_END_EVENT:
+                case YAML_MAPPING_END_EVENT:
+                        depth--;
+                        break;
+                case YAML_NO_EVENT:
+                case YAML_STREAM_START_EVENT:
+                case YAML_STREAM_END_EVENT:
+                case YAML_DOCUMENT_END_EVENT:
+                        break;
+                }
+                if (tag && !tag_is_standard(tag)) {
+                        char buf[QUOTE_MAX];
+                        parser_error_at(p, line, column, "YAML tags are not supported (%s)",
+                                        parser_quote((const char *) tag, buf, sizeof(buf)));
+                }
                 yaml_event_delete(&ev);
+                if (too_deep) {
+                        parser_error_at(p, line, column, "nested more than %u levels deep", POLICY_DEPTH_MAX);
+                        return;
+                }
                 if (type == YAML_STREAM_END_EVENT || p->r < 0)
                         return;
         }

@@ -109,6 +109,7 @@ typedef struct PolicyErrors {
 #define POLICY_LIST_MAX 256u
 #define POLICY_GUARDS_MAX 64u
 #define POLICY_STRING_MAX 256u
+#define POLICY_DEPTH_MAX 16u /* collections inside collections; the format needs 6 */
 #define POLICY_MAX_PARALLEL_MAX 100000u
 _Static_assert(POLICY_STRING_MAX == GLOB_LENGTH_MAX, "a glob is a policy string: one limit for both");
 

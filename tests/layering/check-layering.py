@@ -17,7 +17,7 @@ LAYERS = [
     ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8']),
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
-              'guard', 'netlink', 'varlink', 'dbus']),
+              'guard', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'state']),
     ('engine', ['engine']),
     ('decisions', ['lifecycle', 'apply']),
@@ -27,8 +27,9 @@ LAYERS = [
     ('transports', ['notify', 'varlink-manager', 'dbus-manager']),
     ('composition root', ['manager', 'main']),
 ]
-# The protocol halves know nothing of bigtcpd.
-ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}}
+# The protocol halves and the worker pool know nothing of bigtcpd.
+ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'},
+        'worker': {'util', 'log', 'sandbox'}}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface'}

@@ -1,0 +1,107 @@
+/* sandbox.c — a worker child's confinement: descriptors, privileges, the parent's death, and a
+ * seccomp filter written as classic BPF (no libseccomp). */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sandbox.h"
+#include "util.h"
+
+#if defined(__x86_64__)
+#define SANDBOX_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SANDBOX_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* What malloc, json-c, libyaml and the sanitizers need to compute and exit; write(2) and
+ * writev(2) are allowed on stderr and the output pipe only (checked below). */
+static const int allowed[] = {
+        SYS_brk,          SYS_mmap,         SYS_munmap,  SYS_mremap,      SYS_madvise,
+        SYS_mprotect,     SYS_exit,         SYS_exit_group, SYS_rt_sigreturn, SYS_rt_sigprocmask,
+        SYS_futex,        SYS_clock_gettime, SYS_gettid, SYS_getpid,      SYS_sched_yield,
+        SYS_close,        SYS_getrandom,    SYS_sigaltstack,
+};
+
+#define N_ALLOWED ELEMENTSOF(allowed)
+#define ARG0_LOW (offsetof(struct seccomp_data, args[0])) /* little endian: the low half first */
+
+#ifdef SANDBOX_ARCH
+static int install_filter(void) {
+        /* [0..3] the architecture, [4] the number; then one test per allowed call; then write and
+         * writev with their descriptor; DENY; ALLOW. */
+        struct sock_filter f[5 + N_ALLOWED + 7];
+        size_t i = 0;
+
+        f[i++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SANDBOX_ARCH, 1, 0);
+        f[i++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+        f[i++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+#if defined(__x86_64__)
+        /* x32 calls have this bit set and other numbers: none of ours */
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, (uint8_t) (N_ALLOWED + 5), 0);
+#else
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JA | BPF_K, 0, 0, 0);
+#endif
+        size_t first = i;
+        for (size_t k = 0; k < N_ALLOWED; k++, i++)
+                /* from here to ALLOW, which is N_ALLOWED - k + 5 further on */
+                f[i] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t) allowed[k],
+                                                     (uint8_t) (N_ALLOWED - 1 - k + 6), 0);
+        assert(i == first + N_ALLOWED);
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 1, 0);
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_writev, 0, 3);
+        f[i++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LOW);
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SANDBOX_OUTPUT_FD, 2, 0);
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, STDERR_FILENO, 1, 0);
+        f[i++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
+        f[i++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        assert(i == ELEMENTSOF(f));
+
+        struct sock_fprog prog = {.len = (unsigned short) i, .filter = f};
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
+#else
+static int install_filter(void) {
+        return -EOPNOTSUPP; /* no filter written for this architecture: refuse to run unconfined */
+}
+#endif
+
+int sandbox_enter(int output_fd, pid_t parent) {
+        int fl;
+
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return -errno;
+        if (getppid() != parent) /* it died before the line above */
+                return -ESRCH;
+        /* the parent's handlers are not the child's to run: a stop signal or a trap ends it (the
+         * sanitizers' handlers of memory faults stay, for their reports) */
+        static const int sigs[] = {SIGHUP, SIGINT,  SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD,
+                                   SIGALRM, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+                (void) signal(sigs[i], SIG_DFL);
+        if (output_fd != SANDBOX_OUTPUT_FD) {
+                if (dup2(output_fd, SANDBOX_OUTPUT_FD) < 0)
+                        return -errno;
+        }
+        fl = fcntl(SANDBOX_OUTPUT_FD, F_GETFL);
+        if (fl < 0 || fcntl(SANDBOX_OUTPUT_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                return -errno;
+        /* stdin and stdout go too: only stderr, for a sanitizer's report */
+        if (syscall(SYS_close_range, SANDBOX_OUTPUT_FD + 1, ~0u, 0) < 0)
+                return -errno;
+        (void) close(STDIN_FILENO);
+        (void) close(STDOUT_FILENO);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        return install_filter();
+}

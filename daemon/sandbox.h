@@ -1,0 +1,13 @@
+/* sandbox.h — what a worker child does to itself before it touches text a caller sent: every
+ * descriptor closed but stderr and its result pipe (as SANDBOX_OUTPUT_FD), no new privileges,
+ * killed with its parent, and a seccomp filter that leaves it memory, those two descriptors and
+ * its own exit. Everything else fails with EPERM; a foreign architecture's calls kill it. */
+#pragma once
+
+#include <sys/types.h>
+
+#define SANDBOX_OUTPUT_FD 3
+
+/* In the child, right after fork(). `output_fd` becomes SANDBOX_OUTPUT_FD, blocking. `parent` is
+ * the pid that forked it. 0, or -errno: the child must then exit without running anything. */
+int sandbox_enter(int output_fd, pid_t parent);

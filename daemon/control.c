@@ -309,17 +309,6 @@ json_object *control_errors_json(const PolicyErrors *errs) {
         return a;
 }
 
-int control_validate(const char *policy_yaml, const char *source, PolicyErrors *errs) {
-        PolicySet *s = policy_set_new();
-        int r;
-
-        if (!s)
-                return -ENOMEM;
-        r = policy_parse_buffer(s, source ?: "<policy>", policy_yaml, strlen(policy_yaml), errs);
-        policy_set_free(s);
-        return r;
-}
-
 static json_object *plan_device(Control *c, const PolicySet *set, Device *d) {
         Engine *e = c->engine;
         json_object *o = json_object_new_object();
@@ -358,39 +347,223 @@ static json_object *plan_device(Control *c, const PolicySet *set, Device *d) {
         return o;
 }
 
-int control_plan(Control *c, const char *policy_yaml, const char *source, json_object **ret, PolicyErrors *errs) {
-        Engine *e = c->engine;
-        PolicySet *own = NULL;
-        const PolicySet *set = e->policy;
+/* ---- plan and validate, in a worker ---- */
+
+struct ControlJob {
+        Control *control;
+        WorkerJob *job;
+        bool plan;
+        char *policy; /* NULL: the loaded one (Plan only) */
+        char *source;
+        ControlJobFn fn;
+        void *userdata;
+};
+
+static void control_job_free(ControlJob *j) {
+        free(j->policy);
+        free(j->source);
+        free(j);
+}
+
+/* The device array of a plan of `set` (the loaded policy when NULL). */
+static int plan_devices(Control *c, const PolicySet *set, json_object **ret) {
         _cleanup_(freep) Device **l = NULL;
         size_t n;
         int r;
 
-        if (policy_yaml) {
-                own = policy_set_new();
-                if (!own)
-                        return -ENOMEM;
-                r = policy_parse_buffer(own, source ?: "<policy>", policy_yaml, strlen(policy_yaml), errs);
-                if (r < 0) {
-                        policy_set_free(own);
-                        return r;
-                }
-                policy_set_scope(own, e->cfg.hostname, e->cfg.kernel_release);
-                set = own;
-        }
         r = control_sorted_devices(c, &l, &n);
-        if (r < 0) {
-                policy_set_free(own);
+        if (r < 0)
                 return r;
-        }
         json_object *a = json_object_new_array_ext((int) n);
         for (size_t i = 0; a && i < n; i++)
-                json_object_array_add(a, plan_device(c, set, l[i]));
-        policy_set_free(own);
+                json_object_array_add(a, plan_device(c, set ?: c->engine->policy, l[i]));
         if (!a)
                 return -ENOMEM;
         *ret = a;
         return 0;
+}
+
+/* In the worker: one line {"error": errno, "errors": [...]}, then, for a plan that could be made,
+ * the device array. json-c escapes every control character, so the line holds no newline. */
+static int job_run(int fd, void *userdata) {
+        ControlJob *j = userdata;
+        Control *c = j->control;
+        _cleanup_(policy_set_freep) PolicySet *own = NULL;
+        _cleanup_(json_object_putp) json_object *head = NULL, *devices = NULL;
+        PolicyErrors errs = {};
+        const char *text;
+        size_t len;
+        int r = 0;
+
+        if (j->policy) {
+                own = policy_set_new();
+                if (!own)
+                        return -ENOMEM;
+                r = policy_parse_buffer(own, j->source ?: "<policy>", j->policy, strlen(j->policy), &errs);
+                if (r >= 0)
+                        policy_set_scope(own, c->engine->cfg.hostname, c->engine->cfg.kernel_release);
+        }
+        if (r >= 0 && j->plan)
+                r = plan_devices(c, own, &devices);
+        head = json_object_new_object();
+        if (!head) {
+                policy_errors_clear(&errs);
+                return -ENOMEM;
+        }
+        if (r != -EINVAL) /* errors are what makes a policy invalid, and only that */
+                policy_errors_clear(&errs);
+        json_object_object_add(head, "error", json_object_new_int(r < 0 ? -r : 0));
+        json_object_object_add(head, "errors", control_errors_json(&errs));
+        policy_errors_clear(&errs);
+        text = json_object_to_json_string_length(head, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        if (!text)
+                return -ENOMEM;
+        r = worker_write_all(fd, text, len);
+        if (r >= 0)
+                r = worker_write_all(fd, "\n", 1);
+        if (r < 0 || !devices)
+                return r;
+        text = json_object_to_json_string_length(devices, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                                                 &len);
+        return text ? worker_write_all(fd, text, len) : -ENOMEM;
+}
+
+/* The errors of the first line, checked: a worker that went wrong must not be believed. */
+static int parse_errors(json_object *a, PolicyErrors *errs) {
+        size_t n;
+
+        if (!json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        n = json_object_array_length(a);
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_array_get_idx(a, i), *file, *line, *column, *message;
+                if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "file", &file) ||
+                    !json_object_object_get_ex(o, "line", &line) ||
+                    !json_object_object_get_ex(o, "column", &column) ||
+                    !json_object_object_get_ex(o, "message", &message) || !json_object_is_type(file, json_type_string) ||
+                    !json_object_is_type(line, json_type_int) || !json_object_is_type(column, json_type_int) ||
+                    !json_object_is_type(message, json_type_string) || json_object_get_int64(line) < 0 ||
+                    json_object_get_int64(line) > UINT32_MAX || json_object_get_int64(column) < 0 ||
+                    json_object_get_int64(column) > UINT32_MAX)
+                        return -EBADMSG;
+                char *m = strdup(json_object_get_string(message));
+                if (!m)
+                        return -ENOMEM;
+                const char *f = json_object_get_string(file);
+                int r = policy_errors_append(errs, *f ? f : NULL, (unsigned) json_object_get_int64(line),
+                                             (unsigned) json_object_get_int64(column), m);
+                if (r < 0) {
+                        free(m);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+/* The worker's result: its first line, then (for a plan) the device array, passed on as it is
+ * once it is known to hold no NUL (a varlink frame ends at one). */
+static int parse_result(const ControlJob *j, const char *data, size_t size, PolicyErrors *errs,
+                        const char **ret_devices, size_t *ret_size) {
+        const char *nl = memchr(data, '\n', size);
+        _cleanup_(json_object_putp) json_object *head = NULL;
+        json_object *error, *errors;
+        json_tokener *tok;
+        int64_t e;
+        int r;
+
+        if (!nl || nl - data > INT32_MAX)
+                return -EBADMSG;
+        tok = json_tokener_new_ex(4);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        head = json_tokener_parse_ex(tok, data, (int) (nl - data));
+        bool whole = json_tokener_get_error(tok) == json_tokener_success &&
+                     json_tokener_get_parse_end(tok) == (size_t) (nl - data);
+        json_tokener_free(tok);
+        if (!head || !whole || !json_object_is_type(head, json_type_object) ||
+            !json_object_object_get_ex(head, "error", &error) || !json_object_is_type(error, json_type_int) ||
+            !json_object_object_get_ex(head, "errors", &errors))
+                return -EBADMSG;
+        e = json_object_get_int64(error);
+        if (e < 0 || e > 4095)
+                return -EBADMSG;
+        r = parse_errors(errors, errs);
+        if (r < 0)
+                return r;
+        const char *rest = nl + 1;
+        size_t rest_size = size - (size_t) (rest - data);
+        if (e != 0) {
+                if (rest_size > 0 || (e == EINVAL) != (errs->n > 0))
+                        return -EBADMSG;
+                return (int) -e;
+        }
+        if (errs->n > 0 || (j->plan ? rest_size == 0 || rest[0] != '[' || memchr(rest, '\0', rest_size)
+                                    : rest_size > 0))
+                return -EBADMSG;
+        *ret_devices = j->plan ? rest : NULL;
+        *ret_size = j->plan ? rest_size : 0;
+        return 0;
+}
+
+static void on_job_done(int error, const char *data, size_t size, void *userdata) {
+        ControlJob *j = userdata;
+        PolicyErrors errs = {};
+        const char *devices = NULL;
+        size_t n = 0;
+        int r = error;
+
+        if (r >= 0) {
+                r = parse_result(j, data, size, &errs, &devices, &n);
+                if (r == -EBADMSG) {
+                        log_warning("%s: the worker's result is malformed, ignoring it", j->plan ? "Plan" : "Validate");
+                        policy_errors_clear(&errs);
+                }
+        }
+        j->fn(r, &errs, devices, n, j->userdata);
+        policy_errors_clear(&errs);
+        control_job_free(j);
+}
+
+static int job_start(Control *c, bool plan, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
+                     void *userdata, ControlJob **ret) {
+        ControlJob *j;
+        int r;
+
+        if (!c->workers)
+                return -EOPNOTSUPP;
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (ControlJob){.control = c, .plan = plan, .fn = fn, .userdata = userdata};
+        if ((policy_yaml && !(j->policy = strdup(policy_yaml))) || (source && !(j->source = strdup(source)))) {
+                control_job_free(j);
+                return -ENOMEM;
+        }
+        r = worker_submit(c->workers, uid, job_run, on_job_done, j, &j->job);
+        if (r < 0) {
+                control_job_free(j);
+                return r;
+        }
+        *ret = j;
+        return 0;
+}
+
+int control_plan(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
+                 void *userdata, ControlJob **ret) {
+        return job_start(c, true, uid, policy_yaml, source, fn, userdata, ret);
+}
+
+int control_validate(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
+                     void *userdata, ControlJob **ret) {
+        return job_start(c, false, uid, policy_yaml, source, fn, userdata, ret);
+}
+
+void control_job_cancel(ControlJob *j) {
+        if (!j)
+                return;
+        worker_cancel(j->job);
+        control_job_free(j);
 }
 
 /* ---- privileged ---- */

@@ -10,11 +10,13 @@
 #include "engine.h"
 #include "reload.h"
 #include "sync.h"
+#include "worker.h"
 
 typedef struct Control {
         Engine *engine;
         Sync *sync;
         Reloader *reloader;
+        WorkerPool *workers; /* Plan and Validate */
 } Control;
 
 /* JSON building blocks. */
@@ -43,12 +45,21 @@ typedef void (*ControlReadFn)(int error, void *userdata);
 int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata, ControlRequest **ret);
 void control_request_cancel(ControlRequest *r);
 
-/* What a policy would do on this host, device by device: the loaded one when `policy_yaml` is
- * NULL, else the YAML text given (parsed as file `source`). -EINVAL with `errs` filled when the
- * text has errors. */
-int control_plan(Control *c, const char *policy_yaml, const char *source, json_object **ret, PolicyErrors *errs);
+/* Plan and Validate run in a worker (worker.h): the text a caller sends is parsed, and a plan
+ * computed against the device table as it is when the worker starts, outside the loop. `fn` is
+ * called once, from the loop, with 0; -EINVAL and `errs` when the policy has errors; -EBUSY when
+ * `uid` has too many jobs queued; or another -errno (the worker failed, ran too long). For Plan,
+ * `devices` is the array ListDevices' "devices" would hold for it, as JSON text: what the
+ * given policy (the loaded one when `policy_yaml` is NULL) would do on this host, device by
+ * device. A job is cancelled (and `fn` never called) when its caller goes away first. */
+typedef struct ControlJob ControlJob;
+typedef void (*ControlJobFn)(int error, const PolicyErrors *errs, const char *devices, size_t size, void *userdata);
+int control_plan(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
+                 void *userdata, ControlJob **ret);
 /* Parse `policy_yaml` like a policy file; 0 when clean, -EINVAL with every error in `errs`. */
-int control_validate(const char *policy_yaml, const char *source, PolicyErrors *errs);
+int control_validate(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
+                     void *userdata, ControlJob **ret);
+void control_job_cancel(ControlJob *j);
 
 /* Privileged operations. Reload returns once the new policy is in force (its writes are queued),
  * -EINVAL with `errs` when refused. Rollback takes one device (or, `name` NULL, every device

@@ -1,6 +1,7 @@
 /* dbus-manager.c — the io.bigtcpd1.Manager object: properties, PropertiesChanged, the RolledBack
  * signal, and the methods, each a call of control.h and its typed reply. */
 #include <event2/event.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/queue.h>
 #include <systemd/sd-bus.h>
@@ -23,6 +24,7 @@ typedef struct Snapshot {
 } Snapshot;
 
 typedef struct PendingRead PendingRead;
+typedef struct PendingJob PendingJob;
 
 struct DbusManager {
         Control *control;
@@ -34,6 +36,7 @@ struct DbusManager {
         struct event *changed; /* coalesces PropertiesChanged */
         Snapshot last;
         LIST_HEAD(, PendingRead) reads;
+        LIST_HEAD(, PendingJob) jobs;
 };
 
 /* `o` as a D-Bus string reply. */
@@ -408,65 +411,134 @@ static int method_get_device(sd_bus_message *call, void *userdata, sd_bus_error 
         return read_then_reply(b, call, ifname, true);
 }
 
-static int method_plan(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        DbusManager *b = userdata;
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        json_object *devices = NULL;
-        PolicyErrors errs = {};
-        const char *policy;
-        int r;
+/* A Plan or Validate: first the bus is asked who sent it (the worker's slots are counted by UID),
+ * then the worker runs. */
+struct PendingJob {
+        DbusManager *manager;
+        sd_bus_message *call; /* while the worker runs */
+        ControlJob *job;
+        bool plan;
+        bool running; /* in manager->jobs, owned there; before, owned by dbus_call_identified() */
+        char *policy; /* NULL: the loaded one (Plan only) */
+        LIST_ENTRY(PendingJob) link;
+};
 
-        r = sd_bus_message_read(call, "s", &policy);
-        if (r < 0)
-                return r;
-        r = control_plan(b->control, strempty(policy) ? NULL : policy, "<policy>", &devices, &errs);
-        if (r == -EINVAL) {
-                r = reply_policy_invalid(call, &errs);
-                policy_errors_clear(&errs);
-                return r;
-        }
-        policy_errors_clear(&errs);
-        if (r < 0)
-                return reply_control_error(call, r, NULL);
-        o = json_object_new_object();
-        if (!o) {
-                json_object_put(devices);
-                return -ENOMEM;
-        }
-        json_object_object_add(o, "devices", devices);
-        return reply_json(call, o);
+static void pending_job_free(PendingJob *p) {
+        if (p->running)
+                LIST_REMOVE(p, link);
+        control_job_cancel(p->job);
+        sd_bus_message_unref(p->call);
+        free(p->policy);
+        free(p);
 }
 
-static int method_validate(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static void pending_job_release(void *userdata) {
+        PendingJob *p = userdata;
+        if (!p->running)
+                pending_job_free(p);
+}
+
+static int reply_job_error(sd_bus_message *call, int r) {
+        if (r == -EBUSY)
+                return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_LIMITS_EXCEEDED,
+                                                  "Too many Plan and Validate calls waiting (max %u), try again",
+                                                  WORKER_QUEUED_PER_UID_MAX);
+        return reply_control_error(call, r, NULL);
+}
+
+static int reply_validate(sd_bus_message *call, const PolicyErrors *errs) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        PolicyErrors errs = {};
-        const char *policy;
         int r;
 
-        r = sd_bus_message_read(call, "s", &policy);
-        if (r < 0)
-                return r;
-        r = control_validate(policy, "<policy>", &errs);
-        if (r < 0 && r != -EINVAL) {
-                policy_errors_clear(&errs);
-                return reply_control_error(call, r, NULL);
-        }
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "(suus)");
-        for (size_t i = 0; r >= 0 && i < errs.n; i++) {
+        for (size_t i = 0; r >= 0 && i < errs->n; i++) {
                 _cleanup_(freep) char *b1 = NULL, *b2 = NULL;
-                const char *file = utf8_safe(errs.items[i].file, &b1), *msg = utf8_safe(errs.items[i].message, &b2);
-                r = file && msg ? sd_bus_message_append(reply, "(suus)", file, errs.items[i].line,
-                                                        errs.items[i].column, msg)
+                const char *file = utf8_safe(errs->items[i].file, &b1), *msg = utf8_safe(errs->items[i].message, &b2);
+                r = file && msg ? sd_bus_message_append(reply, "(suus)", file, errs->items[i].line,
+                                                        errs->items[i].column, msg)
                                 : -ENOMEM;
         }
-        policy_errors_clear(&errs);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
+}
+
+/* {"devices": ...} as the string reply, the worker's text as it is (it is checked to be UTF-8
+ * by sd-bus). */
+static int reply_plan(sd_bus_message *call, const char *devices, size_t size) {
+        _cleanup_(freep) char *text = NULL;
+
+        if (size > INT_MAX || asprintf(&text, "{\"devices\":%.*s}", (int) size, devices) < 0)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(call, "s", text);
+}
+
+static void on_job_done(int error, const PolicyErrors *errs, const char *devices, size_t size, void *userdata) {
+        PendingJob *p = userdata;
+        int r;
+
+        p->job = NULL; /* over: not to be cancelled */
+        if (p->plan)
+                r = error == -EINVAL && errs->n > 0 ? reply_policy_invalid(p->call, errs)
+                    : error < 0                     ? reply_job_error(p->call, error)
+                                                    : reply_plan(p->call, devices, size);
+        else
+                r = error < 0 && !(error == -EINVAL && errs->n > 0) ? reply_job_error(p->call, error)
+                                                                    : reply_validate(p->call, errs);
+        if (r < 0)
+                log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", p->plan ? "Plan" : "Validate");
+        DbusManager *b = p->manager;
+        pending_job_free(p);
+        dbus_kick(b->dbus);
+}
+
+static void run_job(sd_bus_message *call, uid_t uid, void *userdata) {
+        PendingJob *p = userdata;
+        DbusManager *b = p->manager;
+        int r;
+
+        r = (p->plan ? control_plan : control_validate)(b->control, uid, p->policy, "<policy>", on_job_done, p,
+                                                          &p->job);
+        if (r < 0) {
+                (void) reply_job_error(call, r); /* and pending_job_release() frees it */
+                return;
+        }
+        p->call = sd_bus_message_ref(call);
+        p->running = true;
+        LIST_INSERT_HEAD(&b->jobs, p, link);
+}
+
+static int method_job(sd_bus_message *call, DbusManager *b, bool plan, sd_bus_error *error) {
+        const char *policy;
+        PendingJob *p;
+        int r;
+
+        r = sd_bus_message_read(call, "s", &policy);
+        if (r < 0)
+                return r;
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->manager = b;
+        p->plan = plan;
+        if (!(plan && strempty(policy)) && !(p->policy = strdup(policy))) {
+                free(p);
+                return -ENOMEM;
+        }
+        return dbus_call_identified(b->dbus, call, plan ? "Plan" : "Validate", false, run_job, p,
+                                    pending_job_release, error);
+}
+
+static int method_plan(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_job(call, userdata, true, error);
+}
+
+static int method_validate(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_job(call, userdata, false, error);
 }
 
 /* ---- privileged methods ---- */
@@ -498,7 +570,7 @@ static void privileged_call_free(void *userdata) {
         free(p);
 }
 
-static void run_privileged(sd_bus_message *call, void *userdata) {
+static void run_privileged(sd_bus_message *call, uid_t uid, void *userdata) {
         PrivilegedCall *p = userdata;
         Control *c = p->manager->control;
         const char *sender = sd_bus_message_get_sender(call);
@@ -558,8 +630,8 @@ static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp 
                 privileged_call_free(p);
                 return -ENOMEM;
         }
-        return dbus_call_privileged(b->dbus, call, privileged_op_table[op], run_privileged, p, privileged_call_free,
-                                    error);
+        return dbus_call_identified(b->dbus, call, privileged_op_table[op], true, run_privileged, p,
+                                    privileged_call_free, error);
 }
 
 static int method_reload(sd_bus_message *call, void *userdata, sd_bus_error *error) {
@@ -641,6 +713,8 @@ static void on_detach(void *userdata) {
         evtimer_del(b->changed);
         while (!LIST_EMPTY(&b->reads))
                 pending_read_free(LIST_FIRST(&b->reads));
+        while (!LIST_EMPTY(&b->jobs))
+                pending_job_free(LIST_FIRST(&b->jobs));
         if (b->watch_id != 0) {
                 event_watch_remove(&b->engine->events, b->watch_id);
                 b->watch_id = 0;
@@ -663,6 +737,7 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
         b->control = control;
         b->engine = control->engine;
         LIST_INIT(&b->reads);
+        LIST_INIT(&b->jobs);
         b->changed = evtimer_new(base, on_changed_timer, b);
         if (!b->changed)
                 return -ENOMEM;

@@ -1,8 +1,9 @@
 /* dbus.c — the system bus connection: sd-bus driven from the libevent loop, reconnection, the
- * well-known name, and the privilege check of calls only root may make.
+ * well-known name, and who sent a call: the check of calls only root may make, and the UID that
+ * work done for a caller is counted against.
  *
  * Nothing here blocks the loop: the connection, its authentication and the name request are
- * asynchronous, and the caller's UID for a privileged call is asked of the bus asynchronously
+ * asynchronous, and the caller's UID is asked of the bus asynchronously
  * (sd_bus_query_sender_creds() would make a synchronous round trip to dbus-daemon, which
  * attaches no credentials to messages). */
 #include <event2/event.h>
@@ -40,9 +41,9 @@ struct Dbus {
 static void bus_lost(Dbus *b, int error);
 static void on_bus_io(evutil_socket_t fd, short what, void *userdata);
 
-/* ---- calls only root may make ---- */
+/* ---- who sent a call ---- */
 
-/* A privileged call waiting for the bus to say who sent it. Owned by Dbus; freed when the
+/* A call waiting for the bus to say who sent it. Owned by Dbus; freed when the
  * answer comes or the connection goes. */
 typedef struct PendingCall PendingCall;
 struct PendingCall {
@@ -50,7 +51,8 @@ struct PendingCall {
         sd_bus_message *call;
         sd_bus_slot *slot; /* the GetConnectionUnixUser() call */
         char *method;
-        DbusPrivilegedFn run;
+        bool root_only;
+        DbusIdentifiedFn run;
         void *userdata;
         void (*free_userdata)(void *userdata);
         TAILQ_ENTRY(PendingCall) link;
@@ -85,26 +87,38 @@ static int on_sender_uid(sd_bus_message *reply, void *userdata, sd_bus_error *re
                                "D-Bus: cannot tell who called %s(): %s", p->method, e ? e->message : strerror(-r));
                 (void) sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED,
                                                   "Cannot identify the caller of %s()", p->method);
-        } else if (uid != 0) {
-                log_notice("D-Bus: %s() refused to %s (uid %u): root only", p->method,
-                           sd_bus_message_get_sender(p->call) ?: "?", uid);
+        } else if (p->root_only && uid != 0) {
+                static LogRateLimit rl = LOG_RATELIMIT_INIT(10 * USEC_PER_SEC, 10);
+                unsigned suppressed;
+                if (log_ratelimit(&rl, &suppressed))
+                        log_notice("D-Bus: %s() refused to %s (uid %u): root only%s", p->method,
+                                   sd_bus_message_get_sender(p->call) ?: "?", uid,
+                                   suppressed ? " (more refusals not logged)" : "");
                 (void) sd_bus_reply_method_errorf(p->call, SD_BUS_ERROR_ACCESS_DENIED, "%s() needs root", p->method);
         } else
-                p->run(p->call, p->userdata);
+                p->run(p->call, (uid_t) uid, p->userdata);
         pending_call_free(p);
         return 0;
+}
+
+static size_t pending_of(const Dbus *b, const char *sender) {
+        const PendingCall *p;
+        size_t n = 0;
+        TAILQ_FOREACH(p, &b->pending, link)
+        n += streq_ptr(sd_bus_message_get_sender(p->call), sender);
+        return n;
 }
 
 /* Ask the bus for the caller's UID (the effective UID it connected with, from SO_PEERCRED) and
  * answer once it is known. A unique name is never reused, so an answer about it is about the
  * caller even when the caller is gone by then. */
-int dbus_call_privileged(Dbus *b, sd_bus_message *call, const char *method, DbusPrivilegedFn run,
+int dbus_call_identified(Dbus *b, sd_bus_message *call, const char *method, bool root_only, DbusIdentifiedFn run,
                          void *userdata, void (*free_userdata)(void *userdata), sd_bus_error *error) {
         const char *sender = sd_bus_message_get_sender(call);
         PendingCall *p;
         int r;
 
-        if (!sender || b->n_pending >= DBUS_PENDING_CALLS_MAX) {
+        if (!sender || b->n_pending >= DBUS_PENDING_CALLS_MAX || pending_of(b, sender) >= DBUS_PENDING_PER_SENDER_MAX) {
                 if (free_userdata)
                         free_userdata(userdata);
                 if (!sender)
@@ -117,7 +131,7 @@ int dbus_call_privileged(Dbus *b, sd_bus_message *call, const char *method, Dbus
                         free_userdata(userdata);
                 return -ENOMEM;
         }
-        *p = (PendingCall){.call = sd_bus_message_ref(call), .run = run, .userdata = userdata,
+        *p = (PendingCall){.call = sd_bus_message_ref(call), .root_only = root_only, .run = run, .userdata = userdata,
                            .free_userdata = free_userdata, .method = strdup(method)};
         if (!p->method) {
                 pending_call_free(p);

@@ -8,11 +8,13 @@
 #include <event2/event.h>
 #include <stdbool.h>
 #include <systemd/sd-bus.h>
+#include <sys/types.h>
 
 #include "util.h"
 
 /* Limits. */
-#define DBUS_PENDING_CALLS_MAX 64u          /* privileged calls waiting for their caller's UID */
+#define DBUS_PENDING_CALLS_MAX 64u          /* calls waiting for their caller's UID, */
+#define DBUS_PENDING_PER_SENDER_MAX 8u      /*   of them from one connection */
 #define DBUS_MESSAGES_PER_WAKEUP 64u        /* messages dispatched per loop turn */
 #define DBUS_RECONNECT_MIN_USEC 1000000ull  /* no bus, or the bus went away: retry after 1 s, */
 #define DBUS_RECONNECT_MAX_USEC 60000000ull /*   doubling up to a minute */
@@ -39,9 +41,12 @@ bool dbus_serving(const Dbus *b);
  * seen there rather than inside whoever sent. */
 void dbus_kick(Dbus *b);
 
-/* A call only root may make: the bus is asked who sent it; `run` is called for UID 0, anyone else
- * gets org.freedesktop.DBus.Error.AccessDenied. `free_userdata` (may be NULL) frees `userdata` in
- * every case, also when the connection goes first. Returns 1 (answered later) or sets `error`. */
-typedef void (*DbusPrivilegedFn)(sd_bus_message *call, void *userdata);
-int dbus_call_privileged(Dbus *b, sd_bus_message *call, const char *method, DbusPrivilegedFn run,
+/* A call whose caller must be known: the bus is asked for the UID of the sender, and `run` is
+ * called with it — for a `root_only` call only when it is 0; anyone else gets
+ * org.freedesktop.DBus.Error.AccessDenied (and a log line, rate-limited). `free_userdata` (may be
+ * NULL) frees `userdata` in every case, also when the connection goes first. Returns 1 (answered
+ * later) or sets `error` (LimitsExceeded when too many calls wait for their UID, in total or of
+ * this sender). */
+typedef void (*DbusIdentifiedFn)(sd_bus_message *call, uid_t uid, void *userdata);
+int dbus_call_identified(Dbus *b, sd_bus_message *call, const char *method, bool root_only, DbusIdentifiedFn run,
                          void *userdata, void (*free_userdata)(void *userdata), sd_bus_error *error);

@@ -58,3 +58,20 @@ int log_internal(int level, int error, const char *format, ...) {
                 fprintf(stderr, "bigtcpd: %s: %.*s\n", level_names[level & 7], n, line);
         return -error;
 }
+
+bool log_ratelimit(LogRateLimit *rl, unsigned *ret_suppressed) {
+        uint64_t now = now_usec();
+
+        if (rl->begin == 0 || now - rl->begin >= rl->interval_usec) {
+                rl->begin = now;
+                rl->n = 0;
+        }
+        if (rl->n >= rl->burst) {
+                rl->suppressed++;
+                return false;
+        }
+        rl->n++;
+        *ret_suppressed = rl->suppressed;
+        rl->suppressed = 0;
+        return true;
+}

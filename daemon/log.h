@@ -44,3 +44,15 @@ int log_internal(int level, int error, const char *format, ...) _printf_(3, 4);
 #define log_dev_warning_errno(d, e, fmt, ...) log_dev_full_errno(d, LOG_WARNING, e, fmt, ##__VA_ARGS__)
 #define log_dev_error(d, fmt, ...) log_dev_full_errno(d, LOG_ERR, 0, fmt, ##__VA_ARGS__)
 #define log_dev_error_errno(d, e, fmt, ...) log_dev_full_errno(d, LOG_ERR, e, fmt, ##__VA_ARGS__)
+
+/* A rate limit for lines a caller can cause as often as it likes (refused calls): at most
+ * `burst` lines per `interval_usec`. log_ratelimit() says whether a line may be logged now, and
+ * in *ret_suppressed how many were dropped since the last one logged (for the line to say so). */
+typedef struct LogRateLimit {
+        uint64_t interval_usec;
+        unsigned burst;
+        uint64_t begin;
+        unsigned n, suppressed;
+} LogRateLimit;
+#define LOG_RATELIMIT_INIT(interval, b) {.interval_usec = (interval), .burst = (b)}
+bool log_ratelimit(LogRateLimit *rl, unsigned *ret_suppressed);

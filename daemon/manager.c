@@ -54,7 +54,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                          m->sync, &m->reloader);
         if (r < 0)
                 return r;
-        m->control = (Control){.engine = m->engine, .sync = m->sync, .reloader = m->reloader};
+        r = worker_pool_new(m->base, WORKER_FORK, &m->workers);
+        if (r < 0)
+                return r;
+        m->control = (Control){.engine = m->engine, .sync = m->sync, .reloader = m->reloader, .workers = m->workers};
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -66,6 +69,7 @@ void manager_free(Manager *m) {
         dbus_manager_free(m->dbus);
         varlink_manager_free(m->varlink);
         notify_free(m->notify);
+        worker_pool_free(m->workers);
         for (size_t i = 0; i < ELEMENTSOF(m->signals); i++)
                 if (m->signals[i])
                         event_free(m->signals[i]);

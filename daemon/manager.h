@@ -35,6 +35,7 @@ typedef struct Manager {
         Engine *engine;
         Sync *sync;
         Reloader *reloader;
+        WorkerPool *workers;
         Control control;
         Notify *notify;
         VarlinkManager *varlink;

@@ -1,12 +1,17 @@
 /* varlink-manager.c — the methods of io.bigtcpd.Manager. */
 #include <stdio.h>
+#include <sys/queue.h>
 
 #include "log.h"
 #include "varlink-manager.h"
 
+typedef struct MonitorStream MonitorStream;
+
 struct VarlinkManager {
         Control *control;
         VarlinkServer *server;
+        LIST_HEAD(, MonitorStream) streams;
+        unsigned watch_id; /* of the engine's events, while there are streams */
         VarlinkInterface interfaces[1];
         VarlinkServerInfo info; /* the server's, for its life */
 };
@@ -162,25 +167,43 @@ static int method_list_devices(VarlinkCall *call, json_object *params, void *use
         return 0;
 }
 
-/* A Monitor stream: the call, and its watch of the engine's events. */
-typedef struct MonitorStream {
+/* A Monitor stream. The manager watches the engine's events once for all of them, and each event
+ * is serialized once, whatever the number of streams. */
+struct MonitorStream {
         VarlinkManager *manager;
         VarlinkCall *call;
-        unsigned watch_id;
-} MonitorStream;
+        LIST_ENTRY(MonitorStream) link;
+};
 
 static void on_monitor_cancel(void *userdata) {
         MonitorStream *s = userdata;
-        event_watch_remove(&s->manager->control->engine->events, s->watch_id);
+        VarlinkManager *m = s->manager;
+
+        LIST_REMOVE(s, link);
         free(s);
+        if (LIST_EMPTY(&m->streams)) {
+                event_watch_remove(&m->control->engine->events, m->watch_id);
+                m->watch_id = 0;
+        }
 }
 
 static void on_event(const Event *e, void *userdata) {
-        MonitorStream *s = userdata;
-        json_object *o = control_event_json(e);
+        VarlinkManager *m = userdata;
+        _cleanup_(json_object_putp) json_object *o = control_event_json(e);
+        MonitorStream *s, *next;
+        const char *text;
+        size_t len;
 
-        if (o)
-                (void) varlink_call_notify(s->call, o); /* a client that does not read is closed */
+        if (!o)
+                return;
+        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        if (!text)
+                return;
+        /* a client that does not read is closed, which takes its stream out of the list */
+        for (s = LIST_FIRST(&m->streams); s; s = next) {
+                next = LIST_NEXT(s, link);
+                (void) varlink_call_notify_json(s->call, text, len);
+        }
 }
 
 static int method_monitor(VarlinkCall *call, json_object *params, void *userdata) {
@@ -191,16 +214,22 @@ static int method_monitor(VarlinkCall *call, json_object *params, void *userdata
                 return 0;
         if (!varlink_call_more(call))
                 return varlink_call_error(call, "org.varlink.service.ExpectedMore", NULL);
+        if (m->watch_id == 0) {
+                m->watch_id = event_watch_add(&m->control->engine->events, on_event, m);
+                if (m->watch_id == 0)
+                        return reply_errno(call, -ENOMEM);
+        }
         s = calloc(1, sizeof(*s));
-        if (!s)
-                return reply_errno(call, -ENOMEM);
-        s->manager = m;
-        s->call = call;
-        s->watch_id = event_watch_add(&m->control->engine->events, on_event, s);
-        if (s->watch_id == 0) {
-                free(s);
+        if (!s) {
+                if (LIST_EMPTY(&m->streams)) {
+                        event_watch_remove(&m->control->engine->events, m->watch_id);
+                        m->watch_id = 0;
+                }
                 return reply_errno(call, -ENOMEM);
         }
+        s->manager = m;
+        s->call = call;
+        LIST_INSERT_HEAD(&m->streams, s, link);
         varlink_call_set_cancel(call, on_monitor_cancel, s);
         log_debug("varlink: pid %d uid %u is monitoring", (int) varlink_call_pid(call), (unsigned) varlink_call_uid(call));
         return varlink_call_notify(call, varlink_params1("event", json_object_new_string("subscribed")));
@@ -214,27 +243,92 @@ static bool source_too_long(VarlinkCall *call, json_object *v) {
         return true;
 }
 
+/* A Plan or Validate in a worker. */
+typedef struct PendingJob {
+        VarlinkCall *call;
+        ControlJob *job;
+        bool plan;
+} PendingJob;
+
+static void on_job_cancel(void *userdata) {
+        PendingJob *p = userdata;
+        control_job_cancel(p->job);
+        free(p);
+}
+
+static int reply_plan(VarlinkCall *call, const char *devices, size_t size) {
+        static const char head[] = "{\"devices\":";
+        int r = varlink_call_reply_begin(call);
+        if (r >= 0)
+                r = varlink_call_write(call, head, sizeof(head) - 1);
+        if (r >= 0)
+                r = varlink_call_write(call, devices, size);
+        if (r >= 0)
+                r = varlink_call_write(call, "}", 1);
+        if (r >= 0)
+                r = varlink_call_reply_end(call);
+        return r;
+}
+
+static int reply_validate(VarlinkCall *call, int error, const PolicyErrors *errs) {
+        json_object *p = json_object_new_object();
+        if (!p)
+                return -ENOMEM;
+        json_object_object_add(p, "valid", json_object_new_boolean(error >= 0));
+        json_object_object_add(p, "errors", control_errors_json(errs));
+        return varlink_call_reply(call, p);
+}
+
+static int reply_job_error(VarlinkCall *call, int r) {
+        if (r == -EBUSY)
+                return varlink_call_error(call, VARLINK_INTERFACE ".Busy",
+                                          varlink_params1("max", json_object_new_int(WORKER_QUEUED_PER_UID_MAX)));
+        return reply_errno(call, r);
+}
+
+static void on_job_done(int error, const PolicyErrors *errs, const char *devices, size_t size, void *userdata) {
+        PendingJob *p = userdata;
+        VarlinkCall *call = p->call;
+        bool plan = p->plan;
+
+        varlink_call_set_cancel(call, NULL, NULL);
+        free(p);
+        if (error == -EINVAL && errs->n > 0)
+                (void) (plan ? reply_policy_invalid(call, errs) : reply_validate(call, error, errs));
+        else if (error < 0)
+                (void) reply_job_error(call, error);
+        else
+                (void) (plan ? reply_plan(call, devices, size) : reply_validate(call, 0, errs));
+}
+
+static int start_job(VarlinkCall *call, VarlinkManager *m, bool plan, const char *policy, const char *source) {
+        PendingJob *p = calloc(1, sizeof(*p));
+        int r;
+
+        if (!p)
+                return reply_errno(call, -ENOMEM);
+        p->call = call;
+        p->plan = plan;
+        r = (plan ? control_plan : control_validate)(m->control, varlink_call_uid(call), policy, source, on_job_done,
+                                                     p, &p->job);
+        if (r < 0) {
+                free(p);
+                return reply_job_error(call, r);
+        }
+        varlink_call_set_cancel(call, on_job_cancel, p);
+        return 0;
+}
+
 static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
         static const VarlinkParam spec[] = {
                 {"policy", json_type_string, false},
                 {"source", json_type_string, false},
         };
-        VarlinkManager *m = userdata;
-        json_object *v[ELEMENTSOF(spec)], *l = NULL;
-        PolicyErrors errs = {};
-        int r;
+        json_object *v[ELEMENTSOF(spec)];
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        r = control_plan(m->control, opt_string(v[0]), opt_string(v[1]), &l, &errs);
-        if (r == -EINVAL && errs.n > 0)
-                r = reply_policy_invalid(call, &errs);
-        else if (r < 0)
-                r = reply_errno(call, r);
-        else
-                r = varlink_call_reply(call, varlink_params1("devices", l));
-        policy_errors_clear(&errs);
-        return r;
+        return start_job(call, userdata, true, opt_string(v[0]), opt_string(v[1]));
 }
 
 static int method_validate(VarlinkCall *call, json_object *params, void *userdata) {
@@ -242,24 +336,11 @@ static int method_validate(VarlinkCall *call, json_object *params, void *userdat
                 {"policy", json_type_string, true},
                 {"source", json_type_string, false},
         };
-        json_object *v[ELEMENTSOF(spec)], *p;
-        PolicyErrors errs = {};
-        int r;
+        json_object *v[ELEMENTSOF(spec)];
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        r = control_validate(json_object_get_string(v[0]), opt_string(v[1]), &errs);
-        if (r < 0 && !(r == -EINVAL && errs.n > 0)) {
-                policy_errors_clear(&errs);
-                return reply_errno(call, r);
-        }
-        p = json_object_new_object();
-        if (p) {
-                json_object_object_add(p, "valid", json_object_new_boolean(r >= 0));
-                json_object_object_add(p, "errors", control_errors_json(&errs));
-        }
-        policy_errors_clear(&errs);
-        return p ? varlink_call_reply(call, p) : -ENOMEM;
+        return start_job(call, userdata, false, json_object_get_string(v[0]), opt_string(v[1]));
 }
 
 static int method_reload(VarlinkCall *call, json_object *params, void *userdata) {
@@ -334,6 +415,7 @@ int varlink_manager_new(struct event_base *base, Control *control, const char *p
         if (!m)
                 return -ENOMEM;
         m->control = control;
+        LIST_INIT(&m->streams);
         m->interfaces[0] = (VarlinkInterface){VARLINK_INTERFACE, varlink_interface_description,
                                               varlink_interface_description_size};
         m->info = (VarlinkServerInfo){

@@ -5,7 +5,9 @@
  * A client can only hurt itself: its input is capped per message, its unread replies are capped
  * (above a high-water mark its further calls are not read, so the kernel's socket buffer pushes
  * back on it), connections are capped in total and per UID, and bad input ends its connection
- * with an error reply sent without waiting. */
+ * with an error reply sent without waiting. A UID other than 0 is also capped as a whole: the
+ * unread replies of all its connections (and of all such UIDs together) hold its calls above one
+ * mark and cut its streams above another, much lower than root's. */
 #include <event2/event.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -64,6 +66,16 @@ static const char service_interface_description[] =
 
 typedef struct Connection Connection;
 
+/* What the connections of one UID hold: unread replies count against the UID, not only against
+ * each connection, or 32 connections would hold 32 times as much. */
+typedef struct UidUsage {
+        uid_t uid;
+        size_t n_connections;
+        size_t out_bytes;
+        size_t in_bytes; /* calls read and not yet handled */
+        LIST_ENTRY(UidUsage) link;
+} UidUsage;
+
 struct VarlinkServer {
         struct event_base *base;
         const VarlinkServerInfo *info;
@@ -75,6 +87,12 @@ struct VarlinkServer {
         size_t n_connections;
         unsigned long long n_refused;
         size_t output_max;
+        LIST_HEAD(, UidUsage) usage;
+        size_t unprivileged_out; /* unread replies of every UID other than 0 */
+        size_t unprivileged_in;  /* their calls read and not yet handled */
+        TAILQ_HEAD(, Connection) runnable;
+        struct event *scheduler;
+        LogRateLimit refusals;
 };
 
 typedef enum CallPhase {
@@ -98,6 +116,10 @@ struct Connection {
         int fd;
         uid_t uid;
         pid_t pid;
+        UidUsage *usage;
+        bool held; /* waits for its UID's share: its replies read, or its calls handled */
+        bool runnable; /* in the server's queue of calls to handle (UIDs other than 0) */
+        TAILQ_ENTRY(Connection) run_link;
         struct event *read_event, *write_event, *process_event;
         bool reading, writing;
 
@@ -118,6 +140,50 @@ static size_t out_pending(const Connection *c) {
         return c->out_len - c->out_start;
 }
 
+/* Unread replies of the connection's UID, or of everyone but root, over their marks: its calls
+ * wait. Root's are never held for others. */
+static bool uid_over_output(const Connection *c) {
+        return c->uid != 0 && (c->usage->out_bytes >= VARLINK_OUTPUT_UID_HIGH_WATER ||
+                               c->server->unprivileged_out >= VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER);
+}
+
+/* The same for calls read and not handled yet: nothing more is read. */
+static bool uid_over_input(const Connection *c) {
+        return c->uid != 0 && (c->usage->in_bytes >= VARLINK_INPUT_UID_MAX ||
+                               c->server->unprivileged_in >= VARLINK_INPUT_UNPRIVILEGED_MAX);
+}
+
+/* Connections held for their UID's share (uid 0: of every UID): let them go on. */
+static void release_held(VarlinkServer *s, uid_t uid) {
+        Connection *c;
+        LIST_FOREACH(c, &s->connections, link)
+                if (c->held && (uid == 0 || c->uid == uid) && !uid_over_output(c) && !uid_over_input(c)) {
+                        c->held = false;
+                        event_active(c->process_event, EV_TIMEOUT, 0);
+                }
+}
+
+/* Bytes of replies (`out`) or calls (`in`) added to or taken from a connection's. */
+static void account(Connection *c, bool out, size_t added, size_t removed) {
+        VarlinkServer *s = c->server;
+        size_t *mine = out ? &c->usage->out_bytes : &c->usage->in_bytes;
+        size_t *all = out ? &s->unprivileged_out : &s->unprivileged_in;
+        size_t mark = out ? VARLINK_OUTPUT_UID_HIGH_WATER : VARLINK_INPUT_UID_MAX;
+        size_t all_mark = out ? VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER : VARLINK_INPUT_UNPRIVILEGED_MAX;
+        bool was_over = *mine >= mark, all_was_over = *all >= all_mark;
+
+        *mine = *mine + added - removed;
+        if (c->uid == 0)
+                return;
+        *all = *all + added - removed;
+        if (removed == 0)
+                return;
+        if (all_was_over && *all < all_mark)
+                release_held(s, 0);
+        else if (was_over && *mine < mark)
+                release_held(s, c->uid);
+}
+
 /* A stream (`more`) owns the connection: later calls are read but never answered. */
 static bool streaming(const Connection *c) {
         return c->call.phase == CALL_DEFERRED && c->call.more;
@@ -136,6 +202,16 @@ static void connection_free(Connection *c) {
         }
         LIST_REMOVE(c, link);
         c->server->n_connections--;
+        if (c->runnable)
+                TAILQ_REMOVE(&c->server->runnable, c, run_link);
+        if (c->usage) {
+                account(c, true, 0, out_pending(c));
+                account(c, false, 0, c->in_len - c->in_start);
+                if (--c->usage->n_connections == 0) {
+                        LIST_REMOVE(c->usage, link);
+                        free(c->usage);
+                }
+        }
         if (c->read_event)
                 event_free(c->read_event);
         if (c->write_event)
@@ -161,6 +237,7 @@ static int connection_flush(Connection *c) {
                         return -errno;
                 }
                 c->out_start += (size_t) n;
+                account(c, true, 0, (size_t) n);
         }
         if (c->out_start == c->out_len) {
                 c->out_start = c->out_len = 0;
@@ -196,6 +273,7 @@ static int connection_write(Connection *c, const char *data, size_t size) {
         }
         memcpy(c->out + c->out_len, data, size);
         c->out_len += size;
+        account(c, true, size, 0);
         return 0;
 }
 
@@ -271,8 +349,10 @@ static const char *error_name(const Connection *c, const char *name, char *buf, 
 static int connection_update_events(Connection *c) {
         /* Streams keep reading, to see the client go away; their input is not parsed and stays
          * capped. Others stop reading while replies pile up. */
+        if (!streaming(c) && uid_over_input(c))
+                c->held = true; /* until calls of its UID are handled: release_held() */
         bool want_read = !c->eof && c->in_len - c->in_start <= VARLINK_MESSAGE_MAX &&
-                         (streaming(c) || out_pending(c) < VARLINK_OUTPUT_HIGH_WATER);
+                         (streaming(c) || (out_pending(c) < VARLINK_OUTPUT_HIGH_WATER && !c->held));
         bool want_write = out_pending(c) > 0;
 
         /* event_add() and event_del() of a valid event fail only when out of memory. */
@@ -357,19 +437,60 @@ int varlink_call_error(VarlinkCall *c, const char *error, json_object *parameter
         return call_send(c, error_new(error, parameters), true);
 }
 
-int varlink_call_notify(VarlinkCall *call, json_object *parameters) {
-        Connection *c = call->connection;
+/* A stream the client does not read is cut off: root's at the output cap, others' much earlier,
+ * and also when their UID (or everyone but root) holds too much. */
+static bool stream_over(const Connection *c) {
+        const VarlinkServer *s = c->server;
+        if (out_pending(c) > s->output_max)
+                return true;
+        return c->uid != 0 && (out_pending(c) > VARLINK_STREAM_UNPRIVILEGED_MAX ||
+                               c->usage->out_bytes > VARLINK_OUTPUT_UID_MAX ||
+                               s->unprivileged_out > VARLINK_OUTPUT_UNPRIVILEGED_MAX);
+}
 
-        if (out_pending(c) > c->server->output_max) {
-                json_object_put(parameters);
+int varlink_call_notify_json(VarlinkCall *call, const char *parameters, size_t size) {
+        static const char head[] = "{\"parameters\":", tail[] = ",\"continues\":true}";
+        Connection *c = call->connection;
+        int r;
+
+        if (stream_over(c)) {
                 log_warning("varlink: pid %d uid %u does not read its Monitor stream (%zu bytes unread), closing it",
                             (int) c->pid, (unsigned) c->uid, out_pending(c));
                 if (call->phase == CALL_RUNNING)
-                        return -ENOBUFS; /* connection_handle() closes it */
+                        return -ENOBUFS;
                 connection_free(c);
                 return -ECONNRESET;
         }
-        return call_send(call, reply_new(parameters, true), false);
+        if (call->oneway)
+                return 0;
+        r = connection_write(c, head, sizeof(head) - 1);
+        if (r >= 0)
+                r = connection_write(c, parameters, size);
+        if (r >= 0)
+                r = connection_append(c, tail, sizeof(tail) - 1);
+        if (r < 0) {
+                /* half a message may be queued: the connection cannot go on */
+                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+                if (call->phase == CALL_RUNNING)
+                        return r;
+                connection_free(c);
+                return -ECONNRESET;
+        }
+        if (call->phase != CALL_RUNNING)
+                (void) connection_update_events(c);
+        return 0;
+}
+
+int varlink_call_notify(VarlinkCall *call, json_object *parameters) {
+        _cleanup_(json_object_putp) json_object *o = parameters ?: json_object_new_object();
+        const char *text;
+        size_t len;
+
+        text = o ? json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
+                 : NULL;
+        if (!text)
+                return -ENOMEM;
+        return varlink_call_notify_json(call, text, len);
 }
 
 int varlink_call_reply_begin(VarlinkCall *call) {
@@ -619,7 +740,10 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
                         r = varlink_call_error(&c->call, SERVICE_INTERFACE ".MethodNotFound",
                                                varlink_params1("method", json_object_new_string(name)));
         } else if (m->root_only && c->uid != 0) {
-                log_notice("varlink: %s refused to pid %d uid %u: needs root", name, (int) c->pid, (unsigned) c->uid);
+                unsigned suppressed;
+                if (log_ratelimit(&c->server->refusals, &suppressed))
+                        log_notice("varlink: %s refused to pid %d uid %u: needs root%s", name, (int) c->pid,
+                                   (unsigned) c->uid, suppressed ? " (more refusals not logged)" : "");
                 r = varlink_call_error(&c->call, SERVICE_INTERFACE ".PermissionDenied", NULL);
         } else if (oneway && !m->root_only) {
                 /* a question nobody waits for the answer to: nothing to do */
@@ -638,11 +762,59 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
         return 0;
 }
 
+static void connection_run(Connection *c, uint64_t deadline);
+
+/* Calls of UIDs other than 0 wait for the server's scheduler, which takes them round robin for
+ * at most VARLINK_UNPRIVILEGED_SLICE_USEC per loop turn: however many such clients send
+ * however much, the loop gets back to epoll (and to root's calls) within a slice and a call. */
+static void connection_schedule(Connection *c) {
+        VarlinkServer *s = c->server;
+        static const struct timeval now = {0, 0};
+
+        if (!c->runnable) {
+                TAILQ_INSERT_TAIL(&s->runnable, c, run_link);
+                c->runnable = true;
+        }
+        if (!evtimer_pending(s->scheduler, NULL))
+                (void) evtimer_add(s->scheduler, &now); /* fails only without memory */
+}
+
+static void on_scheduler(evutil_socket_t fd, short what, void *userdata) {
+        VarlinkServer *s = userdata;
+        uint64_t deadline = now_usec() + VARLINK_UNPRIVILEGED_SLICE_USEC;
+        Connection *c;
+
+        while ((c = TAILQ_FIRST(&s->runnable)) && now_usec() < deadline) {
+                TAILQ_REMOVE(&s->runnable, c, run_link);
+                c->runnable = false;
+                connection_run(c, deadline);
+        }
+        if (!TAILQ_EMPTY(&s->runnable)) {
+                static const struct timeval now = {0, 0};
+                (void) evtimer_add(s->scheduler, &now); /* the next turn, after epoll */
+        }
+}
+
 static void connection_process(Connection *c) {
+        if (c->uid == 0) {
+                connection_run(c, 0);
+                return;
+        }
+        connection_schedule(c);
+        (void) connection_update_events(c); /* its UID may have read enough for now */
+}
+
+/* Handle complete calls, until one is answered later, replies pile up, or (`deadline`, for
+ * others than root) the slice is over. */
+static void connection_run(Connection *c, uint64_t deadline) {
         unsigned n = 0;
 
         /* A call given later holds the queue: calls are answered in order. */
         while (c->call.phase == CALL_IDLE && out_pending(c) < VARLINK_OUTPUT_HIGH_WATER) {
+                if (uid_over_output(c)) {
+                        c->held = true; /* until its UID's replies are read: release_held() */
+                        break;
+                }
                 char *nul = c->in_len > c->in_scanned
                                     ? memchr(c->in + c->in_scanned, '\0', c->in_len - c->in_scanned)
                                     : NULL;
@@ -657,13 +829,17 @@ static void connection_process(Connection *c) {
                         c->in_scanned = (size_t) (nul - c->in); /* refused below */
                         break;
                 }
-                if (n++ >= VARLINK_CALLS_PER_WAKEUP) {
+                if (n++ >= VARLINK_CALLS_PER_WAKEUP || (deadline > 0 && n > 1 && now_usec() >= deadline)) {
                         /* Let others have the loop; carry on in the next turn. */
-                        event_active(c->process_event, EV_TIMEOUT, 0);
+                        if (c->uid != 0)
+                                connection_schedule(c);
+                        else
+                                event_active(c->process_event, EV_TIMEOUT, 0);
                         break;
                 }
                 c->in_start += size + 1;
                 c->in_scanned = c->in_start;
+                account(c, false, 0, size + 1);
                 if (connection_handle(c, nul - size, size) < 0)
                         return;
         }
@@ -735,8 +911,9 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                         break;
                 }
                 c->in_len += (size_t) n;
-                /* Enough for one message of the largest size: handle that first. */
-                if (c->in_len - c->in_start > VARLINK_MESSAGE_MAX)
+                account(c, false, (size_t) n, 0);
+                /* Enough for one message of the largest size, or for the UID: handle that first. */
+                if (c->in_len - c->in_start > VARLINK_MESSAGE_MAX || (!streaming(c) && uid_over_input(c)))
                         break;
         }
         if (streaming(c) && c->in_len - c->in_start > VARLINK_MESSAGE_MAX) {
@@ -770,12 +947,17 @@ static void on_writable(evutil_socket_t fd, short what, void *userdata) {
 
 /* ---- accepting ---- */
 
+static UidUsage *usage_of(const VarlinkServer *s, uid_t uid) {
+        UidUsage *u;
+        LIST_FOREACH(u, &s->usage, link)
+                if (u->uid == uid)
+                        return u;
+        return NULL;
+}
+
 static size_t connections_of(const VarlinkServer *s, uid_t uid) {
-        const Connection *c;
-        size_t n = 0;
-        LIST_FOREACH(c, &s->connections, link)
-        n += c->uid == uid;
-        return n;
+        const UidUsage *u = usage_of(s, uid);
+        return u ? u->n_connections : 0;
 }
 
 /* Best effort, then close: a refused client gets a reason if its socket takes it now. */
@@ -806,6 +988,18 @@ static int connection_new(VarlinkServer *s, int fd, const struct ucred *cred) {
         c->fd = fd;
         c->uid = cred->uid;
         c->pid = cred->pid;
+        c->usage = usage_of(s, c->uid);
+        if (!c->usage) {
+                c->usage = calloc(1, sizeof(*c->usage));
+                if (!c->usage) {
+                        close(fd);
+                        free(c);
+                        return -ENOMEM;
+                }
+                c->usage->uid = c->uid;
+                LIST_INSERT_HEAD(&s->usage, c->usage, link);
+        }
+        c->usage->n_connections++;
         LIST_INSERT_HEAD(&s->connections, c, link);
         s->n_connections++;
         c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
@@ -906,6 +1100,8 @@ static int listen_activated(void) {
 static int listen_path(const char *path) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         _cleanup_(closep) int fd = -1;
+        struct stat st;
+        int r;
 
         if (strlen(path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
@@ -913,13 +1109,25 @@ static int listen_path(const char *path) {
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        if (unlink(path) < 0 && errno != ENOENT)
+        /* A socket left by an earlier run goes; anything else there is not ours to remove. */
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return -EEXIST;
+                if (unlink(path) < 0 && errno != ENOENT)
+                        return -errno;
+        } else if (errno != ENOENT)
                 return -errno;
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return -errno;
-        /* Everyone may read status; the methods that change things check the caller. */
-        if (chmod(path, 0666) < 0 || listen(fd, SOMAXCONN) < 0) {
-                int r = -errno;
+        /* Everyone may read status; the methods that change things check the caller. The mode
+         * comes from the umask at bind(): the file never exists with another one, and nothing
+         * is changed by path afterwards. */
+        mode_t old = umask(0111);
+        r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
+        r = r < 0 ? -errno : 0;
+        umask(old);
+        if (r < 0)
+                return r;
+        if (listen(fd, SOMAXCONN) < 0) {
+                r = -errno;
                 (void) unlink(path);
                 return r;
         }
@@ -938,7 +1146,13 @@ int varlink_server_new(struct event_base *base, const char *path, const VarlinkS
         s->info = info;
         s->fd = -1;
         s->output_max = VARLINK_OUTPUT_MAX;
+        s->refusals = (LogRateLimit) LOG_RATELIMIT_INIT(10 * USEC_PER_SEC, 10);
         LIST_INIT(&s->connections);
+        LIST_INIT(&s->usage);
+        TAILQ_INIT(&s->runnable);
+        s->scheduler = evtimer_new(base, on_scheduler, s);
+        if (!s->scheduler)
+                return -ENOMEM;
 
         fd = listen_activated();
         if (fd == -ENOENT) {
@@ -974,6 +1188,8 @@ void varlink_server_free(VarlinkServer *s) {
                 event_free(s->accept_event);
         if (s->accept_retry)
                 event_free(s->accept_retry);
+        if (s->scheduler)
+                event_free(s->scheduler);
         if (s->fd >= 0)
                 close(s->fd);
         if (s->path)

@@ -20,8 +20,17 @@
 #define VARLINK_CONNECTIONS_PER_UID_MAX 32u            /* per UID other than 0 */
 #define VARLINK_CONNECTIONS_ROOT_RESERVED 16u          /* of the total, only for UID 0 */
 #define VARLINK_OUTPUT_HIGH_WATER (1u * 1024u * 1024u) /* unread replies: stop reading calls */
-#define VARLINK_OUTPUT_MAX (16u * 1024u * 1024u)       /* unread replies: drop the connection */
+#define VARLINK_OUTPUT_MAX (16u * 1024u * 1024u)       /* unread replies: drop root's stream */
+/* The same for UIDs other than 0, which are also counted per UID and together: */
+#define VARLINK_STREAM_UNPRIVILEGED_MAX (1u * 1024u * 1024u)           /* drop the stream */
+#define VARLINK_OUTPUT_UID_HIGH_WATER (4u * 1024u * 1024u)             /* the UID's calls wait */
+#define VARLINK_OUTPUT_UID_MAX (8u * 1024u * 1024u)                    /* the UID's streams drop */
+#define VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER (32u * 1024u * 1024u)   /* all their calls wait */
+#define VARLINK_OUTPUT_UNPRIVILEGED_MAX (48u * 1024u * 1024u)          /* all their streams drop */
+#define VARLINK_INPUT_UID_MAX (8u * 1024u * 1024u)                     /* calls not handled yet: */
+#define VARLINK_INPUT_UNPRIVILEGED_MAX (32u * 1024u * 1024u)           /*   no more are read */
 #define VARLINK_CALLS_PER_WAKEUP 64u                   /* calls of one connection per loop turn */
+#define VARLINK_UNPRIVILEGED_SLICE_USEC 2000u          /* calls of UIDs other than 0, per loop turn */
 
 typedef struct VarlinkServer VarlinkServer;
 /* The call a connection is answering. One at a time per connection; it lives until its last
@@ -58,7 +67,8 @@ typedef struct VarlinkServerInfo {
 } VarlinkServerInfo;
 
 /* Listen on the socket systemd passed as "varlink" (LISTEN_FDNAMES), else bind `path` (a stale
- * socket there is removed first) with mode 0666. `info` must outlive the server. */
+ * socket there is removed first; -EEXIST when something else is there) with mode 0666. `info`
+ * must outlive the server. */
 int varlink_server_new(struct event_base *base, const char *path, const VarlinkServerInfo *info,
                        VarlinkServer **ret);
 /* Closes every connection (cancelling their calls); removes the socket file if it bound it. */
@@ -79,6 +89,9 @@ int varlink_call_reply(VarlinkCall *c, json_object *parameters);
 /* One reply of a stream (`more`); takes `parameters`. -ECONNRESET when the client has let more
  * than the output cap pile up: the connection is closed (and the call cancelled). */
 int varlink_call_notify(VarlinkCall *c, json_object *parameters);
+/* The same with the parameters given as JSON text (an object): one event serialized once for
+ * many streams. */
+int varlink_call_notify_json(VarlinkCall *c, const char *parameters, size_t size);
 /* An error reply; takes `parameters`. After it the call is over. */
 int varlink_call_error(VarlinkCall *c, const char *error, json_object *parameters);
 

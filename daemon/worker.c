@@ -4,7 +4,9 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/queue.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -43,6 +45,7 @@ struct WorkerPool {
         size_t n_waiting, n_running;
         struct event *start_event;
         uint64_t timeout_usec;
+        bool in_process;
 };
 
 static void job_free(WorkerJob *j) {
@@ -183,9 +186,40 @@ static void on_timeout(evutil_socket_t fd, short what, void *userdata) {
         job_kill(j);
 }
 
+/* WORKER_IN_PROCESS: the job runs here and now, into a memfd, and is finished by the caller. */
+static int job_run_here(WorkerJob *j) {
+        _cleanup_(closep) int fd = memfd_create("bigtcpd-worker", MFD_CLOEXEC);
+        struct stat st;
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = j->run(fd, j->userdata);
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if ((uint64_t) st.st_size > WORKER_OUTPUT_MAX)
+                j->error = -EFBIG;
+        else if (st.st_size > 0) {
+                j->out = malloc((size_t) st.st_size);
+                if (!j->out)
+                        return -ENOMEM;
+                j->out_size = (size_t) st.st_size;
+                ssize_t n = pread(fd, j->out, j->out_size, 0);
+                if (n < 0)
+                        return -errno;
+                j->out_len = (size_t) n;
+        }
+        j->started = j->eof = j->reaped = true;
+        j->status = W_EXITCODE(r < 0 ? 1 : 0, 0);
+        return 0;
+}
+
 /* Fork the child. On failure the job is left unstarted, with nothing to clean up in the kernel. */
 static int job_start(WorkerJob *j) {
         WorkerPool *p = j->pool;
+
+        if (p->in_process)
+                return job_run_here(j);
         _cleanup_(closep) int rfd = -1, wfd = -1;
         int fds[2];
         pid_t parent = getpid(), pid;
@@ -292,13 +326,14 @@ static void on_start(evutil_socket_t fd, short what, void *userdata) {
         }
 }
 
-int worker_pool_new(struct event_base *base, WorkerPool **ret) {
+int worker_pool_new(struct event_base *base, WorkerFlags flags, WorkerPool **ret) {
         WorkerPool *p = calloc(1, sizeof(*p));
 
         if (!p)
                 return -ENOMEM;
         p->base = base;
         p->timeout_usec = WORKER_TIMEOUT_USEC;
+        p->in_process = flags & WORKER_IN_PROCESS;
         TAILQ_INIT(&p->waiting);
         TAILQ_INIT(&p->running);
         p->start_event = event_new(base, -1, 0, on_start, p);

@@ -34,7 +34,14 @@ typedef int (*WorkerRunFn)(int fd, void *userdata);
  * could not be started), -ENOMEM. `data` is valid during the call. */
 typedef void (*WorkerDoneFn)(int error, const char *data, size_t size, void *userdata);
 
-int worker_pool_new(struct event_base *base, WorkerPool **ret);
+typedef enum WorkerFlags {
+        WORKER_FORK = 0,
+        /* Tests and fuzzers: a job runs in this process, unconfined, when its turn comes in the
+         * loop (never from inside worker_submit()); no timeout. */
+        WORKER_IN_PROCESS = 1 << 0,
+} WorkerFlags;
+
+int worker_pool_new(struct event_base *base, WorkerFlags flags, WorkerPool **ret);
 /* Kills and reaps every child; no callback is called. */
 void worker_pool_free(WorkerPool *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(WorkerPool *, worker_pool_free);

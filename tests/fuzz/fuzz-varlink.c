@@ -96,6 +96,7 @@ static FuzzClock clock_;
 static Engine *engine;
 static Sync *sync_;
 static Control control;
+static WorkerPool *workers;
 static VarlinkManager *manager;
 static DeviceState states[ELEMENTSOF(links)];
 static struct utsname uts;
@@ -106,6 +107,8 @@ static uint64_t stats64[32];
 static void cleanup(void) {
         varlink_manager_free(manager); /* removes the socket file */
         manager = NULL;
+        worker_pool_free(workers);
+        workers = NULL;
         sync_free(sync_);
         sync_ = NULL;
         engine_free(engine);
@@ -142,7 +145,9 @@ static void set_up_engine(void) {
         engine->policy = p;
         apply_policy_changed(engine);
         FUZZ_ASSERT(sync_new(engine, NULL, 0, &sync_) == 0);
-        control = (Control){.engine = engine, .sync = sync_};
+        /* Plan and Validate in this process, where the sanitizers see them */
+        FUZZ_ASSERT(worker_pool_new(base, WORKER_IN_PROCESS, &workers) == 0);
+        control = (Control){.engine = engine, .sync = sync_, .workers = workers};
 
         /* the first sync, and what the engine does with it */
         sync_start(sync_, NULL, 0);
@@ -308,6 +313,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         /* no stream, read or request is left, and a client other than root changed nothing */
         FUZZ_ASSERT(!event_watched(&engine->events));
+        FUZZ_ASSERT(worker_pool_running(workers) + worker_pool_queued(workers) == 0);
         FUZZ_ASSERT(kernel.n == 0 && writer_inflight(engine->writer) == 0 && writer_idle(engine->writer));
         FUZZ_ASSERT(engine->devices.n_devices == ELEMENTSOF(links) && !device_get(&engine->devices, visitor.ifindex));
         for (size_t i = 0; i < ELEMENTSOF(links); i++) {

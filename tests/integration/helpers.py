@@ -115,6 +115,7 @@ class Daemon:
         self.runtime_dir = Path(runtime_dir)
         self.log_path = Path(workdir) / f'bigtcpd-{ns}-{int(time.monotonic() * 1000)}.log'
         self.notes = []      # every notify line received, in order
+        self.note_times = []  # (time.monotonic() when received, line), for each of them
         self.cursor = 0      # wait_notify searches from here
         self.proc = None
         self.pidfd = None
@@ -216,9 +217,11 @@ class Daemon:
                 elif level == socket.SOL_SOCKET and ctype == socket.SCM_RIGHTS:
                     for i in range(0, len(cdata) - len(cdata) % 4, 4):
                         os.close(int.from_bytes(cdata[i:i + 4], 'little'))
+            now = time.monotonic()
             for line in data.decode('utf-8', 'replace').split('\n'):
                 if line:
                     self.notes.append(line)
+                    self.note_times.append((now, line))
 
     def _find(self, line, start):
         for i in range(start, len(self.notes)):

@@ -459,6 +459,13 @@ def test_privileged_refused_by_daemon(ns, confdir, bus_factory, daemon):
             ('org.freedesktop.DBus.Error.AccessDenied', f'{method}() needs root')
     assert_sizes(ns, {'va': BIG, 'vb': BIG}, 'nothing changed')
     assert d.log_lines(r'D-Bus: Rollback\(\) refused to :\S+ \(uid 65534\)')
+    # Refusals are logged at a bounded rate: ten in ten seconds, however many come.
+    t0 = time.monotonic()
+    for _ in range(20):
+        assert call_error(bus, 'Reload', user='nobody')[0] == 'org.freedesktop.DBus.Error.AccessDenied'
+    refused = d.log_lines(r'D-Bus: \w+\(\) refused to')
+    windows = int((time.monotonic() - t0) // 10) + 1
+    assert 10 <= len(refused) <= 10 * windows, refused
     # Root still may.
     assert call(bus, 'Rollback', 's', 'va') is None
     nl.wait_links(ns, at({'va': ORIG}), T(10), 'rolled back by root')

@@ -59,7 +59,7 @@ static int setup(void **state) {
         assert_non_null(f);
         f->base = event_base_new();
         assert_non_null(f->base);
-        assert_int_equal(worker_pool_new(f->base, &f->pool), 0);
+        assert_int_equal(worker_pool_new(f->base, WORKER_FORK, &f->pool), 0);
         n_done = 0;
         *state = f;
         return 0;
@@ -188,10 +188,11 @@ static void test_limits(void **state) {
         Fixture *f = *state;
         Job huge = {.size = WORKER_OUTPUT_MAX + 1}, spin = {}, trap = {}, after = {.text = "after"};
 
-        worker_pool_set_timeout(f->pool, 300 * 1000);
         assert_int_equal(worker_submit(f->pool, 0, run_big, on_done, &huge, NULL), 0);
-        assert_int_equal(worker_submit(f->pool, 0, run_spin, on_done, &spin, NULL), 0);
         assert_int_equal(worker_submit(f->pool, 0, run_trap, on_done, &trap, NULL), 0);
+        run_until_idle(f);
+        worker_pool_set_timeout(f->pool, 300 * 1000);
+        assert_int_equal(worker_submit(f->pool, 0, run_spin, on_done, &spin, NULL), 0);
         assert_int_equal(worker_submit(f->pool, 0, run_text, on_done, &after, NULL), 0);
         uint64_t t0 = now();
         run_until_idle(f);
@@ -310,25 +311,54 @@ static void test_queue_caps(void **state) {
 
 static void test_cancel(void **state) {
         Fixture *f = *state;
-        Job spin = {}, waiting = {.text = "w"}, other = {.text = "o"};
+        Job spin = {}, waiting = {.text = "w"}, other = {};
         WorkerJob *js, *jw;
 
+        worker_pool_set_timeout(f->pool, 500 * 1000);
         assert_int_equal(worker_submit(f->pool, 4000, run_spin, on_done, &spin, &js), 0);
         assert_int_equal(worker_submit(f->pool, 4000, run_text, on_done, &waiting, &jw), 0);
-        assert_int_equal(worker_submit(f->pool, 4001, run_text, on_done, &other, NULL), 0);
+        assert_int_equal(worker_submit(f->pool, 4001, run_spin, on_done, &other, NULL), 0);
         assert_true(event_base_loop(f->base, EVLOOP_NONBLOCK) >= 0);
-        assert_int_equal(worker_pool_running(f->pool), 2); /* spin and other; waiting waits for spin */
+        assert_int_equal(worker_pool_running(f->pool), 2); /* both spin; waiting waits for the first */
         worker_cancel(jw); /* a waiting job: gone at once */
         assert_int_equal(worker_pool_queued(f->pool), 0);
         worker_cancel(js); /* a running one: killed, reaped through the loop */
         run_until_idle(f);
         assert_int_equal(spin.calls, 0);
         assert_int_equal(waiting.calls, 0);
-        assert_int_equal(other.calls, 1);
+        assert_int_equal(other.calls, 1); /* the others go on */
+        assert_int_equal(other.error, -ETIMEDOUT);
         /* no child is left behind, not even a zombie */
         assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
         assert_int_equal(errno, ECHILD);
         job_done(&other);
+}
+
+/* Tests and fuzzers: the same results and the same order of callbacks, without a child. */
+static void test_in_process(void **state) {
+        Fixture *f = *state;
+        WorkerPool *pool;
+        Job hello = {.text = "hello"}, big = {.size = 3u << 20}, fail = {}, huge = {.size = WORKER_OUTPUT_MAX + 1};
+
+        assert_int_equal(worker_pool_new(f->base, WORKER_IN_PROCESS, &pool), 0);
+        assert_int_equal(worker_submit(pool, 0, run_text, on_done, &hello, NULL), 0);
+        assert_int_equal(worker_submit(pool, 1000, run_big, on_done, &big, NULL), 0);
+        assert_int_equal(worker_submit(pool, 1000, run_fail, on_done, &fail, NULL), 0);
+        assert_int_equal(worker_submit(pool, 0, run_big, on_done, &huge, NULL), 0);
+        assert_int_equal(hello.calls, 0); /* not from inside submit */
+        uint64_t deadline = now() + 30u * 1000000u;
+        while (worker_pool_running(pool) + worker_pool_queued(pool) > 0) {
+                assert_true(now() < deadline);
+                assert_true(event_base_loop(f->base, EVLOOP_ONCE) >= 0);
+        }
+        assert_string_equal(hello.data, "hello");
+        assert_int_equal(big.error, 0);
+        assert_int_equal(big.data_size, big.size);
+        assert_int_equal(fail.error, -ECHILD);
+        assert_int_equal(huge.error, -EFBIG);
+        assert_true(hello.order < big.order && big.order < fail.order);
+        worker_pool_free(pool);
+        job_done(&hello), job_done(&big), job_done(&fail), job_done(&huge);
 }
 
 int main(void) {
@@ -340,6 +370,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_slots, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_queue_caps, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_in_process, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,146 @@
+"""A hostile local user of the varlink socket, run by the tests under another UID (setpriv):
+
+    attacker.py SOCKET monitors N          N Monitor streams that read "subscribed" and nothing
+                                           more; "ready" then; they stay until stdin closes
+    attacker.py SOCKET validate-deep D     one Validate of a policy nested D deep
+    attacker.py SOCKET plan-big BYTES      one Plan of a policy of about BYTES (many policies,
+                                           each with a long list of name globs)
+    attacker.py SOCKET unread N            N connections pipelining ListDevices without reading;
+                                           "ready" (with the bytes sent) once the daemon stops
+                                           taking calls; they stay until stdin closes
+    attacker.py SOCKET refused N           N pipelined Reload calls on one connection
+
+Each prints one JSON line per result. Standard library only: it runs as a user that may not
+read the test tree's imports."""
+
+import json
+import select
+import socket
+import sys
+import time
+
+IFACE = 'io.bigtcpd.Manager'
+
+
+def connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    return s
+
+
+def encode(method, parameters=None, **kw):
+    msg = {'method': method}
+    if parameters is not None:
+        msg['parameters'] = parameters
+    msg.update(kw)
+    return json.dumps(msg).encode() + b'\0'
+
+
+def recv_one(s, buf=b''):
+    while b'\0' not in buf:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            raise EOFError('closed')
+        buf += chunk
+    msg, _, rest = buf.partition(b'\0')
+    return json.loads(msg), rest
+
+
+def call(path, method, parameters=None):
+    t0 = time.monotonic()
+    with connect(path) as s:
+        s.sendall(encode(method, parameters))
+        reply, _ = recv_one(s)
+    return time.monotonic() - t0, reply
+
+
+def out(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def monitors(path, n):
+    conns = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(path)
+        s.sendall(encode(f'{IFACE}.Monitor', more=True))
+        conns.append(s)
+    for s in conns:   # the first reply, "subscribed", and never another
+        reply, _ = recv_one(s)
+        assert reply['parameters']['event'] == 'subscribed', reply
+    out(event='ready', connections=len(conns))
+    sys.stdin.read()   # until the test closes it: never read a reply
+
+
+def validate_deep(path, depth):
+    text = 'version: 1\nx: ' + '[' * depth + ']' * depth + '\npolicies: []\n'
+    dt, reply = call(path, f'{IFACE}.Validate', {'policy': text})
+    out(seconds=dt, reply=reply, size=len(text))
+
+
+def plan_big(path, size):
+    head = 'version: 1\npolicies:\n'
+    globs = ', '.join(f'"nomatch-{i:04d}*"' for i in range(250))
+    one = '  - name: p{n}\n    match: {{ name: [' + globs + '] }}\n    ipv6: {{ gso-max-size: 100000 }}\n'
+    parts, total, n = [head], len(head), 0
+    while n < 1024 and total + len(one) + 8 < size:
+        p = one.format(n=n)
+        parts.append(p)
+        total += len(p)
+        n += 1
+    text = ''.join(parts)
+    dt, reply = call(path, f'{IFACE}.Plan', {'policy': text})
+    devices = reply.get('parameters', {}).get('devices')
+    out(seconds=dt, size=len(text), policies=n, error=reply.get('error'),
+        devices=None if devices is None else len(devices))
+
+
+def unread(path, n):
+    call_bytes = encode(f'{IFACE}.ListDevices')
+    conns = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(path)
+        s.setblocking(False)
+        conns.append([s, 0])
+    batch = call_bytes * 256
+    # Send until the daemon has taken nothing for half a second: it stopped reading our calls.
+    last = time.monotonic()
+    while time.monotonic() - last < 0.5:
+        progressed = False
+        for c in conns:
+            try:
+                k = c[0].send(batch[c[1] % len(call_bytes):][:len(batch) - 1])
+            except BlockingIOError:
+                continue
+            c[1] += k
+            progressed = True
+        if progressed:
+            last = time.monotonic()
+        else:
+            time.sleep(0.01)
+    sent = sum(c[1] for c in conns)
+    out(event='ready', sent=sent)
+    sys.stdin.read()   # until the test closes it
+
+
+def refused(path, n):
+    with connect(path) as s:
+        s.sendall(encode(f'{IFACE}.Reload') * n)
+        errors, buf = {}, b''
+        for _ in range(n):
+            reply, buf = recv_one(s, buf)
+            errors[reply.get('error')] = errors.get(reply.get('error'), 0) + 1
+    out(errors=errors)
+
+
+def main():
+    path, what, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    {'monitors': monitors, 'validate-deep': validate_deep, 'plan-big': plan_big, 'unread': unread,
+     'refused': refused}[what](path, arg)
+
+
+if __name__ == '__main__':
+    main()

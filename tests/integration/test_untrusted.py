@@ -1,0 +1,297 @@
+"""Unprivileged callers get bounded work: what another UID sends over varlink never holds the loop
+(root's GetStatus is answered within 100 ms and the watchdog keeps its pace while it sends a
+policy nested 100000 deep, a 1 MiB Plan and 32 Monitor streams it never reads), its unread replies
+are capped for the UID as a whole, its refused calls are logged at a bounded rate, and a policy
+file nested too deep is refused before it costs anything. The attacker is tests/integration/
+attacker.py, run under setpriv as UIDs other than 0."""
+
+import json
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import helpers
+from helpers import REPO, T, policy_text, veth
+from test_systemd import wrapper
+from varlink_client import Client, timed_call
+
+IFACE = 'io.bigtcpd.Manager'
+ATTACKER = REPO / 'tests' / 'integration' / 'attacker.py'
+LATENCY = 0.1
+
+POLICY = policy_text('''
+    version: 1
+    rollback:
+      guards: []
+    policies:
+      - name: big
+        match:
+          name: ["v*"]
+        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
+    ''')
+
+
+def sock(d):
+    return str(d.runtime_dir / IFACE)
+
+
+def open_to_others(d):
+    os.chmod(d.runtime_dir.parent, 0o755)   # the harness makes it 0700
+
+
+@pytest.fixture
+def tmpfs_runtime():
+    """A runtime directory on tmpfs, as /run is: state saves cost no disk flush (with the suite's
+    runtime dirs under /tmp, a busy disk makes each of root's Rollbacks wait on fdatasync, which
+    is not what these tests measure). Reachable by others, as /run/bigtcpd is."""
+    path = Path(tempfile.mkdtemp(prefix='bt-', dir='/dev/shm'))
+    parent = path / 'run'
+    parent.mkdir()
+    os.chmod(path, 0o755)
+    yield parent
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Attacker:
+    """attacker.py under another UID, by pid; every line it prints is kept."""
+
+    def __init__(self, d, uid, *args):
+        self.proc = subprocess.Popen(
+            ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', sys.executable, str(ATTACKER),
+             sock(d), *map(str, args)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines = []
+
+    def line(self, timeout=60):
+        """The next line it prints, as JSON."""
+        deadline = time.monotonic() + T(timeout)
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f'attacker said nothing in {timeout} s'
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                text = self.proc.stdout.readline()
+                if not text:
+                    raise AssertionError(f'attacker exited {self.proc.wait()}: {self.proc.stderr.read()}')
+                self.lines.append(json.loads(text))
+                return self.lines[-1]
+
+    def say(self, text):
+        self.proc.stdin.write(text)
+        self.proc.stdin.flush()
+
+    def stop(self):
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.proc.wait(timeout=T(10))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def attackers():
+    started = []
+
+    def start(*args):
+        a = Attacker(*args)
+        started.append(a)
+        return a
+    yield start
+    for a in started:
+        a.stop()
+
+
+class Prober(threading.Thread):
+    """Root's GetStatus, on a fresh connection every 20 ms, until stopped: every latency."""
+
+    def __init__(self, d):
+        super().__init__(daemon=True)
+        self.d = d
+        self.latencies = []
+        self.done = threading.Event()
+        self.error = None
+
+    def run(self):
+        try:
+            while not self.done.is_set():
+                dt, p = timed_call(sock(self.d), timeout=T(5))
+                assert p['version']
+                self.latencies.append(dt)
+                self.done.wait(0.02)
+        except Exception as e:   # reported by the test thread
+            self.error = e
+
+    def stop(self):
+        self.done.set()
+        self.join(T(10))
+        assert self.error is None, f'GetStatus failed under attack: {self.error!r}'
+        return self.latencies
+
+
+def figures(lat):
+    lat = sorted(lat)
+    return (f'{len(lat)} calls, median {statistics.median(lat) * 1000:.1f} ms, '
+            f'p99 {lat[int(len(lat) * 0.99)] * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms')
+
+
+def children_of(pid):
+    kids = []
+    for task in os.listdir(f'/proc/{pid}/task'):
+        with open(f'/proc/{pid}/task/{task}/children') as f:
+            kids += f.read().split()
+    return kids
+
+
+def test_getstatus_answered_and_watchdog_kept_under_attack(tmpfs_runtime, ns, daemon, confdir, tmp_path,
+                                                           monkeypatch, attackers):
+    for i in range(4):
+        veth(ns, f'v{2 * i}', f'v{2 * i + 1}')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    # a watchdog of 400 ms: WATCHDOG=1 every 200 ms while the loop turns
+    monkeypatch.setattr(helpers, 'BIN', wrapper(tmp_path, 'watchdog',
+                                                'WATCHDOG_USEC=400000 WATCHDOG_PID=$$ exec "$REAL" "$@"'))
+    d = daemon(ns, cfg, runtime_dir=tmpfs_runtime)
+
+    mons = attackers(d, 65534, 'monitors', 32)
+    assert mons.line() == {'event': 'ready', 'connections': 32}
+
+    # Root keeps the Monitors busy: every Rollback and Retry is a handful of events for each.
+    stop_events = threading.Event()
+
+    def churn():
+        with Client(sock(d)) as c:
+            while not stop_events.is_set():
+                c.call(f'{IFACE}.Rollback', {})
+                c.call(f'{IFACE}.Retry', {})
+    churner = threading.Thread(target=churn, daemon=True)
+
+    d._recv_notes()
+    notes_before = len(d.note_times)
+    prober = Prober(d)
+    prober.start()
+    churner.start()
+    t0 = time.monotonic()
+    results = []
+    while time.monotonic() - t0 < T(4):
+        deep = attackers(d, 65533, 'validate-deep', 100000)
+        big = attackers(d, 65532, 'plan-big', 1 << 20)
+        results.append((deep.line(), big.line()))
+    stop_events.set()
+    churner.join(T(10))
+    lat = prober.stop()
+    d._recv_notes()
+    print(f'GetStatus under attack: {figures(lat)}')
+
+    deep, big = results[0]
+    assert deep['reply']['parameters']['valid'] is False, deep
+    assert [e['message'] for e in deep['reply']['parameters']['errors']] == ['nested more than 16 levels deep']
+    assert big['error'] is None and big['devices'] == 9 and big['size'] > 1000000, big
+    print(f'attack: {len(results)} rounds; 100000-deep Validate answered in '
+          f'{statistics.median(r[0]["seconds"] for r in results) * 1000:.1f} ms, '
+          f'Plan of {big["size"]} bytes ({big["policies"]} policies) in '
+          f'{statistics.median(r[1]["seconds"] for r in results) * 1000:.1f} ms (medians)')
+    assert max(lat) < T(LATENCY), f'GetStatus took {max(lat) * 1000:.1f} ms under attack ({figures(lat)})'
+
+    # The watchdog kept its pace: WATCHDOG=1 every 200 ms, never a gap of its 400 ms.
+    stamps = [t for t, line in d.note_times[notes_before:] if line == 'WATCHDOG=1']
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    print(f'WATCHDOG=1 under attack: {len(stamps)}, gaps median {statistics.median(gaps) * 1000:.0f} ms, '
+          f'max {max(gaps) * 1000:.0f} ms')
+    assert max(gaps) < T(0.4), f'WATCHDOG=1 gaps up to {max(gaps) * 1000:.0f} ms'
+    # Streams nobody reads were cut early (1 MiB each for a UID other than 0), root's never.
+    cut = d.log_lines(r'pid \d+ uid 65534 does not read its Monitor stream')
+    print(f'{len(cut)} of 32 unread Monitor streams cut')
+    # Every worker is reaped.
+    assert children_of(d.proc.pid) == []
+    mons.stop()
+
+
+def vm(pid, key):
+    with open(f'/proc/{pid}/status') as f:
+        for line in f:
+            if line.startswith(key + ':'):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f'no {key} for pid {pid}')
+
+
+def test_unread_calls_and_replies_are_capped_for_the_uid(ns, daemon, confdir, attackers):
+    """32 connections of one UID pipeline ListDevices and read nothing. Per connection the daemon
+    would hold up to 2 MiB of calls and 1 MiB of replies (96 MiB for the UID); for the UID as a
+    whole it holds 8 MiB of calls and 4 MiB of replies, then reads and answers nothing more of
+    it. Measured as the growth of the daemon's peak memory (the sanitizer's quarantine off)."""
+    for i in range(16):
+        veth(ns, f'v{2 * i}', f'v{2 * i + 1}')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    asan = os.environ.get('ASAN_OPTIONS', '')
+    d = daemon(ns, cfg, env={'ASAN_OPTIONS': (asan + ':' if asan else '') + 'quarantine_size_mb=0'})
+    open_to_others(d)
+    before = vm(d.proc.pid, 'VmRSS')
+    prober = Prober(d)
+    prober.start()
+    a = attackers(d, 65534, 'unread', 32)
+    ready = a.line()
+    lat = prober.stop()
+    grown = vm(d.proc.pid, 'VmHWM') - before
+    a.stop()
+    print(f'32 connections that never read: {ready["sent"] / 1e6:.1f} MB of calls taken, the daemon\'s peak '
+          f'memory grew {grown / 1e6:.1f} MB; GetStatus meanwhile: {figures(lat)}')
+    assert grown < 32 << 20, f'the daemon grew {grown / 1e6:.1f} MB for one UID that reads nothing'
+    assert max(lat) < T(LATENCY), f'GetStatus took {max(lat) * 1000:.1f} ms ({figures(lat)})'
+    assert probe_once(d) < T(LATENCY)
+
+
+def test_refused_calls_are_logged_at_a_bounded_rate(ns, daemon, confdir, attackers):
+    veth(ns, 'v0', 'v1')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg)
+    open_to_others(d)
+    a = attackers(d, 65534, 'refused', 10000)
+    got = a.line(timeout=120)
+    assert got['errors'] == {'org.varlink.service.PermissionDenied': 10000}, got
+    lines = d.log_lines(r'Reload refused to pid \d+ uid 65534')
+    print(f'10000 refused Reload calls: {len(lines)} log lines')
+    assert 1 <= len(lines) <= 10, f'{len(lines)} log lines for 10000 refused calls'
+    # ...and root's call is not refused
+    with Client(sock(d)) as c:
+        assert c.call(f'{IFACE}.Reload')['digest']
+
+
+def test_policy_file_nested_too_deep_is_refused_at_once(ns, daemon, confdir):
+    """A reload of a file nested 100000 deep is refused before libyaml builds it (it costs the
+    square of the depth: 70 s in the loop before this limit); the running policy stays."""
+    veth(ns, 'v0', 'v1')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg)
+    cfg.write_text(POLICY + 'x: ' + '[' * 100000 + ']' * 100000 + '\n')
+    t0 = time.monotonic()
+    d.reload()
+    dt = time.monotonic() - t0
+    assert d.log_lines(r'nested more than 16 levels deep'), d.log_tail()
+    print(f'reload of a policy nested 100000 deep refused in {dt * 1000:.0f} ms')
+    assert probe_once(d) < T(LATENCY)
+
+
+def probe_once(d):
+    dt, p = timed_call(sock(d), timeout=T(5))
+    assert p['version']
+    return dt

@@ -315,8 +315,43 @@ int parse_kernel_reqs(const char *s, KernelReq **ret, size_t *ret_n) {
 
 /* ---- globs, prefixes, counter names ---- */
 
-/* fnmatch() treats a malformed pattern as literal text; reject it instead, so that a typo is an
- * error rather than a policy that silently matches nothing. */
+/* One member of a bracket expression at p[*j]: a character (its byte, escaped or not), or a class
+ * ([:alpha:], -1). -EINVAL when malformed: an unknown class, a collating element or equivalence
+ * class of more than one character, or the pattern ends. */
+static int bracket_member(const char *p, size_t len, size_t *j) {
+        static const char *const classes[] = {"alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower",
+                                              "print", "punct", "space", "upper", "xdigit"};
+
+        if (*j >= len)
+                return -EINVAL;
+        if (p[*j] == '\\') {
+                if (*j + 1 >= len)
+                        return -EINVAL;
+                *j += 2;
+                return (unsigned char) p[*j - 1];
+        }
+        if (p[*j] == '[' && *j + 1 < len && strchr(":.=", p[*j + 1])) {
+                char close[3] = {p[*j + 1], ']', 0};
+                const char *start = p + *j + 2, *e = strstr(start, close);
+                size_t n;
+
+                if (!e)
+                        return -EINVAL;
+                n = (size_t) (e - start);
+                *j = (size_t) (e - p) + 2;
+                if (close[0] != ':') /* [.c.], [=c=]: one character, as itself */
+                        return n == 1 ? (unsigned char) start[0] : -EINVAL;
+                for (size_t k = 0; k < ELEMENTSOF(classes); k++)
+                        if (strlen(classes[k]) == n && strncmp(start, classes[k], n) == 0)
+                                return -1;
+                return -EINVAL;
+        }
+        return (unsigned char) p[(*j)++];
+}
+
+/* fnmatch() treats a malformed pattern as literal text, an unknown class as matching nothing and
+ * a reversed range as empty; reject them instead, so that a typo is an error rather than a policy
+ * that silently matches nothing. */
 bool glob_is_valid(const char *pattern) {
         size_t len;
 
@@ -336,30 +371,23 @@ bool glob_is_valid(const char *pattern) {
                         continue;
 
                 size_t j = i + 1;
-                if (pattern[j] == '!' || pattern[j] == '^')
+                if (j < len && (pattern[j] == '!' || pattern[j] == '^'))
                         j++;
-                if (pattern[j] == ']') /* a leading ']' is a member, not the end */
-                        j++;
-                for (;; j++) {
+                for (bool first = true;; first = false) {
                         if (j >= len)
                                 return false;
-                        if (pattern[j] == '\\') {
-                                if (j + 1 >= len)
-                                        return false;
-                                j++;
-                                continue;
-                        }
-                        if (pattern[j] == '[' && strchr(":.=", pattern[j + 1]) && pattern[j + 1]) {
-                                /* [:class:], [.coll.], [=equiv=] */
-                                char close[3] = {pattern[j + 1], ']', 0};
-                                const char *e = strstr(pattern + j + 2, close);
-                                if (!e)
-                                        return false;
-                                j = (size_t) (e - pattern) + 1;
-                                continue;
-                        }
-                        if (pattern[j] == ']')
+                        if (pattern[j] == ']' && !first) /* a leading ']' is a member */
                                 break;
+                        int lo = bracket_member(pattern, len, &j);
+                        if (lo == -EINVAL)
+                                return false;
+                        /* a range, unless the '-' is the last member */
+                        if (j + 1 < len && pattern[j] == '-' && pattern[j + 1] != ']') {
+                                j++;
+                                int hi = bracket_member(pattern, len, &j);
+                                if (lo < 0 || hi < 0 || hi < lo)
+                                        return false;
+                        }
                 }
                 i = j;
         }

@@ -35,6 +35,24 @@ _printf_(3, 4) static int file_error(PolicyErrors *errs, const char *path, const
         return r;
 }
 
+/* What is at `path` instead of a regular file, for the error that names it. */
+static const char *why_unreadable(const char *path, int error) {
+        struct stat st;
+
+        if (error == -ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+                return "dangling symlink";
+        if (error == -ELOOP)
+                return "symlink loop";
+        if (error == -EBADF && stat(path, &st) == 0)
+                return S_ISFIFO(st.st_mode)   ? "not a regular file (a FIFO)"
+                       : S_ISSOCK(st.st_mode) ? "not a regular file (a socket)"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "not a regular file (a device)"
+                                                                   : "not a regular file";
+        if (error == -EBADF)
+                return "not a regular file";
+        return strerror(-error);
+}
+
 int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs) {
         _cleanup_(policy_set_freep) PolicySet *s = NULL;
         bool failed = false;
@@ -55,12 +73,8 @@ int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, Polic
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0) {
-                        if (r == -EFBIG)
-                                r = file_error(errs, paths[i], "file too large (max %u bytes)",
-                                               POLICY_FILE_MAX);
-                        else
-                                r = file_error(errs, paths[i], "%s",
-                                               r == -EBADF ? "not a regular file" : strerror(-r));
+                        r = r == -EFBIG ? file_error(errs, paths[i], "file too large (max %u bytes)", POLICY_FILE_MAX)
+                                        : file_error(errs, paths[i], "%s", why_unreadable(paths[i], r));
                         if (r < 0)
                                 return r;
                         failed = true;
@@ -89,12 +103,13 @@ static int dropin_compare(const void *a, const void *b) {
         return strcmp(((const DropIn *) a)->name, ((const DropIn *) b)->name);
 }
 
-static bool is_regular(const char *path) {
+/* Something is there, whatever it is (a dangling symlink too). */
+static bool exists(const char *path) {
         struct stat st;
-        return stat(path, &st) >= 0 && S_ISREG(st.st_mode); /* follows symlinks */
+        return lstat(path, &st) >= 0;
 }
 
-static bool dropin_name_ok(const char *name) {
+bool policy_dropin_name_ok(const char *name) {
         size_t l = strlen(name);
         /* hidden files are editors' and ConfigMaps' (..data) scaffolding */
         return name[0] != '.' && l > 5 && streq_ptr(name + l - 5, ".yaml");
@@ -113,7 +128,7 @@ static int collect_dropins(const char *dir, DropIn **items, size_t *n) {
                 bool seen = false;
                 DropIn *t;
 
-                if (!dropin_name_ok(de->d_name))
+                if (!policy_dropin_name_ok(de->d_name))
                         continue;
                 for (size_t i = 0; i < *n; i++)
                         if (streq_ptr((*items)[i].name, de->d_name)) {
@@ -126,8 +141,8 @@ static int collect_dropins(const char *dir, DropIn **items, size_t *n) {
                         path = NULL;
                         return -ENOMEM;
                 }
-                if (!is_regular(path))
-                        continue;
+                if (!exists(path))
+                        continue; /* gone since readdir() */
                 name = strdup(de->d_name);
                 if (!name)
                         return -ENOMEM;
@@ -173,7 +188,7 @@ int policy_discover(const char *config, const char *root, char ***ret_paths) {
 
         if (asprintf(&main_path, "%s" POLICY_MAIN_FILE, root) < 0)
                 return -ENOMEM;
-        if (is_regular(main_path)) {
+        if (exists(main_path)) {
                 r = strv_push_take(&l, &n, main_path);
                 if (r < 0) {
                         free(main_path);

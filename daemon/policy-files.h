@@ -2,6 +2,7 @@
  * (read by discovery, the inotify watch and the help text), and loading the files into a set. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "policy.h"
@@ -14,11 +15,16 @@
  * basename, the one in the earlier directory is read and the other is not. */
 extern const char *const policy_dropin_dirs[];
 
+/* A name that is a drop-in: *.yaml, not hidden (editors' and ConfigMaps' scaffolding). */
+bool policy_dropin_name_ok(const char *name);
+
 /* The files that make up the policy: `config` alone when it is non-NULL, otherwise
  * <root>/etc/bigtcpd/bigtcpd.yaml (if it exists) followed by *.yaml drop-ins from
  * <root>/etc/bigtcpd/bigtcpd.d, <root>/run/bigtcpd/bigtcpd.d, <root>/usr/lib/bigtcpd/bigtcpd.d
  * — one file per basename (/etc over /run over /usr/lib), in lexical order of basename.
- * `root` is "" in production and a test directory in tests. Returns the number of paths. */
+ * Whatever has such a name is listed, a FIFO, a directory or a dangling symlink too: loading it
+ * is an error that names it, never a file skipped without a word. `root` is "" in production
+ * and a test directory in tests. Returns the number of paths. */
 int policy_discover(const char *config, const char *root, char ***ret_paths);
 
 /* Read and parse the files in order into a new set. On any error returns -EINVAL with every

@@ -1,6 +1,8 @@
-/* policy-watch.c — inotify on the policy directories (policy-files.h names them). A change only
- * triggers a reload attempt; the reload itself compares contents, so spurious events cost a
- * re-read and nothing else. */
+/* policy-watch.c — inotify on the policy directories (policy-files.h names them). Each
+ * directory is watched for the names that matter in it: a policy file, a drop-in directory,
+ * `*.yaml` in a drop-in directory, and Kubernetes' `..data` scaffolding; an editor's swap file
+ * or the daemon's own state files next to them are not a reason to re-read anything. A change
+ * only triggers a reload attempt; the reload itself compares contents. */
 #include <event2/event.h>
 #include <libgen.h>
 #include <limits.h>
@@ -17,9 +19,13 @@
         (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_DELETE_SELF |   \
          IN_MOVE_SELF | IN_ATTRIB | IN_DONT_FOLLOW | IN_ONLYDIR)
 
+/* A directory and the names in it that matter. */
 typedef struct Watch {
         int wd;
         char *dir;
+        bool dropins;  /* every drop-in name (*.yaml) */
+        char **names;  /* and these */
+        size_t n_names;
 } Watch;
 
 struct PolicyWatch {
@@ -32,9 +38,15 @@ struct PolicyWatch {
         size_t n_watches;
 };
 
+static void watch_done(Watch *w) {
+        free(w->dir);
+        strv_free(w->names);
+        *w = (Watch){.wd = -1};
+}
+
 static void watches_clear(PolicyWatch *w) {
         for (size_t i = 0; i < w->n_watches; i++)
-                free(w->watches[i].dir);
+                watch_done(&w->watches[i]);
         free(w->watches);
         w->watches = NULL;
         w->n_watches = 0;
@@ -65,11 +77,29 @@ int policy_watch_new(struct event_base *base, PolicyChangedFn changed, void *use
         return 0;
 }
 
-static const char *dir_of(int wd, const PolicyWatch *w) {
+static const Watch *watch_of(int wd, const PolicyWatch *w) {
         for (size_t i = 0; i < w->n_watches; i++)
                 if (w->watches[i].wd == wd)
-                        return w->watches[i].dir;
+                        return &w->watches[i];
         return NULL;
+}
+
+static const char *dir_of(int wd, const PolicyWatch *w) {
+        const Watch *x = watch_of(wd, w);
+        return x ? x->dir : NULL;
+}
+
+/* An event about the directory itself (no name) always matters. */
+static bool name_matters(const Watch *x, const char *name, size_t len) {
+        if (len == 0 || name[0] == '\0')
+                return true;
+        /* Kubernetes' atomic writer swaps "..data" (a symlink to a "..<timestamp>" directory)
+         * under the files' symlinks */
+        if (strncmp(name, "..", 2) == 0)
+                return true;
+        if (x->dropins && policy_dropin_name_ok(name))
+                return true;
+        return strv_contains(x->names, name);
 }
 
 /* A new regular file is still being written: wait for its IN_CLOSE_WRITE. New symlinks and
@@ -103,9 +133,12 @@ static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
                 }
                 for (uint8_t *p = buf; p < buf + n;) {
                         const struct inotify_event *ev = (const struct inotify_event *) p;
+                        const Watch *x = watch_of(ev->wd, w);
                         p += sizeof(struct inotify_event) + ev->len;
-                        if (!(ev->mask & IN_Q_OVERFLOW) && !dir_of(ev->wd, w))
+                        if (!(ev->mask & IN_Q_OVERFLOW) && !x)
                                 continue; /* a watch we dropped ourselves */
+                        if (x && !name_matters(x, ev->name, ev->len))
+                                continue;
                         if (ev->mask & IN_Q_OVERFLOW)
                                 changed = true;
                         else if (ev->mask & IN_IGNORED)
@@ -120,52 +153,86 @@ static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
                 w->changed(w->userdata);
 }
 
-/* The directories to watch, each once: `want` is a string list of `*n` entries. */
-static int want_dir(char ***want, size_t *n, const char *dir) {
+/* The directories to watch, each once, with the names that matter in them. */
+typedef struct Wanted {
+        Watch *items;
+        size_t n;
+} Wanted;
+
+static void wanted_done(Wanted *l) {
+        for (size_t i = 0; i < l->n; i++)
+                watch_done(&l->items[i]);
+        free(l->items);
+}
+
+/* `dir` (if it is a directory), for drop-ins or for the name `name` in it. */
+static int want(Wanted *l, const char *dir, bool dropins, const char *name) {
         struct stat st;
+        Watch *x = NULL;
 
-        if (!dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || strv_contains(*want, dir))
+        if (!dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
                 return 0;
-        return strv_push(want, n, dir);
+        for (size_t i = 0; i < l->n && !x; i++)
+                if (streq_ptr(l->items[i].dir, dir))
+                        x = &l->items[i];
+        if (!x) {
+                Watch *t = reallocarray(l->items, l->n + 1, sizeof(Watch));
+                if (!t)
+                        return -ENOMEM;
+                l->items = t;
+                x = &l->items[l->n];
+                *x = (Watch){.wd = -1, .dir = strdup(dir)};
+                if (!x->dir)
+                        return -ENOMEM;
+                l->n++;
+        }
+        x->dropins = x->dropins || dropins;
+        if (name && !strv_contains(x->names, name))
+                return strv_push(&x->names, &x->n_names, name);
+        return 0;
 }
 
-static int want_parent_of(char ***want, size_t *n, const char *path) {
-        _cleanup_(freep) char *copy = strdup(path);
+/* The directory `path` is in, for its name. */
+static int want_file(Wanted *l, const char *path) {
+        _cleanup_(freep) char *d = strdup(path), *b = strdup(path);
 
-        if (!copy)
+        if (!d || !b)
                 return -ENOMEM;
-        return want_dir(want, n, dirname(copy));
+        return want(l, dirname(d), false, basename(b));
 }
 
-static int want_root_dir(char ***want, size_t *n, const char *root, const char *dir) {
-        _cleanup_(freep) char *p = NULL;
-
-        if (asprintf(&p, "%s%s", root ?: "", dir) < 0)
-                return -ENOMEM;
-        return want_dir(want, n, p);
+static int want_file_and_target(Wanted *l, const char *path) {
+        char real[PATH_MAX];
+        int r = want_file(l, path);
+        if (r >= 0 && realpath(path, real))
+                r = want_file(l, real);
+        return r;
 }
 
 int policy_watch_set(PolicyWatch *w, char *const *paths, size_t n_paths, const char *config,
                      const char *root) {
-        _cleanup_(strv_freep) char **want = NULL;
-        size_t n_want = 0;
-        char real[PATH_MAX];
-        int r;
+        _cleanup_(wanted_done) Wanted l = {};
+        int r = 0;
 
-        if (config) {
-                r = want_parent_of(&want, &n_want, config);
-                if (r >= 0 && realpath(config, real))
-                        r = want_parent_of(&want, &n_want, real);
-        } else {
-                r = want_root_dir(&want, &n_want, root, POLICY_MAIN_DIR);
-                for (const char *const *d = policy_dropin_dirs; *d && r >= 0; d++)
-                        r = want_root_dir(&want, &n_want, root, *d);
+        if (config)
+                r = want_file_and_target(&l, config);
+        else {
+                _cleanup_(freep) char *main_file = NULL;
+                if (asprintf(&main_file, "%s" POLICY_MAIN_FILE, root ?: "") < 0)
+                        return -ENOMEM;
+                r = want_file(&l, main_file);
+                /* a drop-in directory, and its parent for the directory to appear or be replaced */
+                for (const char *const *d = policy_dropin_dirs; *d && r >= 0; d++) {
+                        _cleanup_(freep) char *p = NULL;
+                        if (asprintf(&p, "%s%s", root ?: "", *d) < 0)
+                                return -ENOMEM;
+                        r = want(&l, p, true, NULL);
+                        if (r >= 0)
+                                r = want_file(&l, p);
+                }
         }
-        for (size_t i = 0; i < n_paths && r >= 0; i++) {
-                r = want_parent_of(&want, &n_want, paths[i]);
-                if (r >= 0 && realpath(paths[i], real))
-                        r = want_parent_of(&want, &n_want, real);
-        }
+        for (size_t i = 0; i < n_paths && r >= 0; i++)
+                r = want_file_and_target(&l, paths[i]);
         if (r < 0)
                 return r;
 
@@ -179,38 +246,43 @@ int policy_watch_set(PolicyWatch *w, char *const *paths, size_t n_paths, const c
                 if (!w->event || event_add(w->event, NULL) < 0)
                         return -ENOMEM;
         }
+        /* keep the watches still wanted, with their names as they are wanted now */
         for (size_t i = 0; i < w->n_watches;) {
-                if (strv_contains(want, w->watches[i].dir)) {
-                        i++;
+                Watch *x = NULL;
+                for (size_t j = 0; j < l.n && !x; j++)
+                        if (streq_ptr(l.items[j].dir, w->watches[i].dir))
+                                x = &l.items[j];
+                if (!x) {
+                        (void) inotify_rm_watch(w->fd, w->watches[i].wd);
+                        watch_done(&w->watches[i]);
+                        w->watches[i] = w->watches[--w->n_watches];
                         continue;
                 }
-                (void) inotify_rm_watch(w->fd, w->watches[i].wd);
-                free(w->watches[i].dir);
-                w->watches[i] = w->watches[--w->n_watches];
+                strv_free(w->watches[i].names);
+                w->watches[i].names = TAKE_PTR(x->names);
+                w->watches[i].n_names = x->n_names;
+                w->watches[i].dropins = x->dropins;
+                x->wd = w->watches[i].wd; /* taken */
+                i++;
         }
-        for (size_t j = 0; j < n_want; j++) {
-                _cleanup_(freep) char *dir = NULL;
-                bool have = false;
-                Watch *t;
+        for (size_t j = 0; j < l.n; j++) {
+                Watch *x = &l.items[j], *t;
                 int wd;
 
-                for (size_t i = 0; i < w->n_watches && !have; i++)
-                        have = streq_ptr(want[j], w->watches[i].dir);
-                if (have)
+                if (x->wd >= 0)
                         continue;
                 t = reallocarray(w->watches, w->n_watches + 1, sizeof(Watch));
                 if (!t)
                         return -ENOMEM;
                 w->watches = t;
-                dir = strdup(want[j]);
-                if (!dir)
-                        return -ENOMEM;
-                wd = inotify_add_watch(w->fd, dir, WATCH_MASK);
+                wd = inotify_add_watch(w->fd, x->dir, WATCH_MASK);
                 if (wd < 0) {
-                        log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", dir);
+                        log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", x->dir);
                         continue;
                 }
-                w->watches[w->n_watches++] = (Watch){.wd = wd, .dir = TAKE_PTR(dir)};
+                x->wd = wd;
+                w->watches[w->n_watches++] = *x;
+                *x = (Watch){.wd = -1}; /* moved */
         }
         return (int) w->n_watches;
 }

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 import nl
-from helpers import (assert_sizes, at, device_lines, line_of, policy_text, set_and_check, sizes4,
+from helpers import (Monitor, assert_sizes, at, device_lines, line_of, policy_text, set_and_check, sizes4,
                      T, veth, write_file_atomic)
 
 ORIG = sizes4(60000, 60001, 60002, 60003)
@@ -182,4 +182,57 @@ def test_inotify_reload_on_configmap_symlink_swap(ns, daemon, tmp_path):
         d.wait_notify('RELOADING=1')
         d.wait_notify('READY=1')
         nl.wait_links(ns, at({'v0': sizes4(size), 'v1': sizes4(size)}), T(10), f'ConfigMap swap {n}')
+    d.stop()
+
+
+def test_fifo_renamed_over_the_policy(ns, daemon, confdir):
+    """A FIFO where the policy file was: the reload it triggers refuses it at once (opened
+    without blocking, named as what it is); the daemon answers within a second; the running
+    policy stays."""
+    import varlink_client
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy_v(185000))
+    veth(ns, 'v0', 'v1')
+    d = daemon(ns, cfg)
+    fifo = confdir / '.fifo'
+    os.mkfifo(fifo)
+    with Monitor(d, seed=False) as m:
+        os.rename(fifo, cfg)
+        ev = m.wait_for(lambda e: e['event'] == 'reload', 10, 'the reload of the FIFO')
+    assert ev['ok'] is False and [e['message'] for e in ev['errors']] == ['not a regular file (a FIFO)'], ev
+    assert d.log_lines(re.escape(f'{cfg}: not a regular file (a FIFO)')), d.log_tail()
+    dt, status = varlink_client.timed_call(d.runtime_dir / 'io.bigtcpd.Manager', timeout=T(5))
+    assert dt < T(1.0), f'GetStatus took {dt:.3f} s with a FIFO for a policy'
+    veth(ns, 'v2', 'v3')
+    nl.wait_links(ns, at({'v2': sizes4(185000)}), T(10), 'new device, old policy')
+    d.stop()
+
+
+@pytest.mark.parametrize('kind', ['fifo', 'dangling', 'loop', 'directory'])
+def test_dropin_that_is_not_a_file_is_an_error(ns, daemon, tmp_path, kind):
+    """A drop-in name (*.yaml) for something other than a regular file is not skipped without a
+    word: the reload is refused with its path and what it is, and the running policy stays."""
+    root = tmp_path / 'root'
+    dropins = root / 'etc/bigtcpd/bigtcpd.d'
+    dropins.mkdir(parents=True)
+    (root / 'etc/bigtcpd/bigtcpd.yaml').write_text(policy_v(185000))
+    veth(ns, 'v0', 'v1')
+    d = daemon(ns, None, env={'BIGTCPD_ROOT': str(root)})
+    bad = dropins / '50-bad.yaml'
+    with Monitor(d, seed=False) as m:
+        if kind == 'fifo':
+            os.mkfifo(bad)
+        elif kind == 'dangling':
+            os.symlink('/nonexistent/x.yaml', bad)
+        elif kind == 'loop':
+            os.symlink('50-bad.yaml', bad)
+        else:
+            bad.mkdir()
+        ev = m.wait_for(lambda e: e['event'] == 'reload', 10, f'the reload for the {kind}')
+    why = {'fifo': 'not a regular file (a FIFO)', 'dangling': 'dangling symlink', 'loop': 'symlink loop',
+           'directory': 'Is a directory'}[kind]
+    assert ev['ok'] is False and [(e['file'], e['message']) for e in ev['errors']] == [(str(bad), why)], ev
+    assert d.log_lines(re.escape(f'{bad}: {why}')), d.log_tail()
+    veth(ns, 'v2', 'v3')
+    nl.wait_links(ns, at({'v2': sizes4(185000)}), T(10), 'new device, old policy')
     d.stop()

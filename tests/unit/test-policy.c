@@ -731,6 +731,23 @@ static void test_globs(void **state) {
                 {"", false},
                 {"*", true},
                 {"0c:42:a1:*", true},
+                /* classes fnmatch() knows, and only those */
+                {"eth[[:alnum:][:xdigit:]]", true},
+                {"eth[[:nope:]]", false},
+                {"eth[[:DIGIT:]]", false},
+                {"eth[[.a.]]", true},
+                {"eth[[.ab.]]", false},
+                {"eth[[=a=]]", true},
+                /* ranges: not reversed, not from or to a class */
+                {"eth[0-9a-f]", true},
+                {"eth[a-a]", true},
+                {"eth[z-a]", false},
+                {"eth[9-0]", false},
+                {"eth[\\z-\\a]", false},
+                {"eth[[:alpha:]-z]", false},
+                {"eth[a-]", true}, /* a trailing - is a member */
+                {"eth[-a]", true},
+                {"eth[!z-a]", false},
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++)
@@ -1046,6 +1063,7 @@ static void test_discover(void **state) {
         assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/70-x.yaml.bak", "x"), 0);
         assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/70-x.yml", "x"), 0);
         assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/.hidden.yaml", "x"), 0);
+        /* policy files that cannot be read: listed, so that loading says so */
         assert_int_equal(asprintf(&dir, "%s/etc/bigtcpd/bigtcpd.d/60-dir.yaml", t->path) > 0, 1);
         assert_int_equal(mkdir(dir, 0755), 0);
         assert_true(asprintf(&dangling, "%s/etc/bigtcpd/bigtcpd.d/65-dangling.yaml", t->path) > 0);
@@ -1063,9 +1081,11 @@ static void test_discover(void **state) {
                              "/run/bigtcpd/bigtcpd.d/10-a.yaml",
                              "/etc/bigtcpd/bigtcpd.d/40-cm.yaml",
                              "/etc/bigtcpd/bigtcpd.d/50-b.yaml",
+                             "/etc/bigtcpd/bigtcpd.d/60-dir.yaml",
+                             "/etc/bigtcpd/bigtcpd.d/65-dangling.yaml",
                              "/usr/lib/bigtcpd/bigtcpd.d/90-z.yaml",
                      },
-                     6);
+                     8);
         strv_free(paths);
 
         /* --config replaces everything, whether or not it exists */
@@ -1079,7 +1099,7 @@ static void test_discover(void **state) {
         assert_true(asprintf(&target, "%s/etc/bigtcpd/bigtcpd.yaml", t->path) > 0);
         assert_int_equal(unlink(target), 0);
         n = policy_discover(NULL, t->path, &paths);
-        assert_int_equal(n, 5);
+        assert_int_equal(n, 7);
         assert_non_null(strstr(paths[0], "00-first.yaml"));
         strv_free(paths);
 }
@@ -1119,6 +1139,56 @@ static void test_watch_many_dirs(void **state) {
         event_base_free(base);
         for (size_t i = 0; i < ELEMENTSOF(paths); i++)
                 free(paths[i]);
+}
+
+/* Each directory is watched for the names that matter in it, nothing else. */
+static void test_watch_names(void **state) {
+        TempDir *t = *state;
+        struct event_base *base = event_base_new();
+        _cleanup_(freep) char *run_dropins = NULL;
+        char **paths = NULL;
+        PolicyWatch *w = NULL;
+        unsigned changes = 0;
+        int n;
+
+        assert_non_null(base);
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.yaml", V1 "policies: []\n"), 0);
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/10-a.yaml", V1 "policies: []\n"), 0);
+        assert_int_equal(write_file(t->path, "run/bigtcpd/state.json", "{}"), 0);
+        n = policy_discover(NULL, t->path, &paths);
+        assert_int_equal(n, 2);
+        assert_int_equal(policy_watch_new(base, count_change, &changes, &w), 0);
+        /* etc/bigtcpd, etc/bigtcpd/bigtcpd.d, run/bigtcpd (for a bigtcpd.d to appear) */
+        assert_int_equal(policy_watch_set(w, paths, (size_t) n, NULL, t->path), 3);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+
+        /* an editor's swap file, notes, the daemon's own state: nothing */
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/.bigtcpd.yaml.swp", "x"), 0);
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/NOTES", "x"), 0);
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/10-a.yaml~", "x"), 0);
+        assert_int_equal(write_file(t->path, "run/bigtcpd/state.json", "{\"v\": 2}"), 0);
+        assert_int_equal(write_file(t->path, "run/bigtcpd/state.journal", "x"), 0);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 0);
+
+        /* the policy, a drop-in, a drop-in directory that appears, a ConfigMap's swap: each */
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.yaml", V1 "policies: []\n# 2\n"), 0);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 1);
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/20-b.yaml", V1 "policies: []\n"), 0);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 2);
+        assert_true(asprintf(&run_dropins, "%s/run/bigtcpd/bigtcpd.d", t->path) > 0);
+        assert_int_equal(mkdir(run_dropins, 0755), 0);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 3);
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/..data/x", "x"), 0);
+        assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+        assert_int_equal(changes, 4);
+
+        policy_watch_free(w);
+        event_base_free(base);
+        strv_free(paths);
 }
 
 static void test_load_files(void **state) {
@@ -1197,6 +1267,21 @@ static void test_load_files(void **state) {
                              "%s: Is a directory\n",
                              missing, d, a, t->path) > 0);
         assert_string_equal(errors, expected);
+        policy_errors_clear(&e);
+
+        /* what is not a regular file says what it is, and nothing blocks on a FIFO */
+        _cleanup_(freep) char *fifo = NULL, *dangling = NULL, *loop = NULL, *errors2 = NULL, *expected2 = NULL;
+        assert_true(asprintf(&fifo, "%s/fifo.yaml", t->path) > 0);
+        assert_true(asprintf(&dangling, "%s/dangling.yaml", t->path) > 0);
+        assert_true(asprintf(&loop, "%s/loop.yaml", t->path) > 0);
+        assert_int_equal(mkfifo(fifo, 0644), 0);
+        assert_int_equal(symlink("/nonexistent/x.yaml", dangling), 0);
+        assert_int_equal(symlink("loop.yaml", loop), 0);
+        assert_int_equal(policy_load_files((char *const[]){fifo, dangling, loop}, 3, &s, &e), -EINVAL);
+        errors2 = errors_to_string(&e);
+        assert_true(asprintf(&expected2, "%s: not a regular file (a FIFO)\n%s: dangling symlink\n%s: symlink loop\n",
+                             fifo, dangling, loop) > 0);
+        assert_string_equal(errors2, expected2);
         policy_errors_clear(&e);
 
         /* no files: an empty set with the built-in defaults */
@@ -1361,6 +1446,7 @@ int main(void) {
                 cmocka_unit_test(test_error_cap),
                 cmocka_unit_test_setup_teardown(test_discover, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test_setup_teardown(test_load_files, setup_tempdir, teardown_tempdir),
+                cmocka_unit_test_setup_teardown(test_watch_names, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test_setup_teardown(test_watch_many_dirs, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test(test_scope),
                 cmocka_unit_test(test_error_format),

@@ -1,10 +1,12 @@
 """Applying a policy: devices present at start and created later reach the policy; lo and
 unmatched devices are never written; each family is written only as the policy says."""
 
+import time
+
 import pytest
 
 import nl
-from helpers import (assert_sizes, at, device_lines, ip, policy_text, run, set_and_check, sizes4,
+from helpers import (Monitor, assert_sizes, at, device_lines, ip, policy_text, run, set_and_check, sizes4,
                      T, veth, write_file_atomic)
 
 BIG = 185000
@@ -188,4 +190,29 @@ def test_value_changed_behind_the_back_is_put_back(ns, daemon, confdir):
         assert nl.sizes_of(links['v1'])[3] == 70000
         w.wait(at({'v0': sizes4(BIG), 'v1': sizes4(BIG)}), T(PUT_BACK_TIMEOUT), 'put back')
     assert 'behind' in d.log(), d.log()
+    d.stop()
+
+
+def test_put_back_limit_holds_against_a_writer_that_fights(ns, daemon, confdir):
+    """Another writer sets gso_max_size every 10 ms while the daemon verifies every 100 ms: it
+    gets at most 10 put-backs a minute (the per-device limit), whichever path noticed the change
+    (a verification, a throttled put-back that became due, a reconcile meanwhile)."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY_V)
+    veth(ns, 'v0', 'v1')
+    d = daemon(ns, cfg, extra_args=('--verify-interval', '100ms'))
+    assert_sizes(ns, {'v0': sizes4(BIG)})
+    fights = 0
+    with Monitor(d, seed=False) as m:
+        start = len(m.events)
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            nl.set_sizes(ns, 'v0', gso_max_size=65536)
+            fights += 1
+            time.sleep(0.01)   # the other writer's own pace, not a wait for the daemon
+        put_backs = [e for e in m.events[start:]
+                     if e['event'] == 'write' and e.get('cause') == 'put-back' and e['ifname'] == 'v0']
+    print(f'{fights} writes by another writer in 5 s: {len(put_backs)} put-backs')
+    assert 1 <= len(put_backs) <= 10, f'{len(put_backs)} put-backs in 5 s (limit: 10 a minute)'
+    assert d.log_lines(r'v0: .*(put-back|behind)'), d.log_tail()
     d.stop()

@@ -289,7 +289,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         r = state_parse(snap_text, snap_size, &entries, &n, &generation);
         FUZZ_ASSERT(r == 0 || r == -EBADMSG || r == -ENOMEM || r == -EFBIG);
         if (r == 0 && nul) {
-                r = state_journal_apply(journal_text, journal_size, generation, &entries, &n);
+                r = state_journal_apply(journal_text, journal_size, generation, &entries, &n, NULL);
                 FUZZ_ASSERT(r == 0 || r == -ENOMEM);
                 if (r < 0) {
                         state_entries_free(entries, n);

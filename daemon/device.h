@@ -188,6 +188,9 @@ struct Device {
                 unsigned n;
                 bool throttled;
         } corrections;
+        /* ---- apply.c: not written, its originals could not be recorded: tried again once the
+         * state file is written again ---- */
+        bool state_refused;
 
         /* ---- state.c ---- */
         bool state_dirty;

@@ -1080,6 +1080,56 @@ static void test_resume_held_mid_rollback(void **state) {
         h_free(h);
 }
 
+/* The state file could not be written, so the device was not written ("cannot record original
+ * sizes"); the first save that succeeds again (here, a new device's) has it tried again, from the
+ * loop. It was left failed once until a reload. */
+static void test_state_refused_retried(void **state) {
+        Harness *h = h_new(P_ALL);
+        StateStore *peek;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        h_link_add(h, 2, "eth0");
+        h_break_runtime_dir(h);
+        h_start(h);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_FAILED);
+        assert_string_equal(h_dev(h, 2)->last_error, "cannot record original sizes");
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+        assert_true(state_store_retry_usec(h->e->state) > 0);
+
+        /* nothing is tried again while the state file still cannot be written */
+        h_link_add(h, 3, "eth1");
+        h_answer_all(h);
+        assert_int_equal(event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+        h_answer_all(h);
+        assert_int_equal(h_count_writes(h, 0, 0), 0);
+        assert_state(h_state(h, 2), DEVICE_FAILED);
+
+        assert_int_equal(mkdir(h->runtime_dir, 0700), 0);
+        h_link_add(h, 4, "eth2");
+        h_answer_all(h);
+        assert_state(h_state(h, 4), DEVICE_PROBATION);
+        assert_state(h_state(h, 2), DEVICE_FAILED); /* not from within the save */
+        assert_int_equal(state_store_retry_usec(h->e->state), 0);
+        assert_int_equal(event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_PROBATION);
+        assert_state(h_state(h, 3), DEVICE_PROBATION);
+        assert_sizes_equal(h_link(h, 2)->sizes, BIG);
+        assert_sizes_equal(h_link(h, 3)->sizes, BIG);
+
+        /* and their originals are on disk */
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, 3);
+        for (size_t i = 0; i < n; i++)
+                assert_sizes_equal(e[i].original, H_LEGACY);
+        state_entries_free(e, n);
+        state_store_free(peek);
+        h_free(h);
+}
+
 /* Runs last: every transition the table allows was taken by some case above (and none it does not
  * allow: each harness checks every EVENT_STATE against the table). */
 static void test_transition_coverage(void **state) {
@@ -1130,6 +1180,7 @@ int main(void) {
         ADD_CASES("put-back", test_put_back, put_back_cases);
         ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);
         ADD_TEST(test_resume_held_mid_rollback);
+        ADD_TEST(test_state_refused_retried);
         ADD_TEST(test_transition_coverage); /* last: it counts what the others did */
         assert_true(n <= ELEMENTSOF(tests));
 

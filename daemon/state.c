@@ -170,7 +170,20 @@ static void out_rollback(Out *o, const RollbackRecord *r) {
         out_printf(o, "}");
 }
 
+/* The sizes bigtcpd owns on the device, and those a write of its policy queued or in flight will
+ * own once it lands: the entry saved before that write must have them given back should a kill
+ * come after the write and before the entry saved after its ack. (Giving back a size the write
+ * never reached writes its original, which it most likely still holds.) */
+static unsigned written_or_writing(const Device *d) {
+        unsigned w = d->written;
+
+        if (d->write.phase != WRITE_IDLE && write_cause_is_policy(d->write.cause))
+                w |= d->write.owned;
+        return w;
+}
+
 static void out_device(Out *o, const Device *d) {
+        unsigned written = written_or_writing(d);
         bool first = true;
 
         out_printf(o, "{\"ifindex\":%d,\"ifname\":", d->ifindex);
@@ -178,7 +191,7 @@ static void out_device(Out *o, const Device *d) {
         out_sizes(o, "original", &d->original);
         out_printf(o, ",\"written\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if (d->written & (1u << i)) {
+                if (written & (1u << i)) {
                         out_printf(o, "%s\"%s\"", first ? "" : ",", size_name(i));
                         first = false;
                 }

@@ -1130,6 +1130,39 @@ static void test_state_refused_retried(void **state) {
         h_free(h);
 }
 
+/* The entry saved before a first write already says which sizes the write sets: a kill after the
+ * write and before the entry saved after its ack (50 ms later) must still have them given back.
+ * It said none once, and the restart "restored" nothing: the originals were lost. */
+static void test_entry_before_write_owns_its_sizes(void **state) {
+        Harness *h = h_new(P_GSO_150);
+        StateStore *peek;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        h_link_add(h, 2, "eth0");
+        h_start(h);
+        assert_int_equal(h_count_writes(h, 2, 0), 1); /* sent, not answered */
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_sizes_equal(e[0].original, H_LEGACY);
+        assert_int_equal(e[0].written, SIZE_BIT_GSO);
+        state_entries_free(e, n);
+        state_store_free(peek);
+
+        /* refused: it owns nothing after all */
+        refuse_next_write(h, -EINVAL);
+        assert_state(h_state(h, 2), DEVICE_FAILED);
+        assert_int_equal(state_store_save(h->e->state), 0);
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(e[0].written, 0);
+        state_entries_free(e, n);
+        state_store_free(peek);
+        h_free(h);
+}
+
 /* Runs last: every transition the table allows was taken by some case above (and none it does not
  * allow: each harness checks every EVENT_STATE against the table). */
 static void test_transition_coverage(void **state) {
@@ -1181,6 +1214,7 @@ int main(void) {
         ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);
         ADD_TEST(test_resume_held_mid_rollback);
         ADD_TEST(test_state_refused_retried);
+        ADD_TEST(test_entry_before_write_owns_its_sizes);
         ADD_TEST(test_transition_coverage); /* last: it counts what the others did */
         assert_true(n <= ELEMENTSOF(tests));
 

@@ -640,9 +640,20 @@ void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 StateEntry *s = &entries[i];
                 Device *d = device_get(&e->devices, s->ifindex);
+                const char *why = NULL;
                 if (!d) {
                         log_info("%s: gone while bigtcpd was not running, forgetting its original sizes",
                                  s->ifname ?: "?");
+                        continue;
+                }
+                if (!state_entry_is_device(s, d, &why)) {
+                        /* its ifindex was handed out again: the sizes in the entry are another's */
+                        log_dev_notice(d, "not the device that had ifindex %d when the state file was written "
+                                          "(%s, kind %s, MAC %s; now kind %s, MAC %s): another %s. Dropping the "
+                                          "stale entry; this device gets none of its original sizes",
+                                       s->ifindex, s->ifname ?: "?", strempty(s->kind) ? "none" : s->kind,
+                                       strempty(s->mac) ? "none" : s->mac, d->kind ?: "none",
+                                       strempty(device_identity_mac(d)) ? "none" : device_identity_mac(d), why);
                         continue;
                 }
                 lifecycle_resume(e, d, s);

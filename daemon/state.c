@@ -188,6 +188,10 @@ static void out_device(Out *o, const Device *d) {
 
         out_printf(o, "{\"ifindex\":%d,\"ifname\":", d->ifindex);
         out_string(o, d->ifname);
+        out_printf(o, ",\"kind\":");
+        out_string(o, d->kind ?: "");
+        out_printf(o, ",\"mac\":");
+        out_string(o, device_identity_mac(d));
         out_sizes(o, "original", &d->original);
         out_printf(o, ",\"written\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++)
@@ -386,6 +390,8 @@ static int get_u32(json_object *o, const char *key, uint32_t *ret) {
 
 void state_entries_free_one(StateEntry *e) {
         free(e->ifname);
+        free(e->kind);
+        free(e->mac);
         probation_free(e->probation);
         rollback_record_free(e->last_rollback);
         *e = (StateEntry){};
@@ -394,6 +400,8 @@ void state_entries_free_one(StateEntry *e) {
 void state_entries_free(StateEntry *e, size_t n) {
         for (size_t i = 0; e && i < n; i++) {
                 free(e[i].ifname);
+                free(e[i].kind);
+                free(e[i].mac);
                 probation_free(e[i].probation);
                 rollback_record_free(e[i].last_rollback);
         }
@@ -553,6 +561,18 @@ static int parse_entry(json_object *e, StateEntry *s) {
         if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string) &&
             !(s->ifname = strdup(json_object_get_string(name))))
                 return -ENOMEM;
+        /* Written since entries carry an identity; an entry without one is of an earlier version
+         * and taken to be its ifindex's device, as it always was (state_entry_is_device()). */
+        const char *kind = get_str(e, "kind"), *mac = get_str(e, "mac");
+        if (kind && mac) {
+                s->has_identity = true;
+                s->kind = strdup(kind);
+                s->mac = strdup(mac);
+                if (!s->kind || !s->mac) {
+                        state_entries_free_one(s);
+                        return -ENOMEM;
+                }
+        }
         const char *st = get_str(e, "state");
         s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
         s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
@@ -717,6 +737,22 @@ int state_journal_apply(const char *data, size_t size, uint64_t generation, Stat
         if (ret_report)
                 *ret_report = rep;
         return 0;
+}
+
+bool state_entry_is_device(const StateEntry *e, const Device *d, const char **ret_why) {
+        const char *why = NULL, *mac = device_identity_mac(d);
+
+        if (!e->has_identity)
+                return true;
+        if (!streq_ptr(e->kind, d->kind ?: ""))
+                why = "kind";
+        else if (!strempty(e->mac) && !strempty(mac))
+                why = streq_ptr(e->mac, mac) ? NULL : "MAC";
+        else if (!streq_ptr(e->ifname, d->ifname))
+                why = "name"; /* nothing else tells them apart */
+        if (why && ret_why)
+                *ret_why = why;
+        return !why;
 }
 
 /* ---- the store ---- */

@@ -26,6 +26,12 @@
 typedef struct StateEntry {
         int ifindex;
         char *ifname;
+        /* Which device it was, beyond the ifindex that the kernel hands out again once a device is
+         * gone: its kind and MAC (the permanent one where the kernel reports one), "" for none.
+         * Entries written before they were recorded have no identity. */
+        bool has_identity;
+        char *kind;
+        char *mac;
         Sizes original;
         unsigned written;  /* SizeMask */
         DeviceState state; /* _DEVICE_STATE_INVALID when the file does not say */
@@ -39,6 +45,12 @@ typedef struct StateEntry {
 
 void state_entries_free(StateEntry *e, size_t n);
 void state_entries_free_one(StateEntry *e);
+
+/* Is `d` the device `e` was recorded for? Not when it is of another kind; when both have a MAC,
+ * when it has the same one (a renamed device is the same device); otherwise when it has the same
+ * name. An entry without identity (an earlier version's) is taken to be the device's. When not,
+ * *ret_why (may be NULL) says what differs: "kind", "MAC" or "name". */
+bool state_entry_is_device(const StateEntry *e, const Device *d, const char **ret_why);
 
 /* The most either file may hold when it is read back. A journal is compacted into a new snapshot
  * long before it gets near this (STATE_JOURNAL_BYTES_MAX). */

@@ -146,6 +146,8 @@ static void test_snapshot_roundtrip(void **state) {
         assert_int_equal(n, 0);
 
         d = written(&t, 42, "eth0", (Sizes){65536, 65536, 60000, 60001}, SIZE_BITS_IPV4 | SIZE_BIT_GSO);
+        d->kind = strdup("veth");
+        snprintf(d->mac, sizeof(d->mac), "02:00:00:00:00:2a");
         d->held = true;
         d->held_desired = (Sizes){185000, 185000, 185000, 185000};
         d->state = DEVICE_ROLLED_BACK;
@@ -165,6 +167,13 @@ static void test_snapshot_roundtrip(void **state) {
         assert_string_equal(e[1].ifname, "a\"b\\c\001d\x7f");
         assert_int_equal(e[0].ifindex, 42);
         assert_string_equal(e[0].ifname, "eth0");
+        /* who it is: kind and MAC ("" for none) */
+        assert_true(e[0].has_identity);
+        assert_string_equal(e[0].kind, "veth");
+        assert_string_equal(e[0].mac, "02:00:00:00:00:2a");
+        assert_true(e[1].has_identity);
+        assert_string_equal(e[1].kind, "");
+        assert_string_equal(e[1].mac, "");
         assert_int_equal(e[0].original.gro_ipv4_max_size, 60001);
         assert_int_equal(e[0].written, SIZE_BITS_IPV4 | SIZE_BIT_GSO);
         assert_int_equal(e[0].state, DEVICE_ROLLED_BACK);
@@ -200,6 +209,18 @@ static void test_old_families(void **state) {
         assert_int_equal(n, 1);
         assert_int_equal(g, 3);
         assert_int_equal(e[0].written, SIZE_BITS_IPV6);
+        /* no identity: taken to be whatever device has its ifindex now */
+        assert_false(e[0].has_identity);
+        assert_null(e[0].kind);
+        DeviceTable t;
+        Device *d;
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(device_add(&t, 7, &d), 0);
+        d->ifname = strdup("renamed");
+        d->kind = strdup("dummy");
+        snprintf(d->mac, sizeof(d->mac), "02:00:00:00:00:07");
+        assert_true(state_entry_is_device(&e[0], d, NULL));
+        device_table_done(&t);
         state_entries_free(e, n);
 }
 

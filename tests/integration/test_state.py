@@ -5,6 +5,7 @@ The promise each time: every device whose originals were recorded gets them back
 outside the runtime directory is written. Sizes are read back from the kernel (nl.py)."""
 
 import errno
+import json
 import os
 import stat
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import Monitor, T, at, ip_batch, policy_text, run, sizes4, veth
+from helpers import Monitor, T, at, ip, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
 from varlink_client import call
 
 IFACE = 'io.bigtcpd.Manager'
@@ -235,3 +236,42 @@ def test_runtime_dir_of_another_user_is_refused(ns, daemon, confdir):
     log = wait_refused(daemon(ns, cfg, runtime_dir=rd, ready=False))
     assert f'Runtime directory {rd} is owned by uid 65534' in log and 'refusing' in log, log
     assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(65536), 'written although it refused to start'
+
+
+def mac_of(ns, ifname):
+    return json.loads(run('ip', '-n', ns, '-j', 'link', 'show', 'dev', ifname).stdout)[0]['address']
+
+
+@pytest.mark.parametrize('stop', ['sigterm', 'sigkill'])
+def test_reused_ifindex_gets_no_one_elses_originals(ns, daemon, confdir, stop):
+    """old0 (ifindex 4242, originals 60000) is written; bigtcpd stops; old0 is deleted and new0
+    (another MAC, originals 50000) created with ifindex 4242. The restarted daemon drops old0's
+    entry as stale, and when the policy stops matching new0 gets its own originals back. (Once it
+    "resumed probation begun by an earlier run" and wrote old0's 60000 into new0.)"""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["old0", "new0"]'))
+    rd = runtime_dir(daemon, 'rreuse')
+    ip(ns, 'link', 'add', 'old0', 'index', '4242', 'gso_max_size', '60000', 'gro_max_size', '60000',
+       'type', 'veth', 'peer', 'name', 'old0p')
+    d = daemon(ns, cfg, runtime_dir=rd)
+    nl.wait_links(ns, at({'old0': BIG}), T(10), 'old0 written')
+    old_mac = mac_of(ns, 'old0')
+    if stop == 'sigterm':
+        d.stop()
+    else:
+        d.kill()
+    entry = {e['ifindex']: e for e in read_state(rd)['devices']}[4242]
+    assert nl.sizes_of(entry['original']) == sizes4(60000) and entry['mac'] == old_mac, entry
+
+    ip(ns, 'link', 'del', 'old0')
+    ip(ns, 'link', 'add', 'new0', 'index', '4242', 'gso_max_size', '50000', 'gro_max_size', '50000',
+       'type', 'veth', 'peer', 'name', 'new0p')
+    assert mac_of(ns, 'new0') != old_mac
+    d2 = daemon(ns, cfg, runtime_dir=rd)
+    nl.wait_links(ns, at({'new0': BIG}), T(10), 'new0 written')
+    d2.reload(lambda: write_file_atomic(cfg, policy('["nomatch"]')))
+    nl.wait_links(ns, at({'new0': sizes4(50000)}), T(10), "new0 back at its own originals, not old0's")
+    stale = d2.log_lines(r'new0: not the device that had ifindex 4242 .*old0.*stale entry')
+    assert stale, d2.log_tail()
+    assert not d2.log_lines(r'new0: resuming probation'), d2.log_tail()
+    d2.stop()

@@ -378,6 +378,45 @@ static void log_write(const Engine *e, const Device *d) {
                      write_cause_to_string(d->write.cause));
 }
 
+/* ---- devices refused because their originals could not be recorded ---- */
+
+static void on_state_retry(evutil_socket_t fd, short what, void *userdata) {
+        Engine *e = userdata;
+        unsigned n = 0;
+        Device *d;
+
+        DEVICE_FOREACH(d, &e->devices, it) {
+                if (!d->state_refused)
+                        continue;
+                d->state_refused = false;
+                if (d->state != DEVICE_FAILED)
+                        continue; /* a reload or a retry got to it first */
+                d->failed_desired = (Sizes){};
+                apply_reconcile(e, d, REASON_SYNC);
+                n++;
+        }
+        if (n > 0)
+                log_info("the state file is written again: trying again the %u devices whose original sizes could "
+                         "not be recorded", n);
+        apply_flush(e);
+}
+
+/* Called from within a save, perhaps one of a write's prepare: the retry runs from the loop. */
+static void on_state_recovered(void *userdata) {
+        Engine *e = userdata;
+
+        if (e->state_retry_event)
+                event_active(e->state_retry_event, EV_TIMEOUT, 0);
+}
+
+static void state_refused(Engine *e, Device *d) {
+        d->state_refused = true;
+        if (!e->state_retry_event) {
+                e->state_retry_event = event_new(e->base, -1, 0, on_state_retry, e);
+                state_store_on_recovered(e->state, on_state_recovered, e);
+        }
+}
+
 static void on_prepare(void *userdata, Device *const *batch, size_t n) {
         Engine *e = userdata;
         SnmpSnapshot snap = {};
@@ -451,9 +490,11 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 d->has_last_good = false;
                 d->written = 0;
                 lifecycle_write_refused(e, d, r, "cannot record original sizes");
+                state_refused(e, d);
         }
         if (r < 0)
-                log_error_errno(r, "Failed to write %s/state.json: %m; devices whose originals are not recorded are not written",
+                log_error_errno(r, "Failed to write %s/state.json: %m; devices whose originals are not recorded are not "
+                                   "written until it can be written again",
                                 state_store_dir(e->state));
 }
 
@@ -599,9 +640,20 @@ void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 StateEntry *s = &entries[i];
                 Device *d = device_get(&e->devices, s->ifindex);
+                const char *why = NULL;
                 if (!d) {
                         log_info("%s: gone while bigtcpd was not running, forgetting its original sizes",
                                  s->ifname ?: "?");
+                        continue;
+                }
+                if (!state_entry_is_device(s, d, &why)) {
+                        /* its ifindex was handed out again: the sizes in the entry are another's */
+                        log_dev_notice(d, "not the device that had ifindex %d when the state file was written "
+                                          "(%s, kind %s, MAC %s; now kind %s, MAC %s): another %s. Dropping the "
+                                          "stale entry; this device gets none of its original sizes",
+                                       s->ifindex, s->ifname ?: "?", strempty(s->kind) ? "none" : s->kind,
+                                       strempty(s->mac) ? "none" : s->mac, d->kind ?: "none",
+                                       strempty(device_identity_mac(d)) ? "none" : device_identity_mac(d), why);
                         continue;
                 }
                 lifecycle_resume(e, d, s);

@@ -245,6 +245,19 @@ static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
         return 0;
 }
 
+/* `dst` is a Device's mac or perm_mac (3 * 32 bytes). */
+static void set_mac(char *dst, const uint8_t *addr, size_t len, bool *changed) {
+        char mac[3 * 32] = "";
+        size_t o = 0;
+
+        for (size_t i = 0; i < len && o + 3 < sizeof(mac); i++)
+                o += (size_t) snprintf(mac + o, sizeof(mac) - o, i ? ":%02x" : "%02x", addr[i]);
+        if (!streq_ptr(mac, dst)) {
+                memcpy(dst, mac, sizeof(mac));
+                *changed = true;
+        }
+}
+
 int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_changes) {
         unsigned changes = 0;
         bool name = false, match = false;
@@ -270,16 +283,10 @@ int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_c
                 if (r < 0)
                         return r;
         }
-        if (m->addr) {
-                char mac[sizeof(d->mac)] = "";
-                size_t o = 0;
-                for (size_t i = 0; i < m->addr_len && o + 3 < sizeof(mac); i++)
-                        o += (size_t) snprintf(mac + o, sizeof(mac) - o, i ? ":%02x" : "%02x", m->addr[i]);
-                if (!streq_ptr(mac, d->mac)) {
-                        memcpy(d->mac, mac, sizeof(mac));
-                        match = true;
-                }
-        }
+        if (m->addr)
+                set_mac(d->mac, m->addr, m->addr_len, &match);
+        if (m->perm_addr)
+                set_mac(d->perm_mac, m->perm_addr, m->perm_addr_len, &match);
         if (match)
                 changes |= LINK_CHANGE_MATCH;
         if (d->master != m->master) {

@@ -117,7 +117,8 @@ struct Device {
         char **altnames;
         size_t n_altnames;
         char *kind; /* NULL: no IFLA_INFO_KIND */
-        char mac[3 * 32]; /* MAX_ADDR_LEN bytes as "aa:bb:…" */
+        char mac[3 * 32];      /* MAX_ADDR_LEN bytes as "aa:bb:…" */
+        char perm_mac[3 * 32]; /* the permanent address (IFLA_PERM_ADDRESS), "" when none */
         unsigned flags;
         int master;
         char *driver; /* ethtool.c, looked up when a policy asks */
@@ -188,6 +189,9 @@ struct Device {
                 unsigned n;
                 bool throttled;
         } corrections;
+        /* ---- apply.c: not written, its originals could not be recorded: tried again once the
+         * state file is written again ---- */
+        bool state_refused;
 
         /* ---- state.c ---- */
         bool state_dirty;
@@ -237,6 +241,12 @@ typedef enum LinkChange {
         LINK_CHANGE_MASTER = 1 << 4,
         LINK_CHANGE_DOWN = 1 << 5, /* IFF_UP cleared: IPv4 drops its routes silently */
 } LinkChange;
+
+/* The MAC that tells this device from one that has its ifindex later: the permanent one where the
+ * kernel reports it, else the current one; "" when it has none. */
+static inline const char *device_identity_mac(const Device *d) {
+        return d->perm_mac[0] ? d->perm_mac : d->mac;
+}
 
 /* Apply a parsed link message to the device; `now` stamps `current`. */
 int device_update(Device *d, const struct LinkMessage *m, uint64_t now, unsigned *ret_changes);

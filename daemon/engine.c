@@ -42,6 +42,8 @@ void engine_free(Engine *e) {
         writer_free(e->writer);
         if (e->throttle_timer)
                 event_free(e->throttle_timer);
+        if (e->state_retry_event)
+                event_free(e->state_retry_event);
         device_table_done(&e->devices);
         policy_set_free(e->policy);
         strv_free(e->guard_warnings);

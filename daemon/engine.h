@@ -57,8 +57,9 @@ typedef struct Engine {
         bool settle_pending;    /* EVENT_SETTLED once no sync runs and the writer is idle */
         bool settled_once;      /* the first full reconcile is done */
 
-        struct event *throttle_timer; /* apply.c: the end of a put-back throttle */
-        bool advancing_rollouts;      /* apply.c: a walk over the waiting devices runs */
+        struct event *throttle_timer;    /* apply.c: the end of a put-back throttle */
+        struct event *state_retry_event; /* apply.c: the state file is written again */
+        bool advancing_rollouts;         /* apply.c: a walk over the waiting devices runs */
 } Engine;
 
 /* `transport` sends requests; `writer_ops` and `probation_ops` are the decisions above that

@@ -16,6 +16,7 @@
 static struct nla_policy link_policy[BT_IFLA_MAX + 1] = {
         [IFLA_IFNAME] = {.type = NLA_STRING, .maxlen = IFNAMSIZ},
         [IFLA_ADDRESS] = {.type = NLA_UNSPEC, .maxlen = 32},
+        [BT_IFLA_PERM_ADDRESS] = {.type = NLA_UNSPEC, .maxlen = 32},
         [IFLA_MASTER] = {.type = NLA_U32},
         [IFLA_LINKINFO] = {.type = NLA_NESTED},
         [BT_IFLA_GSO_MAX_SIZE] = {.type = NLA_U32},
@@ -64,6 +65,10 @@ int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret) {
         if (tb[IFLA_ADDRESS]) {
                 m.addr = nla_data(tb[IFLA_ADDRESS]);
                 m.addr_len = (size_t) nla_len(tb[IFLA_ADDRESS]);
+        }
+        if (tb[BT_IFLA_PERM_ADDRESS]) {
+                m.perm_addr = nla_data(tb[BT_IFLA_PERM_ADDRESS]);
+                m.perm_addr_len = (size_t) nla_len(tb[BT_IFLA_PERM_ADDRESS]);
         }
         if (tb[IFLA_MASTER])
                 m.master = (int) nla_get_u32(tb[IFLA_MASTER]);

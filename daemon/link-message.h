@@ -20,6 +20,8 @@ typedef struct LinkMessage {
         size_t n_altnames;
         const uint8_t *addr;
         size_t addr_len;
+        const uint8_t *perm_addr; /* IFLA_PERM_ADDRESS: the NIC's own, when it has one */
+        size_t perm_addr_len;
         int master;
         bool has_sizes;
         Sizes sizes;

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "apply.h"
 #include "log.h"
@@ -82,10 +83,91 @@ void manager_free(Manager *m) {
         free(m);
 }
 
+/* The state in the runtime directory decides what is written to devices at the next start, and
+ * the daemon writes files there: it must be the daemon's alone. */
+static int open_runtime_dir(Manager *m) {
+        const char *dir = m->cfg.runtime_dir;
+        struct stat st = {};
+        int r;
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                log_warning_errno(errno, "Failed to create runtime directory %s: %m", dir);
+        r = state_store_open_dir(m->engine->state, &st);
+        if (r == -EPERM && st.st_uid != geteuid())
+                return log_error_errno(r, "Runtime directory %s is owned by uid %u, not by bigtcpd's uid %u: "
+                                          "refusing to keep state there",
+                                       dir, (unsigned) st.st_uid, (unsigned) geteuid());
+        if (r == -EPERM)
+                return log_error_errno(r, "Runtime directory %s is writable by %s (mode %04o): refusing to keep "
+                                          "state there; make it 0755 (a tmpfs mounted there needs mode=0755)",
+                                       dir, st.st_mode & S_IWOTH ? "others" : "its group",
+                                       (unsigned) (st.st_mode & 07777));
+        if (r < 0)
+                return log_error_errno(r, "Failed to open runtime directory %s: %m", dir);
+        return 0;
+}
+
+/* What was wrong with a state file, in words (NULL: its errno says it). */
+static const char *file_problem(int r) {
+        switch (r) {
+        case -ELOOP:
+                return "a symlink (not followed)";
+        case -EISDIR:
+                return "a directory";
+        case -EBADF:
+                return "not a regular file";
+        case -EFBIG:
+                return "larger than bigtcpd ever writes it";
+        default:
+                return NULL;
+        }
+}
+
+static void log_bad_file(const char *dir, const char *name, int error, bool moved, const char *then) {
+        const char *what = file_problem(error);
+        const char *aside = moved ? "moved aside as " : "and cannot be moved aside";
+
+        if (what)
+                log_warning("%s/%s is %s: %s%s%s, %s", dir, name, what, aside, moved ? name : "",
+                            moved ? ".corrupt" : "", then);
+        else
+                log_warning_errno(error, "Failed to read %s/%s: %m; %s%s%s, %s", dir, name, aside,
+                                  moved ? name : "", moved ? ".corrupt" : "", then);
+}
+
+static void log_load(Manager *m, int r, const StateLoadReport *rep, size_t n) {
+        const char *dir = m->cfg.runtime_dir;
+
+        if (rep->snapshot_error < 0) {
+                /* the kernel's view is the truth now: devices at the policy's sizes stay, nothing
+                 * is restored blindly */
+                log_bad_file(dir, "state.json", rep->snapshot_error, rep->snapshot_moved,
+                             "starting without recorded originals");
+                return;
+        }
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the state in %s: %m", dir);
+                return;
+        }
+        if (rep->journal_error < 0)
+                log_bad_file(dir, "state.journal", rep->journal_error, rep->journal_moved,
+                             "starting from state.json alone");
+        else if (rep->journal.bad_line > 0)
+                log_warning("%s/state.journal: line %zu is damaged; replay stopped there: the %zu lines before it "
+                            "are kept, the %zu after it ignored (%s)",
+                            dir, rep->journal.bad_line, rep->journal.lines, rep->journal.ignored,
+                            rep->journal_moved ? "journal kept as state.journal.corrupt" : "cannot move it aside");
+        else if (rep->journal.torn_tail)
+                log_info("%s/state.journal ends in a line cut short by a crash: dropped it", dir);
+        if (n > 0)
+                log_info("state: original sizes of %zu devices recorded by an earlier run", n);
+}
+
 int manager_start(Manager *m) {
         static const int sigs[] = {SIGHUP, SIGTERM, SIGINT};
         _cleanup_(freep) char *path = NULL;
         StateEntry *entries = NULL;
+        StateLoadReport report;
         size_t n = 0;
         int r;
 
@@ -93,16 +175,13 @@ int manager_start(Manager *m) {
         if (r < 0)
                 return r;
 
-        if (mkdir(m->cfg.runtime_dir, 0755) < 0 && errno != EEXIST)
-                log_warning_errno(errno, "Failed to create runtime directory %s: %m", m->cfg.runtime_dir);
-        r = state_store_load(m->engine->state, &entries, &n);
+        r = open_runtime_dir(m);
         if (r < 0)
-                /* the kernel's view is the truth now: devices at the policy's sizes stay, nothing
-                 * is restored blindly */
-                log_warning_errno(r, "Failed to read %s/state.json: %m; kept as state.json.corrupt, starting without "
-                                  "recorded originals", m->cfg.runtime_dir);
-        else if (n > 0)
-                log_info("state: original sizes of %zu devices recorded by an earlier run", n);
+                return r;
+        r = state_store_load(m->engine->state, &entries, &n, &report);
+        log_load(m, r, &report, n);
+        if (r == -ENOMEM)
+                return r; /* starting without them would overwrite them */
 
         (void) signal(SIGPIPE, SIG_IGN);
         for (size_t i = 0; i < ELEMENTSOF(sigs); i++) {

@@ -1,5 +1,6 @@
 /* state.c — state.json and state.journal: their format, reading and writing, and the store
- * that decides when to append and when to write a new snapshot. */
+ * that decides when to append and when to write a new snapshot. Every file is opened relative to
+ * the runtime directory, never through a symlink, never blocking on a FIFO. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -13,18 +14,32 @@
 #include "state.h"
 
 #define STATE_FILE "state.json"
+#define STATE_TMP ".state.json.tmp"
 #define STATE_JOURNAL "state.journal"
-#define STATE_MAX_SIZE (64u * 1024u * 1024u)
+#define STATE_CORRUPT ".corrupt"
 #define STATE_SAVE_DELAY_USEC (50u * 1000u)
+#define STATE_RETRY_MIN_USEC (1 * USEC_PER_SEC)
+#define STATE_RETRY_MAX_USEC (60 * USEC_PER_SEC)
+#define STATE_JOURNAL_BYTES_MIN (1u * 1024u * 1024u)
 
-static int write_all(int fd, const char *p, size_t n) {
+static ssize_t io_write(const StateIo *io, int fd, const void *p, size_t n) {
+        return io && io->write ? io->write(io->userdata, fd, p, n) : write(fd, p, n);
+}
+
+static int io_ftruncate(const StateIo *io, int fd, off_t length) {
+        return io && io->ftruncate ? io->ftruncate(io->userdata, fd, length) : ftruncate(fd, length);
+}
+
+static int write_all(const StateIo *io, int fd, const char *p, size_t n) {
         while (n > 0) {
-                ssize_t k = write(fd, p, n);
+                ssize_t k = io_write(io, fd, p, n);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -errno;
                 }
+                if (k == 0)
+                        return -EIO;
                 p += k;
                 n -= (size_t) k;
         }
@@ -155,15 +170,32 @@ static void out_rollback(Out *o, const RollbackRecord *r) {
         out_printf(o, "}");
 }
 
+/* The sizes bigtcpd owns on the device, and those a write of its policy queued or in flight will
+ * own once it lands: the entry saved before that write must have them given back should a kill
+ * come after the write and before the entry saved after its ack. (Giving back a size the write
+ * never reached writes its original, which it most likely still holds.) */
+static unsigned written_or_writing(const Device *d) {
+        unsigned w = d->written;
+
+        if (d->write.phase != WRITE_IDLE && write_cause_is_policy(d->write.cause))
+                w |= d->write.owned;
+        return w;
+}
+
 static void out_device(Out *o, const Device *d) {
+        unsigned written = written_or_writing(d);
         bool first = true;
 
         out_printf(o, "{\"ifindex\":%d,\"ifname\":", d->ifindex);
         out_string(o, d->ifname);
+        out_printf(o, ",\"kind\":");
+        out_string(o, d->kind ?: "");
+        out_printf(o, ",\"mac\":");
+        out_string(o, device_identity_mac(d));
         out_sizes(o, "original", &d->original);
         out_printf(o, ",\"written\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if (d->written & (1u << i)) {
+                if (written & (1u << i)) {
                         out_printf(o, "%s\"%s\"", first ? "" : ",", size_name(i));
                         first = false;
                 }
@@ -196,10 +228,35 @@ static int state_format(const DeviceTable *t, uint64_t generation, Out *o) {
         return o->oom ? -ENOMEM : 0;
 }
 
-int state_write_snapshot(const char *dir, const DeviceTable *t, uint64_t generation) {
-        _cleanup_(freep) char *tmp = NULL, *path = NULL, *journal = NULL;
-        _cleanup_(closep) int fd = -1, dfd = -1;
+/* Move a file that cannot be ours (unreadable, not a regular file, a symlink) out of the way,
+ * over whatever an earlier one left there. */
+static int move_aside(int dir_fd, const char *name) {
+        _cleanup_(freep) char *to = NULL;
+
+        if (asprintf(&to, "%s" STATE_CORRUPT, name) < 0)
+                return -ENOMEM;
+        if (renameat(dir_fd, name, dir_fd, to) >= 0)
+                return 0;
+        if (errno != EEXIST && errno != ENOTEMPTY && errno != EISDIR && errno != ENOTDIR)
+                return -errno;
+        /* the one before is of another type (a directory over a file, or one not empty) */
+        if (unlinkat(dir_fd, to, 0) < 0 && unlinkat(dir_fd, to, AT_REMOVEDIR) < 0)
+                return -errno;
+        return renameat(dir_fd, name, dir_fd, to) < 0 ? -errno : 0;
+}
+
+/* What a file the daemon writes may not be: a symlink (-ELOOP), a directory (-EISDIR), a FIFO
+ * without a reader (-ENXIO: opened O_NONBLOCK, so open() does not wait for one) or anything else
+ * but a regular file (-EBADF). */
+static bool is_not_regular_error(int r) {
+        return r == -ELOOP || r == -EISDIR || r == -ENXIO || r == -EBADF;
+}
+
+static int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generation, const StateIo *io,
+                             size_t *ret_size) {
+        _cleanup_(closep) int fd = -1;
         Out o = {};
+        size_t size;
         int r;
 
         r = state_format(t, generation, &o);
@@ -207,74 +264,116 @@ int state_write_snapshot(const char *dir, const DeviceTable *t, uint64_t generat
                 free(o.buf);
                 return r;
         }
-        if (asprintf(&tmp, "%s/.%s.tmp", dir, STATE_FILE) < 0 || asprintf(&path, "%s/%s", dir, STATE_FILE) < 0) {
-                free(o.buf);
-                return -ENOMEM;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        size = o.len;
+        /* Whatever has the temporary name goes (a symlink itself, not what it points to), then the
+         * file is made anew: O_EXCL refuses whatever is planted in between, symlinks included. */
+        if (unlinkat(dir_fd, STATE_TMP, 0) < 0 && errno == EISDIR)
+                (void) unlinkat(dir_fd, STATE_TMP, AT_REMOVEDIR);
+        fd = openat(dir_fd, STATE_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
+                r = -errno;
                 free(o.buf);
-                return -errno;
+                return r;
         }
-        r = write_all(fd, o.buf, o.len);
+        r = write_all(io, fd, o.buf, o.len);
         free(o.buf);
         if (r >= 0 && fsync(fd) < 0)
                 r = -errno;
-        if (r >= 0 && rename(tmp, path) < 0)
+        if (r >= 0 && renameat(dir_fd, STATE_TMP, dir_fd, STATE_FILE) < 0)
                 r = -errno;
         if (r < 0) {
-                (void) unlink(tmp);
+                (void) unlinkat(dir_fd, STATE_TMP, 0);
                 return r;
         }
         /* The journal holds only older generations now: gone, or ignored if this fails. */
-        if (asprintf(&journal, "%s/%s", dir, STATE_JOURNAL) >= 0)
-                (void) unlink(journal);
+        (void) unlinkat(dir_fd, STATE_JOURNAL, 0);
         /* make the rename itself durable */
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0)
-                (void) fsync(dfd);
+        (void) fsync(dir_fd);
+        if (ret_size)
+                *ret_size = size;
         return 0;
+}
+
+static int format_journal(uint64_t generation, const Device *const *devices, size_t n_devices, const int *forgotten,
+                          size_t n_forgotten, Out *o) {
+        /* Forgotten devices first: a device that took a forgotten one's ifindex comes after. */
+        for (size_t i = 0; i < n_forgotten; i++)
+                out_printf(o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
+                           forgotten[i]);
+        for (size_t i = 0; i < n_devices; i++) {
+                if (devices[i]->has_original) {
+                        out_printf(o, "{\"g\":%llu,\"device\":", (unsigned long long) generation);
+                        out_device(o, devices[i]);
+                        out_printf(o, "}\n");
+                } else
+                        out_printf(o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n",
+                                   (unsigned long long) generation, devices[i]->ifindex);
+        }
+        return o->oom ? -ENOMEM : 0;
+}
+
+/* Append whole lines to the journal and fdatasync. An append that fails is cut back to where the
+ * journal ended before it, so that no torn line is left in front of the next one; when even that
+ * fails, *torn is set: the journal may end in a torn line, and only a new snapshot (which drops it)
+ * may follow. On success *ret_size is the journal's size now. */
+static int journal_append(int dir_fd, const char *buf, size_t len, const StateIo *io, uint64_t *ret_size,
+                          bool *torn) {
+        _cleanup_(closep) int fd = -1;
+        struct stat st;
+        int r;
+
+        fd = openat(dir_fd, STATE_JOURNAL, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADF;
+        r = write_all(io, fd, buf, len);
+        if (r >= 0 && fdatasync(fd) < 0)
+                r = -errno;
+        if (r < 0) {
+                if (io_ftruncate(io, fd, st.st_size) < 0 || fdatasync(fd) < 0)
+                        *torn = true;
+                return r;
+        }
+        *ret_size = (uint64_t) st.st_size + len;
+        return 0;
+}
+
+static int open_dir(const char *dir) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+int state_write_snapshot(const char *dir, const DeviceTable *t, uint64_t generation) {
+        _cleanup_(closep) int dir_fd = open_dir(dir);
+
+        if (dir_fd < 0)
+                return dir_fd;
+        return write_snapshot_at(dir_fd, t, generation, NULL, NULL);
 }
 
 int state_write_journal(const char *dir, uint64_t generation, const Device *const *devices, size_t n_devices,
                         const int *forgotten, size_t n_forgotten) {
-        _cleanup_(freep) char *path = NULL;
-        _cleanup_(closep) int fd = -1;
+        _cleanup_(closep) int dir_fd = -1;
         Out o = {};
+        uint64_t size;
+        bool torn = false;
         int r;
 
-        /* Forgotten devices first: a device that took a forgotten one's ifindex comes after. */
-        for (size_t i = 0; i < n_forgotten; i++)
-                out_printf(&o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
-                           forgotten[i]);
-        for (size_t i = 0; i < n_devices; i++) {
-                if (devices[i]->has_original) {
-                        out_printf(&o, "{\"g\":%llu,\"device\":", (unsigned long long) generation);
-                        out_device(&o, devices[i]);
-                        out_printf(&o, "}\n");
-                } else
-                        out_printf(&o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n",
-                                   (unsigned long long) generation, devices[i]->ifindex);
-        }
-        if (o.oom) {
+        r = format_journal(generation, devices, n_devices, forgotten, n_forgotten, &o);
+        if (r < 0 || o.len == 0) {
                 free(o.buf);
-                return -ENOMEM;
+                return r;
         }
-        if (o.len == 0)
-                return 0;
-        if (asprintf(&path, "%s/%s", dir, STATE_JOURNAL) < 0) {
+        dir_fd = open_dir(dir);
+        if (dir_fd < 0) {
                 free(o.buf);
-                return -ENOMEM;
+                return dir_fd;
         }
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0) {
-                free(o.buf);
-                return -errno;
-        }
-        r = write_all(fd, o.buf, o.len);
+        r = journal_append(dir_fd, o.buf, o.len, NULL, &size, &torn);
         free(o.buf);
-        if (r >= 0 && fdatasync(fd) < 0)
-                r = -errno;
         return r;
 }
 
@@ -291,6 +390,8 @@ static int get_u32(json_object *o, const char *key, uint32_t *ret) {
 
 void state_entries_free_one(StateEntry *e) {
         free(e->ifname);
+        free(e->kind);
+        free(e->mac);
         probation_free(e->probation);
         rollback_record_free(e->last_rollback);
         *e = (StateEntry){};
@@ -299,6 +400,8 @@ void state_entries_free_one(StateEntry *e) {
 void state_entries_free(StateEntry *e, size_t n) {
         for (size_t i = 0; e && i < n; i++) {
                 free(e[i].ifname);
+                free(e[i].kind);
+                free(e[i].mac);
                 probation_free(e[i].probation);
                 rollback_record_free(e[i].last_rollback);
         }
@@ -458,6 +561,18 @@ static int parse_entry(json_object *e, StateEntry *s) {
         if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string) &&
             !(s->ifname = strdup(json_object_get_string(name))))
                 return -ENOMEM;
+        /* Written since entries carry an identity; an entry without one is of an earlier version
+         * and taken to be its ifindex's device, as it always was (state_entry_is_device()). */
+        const char *kind = get_str(e, "kind"), *mac = get_str(e, "mac");
+        if (kind && mac) {
+                s->has_identity = true;
+                s->kind = strdup(kind);
+                s->mac = strdup(mac);
+                if (!s->kind || !s->mac) {
+                        state_entries_free_one(s);
+                        return -ENOMEM;
+                }
+        }
         const char *st = get_str(e, "state");
         s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
         s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
@@ -478,7 +593,7 @@ static json_object *parse_json(const char *data, size_t size) {
         json_tokener *tok;
         json_object *root;
 
-        if (size > STATE_MAX_SIZE || size > INT32_MAX)
+        if (size > STATE_READ_MAX || size > INT32_MAX)
                 return NULL;
         tok = json_tokener_new_ex(32);
         if (!tok)
@@ -493,44 +608,121 @@ static json_object *parse_json(const char *data, size_t size) {
         return root;
 }
 
-/* Replace the entry of the same device, or add it; one entry per device (a restart hands each
- * entry's probation and rollback record to its device, which a second entry would corrupt). */
-static int entries_put(StateEntry **entries, size_t *n, size_t *cap, StateEntry *e) {
-        for (size_t k = 0; k < *n; k++)
-                if ((*entries)[k].ifindex == e->ifindex) {
-                        state_entries_free_one(&(*entries)[k]);
-                        (*entries)[k] = *e;
-                        return 0;
-                }
-        if (*n == *cap) {
-                size_t c = *cap ? *cap * 2 : 64;
-                StateEntry *x = reallocarray(*entries, c, sizeof(StateEntry));
-                if (!x)
-                        return -ENOMEM;
-                *entries = x;
-                *cap = c;
+/* The entries being read, indexed by ifindex (open addressing; 0 is no ifindex): each line of a
+ * journal looked its device up in the whole list once, and 37000 devices with a journal of twice
+ * as many lines took 10 s to load. A dropped entry leaves a hole (all zero, ifindex 0) that a later
+ * entry of its device fills, and entries_done() closes up. One entry per device: a restart hands
+ * each entry's probation and rollback record to its device, which a second entry would corrupt. */
+typedef struct EntrySlot {
+        int ifindex;
+        size_t pos;
+} EntrySlot;
+
+typedef struct Entries {
+        StateEntry *items;
+        size_t n, cap;
+        EntrySlot *slots;
+        size_t n_slots, used;
+} Entries;
+
+static size_t slot_of(const Entries *x, int ifindex) {
+        size_t mask = x->n_slots - 1, i = ((unsigned) ifindex * 2654435761u) & mask;
+
+        while (x->slots[i].ifindex != 0 && x->slots[i].ifindex != ifindex)
+                i = (i + 1) & mask;
+        return i;
+}
+
+/* Room for one more slot, at most half of them used. */
+static int entries_reserve(Entries *x) {
+        EntrySlot *old = x->slots;
+        size_t n_old = x->n_slots;
+
+        if (x->n_slots > 0 && (x->used + 1) * 2 <= x->n_slots)
+                return 0;
+        x->n_slots = n_old ? n_old * 2 : 128;
+        x->slots = calloc(x->n_slots, sizeof(EntrySlot));
+        if (!x->slots) {
+                x->slots = old;
+                x->n_slots = n_old;
+                return -ENOMEM;
         }
-        (*entries)[(*n)++] = *e;
+        for (size_t i = 0; i < n_old; i++)
+                if (old[i].ifindex != 0)
+                        x->slots[slot_of(x, old[i].ifindex)] = old[i];
+        free(old);
         return 0;
 }
 
-static void entries_drop(StateEntry *entries, size_t *n, int ifindex) {
-        for (size_t k = 0; k < *n; k++)
-                if (entries[k].ifindex == ifindex) {
-                        state_entries_free_one(&entries[k]);
-                        entries[k] = entries[--*n];
-                        return;
-                }
+/* Replace the entry of the same device, or add it. Takes *e on success. */
+static int entries_put(Entries *x, StateEntry *e) {
+        size_t k;
+
+        if (entries_reserve(x) < 0)
+                return -ENOMEM;
+        k = slot_of(x, e->ifindex);
+        if (x->slots[k].ifindex == e->ifindex) {
+                StateEntry *old = &x->items[x->slots[k].pos];
+                state_entries_free_one(old);
+                *old = *e;
+                return 0;
+        }
+        if (x->n == x->cap) {
+                size_t c = x->cap ? x->cap * 2 : 64;
+                StateEntry *items = reallocarray(x->items, c, sizeof(StateEntry));
+                if (!items)
+                        return -ENOMEM;
+                x->items = items;
+                x->cap = c;
+        }
+        x->slots[k] = (EntrySlot){e->ifindex, x->n};
+        x->used++;
+        x->items[x->n++] = *e;
+        return 0;
+}
+
+static void entries_drop(Entries *x, int ifindex) {
+        size_t k;
+
+        if (ifindex <= 0 || x->n_slots == 0)
+                return;
+        k = slot_of(x, ifindex);
+        if (x->slots[k].ifindex == ifindex)
+                state_entries_free_one(&x->items[x->slots[k].pos]); /* a hole; the slot stays */
+}
+
+/* Index entries that are one per device already. */
+static int entries_init(Entries *x, StateEntry *items, size_t n) {
+        *x = (Entries){.items = items, .n = n, .cap = n};
+        for (size_t i = 0; i < n; i++) {
+                if (entries_reserve(x) < 0)
+                        return -ENOMEM;
+                x->slots[slot_of(x, items[i].ifindex)] = (EntrySlot){items[i].ifindex, i};
+                x->used++;
+        }
+        return 0;
+}
+
+/* Close up the holes, in order, and hand the list out. */
+static void entries_done(Entries *x, StateEntry **ret, size_t *ret_n) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < x->n; i++)
+                if (x->items[i].ifindex != 0)
+                        x->items[k++] = x->items[i];
+        free(x->slots);
+        *ret = x->items;
+        *ret_n = k;
+        *x = (Entries){};
 }
 
 int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
         _cleanup_(json_object_putp) json_object *root = parse_json(data, size);
         json_object *list, *v;
-        StateEntry *entries = NULL;
-        size_t n = 0, cap = 0;
+        Entries x = {};
         uint64_t generation = 0;
 
-        if (size > STATE_MAX_SIZE || size > INT32_MAX)
+        if (size > STATE_READ_MAX || size > INT32_MAX)
                 return -EFBIG;
         if (!root)
                 return -EBADMSG;
@@ -546,117 +738,153 @@ int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, 
         for (size_t i = 0; i < len; i++) {
                 StateEntry s;
                 int r = parse_entry(json_object_array_get_idx(list, i), &s);
-                if (r >= 0)
-                        r = entries_put(&entries, &n, &cap, &s);
+                if (r >= 0 && (r = entries_put(&x, &s)) < 0)
+                        state_entries_free_one(&s);
                 if (r < 0) {
-                        state_entries_free(entries, n);
+                        state_entries_free(x.items, x.n);
+                        free(x.slots);
                         return r;
                 }
         }
-        *ret = entries;
-        *ret_n = n;
+        entries_done(&x, ret, ret_n);
         if (ret_generation)
                 *ret_generation = generation;
         return 0;
 }
 
-/* Apply the journal's lines of `generation` in order. A line that does not parse (a torn last
- * write) ends the replay: what follows it cannot be trusted either. */
-int state_journal_apply(const char *data, size_t size, uint64_t generation, StateEntry **entries, size_t *n) {
-        size_t cap = *n;
-        const char *p = data, *end = data + size;
-
-        while (p < end) {
-                const char *nl = memchr(p, '\n', (size_t) (end - p));
-                if (!nl)
-                        break; /* torn */
-                _cleanup_(json_object_putp) json_object *o = parse_json(p, (size_t) (nl - p));
-                p = nl + 1;
-                uint64_t g;
-                uint32_t ifindex;
-                json_object *e;
-                if (!o || get_u64(o, "g", &g) < 0)
-                        break;
-                if (g != generation)
-                        continue; /* from before the last full write */
-                if (get_bool(o, "forget")) {
-                        if (get_u32(o, "ifindex", &ifindex) >= 0)
-                                entries_drop(*entries, n, (int) ifindex);
-                        continue;
-                }
-                if (!json_object_object_get_ex(o, "device", &e))
-                        break;
-                StateEntry s;
-                int r = parse_entry(e, &s);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0)
-                        break;
-                r = entries_put(entries, n, &cap, &s);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-static int state_load(const char *dir, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
-        _cleanup_(freep) char *path = NULL, *data = NULL, *jpath = NULL, *jdata = NULL;
-        StateEntry *entries = NULL;
-        size_t size, n = 0;
-        uint64_t generation = 0;
+/* One whole line of the journal: 0 when applied or of another generation (a whole line from before
+ * the last snapshot, safely passed over), -EBADMSG when it does not say what a line says. */
+static int journal_line_apply(const char *line, size_t len, uint64_t generation, Entries *x) {
+        _cleanup_(json_object_putp) json_object *o = parse_json(line, len);
+        uint64_t g;
+        uint32_t ifindex;
+        json_object *e;
+        StateEntry s;
         int r;
 
-        if (asprintf(&path, "%s/%s", dir, STATE_FILE) < 0 || asprintf(&jpath, "%s/%s", dir, STATE_JOURNAL) < 0)
+        if (!o || get_u64(o, "g", &g) < 0)
+                return -EBADMSG;
+        if (g != generation)
+                return 0;
+        if (get_bool(o, "forget")) {
+                if (get_u32(o, "ifindex", &ifindex) >= 0)
+                        entries_drop(x, (int) ifindex);
+                return 0;
+        }
+        if (!json_object_object_get_ex(o, "device", &e))
+                return -EBADMSG;
+        r = parse_entry(e, &s);
+        if (r < 0)
+                return r;
+        r = entries_put(x, &s);
+        if (r < 0)
+                state_entries_free_one(&s);
+        return r;
+}
+
+/* Apply the journal's lines of `generation` in order. Appends are whole lines (a failed one is cut
+ * back), so a line that does not parse is damage: what follows it cannot be put in order with
+ * what it lost, and the replay ends there. A last line without its newline was cut short by a
+ * kill or a crash; it never protected a write (the write waits for the fdatasync). */
+int state_journal_apply(const char *data, size_t size, uint64_t generation, StateEntry **entries, size_t *n,
+                        StateJournalReport *ret_report) {
+        StateJournalReport rep = {};
+        const char *p = data, *end = data + size;
+        Entries x;
+
+        if (entries_init(&x, *entries, *n) < 0) {
+                free(x.slots);
                 return -ENOMEM;
-        r = read_file_bounded(path, STATE_MAX_SIZE, READ_FILE_REGULAR, &data, &size);
-        if (r == -ENOENT) {
-                /* no snapshot yet: the journal alone (generation 0) */
-        } else if (r < 0)
-                return r;
-        else {
-                r = state_parse(data, size, &entries, &n, &generation);
-                if (r < 0)
+        }
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t) (end - p));
+                if (!nl) {
+                        rep.torn_tail = true;
+                        break;
+                }
+                int r = journal_line_apply(p, (size_t) (nl - p), generation, &x);
+                p = nl + 1;
+                if (r == -ENOMEM) {
+                        entries_done(&x, entries, n);
                         return r;
+                }
+                if (r < 0) {
+                        rep.bad_line = rep.lines + 1;
+                        for (const char *q = p; q < end && (q = memchr(q, '\n', (size_t) (end - q))); q++)
+                                rep.ignored++;
+                        break;
+                }
+                rep.lines++;
         }
-        r = read_file_bounded(jpath, STATE_MAX_SIZE, READ_FILE_REGULAR, &jdata, &size);
-        if (r >= 0)
-                r = state_journal_apply(jdata, size, generation, &entries, &n);
-        if (r < 0 && r != -ENOENT) {
-                state_entries_free(entries, n);
-                return r;
-        }
-        *ret = entries;
-        *ret_n = n;
-        if (ret_generation)
-                *ret_generation = generation;
+        entries_done(&x, entries, n);
+        if (ret_report)
+                *ret_report = rep;
         return 0;
+}
+
+bool state_entry_is_device(const StateEntry *e, const Device *d, const char **ret_why) {
+        const char *why = NULL, *mac = device_identity_mac(d);
+
+        if (!e->has_identity)
+                return true;
+        if (!streq_ptr(e->kind, d->kind ?: ""))
+                why = "kind";
+        else if (!strempty(e->mac) && !strempty(mac))
+                why = streq_ptr(e->mac, mac) ? NULL : "MAC";
+        else if (!streq_ptr(e->ifname, d->ifname))
+                why = "name"; /* nothing else tells them apart */
+        if (why && ret_why)
+                *ret_why = why;
+        return !why;
 }
 
 /* ---- the store ---- */
 
 struct StateStore {
         char *dir;
+        int dir_fd; /* -1 until opened */
         const DeviceTable *table;
+        const StateIo *io;
         struct event *save_event;
         uint64_t generation;
         size_t journal_lines;
+        uint64_t journal_bytes;  /* the journal's size after the last append */
+        uint64_t snapshot_bytes; /* the last snapshot's */
         bool compact;  /* the next save writes a snapshot */
         bool pending;  /* a save is owed */
+        bool failing;  /* the last save failed: save_event is the retry */
+        uint64_t retry_usec;
+        StateRecoveredFn recovered;
+        void *recovered_userdata;
         Device **dirty; /* changed since the last save */
         size_t n_dirty, cap_dirty;
         int *forgotten; /* ifindexes of devices that went away */
         size_t n_forgotten, cap_forgotten;
 };
 
+static void arm(StateStore *s, uint64_t usec) {
+        struct timeval tv = {.tv_sec = (time_t) (usec / USEC_PER_SEC), .tv_usec = (suseconds_t) (usec % USEC_PER_SEC)};
+        (void) evtimer_add(s->save_event, &tv);
+}
+
 static void on_save(evutil_socket_t fd, short what, void *userdata) {
         StateStore *s = userdata;
+        bool retry = s->failing;
         int r;
 
         if (!s->pending)
                 return;
         r = state_store_save(s);
-        if (r < 0)
-                log_error_errno(r, "Failed to write the state file in %s: %m", s->dir);
+        if (r >= 0)
+                return;
+        if (retry) {
+                s->retry_usec = s->retry_usec * 2 < STATE_RETRY_MAX_USEC ? s->retry_usec * 2 : STATE_RETRY_MAX_USEC;
+                log_debug_errno(r, "Failed again to write the state file in %s: %m; next try in %llus", s->dir,
+                                (unsigned long long) (s->retry_usec / USEC_PER_SEC));
+        } else
+                log_error_errno(r, "Failed to write the state file in %s: %m; trying again in %llus, then less often",
+                                s->dir, (unsigned long long) (s->retry_usec / USEC_PER_SEC));
+        arm(s, s->retry_usec);
 }
 
 int state_store_new(struct event_base *base, const char *dir, const DeviceTable *table, StateStore **ret) {
@@ -664,6 +892,7 @@ int state_store_new(struct event_base *base, const char *dir, const DeviceTable 
 
         if (!s)
                 return -ENOMEM;
+        s->dir_fd = -1;
         s->table = table;
         s->dir = strdup(dir);
         s->save_event = evtimer_new(base, on_save, s);
@@ -678,6 +907,7 @@ int state_store_new(struct event_base *base, const char *dir, const DeviceTable 
 void state_store_free(StateStore *s) {
         if (!s)
                 return;
+        s->recovered = NULL; /* whoever listened is going away too */
         if (s->pending)
                 (void) state_store_save(s);
         if (s->save_event)
@@ -686,40 +916,154 @@ void state_store_free(StateStore *s) {
                 s->dirty[i]->state_dirty = false;
         free(s->dirty);
         free(s->forgotten);
+        closep(&s->dir_fd);
         free(s->dir);
         free(s);
+}
+
+void state_store_set_io(StateStore *s, const StateIo *io) {
+        s->io = io;
 }
 
 const char *state_store_dir(const StateStore *s) {
         return s->dir;
 }
 
-int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n) {
-        int r;
+void state_store_on_recovered(StateStore *s, StateRecoveredFn fn, void *userdata) {
+        s->recovered = fn;
+        s->recovered_userdata = userdata;
+}
+
+uint64_t state_store_retry_usec(const StateStore *s) {
+        return s->failing ? s->retry_usec : 0;
+}
+
+int state_store_open_dir(StateStore *s, struct stat *ret_st) {
+        _cleanup_(closep) int fd = open_dir(s->dir);
+        struct stat st;
+
+        if (fd < 0)
+                return fd;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (ret_st)
+                *ret_st = st;
+        /* Whoever else may write there could put a symlink or a FIFO where the daemon writes, or a
+         * state of their own making in place of the daemon's. */
+        if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+                return -EPERM;
+        closep(&s->dir_fd);
+        s->dir_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int store_dir(StateStore *s) {
+        if (s->dir_fd < 0) {
+                int r = state_store_open_dir(s, NULL);
+                if (r < 0)
+                        return r;
+        }
+        return s->dir_fd;
+}
+
+/* Every save ends here. A failure keeps what was owed pending and arms the retry (unless a save is
+ * due already); the first success after failures says so to whoever listens. */
+static int done(StateStore *s, int r) {
+        struct stat st;
+
+        if (r < 0) {
+                /* the directory was removed (and may come back): it is opened again next time */
+                if (r == -ENOENT && s->dir_fd >= 0 && fstat(s->dir_fd, &st) >= 0 && st.st_nlink == 0)
+                        closep(&s->dir_fd), s->dir_fd = -1;
+                s->pending = true;
+                if (!s->failing) {
+                        s->failing = true;
+                        s->retry_usec = STATE_RETRY_MIN_USEC;
+                }
+                if (!evtimer_pending(s->save_event, NULL))
+                        arm(s, s->retry_usec);
+                return r;
+        }
+        if (s->failing) {
+                s->failing = false;
+                s->retry_usec = 0;
+                log_notice("The state file in %s is written again", s->dir);
+                if (s->recovered)
+                        s->recovered(s->recovered_userdata);
+        }
+        return r;
+}
+
+int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadReport *ret_report) {
+        _cleanup_(freep) char *data = NULL, *jdata = NULL;
+        StateLoadReport rep = {};
+        StateEntry *entries = NULL;
+        size_t size, n = 0;
+        uint64_t generation = 0;
+        int fd, r;
 
         /* the first save after a start compacts snapshot and journal into a new snapshot */
         s->compact = true;
-        r = state_load(s->dir, ret, ret_n, &s->generation);
-        if (r < 0) {
-                /* Kept for whoever investigates; a new snapshot takes its place at the next save. */
-                _cleanup_(freep) char *from = NULL, *to = NULL;
-                if (asprintf(&from, "%s/" STATE_FILE, s->dir) >= 0 && asprintf(&to, "%s/" STATE_FILE ".corrupt", s->dir) >= 0)
-                        (void) rename(from, to);
-                *ret = NULL;
-                *ret_n = 0;
+        *ret = NULL;
+        *ret_n = 0;
+        fd = store_dir(s);
+        if (fd == -ENOENT)
+                goto finish; /* no directory, no state */
+        if (fd < 0)
+                return fd;
+
+        r = read_file_bounded_at(fd, STATE_FILE, STATE_READ_MAX, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &data, &size);
+        if (r >= 0)
+                r = state_parse(data, size, &entries, &n, &generation);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 && r != -ENOENT) {
+                /* Kept for whoever investigates (a symlink or FIFO itself, never what it leads to); a
+                 * new snapshot takes its place at the next save. The journal's lines are of its
+                 * generation: without it they say nothing, and the next snapshot drops them. */
+                rep.snapshot_error = r;
+                rep.snapshot_moved = move_aside(fd, STATE_FILE) >= 0;
+                if (ret_report)
+                        *ret_report = rep;
+                return r;
         }
-        return r;
+
+        r = read_file_bounded_at(fd, STATE_JOURNAL, STATE_READ_MAX, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &jdata,
+                                 &size);
+        if (r >= 0) {
+                r = state_journal_apply(jdata, size, generation, &entries, &n, &rep.journal);
+                if (r < 0) {
+                        state_entries_free(entries, n);
+                        return r;
+                }
+                /* what follows the bad line is not replayed, and the next snapshot would drop it */
+                if (rep.journal.bad_line > 0)
+                        rep.journal_moved = move_aside(fd, STATE_JOURNAL) >= 0;
+        } else if (r == -ENOMEM) {
+                state_entries_free(entries, n);
+                return r;
+        } else if (r != -ENOENT) {
+                /* A directory, a FIFO, a symlink, more than a journal ever grows to: not the
+                 * daemon's journal, and no reason to doubt the snapshot. */
+                rep.journal_error = r;
+                rep.journal_moved = move_aside(fd, STATE_JOURNAL) >= 0;
+        }
+        s->generation = generation;
+        *ret = entries;
+        *ret_n = n;
+finish:
+        if (ret_report)
+                *ret_report = rep;
+        return 0;
 }
 
 /* What must be on disk before a write is saved then (state_store_save_devices()); everything
  * else a moment later, so that the changes of a burst (a state, then baselines, then an ack)
  * are one journal line, not three. */
 static void schedule(StateStore *s) {
-        struct timeval tv = {.tv_sec = 0, .tv_usec = (suseconds_t) STATE_SAVE_DELAY_USEC};
-
         s->pending = true;
         if (!evtimer_pending(s->save_event, NULL))
-                (void) evtimer_add(s->save_event, &tv);
+                arm(s, STATE_SAVE_DELAY_USEC);
 }
 
 static void unmark(StateStore *s, Device *d) {
@@ -777,17 +1121,34 @@ void state_store_compact(StateStore *s) {
         schedule(s);
 }
 
+/* A new snapshot once the journal has as many lines as twice the table, or as many bytes as twice
+ * the last snapshot (lines of devices in probation are long): replaying it never costs more than
+ * a few snapshots' worth, and it stays far below what a load reads (STATE_READ_MAX). */
 static bool snapshot_due(const StateStore *s, size_t more) {
         size_t limit = s->table->n_devices * 2 > 1024 ? s->table->n_devices * 2 : 1024;
-        return s->compact || s->journal_lines + more > limit;
+        uint64_t bytes = s->snapshot_bytes * 2;
+
+        if (bytes < STATE_JOURNAL_BYTES_MIN)
+                bytes = STATE_JOURNAL_BYTES_MIN;
+        if (bytes > STATE_JOURNAL_BYTES_MAX)
+                bytes = STATE_JOURNAL_BYTES_MAX;
+        return s->compact || s->journal_lines + more > limit || s->journal_bytes >= bytes;
 }
 
 static int save_snapshot(StateStore *s) {
-        int r = state_write_snapshot(s->dir, s->table, s->generation + 1);
+        size_t size;
+        int fd, r;
+
+        fd = store_dir(s);
+        if (fd < 0)
+                return fd;
+        r = write_snapshot_at(fd, s->table, s->generation + 1, s->io, &size);
         if (r < 0)
                 return r;
         s->generation++;
         s->journal_lines = 0;
+        s->journal_bytes = 0;
+        s->snapshot_bytes = size;
         s->compact = false;
         for (size_t i = 0; i < s->n_dirty; i++)
                 s->dirty[i]->state_dirty = false;
@@ -796,23 +1157,64 @@ static int save_snapshot(StateStore *s) {
         return 0;
 }
 
+/* Append the lines of `devices` and of every forgotten device. 1: the journal is not a file the
+ * daemon can append to (a symlink, a FIFO, a directory put in its place): it was moved aside, and
+ * a snapshot must take its place. */
+static int save_journal(StateStore *s, const Device *const *devices, size_t n_devices) {
+        Out o = {};
+        uint64_t size;
+        bool torn = false;
+        int fd, r;
+
+        r = format_journal(s->generation, devices, n_devices, s->forgotten, s->n_forgotten, &o);
+        if (r < 0 || o.len == 0) {
+                free(o.buf);
+                return r;
+        }
+        fd = store_dir(s);
+        if (fd < 0) {
+                free(o.buf);
+                return fd;
+        }
+        r = journal_append(fd, o.buf, o.len, s->io, &size, &torn);
+        free(o.buf);
+        if (torn)
+                s->compact = true; /* the journal may end in a torn line: no line may follow it */
+        if (is_not_regular_error(r)) {
+                int k = move_aside(fd, STATE_JOURNAL);
+                if (k < 0)
+                        log_warning_errno(k, "%s/" STATE_JOURNAL " is not a regular file (%s) and cannot be moved "
+                                             "aside: %m", s->dir, strerror(-r));
+                else
+                        log_warning("%s/" STATE_JOURNAL " is not a regular file (%s): moved aside as " STATE_JOURNAL
+                                    STATE_CORRUPT ", writing a new snapshot instead", s->dir, strerror(-r));
+                return 1;
+        }
+        if (r < 0)
+                return r;
+        s->journal_lines += n_devices + s->n_forgotten;
+        s->journal_bytes = size;
+        return 0;
+}
+
 int state_store_save(StateStore *s) {
         int r;
 
         if (snapshot_due(s, s->n_dirty + s->n_forgotten))
-                return save_snapshot(s);
+                return done(s, save_snapshot(s));
         if (s->n_dirty + s->n_forgotten > 0) {
-                r = state_write_journal(s->dir, s->generation, (const Device *const *) s->dirty, s->n_dirty,
-                                        s->forgotten, s->n_forgotten);
+                r = save_journal(s, (const Device *const *) s->dirty, s->n_dirty);
+                if (r > 0)
+                        return done(s, save_snapshot(s));
                 if (r < 0)
-                        return r;
-                s->journal_lines += s->n_dirty + s->n_forgotten;
-        }
+                        return done(s, r);
+        } else if (s->failing)
+                return 0; /* nothing written, nothing proven */
         for (size_t i = 0; i < s->n_dirty; i++)
                 s->dirty[i]->state_dirty = false;
         s->n_dirty = s->n_forgotten = 0;
         s->pending = false;
-        return 0;
+        return done(s, 0);
 }
 
 int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
@@ -821,24 +1223,25 @@ int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
         int r;
 
         if (snapshot_due(s, n + s->n_forgotten))
-                return save_snapshot(s);
+                return done(s, save_snapshot(s));
         l = calloc(n + 1, sizeof(Device *));
         if (!l)
-                return -ENOMEM;
+                return done(s, -ENOMEM);
         for (size_t i = 0; i < n; i++)
                 if (devices[i]->state_dirty)
                         l[k++] = devices[i];
         if (k + s->n_forgotten == 0)
                 return 0;
-        r = state_write_journal(s->dir, s->generation, l, k, s->forgotten, s->n_forgotten);
+        r = save_journal(s, l, k);
+        if (r > 0)
+                return done(s, save_snapshot(s));
         if (r < 0)
-                return r;
-        s->journal_lines += k + s->n_forgotten;
+                return done(s, r);
         s->n_forgotten = 0;
         for (size_t i = 0; i < k; i++)
                 unmark(s, (Device *) l[i]);
         s->pending = s->n_dirty > 0;
-        return 0;
+        return done(s, 0);
 }
 
 bool state_store_pending(const StateStore *s) {

@@ -8,11 +8,17 @@
  * The StateStore below is what the engine uses: devices are marked when their entry changes
  * and forgotten when they go; a save (soon, from the loop, or now, before a write that needs its
  * originals on disk) appends them to the journal, or writes a new snapshot once the journal has
- * grown past twice the device table. */
+ * grown past twice the device table (in lines) or twice the last snapshot (in bytes). An append
+ * that fails (a full disk) is cut back to the last whole line, and the save retried from the loop.
+ *
+ * The files are opened relative to the runtime directory, which must be the daemon's alone (its
+ * user's, writable by no one else), never through a symlink and never waiting on a FIFO. */
 #pragma once
 
 #include <event2/event.h>
 #include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include "device.h"
 #include "probation.h"
@@ -20,6 +26,12 @@
 typedef struct StateEntry {
         int ifindex;
         char *ifname;
+        /* Which device it was, beyond the ifindex that the kernel hands out again once a device is
+         * gone: its kind and MAC (the permanent one where the kernel reports one), "" for none.
+         * Entries written before they were recorded have no identity. */
+        bool has_identity;
+        char *kind;
+        char *mac;
         Sizes original;
         unsigned written;  /* SizeMask */
         DeviceState state; /* _DEVICE_STATE_INVALID when the file does not say */
@@ -34,32 +46,83 @@ typedef struct StateEntry {
 void state_entries_free(StateEntry *e, size_t n);
 void state_entries_free_one(StateEntry *e);
 
+/* Is `d` the device `e` was recorded for? Not when it is of another kind; when both have a MAC,
+ * when it has the same one (a renamed device is the same device); otherwise when it has the same
+ * name. An entry without identity (an earlier version's) is taken to be the device's. When not,
+ * *ret_why (may be NULL) says what differs: "kind", "MAC" or "name". */
+bool state_entry_is_device(const StateEntry *e, const Device *d, const char **ret_why);
+
+/* The most either file may hold when it is read back. A journal is compacted into a new snapshot
+ * long before it gets near this (STATE_JOURNAL_BYTES_MAX). */
+#define STATE_READ_MAX (256u * 1024u * 1024u)
+#define STATE_JOURNAL_BYTES_MAX (64u * 1024u * 1024u)
+
 /* Parse a snapshot held in memory (for the loader and the fuzzer). Each ifindex appears once in
  * the result: of several entries for one device, the last is kept (as in the journal). */
 int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation);
-/* Replay journal text of `generation` onto `entries`. A line that does not parse (a torn last
- * write) ends the replay. */
-int state_journal_apply(const char *data, size_t size, uint64_t generation, StateEntry **entries, size_t *n);
+
+/* How a journal replay went. */
+typedef struct StateJournalReport {
+        size_t lines;    /* whole lines read, of any generation, up to the end or the bad line */
+        size_t bad_line; /* 1-based: the whole line that does not parse and ended the replay; 0: none */
+        size_t ignored;  /* whole lines after the bad one, not replayed */
+        bool torn_tail;  /* the text ends in a line without its newline (a write cut short): dropped */
+} StateJournalReport;
+
+/* Replay journal text of `generation` onto `entries`. The first whole line that does not parse
+ * ends the replay: nothing after it can be proven to be in order. A last line without its
+ * newline is a write cut short and dropped. `ret_report` may be NULL. */
+int state_journal_apply(const char *data, size_t size, uint64_t generation, StateEntry **entries, size_t *n,
+                        StateJournalReport *ret_report);
 
 /* Write every device with recorded originals to a new snapshot (write, fsync, rename) of
  * `generation`, then drop the journal. */
 int state_write_snapshot(const char *dir, const DeviceTable *t, uint64_t generation);
 /* Append the entries of `devices` (a "forget" line for those without originals) after "forget"
- * lines for `forgotten` ifindexes to the journal, then fdatasync. */
+ * lines for `forgotten` ifindexes to the journal, then fdatasync. A failed append is truncated
+ * back. */
 int state_write_journal(const char *dir, uint64_t generation, const Device *const *devices, size_t n_devices,
                         const int *forgotten, size_t n_forgotten);
 
 typedef struct StateStore StateStore;
 
+/* What the store writes with: write(2) and ftruncate(2), unless a test puts in its own (to run
+ * out of space halfway through a line). They return what the system calls do, errno set. */
+typedef struct StateIo {
+        ssize_t (*write)(void *userdata, int fd, const void *buf, size_t n);
+        int (*ftruncate)(void *userdata, int fd, off_t length);
+        void *userdata;
+} StateIo;
+
 int state_store_new(struct event_base *base, const char *dir, const DeviceTable *table, StateStore **ret);
 /* Saves what is pending first (errors ignored: nothing is left to tell). */
 void state_store_free(StateStore *s);
+/* For tests: NULL puts the system calls back. `io` must outlive the store. */
+void state_store_set_io(StateStore *s, const StateIo *io);
+
+/* Open the runtime directory (done by the first load or save otherwise, and again when the
+ * directory was removed): -EPERM when it cannot be trusted with the state, because it is owned by
+ * another user than the daemon's or writable by its group or others; `ret_st` (may be NULL) then
+ * says how it is. */
+int state_store_open_dir(StateStore *s, struct stat *ret_st);
+
+/* How a load went, for the log. */
+typedef struct StateLoadReport {
+        int snapshot_error;  /* state.json could not be read or parsed; moved aside: */
+        bool snapshot_moved; /* … as state.json.corrupt */
+        int journal_error;   /* state.journal could not be read (not a regular file, too large): not replayed, */
+        bool journal_moved;  /* … and moved aside as state.journal.corrupt (also after a bad line) */
+        StateJournalReport journal;
+} StateLoadReport;
 
 /* Read the snapshot and replay the journal. Missing files: no entries. A snapshot that cannot be
  * read is moved aside as state.json.corrupt and -EBADMSG (or the read error) returned with no
- * entries; the daemon then starts from what the kernel shows. The first save after a load writes
- * a new snapshot. */
-int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n);
+ * entries; the daemon then starts from what the kernel shows. A journal that cannot be read, or
+ * one with a bad line, never costs the snapshot: it is moved aside as state.journal.corrupt and
+ * the entries of the snapshot (and of the journal's lines before the bad one) are returned.
+ * -ENOMEM: nothing was moved. The first save after a load writes a new snapshot. `ret_report`
+ * may be NULL. */
+int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadReport *ret_report);
 
 /* The device's entry changed (or it lost its originals): journal it at the next save. */
 void state_store_mark(StateStore *s, Device *d);
@@ -75,3 +138,11 @@ int state_store_save(StateStore *s);
 int state_store_save_devices(StateStore *s, Device *const *devices, size_t n);
 bool state_store_pending(const StateStore *s);
 const char *state_store_dir(const StateStore *s);
+
+/* A save that fails is retried from the loop, 1 s later, then twice as long each time up to 60 s,
+ * until one succeeds. `fn` is called (from within that save: it must not write to the kernel
+ * itself) by the first save that succeeds after one failed. */
+typedef void (*StateRecoveredFn)(void *userdata);
+void state_store_on_recovered(StateStore *s, StateRecoveredFn fn, void *userdata);
+/* The delay before the next retry; 0 while saves succeed. */
+uint64_t state_store_retry_usec(const StateStore *s);

@@ -236,6 +236,10 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
         }
         if (changes & LINK_CHANGE_NAME)
                 log_dev_debug(d, "name is now %s", d->ifname);
+        /* the state file's entry says who the device is (name, kind, MAC): a restart tells it from
+         * another one with its ifindex by that */
+        if ((changes & (LINK_CHANGE_NAME | LINK_CHANGE_MATCH)) && d->has_original)
+                state_store_mark(e->state, d);
         if (changes == LINK_CHANGE_SIZES)
                 apply_reconcile(e, d, REASON_SIZES);
         else if (changes)

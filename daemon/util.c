@@ -72,13 +72,20 @@ uint64_t clock_now(const Clock *c, int clock_id) {
 }
 
 int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **ret, size_t *ret_size) {
+        return read_file_bounded_at(AT_FDCWD, path, max, flags, ret, ret_size);
+}
+
+int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
+                         size_t *ret_size) {
         _cleanup_(closep) int fd = -1;
         _cleanup_(freep) char *buf = NULL;
         size_t n = 0, cap = 0;
         struct stat st;
 
         /* O_NONBLOCK: a FIFO planted where a file should be must not hold the loop in open(). */
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (flags & READ_FILE_ANY_TYPE ? 0 : O_NONBLOCK));
+        fd = openat(dir_fd, path,
+                    O_RDONLY | O_CLOEXEC | O_NOCTTY | (flags & READ_FILE_ANY_TYPE ? 0 : O_NONBLOCK) |
+                            (flags & READ_FILE_NOFOLLOW ? O_NOFOLLOW : 0));
         if (fd < 0)
                 return -errno;
         if (fstat(fd, &st) < 0)

@@ -112,6 +112,7 @@ uint64_t clock_now(const Clock *c, int clock_id);
 typedef enum ReadFileFlags {
         READ_FILE_REGULAR = 0,       /* the daemon: anything but a regular file is refused */
         READ_FILE_ANY_TYPE = 1 << 0, /* a command line: pipes and FIFOs too (it may wait for them) */
+        READ_FILE_NOFOLLOW = 1 << 1, /* a symlink is refused (-ELOOP), never followed */
 } ReadFileFlags;
 
 /* Read a whole file of at most `max` bytes into a NUL-terminated buffer. Unless flags say
@@ -119,3 +120,6 @@ typedef enum ReadFileFlags {
  * -EBADF for anything that is not a regular file. -EISDIR for a directory, -EFBIG above `max`.
  * Works for /proc files (which report size 0). */
 int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **ret, size_t *ret_size);
+/* The same, `path` relative to the directory `dir_fd` (or AT_FDCWD). */
+int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
+                         size_t *ret_size);

@@ -5,7 +5,8 @@
  *
  * What parses is put on an engine's devices with apply_loaded_state(), as the first sync after a
  * restart does: each entry's device is announced first by an RTM_NEWLINK through
- * sync_netlink_ops (its name is the kernel's, the entry's when it is one). The engine's state
+ * sync_netlink_ops (its name, kind and MAC the entry's where the kernel could have them). An entry
+ * whose device is not the one it was written for (state_entry_is_device()) must be dropped. The engine's state
  * store then writes a snapshot (state_store_save(): the real file, on tmpfs), which must parse
  * again and say what the devices hold: the round trip keeps originals, written sizes, last-good
  * sizes, holds, probations and rollback records. Then the first probation tick after the restart
@@ -78,6 +79,9 @@ static void check_entry(const StateEntry *e) {
         FUZZ_ASSERT(e->ifindex > 0);
         if (e->ifname)
                 FUZZ_USE(strlen(e->ifname));
+        FUZZ_ASSERT(!!e->kind == e->has_identity && !!e->mac == e->has_identity);
+        if (e->has_identity)
+                FUZZ_USE(strlen(e->kind) + strlen(e->mac));
         FUZZ_ASSERT(e->state == _DEVICE_STATE_INVALID || device_state_to_string(e->state));
         FUZZ_ASSERT((e->written & ~(unsigned) SIZE_BITS_ALL) == 0);
         if (e->probation) {
@@ -147,6 +151,7 @@ static void check_rollback(const RollbackRecord *r, const RollbackRecord *back) 
 /* What an entry's device must hold after apply_loaded_state(): lifecycle_resume() takes the
  * entry as an earlier run left it. */
 typedef struct Expect {
+        bool stale; /* another device has its ifindex: the entry is dropped */
         DeviceState state;
         bool held, probation, rollback;
 } Expect;
@@ -157,6 +162,19 @@ static Expect expect_of(const StateEntry *e) {
         x.probation = !x.held && e->probation;
         x.state = x.held ? DEVICE_ROLLED_BACK : x.probation ? DEVICE_PROBATION : DEVICE_APPLIED;
         return x;
+}
+
+/* "aa:bb:cc:dd:ee:ff" into `mac`; false when it is not six bytes so. */
+static bool parse_mac(const char *s, uint8_t mac[6]) {
+        unsigned b[6];
+        int end = 0;
+
+        if (!s || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%n", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &end) != 6 ||
+            s[end] != '\0')
+                return false;
+        for (int i = 0; i < 6; i++)
+                mac[i] = (uint8_t) b[i];
+        return true;
 }
 
 /* The device, announced by the kernel before the first sync completes. */
@@ -175,6 +193,12 @@ static void announce(FuzzKernel *k, Sync *s, const StateEntry *e) {
                 memcpy(l.ifname, e->ifname, n);
         else
                 snprintf(l.ifname, sizeof(l.ifname), "eth%d", e->ifindex);
+        /* the entry's device where the kernel could announce it (a kind up to 63 bytes, six bytes
+         * of MAC), some other one where not */
+        if (e->has_identity && !strempty(e->kind) && strlen(e->kind) < 64)
+                l.kind = e->kind;
+        if (e->has_identity)
+                (void) parse_mac(e->mac, l.mac);
         fuzz_kernel_add_link(k, &l);
         msg = fuzz_link_message(&l, RTM_NEWLINK, 0, 0, NULL);
         sync_netlink_ops.message(s, nlmsg_hdr(msg), NETLINK_EVENT);
@@ -218,17 +242,27 @@ static void restart(StateEntry *entries, size_t n) {
         FUZZ_ASSERT(sync_new(e, NULL, 0, &s) == 0);
         Control control = {.engine = e, .sync = s};
 
+        size_t n_stale = 0;
         for (size_t i = 0; i < n; i++) {
                 FUZZ_ASSERT(!device_get(&e->devices, entries[i].ifindex)); /* one entry per device */
                 announce(&k, s, &entries[i]);
-                FUZZ_ASSERT(device_get(&e->devices, entries[i].ifindex));
+                const Device *d = device_get(&e->devices, entries[i].ifindex);
+                FUZZ_ASSERT(d);
                 expect[i] = expect_of(&entries[i]);
+                expect[i].stale = !state_entry_is_device(&entries[i], d, NULL);
+                n_stale += expect[i].stale;
                 ifindex[i] = entries[i].ifindex;
         }
         apply_loaded_state(e, entries, n);
         for (size_t i = 0; i < n; i++) {
                 const StateEntry *x = &entries[i];
                 const Device *d = device_get(&e->devices, ifindex[i]);
+                if (expect[i].stale) {
+                        /* none of another's: no originals, no hold, no probation, no record */
+                        FUZZ_ASSERT(d && !d->has_original && !d->held && !d->probation && !d->last_rollback &&
+                                    d->state == DEVICE_UNMANAGED);
+                        continue;
+                }
                 FUZZ_ASSERT(d && d->has_original && d->state == expect[i].state);
                 FUZZ_ASSERT(sizes_same(&d->original, &x->original) && d->written == x->written);
                 FUZZ_ASSERT(d->has_last_good == x->has_last_good && (!d->has_last_good || sizes_same(&d->last_good, &x->last_good)));
@@ -239,11 +273,13 @@ static void restart(StateEntry *entries, size_t n) {
         /* the snapshot the first save after a restart writes, read back */
         FUZZ_ASSERT(state_store_save(e->state) == 0);
         read_back(&back, &n_back, &generation);
-        FUZZ_ASSERT(generation == 1 && n_back == n);
+        FUZZ_ASSERT(generation == 1 && n_back == n - n_stale);
         for (size_t i = 0; i < n_back; i++) {
                 const StateEntry *x = &back[i];
                 const Device *d = device_get(&e->devices, x->ifindex);
                 FUZZ_ASSERT(d && streq_ptr(x->ifname, d->ifname) && x->state == d->state);
+                FUZZ_ASSERT(x->has_identity && streq_ptr(x->kind, d->kind ?: "") &&
+                            streq_ptr(x->mac, device_identity_mac(d)) && state_entry_is_device(x, d, NULL));
                 FUZZ_ASSERT(sizes_same(&x->original, &d->original) && x->written == d->written);
                 FUZZ_ASSERT(x->has_last_good == d->has_last_good && (!x->has_last_good || sizes_same(&x->last_good, &d->last_good)));
                 FUZZ_ASSERT(x->held == d->held && (!x->held || sizes_same(&x->held_desired, &d->held_desired)));
@@ -289,7 +325,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         r = state_parse(snap_text, snap_size, &entries, &n, &generation);
         FUZZ_ASSERT(r == 0 || r == -EBADMSG || r == -ENOMEM || r == -EFBIG);
         if (r == 0 && nul) {
-                r = state_journal_apply(journal_text, journal_size, generation, &entries, &n);
+                r = state_journal_apply(journal_text, journal_size, generation, &entries, &n, NULL);
                 FUZZ_ASSERT(r == 0 || r == -ENOMEM);
                 if (r < 0) {
                         state_entries_free(entries, n);

@@ -219,7 +219,7 @@ def test_unwritable_runtime_directory(ns, daemon, confdir, tmp_path):
     runtime.mkdir()
     # A read-only tmpfs over the runtime dir, in a mount namespace of the daemon's own.
     d = daemon(ns, cfg, runtime_dir=runtime, wrapper=['unshare', '-m', 'sh', '-c',
-                                                      f'mount -t tmpfs -o ro none {runtime} && exec "$@"', 'sh'])
+                                                      f'mount -t tmpfs -o ro,mode=0755 none {runtime} && exec "$@"', 'sh'])
     assert nl.sizes_of(nl.read_links(ns)['u0']) == ORIG
     assert 'cannot be recorded' in d.log()
     assert d.running()

@@ -41,6 +41,8 @@ typedef struct FakeLink {
         int ifindex;
         char name[IFNAMSIZ];
         char kind[32];
+        uint8_t mac[6], perm[6]; /* IFLA_ADDRESS, IFLA_PERM_ADDRESS when has_… */
+        bool has_mac, has_perm;
         Sizes sizes;
         bool ipv4; /* the kernel reports gso/gro_ipv4_max_size */
         uint32_t tso;
@@ -169,6 +171,10 @@ static inline struct nl_msg *h_link_msg(int type, const FakeLink *l, const struc
         nlmsg_hdr(msg)->nlmsg_seq = seq;
         assert_int_equal(nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO), 0);
         assert_int_equal(nla_put_string(msg, IFLA_IFNAME, l->name), 0);
+        if (l->has_mac)
+                assert_int_equal(nla_put(msg, IFLA_ADDRESS, sizeof(l->mac), l->mac), 0);
+        if (l->has_perm)
+                assert_int_equal(nla_put(msg, BT_IFLA_PERM_ADDRESS, sizeof(l->perm), l->perm), 0);
         if (l->kind[0]) {
                 struct nlattr *li = nla_nest_start(msg, IFLA_LINKINFO);
                 assert_int_equal(nla_put_string(msg, IFLA_INFO_KIND, l->kind), 0);

@@ -1080,6 +1080,219 @@ static void test_resume_held_mid_rollback(void **state) {
         h_free(h);
 }
 
+/* The state file could not be written, so the device was not written ("cannot record original
+ * sizes"); the first save that succeeds again (here, a new device's) has it tried again, from the
+ * loop. It was left failed once until a reload. */
+static void test_state_refused_retried(void **state) {
+        Harness *h = h_new(P_ALL);
+        StateStore *peek;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        h_link_add(h, 2, "eth0");
+        h_break_runtime_dir(h);
+        h_start(h);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_FAILED);
+        assert_string_equal(h_dev(h, 2)->last_error, "cannot record original sizes");
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+        assert_true(state_store_retry_usec(h->e->state) > 0);
+
+        /* nothing is tried again while the state file still cannot be written */
+        h_link_add(h, 3, "eth1");
+        h_answer_all(h);
+        assert_int_equal(event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+        h_answer_all(h);
+        assert_int_equal(h_count_writes(h, 0, 0), 0);
+        assert_state(h_state(h, 2), DEVICE_FAILED);
+
+        assert_int_equal(mkdir(h->runtime_dir, 0700), 0);
+        h_link_add(h, 4, "eth2");
+        h_answer_all(h);
+        assert_state(h_state(h, 4), DEVICE_PROBATION);
+        assert_state(h_state(h, 2), DEVICE_FAILED); /* not from within the save */
+        assert_int_equal(state_store_retry_usec(h->e->state), 0);
+        assert_int_equal(event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_PROBATION);
+        assert_state(h_state(h, 3), DEVICE_PROBATION);
+        assert_sizes_equal(h_link(h, 2)->sizes, BIG);
+        assert_sizes_equal(h_link(h, 3)->sizes, BIG);
+
+        /* and their originals are on disk */
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, 3);
+        for (size_t i = 0; i < n; i++)
+                assert_sizes_equal(e[i].original, H_LEGACY);
+        state_entries_free(e, n);
+        state_store_free(peek);
+        h_free(h);
+}
+
+/* The entry saved before a first write already says which sizes the write sets: a kill after the
+ * write and before the entry saved after its ack (50 ms later) must still have them given back.
+ * It said none once, and the restart "restored" nothing: the originals were lost. */
+static void test_entry_before_write_owns_its_sizes(void **state) {
+        Harness *h = h_new(P_GSO_150);
+        StateStore *peek;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        h_link_add(h, 2, "eth0");
+        h_start(h);
+        assert_int_equal(h_count_writes(h, 2, 0), 1); /* sent, not answered */
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_sizes_equal(e[0].original, H_LEGACY);
+        assert_int_equal(e[0].written, SIZE_BIT_GSO);
+        state_entries_free(e, n);
+        state_store_free(peek);
+
+        /* refused: it owns nothing after all */
+        refuse_next_write(h, -EINVAL);
+        assert_state(h_state(h, 2), DEVICE_FAILED);
+        assert_int_equal(state_store_save(h->e->state), 0);
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(e[0].written, 0);
+        state_entries_free(e, n);
+        state_store_free(peek);
+        h_free(h);
+}
+
+/* ---- a restart: is the device at an entry's ifindex the one it was written for? ---- */
+
+typedef struct IdentityCase {
+        const char *what;
+        bool entry_identity;                  /* the entry has kind and MAC (else: an old file's) */
+        const char *entry_name, *entry_kind, *entry_mac;
+        const char *name, *kind;              /* the device the restart finds at ifindex 2 */
+        uint8_t mac_last, perm_last;          /* its MAC 02:00:00:00:00:xx, 0: none */
+        bool same;                            /* it gets the entry */
+} IdentityCase;
+
+/* clang-format off */
+static const IdentityCase identity_cases[] = {
+        {"an entry of an earlier version (no identity) is the device's", false, "eth0", NULL, NULL,
+         "eth5", "dummy", 9, 0, true},
+        {"same kind and MAC: the same", true, "eth0", "veth", "02:00:00:00:00:02", "eth0", "veth", 2, 0, true},
+        {"renamed, same kind and MAC: the same", true, "eth0", "veth", "02:00:00:00:00:02", "eth9", "veth", 2, 0,
+         true},
+        {"another MAC: another device", true, "eth0", "veth", "02:00:00:00:00:02", "eth0", "veth", 3, 0, false},
+        {"another kind: another device", true, "eth0", "dummy", "02:00:00:00:00:02", "eth0", "veth", 2, 0, false},
+        {"no kind then, a kind now: another device", true, "eth0", "", "02:00:00:00:00:02", "eth0", "veth", 2, 0,
+         false},
+        {"no MAC on either side, same name: the same", true, "eth0", "wireguard", "", "eth0", "wireguard", 0, 0,
+         true},
+        {"no MAC on either side, another name: another device", true, "eth0", "wireguard", "", "eth1", "wireguard",
+         0, 0, false},
+        {"a MAC then, none now, another name: another device", true, "eth0", "veth", "02:00:00:00:00:02", "eth1",
+         "veth", 0, 0, false},
+        {"the permanent MAC counts, not the current one", true, "eth0", "", "02:00:00:00:00:07", "eth3", "", 8, 7,
+         true},
+        {"another permanent MAC: another device", true, "eth0", "", "02:00:00:00:00:07", "eth0", "", 7, 8, false},
+};
+/* clang-format on */
+
+static const Sizes ORIGINAL_60000 = H_SIZES(60000, 60000, 60000, 60000);
+
+static void test_identity(void **state) {
+        const IdentityCase *c = *state;
+        Harness *h = h_new(P_ALL);
+        FakeLink *l = h_link_add_full(h, 2, c->name, c->kind, true);
+        StateEntry *entry = calloc(1, sizeof(StateEntry));
+        StateStore *peek;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        l->sizes = BIG; /* what the earlier run wrote (to whichever device) */
+        if (c->mac_last) {
+                l->has_mac = true;
+                memcpy(l->mac, (uint8_t[]){2, 0, 0, 0, 0, c->mac_last}, 6);
+        }
+        if (c->perm_last) {
+                l->has_perm = true;
+                memcpy(l->perm, (uint8_t[]){2, 0, 0, 0, 0, c->perm_last}, 6);
+        }
+        assert_non_null(entry);
+        *entry = (StateEntry){.ifindex = 2, .ifname = strdup(c->entry_name), .original = ORIGINAL_60000,
+                              .written = SIZE_BITS_ALL, .state = DEVICE_APPLIED, .has_identity = c->entry_identity};
+        if (c->entry_identity) {
+                entry->kind = strdup(c->entry_kind);
+                entry->mac = strdup(c->entry_mac);
+        }
+        h->started = true;
+        sync_start(h->s, entry, 1); /* takes the entries */
+        for (size_t i = 0; i < h->n_links; i++)
+                h_feed(h, RTM_NEWLINK, &h->links[i], NULL, NETLINK_DUMP, 0);
+        sync_netlink_ops.dump_done(h->s, RTM_GETLINK, 0, false);
+        sync_netlink_ops.dump_done(h->s, RTM_GETROUTE, 0, false);
+        h_batch_end(h);
+        h_answer_all(h);
+
+        Device *d = h_dev(h, 2);
+        assert_int_equal(d->has_original, c->same);
+        if (c->same)
+                assert_sizes_equal(d->original, ORIGINAL_60000);
+        /* the compacted state file: the stale entry is gone */
+        assert_int_equal(state_store_save(h->e->state), 0);
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, c->same ? 1 : 0);
+        if (c->same) {
+                /* and the entry says who the device is now */
+                assert_true(e[0].has_identity);
+                assert_string_equal(e[0].ifname, c->name);
+                assert_string_equal(e[0].kind, c->kind ?: "");
+                assert_string_equal(e[0].mac, device_identity_mac(d));
+        }
+        state_entries_free(e, n);
+        state_store_free(peek);
+
+        /* what the kernel shows once no policy matches: the entry's originals, or nothing written */
+        h_reload(h, P_NONE);
+        h_answer_all(h);
+        assert_sizes_equal(h_link(h, 2)->sizes, c->same ? ORIGINAL_60000 : BIG);
+        assert_int_equal(h_count_writes(h, 2, 0), c->same ? 1 : 0);
+        h_free(h);
+}
+
+/* A rename, or a new MAC, while bigtcpd runs reaches the state file: the restart compares the
+ * entry with what the device is by then. */
+static void test_identity_follows_changes(void **state) {
+        Harness *h = h_new(P_ALL);
+        FakeLink *l = h_link_add(h, 2, "eth0");
+        StateStore *peek;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        l->has_mac = true;
+        memcpy(l->mac, (uint8_t[]){2, 0, 0, 0, 0, 2}, 6);
+        h_start(h);
+        h_answer_all(h);
+        assert_true(h_dev(h, 2)->has_original);
+        assert_int_equal(state_store_save(h->e->state), 0);
+
+        memcpy(l->mac, (uint8_t[]){2, 0, 0, 0, 0, 9}, 6);
+        h_link_rename(h, 2, "eth7");
+        h_answer_all(h);
+        assert_true(state_store_pending(h->e->state));
+        assert_int_equal(state_store_save(h->e->state), 0);
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(e[0].ifname, "eth7");
+        assert_string_equal(e[0].kind, "veth");
+        assert_string_equal(e[0].mac, "02:00:00:00:00:09");
+        assert_true(state_entry_is_device(&e[0], h_dev(h, 2), NULL));
+        state_entries_free(e, n);
+        state_store_free(peek);
+        h_free(h);
+}
+
 /* Runs last: every transition the table allows was taken by some case above (and none it does not
  * allow: each harness checks every EVENT_STATE against the table). */
 static void test_transition_coverage(void **state) {
@@ -1130,6 +1343,10 @@ int main(void) {
         ADD_CASES("put-back", test_put_back, put_back_cases);
         ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);
         ADD_TEST(test_resume_held_mid_rollback);
+        ADD_CASES("identity at a restart", test_identity, identity_cases);
+        ADD_TEST(test_identity_follows_changes);
+        ADD_TEST(test_state_refused_retried);
+        ADD_TEST(test_entry_before_write_owns_its_sizes);
         ADD_TEST(test_transition_coverage); /* last: it counts what the others did */
         assert_true(n <= ELEMENTSOF(tests));
 

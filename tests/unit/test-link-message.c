@@ -11,8 +11,9 @@ static void test_link_parse(void **state) {
         nla_put_string(msg, BT_IFLA_ALT_IFNAME, "uplink-a");
         nla_put_string(msg, BT_IFLA_ALT_IFNAME, "uplink-b");
         nla_nest_end(msg, pl);
-        const uint8_t mac[6] = {0x0c, 0x42, 0xa1, 0, 0xff, 0x10};
+        const uint8_t mac[6] = {0x0c, 0x42, 0xa1, 0, 0xff, 0x10}, perm[6] = {0x0c, 0x42, 0xa1, 0, 0, 1};
         nla_put(msg, IFLA_ADDRESS, sizeof(mac), mac);
+        nla_put(msg, BT_IFLA_PERM_ADDRESS, sizeof(perm), perm);
         LinkMessage m;
 
         assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), 0);
@@ -38,6 +39,9 @@ static void test_link_parse(void **state) {
         assert_true(changes & LINK_CHANGE_SIZES);
         assert_true(changes & LINK_CHANGE_TSO);
         assert_string_equal(d->mac, "0c:42:a1:00:ff:10");
+        /* what tells it from a device that has its ifindex later: the permanent address */
+        assert_string_equal(d->perm_mac, "0c:42:a1:00:00:01");
+        assert_string_equal(device_identity_mac(d), "0c:42:a1:00:00:01");
         assert_int_equal(d->n_altnames, 2);
         assert_string_equal(d->altnames[0], "uplink-a");
         assert_null(d->altnames[2]);

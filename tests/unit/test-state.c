@@ -7,8 +7,10 @@
 
 #include <cmocka.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "state.h"
 
@@ -26,13 +28,91 @@ static void dir_open(Dir *d) {
 
 static void dir_close(Dir *d) {
         char p[128];
-        const char *files[] = {"state.json", "state.journal", "state.json.corrupt"};
+        const char *files[] = {"state.json", "state.journal", "state.json.corrupt", "state.journal.corrupt",
+                               ".state.json.tmp"};
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                 snprintf(p, sizeof(p), "%s/%s", d->path, files[i]);
-                (void) unlink(p);
+                if (unlink(p) < 0 && errno == EISDIR)
+                        (void) rmdir(p);
         }
         assert_int_equal(rmdir(d->path), 0);
         event_base_free(d->base);
+}
+
+static const char *dir_file(const Dir *d, const char *name, char *buf, size_t size) {
+        snprintf(buf, size, "%s/%s", d->path, name);
+        return buf;
+}
+
+static bool dir_has(const Dir *d, const char *name) {
+        char p[128];
+        struct stat st;
+        return lstat(dir_file(d, name, p, sizeof(p)), &st) == 0;
+}
+
+static off_t dir_size(const Dir *d, const char *name) {
+        char p[128];
+        struct stat st;
+        assert_int_equal(lstat(dir_file(d, name, p, sizeof(p)), &st), 0);
+        return st.st_size;
+}
+
+static void put_file(const char *path, const char *text) {
+        FILE *f = fopen(path, "we");
+        assert_non_null(f);
+        fputs(text, f);
+        assert_int_equal(fclose(f), 0);
+}
+
+static char *get_file(const char *path) {
+        char *text = NULL;
+        size_t size;
+        assert_int_equal(read_file_bounded(path, 1 << 20, READ_FILE_REGULAR, &text, &size), 0);
+        return text;
+}
+
+/* A disk that fills up: writes take `budget` more bytes (-1: any), then fail with ENOSPC, the
+ * write that reaches it cut short as the kernel cuts it; ftruncate fails while `truncate_fails`. */
+typedef struct Disk {
+        long budget;
+        bool truncate_fails;
+        unsigned writes_failed;
+} Disk;
+
+static ssize_t disk_write(void *userdata, int fd, const void *buf, size_t n) {
+        Disk *d = userdata;
+        if (d->budget < 0)
+                return write(fd, buf, n);
+        if (d->budget == 0) {
+                d->writes_failed++;
+                errno = ENOSPC;
+                return -1;
+        }
+        size_t k = n < (size_t) d->budget ? n : (size_t) d->budget;
+        ssize_t w = write(fd, buf, k);
+        if (w > 0)
+                d->budget -= w;
+        return w;
+}
+
+static int disk_ftruncate(void *userdata, int fd, off_t length) {
+        Disk *d = userdata;
+        if (d->truncate_fails) {
+                errno = EIO;
+                return -1;
+        }
+        return ftruncate(fd, length);
+}
+
+static void on_recovered(void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+static StateEntry *find_entry(StateEntry *e, size_t n, int ifindex) {
+        for (size_t i = 0; i < n; i++)
+                if (e[i].ifindex == ifindex)
+                        return &e[i];
+        return NULL;
 }
 
 static Device *written(DeviceTable *t, int ifindex, const char *name, Sizes original, unsigned mask) {
@@ -48,7 +128,7 @@ static Device *written(DeviceTable *t, int ifindex, const char *name, Sizes orig
 static void load(const Dir *dir, const DeviceTable *t, StateEntry **e, size_t *n, int expect) {
         StateStore *s;
         assert_int_equal(state_store_new(dir->base, dir->path, t, &s), 0);
-        assert_int_equal(state_store_load(s, e, n), expect);
+        assert_int_equal(state_store_load(s, e, n, NULL), expect);
         state_store_free(s);
 }
 
@@ -66,6 +146,8 @@ static void test_snapshot_roundtrip(void **state) {
         assert_int_equal(n, 0);
 
         d = written(&t, 42, "eth0", (Sizes){65536, 65536, 60000, 60001}, SIZE_BITS_IPV4 | SIZE_BIT_GSO);
+        d->kind = strdup("veth");
+        snprintf(d->mac, sizeof(d->mac), "02:00:00:00:00:2a");
         d->held = true;
         d->held_desired = (Sizes){185000, 185000, 185000, 185000};
         d->state = DEVICE_ROLLED_BACK;
@@ -85,6 +167,13 @@ static void test_snapshot_roundtrip(void **state) {
         assert_string_equal(e[1].ifname, "a\"b\\c\001d\x7f");
         assert_int_equal(e[0].ifindex, 42);
         assert_string_equal(e[0].ifname, "eth0");
+        /* who it is: kind and MAC ("" for none) */
+        assert_true(e[0].has_identity);
+        assert_string_equal(e[0].kind, "veth");
+        assert_string_equal(e[0].mac, "02:00:00:00:00:2a");
+        assert_true(e[1].has_identity);
+        assert_string_equal(e[1].kind, "");
+        assert_string_equal(e[1].mac, "");
         assert_int_equal(e[0].original.gro_ipv4_max_size, 60001);
         assert_int_equal(e[0].written, SIZE_BITS_IPV4 | SIZE_BIT_GSO);
         assert_int_equal(e[0].state, DEVICE_ROLLED_BACK);
@@ -120,6 +209,18 @@ static void test_old_families(void **state) {
         assert_int_equal(n, 1);
         assert_int_equal(g, 3);
         assert_int_equal(e[0].written, SIZE_BITS_IPV6);
+        /* no identity: taken to be whatever device has its ifindex now */
+        assert_false(e[0].has_identity);
+        assert_null(e[0].kind);
+        DeviceTable t;
+        Device *d;
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(device_add(&t, 7, &d), 0);
+        d->ifname = strdup("renamed");
+        d->kind = strdup("dummy");
+        snprintf(d->mac, sizeof(d->mac), "02:00:00:00:00:07");
+        assert_true(state_entry_is_device(&e[0], d, NULL));
+        device_table_done(&t);
         state_entries_free(e, n);
 }
 
@@ -183,7 +284,7 @@ static void test_store_forget_then_reuse(void **state) {
         dir_open(&dir);
         assert_int_equal(device_table_init(&t), 0);
         assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
-        assert_int_equal(state_store_load(s, &e, &n), 0);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
         assert_int_equal(state_store_save(s), 0); /* the first save after a load: a snapshot */
 
         old = written(&t, 5, "old", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
@@ -232,7 +333,7 @@ static void test_store_save_devices(void **state) {
         dir_open(&dir);
         assert_int_equal(device_table_init(&t), 0);
         assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
-        assert_int_equal(state_store_load(s, &e, &n), 0);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
         assert_int_equal(state_store_save(s), 0); /* the snapshot after a load */
 
         a = written(&t, 1, "a", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
@@ -248,7 +349,7 @@ static void test_store_save_devices(void **state) {
         /* what a restart would find now: a only */
         StateStore *peek;
         assert_int_equal(state_store_new(dir.base, dir.path, &t, &peek), 0);
-        assert_int_equal(state_store_load(peek, &e, &n), 0);
+        assert_int_equal(state_store_load(peek, &e, &n, NULL), 0);
         assert_int_equal(n, 1);
         assert_string_equal(e[0].ifname, "a");
         state_entries_free(e, n);
@@ -259,6 +360,441 @@ static void test_store_save_devices(void **state) {
         state_store_free(s);
         load(&dir, &t, &e, &n, 0);
         assert_int_equal(n, 2);
+        state_entries_free(e, n);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+
+/* Out of space in the middle of a line: the append is cut back, so that what comes after the space
+ * is back is replayed (it was lost once: the torn line ended every later replay there). */
+static void test_enospc_cut_back(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        Disk disk = {.budget = -1};
+        StateIo io = {disk_write, disk_ftruncate, &disk};
+        StateEntry *e = NULL;
+        size_t n = 0;
+        unsigned recovered = 0;
+        Device *a, *b, *c;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        state_store_set_io(s, &io);
+        state_store_on_recovered(s, on_recovered, &recovered);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
+        assert_int_equal(state_store_save(s), 0); /* the snapshot after a load */
+
+        a = written(&t, 1, "a", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        off_t before = dir_size(&dir, "state.journal");
+        assert_true(before > 0);
+
+        /* the disk is full 20 bytes into b's line */
+        disk.budget = 20;
+        b = written(&t, 2, "b", (Sizes){2, 2, 2, 2}, SIZE_BITS_ALL);
+        Device *batch[] = {b};
+        state_store_mark(s, b);
+        assert_int_equal(state_store_save_devices(s, batch, 1), -ENOSPC);
+        assert_int_equal(disk.writes_failed, 1);
+        assert_int_equal(dir_size(&dir, "state.journal"), before); /* cut back */
+        assert_true(state_store_pending(s));
+        assert_int_equal(state_store_retry_usec(s), USEC_PER_SEC);
+        assert_int_equal(recovered, 0);
+
+        /* space again: b (still owed) and c after it */
+        disk.budget = -1;
+        c = written(&t, 3, "c", (Sizes){3, 3, 3, 3}, SIZE_BITS_ALL);
+        state_store_mark(s, c);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(recovered, 1);
+        assert_int_equal(state_store_retry_usec(s), 0);
+        state_store_free(s);
+
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 3);
+        assert_non_null(find_entry(e, n, 2));
+        assert_int_equal(find_entry(e, n, 3)->original.gso_max_size, 3);
+        state_entries_free(e, n);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* Out of space, and the journal cannot be cut back either: it may end in a torn line now, so no
+ * line may follow it; the next save is a new snapshot. */
+static void test_enospc_not_cut_back(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        Disk disk = {.budget = -1};
+        StateIo io = {disk_write, disk_ftruncate, &disk};
+        StateEntry *e = NULL;
+        size_t n = 0;
+        Device *a, *b;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        state_store_set_io(s, &io);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
+        assert_int_equal(state_store_save(s), 0);
+        a = written(&t, 1, "a", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+
+        disk.budget = 10;
+        disk.truncate_fails = true;
+        b = written(&t, 2, "b", (Sizes){2, 2, 2, 2}, SIZE_BITS_ALL);
+        state_store_mark(s, b);
+        assert_int_equal(state_store_save(s), -ENOSPC);
+        assert_true(dir_size(&dir, "state.journal") > 0);
+
+        disk.budget = -1;
+        disk.truncate_fails = false;
+        assert_int_equal(state_store_save(s), 0);
+        assert_false(dir_has(&dir, "state.journal")); /* a snapshot, which drops the journal */
+        state_store_free(s);
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 2);
+        state_entries_free(e, n);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* A failed save is retried from the loop: 1 s after, then twice as long each time. */
+static void test_retry_backoff(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        Disk disk = {.budget = 0};
+        StateIo io = {disk_write, disk_ftruncate, &disk};
+        StateEntry *e = NULL;
+        size_t n = 0;
+        unsigned recovered = 0;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        state_store_set_io(s, &io);
+        state_store_on_recovered(s, on_recovered, &recovered);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
+        state_store_mark(s, written(&t, 1, "a", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL));
+        assert_int_equal(state_store_save(s), -ENOSPC); /* the snapshot after the load */
+        assert_int_equal(state_store_retry_usec(s), USEC_PER_SEC);
+
+        /* the retry timer's turn: fails again, waits longer */
+        unsigned failed = disk.writes_failed;
+        assert_int_equal(event_base_loop(dir.base, EVLOOP_ONCE), 0);
+        assert_int_equal(disk.writes_failed, failed + 1);
+        assert_int_equal(state_store_retry_usec(s), 2 * USEC_PER_SEC);
+        assert_true(state_store_pending(s));
+
+        disk.budget = -1;
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(recovered, 1);
+        assert_int_equal(state_store_retry_usec(s), 0);
+        assert_false(state_store_pending(s));
+        state_store_free(s);
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 1);
+        state_entries_free(e, n);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* A line in the middle that does not parse ends the replay: what is before it is kept, what is
+ * after it cannot be put in order with what the damaged line said. A torn last line is dropped. */
+static void test_replay_stops_at_bad_line(void **state) {
+        const char snap[] = "{\"version\":1,\"generation\":4,\"devices\":[{\"ifindex\":1,\"ifname\":\"a\",\"original\":"
+                            "{\"gso_max_size\":1,\"gro_max_size\":1,\"gso_ipv4_max_size\":1,\"gro_ipv4_max_size\":1},"
+                            "\"written\":[]}]}";
+#define LINE(i) "{\"g\":4,\"device\":{\"ifindex\":" #i ",\"original\":{\"gso_max_size\":" #i ",\"gro_max_size\":1," \
+                "\"gso_ipv4_max_size\":1,\"gro_ipv4_max_size\":1},\"written\":[]}}\n"
+        const char journal[] = LINE(2) "{\"g\":3,\"ifindex\":2,\"forget\":true}\n" /* older: passed over */
+                "{\"g\":4,\"devi{\"g\":4,\"ifindex\":1,\"forget\":true}\n" LINE(3) LINE(5);
+        const char torn[] = LINE(2) "{\"g\":4,\"device\":{\"ifindex\":3";
+        StateJournalReport rep;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        assert_int_equal(state_parse(snap, strlen(snap), &e, &n, NULL), 0);
+        assert_int_equal(state_journal_apply(journal, strlen(journal), 4, &e, &n, &rep), 0);
+        assert_int_equal(n, 2); /* 1 (its forget line was in the damaged one), 2 */
+        assert_non_null(find_entry(e, n, 1));
+        assert_non_null(find_entry(e, n, 2));
+        assert_int_equal(rep.bad_line, 3);
+        assert_int_equal(rep.lines, 2);
+        assert_int_equal(rep.ignored, 2);
+        assert_false(rep.torn_tail);
+        state_entries_free(e, n);
+
+        assert_int_equal(state_parse(snap, strlen(snap), &e, &n, NULL), 0);
+        assert_int_equal(state_journal_apply(torn, strlen(torn), 4, &e, &n, &rep), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(rep.bad_line, 0);
+        assert_int_equal(rep.lines, 1);
+        assert_true(rep.torn_tail);
+        state_entries_free(e, n);
+
+        /* through the store: the snapshot stays, the damaged journal is kept aside */
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        StateLoadReport lr;
+        char p[128];
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        put_file(dir_file(&dir, "state.json", p, sizeof(p)), snap);
+        put_file(dir_file(&dir, "state.journal", p, sizeof(p)), journal);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        assert_int_equal(state_store_load(s, &e, &n, &lr), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(lr.snapshot_error, 0);
+        assert_int_equal(lr.journal.bad_line, 3);
+        assert_true(lr.journal_moved);
+        assert_true(dir_has(&dir, "state.journal.corrupt"));
+        assert_false(dir_has(&dir, "state.journal"));
+        assert_true(dir_has(&dir, "state.json"));
+        assert_false(dir_has(&dir, "state.json.corrupt"));
+        state_entries_free(e, n);
+        state_store_free(s);
+        device_table_done(&t);
+        dir_close(&dir);
+#undef LINE
+}
+
+/* A journal the daemon cannot have written never costs the snapshot: moved aside, the snapshot's
+ * entries loaded. */
+static void test_bad_journal_keeps_snapshot(void **state) {
+        enum { DIRECTORY, TOO_LARGE, SYMLINK, FIFO, UNREADABLE, _MAX };
+        static const char *const what[] = {"directory", "too large", "symlink", "FIFO", "unreadable"};
+
+        for (int k = 0; k < _MAX; k++) {
+                Dir dir;
+                DeviceTable t;
+                StateStore *s;
+                StateLoadReport rep;
+                StateEntry *e = NULL;
+                size_t n = 0;
+                char p[128], target[160];
+                int fd;
+
+                if (k == UNREADABLE && geteuid() == 0)
+                        continue; /* root reads it all the same */
+                print_message("journal: %s\n", what[k]);
+                dir_open(&dir);
+                assert_int_equal(device_table_init(&t), 0);
+                written(&t, 7, "v7", (Sizes){60000, 60000, 60000, 60000}, SIZE_BITS_ALL);
+                assert_int_equal(state_write_snapshot(dir.path, &t, 3), 0);
+                device_table_done(&t);
+                assert_int_equal(device_table_init(&t), 0);
+                dir_file(&dir, "state.journal", p, sizeof(p));
+                snprintf(target, sizeof(target), "%s.target", dir.path);
+                switch (k) {
+                case DIRECTORY:
+                        assert_int_equal(mkdir(p, 0755), 0);
+                        break;
+                case TOO_LARGE:
+                        fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                        assert_true(fd >= 0);
+                        assert_int_equal(ftruncate(fd, (off_t) STATE_READ_MAX + 1), 0); /* sparse */
+                        close(fd);
+                        break;
+                case SYMLINK:
+                        /* even a good journal is not read through a symlink */
+                        put_file(target, "{\"g\":3,\"ifindex\":7,\"forget\":true}\n");
+                        assert_int_equal(symlink(target, p), 0);
+                        break;
+                case FIFO:
+                        assert_int_equal(mkfifo(p, 0644), 0);
+                        break;
+                case UNREADABLE:
+                        put_file(p, "{\"g\":3,\"ifindex\":7,\"forget\":true}\n");
+                        assert_int_equal(chmod(p, 0), 0);
+                        break;
+                }
+                assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+                assert_int_equal(state_store_load(s, &e, &n, &rep), 0);
+                assert_int_equal(n, 1);
+                assert_int_equal(e[0].ifindex, 7);
+                assert_int_equal(e[0].original.gso_max_size, 60000);
+                assert_int_equal(rep.snapshot_error, 0);
+                assert_true(rep.journal_error < 0);
+                assert_true(rep.journal_moved);
+                assert_true(dir_has(&dir, "state.json"));
+                assert_false(dir_has(&dir, "state.json.corrupt"));
+                assert_false(dir_has(&dir, "state.journal"));
+                assert_true(dir_has(&dir, "state.journal.corrupt"));
+                state_entries_free(e, n);
+
+                /* and the daemon goes on: a new snapshot, and lines after it */
+                assert_int_equal(state_store_save(s), 0);
+                Device *d = written(&t, 8, "v8", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
+                state_store_mark(s, d);
+                assert_int_equal(state_store_save(s), 0);
+                state_store_free(s);
+                load(&dir, &t, &e, &n, 0);
+                assert_int_equal(n, 1);
+                state_entries_free(e, n);
+                if (k == SYMLINK) {
+                        _cleanup_(freep) char *text = get_file(target);
+                        assert_string_equal(text, "{\"g\":3,\"ifindex\":7,\"forget\":true}\n");
+                        assert_int_equal(unlink(target), 0);
+                }
+                device_table_done(&t);
+                dir_close(&dir);
+        }
+}
+
+/* Symlinks and FIFOs planted in the runtime directory while the daemon runs: never written
+ * through, never waited on. */
+static void test_planted_files(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        StateLoadReport rep;
+        StateEntry *e = NULL;
+        size_t n = 0;
+        char p[128], target[160];
+        Device *a, *b;
+
+        dir_open(&dir);
+        snprintf(target, sizeof(target), "%s.target", dir.path);
+        put_file(target, "precious\n");
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
+
+        /* the snapshot's temporary file */
+        assert_int_equal(symlink(target, dir_file(&dir, ".state.json.tmp", p, sizeof(p))), 0);
+        a = written(&t, 1, "a", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_false(dir_has(&dir, ".state.json.tmp"));
+
+        /* the journal, a symlink: moved aside, a snapshot instead */
+        assert_int_equal(symlink(target, dir_file(&dir, "state.journal", p, sizeof(p))), 0);
+        b = written(&t, 2, "b", (Sizes){2, 2, 2, 2}, SIZE_BITS_ALL);
+        state_store_mark(s, b);
+        Device *batch[] = {b};
+        assert_int_equal(state_store_save_devices(s, batch, 1), 0);
+        assert_true(dir_has(&dir, "state.journal.corrupt"));
+        assert_false(dir_has(&dir, "state.journal"));
+
+        /* the journal, a FIFO with no reader: open() would wait for one */
+        assert_int_equal(mkfifo(dir_file(&dir, "state.journal", p, sizeof(p)), 0644), 0);
+        b->original.gso_max_size = 3;
+        state_store_mark(s, b);
+        assert_int_equal(state_store_save(s), 0);
+        assert_false(dir_has(&dir, "state.journal"));
+        state_store_free(s);
+
+        _cleanup_(freep) char *text = get_file(target);
+        assert_string_equal(text, "precious\n");
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(find_entry(e, n, 2)->original.gso_max_size, 3);
+        state_entries_free(e, n);
+
+        /* state.json a symlink, or a FIFO: not read, moved aside */
+        for (int k = 0; k < 2; k++) {
+                assert_int_equal(unlink(dir_file(&dir, "state.json", p, sizeof(p))), 0);
+                if (k == 0)
+                        assert_int_equal(symlink(target, p), 0);
+                else
+                        assert_int_equal(mkfifo(p, 0644), 0);
+                assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+                assert_int_equal(state_store_load(s, &e, &n, &rep), k == 0 ? -ELOOP : -EBADF);
+                assert_int_equal(n, 0);
+                assert_true(rep.snapshot_moved);
+                assert_true(dir_has(&dir, "state.json.corrupt"));
+                assert_int_equal(state_store_save(s), 0);
+                state_store_free(s);
+        }
+        free(text);
+        text = get_file(target);
+        assert_string_equal(text, "precious\n");
+        assert_int_equal(unlink(target), 0);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* Writable by others, or someone else's: not trusted with the state. */
+static void test_untrusted_dir(void **state) {
+        static const struct {
+                mode_t mode;
+                int expect;
+        } cases[] = {
+                {0700, 0}, {0755, 0}, {01777, -EPERM}, {0777, -EPERM}, {0775, -EPERM}, {0757, -EPERM},
+        };
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        struct stat st;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                print_message("mode %04o\n", (unsigned) cases[i].mode);
+                assert_int_equal(chmod(dir.path, cases[i].mode), 0);
+                assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+                assert_int_equal(state_store_open_dir(s, &st), cases[i].expect);
+                assert_int_equal(st.st_mode & 07777, cases[i].mode);
+                state_store_free(s);
+        }
+        assert_int_equal(chmod(dir.path, 0755), 0);
+        if (geteuid() == 0) {
+                assert_int_equal(chown(dir.path, 65534, 65534), 0);
+                assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+                assert_int_equal(state_store_open_dir(s, &st), -EPERM);
+                assert_int_equal(st.st_uid, 65534);
+                state_store_free(s);
+                assert_int_equal(chown(dir.path, 0, 0), 0);
+        }
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* The journal is compacted by its bytes too, not only by its lines: a few devices with long lines
+ * must not grow it past twice the snapshot (at least 1 MiB). */
+static void test_compact_by_bytes(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        StateEntry *e = NULL;
+        size_t n = 0;
+        off_t largest = 0, line;
+        bool compacted = false;
+        Device *d;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        d = written(&t, 1, "a", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
+        free(d->ifname);
+        d->ifname = malloc(100000); /* a long line: a few of them are more than 1 MiB */
+        memset(d->ifname, 'x', 99999);
+        d->ifname[99999] = '\0';
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
+        assert_int_equal(state_store_save(s), 0);
+        for (int i = 0; i < 40; i++) {
+                d->original.gso_max_size = (uint32_t) i;
+                state_store_mark(s, d);
+                assert_int_equal(state_store_save(s), 0);
+                off_t size = dir_has(&dir, "state.journal") ? dir_size(&dir, "state.journal") : 0;
+                compacted = compacted || size < largest;
+                largest = size > largest ? size : largest;
+        }
+        line = 100100;
+        assert_true(compacted);
+        assert_true(largest <= 1024 * 1024 + line);
+        state_store_free(s);
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(e[0].original.gso_max_size, 39);
         state_entries_free(e, n);
         device_table_done(&t);
         dir_close(&dir);
@@ -292,6 +828,14 @@ int main(void) {
                 cmocka_unit_test(test_store_forget_then_reuse),
                 cmocka_unit_test(test_store_save_devices),
                 cmocka_unit_test(test_parse_rejects),
+                cmocka_unit_test(test_enospc_cut_back),
+                cmocka_unit_test(test_enospc_not_cut_back),
+                cmocka_unit_test(test_retry_backoff),
+                cmocka_unit_test(test_replay_stops_at_bad_line),
+                cmocka_unit_test(test_bad_journal_keeps_snapshot),
+                cmocka_unit_test(test_planted_files),
+                cmocka_unit_test(test_untrusted_dir),
+                cmocka_unit_test(test_compact_by_bytes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,277 @@
+"""The state file against what a full disk and a hostile runtime directory do to it (issue 15):
+a runtime directory that fills up during a burst of new devices and then has room again, symlinks
+planted where the daemon writes, FIFOs where it reads, and runtime directories it must not trust.
+The promise each time: every device whose originals were recorded gets them back, and nothing
+outside the runtime directory is written. Sizes are read back from the kernel (nl.py)."""
+
+import errno
+import json
+import os
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import nl
+from helpers import Monitor, T, at, ip, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
+from varlink_client import call
+
+IFACE = 'io.bigtcpd.Manager'
+BIG = sizes4(185000)
+PAGE = 4096
+
+
+def policy(names):
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: big
+            match:
+              name: {names}
+            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}
+            ipv4: {{gso-max-size: 185000, gro-max-size: 185000}}
+            rollback:
+              guards: []
+        ''')
+
+
+def runtime_dir(daemon, name):
+    """A runtime directory of the test's making, short enough for the varlink socket's path."""
+    d = daemon.sockdir / name
+    d.mkdir()
+    d.chmod(0o755)
+    return d
+
+
+def wait_refused(d, timeout=10):
+    """The daemon must exit (nonzero) instead of starting; returns its log."""
+    try:
+        d.proc.wait(T(timeout))
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f'bigtcpd did not refuse to start within {T(timeout)}s\n{d.log_tail()}')
+    d.returncode = d.proc.returncode
+    d.close()
+    assert d.returncode != 0, f'bigtcpd exited 0\n{d.log_tail()}'
+    return d.log()
+
+
+@pytest.fixture
+def small_tmpfs():
+    """A 1 MiB tmpfs (mode 0755, as a runtime directory must be) on a directory of its own under
+    /tmp, unmounted at teardown: lazily if a process still holds it."""
+    mnt = Path(tempfile.mkdtemp(prefix='bt-', dir='/tmp'))
+    run('mount', '-t', 'tmpfs', '-o', 'size=1m,mode=0755', 'bt-test', mnt)
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(['umount', mnt], capture_output=True).returncode != 0:
+            run('umount', '-l', mnt)
+        mnt.rmdir()
+
+
+def fill(path):
+    """Fill the filesystem of `path` with a file until one page is left free; returns the file."""
+    filler = path / 'filler'
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    n = 0
+    try:
+        while True:
+            n += os.write(fd, b'\0' * PAGE)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+    os.ftruncate(fd, n - PAGE)
+    os.close(fd)
+    st = os.statvfs(path)
+    assert st.f_bavail * st.f_bsize == PAGE, f'{st.f_bavail} blocks of {st.f_bsize} free, not one page'
+    return filler
+
+
+def pairs(prefix, first, count):
+    """`count` veth pairs, each end with sizes of its own (the IPv4 ones follow: <= 65536), as one
+    ip batch; returns {ifname: original sizes}."""
+    lines, originals = [], {}
+    for i in range(first, first + count):
+        a, b = f'{prefix}{i}a', f'{prefix}{i}b'
+        ga, gb = 20000 + 20 * i, 20010 + 20 * i
+        lines.append(f'link add {a} gso_max_size {ga} gro_max_size {ga + 1} type veth peer name {b} '
+                     f'gso_max_size {gb} gro_max_size {gb + 1}')
+        originals[a] = (ga, ga + 1, ga, ga + 1)
+        originals[b] = (gb, gb + 1, gb, gb + 1)
+    return lines, originals
+
+
+def test_full_runtime_dir_during_a_burst(ns, small_tmpfs, daemon, confdir):
+    """The runtime directory fills up (one free page) during a burst of new devices, then has room
+    again: the devices refused meanwhile are written once the state file can be written, and after
+    a SIGKILL every device written after the space came back gets its true originals back. (Once,
+    the append that hit ENOSPC left a torn line mid-journal, every later line was ignored at the
+    next start, and the refused devices stayed failed.)"""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["s*", "t*"]'))
+    d = daemon(ns, cfg, runtime_dir=small_tmpfs)
+    mon = Monitor(d)
+    try:
+        filler = fill(small_tmpfs)
+        lines, full = pairs('s', 0, 40)
+        ip_batch(ns, lines)
+        mon.wait_until(lambda m: all(m.state(n) in ('applied', 'failed') for n in full), T(30),
+                       'every device of the burst written or refused')
+        refused = [n for n in full if mon.state(n) == 'failed']
+        assert refused, 'no device was refused: the disk never filled up'
+        assert d.log_lines('cannot record original sizes|cannot be recorded')
+        os.unlink(filler)
+
+        # Nothing else happens: the store's own retry finds the room.
+        nl.wait_links(ns, at({n: BIG for n in full}), T(40), 'the refused devices written once there is room')
+        lines, later = pairs('t', 40, 10)
+        ip_batch(ns, lines)
+        nl.wait_links(ns, at({n: BIG for n in later}), T(20), 'devices created after the space came back')
+    finally:
+        mon.close()
+    d.kill()
+
+    cfg.write_text(policy('["nomatch"]'))
+    d2 = daemon(ns, cfg, runtime_dir=small_tmpfs)
+    originals = {**full, **later}
+    nl.wait_links(ns, at(originals), T(20), 'every device back at its own originals after the SIGKILL')
+    d2.stop()
+
+
+def test_planted_symlinks_are_not_followed(ns, daemon, confdir, tmp_path):
+    """A `.state.json.tmp` symlink (before the start and while it runs) and a `state.journal`
+    symlink planted while it runs: their targets are never written, the links are moved aside or
+    replaced, and what the daemon recorded meanwhile survives a SIGKILL."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["v*", "w*"]'))
+    rd = runtime_dir(daemon, 'rsym')
+    tmp_target, journal_target = tmp_path / 'tmp-target', tmp_path / 'journal-target'
+    tmp_target.write_text('precious\n')
+    journal_target.write_text('precious too\n')
+    os.symlink(tmp_target, rd / '.state.json.tmp')
+    veth(ns, 'v0', 'v1')
+    orig_v = nl.sizes_of(nl.read_links(ns)['v0'])
+
+    d = daemon(ns, cfg, runtime_dir=rd)
+    nl.wait_links(ns, at({'v0': BIG, 'v1': BIG}), T(10), 'v0 and v1 written')
+    assert (rd / 'state.json').is_file() and not (rd / 'state.json').is_symlink()
+    assert tmp_target.read_text() == 'precious\n'
+
+    # While it runs: both again, the journal swapped atomically for a symlink.
+    os.symlink(tmp_target, rd / '.state.json.tmp')
+    os.symlink(journal_target, rd / 'planted')
+    os.rename(rd / 'planted', rd / 'state.journal')
+    ip_batch(ns, ['link add w0 gso_max_size 30000 gro_max_size 30001 type veth peer name w1'])
+    nl.wait_links(ns, at({'w0': BIG, 'w1': BIG}), T(10), 'w0 and w1 written')
+    assert tmp_target.read_text() == 'precious\n'
+    assert journal_target.read_text() == 'precious too\n'
+    assert not (rd / 'state.journal').is_symlink()
+    assert (rd / 'state.journal.corrupt').is_symlink(), sorted(os.listdir(rd))
+    assert d.log_lines(r'state\.journal is not a regular file')
+    d.kill()
+
+    cfg.write_text(policy('["nomatch"]'))
+    d2 = daemon(ns, cfg, runtime_dir=rd)
+    nl.wait_links(ns, at({'v0': orig_v, 'w0': (30000, 30001, 30000, 30001)}), T(10),
+                  'originals recorded around the planted links restored')
+    d2.stop()
+    assert tmp_target.read_text() == 'precious\n'
+    assert journal_target.read_text() == 'precious too\n'
+
+
+@pytest.mark.parametrize('name', ['state.json', 'state.journal'])
+def test_fifo_state_file_does_not_block_startup(ns, daemon, confdir, name):
+    """A FIFO as state.json or state.journal: start-up goes on (READY=1 within the deadline), the
+    FIFO is moved aside; a FIFO as the journal never costs the snapshot. A FIFO planted as the
+    journal while the daemon runs does not stop it either."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["v*", "w*"]'))
+    rd = runtime_dir(daemon, 'rfifo')
+    veth(ns, 'v0', 'v1')
+    d = daemon(ns, cfg, runtime_dir=rd)
+    nl.wait_links(ns, at({'v0': BIG}), T(10), 'v0 written')
+    d.stop()
+    (rd / name).unlink(missing_ok=True)
+    os.mkfifo(rd / name)
+
+    # Devices left at the policy's sizes by the first run: whether their originals are still
+    # known shows whether the snapshot was kept.
+    d2 = daemon(ns, cfg, runtime_dir=rd, ready_timeout=10)
+    assert stat.S_ISFIFO(os.lstat(rd / f'{name}.corrupt').st_mode)
+    assert d2.log_lines(rf'{name.replace(".", r"[.]")} is not a regular file')
+    devs = {x['ifname']: x for x in call(rd / IFACE, f'{IFACE}.ListDevices', timeout=T(10))['devices']}
+    if name == 'state.journal':
+        assert devs['v0'].get('original'), f'the snapshot was lost for a FIFO journal: {devs["v0"]}'
+
+    (rd / 'state.journal').unlink(missing_ok=True)
+    os.mkfifo(rd / 'state.journal')
+    veth(ns, 'w0', 'w1')
+    nl.wait_links(ns, at({'w0': BIG}), T(10), 'w0 written with a FIFO planted as the journal')
+    assert call(rd / IFACE, f'{IFACE}.GetStatus', timeout=T(2))['version']
+    journal = rd / 'state.journal'
+    assert not journal.exists() or journal.is_file(), 'the FIFO is still the journal'
+    d2.stop()
+
+
+@pytest.mark.parametrize('mode', [0o1777, 0o777, 0o775])
+def test_runtime_dir_writable_by_others_is_refused(ns, daemon, confdir, mode):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["v*"]'))
+    veth(ns, 'v0', 'v1')
+    rd = runtime_dir(daemon, 'rmode')
+    rd.chmod(mode)
+    log = wait_refused(daemon(ns, cfg, runtime_dir=rd, ready=False))
+    assert f'Runtime directory {rd} is writable by' in log and 'refusing' in log, log
+    assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(65536), 'written although it refused to start'
+    assert not (rd / 'state.json').exists()
+
+
+def test_runtime_dir_of_another_user_is_refused(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["v*"]'))
+    veth(ns, 'v0', 'v1')
+    rd = runtime_dir(daemon, 'rowner')
+    os.chown(rd, 65534, 65534)
+    log = wait_refused(daemon(ns, cfg, runtime_dir=rd, ready=False))
+    assert f'Runtime directory {rd} is owned by uid 65534' in log and 'refusing' in log, log
+    assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(65536), 'written although it refused to start'
+
+
+def mac_of(ns, ifname):
+    return json.loads(run('ip', '-n', ns, '-j', 'link', 'show', 'dev', ifname).stdout)[0]['address']
+
+
+@pytest.mark.parametrize('stop', ['sigterm', 'sigkill'])
+def test_reused_ifindex_gets_no_one_elses_originals(ns, daemon, confdir, stop):
+    """old0 (ifindex 4242, originals 60000) is written; bigtcpd stops; old0 is deleted and new0
+    (another MAC, originals 50000) created with ifindex 4242. The restarted daemon drops old0's
+    entry as stale, and when the policy stops matching new0 gets its own originals back. (Once it
+    "resumed probation begun by an earlier run" and wrote old0's 60000 into new0.)"""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["old0", "new0"]'))
+    rd = runtime_dir(daemon, 'rreuse')
+    ip(ns, 'link', 'add', 'old0', 'index', '4242', 'gso_max_size', '60000', 'gro_max_size', '60000',
+       'type', 'veth', 'peer', 'name', 'old0p')
+    d = daemon(ns, cfg, runtime_dir=rd)
+    nl.wait_links(ns, at({'old0': BIG}), T(10), 'old0 written')
+    old_mac = mac_of(ns, 'old0')
+    if stop == 'sigterm':
+        d.stop()
+    else:
+        d.kill()
+    entry = {e['ifindex']: e for e in read_state(rd)['devices']}[4242]
+    assert nl.sizes_of(entry['original']) == sizes4(60000) and entry['mac'] == old_mac, entry
+
+    ip(ns, 'link', 'del', 'old0')
+    ip(ns, 'link', 'add', 'new0', 'index', '4242', 'gso_max_size', '50000', 'gro_max_size', '50000',
+       'type', 'veth', 'peer', 'name', 'new0p')
+    assert mac_of(ns, 'new0') != old_mac
+    d2 = daemon(ns, cfg, runtime_dir=rd)
+    nl.wait_links(ns, at({'new0': BIG}), T(10), 'new0 written')
+    d2.reload(lambda: write_file_atomic(cfg, policy('["nomatch"]')))
+    nl.wait_links(ns, at({'new0': sizes4(50000)}), T(10), "new0 back at its own originals, not old0's")
+    stale = d2.log_lines(r'new0: not the device that had ifindex 4242 .*old0.*stale entry')
+    assert stale, d2.log_tail()
+    assert not d2.log_lines(r'new0: resuming probation'), d2.log_tail()
+    d2.stop()

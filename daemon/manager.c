@@ -43,7 +43,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 .hostname = m->uts.nodename,
                 .kernel_release = m->uts.release,
         };
-        WriterTransport transport = {netlink_send_request, m->nl};
+        WriterTransport transport = {netlink_send_request, m->nl, netlink_stats_dump_request};
         r = engine_new(m->base, &ec, NULL, netlink_ioctl_fd(m->nl), &transport, &apply_writer_ops,
                        &apply_probation_ops, &m->engine);
         if (r < 0)

@@ -10,6 +10,7 @@
 #include "linux-compat.h"
 #include "log.h"
 #include "netlink.h"
+#include "stats-message.h"
 
 #define READ_BUDGET 256            /* datagrams per wakeup, so writes and acks interleave */
 #define RECV_BUFFER (256u * 1024u) /* larger than any rtnetlink datagram */
@@ -18,8 +19,11 @@
 struct Netlink {
         struct nl_sock *ev_sk;
         struct nl_sock *wr_sk;
+        struct nl_sock *st_sk;
         struct event *ev_event;
         struct event *wr_event;
+        struct event *st_event;
+        uint32_t stats_seq; /* of the statistics dump running, 0 when none */
         uint8_t *buf;
         const NetlinkOps *ops;
         void *userdata;
@@ -129,6 +133,67 @@ static void handle_message(Netlink *nl, struct nlmsghdr *nlh, bool write_socket)
         }
 }
 
+static void stats_finished(Netlink *nl, int error) {
+        nl->stats_seq = 0;
+        nl->ops->stats_done(nl->userdata, error);
+}
+
+static void handle_stats_message(Netlink *nl, struct nlmsghdr *nlh) {
+        if (nl->stats_seq == 0 || nlh->nlmsg_seq != nl->stats_seq)
+                return; /* of a dump given up on */
+        switch (nlh->nlmsg_type) {
+        case NLMSG_DONE: {
+                int err = 0;
+                if (nlmsg_datalen(nlh) >= (int) sizeof(int))
+                        err = *(int *) nlmsg_data(nlh);
+                stats_finished(nl, err < 0 ? err : 0);
+                return;
+        }
+        case NLMSG_ERROR: {
+                int err = nlmsg_valid_hdr(nlh, sizeof(struct nlmsgerr)) ? ((struct nlmsgerr *) nlmsg_data(nlh))->error : -EIO;
+                stats_finished(nl, err < 0 ? err : -EIO);
+                return;
+        }
+        case RTM_NEWSTATS:
+                nl->ops->stats(nl->userdata, nlh);
+                return;
+        default:
+                return;
+        }
+}
+
+static void read_stats_socket(Netlink *nl) {
+        int fd = nl_socket_get_fd(nl->st_sk);
+
+        for (unsigned i = 0; i < READ_BUDGET; i++) {
+                struct sockaddr_nl sa = {};
+                struct iovec iov = {.iov_base = nl->buf, .iov_len = RECV_BUFFER};
+                struct msghdr mh = {.msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1};
+                ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        /* the dump's rest is lost: it is over, the next tick asks again */
+                        log_debug_errno(errno, "netlink: reading the statistics dump: %m");
+                        if (nl->stats_seq != 0)
+                                stats_finished(nl, -errno);
+                        continue;
+                }
+                if ((mh.msg_flags & MSG_TRUNC) && nl->stats_seq != 0) {
+                        stats_finished(nl, -EMSGSIZE);
+                        continue;
+                }
+                if (sa.nl_pid != 0)
+                        continue;
+                int left = (int) n;
+                for (struct nlmsghdr *nlh = (struct nlmsghdr *) nl->buf; nlmsg_ok(nlh, left);
+                     nlh = nlmsg_next(nlh, &left))
+                        handle_stats_message(nl, nlh);
+        }
+}
+
 static void read_socket(Netlink *nl, struct nl_sock *sk, bool write_socket, unsigned budget) {
         int fd = nl_socket_get_fd(sk);
 
@@ -184,6 +249,12 @@ static void on_write_socket(evutil_socket_t fd, short what, void *userdata) {
         nl->ops->batch_end(nl->userdata);
 }
 
+static void on_stats_socket(evutil_socket_t fd, short what, void *userdata) {
+        Netlink *nl = userdata;
+        read_stats_socket(nl);
+        nl->ops->batch_end(nl->userdata);
+}
+
 void netlink_free(Netlink *nl) {
         if (!nl)
                 return;
@@ -191,6 +262,10 @@ void netlink_free(Netlink *nl) {
                 event_free(nl->ev_event);
         if (nl->wr_event)
                 event_free(nl->wr_event);
+        if (nl->st_event)
+                event_free(nl->st_event);
+        if (nl->st_sk)
+                nl_socket_free(nl->st_sk);
         if (nl->ev_sk)
                 nl_socket_free(nl->ev_sk);
         if (nl->wr_sk)
@@ -216,6 +291,9 @@ int netlink_new(struct event_base *base, int event_rcvbuf, Netlink **ret) {
         r = open_socket(&nl->wr_sk);
         if (r < 0)
                 goto fail;
+        r = open_socket(&nl->st_sk);
+        if (r < 0)
+                goto fail;
 
         /* Subscribe before any dump, so nothing falls between the dump and the events. */
         if (nl_socket_add_memberships(nl->ev_sk, RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, 0) < 0) {
@@ -229,7 +307,8 @@ int netlink_new(struct event_base *base, int event_rcvbuf, Netlink **ret) {
 
         nl->ev_event = event_new(base, nl_socket_get_fd(nl->ev_sk), EV_READ | EV_PERSIST, on_event_socket, nl);
         nl->wr_event = event_new(base, nl_socket_get_fd(nl->wr_sk), EV_READ | EV_PERSIST, on_write_socket, nl);
-        if (!nl->ev_event || !nl->wr_event) {
+        nl->st_event = event_new(base, nl_socket_get_fd(nl->st_sk), EV_READ | EV_PERSIST, on_stats_socket, nl);
+        if (!nl->ev_event || !nl->wr_event || !nl->st_event) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -246,6 +325,29 @@ void netlink_set_ops(Netlink *nl, const NetlinkOps *ops, void *userdata) {
         nl->userdata = userdata;
         (void) event_add(nl->ev_event, NULL);
         (void) event_add(nl->wr_event, NULL);
+        (void) event_add(nl->st_event, NULL);
+}
+
+int netlink_stats_dump(Netlink *nl) {
+        _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
+        int r;
+
+        if (nl->stats_seq != 0)
+                return -EBUSY;
+        r = stats_dump_message(&msg);
+        if (r < 0)
+                return r;
+        nlmsg_hdr(msg)->nlmsg_seq = ++nl->seq;
+        if (nl->seq == 0)
+                nlmsg_hdr(msg)->nlmsg_seq = ++nl->seq;
+        if (nl_send(nl->st_sk, msg) < 0)
+                return -EIO;
+        nl->stats_seq = nlmsg_hdr(msg)->nlmsg_seq;
+        return 0;
+}
+
+int netlink_stats_dump_request(void *userdata) {
+        return netlink_stats_dump(userdata);
 }
 
 uint64_t netlink_dump_progress(const Netlink *nl) {

@@ -1,5 +1,6 @@
-/* netlink.h — the daemon's two rtnetlink sockets: one subscribed to link and route events that
- * also carries the dumps, one for writes whose acks are matched by sequence number. */
+/* netlink.h — the daemon's three rtnetlink sockets: one subscribed to link and route events that
+ * also carries the link and route dumps, one for writes whose acks are matched by sequence
+ * number, and one for the link statistics dumps of probation. */
 #pragma once
 
 #include <event2/event.h>
@@ -30,6 +31,10 @@ typedef struct NetlinkOps {
         void (*acks_lost)(void *userdata);
         /* A burst of reading ended: a good moment to flush queued work. */
         void (*batch_end)(void *userdata);
+        /* One RTM_NEWSTATS of the statistics dump netlink_stats_dump() started. */
+        void (*stats)(void *userdata, struct nlmsghdr *nlh);
+        /* That dump ended (0), or failed (-errno). */
+        void (*stats_done)(void *userdata, int error);
 } NetlinkOps;
 
 typedef struct Netlink Netlink;
@@ -46,6 +51,12 @@ int netlink_dump(Netlink *nl, int type);
 uint64_t netlink_dump_progress(const Netlink *nl);
 /* Give up on the running dump: its remaining messages are taken as events, its end ignored. */
 void netlink_dump_abandon(Netlink *nl);
+
+/* Start a dump of every device's link statistics (stats-message.h) on the statistics socket.
+ * One at a time: -EBUSY while another runs. */
+int netlink_stats_dump(Netlink *nl);
+/* netlink_stats_dump() as a WriterTransport's stats_dump. */
+int netlink_stats_dump_request(void *userdata);
 
 /* Send a request on the write socket with NLM_F_ACK; its ack comes through ops->ack. */
 int netlink_send(Netlink *nl, struct nl_msg *msg, uint32_t *ret_seq);

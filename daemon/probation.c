@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "probation.h"
 
 struct ProbationSet {
@@ -17,6 +18,11 @@ struct ProbationSet {
         struct event *timer;
         TAILQ_HEAD(, Device) devices;
         size_t n;
+        bool dumping;      /* a statistics dump for the samples of a tick runs */
+        bool tick_missed;  /* a tick came while it ran: it runs when the dump is over */
+        size_t n_sampling; /* devices waiting for it */
+        struct Verdict *verdicts; /* of the devices sampled by it, sent when it is over */
+        size_t n_verdicts;
 };
 
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
@@ -107,15 +113,20 @@ int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const 
 
 void probation_resume(ProbationSet *s, Device *d, Probation *p) {
         p->next_usec = 0;
-        p->sample_pending = false;
+        p->sampling = false;
         attach(s, d, p);
 }
+
+static void verdicts_drop(ProbationSet *s, const Device *d);
 
 void probation_end(ProbationSet *s, Device *d) {
         if (!d->probation)
                 return;
         TAILQ_REMOVE(&s->devices, d, probation_link);
         s->n--;
+        if (d->probation->sampling)
+                s->n_sampling--;
+        verdicts_drop(s, d);
         probation_free(d->probation);
         d->probation = NULL;
         probation_arm(s);
@@ -125,9 +136,21 @@ void probation_end(ProbationSet *s, Device *d) {
                 (void) malloc_trim(0);
 }
 
-void probation_arm(ProbationSet *s) {
+static uint64_t tick_usec(const ProbationSet *s) {
         uint64_t tick = UINT64_MAX;
-        Device *d;
+        const Device *d;
+
+        TAILQ_FOREACH(d, &s->devices, probation_link) {
+                if (d->probation->interval_usec < tick)
+                        tick = d->probation->interval_usec;
+                if (tick <= 100 * USEC_PER_MSEC)
+                        break; /* no need to look further than the finest sensible tick */
+        }
+        return tick;
+}
+
+void probation_arm(ProbationSet *s) {
+        uint64_t tick;
 
         if (s->n == 0) {
                 evtimer_del(s->timer);
@@ -135,43 +158,49 @@ void probation_arm(ProbationSet *s) {
         }
         if (evtimer_pending(s->timer, NULL))
                 return;
-        TAILQ_FOREACH(d, &s->devices, probation_link) {
-                if (d->probation->interval_usec < tick)
-                        tick = d->probation->interval_usec;
-                if (tick <= 100 * USEC_PER_MSEC)
-                        break; /* no need to look further than the finest sensible tick */
-        }
+        tick = tick_usec(s);
         struct timeval tv = {.tv_sec = (time_t) (tick / USEC_PER_SEC), .tv_usec = (suseconds_t) (tick % USEC_PER_SEC)};
         evtimer_add(s->timer, &tv);
 }
 
-/* A verdict waiting to go up once the walk over the list is over. */
+/* A verdict waiting to go up once the walk over the list (or the dump) is over. */
 typedef struct Verdict {
-        Device *device;
+        Device *device; /* NULL once its probation ended meanwhile */
         bool tripped;
         RollbackRecord why; /* strings owned here */
 } Verdict;
 
-static int verdict_push(Verdict **v, size_t *n, Device *d, const RollbackRecord *why) {
-        Verdict *x = reallocarray(*v, *n + 1, sizeof(Verdict));
+static int verdict_push(ProbationSet *s, Device *d, const RollbackRecord *why) {
+        Verdict *x = reallocarray(s->verdicts, s->n_verdicts + 1, sizeof(Verdict));
         if (!x)
                 return -ENOMEM;
-        *v = x;
-        x[*n] = (Verdict){.device = d, .tripped = why != NULL};
+        s->verdicts = x;
+        x += s->n_verdicts;
+        *x = (Verdict){.device = d, .tripped = why != NULL};
         if (why) {
-                x[*n].why = *why;
-                x[*n].why.counter = strdup(why->counter ?: "");
-                x[*n].why.per = why->per ? strdup(why->per) : NULL;
+                x->why = *why;
+                x->why.counter = strdup(why->counter ?: "");
+                x->why.per = why->per ? strdup(why->per) : NULL;
         }
-        (*n)++;
+        s->n_verdicts++;
         return 0;
 }
 
-static void verdicts_send(ProbationSet *s, Verdict *v, size_t n) {
+static void verdicts_drop(ProbationSet *s, const Device *d) {
+        for (size_t i = 0; i < s->n_verdicts; i++)
+                if (s->verdicts[i].device == d)
+                        s->verdicts[i].device = NULL;
+}
+
+static void verdicts_send(ProbationSet *s) {
+        Verdict *v = TAKE_PTR(s->verdicts);
+        size_t n = s->n_verdicts;
+
+        s->n_verdicts = 0;
         for (size_t i = 0; i < n; i++) {
                 Device *d = v[i].device;
                 /* an earlier verdict's consequences may have ended this one's probation */
-                if (d->probation) {
+                if (d && d->probation) {
                         if (v[i].tripped)
                                 s->ops->tripped(s->userdata, d, &v[i].why);
                         else
@@ -183,86 +212,125 @@ static void verdicts_send(ProbationSet *s, Verdict *v, size_t n) {
         free(v);
 }
 
+/* Due at the tick at `t`: its sample time is nearer this tick than the next one. */
+static bool due(const Probation *p, uint64_t t, uint64_t tick) {
+        return p->next_usec <= t + tick / 2;
+}
+
 void probation_tick(ProbationSet *s) {
         SnmpSnapshot snap = {};
         bool have_snap = false;
-        uint64_t t = now(s);
-        Verdict *verdicts = NULL;
-        size_t n_verdicts = 0;
+        uint64_t t = now(s), tick = tick_usec(s);
         RollbackRecord rec;
-        Device *d, *next;
+        Device *d;
+        bool want_dump = false;
 
+        if (s->dumping) {
+                /* The dump running serves only the devices waiting for it when it was asked for:
+                 * a device that took an ifindex since must not be judged by its predecessor's
+                 * counters. This tick's samples wait for its end. */
+                s->tick_missed = true;
+                probation_arm(s);
+                return;
+        }
         TAILQ_FOREACH(d, &s->devices, probation_link)
-                if (d->probation->next_usec <= t && d->write.phase != WRITE_SENT &&
+                if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT &&
                     guard_set_has_snmp(&d->probation->guards)) {
                         /* one reading of the files for every device due */
                         have_snap = snmp_read(s->proc_net, &snap) >= 0;
                         break;
                 }
 
-        /* Devices sampled now go to the end of the list: when there are more than the requests in
-         * flight allow, the ones left over come first at the next tick. */
-        TAILQ_HEAD(, Device) sampled = TAILQ_HEAD_INITIALIZER(sampled);
-        for (d = TAILQ_FIRST(&s->devices); d; d = next) {
+        TAILQ_FOREACH(d, &s->devices, probation_link) {
                 Probation *p = d->probation;
-                next = TAILQ_NEXT(d, probation_link);
-                if (p->next_usec > t || d->write.phase == WRITE_SENT)
-                        continue; /* not due, or its write is not answered yet */
+                if (!due(p, t, tick) || d->write.phase == WRITE_SENT || p->sampling)
+                        continue; /* not due, its write is not answered yet, or still waiting */
                 if (have_snap && guard_set_check(&p->guards, &snap, NULL, 0, &rec) > 0) {
-                        (void) verdict_push(&verdicts, &n_verdicts, d, &rec);
+                        (void) verdict_push(s, d, &rec);
                         continue;
                 }
-                if (guard_set_has_link(&p->guards) && !p->sample_pending) {
-                        if (writer_request_stats(s->writer, d) < 0)
-                                break; /* no room for more requests: the rest at the next tick */
-                        p->sample_pending = true;
-                } else if (!p->sample_pending && t >= p->until_usec) {
-                        (void) verdict_push(&verdicts, &n_verdicts, d, NULL);
+                if (guard_set_has_link(&p->guards)) {
+                        p->sampling = true; /* judged when its statistics come */
+                        s->n_sampling++;
+                        want_dump = true;
+                } else if (t >= p->until_usec) {
+                        (void) verdict_push(s, d, NULL);
                         continue;
                 }
                 p->next_usec = t + p->interval_usec;
                 if (p->next_usec > p->until_usec && t < p->until_usec)
                         p->next_usec = p->until_usec; /* one last sample at the window's end */
-                TAILQ_REMOVE(&s->devices, d, probation_link);
-                TAILQ_INSERT_TAIL(&sampled, d, probation_link);
-        }
-        while ((d = TAILQ_FIRST(&sampled))) {
-                TAILQ_REMOVE(&sampled, d, probation_link);
-                TAILQ_INSERT_TAIL(&s->devices, d, probation_link);
         }
         snmp_done(&snap);
-        verdicts_send(s, verdicts, n_verdicts);
+        if (want_dump) {
+                int r = writer_request_stats_dump(s->writer);
+                if (r >= 0)
+                        s->dumping = true;
+                else {
+                        probation_samples_done(s, r); /* nothing comes: they wait for the next tick */
+                        return;
+                }
+        }
+        if (!s->dumping)
+                verdicts_send(s);
+        probation_arm(s);
+}
+
+void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size) {
+        Probation *p = d->probation;
+        RollbackRecord rec;
+
+        if (!p || !p->sampling || !stats)
+                return;
+        p->sampling = false;
+        s->n_sampling--;
+        if (guard_set_check(&p->guards, NULL, stats, size, &rec) > 0)
+                (void) verdict_push(s, d, &rec);
+        else if (now(s) >= p->until_usec)
+                (void) verdict_push(s, d, NULL);
+}
+
+void probation_samples_done(ProbationSet *s, int error) {
+        Device *d;
+
+        s->dumping = false;
+        if (error < 0)
+                log_debug_errno(error, "probation: the statistics dump failed: %m; sampling again at the next tick");
+        /* devices the dump did not show (gone meanwhile), or all of them when it failed: the
+         * next tick samples them again */
+        if (s->n_sampling > 0)
+                TAILQ_FOREACH(d, &s->devices, probation_link)
+                        if (d->probation->sampling) {
+                                d->probation->sampling = false;
+                                d->probation->next_usec = 0;
+                        }
+        s->n_sampling = 0;
+        verdicts_send(s);
+        if (s->tick_missed && s->n > 0) {
+                s->tick_missed = false;
+                probation_tick(s); /* the one that came while the dump ran; arms the timer */
+                return;
+        }
+        s->tick_missed = false;
         probation_arm(s);
 }
 
 void probation_stats(ProbationSet *s, Device *d, const void *stats, size_t size) {
         Probation *p = d->probation;
 
-        if (!p || !stats)
+        if (!p || !stats || guard_set_has_baselines(&p->guards))
                 return;
-        size = size < sizeof(p->stats) ? size : sizeof(p->stats);
-        memcpy(p->stats, stats, size);
-        p->stats_len = size;
-        bool had = guard_set_has_baselines(&p->guards);
-        guard_set_link_baseline(&p->guards, p->stats, p->stats_len);
-        if (!had)
-                s->ops->changed(s->userdata, d); /* the baselines, for a restart */
+        guard_set_link_baseline(&p->guards, stats, size);
+        s->ops->changed(s->userdata, d); /* the baselines, for a restart */
 }
 
 void probation_stats_done(ProbationSet *s, Device *d, bool lost) {
-        Probation *p = d->probation;
-        RollbackRecord rec;
+        /* a lost baseline: the first sample takes its place (guard_set_check() takes a
+         * missing baseline from the stats it is given) */
+}
 
-        if (!p || !p->sample_pending)
-                return; /* a baseline, or its probation ended meanwhile */
-        p->sample_pending = false;
-        if (!lost && p->stats_len > 0 && guard_set_check(&p->guards, NULL, p->stats, p->stats_len, &rec) > 0) {
-                s->ops->tripped(s->userdata, d, &rec);
-                return;
-        }
-        if (!lost && now(s) >= p->until_usec)
-                s->ops->passed(s->userdata, d);
-        probation_arm(s);
+bool probation_armed(const ProbationSet *s) {
+        return evtimer_pending(s->timer, NULL);
 }
 
 size_t probation_count(const ProbationSet *s) {

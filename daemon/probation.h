@@ -1,9 +1,10 @@
 /* probation.h — the devices in probation: after a write a device is watched through its
- * policy's guards for a window, sampled every interval (the SNMP files read once for every
- * device due, link stats by one request per device), and its verdict — the window passed, or a
- * guard tripped — goes up through ProbationOps. Each device is judged against its own baselines,
- * taken just before its own write: a rise that came before a device's write never trips it. One
- * timer, armed only while some device is in probation. */
+ * policy's guards for a window, sampled every interval (the SNMP files read once and the link
+ * statistics dumped once for every device due at a tick), and its verdict — the window passed,
+ * or a guard tripped — goes up through ProbationOps. Each device is judged against its own
+ * baselines, taken just before its own write: a rise that came before a device's write never
+ * trips it. One timer, armed only while some device is in probation; a device is sampled at the
+ * tick nearest its due time, so that no two of its samples are more than 1.5 intervals apart. */
 #pragma once
 
 #include <event2/event.h>
@@ -22,9 +23,7 @@ typedef struct Probation {
         uint64_t window_usec;
         uint64_t next_usec; /* next sample */
         GuardSet guards;
-        bool sample_pending; /* a stats request is out; evaluate link guards on its answer */
-        uint8_t stats[sizeof(uint64_t) * 32]; /* the latest stats64 of the device */
-        size_t stats_len;
+        bool sampling; /* waits for its link statistics from the dump running */
 } Probation;
 
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret);
@@ -61,11 +60,18 @@ void probation_arm(ProbationSet *s);
 /* The timer's work: sample the devices that are due. Tests call it with a fake clock. */
 void probation_tick(ProbationSet *s);
 
-/* Stats arrived for `d` (a reply to its baseline or sample request). */
+/* Stats arrived for `d`: the reply to its baseline request. */
 void probation_stats(ProbationSet *s, Device *d, const void *stats, size_t size);
-/* Its stats request was answered (after the reply) or lost. */
+/* Its baseline request was answered (after the reply) or lost. */
 void probation_stats_done(ProbationSet *s, Device *d, bool lost);
+/* One device's entry of the statistics dump a tick asked for (any device: those not waiting for
+ * a sample are ignored). */
+void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size);
+/* The dump is over (0) or failed: the verdicts of the tick go up. */
+void probation_samples_done(ProbationSet *s, int error);
 
 size_t probation_count(const ProbationSet *s);
+/* Its timer is armed (for tests: it is off whenever no device is in probation). */
+bool probation_armed(const ProbationSet *s);
 /* Time left of d's window. */
 uint64_t probation_left_usec(const ProbationSet *s, const Device *d);

@@ -9,6 +9,7 @@
 #include "link-message.h"
 #include "log.h"
 #include "route.h"
+#include "stats-message.h"
 #include "sync.h"
 
 typedef enum SyncPhase {
@@ -499,6 +500,26 @@ static void on_batch_end(void *userdata) {
         apply_flush(e);
 }
 
+/* An entry of probation's statistics dump. */
+static void on_stats(void *userdata, struct nlmsghdr *nlh) {
+        Sync *s = userdata;
+        StatsMessage sm;
+        Device *d;
+
+        if (stats_message_parse(nlh, &sm) < 0) {
+                log_debug("netlink: malformed statistics message, ignoring");
+                return;
+        }
+        d = device_get(&s->engine->devices, sm.ifindex);
+        if (d && d->probation)
+                probation_sample(s->engine->probation, d, sm.stats64, sm.stats64_len);
+}
+
+static void on_stats_done(void *userdata, int error) {
+        Sync *s = userdata;
+        probation_samples_done(s->engine->probation, error);
+}
+
 const NetlinkOps sync_netlink_ops = {
         .message = on_message,
         .dump_done = on_dump_done,
@@ -506,6 +527,8 @@ const NetlinkOps sync_netlink_ops = {
         .ack = on_ack,
         .acks_lost = on_acks_lost,
         .batch_end = on_batch_end,
+        .stats = on_stats,
+        .stats_done = on_stats_done,
 };
 
 int sync_new(Engine *e, Netlink *nl, uint64_t verify_interval_usec, Sync **ret) {

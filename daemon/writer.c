@@ -124,6 +124,12 @@ int writer_request_stats(Writer *w, Device *d) {
         return send_request(w, msg, REQUEST_STATS, d, NULL, NULL, NULL, NULL);
 }
 
+int writer_request_stats_dump(Writer *w) {
+        if (!w->transport.stats_dump)
+                return -EOPNOTSUPP;
+        return w->transport.stats_dump(w->transport.userdata);
+}
+
 int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, uint64_t *ret_id) {
         _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
         int r;

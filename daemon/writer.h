@@ -46,10 +46,13 @@ typedef struct WriterOps {
         void (*stats_done)(void *userdata, Device *d, bool lost);
 } WriterOps;
 
-/* How requests reach the kernel: netlink_send() in the daemon, a recorder in the tests. */
+/* How requests reach the kernel: netlink_send() and netlink_stats_dump() in the daemon, a
+ * recorder in the tests. A statistics dump's answers do not come through the writer: they go
+ * to probation (probation_sample(), probation_samples_done()). */
 typedef struct WriterTransport {
         int (*send)(void *userdata, struct nl_msg *msg, uint32_t *ret_seq);
         void *userdata;
+        int (*stats_dump)(void *userdata); /* -EBUSY while one runs */
 } WriterTransport;
 
 typedef struct Writer Writer;
@@ -66,8 +69,10 @@ void writer_unqueue(Writer *w, Device *d);
 /* Send queued writes up to the bound of requests in flight (after WriterOps.prepare). */
 void writer_flush(Writer *w);
 
-/* Ask for one device's link with stats (probation). -EBUSY when the ring is full. */
+/* Ask for one device's link with stats (probation's baselines). -EBUSY when the ring is full. */
 int writer_request_stats(Writer *w, Device *d);
+/* Ask for every device's statistics in one dump (probation's samples). */
+int writer_request_stats_dump(Writer *w);
 /* Ask for one device's attributes again; `fn` (may be NULL) is told when the answer is in. The
  * id (if asked for) cancels `fn` when its caller goes away. -EBUSY when the ring is full. */
 int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, uint64_t *ret_id);

@@ -161,8 +161,18 @@ static int kernel_send(void *userdata, struct nl_msg *msg, uint32_t *ret_seq) {
         return 0;
 }
 
+static int kernel_stats_dump(void *userdata) {
+        FuzzKernel *k = userdata;
+
+        if (k->stats_dump)
+                return -EBUSY;
+        k->stats_dump = true;
+        k->stats_dumps++;
+        return 0;
+}
+
 void fuzz_kernel_init(FuzzKernel *k) {
-        *k = (FuzzKernel){.transport = {kernel_send, k}};
+        *k = (FuzzKernel){.transport = {kernel_send, k, kernel_stats_dump}};
 }
 
 void fuzz_kernel_done(FuzzKernel *k) {
@@ -278,7 +288,23 @@ void fuzz_kernel_answer(FuzzKernel *k, Sync *s, const uint64_t *stats64) {
                         sync_netlink_ops.dump_done(s, RTM_GETLINK, 0, false);
                 } else if (dump == RTM_GETROUTE)
                         sync_netlink_ops.dump_done(s, RTM_GETROUTE, 0, false);
-                else if (n == 0)
+                else if (k->stats_dump) {
+                        /* one entry per link, every one with the counters the input gives */
+                        static const uint64_t zero[32];
+                        k->stats_dump = false;
+                        for (size_t i = 0; i < k->n_links; i++) {
+                                struct if_stats_msg ifsm = {
+                                        .ifindex = (uint32_t) k->links[i].ifindex,
+                                        .filter_mask = IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64)};
+                                struct nl_msg *msg = nlmsg_alloc_simple(RTM_NEWSTATS, NLM_F_MULTI);
+                                FUZZ_ASSERT(msg);
+                                FUZZ_ASSERT(nlmsg_append(msg, &ifsm, sizeof(ifsm), NLMSG_ALIGNTO) == 0);
+                                FUZZ_ASSERT(nla_put(msg, IFLA_STATS_LINK_64, sizeof(zero), stats64 ?: zero) == 0);
+                                sync_netlink_ops.stats(s, nlmsg_hdr(msg));
+                                nlmsg_free(msg);
+                        }
+                        sync_netlink_ops.stats_done(s, 0);
+                } else if (n == 0)
                         return;
                 /* the requests sent before this wakeup, in order: a reply first, then the ack */
                 for (unsigned i = 0; i < n && k->n > 0; i++) {

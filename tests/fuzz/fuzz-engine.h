@@ -64,6 +64,8 @@ typedef struct FuzzKernel {
         unsigned long long sent, writes;
         FuzzLink *links;
         size_t n_links;
+        bool stats_dump; /* a statistics dump asked for and not answered yet */
+        unsigned long long stats_dumps;
 } FuzzKernel;
 
 void fuzz_kernel_init(FuzzKernel *k);

@@ -17,7 +17,8 @@
  *     answered)                                               its reply (NETLINK_REPLY)
  *   RTM_NEWLINK (RTM_NEWROUTE) with NLM_F_MULTI while a link (route) dump runs   a dump part
  *   RTM_NEWLINK, RTM_DELLINK, RTM_NEWROUTE, RTM_DELROUTE otherwise              an event
- *   NLMSG_DONE while a dump runs      its end; an int payload below 0 is the dump's error, and
+ *   RTM_NEWSTATS                      an entry of a statistics dump
+ *   NLMSG_DONE while a dump runs      its end (a link or route dump's before a statistics one's); an int payload below 0 is the dump's error, and
  *                                     NLM_F_DUMP_INTR on it or a part marks it inconsistent
  *   NLMSG_ERROR                       the ack of the oldest request in flight, with its error
  *                                     (and, after struct nlmsgerr, a NUL-terminated extack)
@@ -152,14 +153,24 @@ static void take(Run *r, struct nlmsghdr *m) {
                 sync_netlink_ops.message(r->sync, m, source);
                 break;
         }
+        case RTM_NEWSTATS:
+                /* an entry of a statistics dump: handed over whether one runs or not, more than
+                 * netlink.c lets through (only those of the dump it runs) */
+                sync_netlink_ops.stats(r->sync, m);
+                break;
         case NLMSG_DONE: {
                 int32_t e = 0;
                 bool intr = r->dump_intr || (m->nlmsg_flags & NLM_F_DUMP_INTR);
 
-                if (!dump)
-                        break; /* netlink.c: not the end of a dump it runs */
                 if (nlmsg_datalen(m) >= (int) sizeof(e))
                         memcpy(&e, nlmsg_data(m), sizeof(e));
+                if (!dump && r->kernel.stats_dump) {
+                        r->kernel.stats_dump = false;
+                        sync_netlink_ops.stats_done(r->sync, intr ? -EINTR : e < 0 ? kernel_error(e) : 0);
+                        break;
+                }
+                if (!dump)
+                        break; /* netlink.c: not the end of a dump it runs */
                 r->dump_intr = false;
                 sync_netlink_ops.dump_done(r->sync, dump, e < 0 ? kernel_error(e) : 0, intr);
                 break;

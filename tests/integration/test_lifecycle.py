@@ -558,7 +558,7 @@ def test_ack_of_a_deleted_devices_write_never_reaches_its_successor(ns, daemon, 
 
 def test_sample_of_a_deleted_device_never_reaches_its_successor(ns, daemon, confdir, pause):
     idx = 4343
-    p = pause(idx, 'getlink')
+    p = pause(idx, 'getstats')
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy('owned', '{name: ["g*"]}', ['{counter: link.tx_dropped, max-increase: 0}'],
                           window='30s'))
@@ -573,7 +573,7 @@ def test_sample_of_a_deleted_device_never_reaches_its_successor(ns, daemon, conf
     with Monitor(d) as mon:
         mon.wait_state('g0', 'probation', 5)
         p.arm()
-        p.wait_paused(5, d)    # a sample request of g0 is out; the kernel's answer waits unread
+        p.wait_paused(5, d)    # a tick's statistics dump is out, g0's entry in it waits unread
         recreate_under(ns, 'g0', 'g9', 'q9', idx)
         ip(ns, 'link', 'set', 'g9', 'up')
         p.release()

@@ -17,7 +17,7 @@ LAYERS = [
     ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8']),
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
-              'guard', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker']),
+              'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'state']),
     ('engine', ['engine']),
     ('decisions', ['lifecycle', 'apply']),

@@ -98,6 +98,9 @@ struct Harness {
         size_t n_reqs;
         size_t next_answer; /* the kernel answers in order */
         uint32_t next_seq;
+        unsigned stats_dumps;     /* statistics dumps asked for */
+        bool stats_dump_running;  /* … one not answered yet */
+        int stats_dump_error;     /* how the next answer ends (0: every present link) */
 
         Recorded ev[4096];
         size_t n_ev;
@@ -307,6 +310,37 @@ static int h_send(void *userdata, struct nl_msg *msg, uint32_t *ret_seq) {
         return 0;
 }
 
+static int h_stats_dump(void *userdata) {
+        Harness *h = userdata;
+        if (h->stats_dump_running)
+                return -EBUSY;
+        h->stats_dump_running = true;
+        h->stats_dumps++;
+        return 0;
+}
+
+/* The statistics dump asked for: one RTM_NEWSTATS per present link, then its end. */
+static inline void h_answer_stats_dump(Harness *h) {
+        assert_true(h->stats_dump_running);
+        h->stats_dump_running = false;
+        if (h->stats_dump_error == 0)
+                for (size_t i = 0; i < h->n_links; i++) {
+                        FakeLink *l = &h->links[i];
+                        struct if_stats_msg ifsm = {.ifindex = (uint32_t) l->ifindex,
+                                                    .filter_mask = IFLA_STATS_FILTER_BIT(IFLA_STATS_LINK_64)};
+                        struct nl_msg *msg;
+                        if (!l->present)
+                                continue;
+                        msg = nlmsg_alloc_simple(RTM_NEWSTATS, NLM_F_MULTI);
+                        assert_non_null(msg);
+                        assert_int_equal(nlmsg_append(msg, &ifsm, sizeof(ifsm), NLMSG_ALIGNTO), 0);
+                        assert_int_equal(nla_put(msg, IFLA_STATS_LINK_64, sizeof(l->stats), &l->stats), 0);
+                        sync_netlink_ops.stats(h->s, nlmsg_hdr(msg));
+                        nlmsg_free(msg);
+                }
+        sync_netlink_ops.stats_done(h->s, h->stats_dump_error);
+}
+
 static inline Request *h_next_request(Harness *h) {
         return h->next_answer < h->n_reqs ? &h->reqs[h->next_answer] : NULL;
 }
@@ -356,10 +390,12 @@ static inline void h_answer_kernel(Harness *h) {
 
 /* Answer everything, as the kernel would, batch after batch, until the engine sends nothing more. */
 static inline void h_answer_all(Harness *h) {
-        for (unsigned rounds = 0; h_unanswered(h) > 0; rounds++) {
+        for (unsigned rounds = 0; h_unanswered(h) > 0 || h->stats_dump_running; rounds++) {
                 assert_true(rounds < 1000);
                 while (h_unanswered(h) > 0)
                         h_answer_kernel(h);
+                if (h->stats_dump_running)
+                        h_answer_stats_dump(h);
                 h_batch_end(h);
         }
 }
@@ -599,7 +635,7 @@ static inline Harness *h_new(const char *yaml) {
                             .proc_net = h->proc_net,
                             .hostname = "host",
                             .kernel_release = "6.8.0"};
-        WriterTransport transport = {h_send, h};
+        WriterTransport transport = {h_send, h, h_stats_dump};
         assert_int_equal(engine_new(h->base, &cfg, &h->clock, -1, &transport, &apply_writer_ops,
                                     &apply_probation_ops, &h->e),
                          0);

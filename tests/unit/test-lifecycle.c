@@ -818,7 +818,7 @@ static void test_operator_rollback(void **state) {
 typedef enum InFlight {
         WRITE_IN_FLIGHT,
         BASELINE_IN_FLIGHT, /* the stats request before the write */
-        SAMPLE_IN_FLIGHT,   /* a probation sample */
+        SAMPLE_IN_FLIGHT,   /* the statistics dump of a probation tick */
 } InFlight;
 
 typedef struct DeletedInFlightCase {
@@ -832,8 +832,8 @@ static const DeletedInFlightCase deleted_in_flight_cases[] = {
         {"its write, refused", WRITE_IN_FLIGHT, -ENODEV},
         {"its baseline and write, answered", BASELINE_IN_FLIGHT, 0},
         {"its baseline and write, refused", BASELINE_IN_FLIGHT, -ENODEV},
-        {"a probation sample, answered with errors and traffic", SAMPLE_IN_FLIGHT, 0},
-        {"a probation sample, refused", SAMPLE_IN_FLIGHT, -ENODEV},
+        {"a probation sample's dump, answered with errors and traffic", SAMPLE_IN_FLIGHT, 0},
+        {"a probation sample's dump, interrupted", SAMPLE_IN_FLIGHT, -EINTR},
 };
 
 static void test_deleted_in_flight(void **state) {
@@ -851,9 +851,10 @@ static void test_deleted_in_flight(void **state) {
                 h_answer_all(h);
                 h_advance(h, USEC_PER_SEC);
                 probation_tick(h->e->probation);
+                assert_true(h->stats_dump_running); /* the tick's statistics dump */
         }
         size_t old_first = h->next_answer, old_end = h->n_reqs;
-        assert_true(old_end > old_first);
+        assert_true(old_end > old_first || c->what_flies == SAMPLE_IN_FLIGHT);
 
         h_link_del(h, 2);
         size_t mark = h->n_ev;
@@ -862,7 +863,16 @@ static void test_deleted_in_flight(void **state) {
         assert_state(d->state, DEVICE_PENDING);
         assert_true(h_count_writes(h, 2, old_end) == 1);
 
-        /* the old requests are answered first, in order */
+        /* the old requests are answered first, in order: the dump with the new link's entry
+         * far over every guard, or failed */
+        if (c->what_flies == SAMPLE_IN_FLIGHT) {
+                struct rtnl_link_stats64 own = h_link(h, 2)->stats;
+                h_link(h, 2)->stats = bad;
+                h->stats_dump_error = c->answer;
+                h_answer_stats_dump(h);
+                h->stats_dump_error = 0;
+                h_link(h, 2)->stats = own;
+        }
         while (h->next_answer < old_end) {
                 Request *r = h_next_request(h);
                 if (r->kind == REQUEST_STATS && c->answer == 0)
@@ -883,6 +893,120 @@ static void test_deleted_in_flight(void **state) {
         assert_path(h, 2, mark, "pending probation applied");
         assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2, mark), 0);
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_NEW_DEVICE);
+        h_free(h);
+}
+
+/* Probation samples every device due at a tick from one statistics dump (issue 10): however
+ * many devices are in probation, one dump per tick and no request per device; a rise on one of
+ * them rolls back that one at the first tick after it. */
+typedef enum DumpTrouble {
+        DUMP_FINE,
+        DUMP_FAILS,       /* the dump of the window's last tick fails */
+        DUMP_SLOW,        /* the dump is not over when the next tick comes */
+        DUMP_WRITTEN_OFF, /* half of the devices written 0.4 s after the others */
+} DumpTrouble;
+
+typedef struct DumpSamplingCase {
+        const char *what;
+        DumpTrouble trouble;
+} DumpSamplingCase;
+
+static const DumpSamplingCase dump_sampling_cases[] = {
+        {"one dump serves every device, a rise rolls back only its device", DUMP_FINE},
+        {"a failed dump judges no one; the next tick samples again", DUMP_FAILS},
+        {"a dump still running at the next tick: no second one, its verdicts when it is over", DUMP_SLOW},
+        {"devices written 0.4 s apart share ticks", DUMP_WRITTEN_OFF},
+};
+
+enum { N_DUMP_DEVICES = 48, ROGUE = 2 + N_DUMP_DEVICES / 2 };
+
+static void test_dump_sampling(void **state) {
+        const DumpSamplingCase *c = *state;
+        Harness *h = h_new(P_ALL);
+        char name[IFNAMSIZ];
+        size_t mark, reqs;
+
+        for (int i = 0; i < N_DUMP_DEVICES; i += c->trouble == DUMP_WRITTEN_OFF ? 2 : 1) {
+                snprintf(name, sizeof(name), "eth%d", i);
+                h_link_add(h, 2 + i, name);
+        }
+        h_start(h);
+        h_answer_all(h);
+        if (c->trouble == DUMP_WRITTEN_OFF) {
+                /* the others appear 0.4 s later: announced by events, written at once */
+                h_advance(h, 400 * USEC_PER_MSEC);
+                for (int i = 1; i < N_DUMP_DEVICES; i += 2) {
+                        snprintf(name, sizeof(name), "eth%d", i);
+                        h_link_add(h, 2 + i, name);
+                }
+                h_answer_all(h);
+        }
+        for (int i = 0; i < N_DUMP_DEVICES; i++)
+                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+
+        /* every tick: one dump, not one request per device */
+        mark = h->n_ev;
+        reqs = h->n_reqs;
+        unsigned dumps = h->stats_dumps;
+        h_run(h, 3 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_int_equal(h->stats_dumps - dumps, 3);
+        assert_int_equal(h->n_reqs, reqs);
+        for (int i = 0; i < N_DUMP_DEVICES; i++)
+                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+
+        if (c->trouble == DUMP_SLOW) {
+                /* a rise; the tick's dump is slow: the next tick asks for none */
+                h_link(h, ROGUE)->stats.tx_errors = 1;
+                h_advance(h, USEC_PER_SEC);
+                probation_tick(h->e->probation);
+                assert_true(h->stats_dump_running);
+                dumps = h->stats_dumps;
+                h_advance(h, USEC_PER_SEC);
+                probation_tick(h->e->probation);
+                assert_int_equal(h->stats_dumps, dumps);
+                assert_state(h_dev(h, ROGUE)->state, DEVICE_PROBATION);
+                h_answer_all(h); /* the verdict comes with the dump's end */
+        } else {
+                h_link(h, ROGUE)->stats.tx_errors = 1;
+                h_tick(h, USEC_PER_SEC);
+        }
+        /* the rise, at the first tick after it; no one else touched */
+        assert_state(h_dev(h, ROGUE)->state, DEVICE_ROLLED_BACK);
+        assert_non_null(h_find_event(h, EVENT_ROLLBACK, ROGUE, mark));
+        for (int i = 0; i < N_DUMP_DEVICES; i++) {
+                if (2 + i == ROGUE)
+                        continue;
+                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+                assert_int_equal(h_count_writes(h, 2 + i, reqs), 0);
+        }
+
+        /* the windows close (10 s after each write) */
+        uint64_t end = H_START_USEC + 10 * USEC_PER_SEC + (c->trouble == DUMP_WRITTEN_OFF ? 400 * USEC_PER_MSEC : 0);
+        while (h->mono + USEC_PER_SEC < end)
+                h_tick(h, USEC_PER_SEC);
+        if (c->trouble == DUMP_FAILS) {
+                h_advance(h, USEC_PER_SEC);
+                probation_tick(h->e->probation);
+                h->stats_dump_error = -EINTR;
+                h_answer_all(h);
+                h->stats_dump_error = 0;
+                for (int i = 0; i < N_DUMP_DEVICES; i++)
+                        if (2 + i != ROGUE)
+                                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+                /* the next tick samples every one of them again */
+                dumps = h->stats_dumps;
+                h_tick(h, USEC_PER_SEC);
+                assert_int_equal(h->stats_dumps - dumps, 1);
+        } else
+                h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        for (int i = 0; i < N_DUMP_DEVICES; i++)
+                if (2 + i != ROGUE) {
+                        assert_state(h_dev(h, 2 + i)->state, DEVICE_APPLIED);
+                        assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2 + i, mark), 0);
+                }
+        /* nothing in probation: the timer is off */
+        assert_int_equal(probation_count(h->e->probation), 0);
+        assert_false(probation_armed(h->e->probation));
         h_free(h);
 }
 
@@ -1339,6 +1463,7 @@ int main(void) {
         ADD_CASES("namespace-wide rise", test_namespace_rise, namespace_rise_cases);
         ADD_CASES("operator rollback", test_operator_rollback, operator_rollback_cases);
         ADD_CASES("deleted with a request in flight", test_deleted_in_flight, deleted_in_flight_cases);
+        ADD_CASES("dump sampling", test_dump_sampling, dump_sampling_cases);
         ADD_CASES("sizes a new policy leaves out", test_sizes_left_out, sizes_left_out_cases);
         ADD_CASES("put-back", test_put_back, put_back_cases);
         ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);

@@ -6,6 +6,9 @@
  * matches after the file $BT_PAUSE_FIFO_DIR/arm exists:
  *   BT_PAUSE_ON=write (default): an RTM_NEWLINK with NLM_F_ACK to ifindex $BT_PAUSE_IFINDEX
  *   BT_PAUSE_ON=getlink:         an RTM_GETLINK (not a dump) of ifindex $BT_PAUSE_IFINDEX
+ *   BT_PAUSE_ON=getstats:        an RTM_GETSTATS dump (of every device; $BT_PAUSE_IFINDEX is
+ *                                not looked at): the kernel has put the first part of its answer,
+ *                                the counters as they are now, on the socket before the shim holds
  * is sent as usual; then one byte goes into the FIFO $DIR/paused and the shim blocks until a byte
  * can be read from the FIFO $DIR/release (or BT_PAUSE_TIMEOUT_MS, default 30000, passed: a test
  * that died must not hang the daemon for ever). The test creates both FIFOs and holds `paused`
@@ -44,17 +47,22 @@ static bool matches(const void *buf, size_t len) {
         const char *idx = getenv("BT_PAUSE_IFINDEX");
         const char *on = getenv("BT_PAUSE_ON");
         bool getlink = on && strcmp(on, "getlink") == 0;
+        bool getstats = on && strcmp(on, "getstats") == 0;
         char arm[4096];
 
         if (done || !dir || !idx)
                 return false;
         int ifindex = atoi(idx);
         for (const struct nlmsghdr *h = buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+                if (getstats && h->nlmsg_type == RTM_GETSTATS && (h->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP) {
+                        snprintf(arm, sizeof(arm), "%s/arm", dir);
+                        return access(arm, F_OK) == 0;
+                }
                 if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct ifinfomsg)))
                         continue;
                 const struct ifinfomsg *ifi = NLMSG_DATA(h);
                 bool hit = getlink ? h->nlmsg_type == RTM_GETLINK && (h->nlmsg_flags & NLM_F_DUMP) != NLM_F_DUMP
-                                   : h->nlmsg_type == RTM_NEWLINK && (h->nlmsg_flags & NLM_F_ACK);
+                                   : !getstats && h->nlmsg_type == RTM_NEWLINK && (h->nlmsg_flags & NLM_F_ACK);
                 if (!hit || ifi->ifi_index != ifindex)
                         continue;
                 snprintf(arm, sizeof(arm), "%s/arm", dir);

@@ -458,13 +458,14 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                         read_snap = true;
                         have_snap = r >= 0;
                 }
-                if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL) < 0)
+                /* The link baselines: from the message or the statistics dump the write waited
+                 * for (writer_offer_baseline(), writer_stats_entry()). */
+                const WriteBaseline *b = d->write.baseline;
+                if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL, b ? b->stats : NULL,
+                                         b ? b->size : 0) < 0)
                         log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
                 else if (!p)
                         probation_end(e->probation, d);
-                /* Baselines of link counters: the kernel answers this before it handles the write. */
-                if (d->probation && guard_set_has_link(&d->probation->guards))
-                        (void) writer_request_stats(e->writer, d);
                 state_store_mark(e->state, d);
                 save = true;
         }
@@ -542,15 +543,29 @@ static void on_write_done(void *userdata, Device *d, int error, const char *exta
         engine_check_settled(e);
 }
 
-static void on_stats_done(void *userdata, Device *d, bool lost) {
+/* A write that opens a probation window with link guards takes the device's counters from just
+ * before it. */
+static bool on_wants_baseline(void *userdata, const Device *d) {
         Engine *e = userdata;
-        probation_stats_done(e->probation, d, lost);
+        const Policy *p;
+
+        if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
+                return false;
+        p = engine_policy(e, d->policy_name);
+        if (!p || p->rollback.window_usec == 0)
+                return false;
+        for (size_t i = 0; i < p->rollback.n_guards; i++) {
+                const Guard *g = &p->rollback.guards[i];
+                if (g->counter_kind == GUARD_COUNTER_LINK || (g->per && g->per_kind == GUARD_COUNTER_LINK))
+                        return true;
+        }
+        return false;
 }
 
 const WriterOps apply_writer_ops = {
         .prepare = on_prepare,
         .write_done = on_write_done,
-        .stats_done = on_stats_done,
+        .wants_baseline = on_wants_baseline,
 };
 
 /* ---- the guards' verdicts (ProbationOps) ---- */

@@ -168,7 +168,10 @@ struct Device {
                 bool last_good_moved; /* it moved last_good; a refusal puts back: */
                 bool had_last_good;
                 Sizes last_good;
-                TAILQ_ENTRY(Device) link;
+                TAILQ_ENTRY(Device) link; /* in the queue, or among those waiting for baselines */
+                bool waiting;             /* … the latter */
+                unsigned baseline_dump;   /* the statistics dump it waits for (0: none asked yet) */
+                struct WriteBaseline *baseline; /* link counters from just before it, or NULL */
         } write;
         unsigned n_requests; /* requests of any kind in flight for this device */
 

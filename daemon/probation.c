@@ -96,7 +96,8 @@ static void attach(ProbationSet *s, Device *d, Probation *p) {
         s->n++;
 }
 
-int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const SnmpSnapshot *snap) {
+int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const SnmpSnapshot *snap,
+                    const void *stats, size_t size) {
         Probation *p;
         int r;
 
@@ -107,6 +108,8 @@ int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const 
         r = probation_new(spec, snap, now(s), &p);
         if (r < 0)
                 return r;
+        if (stats)
+                guard_set_link_baseline(&p->guards, stats, size);
         attach(s, d, p);
         return 0;
 }
@@ -263,7 +266,7 @@ void probation_tick(ProbationSet *s) {
         }
         snmp_done(&snap);
         if (want_dump) {
-                int r = writer_request_stats_dump(s->writer);
+                int r = writer_request_stats_dump(s->writer, STATS_DUMP_SAMPLES);
                 if (r >= 0)
                         s->dumping = true;
                 else {
@@ -284,6 +287,11 @@ void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size
                 return;
         p->sampling = false;
         s->n_sampling--;
+        if (!guard_set_has_baselines(&p->guards)) {
+                /* its write went without them (none could be read): this sample takes their place */
+                guard_set_link_baseline(&p->guards, stats, size);
+                s->ops->changed(s->userdata, d);
+        }
         if (guard_set_check(&p->guards, NULL, stats, size, &rec) > 0)
                 (void) verdict_push(s, d, &rec);
         else if (now(s) >= p->until_usec)
@@ -313,20 +321,6 @@ void probation_samples_done(ProbationSet *s, int error) {
         }
         s->tick_missed = false;
         probation_arm(s);
-}
-
-void probation_stats(ProbationSet *s, Device *d, const void *stats, size_t size) {
-        Probation *p = d->probation;
-
-        if (!p || !stats || guard_set_has_baselines(&p->guards))
-                return;
-        guard_set_link_baseline(&p->guards, stats, size);
-        s->ops->changed(s->userdata, d); /* the baselines, for a restart */
-}
-
-void probation_stats_done(ProbationSet *s, Device *d, bool lost) {
-        /* a lost baseline: the first sample takes its place (guard_set_check() takes a
-         * missing baseline from the stats it is given) */
 }
 
 bool probation_armed(const ProbationSet *s) {

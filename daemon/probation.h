@@ -35,7 +35,7 @@ typedef struct ProbationOps {
         void (*passed)(void *userdata, Device *d);
         /* A guard tripped (strings of `why` are borrowed). The device is still in the set. */
         void (*tripped)(void *userdata, Device *d, const RollbackRecord *why);
-        /* The device's baselines came in: worth putting on disk. */
+        /* The device's link baselines came in late (from its first sample): worth putting on disk. */
         void (*changed)(void *userdata, Device *d);
 } ProbationOps;
 
@@ -48,9 +48,12 @@ int probation_set_new(struct event_base *base, Writer *writer, const char *proc_
 void probation_set_free(ProbationSet *s);
 
 /* Put `d` under `spec`'s guards, before its write is sent; `snap` is a reading of the SNMP
- * counters taken now (NULL when none was read). A probation already running is replaced. 0 with
- * no probation when the spec has no guards or no window. */
-int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const SnmpSnapshot *snap);
+ * counters taken now (NULL when none was read), `stats` (`size` bytes of struct
+ * rtnl_link_stats64; NULL: none could be read, the first sample stands in) the device's own from
+ * just before the write. A probation already running is replaced. 0 with no probation when the
+ * spec has no guards or no window. */
+int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const SnmpSnapshot *snap,
+                    const void *stats, size_t size);
 /* A probation begun by an earlier run (state file): judged at the first tick. Takes `p`. */
 void probation_resume(ProbationSet *s, Device *d, Probation *p);
 /* End it without a verdict (passed, tripped, device gone, leaving the match). */
@@ -60,10 +63,6 @@ void probation_arm(ProbationSet *s);
 /* The timer's work: sample the devices that are due. Tests call it with a fake clock. */
 void probation_tick(ProbationSet *s);
 
-/* Stats arrived for `d`: the reply to its baseline request. */
-void probation_stats(ProbationSet *s, Device *d, const void *stats, size_t size);
-/* Its baseline request was answered (after the reply) or lost. */
-void probation_stats_done(ProbationSet *s, Device *d, bool lost);
 /* One device's entry of the statistics dump a tick asked for (any device: those not waiting for
  * a sample are ignored). */
 void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size);

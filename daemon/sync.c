@@ -153,13 +153,12 @@ static void on_route_changed(Device *d, void *userdata) {
 }
 
 /* A reply to one of the writer's requests: for its own device only. */
-static Device *reply_owner(const Engine *e, const struct nlmsghdr *nlh, const LinkMessage *lm, bool *ret_stats,
+static Device *reply_owner(const Engine *e, const struct nlmsghdr *nlh, const LinkMessage *lm,
                            bool *ret_stale_sizes) {
         const WriterRequest *rq = writer_lookup(e->writer, nlh->nlmsg_seq);
 
         if (!rq || !rq->device || rq->device->ifindex != lm->ifindex)
                 return NULL; /* its device went away: whatever has this ifindex now is another one */
-        *ret_stats = rq->kind == REQUEST_STATS;
         /* asked before the device's write in flight: it shows the sizes before that write */
         *ret_stale_sizes = rq->device->write.phase == WRITE_SENT && seq_before(rq->seq, rq->device->write.seq);
         return rq->device;
@@ -167,7 +166,7 @@ static Device *reply_owner(const Engine *e, const struct nlmsghdr *nlh, const Li
 
 static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
         Engine *e = s->engine;
-        bool added = false, stats = false, stale = false;
+        bool added = false, stale = false;
         unsigned changes = 0;
         LinkMessage lm;
         Device *d;
@@ -181,7 +180,7 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
                 return;
         }
         if (source == NETLINK_REPLY) {
-                d = reply_owner(e, nlh, &lm, &stats, &stale);
+                d = reply_owner(e, nlh, &lm, &stale);
                 if (!d)
                         return;
         } else
@@ -212,8 +211,6 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
                 lm.has_sizes = false;
         if (stale)
                 lm.has_sizes = false;
-        if (stats && d->probation && lm.stats64)
-                probation_stats(e->probation, d, lm.stats64, lm.stats64_len);
         int old_master = d->master;
         r = device_update(d, &lm, engine_now(e), &changes);
         if (r < 0) {
@@ -245,6 +242,11 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
                 apply_reconcile(e, d, REASON_SIZES);
         else if (changes)
                 apply_reconcile(e, d, REASON_LINK);
+        /* The counters the kernel read as it built this message, just now: the baselines of a
+         * write that waits for them (a new device's, queued by its own announcement, never needs
+         * more). */
+        if (lm.stats64 && source != NETLINK_REPLY)
+                writer_offer_baseline(e->writer, d, lm.stats64, lm.stats64_len);
 }
 
 static void on_message(void *userdata, struct nlmsghdr *nlh, NetlinkSource source) {
@@ -500,9 +502,11 @@ static void on_batch_end(void *userdata) {
         apply_flush(e);
 }
 
-/* An entry of probation's statistics dump. */
+/* An entry of a statistics dump: for the writes waiting for baselines, for probation's
+ * samples, or both. */
 static void on_stats(void *userdata, struct nlmsghdr *nlh) {
         Sync *s = userdata;
+        Engine *e = s->engine;
         StatsMessage sm;
         Device *d;
 
@@ -510,14 +514,27 @@ static void on_stats(void *userdata, struct nlmsghdr *nlh) {
                 log_debug("netlink: malformed statistics message, ignoring");
                 return;
         }
-        d = device_get(&s->engine->devices, sm.ifindex);
-        if (d && d->probation)
-                probation_sample(s->engine->probation, d, sm.stats64, sm.stats64_len);
+        d = device_get(&e->devices, sm.ifindex);
+        if (!d)
+                return;
+        writer_stats_entry(e->writer, d, sm.stats64, sm.stats64_len);
+        if (d->probation && (writer_stats_dump_serves(e->writer) & STATS_DUMP_SAMPLES))
+                probation_sample(e->probation, d, sm.stats64, sm.stats64_len);
 }
 
 static void on_stats_done(void *userdata, int error) {
         Sync *s = userdata;
-        probation_samples_done(s->engine->probation, error);
+        Engine *e = s->engine;
+        unsigned failed;
+        int failed_error;
+        unsigned done = writer_stats_dump_done(e->writer, &failed, &failed_error);
+
+        if (done & STATS_DUMP_SAMPLES)
+                probation_samples_done(e->probation, error);
+        if (failed & STATS_DUMP_SAMPLES)
+                probation_samples_done(e->probation, failed_error);
+        if ((done | failed) & STATS_DUMP_BASELINES)
+                apply_flush(e); /* the writes that waited for it */
 }
 
 const NetlinkOps sync_netlink_ops = {

@@ -16,7 +16,11 @@ struct Writer {
         void *userdata;
         bool ipv4;
         TAILQ_HEAD(, Device) queue;
-        size_t n_queued;
+        TAILQ_HEAD(, Device) waiting; /* queued, waiting for their baselines */
+        size_t n_queued;               /* in both */
+        size_t n_unasked;              /* waiting for a dump not asked for yet */
+        unsigned dump_for, dump_next;  /* whom the dump running serves; whom the one after it */
+        unsigned dump_id;              /* of the one running, or the last */
         unsigned n_sent; /* writes in flight */
         WriterRequest ring[WRITER_INFLIGHT_MAX];
         unsigned head, count;
@@ -32,6 +36,7 @@ int writer_new(const WriterTransport *transport, const WriterOps *ops, void *use
         w->ops = ops;
         w->userdata = userdata;
         TAILQ_INIT(&w->queue);
+        TAILQ_INIT(&w->waiting);
         *ret = w;
         return 0;
 }
@@ -43,6 +48,8 @@ void writer_free(Writer *w) {
                 return;
         while ((d = TAILQ_FIRST(&w->queue)))
                 writer_unqueue(w, d);
+        while ((d = TAILQ_FIRST(&w->waiting)))
+                writer_unqueue(w, d);
         free(w);
 }
 
@@ -50,27 +57,161 @@ void writer_set_ipv4(Writer *w, bool ipv4) {
         w->ipv4 = ipv4;
 }
 
+static void take_off(Writer *w, Device *d) {
+        if (d->write.waiting) {
+                TAILQ_REMOVE(&w->waiting, d, write.link);
+                if (d->write.baseline_dump == 0)
+                        w->n_unasked--;
+                d->write.waiting = false;
+                d->write.baseline_dump = 0;
+        } else
+                TAILQ_REMOVE(&w->queue, d, write.link);
+}
+
+/* Ready to go: at the queue's end. */
+static void to_queue(Writer *w, Device *d) {
+        take_off(w, d);
+        TAILQ_INSERT_TAIL(&w->queue, d, write.link);
+}
+
 void writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
+        bool wait;
+
         if (d->write.phase == WRITE_SENT)
                 return; /* the caller reconsiders the device when the ack is in */
-        if (d->write.phase == WRITE_IDLE) {
-                TAILQ_INSERT_TAIL(&w->queue, d, write.link);
-                w->n_queued++;
-                d->write.phase = WRITE_QUEUED;
-        }
         d->write.cause = cause;
         d->write.target = *target;
         d->write.owned = owned;
         d->write.orphaned = false;
         d->write.last_good_moved = false;
+        wait = !d->write.baseline && w->ops->wants_baseline && w->ops->wants_baseline(w->userdata, d);
+        if (d->write.phase == WRITE_IDLE) {
+                TAILQ_INSERT_TAIL(&w->queue, d, write.link);
+                w->n_queued++;
+                d->write.phase = WRITE_QUEUED;
+        } else if (d->write.waiting == wait)
+                return;
+        if (wait) {
+                take_off(w, d);
+                TAILQ_INSERT_TAIL(&w->waiting, d, write.link);
+                d->write.waiting = true;
+                w->n_unasked++;
+        } else
+                to_queue(w, d);
 }
 
 void writer_unqueue(Writer *w, Device *d) {
         if (d->write.phase != WRITE_QUEUED)
                 return;
-        TAILQ_REMOVE(&w->queue, d, write.link);
+        take_off(w, d);
         w->n_queued--;
         d->write.phase = WRITE_IDLE;
+        free(d->write.baseline);
+        d->write.baseline = NULL;
+}
+
+/* ---- baselines and the statistics dump ---- */
+
+static void set_baseline(Writer *w, Device *d, const void *stats, size_t size) {
+        WriteBaseline *b = malloc(sizeof(WriteBaseline) + size);
+
+        /* without memory it goes without baselines: its first sample takes their place */
+        if (b) {
+                b->size = size;
+                memcpy(b->stats, stats, size);
+        }
+        free(d->write.baseline);
+        d->write.baseline = b;
+        to_queue(w, d);
+}
+
+static int dump_start(Writer *w, unsigned who) {
+        int r;
+
+        if (!w->transport.stats_dump)
+                return -EOPNOTSUPP;
+        r = w->transport.stats_dump(w->transport.userdata);
+        if (r < 0)
+                return r;
+        w->dump_id++;
+        w->dump_for = who;
+        return 0;
+}
+
+int writer_request_stats_dump(Writer *w, StatsDumpFor who) {
+        if (w->dump_for) {
+                w->dump_next |= who;
+                return 0;
+        }
+        return dump_start(w, who);
+}
+
+unsigned writer_stats_dump_serves(const Writer *w) {
+        return w->dump_for;
+}
+
+void writer_stats_entry(Writer *w, Device *d, const void *stats, size_t size) {
+        if ((w->dump_for & STATS_DUMP_BASELINES) && d->write.phase == WRITE_QUEUED && d->write.waiting &&
+            d->write.baseline_dump == w->dump_id)
+                set_baseline(w, d, stats, size);
+}
+
+/* The writes that waited for dump `id` and were not in it go as they are. */
+static void baselines_missing(Writer *w, unsigned id) {
+        Device *d, *next;
+
+        for (d = TAILQ_FIRST(&w->waiting); d; d = next) {
+                next = TAILQ_NEXT(d, write.link);
+                if (d->write.baseline_dump == id)
+                        to_queue(w, d);
+        }
+}
+
+unsigned writer_stats_dump_done(Writer *w, unsigned *ret_failed, int *ret_error) {
+        unsigned done = w->dump_for, next = w->dump_next;
+        int r = 0;
+
+        w->dump_for = w->dump_next = 0;
+        if (done & STATS_DUMP_BASELINES)
+                baselines_missing(w, w->dump_id);
+        if (next) {
+                r = dump_start(w, next);
+                if (r < 0 && (next & STATS_DUMP_BASELINES))
+                        baselines_missing(w, w->dump_id + 1);
+        }
+        *ret_failed = r < 0 ? next : 0;
+        *ret_error = r;
+        return done;
+}
+
+void writer_offer_baseline(Writer *w, Device *d, const void *stats, size_t size) {
+        if (d->write.phase == WRITE_QUEUED && d->write.waiting)
+                set_baseline(w, d, stats, size);
+}
+
+/* The writes waiting for baselines not asked for yet: one dump for all of them. */
+static void ask_baselines(Writer *w) {
+        unsigned id;
+        Device *d;
+
+        if (w->n_unasked == 0)
+                return;
+        if (writer_request_stats_dump(w, STATS_DUMP_BASELINES) < 0) {
+                /* no dump: they go without; their first samples take the baselines' place */
+                id = 0;
+        } else
+                id = w->dump_next & STATS_DUMP_BASELINES ? w->dump_id + 1 : w->dump_id;
+        Device *next;
+        for (d = TAILQ_FIRST(&w->waiting); d; d = next) {
+                next = TAILQ_NEXT(d, write.link);
+                if (d->write.baseline_dump != 0)
+                        continue;
+                if (id == 0)
+                        to_queue(w, d);
+                else
+                        d->write.baseline_dump = id;
+        }
+        w->n_unasked = 0;
 }
 
 static int ring_push(Writer *w, uint32_t seq, RequestKind kind, Device *d, WriterReadFn fn, void *userdata,
@@ -101,33 +242,15 @@ static int send_request(Writer *w, struct nl_msg *msg, RequestKind kind, Device 
         return ring_push(w, seq, kind, d, fn, userdata, ret_id);
 }
 
-static int link_get_message(int ifindex, bool stats, struct nl_msg **ret) {
+static int link_get_message(int ifindex, struct nl_msg **ret) {
         struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = ifindex};
         _cleanup_(nlmsg_freep) struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETLINK, NLM_F_REQUEST);
 
         if (!msg || nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
-            (!stats && nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0))
+            nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0)
                 return -ENOMEM;
         *ret = TAKE_PTR(msg);
         return 0;
-}
-
-int writer_request_stats(Writer *w, Device *d) {
-        _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
-        int r;
-
-        if (w->count >= WRITER_INFLIGHT_MAX)
-                return -EBUSY;
-        r = link_get_message(d->ifindex, true, &msg);
-        if (r < 0)
-                return r;
-        return send_request(w, msg, REQUEST_STATS, d, NULL, NULL, NULL, NULL);
-}
-
-int writer_request_stats_dump(Writer *w) {
-        if (!w->transport.stats_dump)
-                return -EOPNOTSUPP;
-        return w->transport.stats_dump(w->transport.userdata);
 }
 
 int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, uint64_t *ret_id) {
@@ -136,7 +259,7 @@ int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, u
 
         if (w->count >= WRITER_INFLIGHT_MAX)
                 return -EBUSY;
-        r = link_get_message(d->ifindex, false, &msg);
+        r = link_get_message(d->ifindex, &msg);
         if (r < 0)
                 return r;
         return send_request(w, msg, REQUEST_READ, d, fn, userdata, ret_id, NULL);
@@ -174,11 +297,11 @@ void writer_cancel_device(Writer *w, Device *d) {
 }
 
 void writer_flush(Writer *w) {
-        Device *batch[WRITER_INFLIGHT_MAX / 2], *d;
+        Device *batch[WRITER_INFLIGHT_MAX], *d;
         size_t n = 0, room;
 
-        /* Each write may be preceded by a stats request for its baselines: two slots each. */
-        room = (WRITER_INFLIGHT_MAX - w->count) / 2;
+        ask_baselines(w);
+        room = WRITER_INFLIGHT_MAX - w->count;
         TAILQ_FOREACH(d, &w->queue, write.link) {
                 if (n >= room)
                         break;
@@ -242,9 +365,6 @@ static void request_done(Writer *w, const WriterRequest *r, int error, const cha
                         w->n_sent--;
                         w->ops->write_done(w->userdata, d, error, extack, lost);
                 }
-                break;
-        case REQUEST_STATS:
-                w->ops->stats_done(w->userdata, d, lost);
                 break;
         case REQUEST_READ:
                 if (r->fn)

@@ -17,7 +17,6 @@ struct nl_msg;
 typedef enum RequestKind {
         REQUEST_WRITE, /* RTM_NEWLINK with the four sizes */
         REQUEST_READ,  /* RTM_GETLINK: the link's attributes again */
-        REQUEST_STATS, /* RTM_GETLINK with stats: a baseline or a probation sample */
         _REQUEST_KIND_MAX,
         _REQUEST_KIND_INVALID = -EINVAL,
 } RequestKind;
@@ -36,24 +35,39 @@ typedef struct WriterRequest {
 } WriterRequest;
 
 typedef struct WriterOps {
-        /* The first `n` queued writes are about to be sent: take baselines and put on disk what
-         * must be there before a write. May unqueue some of them; must not free any. */
+        /* The first `n` queued writes are about to be sent: put on disk what must be there before
+         * a write; d->write.baseline (may be NULL) holds the link counters from just before it.
+         * May unqueue some of them; must not free any. */
         void (*prepare)(void *userdata, Device *const *devices, size_t n);
         /* The kernel answered the write of `d` (0 or -errno, with its extended ack text), or the
          * answer was lost (`lost`: what the write did is unknown). d->write.phase is WRITE_IDLE. */
         void (*write_done)(void *userdata, Device *d, int error, const char *extack, bool lost);
-        /* A stats request of `d` was answered (its reply came before) or lost. */
-        void (*stats_done)(void *userdata, Device *d, bool lost);
+        /* The queued write of `d` must carry the device's link counters from just before it (its
+         * guards' baselines). Asked whenever the write is queued or retargeted. */
+        bool (*wants_baseline)(void *userdata, const Device *d);
 } WriterOps;
 
+/* A write's baselines: the device's struct rtnl_link_stats64 as the kernel gave it. */
+typedef struct WriteBaseline {
+        size_t size;
+        unsigned char stats[];
+} WriteBaseline;
+
 /* How requests reach the kernel: netlink_send() and netlink_stats_dump() in the daemon, a
- * recorder in the tests. A statistics dump's answers do not come through the writer: they go
- * to probation (probation_sample(), probation_samples_done()). */
+ * recorder in the tests. A statistics dump's entries come back through sync.c, which hands each
+ * to writer_stats_entry() and to probation. */
 typedef struct WriterTransport {
         int (*send)(void *userdata, struct nl_msg *msg, uint32_t *ret_seq);
         void *userdata;
         int (*stats_dump)(void *userdata); /* -EBUSY while one runs */
 } WriterTransport;
+
+/* Who a statistics dump (RTM_GETSTATS, every device's IFLA_STATS_LINK_64) is for. One runs at a
+ * time; asked for while one runs, it runs right after it. */
+typedef enum StatsDumpFor {
+        STATS_DUMP_SAMPLES = 1u << 0,   /* probation's samples of a tick */
+        STATS_DUMP_BASELINES = 1u << 1, /* the writes waiting for their baselines */
+} StatsDumpFor;
 
 typedef struct Writer Writer;
 
@@ -69,10 +83,19 @@ void writer_unqueue(Writer *w, Device *d);
 /* Send queued writes up to the bound of requests in flight (after WriterOps.prepare). */
 void writer_flush(Writer *w);
 
-/* Ask for one device's link with stats (probation's baselines). -EBUSY when the ring is full. */
-int writer_request_stats(Writer *w, Device *d);
-/* Ask for every device's statistics in one dump (probation's samples). */
-int writer_request_stats_dump(Writer *w);
+/* Ask for a statistics dump that starts now, or right after the one running. */
+int writer_request_stats_dump(Writer *w, StatsDumpFor who);
+/* Whom the dump running serves (0: none runs). */
+unsigned writer_stats_dump_serves(const Writer *w);
+/* An entry of it: a write waiting for its baselines takes them. */
+void writer_stats_entry(Writer *w, Device *d, const void *stats, size_t size);
+/* It is over (error: failed); the one asked for meanwhile starts. Returns whom it served, and in
+ * *ret_failed whom the next one should have served when it cannot start (its error in
+ * *ret_error). Writes that waited for it and were not in it go without baselines. */
+unsigned writer_stats_dump_done(Writer *w, unsigned *ret_failed, int *ret_error);
+/* Link counters read just now, from a link message handled while its write waits for them:
+ * they serve as its baselines. */
+void writer_offer_baseline(Writer *w, Device *d, const void *stats, size_t size);
 /* Ask for one device's attributes again; `fn` (may be NULL) is told when the answer is in. The
  * id (if asked for) cancels `fn` when its caller goes away. -EBUSY when the ring is full. */
 int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, uint64_t *ret_id);

@@ -101,6 +101,7 @@ struct Harness {
         unsigned stats_dumps;     /* statistics dumps asked for */
         bool stats_dump_running;  /* … one not answered yet */
         int stats_dump_error;     /* how the next answer ends (0: every present link) */
+        bool hold_baselines;      /* a dump for baselines only waits for the test (h_baselines()) */
 
         Recorded ev[4096];
         size_t n_ev;
@@ -203,8 +204,25 @@ static inline void h_feed(Harness *h, int type, const FakeLink *l, const struct 
         nlmsg_free(msg);
 }
 
+static inline void h_answer_stats_dump(Harness *h);
+
+/* A statistics dump only for the baselines of writes waiting for them is answered at once, as
+ * the kernel would, unless the test holds it (hold_baselines). */
+static inline void h_baselines(Harness *h) {
+        while (!h->hold_baselines && h->stats_dump_running &&
+               writer_stats_dump_serves(h->e->writer) == STATS_DUMP_BASELINES)
+                h_answer_stats_dump(h);
+}
+
 static inline void h_batch_end(Harness *h) {
         sync_netlink_ops.batch_end(h->s);
+        h_baselines(h);
+}
+
+/* What the loop does after a change that may queue writes. */
+static inline void h_flush(Harness *h) {
+        apply_flush(h->e);
+        h_baselines(h);
 }
 
 /* A link dump, as the first sync and every re-read (a reload, the verify timer) do: every link,
@@ -243,7 +261,7 @@ static inline FakeLink *h_link_add_full(Harness *h, int ifindex, const char *nam
         snprintf(l->name, sizeof(l->name), "%s", name);
         snprintf(l->kind, sizeof(l->kind), "%s", kind ?: "");
         if (h->started) {
-                h_feed(h, RTM_NEWLINK, l, h->announce_stats, NETLINK_EVENT, 0);
+                h_feed(h, RTM_NEWLINK, l, h->announce_stats ?: &l->stats, NETLINK_EVENT, 0);
                 h_batch_end(h);
         }
         return l;
@@ -299,8 +317,9 @@ static int h_send(void *userdata, struct nl_msg *msg, uint32_t *ret_seq) {
                 const struct ifinfomsg *ifi = nlmsg_data(nlh);
                 assert_int_equal(nlh->nlmsg_type, RTM_GETLINK);
                 r->ifindex = ifi->ifi_index;
-                /* a read skips the stats; a stats request asks for them */
-                r->kind = nlmsg_find_attr(nlh, sizeof(*ifi), IFLA_EXT_MASK) ? REQUEST_READ : REQUEST_STATS;
+                /* a read skips the stats: they come from statistics dumps and events */
+                assert_non_null(nlmsg_find_attr(nlh, sizeof(*ifi), IFLA_EXT_MASK));
+                r->kind = REQUEST_READ;
         }
         FakeLink *l = h_link(h, r->ifindex);
         r->link_id = l ? l->id : 0;
@@ -350,10 +369,10 @@ static inline size_t h_unanswered(const Harness *h) {
 }
 
 /* Answer the oldest request. A write is acked with `error`; on 0 the link it was sent to takes
- * its sizes (if that link is still there). A read or stats request is answered, on 0, with a
- * reply carrying the link's attributes — and `stats`, or the link's own — then acked. The reply
- * comes from the link the request was sent to, also after it is gone (a reply already queued). */
-static inline void h_answer_with(Harness *h, int error, const struct rtnl_link_stats64 *stats) {
+ * its sizes (if that link is still there). A read is answered, on 0, with a reply carrying the
+ * link's attributes (no stats), then acked. The reply comes from the link the request was sent
+ * to, also after it is gone (a reply already queued). */
+static inline void h_answer(Harness *h, int error) {
         Request *r = h_next_request(h);
         assert_non_null(r);
         h->next_answer++;
@@ -370,14 +389,9 @@ static inline void h_answer_with(Harness *h, int error, const struct rtnl_link_s
                 }
         } else if (error == 0) {
                 assert_non_null(l);
-                h_feed(h, RTM_NEWLINK, l, r->kind == REQUEST_STATS ? (stats ?: &l->stats) : NULL,
-                       NETLINK_REPLY, r->seq);
+                h_feed(h, RTM_NEWLINK, l, NULL, NETLINK_REPLY, r->seq);
         }
         sync_netlink_ops.ack(h->s, r->seq, error, error < 0 ? "fake extack" : NULL);
-}
-
-static inline void h_answer(Harness *h, int error) {
-        h_answer_with(h, error, NULL);
 }
 
 /* What the kernel would say: done, or -ENODEV for a link that is gone. */

@@ -200,11 +200,11 @@ static void run_step(Harness *h, const Step *s) {
                 break;
         case OP_ROLLBACK:
                 assert_int_equal(apply_rollback(h->e, h_dev(h, 2), NULL), s->n);
-                apply_flush(h->e);
+                h_flush(h);
                 break;
         case OP_RETRY:
                 assert_int_equal(apply_retry(h->e, h_dev(h, 2)), s->n);
-                apply_flush(h->e);
+                h_flush(h);
                 break;
         case OP_TRIP:
                 h->ip_in_hdr_errors += 1000;
@@ -474,7 +474,7 @@ static void test_refused(void **state) {
                 break;
         case OPERATOR_RETRY:
                 assert_int_equal(apply_retry(h->e, d), 0);
-                apply_flush(h->e);
+                h_flush(h);
                 break;
         }
         assert_int_equal(h_count_writes(h, 2, mark), c->written ? 1 : 0);
@@ -772,7 +772,7 @@ static void test_operator_rollback(void **state) {
         size_t mark = h->n_ev, reqs = h->n_reqs;
 
         assert_int_equal(apply_rollback(h->e, d, NULL), c->r);
-        apply_flush(h->e);
+        h_flush(h);
         h_answer_all(h);
         if (c->r < 0) {
                 assert_int_equal(h_count_writes(h, 2, reqs), 0);
@@ -804,7 +804,7 @@ static void test_operator_rollback(void **state) {
         /* a retry releases it: the policy's sizes again, a new window */
         mark = h->n_ev;
         assert_int_equal(apply_retry(h->e, d), 0);
-        apply_flush(h->e);
+        h_flush(h);
         h_answer_all(h);
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_RETRY);
         assert_state(d->state, DEVICE_PROBATION);
@@ -817,7 +817,7 @@ static void test_operator_rollback(void **state) {
  * answer belongs to no one. */
 typedef enum InFlight {
         WRITE_IN_FLIGHT,
-        BASELINE_IN_FLIGHT, /* the stats request before the write */
+        BASELINE_IN_FLIGHT, /* the statistics dump its write waits for */
         SAMPLE_IN_FLIGHT,   /* the statistics dump of a probation tick */
 } InFlight;
 
@@ -830,8 +830,8 @@ typedef struct DeletedInFlightCase {
 static const DeletedInFlightCase deleted_in_flight_cases[] = {
         {"its write, acked", WRITE_IN_FLIGHT, 0},
         {"its write, refused", WRITE_IN_FLIGHT, -ENODEV},
-        {"its baseline and write, answered", BASELINE_IN_FLIGHT, 0},
-        {"its baseline and write, refused", BASELINE_IN_FLIGHT, -ENODEV},
+        {"the dump for its baselines, answered with errors and traffic", BASELINE_IN_FLIGHT, 0},
+        {"the dump for its baselines, interrupted", BASELINE_IN_FLIGHT, -EINTR},
         {"a probation sample's dump, answered with errors and traffic", SAMPLE_IN_FLIGHT, 0},
         {"a probation sample's dump, interrupted", SAMPLE_IN_FLIGHT, -EINTR},
 };
@@ -842,10 +842,16 @@ static void test_deleted_in_flight(void **state) {
         const struct rtnl_link_stats64 bad = {
                 .rx_packets = 1000, .tx_packets = 1000, .tx_errors = 1000, .rx_errors = 1000};
 
-        Harness *h = started_with(P_ALL, 2, "eth0");
+        Harness *h = h_new(P_ALL);
+        h->hold_baselines = true;
+        h_link_add(h, 2, "eth0");
+        h_start(h);
+        /* found by the first dump (no stats in it): its write waits for a statistics dump */
+        assert_true(h->stats_dump_running);
+        assert_int_equal(h_unanswered(h), 0);
         if (c->what_flies == WRITE_IN_FLIGHT) {
-                assert_int_equal(h_next_request(h)->kind, REQUEST_STATS);
-                h_answer(h, 0); /* the baseline is in; the write flies */
+                h_answer_stats_dump(h); /* the baselines are in; the write flies */
+                assert_int_equal(h_next_request(h)->kind, REQUEST_WRITE);
         }
         if (c->what_flies == SAMPLE_IN_FLIGHT) {
                 h_answer_all(h);
@@ -854,7 +860,7 @@ static void test_deleted_in_flight(void **state) {
                 assert_true(h->stats_dump_running); /* the tick's statistics dump */
         }
         size_t old_first = h->next_answer, old_end = h->n_reqs;
-        assert_true(old_end > old_first || c->what_flies == SAMPLE_IN_FLIGHT);
+        assert_true(old_end > old_first || c->what_flies != WRITE_IN_FLIGHT);
 
         h_link_del(h, 2);
         size_t mark = h->n_ev;
@@ -865,7 +871,7 @@ static void test_deleted_in_flight(void **state) {
 
         /* the old requests are answered first, in order: the dump with the new link's entry
          * far over every guard, or failed */
-        if (c->what_flies == SAMPLE_IN_FLIGHT) {
+        if (c->what_flies != WRITE_IN_FLIGHT) {
                 struct rtnl_link_stats64 own = h_link(h, 2)->stats;
                 h_link(h, 2)->stats = bad;
                 h->stats_dump_error = c->answer;
@@ -873,12 +879,9 @@ static void test_deleted_in_flight(void **state) {
                 h->stats_dump_error = 0;
                 h_link(h, 2)->stats = own;
         }
+        h->hold_baselines = false;
         while (h->next_answer < old_end) {
-                Request *r = h_next_request(h);
-                if (r->kind == REQUEST_STATS && c->answer == 0)
-                        h_answer_with(h, 0, &bad);
-                else
-                        h_answer(h, c->answer);
+                h_answer(h, c->answer);
         }
         h_batch_end(h);
         assert_state(d->state, DEVICE_PENDING);
@@ -1007,6 +1010,118 @@ static void test_dump_sampling(void **state) {
         /* nothing in probation: the timer is off */
         assert_int_equal(probation_count(h->e->probation), 0);
         assert_false(probation_armed(h->e->probation));
+        h_free(h);
+}
+
+/* A write's link baselines (issue 10): from the link message that queued it when that carried
+ * the counters (a device announced by its event), else from one statistics dump for every write
+ * waiting — never one request per device. The baseline is the device's counters from before the
+ * write: a rise after it trips, one before it does not. */
+typedef enum BaselineFrom {
+        FROM_EVENT,        /* announced by an event that carries its counters */
+        FROM_DUMP,         /* found by the first link dump (no counters): a statistics dump */
+        FROM_RELOAD,       /* a reload: a statistics dump for all of them */
+        FROM_FAILED_DUMP,  /* the statistics dump fails: the first sample stands in */
+        FROM_BEHIND_TICK,  /* asked for while probation's dump runs: the one after it */
+} BaselineFrom;
+
+typedef struct BaselineCase {
+        const char *what;
+        BaselineFrom from;
+        unsigned dumps; /* statistics dumps for the baselines */
+        bool trips;     /* a rise of 1 between the baselines and the first sample trips */
+} BaselineCase;
+
+static const BaselineCase baseline_cases[] = {
+        {"announced by an event: the event's counters, no dump", FROM_EVENT, 0, true},
+        {"found by the first dump: one statistics dump for all", FROM_DUMP, 1, true},
+        {"a reload: one statistics dump for all", FROM_RELOAD, 1, true},
+        {"the statistics dump fails: written without, the first sample stands in", FROM_FAILED_DUMP, 1, false},
+        {"asked while probation's dump runs: the next dump, not the running one", FROM_BEHIND_TICK, 1, true},
+};
+
+enum { N_BASELINE_DEVICES = 16 };
+
+static void test_baselines(void **state) {
+        const BaselineCase *c = *state;
+        Harness *h = h_new(c->from == FROM_RELOAD || c->from == FROM_BEHIND_TICK ? P_NONE : P_ALL);
+        char name[IFNAMSIZ];
+        unsigned dumps;
+        size_t reqs;
+
+        if (c->from != FROM_EVENT) {
+                for (int i = 0; i < N_BASELINE_DEVICES; i++) {
+                        snprintf(name, sizeof(name), "eth%d", i);
+                        h_link_add(h, 2 + i, name)->stats.tx_errors = 5; /* errors before bigtcpd came */
+                }
+        }
+        h->hold_baselines = true;
+        h->stats_dump_error = c->from == FROM_FAILED_DUMP ? -EINTR : 0;
+        dumps = h->stats_dumps;
+        reqs = h->n_reqs;
+        h_start(h);
+        if (c->from == FROM_EVENT) {
+                for (int i = 0; i < N_BASELINE_DEVICES; i++) {
+                        FakeLink *l;
+                        snprintf(name, sizeof(name), "eth%d", i);
+                        h->announce_stats = &(struct rtnl_link_stats64){.tx_errors = 5};
+                        l = h_link_add(h, 2 + i, name);
+                        h->announce_stats = NULL;
+                        l->stats.tx_errors = 5;
+                }
+        }
+        if (c->from == FROM_RELOAD || c->from == FROM_BEHIND_TICK) {
+                h_answer_all(h);
+                if (c->from == FROM_BEHIND_TICK) {
+                        /* another device in probation, its tick's dump running */
+                        h_reload(h, P_V6_ROLLOUT1_ETH0);
+                        h_answer_all(h);
+                        assert_state(h_dev(h, 2)->state, DEVICE_PROBATION);
+                        h_advance(h, USEC_PER_SEC);
+                        probation_tick(h->e->probation);
+                        assert_true(h->stats_dump_running);
+                        assert_int_equal(writer_stats_dump_serves(h->e->writer), STATS_DUMP_SAMPLES);
+                }
+                dumps = h->stats_dumps;
+                reqs = h->n_reqs;
+                h_reload(h, P_ALL);
+        }
+        /* the writes wait for their baselines: nothing sent but what needs none */
+        for (int i = c->from == FROM_BEHIND_TICK ? 1 : 0; i < N_BASELINE_DEVICES; i++)
+                assert_int_equal(h_count_writes(h, 2 + i, reqs), c->dumps == 0 ? 1 : 0);
+        if (c->from == FROM_BEHIND_TICK) {
+                /* the running dump (probation's) is answered: not theirs */
+                h_answer_stats_dump(h);
+                for (int i = 1; i < N_BASELINE_DEVICES; i++)
+                        assert_int_equal(h_count_writes(h, 2 + i, reqs), 0);
+                assert_true(h->stats_dump_running);
+                assert_int_equal(writer_stats_dump_serves(h->e->writer), STATS_DUMP_BASELINES);
+        }
+        /* their dump, answered */
+        if (h->stats_dump_running)
+                h_answer_stats_dump(h);
+        h->stats_dump_error = 0;
+        h->hold_baselines = false;
+        assert_int_equal(h->stats_dumps - dumps, c->dumps);
+        for (int i = c->from == FROM_BEHIND_TICK ? 1 : 0; i < N_BASELINE_DEVICES; i++) {
+                assert_int_equal(h_count_writes(h, 2 + i, reqs), 1);
+                /* no request but the write */
+                for (size_t r = reqs; r < h->n_reqs; r++)
+                        assert_int_equal(h->reqs[r].kind, REQUEST_WRITE);
+        }
+        h_answer_all(h);
+        for (int i = 0; i < N_BASELINE_DEVICES; i++)
+                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+
+        /* a rise of one on every device, after the write, before the first sample */
+        size_t mark = h->n_ev;
+        for (int i = 0; i < N_BASELINE_DEVICES; i++)
+                h_link(h, 2 + i)->stats.tx_errors = 6;
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        for (int i = c->from == FROM_BEHIND_TICK ? 1 : 0; i < N_BASELINE_DEVICES; i++) {
+                assert_state(h_dev(h, 2 + i)->state, c->trips ? DEVICE_ROLLED_BACK : DEVICE_PROBATION);
+                assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2 + i, mark), c->trips ? 1 : 0);
+        }
         h_free(h);
 }
 
@@ -1464,6 +1579,7 @@ int main(void) {
         ADD_CASES("operator rollback", test_operator_rollback, operator_rollback_cases);
         ADD_CASES("deleted with a request in flight", test_deleted_in_flight, deleted_in_flight_cases);
         ADD_CASES("dump sampling", test_dump_sampling, dump_sampling_cases);
+        ADD_CASES("baselines", test_baselines, baseline_cases);
         ADD_CASES("sizes a new policy leaves out", test_sizes_left_out, sizes_left_out_cases);
         ADD_CASES("put-back", test_put_back, put_back_cases);
         ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);

@@ -529,7 +529,7 @@ static void test_halt(void **state) {
                 probation_tick(h->e->probation);
         } else {
                 assert_int_equal(apply_rollback(h->e, h_dev(h, halter), NULL), 0);
-                apply_flush(h->e);
+                h_flush(h);
         }
         /* at once: halted, said, and the queued device pulled back */
         assert_true(r->halted);
@@ -569,11 +569,11 @@ static void test_halt(void **state) {
         switch (c->resume) {
         case RETRY_HALTER:
                 assert_int_equal(apply_retry(h->e, h_dev(h, halter)), 0);
-                apply_flush(h->e);
+                h_flush(h);
                 break;
         case RETRY_OTHER:
                 assert_int_equal(apply_retry(h->e, h_dev(h, queued)), -EALREADY);
-                apply_flush(h->e);
+                h_flush(h);
                 break;
         case RELOAD_SAME_SIZES:
                 h_reload(h, FILE_OF(POLICY("fabric", "eth*", "185000", ROLLOUT(3))));

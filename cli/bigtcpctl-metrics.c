@@ -101,5 +101,13 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
         metric_header("bigtcpd_rollbacks_total", "counter",
                       "Devices rolled back (a guard tripped, or an operator).");
         printf("bigtcpd_rollbacks_total %" PRId64 "\n", jint(s, "rollbacks", 0));
+        json_object *pr = NULL;
+        if (json_object_object_get_ex(s, "probation", &pr) && json_object_is_type(pr, json_type_object)) {
+                metric_header("bigtcpd_probation_sample_gap_max_seconds", "gauge",
+                              "Since no device was last in probation: the longest time between two samples "
+                              "of one device's guards (the promise: at most 1.5 intervals).");
+                printf("bigtcpd_probation_sample_gap_max_seconds %.6f\n",
+                       (double) jint(pr, "sample_gap_max_usec", 0) / 1e6);
+        }
         return EXIT_OK;
 }

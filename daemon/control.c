@@ -169,6 +169,13 @@ json_object *control_status_json(const Control *c) {
                 json_object_array_add(w, json_object_new_string(e->guard_warnings[i]));
         json_object_object_add(o, "inactive_guard_counters", w);
         json_object_object_add(o, "rollouts", rollouts_json(e));
+        uint64_t gap, dumps;
+        probation_figures(e->probation, &gap, &dumps);
+        json_object *pr = json_object_new_object();
+        json_object_object_add(pr, "devices", json_object_new_int64((int64_t) probation_count(e->probation)));
+        json_object_object_add(pr, "sample_gap_max_usec", json_object_new_int64((int64_t) gap));
+        json_object_object_add(pr, "dumps", json_object_new_int64((int64_t) dumps));
+        json_object_object_add(o, "probation", pr);
         return o;
 }
 

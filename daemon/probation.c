@@ -23,6 +23,8 @@ struct ProbationSet {
         size_t n_sampling; /* devices waiting for it */
         struct Verdict *verdicts; /* of the devices sampled by it, sent when it is over */
         size_t n_verdicts;
+        uint64_t gap_max_usec; /* since the set was last empty: the longest gap between samples */
+        uint64_t dumps;        /* … and the statistics dumps asked for */
 };
 
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
@@ -35,6 +37,7 @@ int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t n
         p->interval_usec = spec->interval_usec ?: USEC_PER_SEC;
         p->until_usec = now_usec + spec->window_usec;
         p->next_usec = now_usec + p->interval_usec;
+        p->last_usec = now_usec;
         r = guard_set_init(&p->guards, spec, snap);
         if (r < 0)
                 return r;
@@ -91,6 +94,11 @@ static uint64_t now(const ProbationSet *s) {
 static void attach(ProbationSet *s, Device *d, Probation *p) {
         if (d->probation)
                 probation_end(s, d);
+        if (s->n == 0) {
+                /* a new episode: its figures start afresh */
+                s->gap_max_usec = 0;
+                s->dumps = 0;
+        }
         d->probation = p;
         TAILQ_INSERT_TAIL(&s->devices, d, probation_link);
         s->n++;
@@ -116,6 +124,7 @@ int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const 
 
 void probation_resume(ProbationSet *s, Device *d, Probation *p) {
         p->next_usec = 0;
+        p->last_usec = now(s);
         p->sampling = false;
         attach(s, d, p);
 }
@@ -215,6 +224,12 @@ static void verdicts_send(ProbationSet *s) {
         free(v);
 }
 
+static void sampled(ProbationSet *s, Probation *p, uint64_t t) {
+        if (t > p->last_usec && t - p->last_usec > s->gap_max_usec)
+                s->gap_max_usec = t - p->last_usec;
+        p->last_usec = t;
+}
+
 /* Due at the tick at `t`: its sample time is nearer this tick than the next one. */
 static bool due(const Probation *p, uint64_t t, uint64_t tick) {
         return p->next_usec <= t + tick / 2;
@@ -248,6 +263,8 @@ void probation_tick(ProbationSet *s) {
                 Probation *p = d->probation;
                 if (!due(p, t, tick) || d->write.phase == WRITE_SENT || p->sampling)
                         continue; /* not due, its write is not answered yet, or still waiting */
+                if (!guard_set_has_link(&p->guards))
+                        sampled(s, p, t);
                 if (have_snap && guard_set_check(&p->guards, &snap, NULL, 0, &rec) > 0) {
                         (void) verdict_push(s, d, &rec);
                         continue;
@@ -267,8 +284,10 @@ void probation_tick(ProbationSet *s) {
         snmp_done(&snap);
         if (want_dump) {
                 int r = writer_request_stats_dump(s->writer, STATS_DUMP_SAMPLES);
-                if (r >= 0)
+                if (r >= 0) {
                         s->dumping = true;
+                        s->dumps++;
+                }
                 else {
                         probation_samples_done(s, r); /* nothing comes: they wait for the next tick */
                         return;
@@ -287,6 +306,7 @@ void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size
                 return;
         p->sampling = false;
         s->n_sampling--;
+        sampled(s, p, now(s));
         if (!guard_set_has_baselines(&p->guards)) {
                 /* its write went without them (none could be read): this sample takes their place */
                 guard_set_link_baseline(&p->guards, stats, size);
@@ -325,6 +345,11 @@ void probation_samples_done(ProbationSet *s, int error) {
 
 bool probation_armed(const ProbationSet *s) {
         return evtimer_pending(s->timer, NULL);
+}
+
+void probation_figures(const ProbationSet *s, uint64_t *ret_gap_max_usec, uint64_t *ret_dumps) {
+        *ret_gap_max_usec = s->gap_max_usec;
+        *ret_dumps = s->dumps;
 }
 
 size_t probation_count(const ProbationSet *s) {

@@ -22,6 +22,7 @@ typedef struct Probation {
         uint64_t interval_usec;
         uint64_t window_usec;
         uint64_t next_usec; /* next sample */
+        uint64_t last_usec; /* the last one (or the write) */
         GuardSet guards;
         bool sampling; /* waits for its link statistics from the dump running */
 } Probation;
@@ -70,6 +71,9 @@ void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size
 void probation_samples_done(ProbationSet *s, int error);
 
 size_t probation_count(const ProbationSet *s);
+/* Since the set was last empty: the longest time between two samples of one device (the first
+ * counted from its write), and the statistics dumps asked for. */
+void probation_figures(const ProbationSet *s, uint64_t *ret_gap_max_usec, uint64_t *ret_dumps);
 /* Its timer is armed (for tests: it is off whenever no device is in probation). */
 bool probation_armed(const ProbationSet *s);
 /* Time left of d's window. */

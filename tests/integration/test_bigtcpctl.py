@@ -346,6 +346,7 @@ def test_metrics(running):
     assert value('bigtcpd_writes_total') == 2
     assert value('bigtcpd_write_failures_total') == 0
     assert value('bigtcpd_rollbacks_total') == 0
+    assert value('bigtcpd_probation_sample_gap_max_seconds') >= 0
     assert value('bigtcpd_devices', state='unmanaged') == 3
     assert value('bigtcpd_ready') == 1
 

@@ -40,6 +40,9 @@ def test_rise_among_2000_in_probation_rolls_back_only_its_device(ns, daemon, con
         # A few ticks pass with every device quiet: nothing is rolled back.
         mark = mon.mark()
         assert mon.no_event(lambda e: e.get('event') == 'rollback', 3 * INTERVAL) is None
+        pr = mon.call('GetStatus')['probation']
+        assert pr['devices'] == len(names) and pr['dumps'] >= 3, pr
+        print(f'\nGetStatus probation after 3 quiet intervals: {pr}')
 
         frame = inject.ipv4_frame(b'\xff' * 6, inject.mac_of(ns, ROGUE), '10.9.0.1', '10.9.0.2')
         assert inject.send_frames(ns, ROGUE, [frame] * 50) == 50
@@ -62,4 +65,5 @@ def test_rise_among_2000_in_probation_rolls_back_only_its_device(ns, daemon, con
         wrong = [n for n in names if n != ROGUE and nl.sizes_of(links[n]) != BIG]
         assert wrong == [], wrong[:10]
         assert all(mon.state(n) == 'probation' for n in names if n != ROGUE)
+        assert mon.call('GetStatus')['probation']['devices'] == len(names) - 1
     d.stop(timeout=30)

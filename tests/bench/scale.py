@@ -11,9 +11,26 @@
   * idle: the daemon's context switches (voluntary + involuntary, /proc/PID/status) over 60 s
     with nothing changing and nothing in probation.
 
+Then the guards at scale (issue 10), each in a namespace of its own, the policy's guard
+`link.tx_dropped` (so that link counters are sampled) and IPv6 off in the namespace (no
+router solicitations into veths whose peer is down):
+
+  * CPU per tick with 1000 and 10000 devices in probation (window 600 s, interval 1 s, nothing
+    rising): the daemon's CPU time (/proc/PID/schedstat) over --cpu-window seconds, per tick;
+    its RSS with them in probation; the longest sample gap GetStatus reports;
+  * rise to rollback: among 5000 devices in probation, 50 frames into one whose peer is down,
+    until the kernel reads back its old sizes (median of --rises devices, one after another);
+  * 10000 two-second windows (interval 1 s): from the end of the burst until GetStatus says
+    every device is applied; the longest sample gap; RSS at the peak and after;
+  * burst lag against `ip -batch` at 1000 and 5000 pairs, median of --lag-runs runs each.
+
 Targets (issue 6): burst lag <= ip-batch write time; single-link p99 < 2 ms; RSS < 8 MiB;
-zero idle wakeups (a watchdog aside). Run as root:
+zero idle wakeups (a watchdog aside). Issue 10: sample gap <= 1.5 x interval at 10000; 10000
+two-second windows closed within window + 3 s of the burst's end; a rise rolled back within 2
+intervals; CPU per tick <= 5 ms at 1000 and <= 30 ms at 10000; RSS < 12 MiB at the peak.
+Run as root:
     /usr/bin/python3 tests/bench/scale.py [--bin build/daemon/bigtcpd] [--pairs 5000] [--idle 60]
+        [--only probation|lag|scale]
 """
 
 import argparse
@@ -32,6 +49,8 @@ sys.path.insert(0, HERE)
 import burst  # noqa: E402
 from burst import Bench, Poller, SIZE, netlink_socket_in, parse_links  # noqa: E402
 from helpers import read_state  # noqa: E402  (snapshot + journal, as the daemon loads them)
+import inject  # noqa: E402  (frames into a veth whose peer is down: tx_dropped)
+import varlink_client  # noqa: E402
 
 RTMGRP_LINK = 1
 # Probation ends quickly so that RSS and idle are measured with nothing in probation.
@@ -39,6 +58,25 @@ POLICY = burst.POLICY + """    rollback:
       window: 2s
       interval: 500ms
 """
+
+
+def guarded_policy(window, interval):
+    return burst.POLICY + f"""    rollback:
+      window: {window}
+      interval: {interval}
+      guards:
+        - {{counter: link.tx_dropped, max-increase: 10}}
+"""
+
+
+def cpu_ns(pid):
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
 def proc_status(pid):
@@ -167,7 +205,178 @@ class Scale(Bench):
             size = len(r.stdout)
         return best, size
 
+    # --- the guards at scale (issue 10) ---
+
+    def status(self, ns):
+        return varlink_client.call(os.path.join(self.tmp, f"run-{ns}", "io.bigtcpd.Manager"),
+                                   "io.bigtcpd.Manager.GetStatus", timeout=30)
+
+    def wait_status(self, ns, pred, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.status(ns)
+            if pred(st):
+                return st
+            time.sleep(0.1)  # GetStatus has no change notification short of Monitor's stream
+        raise RuntimeError(f"{ns}: not within {timeout} s: {what}")
+
+    def guarded_namespace(self, ns, pairs, prefix, window, interval):
+        """A namespace with `pairs` veth pairs made by one `ip -batch` while bigtcpd runs with
+        the guarded policy; returns (daemon, end of the burst in monotonic ns)."""
+        self.netns_add(ns)
+        for k in ("all", "default"):
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1"],
+                           check=True)
+        config = os.path.join(self.tmp, f"{ns}.yaml")
+        with open(config, "w") as f:
+            f.write(guarded_policy(window, interval))
+        daemon = self.start_daemon(ns, config)
+        _, end = self.ip_batch(ns, self.pairs_batch(pairs, prefix))
+        return daemon, end
+
+    @staticmethod
+    def gap(st):
+        pr = st.get("probation") or {}
+        g = pr.get("sample_gap_max_usec")
+        return "-" if g is None else f"{g / 1e6:.3f} s"
+
+    def cpu_per_tick(self, pairs):
+        ns = f"bt-bench-cpu{pairs}"
+        n = 2 * pairs
+        daemon, _ = self.guarded_namespace(ns, pairs, "pc", "600s", "1s")
+        try:
+            self.wait_status(ns, lambda st: st["devices"].get("probation", 0) == n, 120,
+                             f"{n} devices in probation")
+            time.sleep(2)  # the burst's own work is over
+            c0, t0 = cpu_ns(daemon.pid), time.monotonic()
+            time.sleep(self.args.cpu_window)
+            c1, t1 = cpu_ns(daemon.pid), time.monotonic()
+            st = self.status(ns)
+            ticks = (t1 - t0) / 1.0
+            rss = proc_status(daemon.pid)
+            print(f"probation, {n} devices: CPU {(c1 - c0) / 1e6 / ticks:.2f} ms per tick over {ticks:.0f} ticks "
+                  f"(target {'5' if n <= 1000 else '30'} ms); longest sample gap {self.gap(st)} (interval 1 s); "
+                  f"VmRSS {rss['VmRSS']}, VmHWM {rss['VmHWM']}", flush=True)
+        finally:
+            self.stop(daemon)
+
+    def rise_to_rollback(self, pairs):
+        ns = f"bt-bench-rise{pairs}"
+        n = 2 * pairs
+        daemon, _ = self.guarded_namespace(ns, pairs, "pr", "600s", "1s")
+        poller = Poller(ns)
+        took = []
+        try:
+            self.wait_status(ns, lambda st: st["devices"].get("probation", 0) == n, 120,
+                             f"{n} devices in probation")
+            _, links = poller.dump()
+            index = {name: i for i, name, _ in links}
+            for k in range(self.args.rises):
+                rogue = f"pr{(k + 1) * pairs // (self.args.rises + 1)}a"
+                subprocess.run(["ip", "-n", ns, "link", "set", rogue, "up"], check=True)
+                time.sleep(1.5)  # sampled once up, with no rise yet
+                frame = inject.ipv4_frame(b"\xff" * 6, inject.mac_of(ns, rogue), "10.9.0.1", "10.9.0.2")
+                inject.send_frames(ns, rogue, [frame] * 50)
+                t0 = time.monotonic()
+                while True:
+                    _, got = poller.get([index[rogue]])
+                    if got and all(x == 65536 for x in got[0][2]):
+                        took.append(time.monotonic() - t0)
+                        break
+                    if time.monotonic() - t0 > 30:
+                        raise RuntimeError(f"{rogue} not rolled back within 30 s")
+                    time.sleep(0.005)
+            print(f"rise to rollback among {n} in probation (interval 1 s): median {median(took):.3f} s, "
+                  f"max {max(took):.3f} s over {len(took)} devices (target <= 2 intervals)", flush=True)
+        finally:
+            poller.close()
+            self.stop(daemon)
+
+    def windows_close(self, pairs):
+        ns = f"bt-bench-win{pairs}"
+        n = 2 * pairs
+        daemon, end = self.guarded_namespace(ns, pairs, "pw", "2s", "1s")
+        peak_rss, peak_n = 0, 0
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                st = self.status(ns)
+                inp = st["devices"].get("probation", 0)
+                rss = int(proc_status(daemon.pid)["VmRSS"].split()[0])
+                if inp >= peak_n:
+                    peak_n, peak_rss = inp, max(peak_rss, rss)
+                if st["devices"].get("applied", 0) == n:
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError(f"{ns}: {n} windows not closed within 180 s")
+            took = (time.monotonic_ns() - end) / 1e9
+            st = self.status(ns)
+            time.sleep(1)
+            after = proc_status(daemon.pid)
+            print(f"{n} two-second windows: all closed {took:.2f} s after the burst's end (target <= 5 s); "
+                  f"longest sample gap {self.gap(st)}; VmRSS {peak_rss} kB with {peak_n} in probation, "
+                  f"{after['VmRSS']} after (VmHWM {after['VmHWM']}; targets 12 MiB, 8 MiB)", flush=True)
+        finally:
+            self.stop(daemon)
+
+    def lag_runs(self):
+        lagger = burst.Bench(argparse.Namespace(bin=self.args.bin, ready_timeout=self.args.ready_timeout,
+                                                timeout=120, poll_gap=0.002))
+        lagger.tmp = self.tmp  # removed with ours
+        try:
+            for n in (1000, 5000):
+                ratios, lags, writes = [], [], []
+                for k in range(self.args.lag_runs):
+                    write = lagger.kernel_pace(n)
+                    r = lagger.daemon_lag(n)
+                    for ns in lagger.namespaces:
+                        subprocess.run(["ip", "netns", "del", ns], check=False)
+                    lagger.namespaces.clear()
+                    if "lag" not in r:
+                        print(f"  burst of {n} pairs, run {k + 1}: {r.get('error')}", flush=True)
+                        continue
+                    writes.append(write)
+                    lags.append(r["lag"])
+                    ratios.append(r["lag"] / write)
+                if ratios:
+                    print(f"burst lag, {n} pairs ({2 * n} devices): median {median(lags):.3f} s against ip -batch "
+                          f"{median(writes):.3f} s, ratio median {median(ratios):.2f} "
+                          f"(runs: {', '.join(f'{x:.2f}' for x in ratios)}; target <= 1.0)", flush=True)
+        finally:
+            for p in lagger.procs:
+                if p.poll() is None:
+                    p.terminate()
+                    p.wait(10)
+            for ns in lagger.namespaces:
+                subprocess.run(["ip", "netns", "del", ns], check=False)
+
+    def drop(self, ns):
+        """Namespaces of this part go at its end: thousands of devices left behind would weigh on
+        the next measurement (the kernel still tears them down for a while after)."""
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+        self.namespaces.remove(ns)
+
+    def run_probation(self):
+        for part, pairs, ns in ((self.cpu_per_tick, 500, "bt-bench-cpu500"), (self.cpu_per_tick, 5000, "bt-bench-cpu5000"),
+                                (self.rise_to_rollback, 2500, "bt-bench-rise2500"),
+                                (self.windows_close, 5000, "bt-bench-win5000")):
+            try:
+                part(pairs)
+            finally:
+                if ns in self.namespaces:
+                    self.drop(ns)
+
     def run(self):
+        if self.args.only in (None, "probation"):
+            self.run_probation()
+        if self.args.only in (None, "lag"):
+            self.lag_runs()
+        if self.args.only in (None, "scale"):
+            return self.run_scale()
+        return 0
+
+    def run_scale(self):
         n = self.args.pairs
         print(f"kernel pace: ip -batch writing gso/gro_max_size to {2 * n} devices ...", flush=True)
         write = self.kernel_pace(n)
@@ -233,6 +442,10 @@ def main():
     ap.add_argument("--singles", type=int, default=200)
     ap.add_argument("--idle", type=float, default=60)
     ap.add_argument("--ready-timeout", type=float, default=30)
+    ap.add_argument("--cpu-window", type=float, default=10)
+    ap.add_argument("--rises", type=int, default=3)
+    ap.add_argument("--lag-runs", type=int, default=3)
+    ap.add_argument("--only", choices=("probation", "lag", "scale"))
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("scale.py: must run as root")

@@ -6,7 +6,7 @@ import time
 
 import inject
 import nl
-from helpers import Monitor, T, ip, ip_batch, policy_text, sizes4
+from helpers import Monitor, T, ip, ip_batch, policy_text, run, sizes4
 
 PAIRS = 1000          # 2000 devices in probation
 ROGUE = 'r500a'       # in the middle of the list
@@ -30,6 +30,10 @@ def test_rise_among_2000_in_probation_rolls_back_only_its_device(ns, daemon, con
               guards:
                 - {counter: link.tx_dropped, max-increase: 10}
         '''))
+    # No IPv6 in the namespace: no router solicitations or DAD into the veth whose peer is down,
+    # only the test's own frames.
+    for k in ('all', 'default'):
+        run('ip', 'netns', 'exec', ns, 'sysctl', '-qw', f'net.ipv6.conf.{k}.disable_ipv6=1')
     ip_batch(ns, [f'link add r{i}a type veth peer name r{i}b' for i in range(PAIRS)])
     ip(ns, 'link', 'set', ROGUE, 'up')   # its peer stays down: what it sends is dropped
     names = [f'r{i}{x}' for i in range(PAIRS) for x in 'ab']

@@ -52,7 +52,16 @@ typedef struct Out {
         char *buf;
         size_t len, cap;
         bool oom;
+        /* A snapshot goes to its file as it is formatted, in pieces of OUT_DRAIN bytes: it is the
+         * whole table (tens of MB at tens of thousands of devices), never held whole. */
+        bool sink; /* false: all in buf */
+        int fd;
+        const StateIo *io; /* NULL: write(2) */
+        size_t flushed;
+        int error;
 } Out;
+
+#define OUT_DRAIN (64u * 1024u)
 
 static void out_reserve(Out *o, size_t n) {
         if (o->oom || o->len + n + 1 <= o->cap)
@@ -190,8 +199,9 @@ static void out_device(Out *o, const Device *d) {
         out_string(o, d->ifname);
         out_printf(o, ",\"kind\":");
         out_string(o, d->kind ?: "");
+        char mac[DEVICE_MAC_STRLEN];
         out_printf(o, ",\"mac\":");
-        out_string(o, device_identity_mac(d));
+        out_string(o, device_identity_mac(d, mac));
         out_sizes(o, "original", &d->original);
         out_printf(o, ",\"written\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++)
@@ -212,6 +222,21 @@ static void out_device(Out *o, const Device *d) {
         out_printf(o, "}");
 }
 
+/* What is in the buffer goes to the sink (with one: `all`, or once there is OUT_DRAIN of it). */
+static void out_drain(Out *o, bool all) {
+        int r;
+
+        if (!o->sink || o->oom || o->error < 0 || o->len == 0 || (!all && o->len < OUT_DRAIN))
+                return;
+        r = write_all(o->io, o->fd, o->buf, o->len);
+        if (r < 0) {
+                o->error = r;
+                return;
+        }
+        o->flushed += o->len;
+        o->len = 0;
+}
+
 static int state_format(const DeviceTable *t, uint64_t generation, Out *o) {
         const Device *d;
         bool first = true;
@@ -223,9 +248,13 @@ static int state_format(const DeviceTable *t, uint64_t generation, Out *o) {
                 out_printf(o, "%s\n", first ? "" : ",");
                 first = false;
                 out_device(o, d);
+                out_drain(o, false);
+                if (o->error < 0)
+                        return o->error;
         }
         out_printf(o, "]}\n");
-        return o->oom ? -ENOMEM : 0;
+        out_drain(o, true);
+        return o->oom ? -ENOMEM : o->error;
 }
 
 /* Move a file that cannot be ours (unreadable, not a regular file, a symlink) out of the way,
@@ -259,24 +288,19 @@ static int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generati
         size_t size;
         int r;
 
-        r = state_format(t, generation, &o);
-        if (r < 0) {
-                free(o.buf);
-                return r;
-        }
-        size = o.len;
         /* Whatever has the temporary name goes (a symlink itself, not what it points to), then the
          * file is made anew: O_EXCL refuses whatever is planted in between, symlinks included. */
         if (unlinkat(dir_fd, STATE_TMP, 0) < 0 && errno == EISDIR)
                 (void) unlinkat(dir_fd, STATE_TMP, AT_REMOVEDIR);
         fd = openat(dir_fd, STATE_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0) {
-                r = -errno;
-                free(o.buf);
-                return r;
-        }
-        r = write_all(io, fd, o.buf, o.len);
+        if (fd < 0)
+                return -errno;
+        o.sink = true;
+        o.fd = fd;
+        o.io = io;
+        r = state_format(t, generation, &o);
         free(o.buf);
+        size = o.flushed;
         if (r >= 0 && fsync(fd) < 0)
                 r = -errno;
         if (r >= 0 && renameat(dir_fd, STATE_TMP, dir_fd, STATE_FILE) < 0)
@@ -823,7 +847,8 @@ int state_journal_apply(const char *data, size_t size, uint64_t generation, Stat
 }
 
 bool state_entry_is_device(const StateEntry *e, const Device *d, const char **ret_why) {
-        const char *why = NULL, *mac = device_identity_mac(d);
+        char buf[DEVICE_MAC_STRLEN];
+        const char *why = NULL, *mac = device_identity_mac(d, buf);
 
         if (!e->has_identity)
                 return true;

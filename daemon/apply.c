@@ -32,13 +32,14 @@ static bool match_has_route(void *userdata, const RoutePrefix *p) {
 
 const Policy *apply_match(Engine *e, const PolicySet *set, Device *d) {
         MatchContext c = {e, d};
+        char mac[DEVICE_MAC_STRLEN];
         MatchDevice md = {
                 .ifname = d->ifname,
                 .altnames = d->altnames,
                 .n_altnames = d->n_altnames,
                 .kind = d->kind,
                 .loopback = d->flags & IFF_LOOPBACK,
-                .mac = d->mac[0] ? d->mac : NULL,
+                .mac = d->mac_len > 0 ? device_mac(d, mac) : NULL,
                 .get_driver = match_get_driver,
                 .has_route = match_has_route,
                 .userdata = &c,
@@ -662,13 +663,14 @@ void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
                         continue;
                 }
                 if (!state_entry_is_device(s, d, &why)) {
+                        char mac[DEVICE_MAC_STRLEN];
                         /* its ifindex was handed out again: the sizes in the entry are another's */
                         log_dev_notice(d, "not the device that had ifindex %d when the state file was written "
                                           "(%s, kind %s, MAC %s; now kind %s, MAC %s): another %s. Dropping the "
                                           "stale entry; this device gets none of its original sizes",
                                        s->ifindex, s->ifname ?: "?", strempty(s->kind) ? "none" : s->kind,
                                        strempty(s->mac) ? "none" : s->mac, d->kind ?: "none",
-                                       strempty(device_identity_mac(d)) ? "none" : device_identity_mac(d), why);
+                                       strempty(device_identity_mac(d, mac)) ? "none" : mac, why);
                         continue;
                 }
                 lifecycle_resume(e, d, s);

@@ -245,17 +245,29 @@ static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
         return 0;
 }
 
-/* `dst` is a Device's mac or perm_mac (3 * 32 bytes). */
-static void set_mac(char *dst, const uint8_t *addr, size_t len, bool *changed) {
-        char mac[3 * 32] = "";
+const char *device_mac_format(const uint8_t *addr, size_t len, char buf[static DEVICE_MAC_STRLEN]) {
+        static const char hex[] = "0123456789abcdef";
         size_t o = 0;
 
-        for (size_t i = 0; i < len && o + 3 < sizeof(mac); i++)
-                o += (size_t) snprintf(mac + o, sizeof(mac) - o, i ? ":%02x" : "%02x", addr[i]);
-        if (!streq_ptr(mac, dst)) {
-                memcpy(dst, mac, sizeof(mac));
-                *changed = true;
+        for (size_t i = 0; i < len && o + 3 <= DEVICE_MAC_STRLEN; i++) {
+                if (i > 0)
+                        buf[o++] = ':';
+                buf[o++] = hex[addr[i] >> 4];
+                buf[o++] = hex[addr[i] & 15];
         }
+        buf[o] = '\0';
+        return buf;
+}
+
+/* `dst` is a Device's mac or perm_mac (32 bytes), `dst_len` its length. */
+static void set_mac(uint8_t *dst, uint8_t *dst_len, const uint8_t *addr, size_t len, bool *changed) {
+        if (len > 32)
+                len = 32; /* MAX_ADDR_LEN: the kernel sends no more */
+        if (*dst_len == len && memcmp(dst, addr, len) == 0)
+                return;
+        memcpy(dst, addr, len);
+        *dst_len = (uint8_t) len;
+        *changed = true;
 }
 
 int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_changes) {
@@ -284,9 +296,9 @@ int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_c
                         return r;
         }
         if (m->addr)
-                set_mac(d->mac, m->addr, m->addr_len, &match);
+                set_mac(d->mac, &d->mac_len, m->addr, m->addr_len, &match);
         if (m->perm_addr)
-                set_mac(d->perm_mac, m->perm_addr, m->perm_addr_len, &match);
+                set_mac(d->perm_mac, &d->perm_mac_len, m->perm_addr, m->perm_addr_len, &match);
         if (match)
                 changes |= LINK_CHANGE_MATCH;
         if (d->master != m->master) {

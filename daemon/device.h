@@ -117,8 +117,10 @@ struct Device {
         char **altnames;
         size_t n_altnames;
         char *kind; /* NULL: no IFLA_INFO_KIND */
-        char mac[3 * 32];      /* MAX_ADDR_LEN bytes as "aa:bb:…" */
-        char perm_mac[3 * 32]; /* the permanent address (IFLA_PERM_ADDRESS), "" when none */
+        /* the link address and the permanent one (IFLA_PERM_ADDRESS), up to MAX_ADDR_LEN bytes
+         * (0: none); as text through device_mac() */
+        uint8_t mac[32], perm_mac[32];
+        uint8_t mac_len, perm_mac_len;
         unsigned flags;
         int master;
         char *driver; /* ethtool.c, looked up when a policy asks */
@@ -245,10 +247,17 @@ typedef enum LinkChange {
         LINK_CHANGE_DOWN = 1 << 5, /* IFF_UP cleared: IPv4 drops its routes silently */
 } LinkChange;
 
+/* An address as text ("aa:bb:…", lower case; "" for none) in `buf`, which it returns. */
+#define DEVICE_MAC_STRLEN (3 * 32)
+const char *device_mac_format(const uint8_t *addr, size_t len, char buf[static DEVICE_MAC_STRLEN]);
+static inline const char *device_mac(const Device *d, char buf[static DEVICE_MAC_STRLEN]) {
+        return device_mac_format(d->mac, d->mac_len, buf);
+}
+
 /* The MAC that tells this device from one that has its ifindex later: the permanent one where the
  * kernel reports it, else the current one; "" when it has none. */
-static inline const char *device_identity_mac(const Device *d) {
-        return d->perm_mac[0] ? d->perm_mac : d->mac;
+static inline const char *device_identity_mac(const Device *d, char buf[static DEVICE_MAC_STRLEN]) {
+        return d->perm_mac_len > 0 ? device_mac_format(d->perm_mac, d->perm_mac_len, buf) : device_mac(d, buf);
 }
 
 /* Apply a parsed link message to the device; `now` stamps `current`. */

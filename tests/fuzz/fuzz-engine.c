@@ -368,7 +368,7 @@ static void check_device(const Engine *e, const Device *d) {
                 FUZZ_ASSERT(rq && rq->device == d && rq->kind == REQUEST_WRITE);
         }
         FUZZ_ASSERT(!d->ifname || strlen(d->ifname) < IFNAMSIZ);
-        FUZZ_ASSERT(memchr(d->mac, '\0', sizeof(d->mac)));
+        FUZZ_ASSERT(d->mac_len <= sizeof(d->mac) && d->perm_mac_len <= sizeof(d->perm_mac));
 }
 
 void fuzz_engine_check(const Engine *e, const FuzzKernel *k) {

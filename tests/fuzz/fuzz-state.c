@@ -277,9 +277,10 @@ static void restart(StateEntry *entries, size_t n) {
         for (size_t i = 0; i < n_back; i++) {
                 const StateEntry *x = &back[i];
                 const Device *d = device_get(&e->devices, x->ifindex);
+                char mac[DEVICE_MAC_STRLEN];
                 FUZZ_ASSERT(d && streq_ptr(x->ifname, d->ifname) && x->state == d->state);
                 FUZZ_ASSERT(x->has_identity && streq_ptr(x->kind, d->kind ?: "") &&
-                            streq_ptr(x->mac, device_identity_mac(d)) && state_entry_is_device(x, d, NULL));
+                            streq_ptr(x->mac, device_identity_mac(d, mac)) && state_entry_is_device(x, d, NULL));
                 FUZZ_ASSERT(sizes_same(&x->original, &d->original) && x->written == d->written);
                 FUZZ_ASSERT(x->has_last_good == d->has_last_good && (!x->has_last_good || sizes_same(&x->last_good, &d->last_good)));
                 FUZZ_ASSERT(x->held == d->held && (!x->held || sizes_same(&x->held_desired, &d->held_desired)));

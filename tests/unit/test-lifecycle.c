@@ -1486,7 +1486,8 @@ static void test_identity(void **state) {
                 assert_true(e[0].has_identity);
                 assert_string_equal(e[0].ifname, c->name);
                 assert_string_equal(e[0].kind, c->kind ?: "");
-                assert_string_equal(e[0].mac, device_identity_mac(d));
+                char mac[DEVICE_MAC_STRLEN];
+                assert_string_equal(e[0].mac, device_identity_mac(d, mac));
         }
         state_entries_free(e, n);
         state_store_free(peek);

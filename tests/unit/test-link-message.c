@@ -38,10 +38,11 @@ static void test_link_parse(void **state) {
         assert_true(changes & LINK_CHANGE_NAME);
         assert_true(changes & LINK_CHANGE_SIZES);
         assert_true(changes & LINK_CHANGE_TSO);
-        assert_string_equal(d->mac, "0c:42:a1:00:ff:10");
+        char text[DEVICE_MAC_STRLEN];
+        assert_string_equal(device_mac(d, text), "0c:42:a1:00:ff:10");
         /* what tells it from a device that has its ifindex later: the permanent address */
-        assert_string_equal(d->perm_mac, "0c:42:a1:00:00:01");
-        assert_string_equal(device_identity_mac(d), "0c:42:a1:00:00:01");
+        assert_int_equal(d->perm_mac_len, 6);
+        assert_string_equal(device_identity_mac(d, text), "0c:42:a1:00:00:01");
         assert_int_equal(d->n_altnames, 2);
         assert_string_equal(d->altnames[0], "uplink-a");
         assert_null(d->altnames[2]);

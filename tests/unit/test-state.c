@@ -147,7 +147,8 @@ static void test_snapshot_roundtrip(void **state) {
 
         d = written(&t, 42, "eth0", (Sizes){65536, 65536, 60000, 60001}, SIZE_BITS_IPV4 | SIZE_BIT_GSO);
         d->kind = strdup("veth");
-        snprintf(d->mac, sizeof(d->mac), "02:00:00:00:00:2a");
+        memcpy(d->mac, (uint8_t[]){2, 0, 0, 0, 0, 0x2a}, 6);
+        d->mac_len = 6;
         d->held = true;
         d->held_desired = (Sizes){185000, 185000, 185000, 185000};
         d->state = DEVICE_ROLLED_BACK;
@@ -218,7 +219,8 @@ static void test_old_families(void **state) {
         assert_int_equal(device_add(&t, 7, &d), 0);
         d->ifname = strdup("renamed");
         d->kind = strdup("dummy");
-        snprintf(d->mac, sizeof(d->mac), "02:00:00:00:00:07");
+        memcpy(d->mac, (uint8_t[]){2, 0, 0, 0, 0, 7}, 6);
+        d->mac_len = 6;
         assert_true(state_entry_is_device(&e[0], d, NULL));
         device_table_done(&t);
         state_entries_free(e, n);

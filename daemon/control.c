@@ -407,8 +407,10 @@ static int job_run(int fd, void *userdata) {
                 if (!own)
                         return -ENOMEM;
                 r = policy_parse_buffer(own, j->source ?: "<policy>", j->policy, strlen(j->policy), &errs);
-                if (r >= 0)
-                        policy_set_scope(own, c->engine->cfg.hostname, c->engine->cfg.kernel_release);
+                if (r >= 0) {
+                        HostIdentity host = engine_host(c->engine);
+                        policy_set_scope(own, &host);
+                }
         }
         if (r >= 0 && j->plan)
                 r = plan_devices(c, own, &devices);

@@ -22,6 +22,7 @@ typedef struct EngineConfig {
         const char *proc_net;    /* the namespace's SNMP files; "/proc/net" */
         const char *hostname;    /* for scoping policies (plan) */
         const char *kernel_release;
+        const char *machine_id; /* for cohorts (rollout.hosts-percent); NULL: the hostname */
 } EngineConfig;
 
 typedef struct EngineCounters {
@@ -72,6 +73,11 @@ void engine_free(Engine *e);
 
 uint64_t engine_now(const Engine *e);     /* CLOCK_MONOTONIC */
 uint64_t engine_boottime(const Engine *e); /* CLOCK_BOOTTIME */
+
+/* This host as the policy's scope sees it. */
+static inline HostIdentity engine_host(const Engine *e) {
+        return (HostIdentity){e->cfg.hostname, e->cfg.kernel_release, e->cfg.machine_id};
+}
 
 /* The running policy's entry named `name`, or NULL. */
 const Policy *engine_policy(const Engine *e, const char *name);

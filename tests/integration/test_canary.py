@@ -1,0 +1,208 @@
+"""test_canary.py — fleet canaries (rollout.hosts-percent) as hosts see them: each "host" is its
+own UTS namespace (hostname) and private mount namespace with a file of its own bind-mounted over
+/etc/machine-id (helpers.as_host), plus a network namespace of its own for the daemon. The
+cohorts the daemon reports are checked against an independent implementation of the formula
+bigtcpd.yaml(5) documents."""
+
+import hashlib
+import os
+import re
+
+import pytest
+import varlink_idl
+
+import nl
+from helpers import BIN, REPO, as_host, policy_text, run, veth
+from varlink_client import Client
+
+IFACE = 'io.bigtcpd.Manager'
+CANARY = 'web-ipv4-canary'
+
+# IPv4 BIG TCP on N % of the web hosts; the other web hosts keep IPv6 BIG TCP alone (their IPv4
+# sizes stay as the devices have them).
+FLEET = '''\
+version: 1
+policies:
+  - name: web-ipv4-canary
+    hosts: ["web-*"]
+    match: {kind: [veth]}
+    ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+    ipv4: {gso-max-size: 185000, gro-max-size: 185000}
+    rollout: {hosts-percent: PERCENT}
+  - name: web
+    hosts: ["web-*"]
+    match: {kind: [veth]}
+    ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+'''
+
+
+def fleet(percent):
+    return FLEET.replace('PERCENT', str(percent))
+
+
+# --- the documented cohort, written again from bigtcpd.yaml(5) --------------------------------
+
+M64 = (1 << 64) - 1
+
+
+def _fnv1a64(h, data):
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & M64
+    return h
+
+
+def _fmix64(k):
+    k ^= k >> 33
+    k = (k * 0xff51afd7ed558ccd) & M64
+    k ^= k >> 33
+    k = (k * 0xc4ceb9fe1a85ec53) & M64
+    return k ^ (k >> 33)
+
+
+def cohort(policy, machine_id=None, hostname=''):
+    kind, key = ('machine-id', machine_id) if machine_id else ('hostname', hostname.lower())
+    h = _fnv1a64(0xcbf29ce484222325, b'bigtcpd-cohort\0' + kind.encode() + b'\0' + key.encode() + b'\0'
+                 + policy.encode())
+    return ((_fmix64(h) >> 32) * 100) >> 32
+
+
+def machine_id_of(i):
+    """Host i's machine id: 32 hex digits, the same on every run (counts in the report repeat)."""
+    return hashlib.sha256(f'bigtcpd-test-host-{i}'.encode()).hexdigest()[:32]
+
+
+def host_file(tmp_path, machine_id):
+    f = tmp_path / f'machine-id-{machine_id}'
+    f.write_text(machine_id + '\n')
+    f.chmod(0o444)
+    return f
+
+
+@pytest.fixture(scope='module')
+def iface():
+    return varlink_idl.parse((REPO / 'conf' / 'io.bigtcpd.Manager.varlink').read_text())
+
+
+@pytest.fixture(autouse=True)
+def needs_machine_id():
+    # A file can only be bind-mounted over a file: the tests never create /etc/machine-id.
+    if not os.path.isfile('/etc/machine-id'):
+        pytest.skip('no /etc/machine-id on this machine to bind-mount over')
+
+
+def checked(iface, c, method, params=None):
+    p = c.call(f'{IFACE}.{method}', params)
+    varlink_idl.check_reply(iface, method, p)
+    return p
+
+
+def ctl(*args, sock):
+    ctl_bin = BIN.parent.parent / 'cli' / 'bigtcpctl'
+    return run(ctl_bin, '--socket', sock, *args)
+
+
+def scope_of(reply, name):
+    (p,) = [p for p in reply['policies'] if p['name'] == name]
+    return p
+
+
+def pick_ids(n, inside, percent=50):
+    """n machine ids whose cohort for the canary is below `percent` (inside) or not."""
+    out, i = [], 0
+    while len(out) < n:
+        mid = machine_id_of(10000 + i)
+        if (cohort(CANARY, mid) < percent) == inside:
+            out.append(mid)
+        i += 1
+    return out
+
+
+def test_status_and_plan_name_the_cohort(netns, daemon, tmp_path, iface):
+    """A host inside the 50 % and one outside it: GetStatus and `status` say the cohort and
+    whether the canary applies; the one outside falls through to `web` (IPv4 as it was, read back
+    from the kernel); `plan FILE` at another percentage says what would change."""
+    cfg = tmp_path / 'fleet.yaml'
+    cfg.write_text(fleet(50))
+    for mid, inside in ((pick_ids(1, True)[0], True), (pick_ids(1, False)[0], False)):
+        ns = netns()
+        veth(ns, 'v0', 'v1')
+        d = daemon(ns, cfg, hostname='web-7', machine_id=host_file(tmp_path, mid))
+        sock = d.runtime_dir / IFACE
+        want = cohort(CANARY, mid)
+        with Client(sock) as c:
+            s = checked(iface, c, 'GetStatus')
+            assert s['hostname'] == 'web-7' and s['cohort_source'] == 'machine-id'
+            assert scope_of(s, CANARY) == {'name': CANARY, 'applies': inside, 'not_here': None if inside else 'cohort',
+                                           'hosts_percent': 50, 'cohort': want}
+            assert scope_of(s, 'web') == {'name': 'web', 'applies': True, 'not_here': None}
+            devs = checked(iface, c, 'ListDevices')['devices']
+            assert {x['ifname']: x['policy'] for x in devs if x['ifname'] != 'lo'} == \
+                {'v0': CANARY if inside else 'web', 'v1': CANARY if inside else 'web'}
+
+            # Plan with the canary at 100 % and at 0 %: the cohort stays, the answer follows N.
+            for percent in (0, 100):
+                p = checked(iface, c, 'Plan', {'policy': fleet(percent), 'source': f'{percent}.yaml'})
+                assert scope_of(p, CANARY)['cohort'] == want
+                assert scope_of(p, CANARY)['applies'] == (percent == 100)
+                v0 = [x for x in p['devices'] if x['ifname'] == 'v0'][0]
+                assert v0['policy'] == (CANARY if percent == 100 else 'web')
+                changes = (percent == 100) != inside
+                assert v0['action'] == ('write' if changes else 'none'), v0
+
+        links = nl.read_links(ns)
+        v4 = 185000 if inside else 65536
+        assert nl.sizes_of(links['v0']) == (185000, 185000, v4, v4), (inside, nl.sizes_of(links['v0']))
+
+        out = ctl('status', sock=sock).stdout
+        verdict = (f'applies here, cohort {want} is below' if inside
+                   else f'not here, cohort {want} is not below')
+        assert re.search(rf'^ +Canaries: {CANARY}: {verdict} hosts-percent 50$', out, re.M), out
+        assert re.search(r'^ +\(cohorts from the machine id\)$', out, re.M), out
+        assert 'web:' not in out  # a policy without hosts-percent is no canary
+
+        other = tmp_path / 'other.yaml'
+        other.write_text(fleet(0 if inside else 100))
+        out = ctl('plan', other, sock=sock).stdout
+        first = out.splitlines()[0]
+        if inside:
+            assert first == f'{CANARY}: not here, cohort {want} is not below hosts-percent 0', out
+            assert re.search(r'^ +\d+ v0 +web +write +gso_ipv4_max_size 185000→65536, gro_ipv4_max_size '
+                             r'185000→65536$', out, re.M), out
+        else:
+            assert first == f'{CANARY}: applies here, cohort {want} is below hosts-percent 100', out
+            assert re.search(rf'^ +\d+ v0 +{CANARY} +write +gso_ipv4_max_size 65536→185000, gro_ipv4_max_size '
+                             r'65536→185000$', out, re.M), out
+        d.stop()
+
+
+def test_no_machine_id_means_the_hostname(netns, daemon, tmp_path, iface):
+    """/etc/machine-id holding no id (systemd's first boot writes "uninitialized"): the hostname,
+    in lower case, is the key, and status says so."""
+    ns = netns()
+    veth(ns, 'v0', 'v1')
+    cfg = tmp_path / 'fleet.yaml'
+    cfg.write_text(fleet(50))
+    bad = tmp_path / 'uninitialized'
+    bad.write_text('uninitialized\n')
+    d = daemon(ns, cfg, hostname='WEB-42', machine_id=bad)
+    assert d.log_lines(r'No machine id in /etc/machine-id \(not 32 hex digits\): the cohorts of '
+                       r'rollout.hosts-percent come from the hostname "WEB-42"'), d.log_tail()
+    with Client(d.runtime_dir / IFACE) as c:
+        s = checked(iface, c, 'GetStatus')
+    assert s['cohort_source'] == 'hostname'
+    assert scope_of(s, CANARY)['cohort'] == cohort(CANARY, hostname='web-42')
+    out = ctl('status', sock=d.runtime_dir / IFACE).stdout
+    assert re.search(r'^ +\(cohorts from the hostname\)$', out, re.M), out
+
+
+def test_check_config_names_the_cohort(tmp_path):
+    """--check-config logs each canary's cohort and verdict, as the daemon does at start."""
+    mid = pick_ids(1, True, percent=25)[0]
+    cfg = tmp_path / 'fleet.yaml'
+    cfg.write_text(fleet(25))
+    r = run(*as_host('web-1', host_file(tmp_path, mid)), BIN, '--check-config', '--config', cfg)
+    assert f'policy "{CANARY}": cohort {cohort(CANARY, mid)} (from the machine id), hosts-percent 25: ' \
+           'applies here' in r.stderr, r.stderr
+    r = run(*as_host('db-1', host_file(tmp_path, mid)), BIN, '--check-config', '--config', cfg)
+    assert f'policy "{CANARY}": cohort {cohort(CANARY, mid)} (from the machine id), hosts-percent 25: ' \
+           'not here (no hosts glob matches the hostname)' in r.stderr, r.stderr

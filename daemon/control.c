@@ -187,6 +187,11 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(o, "write_failures", json_object_new_int64((int64_t) e->counters.write_failures));
         json_object_object_add(o, "restores", json_object_new_int64((int64_t) e->counters.restores));
         json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) e->counters.rollbacks));
+        json_object *by = json_object_new_object();
+        for (size_t i = 0; by && i < e->counters.n_by_policy; i++)
+                json_object_object_add(by, e->counters.by_policy[i].policy,
+                                       json_object_new_int64((int64_t) e->counters.by_policy[i].rollbacks));
+        json_object_object_add(o, "rollbacks_by_policy", by);
         json_object_object_add(o, "ready", json_object_new_boolean(e->settled_once));
         json_object *w = json_object_new_array();
         for (size_t i = 0; i < e->n_guard_warnings; i++)

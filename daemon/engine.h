@@ -25,8 +25,20 @@ typedef struct EngineConfig {
         const char *machine_id; /* for cohorts (rollout.hosts-percent); NULL: the hostname */
 } EngineConfig;
 
+/* Rollbacks of one policy's devices since start. Kept when the policy leaves the set, so that a
+ * counter never goes back (a canary's rollbacks are still counted after it was taken out). */
+typedef struct PolicyCounter {
+        char *policy; /* "" for a device that no policy matched any more */
+        unsigned long long rollbacks;
+} PolicyCounter;
+
+/* Names counted at most; one name comes only with a rollback of its devices. */
+#define ENGINE_POLICY_COUNTERS_MAX 4096u
+
 typedef struct EngineCounters {
         unsigned long long writes, write_failures, restores, rollbacks;
+        PolicyCounter *by_policy; /* in the order of their first rollback */
+        size_t n_by_policy;
 } EngineCounters;
 
 typedef struct Engine {
@@ -81,6 +93,10 @@ static inline HostIdentity engine_host(const Engine *e) {
 
 /* The running policy's entry named `name`, or NULL. */
 const Policy *engine_policy(const Engine *e, const char *name);
+
+/* Count a rollback of a device of `policy` (NULL: of none): -E2BIG past
+ * ENGINE_POLICY_COUNTERS_MAX names, -ENOMEM. The total is counted by the caller either way. */
+int engine_count_rollback(Engine *e, const char *policy);
 
 /* Emit EVENT_SETTLED when one is owed and nothing is left to wait for. */
 void engine_check_settled(Engine *e);

@@ -1,11 +1,12 @@
 """test_prometheus.py — what Prometheus sees of a fleet: `bigtcpctl metrics` (policy names on every
-per-device series and on the rollback counter, the canaries' cohorts), linted with
-`promtool check metrics`.
+per-device series and on the rollback counter, the canaries' cohorts) and the example rules of
+conf/prometheus/, checked with promtool (`check rules`, `test rules` on
+tests/prometheus/bigtcpd.rules.test.yml, `check metrics` on the real output).
 
 promtool is in Debian's prometheus package only; scripts/setup.sh unpacks it from there into
-/var/cache/bigtcpd-tests (installing the package would start a Prometheus server). Without it the
-lint is left out, except under CI, where setup.sh always provides it and its absence is a
-failure."""
+/var/cache/bigtcpd-tests (installing the package would start a Prometheus server). Without it
+these tests still parse the rules as YAML and check what they refer to; the promtool ones skip,
+except under CI, where setup.sh always provides it and its absence is a failure."""
 
 import os
 import re
@@ -13,11 +14,14 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from canary import CANARY, cohort, fleet, host_file, needs_machine_id, pick_ids
-from helpers import BIN, T, veth, write_file_atomic
+from helpers import BIN, REPO, T, veth, write_file_atomic
 from varlink_client import Client
 
+RULES = sorted((REPO / 'conf' / 'prometheus').glob('*.yml'))
+RULE_TESTS = sorted((REPO / 'tests' / 'prometheus').glob('*.test.yml'))
 CTL = BIN.parent.parent / 'cli' / 'bigtcpctl'
 IFACE = 'io.bigtcpd.Manager'
 
@@ -56,6 +60,47 @@ def samples(text):
         assert m, line
         out.append((m.group(1), dict(re.findall(r'([a-z_]+)="([^"]*)"', m.group(2) or '')), float(m.group(3))))
     return out
+
+
+def test_rules_are_yaml_and_use_what_bigtcpctl_exports():
+    """Parsed as YAML (no promtool needed): groups of named rules, alerts with a severity and a
+    summary, and every bigtcpd_* metric they use is one `bigtcpctl metrics` prints."""
+    assert RULES, 'no rule file in conf/prometheus/'
+    exported = set(re.findall(r'"(bigtcpd_[a-z_]+)', (REPO / 'cli' / 'bigtcpctl-metrics.c').read_text()))
+    assert {'bigtcpd_rollbacks_total', 'bigtcpd_policy_applies', 'bigtcpd_policy_hosts_percent'} <= exported
+    alerts = set()
+    for f in RULES:
+        doc = yaml.safe_load(f.read_text())
+        assert set(doc) == {'groups'}, f
+        for g in doc['groups']:
+            assert g['name'] and g['rules'], g
+            for r in g['rules']:
+                assert ('record' in r) != ('alert' in r), r
+                assert isinstance(r['expr'], str) and r['expr'].strip(), r
+                used = set(re.findall(r'\b(bigtcpd_[a-z_]+)', r['expr']))
+                assert used <= exported, f'{f.name}: {r.get("alert") or r.get("record")} uses {used - exported}'
+                if 'alert' in r:
+                    alerts.add(r['alert'])
+                    assert r['labels']['severity'] in ('page', 'warning'), r
+                    assert r['annotations']['summary'], r
+    assert 'BigtcpdCanaryRolledBack' in alerts, alerts
+
+
+def test_promtool_checks_the_rules():
+    tool = promtool()
+    for f in RULES:
+        r = subprocess.run([tool, 'check', 'rules', str(f)], capture_output=True, text=True, timeout=T(60))
+        assert r.returncode == 0, f'{f}:\n{r.stdout}{r.stderr}'
+        assert 'SUCCESS' in r.stdout, r.stdout
+
+
+def test_promtool_unit_tests_of_the_rules():
+    """A canary's rollback pages for the canary alone, a stable policy's warns, both clear."""
+    tool = promtool()
+    assert RULE_TESTS
+    r = subprocess.run([tool, 'test', 'rules', *map(str, RULE_TESTS)], capture_output=True, text=True,
+                       timeout=T(60))
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_metrics_name_the_policy_and_count_rollbacks_by_it(netns, daemon, tmp_path):

@@ -4,13 +4,14 @@ own UTS namespace (hostname) and private mount namespace with a file of its own 
 cohorts the daemon reports are checked against an independent implementation of the formula
 bigtcpd.yaml(5) documents."""
 
+import os
 import re
 
 import pytest
 import varlink_idl
 
 import nl
-from canary import CANARY, cohort, fleet, host_file, needs_machine_id, pick_ids
+from canary import CANARY, cohort, fleet, host_file, machine_id_of, needs_machine_id, pick_ids
 from helpers import BIN, REPO, as_host, run, veth
 from varlink_client import Client
 
@@ -132,3 +133,81 @@ def test_check_config_names_the_cohort(tmp_path):
     r = run(*as_host('db-1', host_file(tmp_path, mid)), BIN, '--check-config', '--config', cfg)
     assert f'policy "{CANARY}": cohort {cohort(CANARY, mid)} (from the machine id), hosts-percent 25: ' \
            'not here (no hosts glob matches the hostname)' in r.stderr, r.stderr
+
+
+# --- a fleet of 200 hosts ------------------------------------------------------------------------
+
+HOSTS = int(os.environ.get('BIGTCPD_CANARY_HOSTS', '200'))
+PERCENTS = (0, 10, 50, 90, 100)
+
+
+def test_fleet_of_200_hosts(netns, daemon, tmp_path, iface):
+    """The issue's "done when", on 200 hosts — each its own hostname (web-000 …) and machine id
+    (helpers.as_host: a UTS namespace, /etc/machine-id bind-mounted in a private mount namespace)
+    and its own network namespace with a veth pair, where a real bigtcpd runs the fleet file with
+    the canary at 50 %:
+    - what the kernel holds on each host: IPv4 BIG TCP where the cohort is below 50, the IPv4
+      sizes untouched where the devices fell through to `web` (IPv6 BIG TCP on both);
+    - the cohort the daemon reports equals the documented formula, computed here;
+    - the same daemon's Plan of the file at 0, 10, 90 and 100 %: 0 % applies nowhere, 100 %
+      everywhere, 50 % on 35–65 % of the hosts, and 10 % ⊆ 50 % ⊆ 90 %, host by host;
+    - `bigtcpctl plan` of the file at 10 % names each host's cohort; `bigtcpd --check-config` on
+      each host says what its daemon said; `bigtcpctl validate` takes the file.
+    A real daemon per host, not --check-config alone: the fall-through is the engine's matching
+    against real devices, and plan answers from the daemon's own idea of who it is."""
+    cfgs = {}
+    for p in PERCENTS:
+        cfgs[p] = tmp_path / f'fleet-{p}.yaml'
+        cfgs[p].write_text(fleet(p))
+    ctl_bin = BIN.parent.parent / 'cli' / 'bigtcpctl'
+    assert run(ctl_bin, 'validate', cfgs[50]).returncode == 0
+
+    applies = {p: set() for p in PERCENTS}
+    for i in range(HOSTS):
+        host, mid = f'web-{i:03d}', machine_id_of(i)
+        want = cohort(CANARY, mid)
+        ident = host_file(tmp_path, mid)
+        ns = netns()
+        veth(ns, 'v0', 'v1')
+        d = daemon(ns, cfgs[50], hostname=host, machine_id=ident, log_level='info')
+        sock = d.runtime_dir / IFACE
+        with Client(sock) as c:
+            s = checked(iface, c, 'GetStatus')
+            assert s['hostname'] == host and s['cohort_source'] == 'machine-id', s
+            canary = scope_of(s, CANARY)
+            assert canary['cohort'] == want, (host, mid, canary)
+            if canary['applies']:
+                applies[50].add(i)
+            assert canary['applies'] == (want < 50), (host, canary)
+            got = {x['ifname']: x['policy'] for x in checked(iface, c, 'ListDevices')['devices']}
+            assert got['v0'] == got['v1'] == (CANARY if want < 50 else 'web'), (host, got)
+            for p in (0, 10, 90, 100):
+                plan = checked(iface, c, 'Plan', {'policy': fleet(p), 'source': cfgs[p].name})
+                sp = scope_of(plan, CANARY)
+                assert sp['cohort'] == want, (host, p, sp)
+                assert sp['not_here'] == (None if sp['applies'] else 'cohort'), (host, p, sp)
+                if sp['applies']:
+                    applies[p].add(i)
+                v0 = [x for x in plan['devices'] if x['ifname'] == 'v0'][0]
+                assert v0['policy'] == (CANARY if sp['applies'] else 'web'), (host, p, v0)
+
+        v4 = 185000 if want < 50 else 65536
+        sizes = nl.sizes_of(nl.read_links(ns)['v0'])
+        assert sizes == (185000, 185000, v4, v4), (host, want, sizes)
+
+        out = ctl('plan', cfgs[10], sock=sock).stdout
+        verdict = f'applies here, cohort {want} is below' if want < 10 else f'not here, cohort {want} is not below'
+        assert out.splitlines()[0] == f'{CANARY}: {verdict} hosts-percent 10', (host, out)
+        d.stop()
+
+        r = run(*as_host(host, ident), BIN, '--check-config', '--config', cfgs[50])
+        assert (f'policy "{CANARY}": cohort {want} (from the machine id), hosts-percent 50: '
+                + ('applies here' if want < 50 else 'not here (the cohort is not below hosts-percent)')) in r.stderr, \
+            (host, r.stderr)
+
+    n = {p: len(applies[p]) for p in PERCENTS}
+    print(f'\ncanary across {HOSTS} hosts: ' + ', '.join(f'{p} %: {n[p]}' for p in PERCENTS))
+    assert n[0] == 0 and n[100] == HOSTS, n
+    assert 0.35 * HOSTS <= n[50] <= 0.65 * HOSTS, n
+    assert applies[10] <= applies[50] <= applies[90], 'raising hosts-percent took hosts out'
+    assert n[10] < n[50] < n[90], n

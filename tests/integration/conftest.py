@@ -37,11 +37,12 @@ def _failed(request):
 
 @pytest.fixture
 def netns():
-    """Factory: netns() -> name of a new namespace 'bt-<random>' with lo up."""
+    """Factory: netns() -> name of a new namespace 'bt-<random>' (helpers.NETNS_PREFIX) with lo
+    up."""
     created = []
 
     def make():
-        name = 'bt-' + secrets.token_hex(4)
+        name = helpers.NETNS_PREFIX + secrets.token_hex(4)
         run('ip', 'netns', 'add', name)
         created.append(name)
         ip(name, 'link', 'set', 'lo', 'up')

@@ -19,6 +19,11 @@ import nl
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get('BIGTCPD_BIN', REPO / 'build' / 'daemon' / 'bigtcpd'))
+# The namespaces the tests make are named PREFIX<random>; scripts/test.sh counts those left behind
+# by the same prefix. Another prefix keeps two runs on one machine apart (BT_NETNS_PREFIX=bt-me-).
+NETNS_PREFIX = os.environ.get('BT_NETNS_PREFIX', 'bt-')
+if not re.fullmatch(r'bt-[a-z0-9-]{0,8}', NETNS_PREFIX):
+    raise RuntimeError(f'BT_NETNS_PREFIX={NETNS_PREFIX!r}: expected bt- and at most 8 of [a-z0-9-]')
 # Multiply every deadline (e.g. 3 under valgrind or a slow sanitizer build).
 SCALE = float(os.environ.get('BIGTCPD_TEST_TIMEOUT_SCALE', '1'))
 

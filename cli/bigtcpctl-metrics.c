@@ -1,5 +1,7 @@
 /* bigtcpctl-metrics.c — `bigtcpctl metrics`: GetStatus and ListDevices in the Prometheus text
- * exposition format, for node_exporter's textfile collector. */
+ * exposition format, for node_exporter's textfile collector. Every per-device series and the
+ * rollback counter carry the policy's name, so that a fleet's rollbacks sum by policy
+ * (conf/prometheus/ has rules for canaries). */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -23,22 +25,92 @@ static void metric_header(const char *name, const char *type, const char *help) 
         printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* `NAME{ifname="…",policy="…",` of a device: a device that no policy matches has policy="", which
+ * Prometheus takes as no label. */
+static void device_series(const char *name, json_object *d) {
+        printf("%s{ifname=\"", name);
+        print_label(jstr(d, "ifname"));
+        printf("\",policy=\"");
+        print_label(jstr(d, "policy"));
+        printf("\",");
+}
+
 static void print_device_sizes(json_object *devs, const char *key) {
+        const char *name = streq_ptr(key, "desired") ? "bigtcpd_device_desired_size_bytes"
+                                                     : "bigtcpd_device_size_bytes";
         size_t nd = devs ? json_object_array_length(devs) : 0;
         for (size_t i = 0; i < nd; i++) {
                 json_object *d = json_object_array_get_idx(devs, i), *s = jget(d, key);
                 for (size_t k = 0; s && k < ELEMENTSOF(size_names); k++) {
                         if (!jhas_int(s, size_names[k]))
                                 continue;
-                        printf("bigtcpd_device_%ssize_bytes{ifname=\"",
-                               streq_ptr(key, "desired") ? "desired_" : "");
-                        print_label(jstr(d, "ifname"));
-                        printf("\",size=\"%s\"} %" PRId64 "\n", size_names[k], jint(s, size_names[k], 0));
+                        device_series(name, d);
+                        printf("size=\"%s\"} %" PRId64 "\n", size_names[k], jint(s, size_names[k], 0));
                 }
                 if (streq_ptr(key, "current")) {
-                        printf("bigtcpd_device_size_bytes{ifname=\"");
-                        print_label(jstr(d, "ifname"));
-                        printf("\",size=\"tso_max_size\"} %" PRId64 "\n", jint(d, "tso_max_size", 0));
+                        device_series(name, d);
+                        printf("size=\"tso_max_size\"} %" PRId64 "\n", jint(d, "tso_max_size", 0));
+                }
+        }
+}
+
+/* Rollbacks per policy: every policy that had one, and every policy of the running set at 0 (a
+ * counter Prometheus never saw at 0 hides its first rise from increase()). A bigtcpd from before
+ * rollbacks_by_policy: the total alone. */
+static void print_rollbacks(json_object *s) {
+        json_object *by = jget(s, "rollbacks_by_policy"), *policies = jarray(s, "policies");
+
+        if (!by || !json_object_is_type(by, json_type_object)) {
+                printf("bigtcpd_rollbacks_total %" PRId64 "\n", jint(s, "rollbacks", 0));
+                return;
+        }
+        json_object_object_foreach(by, name, count) {
+                printf("bigtcpd_rollbacks_total{policy=\"");
+                print_label(name);
+                printf("\"} %" PRId64 "\n",
+                       json_object_is_type(count, json_type_int) ? json_object_get_int64(count) : 0);
+        }
+        for (size_t i = 0; i < jlen(policies); i++) {
+                const char *p = jstr(json_object_array_get_idx(policies, i), "name");
+                if (!p || jget(by, p))
+                        continue;
+                printf("bigtcpd_rollbacks_total{policy=\"");
+                print_label(p);
+                printf("\"} 0\n");
+        }
+}
+
+/* Where each policy is in force: fleet-wide, the hosts a canary reached. */
+static void print_policies(json_object *s) {
+        json_object *policies = jarray(s, "policies");
+        static const struct {
+                const char *metric, *key, *help;
+        } gauges[] = {
+                {"bigtcpd_policy_applies", "applies",
+                 "1 when the policy is in force on this host (hosts, kernel and the cohort of "
+                 "rollout.hosts-percent hold)."},
+                {"bigtcpd_policy_hosts_percent", "hosts_percent",
+                 "rollout.hosts-percent of a fleet canary."},
+                {"bigtcpd_policy_cohort", "cohort",
+                 "This host's cohort (0-99) for a fleet canary: in force where it is below hosts-percent."},
+        };
+
+        if (!policies)
+                return;
+        for (size_t g = 0; g < ELEMENTSOF(gauges); g++) {
+                metric_header(gauges[g].metric, "gauge", gauges[g].help);
+                for (size_t i = 0; i < jlen(policies); i++) {
+                        json_object *p = json_object_array_get_idx(policies, i);
+                        int64_t v;
+                        if (g == 0)
+                                v = jbool(p, "applies");
+                        else if (jhas_int(p, gauges[g].key))
+                                v = jint(p, gauges[g].key, 0);
+                        else
+                                continue;
+                        printf("%s{policy=\"", gauges[g].metric);
+                        print_label(jstr(p, "name"));
+                        printf("\"} %" PRId64 "\n", v);
                 }
         }
 }
@@ -81,9 +153,8 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
                 json_object *d = json_object_array_get_idx(devs, i);
                 for (int k = 0; k < _DEVICE_STATE_MAX; k++) {
                         const char *st = device_state_to_string((DeviceState) k);
-                        printf("bigtcpd_device_state{ifname=\"");
-                        print_label(jstr(d, "ifname"));
-                        printf("\",state=\"%s\"} %d\n", st, streq_ptr(st, jstr(d, "state")) ? 1 : 0);
+                        device_series("bigtcpd_device_state", d);
+                        printf("state=\"%s\"} %d\n", st, streq_ptr(st, jstr(d, "state")) ? 1 : 0);
                 }
         }
         metric_header("bigtcpd_devices", "gauge", "Devices per state.");
@@ -99,8 +170,9 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
         metric_header("bigtcpd_restores_total", "counter", "Devices given their original sizes back.");
         printf("bigtcpd_restores_total %" PRId64 "\n", jint(s, "restores", 0));
         metric_header("bigtcpd_rollbacks_total", "counter",
-                      "Devices rolled back (a guard tripped, or an operator).");
-        printf("bigtcpd_rollbacks_total %" PRId64 "\n", jint(s, "rollbacks", 0));
+                      "Devices rolled back (a guard tripped, or an operator), by the policy of the device.");
+        print_rollbacks(s);
+        print_policies(s);
         json_object *pr = NULL;
         if (json_object_object_get_ex(s, "probation", &pr) && json_object_is_type(pr, json_type_object)) {
                 metric_header("bigtcpd_probation_sample_gap_max_seconds", "gauge",

@@ -87,6 +87,22 @@ int verb_plan(Ctl *c, char **args, size_t n) {
         }
         devs = devices_of(reply);
         nd = devs ? json_object_array_length(devs) : 0;
+        /* Where the canaries stand on this host first: they say why a device gets the policy after
+         * one (it falls through). */
+        json_object *policies = jarray(reply, "policies");
+        size_t canaries = 0;
+        for (size_t i = 0; c->legend && i < jlen(policies); i++) {
+                _cleanup_(freep) char *line = NULL;
+                r = format_canary(c, json_object_array_get_idx(policies, i), &line);
+                if (r < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                if (r > 0) {
+                        printf("%s\n", line);
+                        canaries++;
+                }
+        }
+        if (canaries > 0)
+                putchar('\n');
         if (table_new(headers, &t) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
         table_set_align(t, 0, TABLE_RIGHT);

@@ -107,6 +107,29 @@ static void print_rollouts(const Ctl *c, json_object *rollouts) {
         }
 }
 
+/* GetStatus.policies with rollout.hosts-percent: this host's cohort in each fleet canary. */
+static int print_canaries(const Ctl *c, json_object *s) {
+        json_object *policies = jarray(s, "policies");
+        size_t shown = 0;
+
+        for (size_t i = 0; i < jlen(policies); i++) {
+                _cleanup_(freep) char *line = NULL;
+                int r = format_canary(c, json_object_array_get_idx(policies, i), &line);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                label(shown++ == 0 ? "Canaries" : NULL);
+                printf("%s\n", line);
+        }
+        if (shown > 0) {
+                label(NULL);
+                printf("(cohorts from the %s)\n",
+                       streq_ptr(jstr(s, "cohort_source"), "machine-id") ? "machine id" : "hostname");
+        }
+        return 0;
+}
+
 int verb_status(Ctl *c, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *s = NULL, *list = NULL;
         _cleanup_(freep) char *state = NULL, *line = NULL;
@@ -150,6 +173,8 @@ int verb_status(Ctl *c, char **args, size_t n) {
                 printf("%16s: (none)\n", "Policy files");
         printf("%16s: %" PRId64 " %s, digest %s\n", "Policy", jint(pol, "policies", 0),
                jint(pol, "policies", 0) == 1 ? "policy" : "policies", jstr(pol, "digest") ?: "?");
+        if (print_canaries(c, s) < 0)
+                return error_exit(EXIT_FAILED, "out of memory");
 
         /* Counts in the order of the states, non-zero ones only. */
         r = strextendf(&line, "%" PRId64 " total", jint(s, "devices_total", 0));

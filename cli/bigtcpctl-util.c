@@ -147,3 +147,28 @@ const char *format_duration(char *buf, size_t size, int64_t usec) {
                 snprintf(buf, size, "%" PRId64 ".%" PRId64 "s", sec, usec / 100000 % 10);
         return buf;
 }
+
+int format_canary(const Ctl *c, json_object *p, char **ret) {
+        _cleanup_(freep) char *s = NULL;
+        const char *why = jstr(p, "not_here");
+        int64_t cohort = jint(p, "cohort", -1), percent = jint(p, "hosts_percent", -1);
+        int r;
+
+        if (percent < 0 || cohort < 0)
+                return 0;
+        if (jbool(p, "applies"))
+                r = strextendf(&s, "%s: %sapplies here%s", jstr(p, "name") ?: "?", color(c, ANSI_GREEN),
+                               color(c, ANSI_RESET));
+        else
+                r = strextendf(&s, "%s: %snot here%s%s%s%s", jstr(p, "name") ?: "?", color(c, ANSI_YELLOW),
+                               color(c, ANSI_RESET), why && !streq_ptr(why, "cohort") ? " (" : "",
+                               why && !streq_ptr(why, "cohort") ? why : "",
+                               why && !streq_ptr(why, "cohort") ? ")" : "");
+        if (r >= 0)
+                r = strextendf(&s, ", cohort %" PRId64 " %s below hosts-percent %" PRId64, cohort,
+                               cohort < percent ? "is" : "is not", percent);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(s);
+        return 1;
+}

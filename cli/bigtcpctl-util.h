@@ -73,6 +73,12 @@ const char *state_color(const char *state);
  * the policy sizes (names, extack messages, counters). -ENOMEM, and *s unchanged, on failure. */
 int strextendf(char **s, const char *format, ...) _printf_(2, 3);
 
+/* One policy of GetStatus's or Plan's `policies` that has rollout.hosts-percent, as a line:
+ * "web-ipv4-canary: applies here, cohort 17 is below hosts-percent 25", "…: not here, cohort 37 is
+ * not below hosts-percent 25", "…: not here (hosts), cohort …". Returns 1 with *ret set, 0 for a
+ * policy without hosts-percent, -ENOMEM. */
+int format_canary(const Ctl *c, json_object *p, char **ret);
+
 /* "185000 (180.7K)". */
 const char *format_size(char *buf, size_t size, int64_t v);
 /* "58.4s", "2min 5s", "3h 12min", "2d 4h". */

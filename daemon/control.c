@@ -126,6 +126,30 @@ static json_object *rollouts_json(const Engine *e) {
         return a;
 }
 
+/* Where each policy of `s` is in force, and for a canary this host's cohort. */
+static json_object *policy_scopes_json(const PolicySet *s) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && s && i < s->n_policies; i++) {
+                const Policy *p = &s->policies[i];
+                json_object *o = json_object_new_object();
+                if (!o)
+                        break;
+                json_object_object_add(o, "name", json_object_new_string(p->name ?: ""));
+                json_object_object_add(o, "applies", json_object_new_boolean(p->applies_here));
+                json_object_object_add(o, "not_here",
+                                       p->applies_here ? NULL
+                                                       : string_or_null(policy_scope_to_string(p->scope)));
+                if (p->has_hosts_percent) {
+                        json_object_object_add(o, "hosts_percent",
+                                               json_object_new_int((int) p->hosts_percent));
+                        json_object_object_add(o, "cohort", json_object_new_int((int) p->cohort));
+                }
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
 json_object *control_status_json(const Control *c) {
         const Engine *e = c->engine;
         json_object *o = json_object_new_object(), *files, *counts, *pol, *kern;
@@ -163,6 +187,11 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(o, "write_failures", json_object_new_int64((int64_t) e->counters.write_failures));
         json_object_object_add(o, "restores", json_object_new_int64((int64_t) e->counters.restores));
         json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) e->counters.rollbacks));
+        json_object *by = json_object_new_object();
+        for (size_t i = 0; by && i < e->counters.n_by_policy; i++)
+                json_object_object_add(by, e->counters.by_policy[i].policy,
+                                       json_object_new_int64((int64_t) e->counters.by_policy[i].rollbacks));
+        json_object_object_add(o, "rollbacks_by_policy", by);
         json_object_object_add(o, "ready", json_object_new_boolean(e->settled_once));
         json_object *w = json_object_new_array();
         for (size_t i = 0; i < e->n_guard_warnings; i++)
@@ -176,6 +205,10 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(pr, "sample_gap_max_usec", json_object_new_int64((int64_t) gap));
         json_object_object_add(pr, "dumps", json_object_new_int64((int64_t) dumps));
         json_object_object_add(o, "probation", pr);
+        HostIdentity host = engine_host(e);
+        json_object_object_add(o, "cohort_source",
+                               json_object_new_string(host_identity_cohort_source(&host)));
+        json_object_object_add(o, "policies", policy_scopes_json(e->policy));
         return o;
 }
 
@@ -372,31 +405,38 @@ static void control_job_free(ControlJob *j) {
         free(j);
 }
 
-/* The device array of a plan of `set` (the loaded policy when NULL). */
-static int plan_devices(Control *c, const PolicySet *set, json_object **ret) {
+/* Plan's reply for `set` (the loaded policy when NULL): {"devices": [...], "policies": [...]}. */
+static int plan_reply(Control *c, const PolicySet *set, json_object **ret) {
         _cleanup_(freep) Device **l = NULL;
         size_t n;
         int r;
 
+        if (!set)
+                set = c->engine->policy;
         r = control_sorted_devices(c, &l, &n);
         if (r < 0)
                 return r;
-        json_object *a = json_object_new_array_ext((int) n);
+        json_object *o = json_object_new_object(), *a = json_object_new_array_ext((int) n);
         for (size_t i = 0; a && i < n; i++)
-                json_object_array_add(a, plan_device(c, set ?: c->engine->policy, l[i]));
-        if (!a)
+                json_object_array_add(a, plan_device(c, set, l[i]));
+        if (!o || !a) {
+                json_object_put(o);
+                json_object_put(a);
                 return -ENOMEM;
-        *ret = a;
+        }
+        json_object_object_add(o, "devices", a);
+        json_object_object_add(o, "policies", policy_scopes_json(set));
+        *ret = o;
         return 0;
 }
 
 /* In the worker: one line {"error": errno, "errors": [...]}, then, for a plan that could be made,
- * the device array. json-c escapes every control character, so the line holds no newline. */
+ * Plan's reply (plan_reply()). json-c escapes every control character, so the line holds no newline. */
 static int job_run(int fd, void *userdata) {
         ControlJob *j = userdata;
         Control *c = j->control;
         _cleanup_(policy_set_freep) PolicySet *own = NULL;
-        _cleanup_(json_object_putp) json_object *head = NULL, *devices = NULL;
+        _cleanup_(json_object_putp) json_object *head = NULL, *plan = NULL;
         PolicyErrors errs = {};
         const char *text;
         size_t len;
@@ -407,11 +447,13 @@ static int job_run(int fd, void *userdata) {
                 if (!own)
                         return -ENOMEM;
                 r = policy_parse_buffer(own, j->source ?: "<policy>", j->policy, strlen(j->policy), &errs);
-                if (r >= 0)
-                        policy_set_scope(own, c->engine->cfg.hostname, c->engine->cfg.kernel_release);
+                if (r >= 0) {
+                        HostIdentity host = engine_host(c->engine);
+                        policy_set_scope(own, &host);
+                }
         }
         if (r >= 0 && j->plan)
-                r = plan_devices(c, own, &devices);
+                r = plan_reply(c, own, &plan);
         head = json_object_new_object();
         if (!head) {
                 policy_errors_clear(&errs);
@@ -428,10 +470,9 @@ static int job_run(int fd, void *userdata) {
         r = worker_write_all(fd, text, len);
         if (r >= 0)
                 r = worker_write_all(fd, "\n", 1);
-        if (r < 0 || !devices)
+        if (r < 0 || !plan)
                 return r;
-        text = json_object_to_json_string_length(devices, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-                                                 &len);
+        text = json_object_to_json_string_length(plan, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
         return text ? worker_write_all(fd, text, len) : -ENOMEM;
 }
 
@@ -467,10 +508,10 @@ static int parse_errors(json_object *a, PolicyErrors *errs) {
         return 0;
 }
 
-/* The worker's result: its first line, then (for a plan) the device array, passed on as it is
+/* The worker's result: its first line, then (for a plan) Plan's reply object, passed on as it is
  * once it is known to hold no NUL (a varlink frame ends at one). */
 static int parse_result(const ControlJob *j, const char *data, size_t size, PolicyErrors *errs,
-                        const char **ret_devices, size_t *ret_size) {
+                        const char **ret_plan, size_t *ret_size) {
         const char *nl = memchr(data, '\n', size);
         _cleanup_(json_object_putp) json_object *head = NULL;
         json_object *error, *errors;
@@ -505,10 +546,10 @@ static int parse_result(const ControlJob *j, const char *data, size_t size, Poli
                         return -EBADMSG;
                 return (int) -e;
         }
-        if (errs->n > 0 || (j->plan ? rest_size == 0 || rest[0] != '[' || memchr(rest, '\0', rest_size)
+        if (errs->n > 0 || (j->plan ? rest_size == 0 || rest[0] != '{' || memchr(rest, '\0', rest_size)
                                     : rest_size > 0))
                 return -EBADMSG;
-        *ret_devices = j->plan ? rest : NULL;
+        *ret_plan = j->plan ? rest : NULL;
         *ret_size = j->plan ? rest_size : 0;
         return 0;
 }
@@ -516,18 +557,18 @@ static int parse_result(const ControlJob *j, const char *data, size_t size, Poli
 static void on_job_done(int error, const char *data, size_t size, void *userdata) {
         ControlJob *j = userdata;
         PolicyErrors errs = {};
-        const char *devices = NULL;
+        const char *plan = NULL;
         size_t n = 0;
         int r = error;
 
         if (r >= 0) {
-                r = parse_result(j, data, size, &errs, &devices, &n);
+                r = parse_result(j, data, size, &errs, &plan, &n);
                 if (r == -EBADMSG) {
                         log_warning("%s: the worker's result is malformed, ignoring it", j->plan ? "Plan" : "Validate");
                         policy_errors_clear(&errs);
                 }
         }
-        j->fn(r, &errs, devices, n, j->userdata);
+        j->fn(r, &errs, plan, n, j->userdata);
         policy_errors_clear(&errs);
         control_job_free(j);
 }

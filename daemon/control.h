@@ -49,11 +49,13 @@ void control_request_cancel(ControlRequest *r);
  * computed against the device table as it is when the worker starts, outside the loop. `fn` is
  * called once, from the loop, with 0; -EINVAL and `errs` when the policy has errors; -EBUSY when
  * `uid` has too many jobs queued; or another -errno (the worker failed, ran too long). For Plan,
- * `devices` is the array ListDevices' "devices" would hold for it, as JSON text: what the
- * given policy (the loaded one when `policy_yaml` is NULL) would do on this host, device by
- * device. A job is cancelled (and `fn` never called) when its caller goes away first. */
+ * `plan` is Plan's reply as JSON text, an object: "devices", the array ListDevices' "devices"
+ * would hold for it — what the given policy (the loaded one when `policy_yaml` is NULL) would do
+ * on this host, device by device — and "policies", where each of its policies is in force here
+ * (a canary's cohort included). A job is cancelled (and `fn` never called) when its caller goes
+ * away first. */
 typedef struct ControlJob ControlJob;
-typedef void (*ControlJobFn)(int error, const PolicyErrors *errs, const char *devices, size_t size, void *userdata);
+typedef void (*ControlJobFn)(int error, const PolicyErrors *errs, const char *plan, size_t size, void *userdata);
 int control_plan(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
                  void *userdata, ControlJob **ret);
 /* Parse `policy_yaml` like a policy file; 0 when clean, -EINVAL with every error in `errs`. */

@@ -467,17 +467,16 @@ static int reply_validate(sd_bus_message *call, const PolicyErrors *errs) {
         return sd_bus_send(NULL, reply, NULL);
 }
 
-/* {"devices": ...} as the string reply, the worker's text as it is (it is checked to be UTF-8
- * by sd-bus). */
-static int reply_plan(sd_bus_message *call, const char *devices, size_t size) {
-        _cleanup_(freep) char *text = NULL;
+/* The worker's reply object as the string reply, as it is (it is checked to be UTF-8 by sd-bus). */
+static int reply_plan(sd_bus_message *call, const char *plan, size_t size) {
+        _cleanup_(freep) char *text = strndup(plan, size);
 
-        if (size > INT_MAX || asprintf(&text, "{\"devices\":%.*s}", (int) size, devices) < 0)
+        if (!text)
                 return -ENOMEM;
         return sd_bus_reply_method_return(call, "s", text);
 }
 
-static void on_job_done(int error, const PolicyErrors *errs, const char *devices, size_t size, void *userdata) {
+static void on_job_done(int error, const PolicyErrors *errs, const char *plan, size_t size, void *userdata) {
         PendingJob *p = userdata;
         int r;
 
@@ -485,7 +484,7 @@ static void on_job_done(int error, const PolicyErrors *errs, const char *devices
         if (p->plan)
                 r = error == -EINVAL && errs->n > 0 ? reply_policy_invalid(p->call, errs)
                     : error < 0                     ? reply_job_error(p->call, error)
-                                                    : reply_plan(p->call, devices, size);
+                                                    : reply_plan(p->call, plan, size);
         else
                 r = error < 0 && !(error == -EINVAL && errs->n > 0) ? reply_job_error(p->call, error)
                                                                     : reply_validate(p->call, errs);

@@ -48,6 +48,9 @@ void engine_free(Engine *e) {
         policy_set_free(e->policy);
         strv_free(e->guard_warnings);
         event_list_done(&e->events);
+        for (size_t i = 0; i < e->counters.n_by_policy; i++)
+                free(e->counters.by_policy[i].policy);
+        free(e->counters.by_policy);
         free(e);
 }
 
@@ -64,6 +67,31 @@ const Policy *engine_policy(const Engine *e, const char *name) {
                 if (streq_ptr(e->policy->policies[i].name, name))
                         return &e->policy->policies[i];
         return NULL;
+}
+
+int engine_count_rollback(Engine *e, const char *policy) {
+        EngineCounters *c = &e->counters;
+        PolicyCounter *t;
+        char *name;
+
+        for (size_t i = 0; i < c->n_by_policy; i++)
+                if (streq_ptr(c->by_policy[i].policy, policy ?: "")) {
+                        c->by_policy[i].rollbacks++;
+                        return 0;
+                }
+        if (c->n_by_policy >= ENGINE_POLICY_COUNTERS_MAX)
+                return -E2BIG;
+        name = strdup(policy ?: "");
+        if (!name)
+                return -ENOMEM;
+        t = realloc(c->by_policy, (c->n_by_policy + 1) * sizeof(*t));
+        if (!t) {
+                free(name);
+                return -ENOMEM;
+        }
+        c->by_policy = t;
+        c->by_policy[c->n_by_policy++] = (PolicyCounter){.policy = name, .rollbacks = 1};
+        return 0;
 }
 
 void engine_check_settled(Engine *e) {

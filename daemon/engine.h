@@ -22,10 +22,23 @@ typedef struct EngineConfig {
         const char *proc_net;    /* the namespace's SNMP files; "/proc/net" */
         const char *hostname;    /* for scoping policies (plan) */
         const char *kernel_release;
+        const char *machine_id; /* for cohorts (rollout.hosts-percent); NULL: the hostname */
 } EngineConfig;
+
+/* Rollbacks of one policy's devices since start. Kept when the policy leaves the set, so that a
+ * counter never goes back (a canary's rollbacks are still counted after it was taken out). */
+typedef struct PolicyCounter {
+        char *policy; /* "" for a device that no policy matched any more */
+        unsigned long long rollbacks;
+} PolicyCounter;
+
+/* Names counted at most; one name comes only with a rollback of its devices. */
+#define ENGINE_POLICY_COUNTERS_MAX 4096u
 
 typedef struct EngineCounters {
         unsigned long long writes, write_failures, restores, rollbacks;
+        PolicyCounter *by_policy; /* in the order of their first rollback */
+        size_t n_by_policy;
 } EngineCounters;
 
 typedef struct Engine {
@@ -73,8 +86,17 @@ void engine_free(Engine *e);
 uint64_t engine_now(const Engine *e);     /* CLOCK_MONOTONIC */
 uint64_t engine_boottime(const Engine *e); /* CLOCK_BOOTTIME */
 
+/* This host as the policy's scope sees it. */
+static inline HostIdentity engine_host(const Engine *e) {
+        return (HostIdentity){e->cfg.hostname, e->cfg.kernel_release, e->cfg.machine_id};
+}
+
 /* The running policy's entry named `name`, or NULL. */
 const Policy *engine_policy(const Engine *e, const char *name);
+
+/* Count a rollback of a device of `policy` (NULL: of none): -E2BIG past
+ * ENGINE_POLICY_COUNTERS_MAX names, -ENOMEM. The total is counted by the caller either way. */
+int engine_count_rollback(Engine *e, const char *policy);
 
 /* Emit EVENT_SETTLED when one is owed and nothing is left to wait for. */
 void engine_check_settled(Engine *e);

@@ -244,6 +244,10 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
         d->last_rollback = r;
         d->n_rollbacks++;
         e->counters.rollbacks++;
+        k = engine_count_rollback(e, d->policy_name);
+        if (k < 0)
+                log_dev_warning_errno(d, k, "rollback not counted for policy \"%s\" (%m), only in the total",
+                                      d->policy_name ?: "");
 
         /* Held against what the policy asks now: released when it asks for something else. */
         d->held = true;

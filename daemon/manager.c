@@ -1,12 +1,29 @@
 /* manager.c — building the daemon, running its loop, and taking it apart. */
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "apply.h"
 #include "log.h"
 #include "manager.h"
+
+/* machine-id(5), below the root like the policy's paths (a test's own machine). */
+#define MACHINE_ID_FILE "/etc/machine-id"
+
+static int machine_id_read(const char *root, char ret[static 33]) {
+        _cleanup_(freep) char *path = NULL, *text = NULL;
+        size_t n;
+        int r;
+
+        if (asprintf(&path, "%s" MACHINE_ID_FILE, root ?: "") < 0)
+                return -ENOMEM;
+        r = read_file_bounded(path, 64, READ_FILE_REGULAR, &text, &n);
+        if (r < 0)
+                return r == -EFBIG ? -EINVAL : r;
+        return machine_id_parse(text, n, ret);
+}
 
 static void on_signal(evutil_socket_t sig, short what, void *userdata) {
         Manager *m = userdata;
@@ -30,6 +47,15 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->cfg = *cfg;
         if (uname(&m->uts) < 0)
                 memset(&m->uts, 0, sizeof(m->uts));
+        r = machine_id_read(cfg->root, m->machine_id);
+        if (r < 0) {
+                m->machine_id[0] = '\0';
+                log_info_errno(r,
+                               "No machine id in %s" MACHINE_ID_FILE " (%s): the cohorts of "
+                               "rollout.hosts-percent come from the hostname \"%s\"",
+                               cfg->root, r == -EINVAL ? "not 32 hex digits" : strerror(-r),
+                               m->uts.nodename);
+        }
         m->base = event_base_new();
         if (!m->base)
                 return -ENOMEM;
@@ -42,6 +68,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 .proc_net = "/proc/net",
                 .hostname = m->uts.nodename,
                 .kernel_release = m->uts.release,
+                .machine_id = m->machine_id[0] ? m->machine_id : NULL,
         };
         WriterTransport transport = {netlink_send_request, m->nl, netlink_stats_dump_request};
         r = engine_new(m->base, &ec, NULL, netlink_ioctl_fd(m->nl), &transport, &apply_writer_ops,
@@ -221,9 +248,15 @@ int manager_run(Manager *m) {
 
 int manager_check_config(const ManagerConfig *cfg) {
         struct utsname uts;
+        char id[33];
 
         if (uname(&uts) < 0)
                 memset(&uts, 0, sizeof(uts));
-        return reload_check_config(&(ReloadConfig){.config_path = cfg->config_path, .root = cfg->root}, uts.nodename,
-                                   uts.release);
+        HostIdentity host = {
+                .hostname = uts.nodename,
+                .kernel_release = uts.release,
+                .machine_id = machine_id_read(cfg->root, id) >= 0 ? id : NULL,
+        };
+        return reload_check_config(&(ReloadConfig){.config_path = cfg->config_path, .root = cfg->root},
+                                   &host);
 }

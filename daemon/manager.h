@@ -31,6 +31,7 @@ typedef struct Manager {
         struct event_base *base;
         ManagerConfig cfg;
         struct utsname uts;
+        char machine_id[33]; /* "" when the host has none: cohorts come from the hostname */
         Netlink *nl;
         Engine *engine;
         Sync *sync;

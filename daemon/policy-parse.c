@@ -245,32 +245,45 @@ static const char *const policy_keys[_POLICY_KEY_MAX] = {
         [POLICY_ROLLBACK] = "rollback", [POLICY_ROLLOUT] = "rollout",
 };
 
-enum {
-        ROLLOUT_MAX_PARALLEL,
-        _ROLLOUT_KEY_MAX
-};
+enum { ROLLOUT_MAX_PARALLEL, ROLLOUT_HOSTS_PERCENT, _ROLLOUT_KEY_MAX };
 static const char *const rollout_keys[_ROLLOUT_KEY_MAX] = {
         [ROLLOUT_MAX_PARALLEL] = "max-parallel",
+        [ROLLOUT_HOSTS_PERCENT] = "hosts-percent",
 };
 
-static void parse_rollout(Parser *p, yaml_node_t *n, unsigned *ret) {
+static void parse_rollout(Parser *p, yaml_node_t *n, Policy *pol) {
         yaml_node_t *v[_ROLLOUT_KEY_MAX];
+        const char *s;
         uint64_t x;
 
         if (parser_mapping(p, n, "rollout", rollout_keys, _ROLLOUT_KEY_MAX, v) < 0)
                 return;
-        if (!v[ROLLOUT_MAX_PARALLEL]) {
-                parser_error(p, n, "missing key \"max-parallel\"");
+        if (!v[ROLLOUT_MAX_PARALLEL] && !v[ROLLOUT_HOSTS_PERCENT]) {
+                parser_error(p, n, "missing key \"max-parallel\" or \"hosts-percent\"");
                 return;
         }
-        const char *s = scalar(v[ROLLOUT_MAX_PARALLEL]);
-        if (!s || !scalar_is_plain(v[ROLLOUT_MAX_PARALLEL]) || parse_uint64(s, &x) < 0 || x < 1 ||
-            x > POLICY_MAX_PARALLEL_MAX) {
-                parser_error(p, v[ROLLOUT_MAX_PARALLEL],
-                             "max-parallel: expected an integer between 1 and %u", POLICY_MAX_PARALLEL_MAX);
-                return;
+        if (v[ROLLOUT_MAX_PARALLEL]) {
+                s = scalar(v[ROLLOUT_MAX_PARALLEL]);
+                if (!s || !scalar_is_plain(v[ROLLOUT_MAX_PARALLEL]) || parse_uint64(s, &x) < 0 || x < 1 ||
+                    x > POLICY_MAX_PARALLEL_MAX)
+                        parser_error(p, v[ROLLOUT_MAX_PARALLEL],
+                                     "max-parallel: expected an integer between 1 and %u",
+                                     POLICY_MAX_PARALLEL_MAX);
+                else
+                        pol->max_parallel = (unsigned) x;
         }
-        *ret = (unsigned) x;
+        if (v[ROLLOUT_HOSTS_PERCENT]) {
+                /* whole percents only: "5%" or 2.5 would suggest a precision the cohorts lack */
+                s = scalar(v[ROLLOUT_HOSTS_PERCENT]);
+                if (!s || !scalar_is_plain(v[ROLLOUT_HOSTS_PERCENT]) || parse_uint64(s, &x) < 0 ||
+                    x > POLICY_COHORTS)
+                        parser_error(p, v[ROLLOUT_HOSTS_PERCENT],
+                                     "hosts-percent: expected an integer between 0 and %u", POLICY_COHORTS);
+                else {
+                        pol->has_hosts_percent = true;
+                        pol->hosts_percent = (unsigned) x;
+                }
+        }
 }
 
 static void parse_policy(Parser *p, yaml_node_t *n, Policy *pol, ParsedPolicy *pp) {
@@ -339,10 +352,12 @@ static void parse_policy(Parser *p, yaml_node_t *n, Policy *pol, ParsedPolicy *p
         }
 
         if (v[POLICY_ROLLOUT])
-                parse_rollout(p, v[POLICY_ROLLOUT], &pol->max_parallel);
+                parse_rollout(p, v[POLICY_ROLLOUT], pol);
 
-        /* until policy_set_scope() says otherwise */
-        pol->applies_here = pol->hosts.n == 0 && pol->n_kernel_reqs == 0;
+        /* until policy_set_scope() says otherwise: known only where nothing depends on the host */
+        pol->applies_here = pol->hosts.n == 0 && pol->n_kernel_reqs == 0 &&
+                            (!pol->has_hosts_percent || pol->hosts_percent == POLICY_COHORTS);
+        pol->scope = pol->applies_here ? POLICY_SCOPE_HERE : POLICY_SCOPE_UNSCOPED;
 }
 
 enum { TOP_VERSION, TOP_ROLLBACK, TOP_POLICIES, _TOP_KEY_MAX };

@@ -305,16 +305,104 @@ int policy_set_add_file(PolicySet *s, const char *file, const char *data, size_t
         return 0;
 }
 
-void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release) {
+/* ---- scope: hosts, kernel, cohorts ---- */
+
+static const char *const policy_scope_table[_POLICY_SCOPE_MAX] = {
+        [POLICY_SCOPE_HERE] = "here",         [POLICY_SCOPE_HOSTS] = "hosts",
+        [POLICY_SCOPE_KERNEL] = "kernel",     [POLICY_SCOPE_COHORT] = "cohort",
+        [POLICY_SCOPE_UNSCOPED] = "unscoped",
+};
+
+const char *policy_scope_to_string(PolicyScope s) {
+        if (s < 0 || s >= _POLICY_SCOPE_MAX)
+                return NULL;
+        return policy_scope_table[s];
+}
+
+int machine_id_parse(const char *text, size_t size, char ret[static 33]) {
+        char id[33];
+        bool zero = true;
+
+        if (!text)
+                return -EINVAL;
+        if (size == 33 && text[32] == '\n')
+                size = 32;
+        if (size != 32)
+                return -EINVAL;
+        for (size_t i = 0; i < 32; i++) {
+                char c = text[i];
+                if (c >= 'A' && c <= 'F')
+                        c = (char) (c - 'A' + 'a');
+                if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+                        return -EINVAL;
+                zero = zero && c == '0';
+                id[i] = c;
+        }
+        if (zero) /* systemd's SD_ID128_NULL: no id at all */
+                return -EINVAL;
+        id[32] = '\0';
+        memcpy(ret, id, sizeof(id));
+        return 0;
+}
+
+const char *host_identity_cohort_source(const HostIdentity *host) {
+        return host && host->machine_id ? "machine-id" : "hostname";
+}
+
+/* MurmurHash3's finalizer: every input bit reaches every output bit. FNV-1a alone leaves its low
+ * bits depending only on the low bits of the input, and its last bytes barely mixed. */
+static uint64_t fmix64(uint64_t k) {
+        k ^= k >> 33;
+        k *= UINT64_C(0xff51afd7ed558ccd);
+        k ^= k >> 33;
+        k *= UINT64_C(0xc4ceb9fe1a85ec53);
+        k ^= k >> 33;
+        return k;
+}
+
+unsigned policy_cohort(const HostIdentity *host, const char *policy_name) {
+        static const char tag[] = "bigtcpd-cohort";
+        const char *kind = host_identity_cohort_source(host);
+        const char *key = host ? (host->machine_id ?: host->hostname) : NULL;
+        uint64_t h = FNV1A64_OFFSET;
+
+        h = fnv1a64(h, tag, sizeof(tag)); /* with the NUL after each part: parts stay apart */
+        h = fnv1a64(h, kind, strlen(kind) + 1);
+        /* hostnames are case-insensitive (as `hosts` globs match them): fold, byte by byte */
+        for (const char *c = key ?: ""; *c; c++) {
+                uint8_t b = (uint8_t) (*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+                h = fnv1a64(h, &b, 1);
+        }
+        h = fnv1a64(h, "", 1);
+        h = fnv1a64(h, policy_name ?: "", strlen(policy_name ?: ""));
+        /* the high half scaled to 0..99 (Lemire's multiply-shift: no modulo bias worth a word) */
+        return (unsigned) (((fmix64(h) >> 32) * POLICY_COHORTS) >> 32);
+}
+
+void policy_set_scope(PolicySet *s, const HostIdentity *host) {
+        const HostIdentity none = {};
+
         if (!s)
                 return;
+        if (!host)
+                host = &none;
         for (size_t i = 0; i < s->n_policies; i++) {
                 Policy *p = &s->policies[i];
                 bool host_ok = p->hosts.n == 0;
 
                 for (size_t j = 0; j < p->hosts.n && !host_ok; j++)
-                        host_ok = hostname && fnmatch(p->hosts.items[j], hostname, FNM_CASEFOLD) == 0;
-                p->applies_here =
-                        host_ok && kernel_req_holds(p->kernel_reqs, p->n_kernel_reqs, kernel_release);
+                        host_ok = host->hostname &&
+                                  fnmatch(p->hosts.items[j], host->hostname, FNM_CASEFOLD) == 0;
+                if (p->has_hosts_percent)
+                        p->cohort = policy_cohort(host, p->name);
+                if (!host_ok)
+                        p->scope = POLICY_SCOPE_HOSTS;
+                else if (!kernel_req_holds(p->kernel_reqs, p->n_kernel_reqs, host->kernel_release))
+                        p->scope = POLICY_SCOPE_KERNEL;
+                else if (p->has_hosts_percent && p->cohort >= p->hosts_percent)
+                        p->scope = POLICY_SCOPE_COHORT;
+                else
+                        p->scope = POLICY_SCOPE_HERE;
+                p->applies_here = p->scope == POLICY_SCOPE_HERE;
         }
 }

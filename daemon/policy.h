@@ -66,6 +66,25 @@ typedef struct RollbackSpec {
         size_t n_guards;
 } RollbackSpec;
 
+/* Who this host is, as the policy's scope sees it. */
+typedef struct HostIdentity {
+        const char *hostname;       /* for `hosts`; the cohort's key where there is no machine id */
+        const char *kernel_release; /* for `kernel` */
+        const char *machine_id;     /* for cohorts: 32 lower-case hex digits
+                                     * (machine_id_parse()), or NULL when the host has none */
+} HostIdentity;
+
+/* Whether a policy is in force on this host, and if not, which of its scoping keys says no. */
+typedef enum PolicyScope {
+        POLICY_SCOPE_HERE,
+        POLICY_SCOPE_HOSTS,    /* no `hosts` glob matches the hostname */
+        POLICY_SCOPE_KERNEL,   /* the kernel release does not satisfy `kernel` */
+        POLICY_SCOPE_COHORT,   /* this host's cohort is not below rollout.hosts-percent */
+        POLICY_SCOPE_UNSCOPED, /* parsed, not yet scoped (policy_set_scope()) */
+        _POLICY_SCOPE_MAX,
+        _POLICY_SCOPE_INVALID = -1,
+} PolicyScope;
+
 typedef struct Policy {
         char *name;
         char *file; /* where it was defined */
@@ -80,7 +99,12 @@ typedef struct Policy {
         RollbackSpec rollback; /* effective: the file's defaults with this policy's overrides */
         unsigned max_parallel; /* rollout.max-parallel: devices of this policy in probation at
                                 * once when existing devices change; 0 = no limit */
-        bool applies_here;     /* set by policy_set_scope() from hosts and kernel */
+        bool has_hosts_percent;
+        unsigned hosts_percent; /* rollout.hosts-percent, 0..100: the policy is in force on the hosts
+                                 * whose cohort for it is below this */
+        unsigned cohort;        /* with has_hosts_percent: this host's, 0..99 (policy_set_scope()) */
+        PolicyScope scope;      /* set by policy_set_scope() from hosts, kernel and the cohort */
+        bool applies_here;      /* scope == POLICY_SCOPE_HERE */
 } Policy;
 
 typedef struct PolicySet {
@@ -111,6 +135,7 @@ typedef struct PolicyErrors {
 #define POLICY_STRING_MAX 256u
 #define POLICY_DEPTH_MAX 16u /* collections inside collections; the format needs 6 */
 #define POLICY_MAX_PARALLEL_MAX 100000u
+#define POLICY_COHORTS 100u /* cohorts are 0..99: hosts-percent N takes those below N */
 _Static_assert(POLICY_STRING_MAX == GLOB_LENGTH_MAX, "a glob is a policy string: one limit for both");
 
 PolicySet *policy_set_new(void);
@@ -143,8 +168,23 @@ int policy_set_add_file(PolicySet *s, const char *file, const char *data, size_t
  * as it was. */
 int policy_parse_buffer(PolicySet *s, const char *file, const char *data, size_t size, PolicyErrors *errs);
 
-/* Decide which policies apply to this host. */
-void policy_set_scope(PolicySet *s, const char *hostname, const char *kernel_release);
+/* Decide which policies apply to this host: `hosts`, `kernel` and rollout.hosts-percent. */
+void policy_set_scope(PolicySet *s, const HostIdentity *host);
+
+/* This host's cohort for the policy named `policy_name`: 0..99, the same on every call, edit and
+ * boot, from nothing but the host's key (its machine id, or its hostname folded to lower case
+ * where it has none) and the name:
+ *   H = fmix64(FNV-1a-64("bigtcpd-cohort" NUL kind NUL key NUL policy_name))
+ *   cohort = ((H >> 32) * 100) >> 32
+ * kind is "machine-id" or "hostname"; fmix64 is MurmurHash3's 64-bit finalizer. */
+unsigned policy_cohort(const HostIdentity *host, const char *policy_name);
+/* What the cohorts of `host` come from: "machine-id" or "hostname". */
+const char *host_identity_cohort_source(const HostIdentity *host);
+/* machine-id(5): 32 hex digits and at most a newline after them, not all zero. `ret` gets them
+ * in lower case. -EINVAL for anything else (an empty file, "uninitialized"). */
+int machine_id_parse(const char *text, size_t size, char ret[static 33]);
+
+const char *policy_scope_to_string(PolicyScope s);
 
 const char *size_kind_to_string(SizeKind k);
 /* Format a size spec into buf: "185000", "max", "legacy" or "-" for unset. */

@@ -15,8 +15,8 @@ struct Reloader {
         struct event *changed; /* a file changed: reload from the loop, once for a burst */
 };
 
-int reload_read_policy(const ReloadConfig *cfg, const char *hostname, const char *kernel_release, PolicySet **ret,
-                       char ***ret_paths, size_t *ret_n, PolicyErrors *errs) {
+int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, PolicySet **ret, char ***ret_paths,
+                       size_t *ret_n, PolicyErrors *errs) {
         _cleanup_(strv_freep) char **paths = NULL;
         PolicySet *set = NULL;
         int n, r;
@@ -27,8 +27,8 @@ int reload_read_policy(const ReloadConfig *cfg, const char *hostname, const char
         r = policy_load_files(paths, (size_t) n, &set, errs);
         if (r < 0)
                 return r;
-        if (hostname)
-                policy_set_scope(set, hostname, kernel_release);
+        if (host)
+                policy_set_scope(set, host);
         *ret = set;
         if (ret_paths) {
                 *ret_paths = TAKE_PTR(paths);
@@ -50,26 +50,55 @@ static void log_policy_errors(const PolicyErrors *errs, bool plain) {
         }
 }
 
-static void describe_policy(const PolicySet *s) {
+/* Why a policy is not in force here, for the log. */
+static const char *scope_text(const Policy *p) {
+        switch (p->scope) {
+        case POLICY_SCOPE_HOSTS:
+                return "not here (no hosts glob matches the hostname)";
+        case POLICY_SCOPE_KERNEL:
+                return "not here (the kernel does not satisfy its kernel requirement)";
+        case POLICY_SCOPE_COHORT:
+                return "not here (the cohort is not below hosts-percent): devices fall through to the "
+                       "policies after it";
+        case POLICY_SCOPE_UNSCOPED:
+                return "not scoped";
+        case POLICY_SCOPE_HERE:
+                return "applies here";
+        case _POLICY_SCOPE_MAX:
+        case _POLICY_SCOPE_INVALID:
+                break;
+        }
+        return "?";
+}
+
+static void describe_policy(const PolicySet *s, const HostIdentity *host) {
         size_t here = 0;
         for (size_t i = 0; i < s->n_policies; i++)
                 here += s->policies[i].applies_here;
         log_info("policy: %zu policies from %zu files (%zu apply to this host), digest %016llx", s->n_policies,
                  s->n_files, here, (unsigned long long) s->digest);
+        /* the fleet canaries: where this host stands in each */
+        for (size_t i = 0; i < s->n_policies; i++) {
+                const Policy *p = &s->policies[i];
+                if (p->has_hosts_percent)
+                        log_info("policy \"%s\": cohort %u (from the %s), hosts-percent %u: %s", p->name,
+                                 p->cohort, host && host->machine_id ? "machine id" : "hostname",
+                                 p->hosts_percent, scope_text(p));
+        }
 }
 
-int reload_check_config(const ReloadConfig *cfg, const char *hostname, const char *kernel_release) {
+int reload_check_config(const ReloadConfig *cfg, const HostIdentity *host) {
         PolicyErrors errs = {};
         PolicySet *set = NULL;
         int r;
 
-        r = reload_read_policy(cfg, hostname, kernel_release, &set, NULL, NULL, &errs);
+        r = reload_read_policy(cfg, host, &set, NULL, NULL, &errs);
         if (r == -EINVAL)
                 log_policy_errors(&errs, true);
         policy_errors_clear(&errs);
         if (r < 0)
                 return r == -EINVAL ? r : log_error_errno(r, "Failed to load the policy: %m");
-        describe_policy(set);
+        describe_policy(set, host);
         policy_set_free(set);
         return 0;
 }
@@ -128,10 +157,11 @@ int reloader_load(Reloader *r) {
         Engine *e = r->engine;
         _cleanup_(strv_freep) char **paths = NULL;
         PolicyErrors errs = {};
+        HostIdentity host = engine_host(e);
         size_t n = 0;
         int k;
 
-        k = reload_read_policy(&r->cfg, e->cfg.hostname, e->cfg.kernel_release, &e->policy, &paths, &n, &errs);
+        k = reload_read_policy(&r->cfg, &host, &e->policy, &paths, &n, &errs);
         if (k == -EINVAL)
                 log_policy_errors(&errs, false);
         policy_errors_clear(&errs);
@@ -140,7 +170,7 @@ int reloader_load(Reloader *r) {
                         return log_error_errno(k, "the policy has errors, not starting");
                 return log_error_errno(k, "Failed to load the policy: %m");
         }
-        describe_policy(e->policy);
+        describe_policy(e->policy, &host);
         apply_policy_changed(e);
         watch(r, paths, n);
         return 0;
@@ -155,12 +185,13 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
         _cleanup_(strv_freep) char **paths = NULL;
         PolicyErrors errs = {};
         PolicySet *set = NULL;
+        HostIdentity host = engine_host(e);
         size_t n = 0;
         int k;
 
         if (forced)
                 event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
-        k = reload_read_policy(&r->cfg, e->cfg.hostname, e->cfg.kernel_release, &set, &paths, &n, &errs);
+        k = reload_read_policy(&r->cfg, &host, &set, &paths, &n, &errs);
         if (k < 0) {
                 if (k == -EINVAL)
                         log_policy_errors(&errs, false);
@@ -190,7 +221,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                 event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
         policy_set_free(e->policy);
         e->policy = set;
-        describe_policy(set);
+        describe_policy(set, &host);
         apply_policy_changed(e);
         e->settle_pending = true;
         /* Reconcile against what the kernel holds now, not what it held at the last event. */

@@ -30,9 +30,9 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs);
 
 /* --check-config: read and check the policy as a reload would; 0 when clean, -EINVAL with every
  * error printed as file:line:column: message on stderr. */
-int reload_check_config(const ReloadConfig *cfg, const char *hostname, const char *kernel_release);
+int reload_check_config(const ReloadConfig *cfg, const HostIdentity *host);
 
 /* Read the policy files (found as `cfg` says) into a new, scoped set. Does not log: -EINVAL with
  * every error in `errs`, or another -errno. `ret_paths` (if given): the files read, for watching. */
-int reload_read_policy(const ReloadConfig *cfg, const char *hostname, const char *kernel_release, PolicySet **ret,
-                       char ***ret_paths, size_t *ret_n, PolicyErrors *errs);
+int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, PolicySet **ret, char ***ret_paths,
+                       size_t *ret_n, PolicyErrors *errs);

@@ -256,15 +256,11 @@ static void on_job_cancel(void *userdata) {
         free(p);
 }
 
-static int reply_plan(VarlinkCall *call, const char *devices, size_t size) {
-        static const char head[] = "{\"devices\":";
+/* The worker's reply object as the parameters, as it is. */
+static int reply_plan(VarlinkCall *call, const char *plan, size_t size) {
         int r = varlink_call_reply_begin(call);
         if (r >= 0)
-                r = varlink_call_write(call, head, sizeof(head) - 1);
-        if (r >= 0)
-                r = varlink_call_write(call, devices, size);
-        if (r >= 0)
-                r = varlink_call_write(call, "}", 1);
+                r = varlink_call_write(call, plan, size);
         if (r >= 0)
                 r = varlink_call_reply_end(call);
         return r;
@@ -286,7 +282,7 @@ static int reply_job_error(VarlinkCall *call, int r) {
         return reply_errno(call, r);
 }
 
-static void on_job_done(int error, const PolicyErrors *errs, const char *devices, size_t size, void *userdata) {
+static void on_job_done(int error, const PolicyErrors *errs, const char *plan_reply, size_t size, void *userdata) {
         PendingJob *p = userdata;
         VarlinkCall *call = p->call;
         bool plan = p->plan;
@@ -298,7 +294,7 @@ static void on_job_done(int error, const PolicyErrors *errs, const char *devices
         else if (error < 0)
                 (void) reply_job_error(call, error);
         else
-                (void) (plan ? reply_plan(call, devices, size) : reply_validate(call, 0, errs));
+                (void) (plan ? reply_plan(call, plan_reply, size) : reply_validate(call, 0, errs));
 }
 
 static int start_job(VarlinkCall *call, VarlinkManager *m, bool plan, const char *policy, const char *source) {

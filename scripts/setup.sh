@@ -24,13 +24,28 @@ for p in "${packages[@]}"; do
         [[ $status == "install ok installed" ]] || missing+=("$p")
 done
 
+export DEBIAN_FRONTEND=noninteractive
 if [[ ${#missing[@]} -eq 0 ]]; then
         echo "setup.sh: all ${#packages[@]} packages present"
-        exit 0
+else
+        echo "setup.sh: installing ${missing[*]}"
+        apt-get update -q
+        apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+# promtool checks conf/prometheus/ (tests/integration/test_prometheus.py). It comes only in
+# Debian's prometheus package, whose installation would also start a Prometheus server: the
+# package is downloaded and promtool alone unpacked into a cache (19 MB, once).
+promtool_dir=/var/cache/bigtcpd-tests
+if ! command -v promtool >/dev/null && [[ ! -x $promtool_dir/promtool ]]; then
+        echo "setup.sh: unpacking promtool from Debian's prometheus package into $promtool_dir"
+        tmp=$(mktemp -d)
+        trap 'rm -rf -- "$tmp"' EXIT
+        apt-cache show prometheus >/dev/null 2>&1 || apt-get update -q
+        (cd "$tmp" && apt-get download -q prometheus 2>&1 | grep -v 'couldn.t be accessed by user ._apt.' || true)
+        deb=$(ls "$tmp"/prometheus_*.deb)
+        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" ./usr/bin/promtool
+        mkdir -p "$promtool_dir"
+        install -m 0755 "$tmp/usr/bin/promtool" "$promtool_dir/promtool"
+fi
 echo "setup.sh: done"

@@ -2,7 +2,9 @@
 # The test command: installs what is missing, builds with ASan+UBSan, runs the unit tests
 # (meson test), the integration tests (pytest, real kernel, in namespaces the tests make) and a
 # short run of every fuzzer (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20),
-# checks that no bt-* namespace was left behind, and prints one summary line.
+# checks that no bt-* namespace was left behind, and prints one summary line. BT_NETNS_PREFIX
+# (default bt-) names the namespaces the tests make and the ones counted (and deleted) as left
+# behind: another prefix keeps two runs on one machine from counting each other's.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -11,7 +13,12 @@ if [[ $(id -u) -ne 0 ]]; then
         exit 1
 fi
 
-bt_namespaces() { ip netns list 2>/dev/null | awk '$1 ~ /^bt-/ {print $1}' | sort; }
+export BT_NETNS_PREFIX=${BT_NETNS_PREFIX:-bt-}
+if [[ ! $BT_NETNS_PREFIX =~ ^bt-[a-z0-9-]{0,8}$ ]]; then
+        echo "test.sh: BT_NETNS_PREFIX=$BT_NETNS_PREFIX: expected bt- and at most 8 of [a-z0-9-]" >&2
+        exit 1
+fi
+bt_namespaces() { ip netns list 2>/dev/null | awk -v p="$BT_NETNS_PREFIX" 'index($1, p) == 1 {print $1}' | sort; }
 
 # summary PASSED FAILED SKIPPED: the closing line, in the form CI readers count
 summary() { echo "summary: $1 passed, $2 failed, $3 skipped"; }
@@ -25,7 +32,7 @@ trap 'rm -rf -- "$tmp"' EXIT
 
 before=$(bt_namespaces)
 if [[ -n $before ]]; then
-        echo "warning: bt-* namespaces exist before the tests (not counted as leaks):" "${before//$'\n'/ }"
+        echo "warning: $BT_NETNS_PREFIX* namespaces exist before the tests (not counted as leaks):" "${before//$'\n'/ }"
 fi
 
 failed=()

@@ -101,7 +101,7 @@ static PolicySet *load_policy(void) {
                                 errs.items[i].message);
                 abort();
         }
-        policy_set_scope(p, "fuzz", "6.8.0");
+        policy_set_scope(p, &(HostIdentity){.hostname = "fuzz", .kernel_release = "6.8.0"});
         return p;
 }
 

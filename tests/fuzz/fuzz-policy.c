@@ -66,6 +66,19 @@ static bool has_route(void *userdata, const RoutePrefix *p) {
         return false;
 }
 
+/* A scoped set: every cohort in 0..99, and a policy with hosts-percent in force only below it. */
+static void check_scope(const PolicySet *s) {
+        for (size_t i = 0; i < s->n_policies; i++) {
+                const Policy *p = &s->policies[i];
+                FUZZ_ASSERT(p->applies_here == (p->scope == POLICY_SCOPE_HERE));
+                FUZZ_ASSERT(policy_scope_to_string(p->scope));
+                if (!p->has_hosts_percent)
+                        continue;
+                FUZZ_ASSERT(p->hosts_percent <= POLICY_COHORTS && p->cohort < POLICY_COHORTS);
+                FUZZ_ASSERT(!p->applies_here || p->cohort < p->hosts_percent);
+        }
+}
+
 static void match_all(const PolicySet *s) {
         for (size_t i = 0; i < sizeof(devices) / sizeof(devices[0]); i++) {
                 FakeDevice *f = &devices[i];
@@ -121,9 +134,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 free(text);
         }
         if (r == 0) {
-                policy_set_scope(s, "web-01.example.net", "6.1.0-18-amd64");
+                policy_set_scope(s, &(HostIdentity){.hostname = "web-01.example.net",
+                                                    .kernel_release = "6.1.0-18-amd64",
+                                                    .machine_id = "3d1219c7c4c5404aaa1f6d2a48adfda4"});
+                check_scope(s);
                 match_all(s);
-                policy_set_scope(s, NULL, "5.15.0");
+                policy_set_scope(s, &(HostIdentity){.kernel_release = "5.15.0"});
+                check_scope(s);
                 match_all(s);
         }
         policy_errors_clear(&errs);

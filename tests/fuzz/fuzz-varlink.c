@@ -141,7 +141,7 @@ static void set_up_engine(void) {
         p = policy_set_new();
         FUZZ_ASSERT(p);
         FUZZ_ASSERT(policy_parse_buffer(p, "/etc/bigtcpd/bigtcpd.yaml", policy_yaml, strlen(policy_yaml), &errs) == 0);
-        policy_set_scope(p, cfg.hostname, cfg.kernel_release);
+        policy_set_scope(p, &(HostIdentity){.hostname = cfg.hostname, .kernel_release = cfg.kernel_release});
         engine->policy = p;
         apply_policy_changed(engine);
         FUZZ_ASSERT(sync_new(engine, NULL, 0, &sync_) == 0);

@@ -37,11 +37,12 @@ def _failed(request):
 
 @pytest.fixture
 def netns():
-    """Factory: netns() -> name of a new namespace 'bt-<random>' with lo up."""
+    """Factory: netns() -> name of a new namespace 'bt-<random>' (helpers.NETNS_PREFIX) with lo
+    up."""
     created = []
 
     def make():
-        name = 'bt-' + secrets.token_hex(4)
+        name = helpers.NETNS_PREFIX + secrets.token_hex(4)
         run('ip', 'netns', 'add', name)
         created.append(name)
         ip(name, 'link', 'set', 'lo', 'up')
@@ -73,8 +74,8 @@ def confdir(tmp_path):
 
 @pytest.fixture
 def daemon(netns, tmp_path, request):
-    """Factory: daemon(ns, config, env=None, hostname=None, runtime_dir=None, ready=True,
-    strace=False) starts
+    """Factory: daemon(ns, config, env=None, hostname=None, machine_id=None, runtime_dir=None,
+    ready=True, strace=False) starts
     bigtcpd in `ns` and, unless ready=False, waits for READY=1. Teardown stops every daemon it
     started by pid, then checks exit codes and sanitizer output if the test itself passed."""
     # Unix socket paths are limited to 108 bytes: keep sockets (notify, the daemon's varlink
@@ -82,13 +83,14 @@ def daemon(netns, tmp_path, request):
     sockdir = tempfile.mkdtemp(prefix='bt-', dir='/tmp')
     started = []
 
-    def start(ns, config, *, env=None, hostname=None, runtime_dir=None, ready=True,
+    def start(ns, config, *, env=None, hostname=None, machine_id=None, runtime_dir=None, ready=True,
               ready_timeout=20, log_level='debug', extra_args=(), strace=False, wrapper=()):
         if runtime_dir is None:
             runtime_dir = Path(sockdir) / f'run{len(started)}'
             runtime_dir.mkdir()
         d = Daemon(ns, config, tmp_path, sockdir, runtime_dir, env=env, hostname=hostname,
-                   log_level=log_level, extra_args=extra_args, strace=strace, wrapper=wrapper)
+                   machine_id=machine_id, log_level=log_level, extra_args=extra_args, strace=strace,
+                   wrapper=wrapper)
         started.append(d)
         if ready:
             d.wait_notify('READY=1', ready_timeout)

@@ -19,6 +19,11 @@ import nl
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get('BIGTCPD_BIN', REPO / 'build' / 'daemon' / 'bigtcpd'))
+# The namespaces the tests make are named PREFIX<random>; scripts/test.sh counts those left behind
+# by the same prefix. Another prefix keeps two runs on one machine apart (BT_NETNS_PREFIX=bt-me-).
+NETNS_PREFIX = os.environ.get('BT_NETNS_PREFIX', 'bt-')
+if not re.fullmatch(r'bt-[a-z0-9-]{0,8}', NETNS_PREFIX):
+    raise RuntimeError(f'BT_NETNS_PREFIX={NETNS_PREFIX!r}: expected bt- and at most 8 of [a-z0-9-]')
 # Multiply every deadline (e.g. 3 under valgrind or a slow sanitizer build).
 SCALE = float(os.environ.get('BIGTCPD_TEST_TIMEOUT_SCALE', '1'))
 
@@ -37,6 +42,23 @@ def run(*cmd, check=True, input=None):
     if check and r.returncode != 0:
         raise AssertionError(f'{shlex.join(map(str, cmd))} exited {r.returncode}: {r.stderr.strip()}')
     return r
+
+
+def as_host(hostname=None, machine_id=None):
+    """The command prefix that runs what follows as another host: its own UTS namespace with
+    `hostname`, and — with `machine_id` (a file holding one) — a private mount namespace where
+    that file is bind-mounted over /etc/machine-id. Both namespaces go with the process; the
+    host's own hostname and machine id are never touched. Execs all the way down, so the pid of
+    the command is the pid of what follows."""
+    if hostname is None and machine_id is None:
+        return []
+    setup = []
+    if hostname is not None:
+        setup.append(f'hostname {shlex.quote(hostname)}')
+    if machine_id is not None:
+        setup.append(f'mount --bind {shlex.quote(str(machine_id))} /etc/machine-id')
+    mount = ['--mount', '--propagation', 'private'] if machine_id is not None else []
+    return ['unshare', '--uts', *mount, 'sh', '-c', ' && '.join(setup) + ' && exec "$@"', 'sh']
 
 
 def ip(ns, *args, check=True):
@@ -109,7 +131,7 @@ class Daemon:
     """bigtcpd running in a namespace, with its own sd_notify socket and log file."""
 
     def __init__(self, ns, config, workdir, sockdir, runtime_dir, env=None, hostname=None,
-                 log_level='debug', extra_args=(), strace=False, wrapper=()):
+                 log_level='debug', extra_args=(), strace=False, wrapper=(), machine_id=None):
         self.ns = ns
         self.config = Path(config) if config is not None else None   # None: the standard paths
         self.runtime_dir = Path(runtime_dir)
@@ -136,10 +158,8 @@ class Daemon:
 
         argv = [str(BIN), *(['--config', str(self.config)] if self.config else []),
                 '--runtime-dir', str(self.runtime_dir), '--log-level', log_level, *extra_args]
-        if hostname is not None:
-            # exec all the way down, so that the pid we hold is the daemon's.
-            argv = ['unshare', '--uts', 'sh', '-c', f'hostname {shlex.quote(hostname)} && exec "$@"',
-                    'sh', *argv]
+        # exec all the way down, so that the pid we hold is the daemon's.
+        argv = [*as_host(hostname, machine_id), *argv]
         # A command that sets something up and execs the daemon (its pid stays the daemon's).
         argv = [*wrapper, *argv]
         full_env = {k: v for k, v in os.environ.items()

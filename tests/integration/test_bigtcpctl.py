@@ -334,18 +334,23 @@ def test_metrics(running):
         assert len(got) == 1, (name, labels, got)
         return got[0]
 
-    assert value('bigtcpd_device_size_bytes', ifname='v0', size='gso_max_size') == 185000
-    assert value('bigtcpd_device_size_bytes', ifname='k0', size='gro_ipv4_max_size') == 65536
-    assert value('bigtcpd_device_size_bytes', ifname='v0', size='tso_max_size') == 524280
-    assert value('bigtcpd_device_desired_size_bytes', ifname='v1', size='gro_max_size') == 185000
+    # Every per-device series names the device's policy ("" for none: no label to Prometheus).
+    assert value('bigtcpd_device_size_bytes', ifname='v0', policy='big', size='gso_max_size') == 185000
+    assert value('bigtcpd_device_size_bytes', ifname='k0', policy='', size='gro_ipv4_max_size') == 65536
+    assert value('bigtcpd_device_size_bytes', ifname='v0', policy='big', size='tso_max_size') == 524280
+    assert value('bigtcpd_device_desired_size_bytes', ifname='v1', policy='big', size='gro_max_size') == 185000
     assert not [l for n, l, v in samples if n == 'bigtcpd_device_desired_size_bytes' and l['ifname'] == 'k0']
     for dev in ('lo', 'v0', 'v1', 'k0', 'k1'):
         states = {l['state']: v for n, l, v in samples if n == 'bigtcpd_device_state' and l['ifname'] == dev}
         assert len(states) == 7 and sum(states.values()) == 1, (dev, states)
-    assert value('bigtcpd_device_state', ifname='k1', state='unmanaged') == 1
+    assert value('bigtcpd_device_state', ifname='k1', policy='', state='unmanaged') == 1
     assert value('bigtcpd_writes_total') == 2
     assert value('bigtcpd_write_failures_total') == 0
-    assert value('bigtcpd_rollbacks_total') == 0
+    # Per policy, and at 0 before the first one (increase() misses the first rise of a new series).
+    assert value('bigtcpd_rollbacks_total', policy='big') == 0
+    assert not [l for n, l, v in samples if n == 'bigtcpd_rollbacks_total' and l != {'policy': 'big'}]
+    assert value('bigtcpd_policy_applies', policy='big') == 1
+    assert not [n for n, l, v in samples if n in ('bigtcpd_policy_cohort', 'bigtcpd_policy_hosts_percent')]
     assert value('bigtcpd_probation_sample_gap_max_seconds') >= 0
     assert value('bigtcpd_devices', state='unmanaged') == 3
     assert value('bigtcpd_ready') == 1

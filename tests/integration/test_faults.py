@@ -16,7 +16,7 @@ import pytest
 
 import inject
 import nl
-from helpers import Monitor, T, at, ip, ip_batch, policy_text, read_state, sizes4, veth, wait_file
+from helpers import NETNS_PREFIX, Monitor, T, at, ip, ip_batch, policy_text, read_state, sizes4, veth, wait_file
 
 BIG = sizes4(185000)
 ORIG = sizes4(65536)
@@ -139,7 +139,7 @@ def test_devices_deleted_while_their_writes_are_in_flight(ns, daemon, confdir):
 
 def test_peer_namespace_deleted_under_the_daemon(netns, daemon, confdir):
     a = netns()
-    b = f'bt-gone-{os.getpid()}-{secrets.token_hex(4)}'   # ours to delete, not the fixture's
+    b = f'{NETNS_PREFIX}gone-{os.getpid()}-{secrets.token_hex(4)}'   # ours to delete, not the fixture's
     subprocess.run(['ip', 'netns', 'add', b], check=True)
     try:
         _peer_namespace_deleted(a, b, daemon, confdir)

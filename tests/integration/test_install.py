@@ -63,6 +63,7 @@ def expected_files(t):
         '/usr/share/doc/bigtcpd/examples/fleet.yaml': 0o644,
         '/usr/share/doc/bigtcpd/examples/bigtcpd-daemonset.yaml': 0o644,
         '/usr/share/doc/bigtcpd/examples/bigtcpd.yml': 0o644,
+        '/usr/share/doc/bigtcpd/examples/bigtcpd.rules.yml': 0o644,
     }
 
 

@@ -576,7 +576,7 @@ static inline PolicySet *h_parse_policy(const char *yaml) {
         if (!set)
                 fail_msg("policy does not parse:\n%s", errors);
         free(errors);
-        policy_set_scope(set, "host", "6.8.0");
+        policy_set_scope(set, &(HostIdentity){.hostname = "host", .kernel_release = "6.8.0"});
         return set;
 }
 

@@ -264,7 +264,8 @@ static void test_policy_set_match(void **state) {
                 MatchDevice d = match_device(&st);
                 const Policy *p;
 
-                policy_set_scope(s, cases[i].host, cases[i].release);
+                policy_set_scope(s, &(HostIdentity){.hostname = cases[i].host,
+                                                    .kernel_release = cases[i].release});
                 p = policy_set_match(s, &d);
                 assert_non_null(p);
                 assert_string_equal(p->name, cases[i].policy);

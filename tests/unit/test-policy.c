@@ -1317,14 +1317,15 @@ static void test_scope(void **state) {
 
         assert_string_equal(errors, "");
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                policy_set_scope(s, cases[i].host, cases[i].release);
+                policy_set_scope(s, &(HostIdentity){.hostname = cases[i].host,
+                                                    .kernel_release = cases[i].release});
                 assert_int_equal(s->policies[0].applies_here, cases[i].any);
                 assert_int_equal(s->policies[1].applies_here, cases[i].web);
                 assert_int_equal(s->policies[2].applies_here, cases[i].new);
                 assert_int_equal(s->policies[3].applies_here, cases[i].both);
         }
         policy_set_free(s);
-        policy_set_scope(NULL, "x", "6.3"); /* harmless */
+        policy_set_scope(NULL, &(HostIdentity){.hostname = "x", .kernel_release = "6.3"}); /* harmless */
 }
 
 static void test_error_format(void **state) {

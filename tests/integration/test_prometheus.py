@@ -1,0 +1,160 @@
+"""test_prometheus.py — what Prometheus sees of a fleet: `bigtcpctl metrics` (policy names on every
+per-device series and on the rollback counter, the canaries' cohorts) and the example rules of
+conf/prometheus/, checked with promtool (`check rules`, `test rules` on
+tests/prometheus/bigtcpd.rules.test.yml, `check metrics` on the real output).
+
+promtool is in Debian's prometheus package only; scripts/setup.sh unpacks it from there into
+/var/cache/bigtcpd-tests (installing the package would start a Prometheus server). Without it
+these tests still parse the rules as YAML and check what they refer to; the promtool ones skip,
+except under CI, where setup.sh always provides it and its absence is a failure."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from canary import CANARY, cohort, fleet, host_file, needs_machine_id, pick_ids
+from helpers import BIN, REPO, T, veth, write_file_atomic
+from varlink_client import Client
+
+RULES = sorted((REPO / 'conf' / 'prometheus').glob('*.yml'))
+RULE_TESTS = sorted((REPO / 'tests' / 'prometheus').glob('*.test.yml'))
+CTL = BIN.parent.parent / 'cli' / 'bigtcpctl'
+IFACE = 'io.bigtcpd.Manager'
+
+
+def find_promtool():
+    for p in (os.environ.get('BIGTCPD_PROMTOOL'), shutil.which('promtool'), '/var/cache/bigtcpd-tests/promtool'):
+        if p and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def promtool():
+    p = find_promtool()
+    if p:
+        return p
+    if os.environ.get('CI'):
+        pytest.fail('promtool not found: scripts/setup.sh unpacks it into /var/cache/bigtcpd-tests')
+    pytest.skip('promtool not found (scripts/setup.sh unpacks it from Debian\'s prometheus package)')
+
+
+def metrics(sock):
+    r = subprocess.run([str(CTL), '--socket', str(sock), 'metrics'], capture_output=True, text=True, timeout=T(30))
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+SAMPLE = re.compile(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$')
+
+
+def samples(text):
+    out = []
+    for line in text.splitlines():
+        if line.startswith('#'):
+            continue
+        m = SAMPLE.match(line)
+        assert m, line
+        out.append((m.group(1), dict(re.findall(r'([a-z_]+)="([^"]*)"', m.group(2) or '')), float(m.group(3))))
+    return out
+
+
+def test_rules_are_yaml_and_use_what_bigtcpctl_exports():
+    """Parsed as YAML (no promtool needed): groups of named rules, alerts with a severity and a
+    summary, and every bigtcpd_* metric they use is one `bigtcpctl metrics` prints."""
+    assert RULES, 'no rule file in conf/prometheus/'
+    exported = set(re.findall(r'"(bigtcpd_[a-z_]+)', (REPO / 'cli' / 'bigtcpctl-metrics.c').read_text()))
+    assert {'bigtcpd_rollbacks_total', 'bigtcpd_policy_applies', 'bigtcpd_policy_hosts_percent'} <= exported
+    alerts = set()
+    for f in RULES:
+        doc = yaml.safe_load(f.read_text())
+        assert set(doc) == {'groups'}, f
+        for g in doc['groups']:
+            assert g['name'] and g['rules'], g
+            for r in g['rules']:
+                assert ('record' in r) != ('alert' in r), r
+                assert isinstance(r['expr'], str) and r['expr'].strip(), r
+                used = set(re.findall(r'\b(bigtcpd_[a-z_]+)', r['expr']))
+                assert used <= exported, f'{f.name}: {r.get("alert") or r.get("record")} uses {used - exported}'
+                if 'alert' in r:
+                    alerts.add(r['alert'])
+                    assert r['labels']['severity'] in ('page', 'warning'), r
+                    assert r['annotations']['summary'], r
+    assert 'BigtcpdCanaryRolledBack' in alerts, alerts
+
+
+def test_promtool_checks_the_rules():
+    tool = promtool()
+    for f in RULES:
+        r = subprocess.run([tool, 'check', 'rules', str(f)], capture_output=True, text=True, timeout=T(60))
+        assert r.returncode == 0, f'{f}:\n{r.stdout}{r.stderr}'
+        assert 'SUCCESS' in r.stdout, r.stdout
+
+
+def test_promtool_unit_tests_of_the_rules():
+    """A canary's rollback pages for the canary alone, a stable policy's warns, both clear."""
+    tool = promtool()
+    assert RULE_TESTS
+    r = subprocess.run([tool, 'test', 'rules', *map(str, RULE_TESTS)], capture_output=True, text=True,
+                       timeout=T(60))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_metrics_name_the_policy_and_count_rollbacks_by_it(netns, daemon, tmp_path):
+    """A host inside a canary: every per-device series names the policy, the canary's cohort and
+    percentage are gauges, an operator's rollback counts under the canary's name — and still does
+    after the canary leaves the file (a counter never goes back). promtool lints the output."""
+    needs_machine_id()
+    ns = netns()
+    veth(ns, 'v0', 'v1')
+    mid = pick_ids(1, True, percent=25)[0]
+    cfg = tmp_path / 'etc' / 'fleet.yaml'
+    cfg.parent.mkdir()
+    cfg.write_text(fleet(25))
+    d = daemon(ns, cfg, hostname='web-3', machine_id=host_file(tmp_path, mid))
+    sock = d.runtime_dir / IFACE
+
+    text = metrics(sock)
+    s = samples(text)
+
+    def value(name, **labels):
+        got = [v for n, l, v in s if n == name and l == labels]
+        assert len(got) == 1, (name, labels, got, text)
+        return got[0]
+
+    per_device = [l for n, l, v in s if n.startswith('bigtcpd_device_')]
+    assert per_device and all('policy' in l for l in per_device), text
+    assert value('bigtcpd_device_size_bytes', ifname='v0', policy=CANARY, size='gso_ipv4_max_size') == 185000
+    assert value('bigtcpd_device_state', ifname='lo', policy='', state='unmanaged') == 1
+    assert value('bigtcpd_policy_applies', policy=CANARY) == 1
+    assert value('bigtcpd_policy_applies', policy='web') == 1
+    assert value('bigtcpd_policy_hosts_percent', policy=CANARY) == 25
+    assert value('bigtcpd_policy_cohort', policy=CANARY) == cohort(CANARY, mid)
+    assert value('bigtcpd_rollbacks_total', policy=CANARY) == 0
+    assert value('bigtcpd_rollbacks_total', policy='web') == 0
+    if find_promtool() or os.environ.get('CI'):
+        lint = subprocess.run([promtool(), 'check', 'metrics'], input=text, capture_output=True, text=True,
+                              timeout=T(60))
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+
+    r = subprocess.run([str(CTL), '--socket', str(sock), 'rollback', 'v0'], capture_output=True, text=True,
+                       timeout=T(30))
+    assert r.returncode == 0, r.stderr
+    s = samples(metrics(sock))
+    assert value('bigtcpd_rollbacks_total', policy=CANARY) == 1
+    assert value('bigtcpd_rollbacks_total', policy='web') == 0
+
+    # The canary goes (an operator takes it out after the rollback): its count stays.
+    write_file_atomic(cfg, fleet(25).split('  - name: web\n')[0].replace(CANARY, 'web-only')
+                      .replace('    rollout: {hosts-percent: 25}\n', ''))
+    with Client(sock) as c:
+        c.call(f'{IFACE}.Reload')
+        st = c.call(f'{IFACE}.GetStatus')
+    assert st['rollbacks_by_policy'] == {CANARY: 1}, st['rollbacks_by_policy']
+    s = samples(metrics(sock))
+    assert value('bigtcpd_rollbacks_total', policy=CANARY) == 1
+    assert value('bigtcpd_rollbacks_total', policy='web-only') == 0
+    assert not [l for n, l, v in s if n == 'bigtcpd_policy_cohort'], 'no canary left'

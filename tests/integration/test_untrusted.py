@@ -1,5 +1,5 @@
 """Unprivileged callers get bounded work: what another UID sends over varlink never holds the loop
-(root's GetStatus is answered within 100 ms and the watchdog keeps its pace while it sends a
+(root's GetStatus is answered within 300 ms and the watchdog keeps its pace while it sends a
 policy nested 100000 deep, a 1 MiB Plan and 32 Monitor streams it never reads), its unread replies
 are capped for the UID as a whole, its refused calls are logged at a bounded rate, and a policy
 file nested too deep is refused before it costs anything. The attacker is tests/integration/
@@ -26,7 +26,10 @@ from varlink_client import Client, timed_call
 
 IFACE = 'io.bigtcpd.Manager'
 ATTACKER = REPO / 'tests' / 'integration' / 'attacker.py'
-LATENCY = 0.1
+# The stalls this catches were 0.5 s to 70 s. Here GetStatus under the attack answers in 2-8 ms
+# (median) and at most 25-68 ms; 133 ms was seen once with a second CI run and a benchmark
+# loading both cores. The bound leaves room for such a machine, not for a stall.
+LATENCY = 0.3
 
 POLICY = policy_text('''
     version: 1

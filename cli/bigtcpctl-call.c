@@ -166,7 +166,8 @@ int call_method(Ctl *c, const char *what, const char *method, json_object *param
 
 static int dbus_exit(int r, const char *err, const char *what, const char *ifname) {
         if (r == -ESRCH)
-                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not on the system bus (io.bigtcpd1)");
+                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not running (%s)",
+                                  err ?: "io.bigtcpd1 is not on the system bus");
         if (r == -ENOENT || r == -ECONNREFUSED)
                 return error_exit(EXIT_NOT_RUNNING, "no system bus: %s", strerror(-r));
         if (r == -EACCES || r == -EPERM)

@@ -161,12 +161,35 @@ int varlink_recv(Varlink *v, int timeout_ms, json_object **ret) {
         return r < 0 ? r : varlink_parse(data, size, ret);
 }
 
+/* Whether an error from io.bigtcpd1 means that bigtcpd is not running: nobody owns the name, or
+ * the bus could not start it. The bus (dbus-daemon) asks systemd to start
+ * dbus-io.bigtcpd1.service, the alias that exists only while bigtcpd.service is enabled, and
+ * passes systemd's answer on: NoSuchUnit for a disabled (or removed) bigtcpd. Returns the
+ * reason for the user, with the bus's own message where it adds something (in *ret_detail). */
+static const char *not_running_reason(const sd_bus_error *e, const char **ret_detail) {
+        *ret_detail = NULL;
+        if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
+                return "io.bigtcpd1 is not on the system bus";
+        if (sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchUnit"))
+                return "io.bigtcpd1 is not on the system bus, and the bus starts it only while "
+                       "bigtcpd.service is enabled";
+        if (sd_bus_error_has_name(e, "org.freedesktop.systemd1.UnitMasked"))
+                return "io.bigtcpd1 is not on the system bus, and bigtcpd.service is masked";
+        /* dbus-daemon's own activation failures: the daemon exited or never took the name. */
+        if (sd_bus_error_has_name(e, "org.freedesktop.DBus.Error.TimedOut") ||
+            (e->name && strncmp(e->name, "org.freedesktop.DBus.Error.Spawn.", 33) == 0)) {
+                *ret_detail = e->message;
+                return "the system bus could not start it";
+        }
+        return NULL;
+}
+
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
         sd_bus *bus = NULL;
-        const char *text;
-        int r;
+        const char *text, *reason, *detail;
+        int r, k;
 
         *ret_error = NULL;
         r = sd_bus_open_system(&bus);
@@ -180,10 +203,14 @@ int dbus_call(const char *method, const char *arg, char **ret, char **ret_error)
                                        &error, &reply, "");
         if (r < 0) {
                 if (sd_bus_error_is_set(&error)) {
-                        if (asprintf(ret_error, "%s", error.message ?: error.name) < 0)
+                        reason = not_running_reason(&error, &detail);
+                        if (reason && detail)
+                                k = asprintf(ret_error, "%s: %s", reason, detail);
+                        else
+                                k = asprintf(ret_error, "%s", reason ?: error.message ?: error.name);
+                        if (k < 0)
                                 *ret_error = NULL;
-                        if (sd_bus_error_has_name(&error, SD_BUS_ERROR_SERVICE_UNKNOWN) ||
-                            sd_bus_error_has_name(&error, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
+                        if (reason)
                                 r = -ESRCH;
                         else if (sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
                                 r = -EACCES;

@@ -33,7 +33,8 @@ int varlink_parse(const char *data, size_t size, json_object **ret);
 /* D-Bus (the system bus, or $DBUS_SYSTEM_BUS_ADDRESS): io.bigtcpd1 /io/bigtcpd1
  * io.bigtcpd1.Manager.METHOD with one string argument (none when `arg` is NULL). With `ret`, the
  * method's one string result (GetStatusJSON and ListDevicesJSON return the varlink methods' JSON;
- * Reload the digest). On failure -errno (-ESRCH: nobody owns io.bigtcpd1, -EACCES, -ENODEV,
- * -EALREADY: nothing to do, -EINVAL: the policy has errors, -EIO: another D-Bus error) and the
- * error's message in `ret_error` (free() it). */
+ * Reload the digest). On failure -errno (-ESRCH: bigtcpd is not running — nobody owns io.bigtcpd1
+ * and the bus could not start it, because bigtcpd.service is not enabled, say —, -EACCES,
+ * -ENODEV, -EALREADY: nothing to do, -EINVAL: the policy has errors, -EIO: another D-Bus error)
+ * and the error's message (for -ESRCH: why it is not running) in `ret_error` (free() it). */
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error);

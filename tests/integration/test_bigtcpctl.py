@@ -496,6 +496,35 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
         shutil.rmtree(busdir, ignore_errors=True)
 
 
+def test_dbus_not_running(tmp_path):
+    """--dbus exits 3, "not running", whenever io.bigtcpd1 has no owner and the bus cannot start
+    it: here a private bus with no bigtcpd, then one whose activation of io.bigtcpd1 fails (the
+    daemon exits at once). What systemd answers for a disabled bigtcpd (NoSuchUnit) is checked
+    under a real systemd, in test_systemd_boot.py."""
+    import shutil
+    import tempfile
+    from test_dbus import Bus
+    busdir = Path(tempfile.mkdtemp(prefix='bt-bus.', dir='/tmp'))
+    os.chmod(busdir, 0o755)
+    services = busdir / 'services'
+    services.mkdir()
+    bus = Bus(busdir, extra=f'<servicedir>{services}</servicedir>')
+    bus.start()
+    try:
+        env = {'DBUS_SYSTEM_BUS_ADDRESS': bus.address}
+        for args in (['status'], ['list'], ['show', 'v0'], ['metrics'], ['reload']):
+            one_line_error(ctl('--dbus', *args, env=env), 3,
+                           r'bigtcpd is not running \(io\.bigtcpd1 is not on the system bus\)')
+        (services / 'io.bigtcpd1.service').write_text('[D-BUS Service]\nName=io.bigtcpd1\nExec=/bin/false\n')
+        subprocess.run(['busctl', f'--address={bus.address}', 'call', 'org.freedesktop.DBus', '/org/freedesktop/DBus',
+                        'org.freedesktop.DBus', 'ReloadConfig'], check=True, capture_output=True, timeout=T(10))
+        one_line_error(ctl('--dbus', 'status', env=env), 3,
+                       r'bigtcpd is not running \(the system bus could not start it: .*\)')
+    finally:
+        bus.stop()
+        shutil.rmtree(busdir, ignore_errors=True)
+
+
 # --- against a scripted daemon: the contract of the redesign (issue 9), and the daemons before it ---
 
 class FakeDaemon:

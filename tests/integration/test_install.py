@@ -95,7 +95,9 @@ def test_installed_contents(tree):
     for line in ('Type=notify', 'ExecReload=/bin/kill -HUP $MAINPID', 'Restart=on-failure', 'WatchdogSec=30s',
                  'RuntimeDirectory=bigtcpd', 'RuntimeDirectoryPreserve=yes', 'CapabilityBoundingSet=CAP_NET_ADMIN',
                  'RestrictAddressFamilies=AF_UNIX AF_NETLINK', 'NoNewPrivileges=yes', 'ProtectSystem=strict',
-                 'ProtectHome=yes', 'PrivateTmp=yes', 'SystemCallFilter=@system-service'):
+                 'ProtectHome=yes', 'PrivateTmp=yes', 'SystemCallFilter=@system-service',
+                 # the socket comes with the service, in any order (test_systemd_boot.py boots it)
+                 'Wants=bigtcpd.socket', 'After=bigtcpd.socket', 'PartOf=bigtcpd.socket', 'Also=bigtcpd.socket'):
         assert re.search(rf'^{re.escape(line)}$', unit, re.M), f'{line} missing from bigtcpd.service'
     sock = (dest / tree['unitdir'].lstrip('/') / 'bigtcpd.socket').read_text()
     for line in ('ListenStream=/run/bigtcpd/io.bigtcpd.Manager', 'FileDescriptorName=varlink', 'SocketMode=0666'):

@@ -10,12 +10,15 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 # clang and libclang-rt-14-dev (libFuzzer, the sanitizer runtimes): scripts/fuzz.sh
+# build-essential, dpkg-dev, debhelper, lintian: scripts/package.sh (the Debian package);
+# systemd-container (systemd-nspawn): tests/integration/test_systemd_boot.py
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libnl-3-dev libnl-route-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
         libcmocka-dev python3-pytest
         iperf3 iproute2 socat procps util-linux strace
         dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml
+        build-essential dpkg-dev debhelper lintian systemd-container
 )
 
 missing=()

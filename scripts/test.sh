@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds with ASan+UBSan, runs the unit tests
-# (meson test), the integration tests (pytest, real kernel, in namespaces the tests make) and a
-# short run of every fuzzer (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20),
-# checks that no bt-* namespace was left behind, and prints one summary line. BT_NETNS_PREFIX
-# (default bt-) names the namespaces the tests make and the ones counted (and deleted) as left
-# behind: another prefix keeps two runs on one machine from counting each other's.
+# (meson test), builds the Debian package and checks it with lintian (scripts/package.sh), runs
+# the integration tests (pytest, real kernel, in namespaces the tests make; test_systemd_boot.py
+# installs the package under a real systemd in a container) and a short run of every fuzzer
+# (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20), checks that no bt-* namespace was
+# left behind, and prints one summary line. BT_NETNS_PREFIX (default bt-) names the namespaces
+# the tests make and the ones counted (and deleted) as left behind: another prefix keeps two
+# runs on one machine from counting each other's.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -42,8 +44,16 @@ meson test -C build-asan --print-errorlogs
 unit_rc=$?
 [[ $unit_rc -eq 0 ]] || failed+=("unit tests (meson test exit $unit_rc)")
 
+# The Debian package (dpkg-buildpackage, lintian): test_systemd_boot.py installs it in a container
+# under a real systemd.
+echo "== Debian package (scripts/package.sh)"
+bash scripts/package.sh "$tmp/debs" </dev/null
+package_rc=$?
+[[ $package_rc -eq 0 ]] || failed+=("Debian package (package.sh exit $package_rc)")
+
 echo "== integration tests (build-asan/daemon/bigtcpd)"
-BIGTCPD_BIN=$PWD/build-asan/daemon/bigtcpd \
+BIGTCPD_DEB_DIR=$tmp/debs \
+        BIGTCPD_BIN=$PWD/build-asan/daemon/bigtcpd \
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         /usr/bin/python3 -m pytest -v --junitxml="$tmp/integration.xml" \
@@ -102,7 +112,7 @@ nfailed=$((${nfailed:-0} + ${fuzz_failed:-0}))
 
 echo
 if [[ ${#failed[@]} -eq 0 ]]; then
-        echo "test.sh: PASSED (unit tests, integration tests, fuzzers, no namespaces left behind)"
+        echo "test.sh: PASSED (unit tests, Debian package, integration tests, fuzzers, no namespaces left behind)"
         summary "${passed:-0}" 0 "${skipped:-0}"
         exit 0
 fi

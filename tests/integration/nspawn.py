@@ -1,0 +1,264 @@
+"""nspawn.py — a real systemd as PID 1, for the tests that need a service manager and a system bus:
+this host's own /usr booted with systemd-nspawn in its own network namespace.
+
+    systemd-nspawn --boot --volatile=yes -D / --private-network --register=no --keep-unit
+                   --overlay=/usr:WORK/usr:/usr --bind=WORK/etc:/etc --bind=WORK/var:/var
+
+- /usr is the host's, under an overlay whose writable layer is WORK/usr: what dpkg installs in
+  the container lands there, the host's /usr is never written.
+- /etc is a copy of the host's with none of the host's enabled units and a machine-id of its
+  own (without one systemd runs "first boot" and presets enable units); /var is WORK/var with
+  a copy of the host's dpkg database (so that apt sees what is installed and installs the rest)
+  and what the container writes. Both survive a reboot of the container, as on a real machine;
+  /run is a tmpfs that does not.
+- --private-network: the container's own namespace, with only lo; the host's network devices
+  are never touched. It is attached as /run/netns/bt-<id>, so that nl.py and `ip -n` reach it.
+- --register=no --keep-unit: there is no systemd (machined) on the host to register with.
+
+Everything it makes is removed by stop(), also after a failure: the container (powered off, or
+its PID 1 killed by pid), the netns name, WORK. Needs systemd-container (scripts/setup.sh)."""
+
+import os
+import re
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from helpers import T
+
+# What commands inside see: nothing of the test's environment (ASAN_OPTIONS, BIGTCPD_BIN...).
+ENV = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8',
+       'TERM': 'dumb', 'SYSTEMD_PAGER': '', 'SYSTEMD_COLORS': '0', 'DEBIAN_FRONTEND': 'noninteractive'}
+NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--']
+REBOOT_EXIT = 133   # systemd-nspawn's exit status when the container asked for a reboot
+
+
+class Container:
+    def __init__(self, logdir):
+        self.id = secrets.token_hex(4)
+        self.name = f'bt-{self.id}'        # machine name, hostname and netns name
+        self.logdir = Path(logdir)
+        self.work = Path(tempfile.mkdtemp(prefix=f'bigtcpd-nspawn-{self.id}.', dir='/var/tmp'))
+        self.proc = None
+        self.leader = None
+        self.boots = 0
+        self.netns_attached = False
+        try:
+            self._prepare()
+        except BaseException:
+            shutil.rmtree(self.work, ignore_errors=True)
+            raise
+
+    def _prepare(self):
+        w = self.work
+        (w / 'usr').mkdir()
+        subprocess.run(['cp', '-a', '/etc', str(w / 'etc')], check=True)
+        etc = w / 'etc'
+        # A fresh /etc: the host's enabled units stay on the host, its policy too.
+        for p in (etc / 'systemd' / 'system').iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        shutil.rmtree(etc / 'bigtcpd', ignore_errors=True)
+        (etc / 'machine-id').write_text(secrets.token_hex(16) + '\n')
+        (etc / 'hostname').write_text(self.name + '\n')
+        (w / 'var' / 'lib').mkdir(parents=True)
+        subprocess.run(['cp', '-a', '/var/lib/dpkg', str(w / 'var' / 'lib' / 'dpkg')], check=True)
+        for d in ('var/lib/apt/lists/partial', 'var/cache/apt/archives/partial', 'var/tmp'):
+            (w / d).mkdir(parents=True, exist_ok=True)
+        os.chmod(w / 'var' / 'tmp', 0o1777)
+
+    # --- life -------------------------------------------------------------------------------
+
+    def boot(self, timeout=60):
+        """Start the container and return once its systemd reports the boot finished (nspawn
+        --notify-ready passes its READY=1 on)."""
+        assert self.proc is None
+        self.boots += 1
+        notify_dir = Path(tempfile.mkdtemp(prefix='bt-nspawn-', dir='/tmp'))
+        notify_path = notify_dir / 'notify'
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        try:
+            sock.bind(str(notify_path))
+            self.console = self.logdir / f'{self.name}-boot{self.boots}.console'
+            env = dict(ENV, NOTIFY_SOCKET=str(notify_path))
+            console = open(self.console, 'wb')
+            self.proc = subprocess.Popen(
+                ['systemd-nspawn', '--quiet', '--boot', '--volatile=yes', '--directory=/', '--private-network',
+                 '--register=no', '--keep-unit', '--notify-ready=yes', f'--machine={self.name}',
+                 f'--overlay=/usr:{self.work / "usr"}:/usr', f'--bind={self.work / "etc"}:/etc',
+                 f'--bind={self.work / "var"}:/var'],
+                stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True)
+            console.close()   # nspawn has it
+            deadline = time.monotonic() + T(timeout)
+            ready = False
+            while not ready:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise AssertionError(f'the container did not boot within {T(timeout)} s (nspawn exit '
+                                         f'{self.proc.poll()}); console:\n{self.console_tail()}')
+                sock.settimeout(min(left, 0.5))
+                try:
+                    msg = sock.recv(4096).decode(errors='replace')
+                except socket.timeout:
+                    continue
+                for line in msg.splitlines():
+                    if line.startswith('X_NSPAWN_LEADER_PID='):
+                        self.leader = int(line.split('=', 1)[1])
+                    ready = ready or line == 'READY=1'
+            assert self.leader, 'nspawn did not say its leader pid'
+        except BaseException:
+            self._kill()
+            raise
+        finally:
+            sock.close()
+            shutil.rmtree(notify_dir, ignore_errors=True)
+        if not self.netns_attached:
+            subprocess.run(['ip', 'netns', 'attach', self.name, str(self.leader)], check=True)
+            self.netns_attached = True
+        else:
+            # A new boot, a new namespace.
+            subprocess.run(['ip', 'netns', 'del', self.name], check=True)
+            subprocess.run(['ip', 'netns', 'attach', self.name, str(self.leader)], check=True)
+        state = self.sh('systemctl is-system-running --wait', check=False).stdout.strip()
+        if state != 'running':
+            failed = self.sh('systemctl --failed --no-legend', check=False).stdout
+            print(f'{self.name}: boot {self.boots} ended {state!r}; failed units:\n{failed}')
+
+    def reboot(self, timeout=60):
+        """`systemctl reboot` in the container: systemd-nspawn exits with 133 (a reboot), and the
+        container boots again from the same /etc, /var and /usr layer."""
+        self.run('systemctl', 'reboot', check=False)
+        try:
+            rc = self.proc.wait(T(timeout))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f'the container did not reboot within {T(timeout)} s\n{self.console_tail()}')
+        assert rc == REBOOT_EXIT, f'systemd-nspawn exited {rc} on reboot, not {REBOOT_EXIT}\n{self.console_tail()}'
+        self.proc = None
+        self.leader = None
+        self.boot()
+
+    def poweroff(self, timeout=60):
+        """SIGTERM to nspawn, which powers the container off; True if it went within timeout."""
+        if self.proc is None or self.proc.poll() is not None:
+            return True
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(T(timeout))
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def _kill(self):
+        """The hard way, by pid: the container's PID 1 (SIGKILL ends its whole pid namespace),
+        then nspawn."""
+        if self.leader:
+            try:
+                os.kill(self.leader, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.wait(T(10))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def stop(self):
+        """Power off (or kill) the container and remove everything this object made."""
+        problems = []
+        try:
+            if self.proc is not None and not self.poweroff():
+                problems.append(f'{self.name} did not power off, killed')
+                self._kill()
+            self.proc = None
+        finally:
+            if self.netns_attached:
+                r = subprocess.run(['ip', 'netns', 'del', self.name], capture_output=True, text=True)
+                if r.returncode != 0:
+                    problems.append(f'ip netns del {self.name}: {r.stderr.strip()}')
+                self.netns_attached = False
+            shutil.rmtree(self.work, ignore_errors=True)
+        return problems
+
+    def console_tail(self, n=40):
+        try:
+            return '\n'.join(self.console.read_text(errors='replace').splitlines()[-n:])
+        except OSError:
+            return '(no console log)'
+
+    # --- commands ---------------------------------------------------------------------------
+
+    def run(self, *cmd, user=None, check=True, timeout=60, input=None):
+        """A command inside (all of the container's namespaces), as root or user='nobody'."""
+        assert self.leader, 'the container is not running'
+        argv = ['nsenter', '-t', str(self.leader), '-a', '--root', '--wd', '--', *(NOBODY if user == 'nobody' else []),
+                *map(str, cmd)]
+        r = subprocess.run(argv, capture_output=True, text=True, env=ENV, timeout=T(timeout), input=input,
+                           stdin=None if input is not None else subprocess.DEVNULL)
+        if check and r.returncode != 0:
+            raise AssertionError(f'in {self.name}: {" ".join(map(str, cmd))} exited {r.returncode}\n'
+                                 f'stdout: {r.stdout[-3000:]}\nstderr: {r.stderr[-3000:]}')
+        return r
+
+    def sh(self, script, **kw):
+        return self.run('sh', '-c', script, **kw)
+
+    def path(self, p):
+        """Where a path of the container's /etc or /var is on the host (they are bind mounts)."""
+        p = Path(p)
+        assert p.parts[1] in ('etc', 'var'), p
+        return self.work / p.relative_to('/')
+
+    def journal_cursor(self):
+        out = self.run('journalctl', '--show-cursor', '-n', '0', '-q').stdout
+        for line in out.splitlines():
+            if line.startswith('-- cursor: '):
+                return line[len('-- cursor: '):]
+        raise AssertionError(f'no journal cursor in {out!r}')
+
+    def journal_wait(self, cursor, patterns, timeout=20, args=()):
+        """Follow the journal from `cursor` (journalctl --follow) until lines matching each of
+        `patterns` (regexes, in this order) came; returns the lines read."""
+        argv = ['nsenter', '-t', str(self.leader), '-a', '--root', '--wd', '--', 'journalctl', '--follow', '--no-tail', '-q',
+                '-o', 'short-monotonic', f'--after-cursor={cursor}', *args]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             env=ENV)
+        lines, want, buf = [], [re.compile(x) for x in patterns], b''
+        deadline = time.monotonic() + T(timeout)
+        try:
+            while want:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f'journal of {self.name}: no line matching {want[0].pattern!r} within '
+                                         f'{T(timeout)} s; read:\n' + '\n'.join(lines[-60:]))
+                r, _, _ = select.select([p.stdout], [], [], left)
+                if not r:
+                    continue
+                chunk = os.read(p.stdout.fileno(), 65536)
+                if not chunk:
+                    raise AssertionError('journalctl --follow ended; read:\n' + '\n'.join(lines[-60:]))
+                *done, buf = (buf + chunk).split(b'\n')
+                for raw in done:
+                    line = raw.decode(errors='replace')
+                    lines.append(line)
+                    if want and want[0].search(line):
+                        want.pop(0)
+        finally:
+            p.terminate()
+            try:
+                p.wait(T(5))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+        return lines

@@ -1,0 +1,427 @@
+"""Under a real systemd as PID 1, with a real system bus: the Debian package installed with apt in
+a booted container (nspawn.py), then used as an operator would. The tests run in file order on
+one container, each on what the ones before left:
+
+  install       apt install ./bigtcpd_*.deb: both units enabled and running, the shipped policy
+                applied, the conffile registered, STATUS= in `systemctl status`
+  orders        `systemctl enable --now` of the service and the socket in every order, 10 times
+                each: both come up every time, and systemd never refuses the socket
+  transports    status and list over varlink and over D-Bus on the real bus, busctl introspect
+  journal       the decisions in `journalctl -u bigtcpd`
+  reload        `systemctl reload`: RELOADING=1, then READY=1, as systemd saw them
+  watchdog      a SIGSTOPped daemon is killed by the watchdog and restarted, originals kept
+  restart       `systemctl restart` writes nothing when the devices are converged
+  activation    after `systemctl stop bigtcpd` the socket starts it again on a connection
+  non-root      refused the root methods on both transports, allowed the rest
+  security      `systemd-analyze security`: exposure at most 2.0
+  not running   `bigtcpctl --dbus` exits 3 with the daemon disabled (systemd's NoSuchUnit), and
+                D-Bus activation starts it once the service is enabled
+  reboot        both units up after a reboot of the container
+  upgrade       to a rebuilt package: the state file and the operator's edited policy kept, the
+                restarted daemon writes nothing
+  purge         apt purge stops it, gives every device its original sizes back, leaves nothing
+
+The package comes from BIGTCPD_DEB_DIR (scripts/test.sh builds it with scripts/package.sh), or
+is built here. Needs systemd-container, dpkg-dev, debhelper, lintian (scripts/setup.sh)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import nl
+from helpers import REPO, T, read_state, sizes4
+from nspawn import Container
+
+EXPOSURE_MAX = 2.0
+ROUNDS = 10
+BIG = sizes4(185000)       # the shipped policy (conf/bigtcpd.yaml): every veth at 185000
+EDITED = sizes4(150000)    # the operator's edit
+ORIG = sizes4(65536)
+UNITS = ('bigtcpd.service', 'bigtcpd.socket')
+
+
+@pytest.fixture(scope='module')
+def deb(tmp_path_factory):
+    d = os.environ.get('BIGTCPD_DEB_DIR')
+    if d:
+        d = Path(d)
+    else:
+        d = tmp_path_factory.mktemp('debs')
+        r = subprocess.run(['bash', str(REPO / 'scripts' / 'package.sh'), str(d)], capture_output=True, text=True,
+                           timeout=T(1200), stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, f'scripts/package.sh failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}'
+    found = sorted(d.glob('bigtcpd_*.deb'))
+    assert len(found) == 1, f'expected one bigtcpd_*.deb in {d} (did scripts/package.sh fail?): {found}'
+    return found[0]
+
+
+@pytest.fixture(scope='module')
+def box(deb, tmp_path_factory):
+    """The container, booted, with two veth pairs and the package installed."""
+    for tool in ('systemd-nspawn', 'dpkg-deb'):
+        if not shutil.which(tool):
+            pytest.fail(f'{tool} is missing: bash scripts/setup.sh installs it')
+    started = time.monotonic()
+    c = Container(tmp_path_factory.mktemp('nspawn'))
+    try:
+        c.boot()
+        # Docker's policy-rc.d (exit 101: never start a service) is on this host's /usr: gone
+        # from the container's overlay, as on any real Debian system, or nothing would start.
+        c.run('rm', '-f', '/usr/sbin/policy-rc.d')
+        for a, b in (('va', 'vb'), ('wa', 'wb')):
+            subprocess.run(['ip', '-n', c.name, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b], check=True)
+        shutil.copy(deb, c.path('/var/tmp') / deb.name)
+        c.deb = deb
+        c.install = c.run('apt-get', 'install', '-y', f'/var/tmp/{deb.name}', timeout=300)
+        yield c
+    finally:
+        problems = c.stop()
+        print(f'\nreal-systemd tests: {time.monotonic() - started:.0f} s (boots: {c.boots})')
+        assert not problems, problems
+
+
+@pytest.fixture(autouse=True)
+def journal_on_failure(request, box):
+    yield
+    rep = getattr(request.node, 'rep_call', None)
+    if rep is not None and rep.failed and box.leader:
+        r = box.run('journalctl', '-b', '--no-pager', '-n', '150', check=False)
+        print(f'===== journal of {box.name} (last 150 lines) =====\n{r.stdout}')
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def active(c):
+    return tuple(c.run('systemctl', 'is-active', u, check=False).stdout.strip() for u in UNITS)
+
+
+def enabled(c):
+    return tuple(c.run('systemctl', 'is-enabled', u, check=False).stdout.strip() for u in UNITS)
+
+
+def ctl(c, *args, user=None):
+    return c.run('bigtcpctl', *args, user=user, check=False)
+
+
+def status_json(c):
+    r = ctl(c, 'status', '--json')
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def devices(c):
+    r = ctl(c, 'list', '--json')
+    assert r.returncode == 0, r.stderr
+    return {d['ifname']: d for d in json.loads(r.stdout)['devices']}
+
+
+def main_pid(c):
+    return int(c.run('systemctl', 'show', '-P', 'MainPID', 'bigtcpd.service').stdout.strip())
+
+
+def state_originals(c, into):
+    """The original sizes in the container's state file (snapshot and journal), by device."""
+    into.mkdir()
+    for f in ('state.json', 'state.journal'):
+        r = c.run('cat', f'/run/bigtcpd/{f}', check=False)
+        if r.returncode == 0:
+            (into / f).write_text(r.stdout)
+    return {d['ifname']: d['original'] for d in read_state(into)['devices']}
+
+
+def wait_sizes(c, expected, what, timeout=20):
+    nl.wait_links(c.name, lambda links: all(n in links and nl.sizes_of(links[n]) == s for n, s in expected.items()),
+                  T(timeout), what)
+
+
+def sizes_now(c, names):
+    links = nl.read_links(c.name)
+    return {n: nl.sizes_of(links[n]) for n in names}
+
+
+def disable_both(c):
+    c.run('systemctl', 'disable', '--now', '-q', *UNITS)
+    assert active(c) == ('inactive', 'inactive'), active(c)
+
+
+# --- the tests, in order ------------------------------------------------------------------------
+
+def test_install(box):
+    c = box
+    version = c.run('systemctl', '--version').stdout.splitlines()[0]
+    print(f'PID 1 of {c.name}: {version}')
+    assert 'Setting up bigtcpd' in c.install.stdout, c.install.stdout
+    assert active(c) == ('active', 'active'), f'{active(c)}\n{c.install.stdout}'
+    assert enabled(c) == ('enabled', 'enabled')
+    wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'the shipped policy applied')
+    conffiles = c.run('dpkg-query', '-W', '-f=${Conffiles}', 'bigtcpd').stdout
+    assert re.search(r'^ /etc/bigtcpd/bigtcpd\.yaml [0-9a-f]{32}$', conffiles, re.M), conffiles
+    assert c.path('/etc/bigtcpd/bigtcpd.yaml').read_bytes() == (REPO / 'conf/bigtcpd.yaml').read_bytes()
+    for f in ('/usr/sbin/bigtcpd', '/usr/bin/bigtcpctl', '/lib/systemd/system/bigtcpd.service',
+              '/lib/systemd/system/bigtcpd.socket', '/usr/share/dbus-1/system.d/io.bigtcpd1.conf',
+              '/usr/share/dbus-1/system-services/io.bigtcpd1.service', '/usr/share/varlink/io.bigtcpd.Manager.varlink',
+              '/usr/share/man/man8/bigtcpd.8.gz', '/usr/share/man/man8/bigtcpctl.8.gz',
+              '/usr/share/man/man5/bigtcpd.yaml.5.gz', '/usr/share/bash-completion/completions/bigtcpctl'):
+        c.run('test', '-f', f)
+    out = c.run('systemctl', 'status', '--no-pager', 'bigtcpd.service').stdout
+    assert re.search(r'^ +Status: "managing 4 of 5 devices(, \d+ in probation)?"$', out, re.M), out
+    assert 'TriggeredBy: ● bigtcpd.socket' in out, out
+
+
+ORDERS = {
+    'service, then socket': [['bigtcpd'], ['bigtcpd.socket']],
+    'socket, then service': [['bigtcpd.socket'], ['bigtcpd']],
+    'both, service first': [['bigtcpd', 'bigtcpd.socket']],
+    'both, socket first': [['bigtcpd.socket', 'bigtcpd']],
+}
+
+
+def test_enable_now_in_every_order(box):
+    """The order README once gave (service, then socket) failed every time, and both units in
+    one command was a race: systemd refuses to start a socket whose service runs already."""
+    c = box
+    cursor = c.journal_cursor()
+    up = {}
+    for name, commands in ORDERS.items():
+        up[name] = 0
+        for _ in range(ROUNDS):
+            disable_both(c)
+            results = [c.run('systemctl', 'enable', '--now', '-q', *units, check=False) for units in commands]
+            if all(r.returncode == 0 for r in results) and active(c) == ('active', 'active') \
+                    and enabled(c) == ('enabled', 'enabled'):
+                up[name] += 1
+            else:
+                print(f'{name}: {active(c)} {enabled(c)} ' + ' '.join(r.stderr.strip() for r in results))
+    print('socket and service up, of ' + str(ROUNDS) + ': ' + ', '.join(f'{k}: {v}' for k, v in up.items()))
+    refused = c.run('journalctl', f'--after-cursor={cursor}', '-q', '--no-pager', '-g', 'already active, refusing',
+                    check=False).stdout
+    assert not refused.strip(), refused
+    assert up == {k: ROUNDS for k in ORDERS}, up
+    wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'after the last round')
+
+
+def test_transports(box):
+    c = box
+    for dbus in ([], ['--dbus']):
+        r = ctl(c, *dbus, 'status')
+        assert r.returncode == 0, r.stderr
+        assert re.search(r'^ +State: ready$', r.stdout, re.M) and 'Devices: 5 total' in r.stdout, r.stdout
+        assert re.search(r'^ +Hostname: ' + c.name + '$', r.stdout, re.M), r.stdout
+        r = ctl(c, *dbus, 'list')
+        assert r.returncode == 0, r.stderr
+        for dev in ('va', 'vb', 'wa', 'wb'):
+            assert re.search(rf'^ *\d+ {dev} +veth +(probation|applied) +veth +185000 +185000 +185000 +185000 ', r.stdout,
+                             re.M), r.stdout
+    a = json.loads(ctl(c, 'status', '--json').stdout)
+    b = json.loads(ctl(c, '--dbus', 'status', '--json').stdout)
+    assert a['policy'] == b['policy'] and a['version'] == b['version'], (a, b)
+    intro = c.run('busctl', 'introspect', '--no-pager', 'io.bigtcpd1', '/io/bigtcpd1').stdout
+    assert re.search(r'^io\.bigtcpd1\.Manager +interface', intro, re.M), intro
+    for member in ('.GetStatusJSON', '.ListDevicesJSON', '.Reload', '.Rollback', '.Retry', '.RolledBack'):
+        assert re.search(rf'^{re.escape(member)} +(method|signal)', intro, re.M), f'{member} missing:\n{intro}'
+
+
+def test_journal_has_the_decisions(box):
+    log = box.run('journalctl', '-u', 'bigtcpd', '-o', 'cat', '--no-pager').stdout
+    for line in ('va: matched policy "veth"', 'lo: matches no policy',
+                 'va: writing gso_max_size 65536→185000 gro_max_size 65536→185000 gso_ipv4_max_size 65536→185000 '
+                 'gro_ipv4_max_size 65536→185000 (policy)',
+                 'initial reconcile done: 5 devices', 'D-Bus: serving io.bigtcpd1 on the system bus',
+                 'varlink: listening on the socket passed by systemd'):
+        assert line in log, f'{line!r} not in journalctl -u bigtcpd:\n{log[-3000:]}'
+
+
+def test_reload(box):
+    """systemctl reload (ExecReload: SIGHUP): the daemon announces RELOADING=1 and ends it with
+    READY=1, as systemd (at debug level) logs them."""
+    c = box
+    pid = main_pid(c)
+    c.run('systemd-analyze', 'log-level', 'debug')
+    try:
+        cursor = c.journal_cursor()
+        c.run('systemctl', 'reload', 'bigtcpd')
+        # ExecReload (kill -HUP) puts the unit in "reload"; the daemon's RELOADING=1 and READY=1
+        # frame its reload; the unit is "running" again once READY=1 came and kill exited.
+        lines = c.journal_wait(cursor, [r'bigtcpd\.service: Changed running -> reload',
+                                        rf'Got notification message from PID {pid} \(RELOADING=1',
+                                        rf'Got notification message from PID {pid} \(READY=1',
+                                        r'bigtcpd\.service: Changed reload -> running'])
+    finally:
+        c.run('systemd-analyze', 'log-level', 'info')
+    assert main_pid(c) == pid
+    assert active(c) == ('active', 'active')
+    print('\n'.join(l for l in lines if re.search(r'bigtcpd\.service: (Changed|Got notification)', l)))
+
+
+def test_watchdog_restarts_a_stopped_daemon(box):
+    """A SIGSTOPped daemon stops feeding the watchdog: systemd kills it and Restart=on-failure
+    brings it back, with the original sizes still known and nothing written again. WatchdogSec
+    is 2 s here (a runtime drop-in) instead of the shipped 30 s, to keep the test short."""
+    c = box
+    dropin = Path('/run/systemd/system/bigtcpd.service.d')
+    c.run('mkdir', '-p', dropin)
+    c.run('sh', '-c', f'printf "[Service]\\nWatchdogSec=2s\\n" >{dropin}/watchdog.conf')
+    try:
+        c.run('systemctl', 'daemon-reload')
+        c.run('systemctl', 'restart', 'bigtcpd')
+        assert c.run('systemctl', 'show', '-P', 'WatchdogUSec', 'bigtcpd').stdout.strip() == '2s'
+        before = devices(c)
+        assert before['va']['original']['gso_max_size'] == 65536, before['va']
+        pid = main_pid(c)
+        cursor = c.journal_cursor()
+        c.run('kill', '-STOP', pid)
+        c.journal_wait(cursor, [r'bigtcpd\.service: Watchdog timeout', r'bigtcpd\.service: Scheduled restart job',
+                                r'Started bigtcpd\.service'], timeout=30)
+        assert main_pid(c) not in (0, pid)
+        after = devices(c)
+        for dev in ('va', 'vb', 'wa', 'wb'):
+            assert after[dev]['original'] == before[dev]['original'], (dev, before[dev], after[dev])
+            assert tuple(after[dev]['current'][k] for k in nl.SIZES) == BIG, after[dev]
+        assert status_json(c)['writes'] == 0, 'the restarted daemon wrote'
+    finally:
+        c.run('rm', '-rf', dropin)
+        c.run('systemctl', 'daemon-reload')
+
+
+def test_restart_writes_nothing_when_converged(box):
+    c = box
+    pid = main_pid(c)
+    cursor = c.journal_cursor()
+    c.run('systemctl', 'restart', 'bigtcpd')
+    assert main_pid(c) != pid
+    assert c.run('systemctl', 'show', '-P', 'WatchdogUSec', 'bigtcpd').stdout.strip() == '30s'
+    st = status_json(c)
+    assert st['writes'] == 0, st
+    log = c.run('journalctl', f'--after-cursor={cursor}', '-u', 'bigtcpd', '-o', 'cat', '--no-pager').stdout
+    assert 'initial reconcile done: 5 devices' in log, log
+    assert not re.search(r': writing ', log), log
+    assert sizes_now(c, ('va', 'wb')) == {'va': BIG, 'wb': BIG}
+
+
+def test_socket_activation_after_stop(box):
+    c = box
+    c.run('systemctl', 'stop', 'bigtcpd')
+    assert active(c) == ('inactive', 'active')
+    r = ctl(c, 'status')
+    assert r.returncode == 0, r.stderr
+    assert active(c) == ('active', 'active')
+    log = c.run('journalctl', '-u', 'bigtcpd', '-o', 'cat', '--no-pager', '-n', '30').stdout
+    assert 'varlink: listening on the socket passed by systemd' in log
+
+
+def test_non_root_refused_on_both_transports(box):
+    c = box
+    for dbus in ([], ['--dbus']):
+        for cmd in (['reload'], ['rollback', 'va'], ['retry', '--all']):
+            r = ctl(c, *dbus, *cmd, user='nobody')
+            assert r.returncode == 4 and 'permission denied' in r.stderr, (dbus, cmd, r.returncode, r.stderr)
+        for cmd in (['status'], ['list'], ['show', 'va']):
+            r = ctl(c, *dbus, *cmd, user='nobody')
+            assert r.returncode == 0, (dbus, cmd, r.stderr)
+    assert sizes_now(c, ('va',)) == {'va': BIG}, 'a refused rollback changed something'
+
+
+def test_security_exposure(box):
+    r = box.run('systemd-analyze', 'security', '--no-pager', 'bigtcpd.service')
+    m = re.search(r'Overall exposure level for bigtcpd\.service: (\d+\.\d+)', r.stdout)
+    assert m, r.stdout
+    level = float(m.group(1))
+    print(f'systemd-analyze security (systemd 252, PID 1): exposure {level}')
+    assert level <= EXPOSURE_MAX, r.stdout
+
+
+def test_dbus_not_running_exits_3(box):
+    c = box
+    disable_both(c)
+    r = ctl(c, '--dbus', 'status')
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert r.stderr.strip() == ('bigtcpctl: bigtcpd is not running (io.bigtcpd1 is not on the system bus, and the '
+                                'bus starts it only while bigtcpd.service is enabled)'), r.stderr
+    r = ctl(c, 'status')
+    assert r.returncode == 3 and 'not running' in r.stderr, r.stderr
+    assert active(c) == ('inactive', 'inactive'), 'a call started a disabled bigtcpd'
+    # Enabled but not started: a bus call starts it (dbus-io.bigtcpd1.service), socket and all.
+    c.run('systemctl', 'enable', '-q', 'bigtcpd')
+    assert active(c) == ('inactive', 'inactive')
+    r = ctl(c, '--dbus', 'status')
+    assert r.returncode == 0, r.stderr
+    assert active(c) == ('active', 'active')
+
+
+def test_reboot(box):
+    c = box
+    c.reboot()
+    assert active(c) == ('active', 'active'), c.run('systemctl', 'status', '--no-pager', *UNITS, check=False).stdout
+    # A new boot, a new network namespace: new devices, written by the daemon as they come.
+    for a, b in (('va', 'vb'), ('wa', 'wb')):
+        subprocess.run(['ip', '-n', c.name, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b], check=True)
+    wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'new devices after the reboot')
+
+
+def rebuilt(deb, version, into):
+    """The package rebuilt as another version: the same files, a new version in its control."""
+    tree = into / 'tree'
+    subprocess.run(['dpkg-deb', '-R', str(deb), str(tree)], check=True)
+    control = tree / 'DEBIAN' / 'control'
+    control.write_text(re.sub(r'^Version: .*$', f'Version: {version}', control.read_text(), flags=re.M))
+    out = into / f'bigtcpd_{version}_amd64.deb'
+    subprocess.run(['dpkg-deb', '--root-owner-group', '-Zxz', '-b', str(tree), str(out)], check=True,
+                   capture_output=True)
+    shutil.rmtree(tree)
+    return out
+
+
+def test_upgrade_keeps_state_and_edited_policy(box, tmp_path):
+    c = box
+    policy = c.path('/etc/bigtcpd/bigtcpd.yaml')
+    mine = policy.read_text().replace('185000', '150000').replace('policies:\n', '# edited by the operator\npolicies:\n')
+    policy.write_text(mine)
+    c.run('systemctl', 'reload', 'bigtcpd')
+    wait_sizes(c, {n: EDITED for n in ('va', 'vb', 'wa', 'wb')}, 'the edited policy')
+    state_before = state_originals(c, tmp_path / 'before')
+    originals = {d['ifname']: d['original'] for d in devices(c).values() if d['original']}
+    assert set(originals) == {'va', 'vb', 'wa', 'wb'}, originals
+    pid = main_pid(c)
+    new = rebuilt(c.deb, '0.1.0-2', tmp_path)
+    shutil.copy(new, c.path('/var/tmp') / new.name)
+    cursor = c.journal_cursor()
+    r = c.run('apt-get', 'install', '-y', f'/var/tmp/{new.name}', timeout=300)
+    assert 'Unpacking bigtcpd (0.1.0-2) over (0.1.0-1)' in r.stdout, r.stdout
+    assert c.run('dpkg-query', '-W', '-f=${Version}', 'bigtcpd').stdout == '0.1.0-2'
+    assert policy.read_text() == mine, 'the upgrade changed the operator\'s policy'
+    assert active(c) == ('active', 'active')
+    assert main_pid(c) != pid, 'the upgrade did not restart the daemon'
+    starts = c.run('journalctl', f'--after-cursor={cursor}', '-u', 'bigtcpd', '-o', 'cat', '--no-pager', '-g',
+                   'initial reconcile done', check=False).stdout.strip().splitlines()
+    print(f'daemon starts during the upgrade: {len(starts)}')
+    log = c.run('journalctl', f'--after-cursor={cursor}', '-u', 'bigtcpd', '-o', 'cat', '--no-pager').stdout
+    assert starts and not re.search(r': writing ', log), log
+    assert 'state: original sizes of 4 devices recorded by an earlier run' in log, log
+    after = {d['ifname']: d['original'] for d in devices(c).values() if d['original']}
+    assert after == originals
+    assert state_originals(c, tmp_path / 'after') == state_before == originals
+    assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: EDITED for n in ('va', 'vb', 'wa', 'wb')}
+
+
+def test_purge_restores_originals(box):
+    c = box
+    r = c.run('apt-get', 'purge', '-y', 'bigtcpd', timeout=300)
+    assert 'giving the devices it changed their original sizes back' in r.stdout + r.stderr, r.stdout + r.stderr
+    assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: ORIG for n in ('va', 'vb', 'wa', 'wb')}
+    for u in UNITS:
+        assert c.run('systemctl', 'is-active', u, check=False).stdout.strip() in ('inactive', 'unknown')
+    assert c.run('dpkg-query', '-W', '-f=${Status}', 'bigtcpd', check=False).stdout.strip() in ('', 'unknown ok not-installed')
+    left = c.run('sh', '-c', 'ls -d /run/bigtcpd /etc/bigtcpd /usr/sbin/bigtcpd /lib/systemd/system/bigtcpd.* '
+                             '$(find /etc/systemd/system -name "*bigtcpd*") 2>/dev/null', check=False).stdout
+    assert not left.strip(), f'left behind: {left}'
+    log = c.run('journalctl', '-u', 'bigtcpd-restore', '-o', 'cat', '--no-pager').stdout
+    assert 'va: original sizes restored' in log, log
+    # Nobody answers for io.bigtcpd1 any more.
+    r = c.run('busctl', 'call', 'io.bigtcpd1', '/io/bigtcpd1', 'io.bigtcpd1.Manager', 'GetStatusJSON', check=False)
+    assert r.returncode != 0 and 'was not provided by any .service files' in r.stderr, r.stderr

@@ -3,10 +3,10 @@
 # (meson test), builds the Debian package and checks it with lintian (scripts/package.sh), runs
 # the integration tests (pytest, real kernel, in namespaces the tests make; test_systemd_boot.py
 # installs the package under a real systemd in a container) and a short run of every fuzzer
-# (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20), checks that no bt-* namespace was
-# left behind, and prints one summary line. BT_NETNS_PREFIX (default bt-) names the namespaces
-# the tests make and the ones counted (and deleted) as left behind: another prefix keeps two
-# runs on one machine from counting each other's.
+# (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20), checks that no namespace of its own was
+# left behind (in a /run/netns of the run's own), and prints one summary line. BT_NETNS_PREFIX
+# (default bt-) names the namespaces the tests make and the ones counted (and deleted) as left
+# behind: another prefix keeps two runs on one machine from counting each other's.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -20,6 +20,17 @@ if [[ ! $BT_NETNS_PREFIX =~ ^bt-[a-z0-9-]{0,8}$ ]]; then
         echo "test.sh: BT_NETNS_PREFIX=$BT_NETNS_PREFIX: expected bt- and at most 8 of [a-z0-9-]" >&2
         exit 1
 fi
+# The run gets a /run/netns of its own: a mount namespace with a tmpfs there, where `ip netns`
+# puts the namespaces the tests make. Other test runs on the same machine neither see them nor
+# are seen, so the leak check below counts this run's namespaces alone, and removing a leftover
+# never removes another run's; whatever is left goes with this process.
+if [[ -z ${BIGTCPD_TEST_NETNS_PRIVATE:-} ]]; then
+        exec env BIGTCPD_TEST_NETNS_PRIVATE=1 unshare --mount --propagation private -- bash "$PWD/scripts/test.sh" "$@"
+fi
+mkdir -p /run/netns
+mount -t tmpfs -o mode=0755 bigtcpd-test-netns /run/netns ||
+        { echo "test.sh: FAILED: a private /run/netns"; echo "summary: 0 passed, 1 failed, 0 skipped"; exit 1; }
+
 bt_namespaces() { ip netns list 2>/dev/null | awk -v p="$BT_NETNS_PREFIX" 'index($1, p) == 1 {print $1}' | sort; }
 
 # summary PASSED FAILED SKIPPED: the closing line, in the form CI readers count

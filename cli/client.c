@@ -184,6 +184,35 @@ static const char *not_running_reason(const sd_bus_error *e, const char **ret_de
         return NULL;
 }
 
+/* Whether io.bigtcpd1 has an owner now: 1, 0, or -errno. */
+static int name_has_owner(sd_bus *bus) {
+        sd_bus_message *reply = NULL;
+        int r, owned = 0;
+
+        r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "NameHasOwner", NULL, &reply, "s", "io.bigtcpd1");
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "b", &owned);
+        sd_bus_message_unref(reply);
+        return r < 0 ? r : !!owned;
+}
+
+/* A call that timed out while nobody owns io.bigtcpd1: the bus asked systemd to start bigtcpd and
+ * the daemon never took the name (it exits at once, or is restarted again and again). systemd
+ * sends no answer for a start that fails, so the bus waits until the caller gives up. */
+static int timed_out_unstarted(sd_bus *bus, char **ret_reason) {
+        uint64_t usec = 0;
+
+        if (name_has_owner(bus) != 0)
+                return 0;
+        (void) sd_bus_get_method_call_timeout(bus, &usec);
+        if (asprintf(ret_reason,
+                     "the system bus could not start it: no answer within %llu s (journalctl -u bigtcpd says why)",
+                     (unsigned long long) ((usec + 999999) / 1000000)) < 0)
+                *ret_reason = NULL;
+        return 1;
+}
+
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
@@ -202,6 +231,10 @@ int dbus_call(const char *method, const char *arg, char **ret, char **ret_error)
                 r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method,
                                        &error, &reply, "");
         if (r < 0) {
+                if (r == -ETIMEDOUT && timed_out_unstarted(bus, ret_error)) {
+                        r = -ESRCH;
+                        goto finish;
+                }
                 if (sd_bus_error_is_set(&error)) {
                         reason = not_running_reason(&error, &detail);
                         if (reason && detail)

@@ -34,7 +34,8 @@ int varlink_parse(const char *data, size_t size, json_object **ret);
  * io.bigtcpd1.Manager.METHOD with one string argument (none when `arg` is NULL). With `ret`, the
  * method's one string result (GetStatusJSON and ListDevicesJSON return the varlink methods' JSON;
  * Reload the digest). On failure -errno (-ESRCH: bigtcpd is not running — nobody owns io.bigtcpd1
- * and the bus could not start it, because bigtcpd.service is not enabled, say —, -EACCES,
+ * and the bus could not start it, because bigtcpd.service is not enabled, say, or the call timed
+ * out with the name still unowned —, -EACCES,
  * -ENODEV, -EALREADY: nothing to do, -EINVAL: the policy has errors, -EIO: another D-Bus error)
  * and the error's message (for -ESRCH: why it is not running) in `ret_error` (free() it). */
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error);

@@ -6,6 +6,7 @@ one container, each on what the ones before left:
                 applied, the conffile registered, STATUS= in `systemctl status`
   orders        `systemctl enable --now` of the service and the socket in every order, 10 times
                 each: both come up every time, and systemd never refuses the socket
+  masked socket the service alone; unmasked, `systemctl restart bigtcpd.socket` brings both up
   transports    status and list over varlink and over D-Bus on the real bus, busctl introspect
   journal       the decisions in `journalctl -u bigtcpd`
   reload        `systemctl reload`: RELOADING=1, then READY=1, as systemd saw them
@@ -204,6 +205,28 @@ def test_enable_now_in_every_order(box):
     assert not refused.strip(), refused
     assert up == {k: ROUNDS for k in ORDERS}, up
     wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'after the last round')
+
+
+def test_masked_socket(box):
+    """With the socket masked the service binds it itself; unmasked while the daemon runs, the
+    socket comes up with `systemctl restart bigtcpd.socket` (PartOf= restarts the daemon too),
+    as README says."""
+    c = box
+    disable_both(c)
+    c.run('systemctl', 'mask', '-q', 'bigtcpd.socket')
+    try:
+        c.run('systemctl', 'start', 'bigtcpd')
+        assert active(c) == ('active', 'inactive')
+        assert ctl(c, 'status').returncode == 0
+    finally:
+        c.run('systemctl', 'unmask', '-q', 'bigtcpd.socket')
+    cursor = c.journal_cursor()
+    c.run('systemctl', 'restart', 'bigtcpd.socket')
+    # the daemon's restart is a job of its own: enable --now waits for it
+    c.run('systemctl', 'enable', '--now', '-q', *UNITS)
+    assert active(c) == ('active', 'active')
+    log = c.run('journalctl', f'--after-cursor={cursor}', '-u', 'bigtcpd', '-o', 'cat', '--no-pager').stdout
+    assert 'varlink: listening on the socket passed by systemd' in log, log
 
 
 def test_transports(box):

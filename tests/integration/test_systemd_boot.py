@@ -16,7 +16,8 @@ one container, each on what the ones before left:
   non-root      refused the root methods on both transports, allowed the rest
   security      `systemd-analyze security`: exposure at most 2.0
   not running   `bigtcpctl --dbus` exits 3 with the daemon disabled (systemd's NoSuchUnit), and
-                D-Bus activation starts it once the service is enabled
+                D-Bus activation starts it once the service is enabled; exit 3 too when it is
+                enabled but exits at once (the call times out with nobody on the bus)
   reboot        both units up after a reboot of the container
   upgrade       to a rebuilt package: the state file and the operator's edited policy kept, the
                 restarted daemon writes nothing
@@ -374,6 +375,30 @@ def test_dbus_not_running_exits_3(box):
     assert active(c) == ('inactive', 'inactive')
     r = ctl(c, '--dbus', 'status')
     assert r.returncode == 0, r.stderr
+    assert active(c) == ('active', 'active')
+
+
+def test_dbus_daemon_that_does_not_come_up_exits_3(box):
+    """Enabled, but the daemon exits at once: systemd sends the bus no answer for a failed start,
+    so the call times out (SYSTEMD_BUS_TIMEOUT=3 here instead of sd-bus's 25 s) with nobody on
+    io.bigtcpd1, which is "not running" too, not a D-Bus failure."""
+    c = box
+    dropin = Path('/run/systemd/system/bigtcpd.service.d')
+    c.run('mkdir', '-p', dropin)
+    c.run('sh', '-c', f'printf "[Service]\\nExecStart=\\nExecStart=/bin/false\\n" >{dropin}/false.conf')
+    try:
+        c.run('systemctl', 'daemon-reload')
+        c.run('systemctl', 'stop', *UNITS)
+        r = c.run('env', 'SYSTEMD_BUS_TIMEOUT=3', 'bigtcpctl', '--dbus', 'status', check=False)
+        assert r.returncode == 3, (r.returncode, r.stderr)
+        assert r.stderr.strip() == ('bigtcpctl: bigtcpd is not running (the system bus could not start it: no answer '
+                                    'within 3 s (journalctl -u bigtcpd says why))'), r.stderr
+    finally:
+        c.run('rm', '-rf', dropin)
+        c.run('systemctl', 'daemon-reload')
+        c.run('systemctl', 'stop', *UNITS)
+        c.run('systemctl', 'reset-failed', *UNITS, check=False)
+    c.run('systemctl', 'start', 'bigtcpd')
     assert active(c) == ('active', 'active')
 
 

@@ -12,12 +12,16 @@ this host's own /usr booted with systemd-nspawn in its own network namespace.
   and what the container writes. Both survive a reboot of the container, as on a real machine;
   /run is a tmpfs that does not.
 - --private-network: the container's own namespace, with only lo; the host's network devices
-  are never touched. It is attached as /run/netns/bt-<id>, so that nl.py and `ip -n` reach it.
+  are never touched. It is attached as /run/netns/bt-sd-<id>, so that nl.py and `ip -n` reach it.
 - --register=no --keep-unit: there is no systemd (machined) on the host to register with.
 
 Everything it makes is removed by stop(), also after a failure: the container (powered off, or
-its PID 1 killed by pid), the netns name, WORK. Needs systemd-container (scripts/setup.sh)."""
+its PID 1 killed by pid), the netns name, WORK. When the test process dies without stop() (killed),
+nspawn gets SIGTERM (its parent-death signal) and powers the container off, and the next
+Container() removes the WORK that nobody holds locked any more. Needs systemd-container
+(scripts/setup.sh)."""
 
+import fcntl
 import os
 import re
 import secrets
@@ -37,14 +41,35 @@ ENV = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', '
        'TERM': 'dumb', 'SYSTEMD_PAGER': '', 'SYSTEMD_COLORS': '0', 'DEBIAN_FRONTEND': 'noninteractive'}
 NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--']
 REBOOT_EXIT = 133   # systemd-nspawn's exit status when the container asked for a reboot
+WORK_PREFIX = 'bigtcpd-nspawn-'
+
+
+def _remove_orphaned_work():
+    """The WORK of containers whose test process died without stop(): its lock is free."""
+    for d in Path('/var/tmp').glob(WORK_PREFIX + '*'):
+        try:
+            fd = os.open(d / '.lock', os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue    # not (yet) locked by its maker: leave it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue    # its test process lives
+        finally:
+            os.close(fd)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 class Container:
     def __init__(self, logdir):
         self.id = secrets.token_hex(4)
-        self.name = f'bt-{self.id}'        # machine name, hostname and netns name
+        self.name = f'bt-sd-{self.id}'     # machine name, hostname and netns name
         self.logdir = Path(logdir)
-        self.work = Path(tempfile.mkdtemp(prefix=f'bigtcpd-nspawn-{self.id}.', dir='/var/tmp'))
+        _remove_orphaned_work()
+        self.work = Path(tempfile.mkdtemp(prefix=f'{WORK_PREFIX}{self.id}.', dir='/var/tmp'))
+        # Held while this process lives: a WORK whose lock is free is an orphan.
+        self.lock = os.open(self.work / '.lock', os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
         self.proc = None
         self.leader = None
         self.boots = 0
@@ -53,6 +78,7 @@ class Container:
             self._prepare()
         except BaseException:
             shutil.rmtree(self.work, ignore_errors=True)
+            os.close(self.lock)
             raise
 
     def _prepare(self):
@@ -91,7 +117,9 @@ class Container:
             env = dict(ENV, NOTIFY_SOCKET=str(notify_path))
             console = open(self.console, 'wb')
             self.proc = subprocess.Popen(
-                ['systemd-nspawn', '--quiet', '--boot', '--volatile=yes', '--directory=/', '--private-network',
+                # setpriv: SIGTERM to nspawn (a poweroff) if this process dies without stop()
+                ['setpriv', '--pdeathsig', 'SIGTERM', '--',
+                 'systemd-nspawn', '--quiet', '--boot', '--volatile=yes', '--directory=/', '--private-network',
                  '--register=no', '--keep-unit', '--notify-ready=yes', f'--machine={self.name}',
                  f'--overlay=/usr:{self.work / "usr"}:/usr', f'--bind={self.work / "etc"}:/etc',
                  f'--bind={self.work / "var"}:/var'],
@@ -188,6 +216,9 @@ class Container:
                     problems.append(f'ip netns del {self.name}: {r.stderr.strip()}')
                 self.netns_attached = False
             shutil.rmtree(self.work, ignore_errors=True)
+            if self.lock is not None:
+                os.close(self.lock)
+                self.lock = None
         return problems
 
     def console_tail(self, n=40):

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ from helpers import REPO, T, read_state, sizes4
 from nspawn import Container
 
 EXPOSURE_MAX = 2.0
+BUDGET = 180               # seconds for the whole module, the container's boots included
 ROUNDS = 10
 BIG = sizes4(185000)       # the shipped policy (conf/bigtcpd.yaml): every veth at 185000
 EDITED = sizes4(150000)    # the operator's edit
@@ -69,8 +71,14 @@ def box(deb, tmp_path_factory):
     for tool in ('systemd-nspawn', 'dpkg-deb'):
         if not shutil.which(tool):
             pytest.fail(f'{tool} is missing: bash scripts/setup.sh installs it')
+
+    def terminated(signum, frame):
+        # A CI timeout's SIGTERM: through the finally below, so that the container goes too.
+        raise KeyboardInterrupt(f'signal {signum}')
+
     started = time.monotonic()
     c = Container(tmp_path_factory.mktemp('nspawn'))
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
         c.boot()
         # Docker's policy-rc.d (exit 101: never start a service) is on this host's /usr: gone
@@ -84,8 +92,11 @@ def box(deb, tmp_path_factory):
         yield c
     finally:
         problems = c.stop()
-        print(f'\nreal-systemd tests: {time.monotonic() - started:.0f} s (boots: {c.boots})')
+        signal.signal(signal.SIGTERM, previous)
+        took = time.monotonic() - started
+        print(f'\nreal-systemd tests: {took:.0f} s (boots: {c.boots})')
         assert not problems, problems
+    assert took <= T(BUDGET), f'the real-systemd tests took {took:.0f} s, more than {T(BUDGET)} s'
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,8 @@ this host's own /usr booted with systemd-nspawn in its own network namespace.
   and what the container writes. Both survive a reboot of the container, as on a real machine;
   /run is a tmpfs that does not.
 - --private-network: the container's own namespace, with only lo; the host's network devices
-  are never touched. It is attached as /run/netns/bt-sd-<id>, so that nl.py and `ip -n` reach it.
+  are never touched. It is attached as /run/netns/PREFIXsd-<id> (PREFIX: BT_NETNS_PREFIX,
+  default bt-), so that nl.py and `ip -n` reach it.
 - --register=no --keep-unit: there is no systemd (machined) on the host to register with.
 
 Everything it makes is removed by stop(), also after a failure: the container (powered off, or
@@ -34,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers import T
+from helpers import NETNS_PREFIX, T
 
 # What commands inside see: nothing of the test's environment (ASAN_OPTIONS, BIGTCPD_BIN...).
 ENV = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8',
@@ -63,7 +64,7 @@ def _remove_orphaned_work():
 class Container:
     def __init__(self, logdir):
         self.id = secrets.token_hex(4)
-        self.name = f'bt-sd-{self.id}'     # machine name, hostname and netns name
+        self.name = f'{NETNS_PREFIX}sd-{self.id}'   # machine name, hostname and netns name
         self.logdir = Path(logdir)
         _remove_orphaned_work()
         self.work = Path(tempfile.mkdtemp(prefix=f'{WORK_PREFIX}{self.id}.', dir='/var/tmp'))

@@ -37,6 +37,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -323,6 +324,7 @@ class Scale(Bench):
     def lag_runs(self):
         lagger = burst.Bench(argparse.Namespace(bin=self.args.bin, ready_timeout=self.args.ready_timeout,
                                                 timeout=120, poll_gap=0.002))
+        shutil.rmtree(lagger.tmp, ignore_errors=True)
         lagger.tmp = self.tmp  # removed with ours
         try:
             for n in (1000, 5000):

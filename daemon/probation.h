@@ -4,7 +4,8 @@
  * or a guard tripped — goes up through ProbationOps. Each device is judged against its own
  * baselines, taken just before its own write: a rise that came before a device's write never
  * trips it. One timer, armed only while some device is in probation; a device is sampled at the
- * tick nearest its due time, so that no two of its samples are more than 1.5 intervals apart. */
+ * first tick less than 3/4 of a tick before its due time: first at most 1.25 intervals after its
+ * write, then at every tick, so that a loop running late still keeps its samples within 1.5. */
 #pragma once
 
 #include <event2/event.h>

@@ -1013,6 +1013,36 @@ static void test_dump_sampling(void **state) {
         h_free(h);
 }
 
+/* Devices written at any moment between two ticks are first sampled at most 1.25 ticks after
+ * their write (a loop that runs a tick late keeps them within 1.5 intervals), and every tick after
+ * that: GetStatus's longest gap says so. */
+static void test_sample_gap(void **state) {
+        Harness *h = h_new(P_ALL);
+        static const uint64_t written_at[] = {0, 300, 600, 900}; /* ms after the first write */
+        char name[IFNAMSIZ];
+        uint64_t gap, dumps;
+
+        h_link_add(h, 2, "eth0");
+        h_start(h);
+        h_answer_all(h);
+        for (size_t i = 1; i < ELEMENTSOF(written_at); i++) {
+                h_advance(h, (written_at[i] - written_at[i - 1]) * USEC_PER_MSEC);
+                snprintf(name, sizeof(name), "eth%zu", i);
+                h_link_add(h, 2 + (int) i, name);
+                h_answer_all(h);
+        }
+        /* the ticks, one interval apart from the first write on */
+        h_tick(h, USEC_PER_SEC - written_at[ELEMENTSOF(written_at) - 1] * USEC_PER_MSEC);
+        h_run(h, 5 * USEC_PER_SEC, USEC_PER_SEC);
+        for (size_t i = 0; i < ELEMENTSOF(written_at); i++)
+                assert_state(h_dev(h, 2 + (int) i)->state, DEVICE_PROBATION);
+        probation_figures(h->e->probation, &gap, &dumps);
+        assert_true(gap <= USEC_PER_SEC / 4 * 5);
+        assert_true(gap >= USEC_PER_SEC); /* the steady ticks */
+        assert_int_equal(dumps, 6);
+        h_free(h);
+}
+
 /* A write's link baselines (issue 10): from the link message that queued it when that carried
  * the counters (a device announced by its event), else from one statistics dump for every write
  * waiting — never one request per device. The baseline is the device's counters from before the
@@ -1581,6 +1611,7 @@ int main(void) {
         ADD_CASES("deleted with a request in flight", test_deleted_in_flight, deleted_in_flight_cases);
         ADD_CASES("dump sampling", test_dump_sampling, dump_sampling_cases);
         ADD_CASES("baselines", test_baselines, baseline_cases);
+        ADD_TEST(test_sample_gap);
         ADD_CASES("sizes a new policy leaves out", test_sizes_left_out, sizes_left_out_cases);
         ADD_CASES("put-back", test_put_back, put_back_cases);
         ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);

@@ -16,7 +16,7 @@ A6=2001:db8:b16::1 B6=2001:db8:b16::2
 A4=192.0.2.1 B4=192.0.2.2
 SECONDS_PER_RUN=${DEMO_SECONDS:-5}
 CONFIG=${DEMO_CONFIG:-conf/bigtcpd.yaml}
-tmp=$(bt_mktemp)
+bt_mktemp tmp
 
 bt_log "namespaces $NS_A and $NS_B, veth-a <-> veth-b, $A6/$A4 <-> $B6/$B4"
 bt_netns_add "$NS_A"

@@ -56,11 +56,13 @@ trap bt_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# bt_mktemp VAR: a temporary directory in VAR, removed at exit. Not $(bt_mktemp): a command
+# substitution runs in a subshell, and the directory would never reach bt_tmpdirs.
 bt_mktemp() {
         local d
         d=$(mktemp -d /tmp/bigtcpd.XXXXXX)
         bt_tmpdirs+=("$d")
-        printf '%s\n' "$d"
+        printf -v "$1" '%s' "$d"
 }
 
 # bt_netns_add NAME: a fresh namespace with lo up. A leftover of the same name (from a run

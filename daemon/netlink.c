@@ -162,30 +162,44 @@ static void handle_stats_message(Netlink *nl, struct nlmsghdr *nlh) {
         }
 }
 
-static void read_stats_socket(Netlink *nl) {
-        int fd = nl_socket_get_fd(nl->st_sk);
-
-        for (unsigned i = 0; i < READ_BUDGET; i++) {
+/* One datagram into nl->buf: its length, or -errno (-EAGAIN: none is waiting). `ret_trunc`: it
+ * did not fit; `ret_kernel`: the kernel sent it. */
+static ssize_t recv_datagram(Netlink *nl, int fd, bool *ret_trunc, bool *ret_kernel) {
+        for (;;) {
                 struct sockaddr_nl sa = {};
                 struct iovec iov = {.iov_base = nl->buf, .iov_len = RECV_BUFFER};
                 struct msghdr mh = {.msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1};
                 ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                *ret_trunc = mh.msg_flags & MSG_TRUNC;
+                *ret_kernel = sa.nl_pid == 0;
+                return n;
+        }
+}
+
+static void read_stats_socket(Netlink *nl) {
+        int fd = nl_socket_get_fd(nl->st_sk);
+
+        for (unsigned i = 0; i < READ_BUDGET; i++) {
+                bool trunc, kernel;
+                ssize_t n = recv_datagram(nl, fd, &trunc, &kernel);
+                if (n == -EAGAIN)
+                        break;
                 if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN)
-                                break;
                         /* the dump's rest is lost: it is over, the next tick asks again */
-                        log_debug_errno(errno, "netlink: reading the statistics dump: %m");
+                        log_debug_errno((int) n, "netlink: reading the statistics dump: %m");
                         if (nl->stats_seq != 0)
-                                stats_finished(nl, -errno);
+                                stats_finished(nl, (int) n);
                         continue;
                 }
-                if ((mh.msg_flags & MSG_TRUNC) && nl->stats_seq != 0) {
+                if (trunc && nl->stats_seq != 0) {
                         stats_finished(nl, -EMSGSIZE);
                         continue;
                 }
-                if (sa.nl_pid != 0)
+                if (!kernel)
                         continue;
                 int left = (int) n;
                 for (struct nlmsghdr *nlh = (struct nlmsghdr *) nl->buf; nlmsg_ok(nlh, left);
@@ -198,32 +212,28 @@ static void read_socket(Netlink *nl, struct nl_sock *sk, bool write_socket, unsi
         int fd = nl_socket_get_fd(sk);
 
         for (unsigned i = 0; i < budget; i++) {
-                struct sockaddr_nl sa = {};
-                struct iovec iov = {.iov_base = nl->buf, .iov_len = RECV_BUFFER};
-                struct msghdr mh = {.msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1};
-                ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+                bool trunc, kernel;
+                ssize_t n = recv_datagram(nl, fd, &trunc, &kernel);
+                if (n == -EAGAIN)
+                        break;
+                if (n == -ENOBUFS) {
+                        log_warning("netlink: receive buffer overrun (ENOBUFS) on the %s socket, events were lost; resynchronizing",
+                                    write_socket ? "write" : "event");
+                        if (write_socket)
+                                nl->ops->acks_lost(nl->userdata);
+                        nl->ops->lost(nl->userdata);
+                        continue;
+                }
                 if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN)
-                                break;
-                        if (errno == ENOBUFS) {
-                                log_warning("netlink: receive buffer overrun (ENOBUFS) on the %s socket, events were lost; resynchronizing",
-                                            write_socket ? "write" : "event");
-                                if (write_socket)
-                                        nl->ops->acks_lost(nl->userdata);
-                                nl->ops->lost(nl->userdata);
-                                continue;
-                        }
-                        log_error_errno(errno, "netlink: recvmsg failed: %m");
+                        log_error_errno((int) n, "netlink: recvmsg failed: %m");
                         break;
                 }
-                if (mh.msg_flags & MSG_TRUNC) {
+                if (trunc) {
                         log_warning("netlink: truncated datagram; resynchronizing");
                         nl->ops->lost(nl->userdata);
                         continue;
                 }
-                if (sa.nl_pid != 0)
+                if (!kernel)
                         continue; /* not from the kernel */
 
                 int left = (int) n;
@@ -328,6 +338,14 @@ void netlink_set_ops(Netlink *nl, const NetlinkOps *ops, void *userdata) {
         (void) event_add(nl->st_event, NULL);
 }
 
+/* Sequence numbers of every request, on any socket; never 0, which stands for "none" (a dump
+ * not running). */
+static uint32_t next_seq(Netlink *nl) {
+        if (++nl->seq == 0)
+                ++nl->seq;
+        return nl->seq;
+}
+
 int netlink_stats_dump(Netlink *nl) {
         _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
         int r;
@@ -337,9 +355,7 @@ int netlink_stats_dump(Netlink *nl) {
         r = stats_dump_message(&msg);
         if (r < 0)
                 return r;
-        nlmsg_hdr(msg)->nlmsg_seq = ++nl->seq;
-        if (nl->seq == 0)
-                nlmsg_hdr(msg)->nlmsg_seq = ++nl->seq;
+        nlmsg_hdr(msg)->nlmsg_seq = next_seq(nl);
         if (nl_send(nl->st_sk, msg) < 0)
                 return -EIO;
         nl->stats_seq = nlmsg_hdr(msg)->nlmsg_seq;
@@ -378,10 +394,10 @@ int netlink_dump(Netlink *nl, int type) {
                 if (nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO) < 0)
                         return -ENOMEM;
         }
-        nlmsg_hdr(msg)->nlmsg_seq = ++nl->seq;
+        nlmsg_hdr(msg)->nlmsg_seq = next_seq(nl);
         if (nl_send(nl->ev_sk, msg) < 0)
                 return -EIO;
-        nl->dump_seq = nl->seq;
+        nl->dump_seq = nlmsg_hdr(msg)->nlmsg_seq;
         nl->dump_type = type;
         nl->dump_intr = false;
         return 0;
@@ -392,9 +408,7 @@ int netlink_send(Netlink *nl, struct nl_msg *msg, uint32_t *ret_seq) {
         int r;
 
         nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-        nlh->nlmsg_seq = ++nl->seq;
-        if (nl->seq == 0)
-                nlh->nlmsg_seq = ++nl->seq;
+        nlh->nlmsg_seq = next_seq(nl);
         r = nl_send(nl->wr_sk, msg);
         if (r < 0)
                 return r == -NLE_NOMEM ? -ENOMEM : -EIO;

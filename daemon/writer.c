@@ -86,18 +86,18 @@ void writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, u
         d->write.last_good_moved = false;
         wait = !d->write.baseline && w->ops->wants_baseline && w->ops->wants_baseline(w->userdata, d);
         if (d->write.phase == WRITE_IDLE) {
-                TAILQ_INSERT_TAIL(&w->queue, d, write.link);
                 w->n_queued++;
                 d->write.phase = WRITE_QUEUED;
         } else if (d->write.waiting == wait)
-                return;
-        if (wait) {
+                return; /* retargeted where it is */
+        else
                 take_off(w, d);
+        if (wait) {
                 TAILQ_INSERT_TAIL(&w->waiting, d, write.link);
                 d->write.waiting = true;
                 w->n_unasked++;
         } else
-                to_queue(w, d);
+                TAILQ_INSERT_TAIL(&w->queue, d, write.link);
 }
 
 void writer_unqueue(Writer *w, Device *d) {
@@ -138,12 +138,25 @@ static int dump_start(Writer *w, unsigned who) {
         return 0;
 }
 
-int writer_request_stats_dump(Writer *w, StatsDumpFor who) {
+/* The id of the dump that serves `who`: the one started now, or the one after the one running. */
+static int dump_request(Writer *w, unsigned who, unsigned *ret_id) {
+        int r;
+
         if (w->dump_for) {
                 w->dump_next |= who;
+                *ret_id = w->dump_id + 1;
                 return 0;
         }
-        return dump_start(w, who);
+        r = dump_start(w, who);
+        if (r < 0)
+                return r;
+        *ret_id = w->dump_id;
+        return 0;
+}
+
+int writer_request_stats_dump(Writer *w, StatsDumpFor who) {
+        unsigned id;
+        return dump_request(w, who, &id);
 }
 
 unsigned writer_stats_dump_serves(const Writer *w) {
@@ -191,17 +204,13 @@ void writer_offer_baseline(Writer *w, Device *d, const void *stats, size_t size)
 
 /* The writes waiting for baselines not asked for yet: one dump for all of them. */
 static void ask_baselines(Writer *w) {
-        unsigned id;
-        Device *d;
+        unsigned id = 0;
+        Device *d, *next;
 
         if (w->n_unasked == 0)
                 return;
-        if (writer_request_stats_dump(w, STATS_DUMP_BASELINES) < 0) {
-                /* no dump: they go without; their first samples take the baselines' place */
-                id = 0;
-        } else
-                id = w->dump_next & STATS_DUMP_BASELINES ? w->dump_id + 1 : w->dump_id;
-        Device *next;
+        /* no dump (id stays 0): they go without; their first samples take the baselines' place */
+        (void) dump_request(w, STATS_DUMP_BASELINES, &id);
         for (d = TAILQ_FIRST(&w->waiting); d; d = next) {
                 next = TAILQ_NEXT(d, write.link);
                 if (d->write.baseline_dump != 0)

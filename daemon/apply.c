@@ -553,14 +553,7 @@ static bool on_wants_baseline(void *userdata, const Device *d) {
         if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
                 return false;
         p = engine_policy(e, d->policy_name);
-        if (!p || p->rollback.window_usec == 0)
-                return false;
-        for (size_t i = 0; i < p->rollback.n_guards; i++) {
-                const Guard *g = &p->rollback.guards[i];
-                if (g->counter_kind == GUARD_COUNTER_LINK || (g->per && g->per_kind == GUARD_COUNTER_LINK))
-                        return true;
-        }
-        return false;
+        return p && p->rollback.window_usec > 0 && guard_spec_has_link(&p->rollback);
 }
 
 const WriterOps apply_writer_ops = {

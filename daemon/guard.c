@@ -17,6 +17,18 @@ void guard_set_done(GuardSet *s) {
         *s = (GuardSet){};
 }
 
+/* A guard whose counter, or the one its rise is divided by, is the device's own. */
+static bool reads_link(GuardCounterKind kind, const char *per, GuardCounterKind per_kind) {
+        return kind == GUARD_COUNTER_LINK || (per && per_kind == GUARD_COUNTER_LINK);
+}
+
+bool guard_spec_has_link(const RollbackSpec *spec) {
+        for (size_t i = 0; i < spec->n_guards; i++)
+                if (reads_link(spec->guards[i].counter_kind, spec->guards[i].per, spec->guards[i].per_kind))
+                        return true;
+        return false;
+}
+
 static int counter_offset(GuardCounterKind kind, const char *name) {
         if (kind != GUARD_COUNTER_LINK)
                 return -1;
@@ -69,7 +81,7 @@ int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *sn
                 if (per_snmp && snap && snmp_get(snap, pg->per, &pg->per_base) < 0)
                         pg->active = false;
                 /* all-SNMP guards have their baselines now; link ones wait for stats */
-                pg->have_base = !(pg->kind == GUARD_COUNTER_LINK || (pg->per && pg->per_kind == GUARD_COUNTER_LINK));
+                pg->have_base = !reads_link(pg->kind, pg->per, pg->per_kind);
         }
         *s = g;
         return 0;

@@ -39,6 +39,8 @@ void guard_set_done(GuardSet *s);
 int guard_counter_load(const char *name, char **ret, GuardCounterKind *ret_kind, int *ret_offset);
 
 bool guard_set_has_link(const GuardSet *s);
+/* Some guard of `spec` reads the device's own link counters (its writes want link baselines). */
+bool guard_spec_has_link(const RollbackSpec *spec);
 bool guard_set_has_snmp(const GuardSet *s);
 /* Every guard has its baselines. */
 bool guard_set_has_baselines(const GuardSet *s);

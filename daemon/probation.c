@@ -266,13 +266,14 @@ void probation_tick(ProbationSet *s) {
                 Probation *p = d->probation;
                 if (!due(p, t, tick) || d->write.phase == WRITE_SENT || p->sampling)
                         continue; /* not due, its write is not answered yet, or still waiting */
-                if (!guard_set_has_link(&p->guards))
+                bool link = guard_set_has_link(&p->guards);
+                if (!link)
                         sampled(s, p, t);
                 if (have_snap && guard_set_check(&p->guards, &snap, NULL, 0, &rec) > 0) {
                         (void) verdict_push(s, d, &rec);
                         continue;
                 }
-                if (guard_set_has_link(&p->guards)) {
+                if (link) {
                         p->sampling = true; /* judged when its statistics come */
                         s->n_sampling++;
                         want_dump = true;
@@ -290,8 +291,7 @@ void probation_tick(ProbationSet *s) {
                 if (r >= 0) {
                         s->dumping = true;
                         s->dumps++;
-                }
-                else {
+                } else {
                         probation_samples_done(s, r); /* nothing comes: they wait for the next tick */
                         return;
                 }
@@ -304,12 +304,13 @@ void probation_tick(ProbationSet *s) {
 void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size) {
         Probation *p = d->probation;
         RollbackRecord rec;
+        uint64_t t = now(s);
 
         if (!p || !p->sampling || !stats)
                 return;
         p->sampling = false;
         s->n_sampling--;
-        sampled(s, p, now(s));
+        sampled(s, p, t);
         if (!guard_set_has_baselines(&p->guards)) {
                 /* its write went without them (none could be read): this sample takes their place */
                 guard_set_link_baseline(&p->guards, stats, size);
@@ -317,7 +318,7 @@ void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size
         }
         if (guard_set_check(&p->guards, NULL, stats, size, &rec) > 0)
                 (void) verdict_push(s, d, &rec);
-        else if (now(s) >= p->until_usec)
+        else if (t >= p->until_usec)
                 (void) verdict_push(s, d, NULL);
 }
 

@@ -235,6 +235,18 @@ class Scale(Bench):
         _, end = self.ip_batch(ns, self.pairs_batch(pairs, prefix))
         return daemon, end
 
+    def wait_in_probation(self, ns, n):
+        self.wait_status(ns, lambda st: st["devices"].get("probation", 0) == n, 120, f"{n} devices in probation")
+
+    def done_with(self, ns, daemon):
+        """A part's end: its daemon stopped, its namespace gone (thousands of devices left
+        behind would weigh on the next measurement while the kernel tears them down)."""
+        try:
+            self.stop(daemon)
+        finally:
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+            self.namespaces.remove(ns)
+
     @staticmethod
     def gap(st):
         pr = st.get("probation") or {}
@@ -246,20 +258,19 @@ class Scale(Bench):
         n = 2 * pairs
         daemon, _ = self.guarded_namespace(ns, pairs, "pc", "600s", "1s")
         try:
-            self.wait_status(ns, lambda st: st["devices"].get("probation", 0) == n, 120,
-                             f"{n} devices in probation")
+            self.wait_in_probation(ns, n)
             time.sleep(2)  # the burst's own work is over
             c0, t0 = cpu_ns(daemon.pid), time.monotonic()
             time.sleep(self.args.cpu_window)
             c1, t1 = cpu_ns(daemon.pid), time.monotonic()
             st = self.status(ns)
-            ticks = (t1 - t0) / 1.0
+            ticks = t1 - t0  # one a second: the interval is 1 s
             rss = proc_status(daemon.pid)
             print(f"probation, {n} devices: CPU {(c1 - c0) / 1e6 / ticks:.2f} ms per tick over {ticks:.0f} ticks "
                   f"(target {'5' if n <= 1000 else '30'} ms); longest sample gap {self.gap(st)} (interval 1 s); "
                   f"VmRSS {rss['VmRSS']}, VmHWM {rss['VmHWM']}", flush=True)
         finally:
-            self.stop(daemon)
+            self.done_with(ns, daemon)
 
     def rise_to_rollback(self, pairs):
         ns = f"bt-bench-rise{pairs}"
@@ -268,8 +279,7 @@ class Scale(Bench):
         poller = Poller(ns)
         took = []
         try:
-            self.wait_status(ns, lambda st: st["devices"].get("probation", 0) == n, 120,
-                             f"{n} devices in probation")
+            self.wait_in_probation(ns, n)
             _, links = poller.dump()
             index = {name: i for i, name, _ in links}
             for k in range(self.args.rises):
@@ -291,7 +301,7 @@ class Scale(Bench):
                   f"max {max(took):.3f} s over {len(took)} devices (target <= 2 intervals)", flush=True)
         finally:
             poller.close()
-            self.stop(daemon)
+            self.done_with(ns, daemon)
 
     def windows_close(self, pairs):
         ns = f"bt-bench-win{pairs}"
@@ -319,7 +329,7 @@ class Scale(Bench):
                   f"longest sample gap {self.gap(st)}; VmRSS {peak_rss} kB with {peak_n} in probation, "
                   f"{after['VmRSS']} after (VmHWM {after['VmHWM']}; targets 12 MiB, 8 MiB)", flush=True)
         finally:
-            self.stop(daemon)
+            self.done_with(ns, daemon)
 
     def lag_runs(self):
         lagger = burst.Bench(argparse.Namespace(bin=self.args.bin, ready_timeout=self.args.ready_timeout,
@@ -353,21 +363,11 @@ class Scale(Bench):
             for ns in lagger.namespaces:
                 subprocess.run(["ip", "netns", "del", ns], check=False)
 
-    def drop(self, ns):
-        """Namespaces of this part go at its end: thousands of devices left behind would weigh on
-        the next measurement (the kernel still tears them down for a while after)."""
-        subprocess.run(["ip", "netns", "del", ns], check=False)
-        self.namespaces.remove(ns)
-
     def run_probation(self):
-        for part, pairs, ns in ((self.cpu_per_tick, 500, "bt-bench-cpu500"), (self.cpu_per_tick, 5000, "bt-bench-cpu5000"),
-                                (self.rise_to_rollback, 2500, "bt-bench-rise2500"),
-                                (self.windows_close, 5000, "bt-bench-win5000")):
-            try:
-                part(pairs)
-            finally:
-                if ns in self.namespaces:
-                    self.drop(ns)
+        self.cpu_per_tick(500)
+        self.cpu_per_tick(5000)
+        self.rise_to_rollback(2500)
+        self.windows_close(5000)
 
     def run(self):
         if self.args.only in (None, "probation"):

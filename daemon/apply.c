@@ -5,6 +5,7 @@
 #include <net/if.h>
 
 #include "apply.h"
+#include "intern.h"
 #include "ethtool.h"
 #include "guard.h"
 #include "lifecycle.h"
@@ -61,8 +62,10 @@ static void note_match(Engine *e, Device *d, const Policy *p) {
         else
                 log_dev_info(d, "matches no policy%s", d->logged_match ? " any more" : "");
         d->logged_match = true;
-        free(d->policy_name);
-        d->policy_name = name ? strdup(name) : NULL;
+        if (intern_set(&d->policy_name, name, NULL) < 0) {
+                intern_put(d->policy_name); /* no memory: no name, as for no policy */
+                d->policy_name = NULL;
+        }
         /* a place in another policy's rollout is not one in this one's */
         if (d->rollout.of && !streq_ptr(d->rollout.of->policy, name))
                 (void) rollout_leave(d);
@@ -106,7 +109,7 @@ static void halt_rollout(Engine *e, Device *d) {
         }
         log_warning("rollout of policy \"%s\" halted: %s was rolled back; %u devices wait until the policy changes "
                     "or `bigtcpctl retry %s`",
-                    r->policy, d->ifname ?: "?", r->waiting, d->ifname ?: "?");
+                    r->policy, d->ifname[0] ? d->ifname : "?", r->waiting, d->ifname[0] ? d->ifname : "?");
         event_emit(&e->events, &(Event){.type = EVENT_ROLLOUT, .device = d, .policy = r->policy});
 }
 
@@ -118,9 +121,9 @@ static void on_throttle_end(evutil_socket_t fd, short what, void *userdata) {
 
         /* a new window: each throttled device gets its put-back (still a put-back) */
         DEVICE_FOREACH(d, &e->devices, it)
-                if (d->corrections.throttled) {
-                        d->corrections.since_usec = 0;
-                        d->corrections.n = 0;
+                if (d->history && d->history->corrections.throttled) {
+                        d->history->corrections.since_usec = 0;
+                        d->history->corrections.n = 0;
                         apply_reconcile(e, d, REASON_SIZES);
                 }
         apply_flush(e);
@@ -129,27 +132,31 @@ static void on_throttle_end(evutil_socket_t fd, short what, void *userdata) {
 /* Count one more put-back in the device's window; false when the window has had its share. */
 static bool take_correction(const Engine *e, Device *d) {
         uint64_t now = engine_now(e);
+        DeviceHistory *h = device_history(d);
 
-        if (now - d->corrections.since_usec > CORRECTION_WINDOW_USEC) {
-                d->corrections.since_usec = now;
-                d->corrections.n = 0;
+        if (!h)
+                return true; /* no memory to count them: put back */
+        if (now - h->corrections.since_usec > CORRECTION_WINDOW_USEC) {
+                h->corrections.since_usec = now;
+                h->corrections.n = 0;
         }
-        if (d->corrections.n >= CORRECTIONS_MAX)
+        if (h->corrections.n >= CORRECTIONS_MAX)
                 return false;
-        d->corrections.n++;
+        h->corrections.n++;
         return true;
 }
 
 /* Stop putting back the device's sizes until its window ends (said once per window). */
 static void throttle(Engine *e, Device *d) {
         struct timeval tv = {.tv_sec = (time_t) (CORRECTION_WINDOW_USEC / USEC_PER_SEC)};
+        DeviceHistory *h = d->history; /* take_correction() made it */
 
-        if (d->corrections.throttled)
+        if (!h || h->corrections.throttled)
                 return;
         log_dev_warning(d, "sizes changed behind bigtcpd's back %u times within %llus; not putting them back until "
                            "that window ends",
-                        d->corrections.n, (unsigned long long) (CORRECTION_WINDOW_USEC / USEC_PER_SEC));
-        d->corrections.throttled = true;
+                        h->corrections.n, (unsigned long long) (CORRECTION_WINDOW_USEC / USEC_PER_SEC));
+        h->corrections.throttled = true;
         if (!e->throttle_timer)
                 e->throttle_timer = evtimer_new(e->base, on_throttle_end, e);
         if (e->throttle_timer && !evtimer_pending(e->throttle_timer, NULL))
@@ -180,7 +187,7 @@ static void give_back(Engine *e, Device *d, bool unsupported) {
                         lifecycle_unsupported(e, d);
                 return;
         }
-        if (d->state == DEVICE_FAILED && sizes_equal(&target, &d->failed_desired, e->ipv4_supported))
+        if (d->state == DEVICE_FAILED && sizes_equal(&target, &device_history_get(d)->failed_desired, e->ipv4_supported))
                 return; /* refused before; waits for a reload or a retry */
         (void) lifecycle_stop(e, d); /* probation, rollout: over; its originals go back */
         lifecycle_queue_write(e, d, WRITE_CAUSE_RESTORE, &target, 0);
@@ -196,7 +203,7 @@ static void hold(Engine *e, Device *d) {
                 lifecycle_held(e, d, &target);
                 return;
         }
-        if (d->state == DEVICE_FAILED && sizes_equal(&target, &d->failed_desired, e->ipv4_supported))
+        if (d->state == DEVICE_FAILED && sizes_equal(&target, &device_history_get(d)->failed_desired, e->ipv4_supported))
                 return;
         if (d->state == DEVICE_ROLLED_BACK)
                 log_dev_notice(d, "rolled back but not at its last-known-good sizes: writing them again");
@@ -211,7 +218,8 @@ static WriteCause cause_of(const Engine *e, const Device *d, ReconcileReason rea
                 return WRITE_CAUSE_PUT_BACK;
         /* a put-back queued or throttled already stays one while the policy asks the same */
         if (d->state == DEVICE_PENDING && sizes_equal(want, &d->desired, e->ipv4_supported) &&
-            ((d->write.phase == WRITE_QUEUED && d->write.cause == WRITE_CAUSE_PUT_BACK) || d->corrections.throttled))
+            ((d->write.phase == WRITE_QUEUED && d->write.cause == WRITE_CAUSE_PUT_BACK) ||
+             device_history_get(d)->corrections.throttled))
                 return WRITE_CAUSE_PUT_BACK;
         return apply_device_is_new(e, d) ? WRITE_CAUSE_NEW_DEVICE : WRITE_CAUSE_POLICY;
 }
@@ -232,14 +240,14 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         bool moved = d->sizes_moved || reason == REASON_SIZES;
         d->need_reconcile = false;
         d->sizes_moved = false;
-        if (!d->ifname || !d->has_sizes)
+        if (!d->ifname[0] || !d->has_sizes)
                 return; /* not yet fully known */
         p = apply_match(e, e->policy, d);
         if (d->write.phase == WRITE_SENT) {
                 /* Reconciled again when its ack comes. A device that left its policy meanwhile
                  * stops at once what bigtcpd was doing with it; the write itself lands. */
                 if (write_cause_is_policy(d->write.cause) && !streq_ptr(p ? p->name : NULL, d->policy_name)) {
-                        d->write.orphaned = true;
+                        d->write.on->orphaned = true;
                         (void) lifecycle_stop(e, d);
                         note_match(e, d, p);
                 }
@@ -260,7 +268,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         }
 
         if (d->held) {
-                if (sizes_equal(&want.sizes, &d->held_desired, e->ipv4_supported)) {
+                if (sizes_equal(&want.sizes, &device_history_get(d)->held_desired, e->ipv4_supported)) {
                         hold(e, d);
                         return;
                 }
@@ -275,7 +283,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                 lifecycle_at_policy(e, d, &want.sizes, want.owned);
                 return;
         }
-        if (d->state == DEVICE_FAILED && sizes_equal(&want.sizes, &d->failed_desired, e->ipv4_supported))
+        if (d->state == DEVICE_FAILED && sizes_equal(&want.sizes, &device_history_get(d)->failed_desired, e->ipv4_supported))
                 return; /* refused before; waits for a different desire, a reload or a retry */
 
         WriteCause cause = cause_of(e, d, reason, moved, &want.sizes);
@@ -331,7 +339,7 @@ int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
         r = lifecycle_roll_back(e, d, why);
         if (r < 0)
                 return r;
-        const RollbackRecord *rec = d->last_rollback;
+        const RollbackRecord *rec = d->history->last_rollback; /* lifecycle_roll_back() recorded it */
         if (why)
                 log_dev_warning(d, "rolling back: %s rose by %llu%s%s (threshold %g)%s; going back to %s", rec->counter,
                                 (unsigned long long) rec->rise, rec->per ? " per " : "", rec->per ?: "", rec->threshold,
@@ -359,7 +367,7 @@ int apply_retry(Engine *e, Device *d) {
         log_dev_info(d, "released by request from %s", device_state_to_string(was));
         ro = rollout_find(&e->rollouts, d->policy_name);
         if (ro && rollout_is_halted(ro) && ro->halted_by_ifindex == d->ifindex) {
-                log_info("rollout of policy \"%s\" resumes: %s was retried", ro->policy, d->ifname ?: "?");
+                log_info("rollout of policy \"%s\" resumes: %s was retried", ro->policy, d->ifname[0] ? d->ifname : "?");
                 rollout_resume(ro);
         }
         apply_reconcile(e, d, REASON_RETRY);
@@ -375,7 +383,7 @@ static void log_write(const Engine *e, const Device *d) {
                                                                    : "writing";
 
         log_dev_info(d, "%s %s (%s)", what,
-                     sizes_change_format(&d->current, &d->write.target, e->ipv4_supported, buf, sizeof(buf)),
+                     sizes_change_format(&d->current, &d->write.on->target, e->ipv4_supported, buf, sizeof(buf)),
                      write_cause_to_string(d->write.cause));
 }
 
@@ -392,7 +400,8 @@ static void on_state_retry(evutil_socket_t fd, short what, void *userdata) {
                 d->state_refused = false;
                 if (d->state != DEVICE_FAILED)
                         continue; /* a reload or a retry got to it first */
-                d->failed_desired = (Sizes){};
+                if (d->history)
+                        d->history->failed_desired = (Sizes){};
                 apply_reconcile(e, d, REASON_SYNC);
                 n++;
         }
@@ -428,7 +437,7 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 Device *d = batch[i];
                 if (d->write.phase != WRITE_QUEUED)
                         continue;
-                if (sizes_equal(&d->write.target, &d->current, e->ipv4_supported)) {
+                if (sizes_equal(&d->write.on->target, &d->current, e->ipv4_supported)) {
                         /* got there meanwhile (someone else wrote it): nothing to send */
                         writer_unqueue(e->writer, d);
                         apply_reconcile(e, d, REASON_LINK);
@@ -444,9 +453,9 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 /* Where a rollback goes: the sizes before this change, unless the one before it
                  * has not proven itself yet (it is still in probation). A refusal puts it back. */
                 if (!d->probation) {
-                        d->write.last_good_moved = true;
-                        d->write.had_last_good = d->has_last_good;
-                        d->write.last_good = d->last_good;
+                        d->write.on->last_good_moved = true;
+                        d->write.on->had_last_good = d->has_last_good;
+                        d->write.on->last_good = d->last_good;
                         d->last_good = d->current;
                         d->has_last_good = true;
                 }
@@ -461,7 +470,7 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 }
                 /* The link baselines: from the message or the statistics dump the write waited
                  * for (writer_offer_baseline(), writer_stats_entry()). */
-                const WriteBaseline *b = d->write.baseline;
+                const WriteBaseline *b = d->write.on->baseline;
                 if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL, b ? b->stats : NULL,
                                          b ? b->size : 0) < 0)
                         log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
@@ -509,7 +518,7 @@ static void on_write_done(void *userdata, Device *d, int error, const char *exta
                 return;
         }
         event_emit(&e->events, &(Event){.type = EVENT_WRITE, .device = d, .cause = d->write.cause,
-                                        .from = &d->write.before, .to = &d->write.target, .ipv4 = e->ipv4_supported,
+                                        .from = &d->write.on->before, .to = &d->write.on->target, .ipv4 = e->ipv4_supported,
                                         .error = error, .extack = extack});
         if (error < 0) {
                 log_dev_error_errno(d, error, "write (%s) refused: %m%s%s%s", write_cause_to_string(d->write.cause),
@@ -641,8 +650,8 @@ void apply_policy_changed(Engine *e) {
         refresh_guard_warnings(e);
         /* A reload is the operator's word: retry what the kernel refused before. */
         DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state == DEVICE_FAILED)
-                        d->failed_desired = (Sizes){};
+                if (d->state == DEVICE_FAILED && d->history)
+                        d->history->failed_desired = (Sizes){};
 }
 
 void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {

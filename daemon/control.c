@@ -79,7 +79,7 @@ json_object *control_device_json(const Control *c, const Device *d) {
         if (!o)
                 return NULL;
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", kernel_string(d->ifname ?: ""));
+        json_object_object_add(o, "ifname", kernel_string(d->ifname));
         json_object_object_add(o, "kind", kernel_string(d->kind));
         json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
         json_object_object_add(o, "policy", string_or_null(d->policy_name));
@@ -94,16 +94,17 @@ json_object *control_device_json(const Control *c, const Device *d) {
         if (d->probation)
                 json_object_object_add(o, "probation_left_usec",
                                        json_object_new_int64((int64_t) probation_left_usec(e->probation, d)));
-        if (d->last_errno != 0) {
+        const DeviceHistory *h = device_history_get(d);
+        if (h->last_errno != 0) {
                 json_object *x = json_object_new_object();
-                int err = abs(d->last_errno);
+                int err = abs(h->last_errno);
                 json_object_object_add(x, "errno", json_object_new_int(err));
                 json_object_object_add(x, "message", json_object_new_string(strerror(err)));
-                json_object_object_add(x, "extack", kernel_string(d->last_error));
+                json_object_object_add(x, "extack", kernel_string(h->last_error));
                 json_object_object_add(o, "last_error", x);
         } else
                 json_object_object_add(o, "last_error", NULL);
-        json_object_object_add(o, "last_rollback", d->last_rollback ? rollback_json(d->last_rollback, v4) : NULL);
+        json_object_object_add(o, "last_rollback", h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
         return o;
 }
 
@@ -357,7 +358,7 @@ static json_object *plan_device(Control *c, const PolicySet *set, Device *d) {
         bool v4 = e->ipv4_supported;
 
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", kernel_string(d->ifname ?: ""));
+        json_object_object_add(o, "ifname", kernel_string(d->ifname));
         json_object_object_add(o, "policy", string_or_null(p ? p->name : NULL));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {
@@ -661,7 +662,7 @@ static json_object *device_event_json(const char *type, const Device *d) {
                 return NULL;
         json_object_object_add(o, "event", json_object_new_string(type));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", kernel_string(d->ifname ?: ""));
+        json_object_object_add(o, "ifname", kernel_string(d->ifname));
         return o;
 }
 

@@ -231,7 +231,7 @@ static void on_control_event(const Event *e, void *userdata) {
                 return;
         if (e->type == EVENT_ROLLBACK) {
                 _cleanup_(freep) char *buf1 = NULL, *buf2 = NULL;
-                const char *ifname = utf8_safe(e->device->ifname ?: "", &buf1);
+                const char *ifname = utf8_safe(e->device->ifname, &buf1);
                 const char *counter = utf8_safe(e->rollback->counter ?: "", &buf2);
 
                 if (ifname && counter) {

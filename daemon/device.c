@@ -2,10 +2,15 @@
  * string tables of the device's enums. */
 #include <linux/if_link.h>
 #include <net/if.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 
 #include "device.h"
+#include "intern.h"
 #include "link-message.h"
+
+_Static_assert(DEVICE_IFNAMSIZ == IFNAMSIZ, "a Device's ifname holds IFNAMSIZ bytes");
 
 static const char *const device_state_table[_DEVICE_STATE_MAX] = {
         [DEVICE_UNMANAGED] = "unmanaged",     [DEVICE_PENDING] = "pending",
@@ -74,6 +79,22 @@ void rollback_record_free(RollbackRecord *r) {
         free(r);
 }
 
+DeviceHistory *device_history(Device *d) {
+        if (!d->history)
+                d->history = calloc(1, sizeof(DeviceHistory));
+        return d->history;
+}
+
+void device_history_trim(Device *d) {
+        const DeviceHistory *h = d->history;
+        const Sizes zero = {};
+
+        if (h && !h->last_rollback && !h->last_error && h->last_errno == 0 && h->n_rollbacks == 0 &&
+            h->corrections.since_usec == 0 && h->corrections.n == 0 && !h->corrections.throttled &&
+            sizes_equal(&h->held_desired, &zero, true) && sizes_equal(&h->failed_desired, &zero, true))
+                d->history = mfree(d->history);
+}
+
 static size_t bucket_of(const DeviceTable *t, int ifindex) {
         return ((unsigned) ifindex * 2654435761u) & (t->n_buckets - 1);
 }
@@ -84,19 +105,141 @@ int device_table_init(DeviceTable *t) {
         return t->buckets ? 0 : -ENOMEM;
 }
 
+/* ---- where devices live ----
+ * Devices are the daemon's long-lived records, tens of thousands of them, made in bursts among
+ * short-lived ones (probation records, write baselines, netlink buffers). From the heap, each
+ * closed burst would leave the holes of its short-lived records between them, resident for good.
+ * They live in blocks of their own instead, aligned to DEVICE_BLOCK_SIZE so that a device finds
+ * its block from its address; a block whose devices are all gone is freed (one empty block is
+ * kept, so that a device coming and going does not allocate and free a block each time). Slots
+ * not in use are poisoned for AddressSanitizer, which so still sees a device used after its free. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void) (p), (void) (n))
+#define UNPOISON(p, n) ((void) (p), (void) (n))
+#endif
+
+#define DEVICE_BLOCK_SIZE (64u * 1024u)
+
+typedef struct DeviceBlock {
+        struct DeviceBlock *next, *prev; /* among the blocks with room */
+        Device *free;                    /* through hash_next */
+        unsigned used, fresh;            /* devices given out; slots never given out yet */
+        bool listed;
+} DeviceBlock;
+
+#define DEVICE_BLOCK_HEAD ((sizeof(DeviceBlock) + _Alignof(Device) - 1) / _Alignof(Device) * _Alignof(Device))
+#define DEVICES_PER_BLOCK ((DEVICE_BLOCK_SIZE - DEVICE_BLOCK_HEAD) / sizeof(Device))
+
+static struct {
+        DeviceBlock *with_room;
+        DeviceBlock *empty; /* the one empty block kept */
+} pool;
+
+static void block_list(DeviceBlock *b) {
+        b->prev = NULL;
+        b->next = pool.with_room;
+        if (b->next)
+                b->next->prev = b;
+        pool.with_room = b;
+        b->listed = true;
+}
+
+static void block_unlist(DeviceBlock *b) {
+        if (b->prev)
+                b->prev->next = b->next;
+        else
+                pool.with_room = b->next;
+        if (b->next)
+                b->next->prev = b->prev;
+        b->listed = false;
+}
+
+static uint8_t *block_slots(DeviceBlock *b) {
+        return (uint8_t *) b + DEVICE_BLOCK_HEAD;
+}
+
+static void block_reset(DeviceBlock *b) {
+        *b = (DeviceBlock){.fresh = (unsigned) DEVICES_PER_BLOCK};
+        POISON(block_slots(b), DEVICES_PER_BLOCK * sizeof(Device));
+}
+
+static DeviceBlock *block_of(const Device *d) {
+        return (DeviceBlock *) ((uintptr_t) d & ~(uintptr_t) (DEVICE_BLOCK_SIZE - 1));
+}
+
+static Device *device_alloc(void) {
+        DeviceBlock *b = pool.with_room;
+        Device *d;
+
+        if (!b) {
+                b = pool.empty;
+                pool.empty = NULL;
+                if (!b) {
+                        /* at the mmap threshold (main.c): a mapping of its own */
+                        b = aligned_alloc(DEVICE_BLOCK_SIZE, DEVICE_BLOCK_SIZE);
+                        if (!b)
+                                return NULL;
+                        block_reset(b);
+                }
+                block_list(b);
+        }
+        if (b->free) {
+                d = b->free;
+                UNPOISON(d, sizeof(*d));
+                b->free = d->hash_next;
+        } else {
+                d = (Device *) (void *) (block_slots(b) + (DEVICES_PER_BLOCK - b->fresh--) * sizeof(Device));
+                UNPOISON(d, sizeof(*d));
+        }
+        b->used++;
+        if (!b->free && b->fresh == 0)
+                block_unlist(b);
+        memset(d, 0, sizeof(*d));
+        return d;
+}
+
+static void device_release(Device *d) {
+        DeviceBlock *b = block_of(d);
+
+        d->hash_next = b->free;
+        b->free = d;
+        POISON(d, sizeof(*d));
+        if (!b->listed)
+                block_list(b);
+        if (--b->used > 0)
+                return;
+        block_unlist(b);
+        free(pool.empty);
+        block_reset(b); /* its slots are taken again from the start */
+        pool.empty = b;
+}
+
 void device_free(Device *d) {
         if (!d)
                 return;
         /* its probation belongs to the probation set, which ended it before */
-        rollback_record_free(d->last_rollback);
-        free(d->ifname);
+        if (d->history) {
+                rollback_record_free(d->history->last_rollback);
+                free(d->history->last_error);
+                free(d->history);
+        }
+        if (d->write.on) {
+                /* the writer drops it when a write ends; a device freed with one in flight (at exit) */
+                free(d->write.on->baseline);
+                free(d->write.on);
+        }
         strv_free(d->altnames);
-        free(d->kind);
+        intern_put(d->kind);
         free(d->driver);
         free(d->routes);
-        free(d->policy_name);
-        free(d->last_error);
-        free(d);
+        intern_put(d->policy_name);
+        if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
+                free(d->addr.heap);
+        device_release(d);
 }
 
 void device_table_done(DeviceTable *t) {
@@ -181,7 +324,7 @@ int device_add(DeviceTable *t, int ifindex, Device **ret) {
                 return -EEXIST;
         if (t->n_devices >= t->n_buckets && table_grow(t) < 0)
                 return -ENOMEM;
-        d = calloc(1, sizeof(*d));
+        d = device_alloc();
         if (!d)
                 return -ENOMEM;
         d->ifindex = ifindex;
@@ -212,16 +355,12 @@ Device *device_iter_next(const DeviceTable *t, DeviceIter *it) {
         return d;
 }
 
-static int set_string(char **dst, const char *src, bool *changed) {
-        if (streq_ptr(*dst, src))
-                return 0;
-        char *n = NULL;
-        if (src && !(n = strdup(src)))
-                return -ENOMEM;
-        free(*dst);
-        *dst = n;
+static void set_ifname(Device *d, const char *name, bool *changed) {
+        /* link_message_parse() took only names that fit */
+        if (strncmp(d->ifname, name, sizeof(d->ifname)) == 0)
+                return;
+        snprintf(d->ifname, sizeof(d->ifname), "%s", name);
         *changed = true;
-        return 0;
 }
 
 static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
@@ -259,15 +398,40 @@ const char *device_mac_format(const uint8_t *addr, size_t len, char buf[static D
         return buf;
 }
 
-/* `dst` is a Device's mac or perm_mac (32 bytes), `dst_len` its length. */
-static void set_mac(uint8_t *dst, uint8_t *dst_len, const uint8_t *addr, size_t len, bool *changed) {
-        if (len > 32)
-                len = 32; /* MAX_ADDR_LEN: the kernel sends no more */
-        if (*dst_len == len && memcmp(dst, addr, len) == 0)
-                return;
-        memcpy(dst, addr, len);
-        *dst_len = (uint8_t) len;
+/* The link address and the permanent one, each NULL for "unchanged" (not in the message). */
+static int set_addresses(Device *d, const uint8_t *mac, size_t mac_len, const uint8_t *perm, size_t perm_len,
+                         bool *changed) {
+        const uint8_t *old = device_addr_bytes(d);
+        uint8_t both[2 * 32];
+
+        /* MAX_ADDR_LEN: the kernel sends no more */
+        if (!mac)
+                mac = old, mac_len = d->mac_len;
+        if (!perm)
+                perm = old + d->mac_len, perm_len = d->perm_mac_len;
+        mac_len = mac_len > 32 ? 32 : mac_len;
+        perm_len = perm_len > 32 ? 32 : perm_len;
+        if (mac_len == d->mac_len && perm_len == d->perm_mac_len && memcmp(mac, old, mac_len) == 0 &&
+            memcmp(perm, old + d->mac_len, perm_len) == 0)
+                return 0;
+
+        memcpy(both, mac, mac_len);
+        memcpy(both + mac_len, perm, perm_len);
+        size_t n = mac_len + perm_len;
+        uint8_t *heap = NULL;
+        if (n > DEVICE_ADDR_INLINE && !(heap = malloc(n)))
+                return -ENOMEM;
+        if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
+                free(d->addr.heap);
+        if (heap) {
+                memcpy(heap, both, n);
+                d->addr.heap = heap;
+        } else
+                memcpy(d->addr.inline_, both, n);
+        d->mac_len = (uint8_t) mac_len;
+        d->perm_mac_len = (uint8_t) perm_len;
         *changed = true;
+        return 0;
 }
 
 int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_changes) {
@@ -276,9 +440,7 @@ int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_c
         int r;
 
         if (m->ifname) {
-                r = set_string(&d->ifname, m->ifname, &name);
-                if (r < 0)
-                        return r;
+                set_ifname(d, m->ifname, &name);
                 if (name) {
                         changes |= LINK_CHANGE_NAME;
                         /* the driver is looked up by name: look again */
@@ -287,7 +449,7 @@ int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_c
                         d->driver_looked_up = false;
                 }
         }
-        r = set_string(&d->kind, m->kind, &match);
+        r = intern_set(&d->kind, m->kind, &match);
         if (r < 0)
                 return r;
         if (m->prop_list || d->n_altnames > 0) {
@@ -295,10 +457,11 @@ int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_c
                 if (r < 0)
                         return r;
         }
-        if (m->addr)
-                set_mac(d->mac, &d->mac_len, m->addr, m->addr_len, &match);
-        if (m->perm_addr)
-                set_mac(d->perm_mac, &d->perm_mac_len, m->perm_addr, m->perm_addr_len, &match);
+        if (m->addr || m->perm_addr) {
+                r = set_addresses(d, m->addr, m->addr_len, m->perm_addr, m->perm_addr_len, &match);
+                if (r < 0)
+                        return r;
+        }
         if (match)
                 changes |= LINK_CHANGE_MATCH;
         if (d->master != m->master) {

@@ -108,78 +108,104 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(RollbackRecord *, rollback_record_free);
 
 struct Probation;
 struct Rollout;
-
+struct WriteBaseline;
 typedef struct Device Device;
+
+/* What went wrong with a device and what was done about it: rollbacks, refused writes, sizes
+ * someone else keeps changing. Most devices never need one, so it is not part of every device:
+ * read it with device_history_get() (all zero when there is none), write it through
+ * device_history(). */
+typedef struct DeviceHistory {
+        Sizes held_desired; /* while held: the policy's sizes when it was rolled back */
+        Sizes failed_desired; /* the sizes of the last refused write */
+        RollbackRecord *last_rollback;
+        char *last_error;
+        int last_errno; /* of the last refused write, kept until a write succeeds */
+        unsigned n_rollbacks;
+        /* apply.c: putting back what others changed, rate-limited */
+        struct {
+                uint64_t since_usec;
+                unsigned n;
+                bool throttled;
+        } corrections;
+} DeviceHistory;
+
+/* A write on its way (writer.c): from writer_queue() until its ack has been handled. Only a
+ * device being written needs one, so it is not part of every device. */
+typedef struct DeviceWrite {
+        Sizes target;    /* what the queued or sent write carries */
+        Sizes before;    /* `current` when it was sent */
+        Sizes last_good; /* … what a refusal puts back when it moved last_good */
+        uint32_t seq;    /* of the sent write */
+        unsigned baseline_dump; /* the statistics dump it waits for (0: none asked yet) */
+        TAILQ_ENTRY(Device) link; /* in the queue, or among those waiting for baselines */
+        struct WriteBaseline *baseline; /* link counters from just before it, or NULL */
+        bool orphaned;        /* the device left its policy while this write was in flight */
+        bool last_good_moved; /* it moved last_good; a refusal puts back: */
+        bool had_last_good;
+        bool waiting; /* among those waiting for baselines (else in the queue) */
+} DeviceWrite;
+
+/* Two Ethernet addresses fit in the device itself; longer ones (InfiniBand: 20 bytes) are
+ * allocated. */
+#define DEVICE_ADDR_INLINE 16
+#define DEVICE_IFNAMSIZ 16 /* IFNAMSIZ, which device.c checks: <net/if.h> is not for every includer */
+
 struct Device {
         /* ---- what the kernel said (sync.c, through device_update()) ---- */
         int ifindex;
-        char *ifname;
-        char **altnames;
-        size_t n_altnames;
-        char *kind; /* NULL: no IFLA_INFO_KIND */
-        /* the link address and the permanent one (IFLA_PERM_ADDRESS), up to MAX_ADDR_LEN bytes
-         * (0: none); as text through device_mac() */
-        uint8_t mac[32], perm_mac[32];
-        uint8_t mac_len, perm_mac_len;
         unsigned flags;
         int master;
-        char *driver; /* ethtool.c, looked up when a policy asks */
-        bool driver_looked_up;
-        Sizes current;
-        bool has_sizes;        /* the kernel reported the sizes at least once */
-        bool has_ipv4_sizes;   /* … and attributes 63/64 */
         uint32_t tso_max_size; /* 0: the kernel does not report it (before 5.19): GSO stays legacy */
-        uint64_t current_usec; /* CLOCK_MONOTONIC when `current` was last read from the kernel */
-        uint64_t appeared_usec; /* announced by an event while bigtcpd watched: when; else 0 */
-        bool carried_traffic;   /* some stats of it counted packets */
-        RouteEntry *routes;     /* routes whose output is this device (match.route) */
+        char ifname[DEVICE_IFNAMSIZ]; /* "" until the kernel names it */
+        char **altnames;
+        size_t n_altnames;
+        const char *kind; /* interned (intern.h); NULL: no IFLA_INFO_KIND */
+        char *driver;     /* ethtool.c, looked up when a policy asks */
+        RouteEntry *routes; /* routes whose output is this device (match.route) */
         size_t n_routes;
+        uint64_t current_usec;  /* CLOCK_MONOTONIC when `current` was last read from the kernel */
+        uint64_t appeared_usec; /* announced by an event while bigtcpd watched: when; else 0 */
+        Sizes current;
+        /* the link address, then the permanent one (IFLA_PERM_ADDRESS), up to MAX_ADDR_LEN bytes
+         * each (length 0: none): in `inline_` while both fit, else in `heap`; read them through
+         * device_mac() and device_identity_mac() */
+        union {
+                uint8_t inline_[DEVICE_ADDR_INLINE];
+                uint8_t *heap;
+        } addr;
+        uint8_t mac_len, perm_mac_len;
+        bool driver_looked_up;
+        bool has_sizes;       /* the kernel reported the sizes at least once */
+        bool has_ipv4_sizes;  /* … and attributes 63/64 */
+        bool carried_traffic; /* some stats of it counted packets */
 
         /* ---- the lifecycle (lifecycle.c; apply.c decides which transition) ---- */
         DeviceState state;
-        char *policy_name; /* the policy that matched at the last reconcile */
-        Sizes desired;     /* where bigtcpd takes it: the policy's sizes, the originals, a rollback */
-        unsigned owned;    /* SizeMask: the sizes its policy names */
-        bool logged_match;
+        unsigned owned;          /* SizeMask: the sizes its policy names */
+        const char *policy_name; /* interned: the policy that matched at the last reconcile */
+        Sizes desired;           /* where bigtcpd takes it: the policy's sizes, the originals, a rollback */
 
         /* ---- records, kept in the state file ---- */
+        Sizes original;  /* before bigtcpd's first write, kept until given back */
+        Sizes last_good; /* before bigtcpd's most recent change: where a rollback goes */
+        unsigned written; /* SizeMask: the sizes bigtcpd owns on the device now */
+        bool logged_match; /* (the lifecycle's) */
         bool has_original;
-        Sizes original;        /* before bigtcpd's first write, kept until given back */
-        unsigned written;      /* SizeMask: the sizes bigtcpd owns on the device now */
         bool original_unsaved; /* not on disk yet: the device must not be written before */
         bool has_last_good;
-        Sizes last_good;    /* before bigtcpd's most recent change: where a rollback goes */
-        bool held;          /* rolled back, held against `held_desired` of its policy */
-        Sizes held_desired; /* … the policy's sizes when it was rolled back */
-        RollbackRecord *last_rollback;
-        unsigned n_rollbacks;
-        int last_errno; /* of the last refused write, kept until a write succeeds */
-        char *last_error;
-        Sizes failed_desired;
+        bool held; /* rolled back, held against the policy's sizes of then (history->held_desired) */
+        struct DeviceHistory *history; /* NULL until something went wrong: device_history() */
 
         /* ---- writer.c ---- */
         struct {
                 WritePhase phase;
                 WriteCause cause;
-                Sizes target;     /* what the queued or sent write carries */
-                unsigned owned;   /* the sizes of its policy it sets */
-                Sizes before;     /* `current` when it was sent */
-                uint32_t seq;     /* of the sent write */
-                unsigned epoch;   /* the link dump epoch it was sent in */
-                bool orphaned;    /* the device left its policy while this write was in flight */
-                bool last_good_moved; /* it moved last_good; a refusal puts back: */
-                bool had_last_good;
-                Sizes last_good;
-                TAILQ_ENTRY(Device) link; /* in the queue, or among those waiting for baselines */
-                bool waiting;             /* … the latter */
-                unsigned baseline_dump;   /* the statistics dump it waits for (0: none asked yet) */
-                struct WriteBaseline *baseline; /* link counters from just before it, or NULL */
+                unsigned owned; /* the sizes of its policy it sets */
+                unsigned epoch; /* the link dump epoch it was sent in */
+                struct DeviceWrite *on; /* while queued or sent, until its ack is handled */
         } write;
         unsigned n_requests; /* requests of any kind in flight for this device */
-
-        /* ---- probation.c ---- */
-        struct Probation *probation; /* non-NULL while guards watch it */
-        TAILQ_ENTRY(Device) probation_link;
 
         /* ---- rollout.c ---- */
         struct {
@@ -188,24 +214,21 @@ struct Device {
                 TAILQ_ENTRY(Device) link; /* the rollout's waiting list */
         } rollout;
 
-        /* ---- apply.c: putting back what others changed, rate-limited ---- */
-        struct {
-                uint64_t since_usec;
-                unsigned n;
-                bool throttled;
-        } corrections;
+        /* ---- probation.c ---- */
+        struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */
+
         /* ---- apply.c: not written, its originals could not be recorded: tried again once the
          * state file is written again ---- */
         bool state_refused;
-
-        /* ---- state.c ---- */
-        bool state_dirty;
-        size_t state_dirty_index;
 
         /* ---- sync.c ---- */
         bool seen_in_dump;
         bool need_reconcile; /* held until the sync is done */
         bool sizes_moved;    /* … and its sizes changed meanwhile */
+
+        /* ---- state.c ---- */
+        bool state_dirty;
+        uint32_t state_dirty_index;
 
         Device *hash_next;
 };
@@ -247,17 +270,31 @@ typedef enum LinkChange {
         LINK_CHANGE_DOWN = 1 << 5, /* IFF_UP cleared: IPv4 drops its routes silently */
 } LinkChange;
 
+/* A device's history, made when first needed; NULL when there is no memory for it. */
+DeviceHistory *device_history(Device *d);
+/* Frees it when nothing is left in it. */
+void device_history_trim(Device *d);
+/* … for reading: never NULL. */
+static inline const DeviceHistory *device_history_get(const Device *d) {
+        static const DeviceHistory none;
+        return d->history ?: &none;
+}
+
 /* An address as text ("aa:bb:…", lower case; "" for none) in `buf`, which it returns. */
 #define DEVICE_MAC_STRLEN (3 * 32)
 const char *device_mac_format(const uint8_t *addr, size_t len, char buf[static DEVICE_MAC_STRLEN]);
+static inline const uint8_t *device_addr_bytes(const Device *d) {
+        return d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE ? d->addr.heap : d->addr.inline_;
+}
 static inline const char *device_mac(const Device *d, char buf[static DEVICE_MAC_STRLEN]) {
-        return device_mac_format(d->mac, d->mac_len, buf);
+        return device_mac_format(device_addr_bytes(d), d->mac_len, buf);
 }
 
 /* The MAC that tells this device from one that has its ifindex later: the permanent one where the
  * kernel reports it, else the current one; "" when it has none. */
 static inline const char *device_identity_mac(const Device *d, char buf[static DEVICE_MAC_STRLEN]) {
-        return d->perm_mac_len > 0 ? device_mac_format(d->perm_mac, d->perm_mac_len, buf) : device_mac(d, buf);
+        return d->perm_mac_len > 0 ? device_mac_format(device_addr_bytes(d) + d->mac_len, d->perm_mac_len, buf)
+                                 : device_mac(d, buf);
 }
 
 /* Apply a parsed link message to the device; `now` stamps `current`. */

@@ -14,7 +14,7 @@ const char *ethtool_driver(Device *d, int fd) {
         if (d->driver_looked_up)
                 return d->driver;
         d->driver_looked_up = true;
-        n = d->ifname ? strlen(d->ifname) : 0;
+        n = strlen(d->ifname);
         if (fd < 0 || n == 0 || n >= IFNAMSIZ)
                 return NULL;
         memcpy(ifr.ifr_name, d->ifname, n);

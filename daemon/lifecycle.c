@@ -53,7 +53,7 @@ PendingReason lifecycle_pending_reason(const Device *d) {
         if (d->rollout.phase == ROLLOUT_WAITING)
                 return d->rollout.of && rollout_is_halted(d->rollout.of) ? PENDING_ROLLOUT_HALTED
                                                                          : PENDING_ROLLOUT_SLOT;
-        if (d->corrections.throttled)
+        if (device_history_get(d)->corrections.throttled)
                 return PENDING_THROTTLED;
         return PENDING_QUEUED;
 }
@@ -61,7 +61,8 @@ PendingReason lifecycle_pending_reason(const Device *d) {
 bool lifecycle_stop(Engine *e, Device *d) {
         writer_unqueue(e->writer, d);
         probation_end(e->probation, d);
-        d->corrections.throttled = false;
+        if (d->history)
+                d->history->corrections.throttled = false;
         return rollout_leave(d);
 }
 
@@ -81,8 +82,14 @@ void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *
                 d->owned = owned;
         }
         d->desired = *target;
-        d->corrections.throttled = false;
-        writer_queue(e->writer, d, cause, target, owned);
+        if (d->history)
+                d->history->corrections.throttled = false;
+        int r = writer_queue(e->writer, d, cause, target, owned);
+        if (r < 0) {
+                log_dev_error_errno(d, r, "cannot queue the write (%s): %m", write_cause_to_string(cause));
+                lifecycle_write_refused(e, d, r, NULL);
+                return;
+        }
         enter(e, d, DEVICE_PENDING);
 }
 
@@ -97,7 +104,8 @@ void lifecycle_at_policy(Engine *e, Device *d, const Sizes *want, unsigned owned
         writer_unqueue(e->writer, d);
         d->desired = *want;
         d->owned = owned;
-        d->corrections.throttled = false;
+        if (d->history)
+                d->history->corrections.throttled = false;
         if (d->rollout.phase == ROLLOUT_WAITING || (!d->probation && d->rollout.phase == ROLLOUT_ACTIVE))
                 (void) rollout_leave(d); /* nothing to stage any more */
         enter(e, d, d->probation ? DEVICE_PROBATION : DEVICE_APPLIED);
@@ -133,20 +141,25 @@ void lifecycle_unsupported(Engine *e, Device *d) {
 }
 
 static void clear_error(Device *d) {
-        d->last_errno = 0;
-        d->last_error = mfree(d->last_error);
-        d->failed_desired = (Sizes){};
+        DeviceHistory *h = d->history;
+
+        if (!h)
+                return;
+        h->last_errno = 0;
+        h->last_error = mfree(h->last_error);
+        h->failed_desired = (Sizes){};
+        device_history_trim(d);
 }
 
 void lifecycle_write_done(Engine *e, Device *d) {
         e->counters.writes++;
         clear_error(d);
         /* The kernel sends no event for a size change: the ack is all it says. */
-        d->current.gso_max_size = d->write.target.gso_max_size;
-        d->current.gro_max_size = d->write.target.gro_max_size;
+        d->current.gso_max_size = d->write.on->target.gso_max_size;
+        d->current.gro_max_size = d->write.on->target.gro_max_size;
         if (e->ipv4_supported) {
-                d->current.gso_ipv4_max_size = d->write.target.gso_ipv4_max_size;
-                d->current.gro_ipv4_max_size = d->write.target.gro_ipv4_max_size;
+                d->current.gso_ipv4_max_size = d->write.on->target.gso_ipv4_max_size;
+                d->current.gro_ipv4_max_size = d->write.on->target.gro_ipv4_max_size;
         }
         d->current_usec = engine_now(e);
 
@@ -166,7 +179,7 @@ void lifecycle_write_done(Engine *e, Device *d) {
         case WRITE_CAUSE_RETRY:
                 d->written = d->write.owned; /* the sizes it gave back are no longer bigtcpd's */
                 state_store_mark(e->state, d);
-                if (d->held || d->write.orphaned)
+                if (d->held || d->write.on->orphaned)
                         return; /* rolled back, or out of its policy, while in flight: what follows */
                 if (d->probation) {
                         enter(e, d, DEVICE_PROBATION);
@@ -185,20 +198,25 @@ void lifecycle_write_done(Engine *e, Device *d) {
 
 void lifecycle_write_refused(Engine *e, Device *d, int error, const char *extack) {
         e->counters.write_failures++;
-        free(d->last_error);
-        d->last_errno = error;
-        d->last_error = extack ? strdup(extack) : NULL;
-        d->failed_desired = d->write.target;
+        const DeviceWrite *o = d->write.on; /* NULL: refused before it was sent (apply.c) */
+        DeviceHistory *h = device_history(d);
+        if (h) {
+                free(h->last_error);
+                h->last_errno = error;
+                h->last_error = extack ? strdup(extack) : NULL;
+                h->failed_desired = o ? o->target : d->desired;
+        } else
+                log_dev_warning(d, "no memory to keep why its write was refused");
         if (write_cause_is_policy(d->write.cause)) {
                 /* no window for a write that did not happen, and no slot */
                 probation_end(e->probation, d);
                 (void) rollout_leave(d);
         }
-        if (d->write.last_good_moved) {
+        if (o && o->last_good_moved) {
                 /* nothing changed: a rollback goes where it went before */
-                d->has_last_good = d->write.had_last_good;
-                d->last_good = d->write.last_good;
-                d->write.last_good_moved = false;
+                d->has_last_good = o->had_last_good;
+                d->last_good = o->last_good;
+                d->write.on->last_good_moved = false;
                 state_store_mark(e->state, d);
         }
         enter(e, d, DEVICE_FAILED);
@@ -227,22 +245,27 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
         Sizes target;
         int k;
 
+        DeviceHistory *h;
+
         if (!d->has_original || d->held)
                 return -EALREADY;
         if (d->written == 0 && d->write.phase != WRITE_SENT)
                 return -EALREADY; /* no write of bigtcpd's ever landed: nothing to undo */
         if (d->state == DEVICE_PENDING && d->write.cause == WRITE_CAUSE_RESTORE)
                 return -EALREADY; /* its originals are going back already */
+        h = device_history(d);
+        if (!h)
+                return -ENOMEM;
         k = rollback_record_copy(why ?: &operator, &r);
         if (k < 0)
                 return k;
         lifecycle_rollback_target(e, d, &target);
         r->realtime_usec = clock_now(e->clock, CLOCK_REALTIME);
-        r->from = d->write.phase == WRITE_SENT ? d->write.target : d->current;
+        r->from = d->write.phase == WRITE_SENT ? d->write.on->target : d->current;
         r->to = target;
-        rollback_record_free(d->last_rollback);
-        d->last_rollback = r;
-        d->n_rollbacks++;
+        rollback_record_free(h->last_rollback);
+        h->last_rollback = r;
+        h->n_rollbacks++;
         e->counters.rollbacks++;
         k = engine_count_rollback(e, d->policy_name);
         if (k < 0)
@@ -251,7 +274,7 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
 
         /* Held against what the policy asks now: released when it asks for something else. */
         d->held = true;
-        d->held_desired = d->desired;
+        h->held_desired = d->desired;
         (void) lifecycle_stop(e, d);
         state_store_mark(e->state, d);
         event_emit(&e->events, &(Event){.type = EVENT_ROLLBACK, .device = d, .rollback = r, .from = &r->from,
@@ -266,7 +289,12 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
                 enter(e, d, DEVICE_ROLLED_BACK);
                 return 0;
         }
-        writer_queue(e->writer, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
+        k = writer_queue(e->writer, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
+        if (k < 0) {
+                /* it must not stay where it is: tried again at the next reconcile */
+                log_dev_error_errno(d, k, "cannot queue the rollback: %m; trying again");
+                lifecycle_write_lost(e, d);
+        }
         enter(e, d, DEVICE_PENDING);
         return 0;
 }
@@ -281,8 +309,10 @@ int lifecycle_release(Engine *e, Device *d) {
         if (!d->held && d->state != DEVICE_FAILED)
                 return -EALREADY;
         d->held = false;
-        d->held_desired = (Sizes){};
-        d->failed_desired = (Sizes){};
+        if (d->history) {
+                d->history->held_desired = (Sizes){};
+                d->history->failed_desired = (Sizes){};
+        }
         state_store_mark(e->state, d);
         return 0;
 }
@@ -295,15 +325,20 @@ void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
         d->written = entry->written;
         d->has_last_good = entry->has_last_good;
         d->last_good = entry->last_good;
-        rollback_record_free(d->last_rollback);
-        d->last_rollback = TAKE_PTR(entry->last_rollback);
+        DeviceHistory *h = entry->last_rollback || entry->held ? device_history(d) : d->history;
+        if (h) {
+                rollback_record_free(h->last_rollback);
+                h->last_rollback = TAKE_PTR(entry->last_rollback);
+        } else if (entry->last_rollback || entry->held)
+                log_dev_warning(d, "no memory for its last rollback%s", entry->held ? " (held)" : "");
         /* Until the policy says otherwise it is what bigtcpd last wrote. */
         d->desired = d->current;
         if (entry->held) {
                 /* rolled back, or killed while its rollback write was out: held either way, and
                  * the reconcile after the first sync writes the rollback again if it is not there */
                 d->held = true;
-                d->held_desired = entry->held_desired;
+                if (h)
+                        h->held_desired = entry->held_desired;
                 d->state = DEVICE_ROLLED_BACK;
         } else if (entry->probation) {
                 /* A window that was running goes on where it was; one that ended while bigtcpd was

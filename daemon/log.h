@@ -36,7 +36,7 @@ int log_internal(int level, int error, const char *format, ...) _printf_(3, 4);
 
 /* Device-scoped: every line starts with the device name. */
 #define log_dev_full_errno(d, level, e, fmt, ...)                                                \
-        log_full_errno(level, e, "%s: " fmt, (d)->ifname ?: "?", ##__VA_ARGS__)
+        log_full_errno(level, e, "%s: " fmt, (d)->ifname[0] ? (d)->ifname : "?", ##__VA_ARGS__)
 #define log_dev_debug(d, fmt, ...) log_dev_full_errno(d, LOG_DEBUG, 0, fmt, ##__VA_ARGS__)
 #define log_dev_info(d, fmt, ...) log_dev_full_errno(d, LOG_INFO, 0, fmt, ##__VA_ARGS__)
 #define log_dev_notice(d, fmt, ...) log_dev_full_errno(d, LOG_NOTICE, 0, fmt, ##__VA_ARGS__)

@@ -100,7 +100,7 @@ static void attach(ProbationSet *s, Device *d, Probation *p) {
                 s->dumps = 0;
         }
         d->probation = p;
-        TAILQ_INSERT_TAIL(&s->devices, d, probation_link);
+        TAILQ_INSERT_TAIL(&s->devices, d, probation->link);
         s->n++;
 }
 
@@ -134,7 +134,7 @@ static void verdicts_drop(ProbationSet *s, const Device *d);
 void probation_end(ProbationSet *s, Device *d) {
         if (!d->probation)
                 return;
-        TAILQ_REMOVE(&s->devices, d, probation_link);
+        TAILQ_REMOVE(&s->devices, d, probation->link);
         s->n--;
         if (d->probation->sampling)
                 s->n_sampling--;
@@ -152,7 +152,7 @@ static uint64_t tick_usec(const ProbationSet *s) {
         uint64_t tick = UINT64_MAX;
         const Device *d;
 
-        TAILQ_FOREACH(d, &s->devices, probation_link) {
+        TAILQ_FOREACH(d, &s->devices, probation->link) {
                 if (d->probation->interval_usec < tick)
                         tick = d->probation->interval_usec;
                 if (tick <= 100 * USEC_PER_MSEC)
@@ -254,7 +254,7 @@ void probation_tick(ProbationSet *s) {
                 probation_arm(s);
                 return;
         }
-        TAILQ_FOREACH(d, &s->devices, probation_link)
+        TAILQ_FOREACH(d, &s->devices, probation->link)
                 if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT &&
                     guard_set_has_snmp(&d->probation->guards)) {
                         /* one reading of the files for every device due */
@@ -262,7 +262,7 @@ void probation_tick(ProbationSet *s) {
                         break;
                 }
 
-        TAILQ_FOREACH(d, &s->devices, probation_link) {
+        TAILQ_FOREACH(d, &s->devices, probation->link) {
                 Probation *p = d->probation;
                 if (!due(p, t, tick) || d->write.phase == WRITE_SENT || p->sampling)
                         continue; /* not due, its write is not answered yet, or still waiting */
@@ -331,7 +331,7 @@ void probation_samples_done(ProbationSet *s, int error) {
         /* devices the dump did not show (gone meanwhile), or all of them when it failed: the
          * next tick samples them again */
         if (s->n_sampling > 0)
-                TAILQ_FOREACH(d, &s->devices, probation_link)
+                TAILQ_FOREACH(d, &s->devices, probation->link)
                         if (d->probation->sampling) {
                                 d->probation->sampling = false;
                                 d->probation->next_usec = 0;

@@ -8,6 +8,8 @@
  * write, then at every tick, so that a loop running late still keeps its samples within 1.5. */
 #pragma once
 
+#include <sys/queue.h>
+
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +27,7 @@ typedef struct Probation {
         uint64_t next_usec; /* next sample */
         uint64_t last_usec; /* the last one (or the write) */
         GuardSet guards;
+        TAILQ_ENTRY(Device) link; /* among the set's devices (a device's own only while it is in) */
         bool sampling; /* waits for its link statistics from the dump running */
 } Probation;
 

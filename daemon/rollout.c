@@ -182,7 +182,7 @@ Device *rollout_next(const Rollout *r) {
 }
 
 void rollout_halt(Rollout *r, const Device *by) {
-        char *name = strdup(by->ifname ?: "");
+        char *name = strdup(by->ifname);
 
         r->halted = true;
         if (name) {

@@ -214,11 +214,11 @@ static void out_device(Out *o, const Device *d) {
         if (d->has_last_good)
                 out_sizes(o, "last_good", &d->last_good);
         if (d->held)
-                out_sizes(o, "held", &d->held_desired);
+                out_sizes(o, "held", &device_history_get(d)->held_desired);
         if (d->probation)
                 out_probation(o, d->probation);
-        if (d->last_rollback)
-                out_rollback(o, d->last_rollback);
+        if (device_history_get(d)->last_rollback)
+                out_rollback(o, d->history->last_rollback);
         out_printf(o, "}");
 }
 
@@ -1094,7 +1094,7 @@ static void schedule(StateStore *s) {
 static void unmark(StateStore *s, Device *d) {
         size_t i = d->state_dirty_index;
         s->dirty[i] = s->dirty[--s->n_dirty];
-        s->dirty[i]->state_dirty_index = i;
+        s->dirty[i]->state_dirty_index = (uint32_t) i;
         d->state_dirty = false;
 }
 
@@ -1112,7 +1112,7 @@ void state_store_mark(StateStore *s, Device *d) {
                         s->cap_dirty = cap;
                 }
                 d->state_dirty = true;
-                d->state_dirty_index = s->n_dirty;
+                d->state_dirty_index = (uint32_t) s->n_dirty; /* at most one per device */
                 s->dirty[s->n_dirty++] = d;
         }
         schedule(s);

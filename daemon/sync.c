@@ -160,7 +160,7 @@ static Device *reply_owner(const Engine *e, const struct nlmsghdr *nlh, const Li
         if (!rq || !rq->device || rq->device->ifindex != lm->ifindex)
                 return NULL; /* its device went away: whatever has this ifindex now is another one */
         /* asked before the device's write in flight: it shows the sizes before that write */
-        *ret_stale_sizes = rq->device->write.phase == WRITE_SENT && seq_before(rq->seq, rq->device->write.seq);
+        *ret_stale_sizes = rq->device->write.phase == WRITE_SENT && seq_before(rq->seq, rq->device->write.on->seq);
         return rq->device;
 }
 

@@ -58,56 +58,76 @@ void writer_set_ipv4(Writer *w, bool ipv4) {
 }
 
 static void take_off(Writer *w, Device *d) {
-        if (d->write.waiting) {
-                TAILQ_REMOVE(&w->waiting, d, write.link);
-                if (d->write.baseline_dump == 0)
+        DeviceWrite *o = d->write.on;
+
+        if (o->waiting) {
+                TAILQ_REMOVE(&w->waiting, d, write.on->link);
+                if (o->baseline_dump == 0)
                         w->n_unasked--;
-                d->write.waiting = false;
-                d->write.baseline_dump = 0;
+                o->waiting = false;
+                o->baseline_dump = 0;
         } else
-                TAILQ_REMOVE(&w->queue, d, write.link);
+                TAILQ_REMOVE(&w->queue, d, write.on->link);
 }
 
 /* Ready to go: at the queue's end. */
 static void to_queue(Writer *w, Device *d) {
         take_off(w, d);
-        TAILQ_INSERT_TAIL(&w->queue, d, write.link);
+        TAILQ_INSERT_TAIL(&w->queue, d, write.on->link);
 }
 
-void writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
+/* The record of a write that is over. */
+static void record_drop(Device *d) {
+        if (!d->write.on)
+                return;
+        free(d->write.on->baseline);
+        d->write.on = mfree(d->write.on);
+}
+
+int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
+        DeviceWrite *o;
         bool wait;
 
         if (d->write.phase == WRITE_SENT)
-                return; /* the caller reconsiders the device when the ack is in */
+                return 0; /* the caller reconsiders the device when the ack is in */
+        if (!d->write.on && !(d->write.on = calloc(1, sizeof(DeviceWrite))))
+                return -ENOMEM;
+        o = d->write.on;
         d->write.cause = cause;
-        d->write.target = *target;
         d->write.owned = owned;
-        d->write.orphaned = false;
-        d->write.last_good_moved = false;
-        wait = !d->write.baseline && w->ops->wants_baseline && w->ops->wants_baseline(w->userdata, d);
+        o->target = *target;
+        o->orphaned = false;
+        o->last_good_moved = false;
+        wait = !o->baseline && w->ops->wants_baseline && w->ops->wants_baseline(w->userdata, d);
         if (d->write.phase == WRITE_IDLE) {
                 w->n_queued++;
                 d->write.phase = WRITE_QUEUED;
-        } else if (d->write.waiting == wait)
-                return; /* retargeted where it is */
+        } else if (o->waiting == wait)
+                return 0; /* retargeted where it is */
         else
                 take_off(w, d);
         if (wait) {
-                TAILQ_INSERT_TAIL(&w->waiting, d, write.link);
-                d->write.waiting = true;
+                TAILQ_INSERT_TAIL(&w->waiting, d, write.on->link);
+                o->waiting = true;
                 w->n_unasked++;
         } else
-                TAILQ_INSERT_TAIL(&w->queue, d, write.link);
+                TAILQ_INSERT_TAIL(&w->queue, d, write.on->link);
+        return 0;
+}
+
+/* Out of the queue, the record kept (writer_flush() sends from it). */
+static void dequeue(Writer *w, Device *d) {
+        take_off(w, d);
+        w->n_queued--;
+        d->write.phase = WRITE_IDLE;
+        d->write.on->baseline = mfree(d->write.on->baseline);
 }
 
 void writer_unqueue(Writer *w, Device *d) {
         if (d->write.phase != WRITE_QUEUED)
                 return;
-        take_off(w, d);
-        w->n_queued--;
-        d->write.phase = WRITE_IDLE;
-        free(d->write.baseline);
-        d->write.baseline = NULL;
+        dequeue(w, d);
+        record_drop(d);
 }
 
 /* ---- baselines and the statistics dump ---- */
@@ -120,8 +140,8 @@ static void set_baseline(Writer *w, Device *d, const void *stats, size_t size) {
                 b->size = size;
                 memcpy(b->stats, stats, size);
         }
-        free(d->write.baseline);
-        d->write.baseline = b;
+        free(d->write.on->baseline);
+        d->write.on->baseline = b;
         to_queue(w, d);
 }
 
@@ -164,8 +184,8 @@ unsigned writer_stats_dump_serves(const Writer *w) {
 }
 
 void writer_stats_entry(Writer *w, Device *d, const void *stats, size_t size) {
-        if ((w->dump_for & STATS_DUMP_BASELINES) && d->write.phase == WRITE_QUEUED && d->write.waiting &&
-            d->write.baseline_dump == w->dump_id)
+        if ((w->dump_for & STATS_DUMP_BASELINES) && d->write.phase == WRITE_QUEUED && d->write.on->waiting &&
+            d->write.on->baseline_dump == w->dump_id)
                 set_baseline(w, d, stats, size);
 }
 
@@ -174,8 +194,8 @@ static void baselines_missing(Writer *w, unsigned id) {
         Device *d, *next;
 
         for (d = TAILQ_FIRST(&w->waiting); d; d = next) {
-                next = TAILQ_NEXT(d, write.link);
-                if (d->write.baseline_dump == id)
+                next = TAILQ_NEXT(d, write.on->link);
+                if (d->write.on->baseline_dump == id)
                         to_queue(w, d);
         }
 }
@@ -198,7 +218,7 @@ unsigned writer_stats_dump_done(Writer *w, unsigned *ret_failed, int *ret_error)
 }
 
 void writer_offer_baseline(Writer *w, Device *d, const void *stats, size_t size) {
-        if (d->write.phase == WRITE_QUEUED && d->write.waiting)
+        if (d->write.phase == WRITE_QUEUED && d->write.on->waiting)
                 set_baseline(w, d, stats, size);
 }
 
@@ -212,13 +232,13 @@ static void ask_baselines(Writer *w) {
         /* no dump (id stays 0): they go without; their first samples take the baselines' place */
         (void) dump_request(w, STATS_DUMP_BASELINES, &id);
         for (d = TAILQ_FIRST(&w->waiting); d; d = next) {
-                next = TAILQ_NEXT(d, write.link);
-                if (d->write.baseline_dump != 0)
+                next = TAILQ_NEXT(d, write.on->link);
+                if (d->write.on->baseline_dump != 0)
                         continue;
                 if (id == 0)
                         to_queue(w, d);
                 else
-                        d->write.baseline_dump = id;
+                        d->write.on->baseline_dump = id;
         }
         w->n_unasked = 0;
 }
@@ -291,6 +311,7 @@ void writer_cancel_device(Writer *w, Device *d) {
                 w->n_sent--;
                 d->write.phase = WRITE_IDLE;
         }
+        record_drop(d);
         for (unsigned i = 0; i < w->count && d->n_requests > 0; i++) {
                 WriterRequest *r = &w->ring[(w->head + i) % WRITER_INFLIGHT_MAX];
                 if (r->device != d)
@@ -311,7 +332,7 @@ void writer_flush(Writer *w) {
 
         ask_baselines(w);
         room = WRITER_INFLIGHT_MAX - w->count;
-        TAILQ_FOREACH(d, &w->queue, write.link) {
+        TAILQ_FOREACH(d, &w->queue, write.on->link) {
                 if (n >= room)
                         break;
                 batch[n++] = d;
@@ -329,16 +350,18 @@ void writer_flush(Writer *w) {
                         continue; /* taken back by prepare() */
                 if (w->count >= WRITER_INFLIGHT_MAX)
                         break;
-                writer_unqueue(w, d);
-                r = link_write_message(d->ifindex, &d->write.target, w->ipv4, &msg);
+                dequeue(w, d);
+                r = link_write_message(d->ifindex, &d->write.on->target, w->ipv4, &msg);
                 if (r >= 0)
-                        r = send_request(w, msg, REQUEST_WRITE, d, NULL, NULL, NULL, &d->write.seq);
+                        r = send_request(w, msg, REQUEST_WRITE, d, NULL, NULL, NULL, &d->write.on->seq);
                 if (r < 0) {
                         w->ops->write_done(w->userdata, d, r, NULL, false);
+                        if (d->write.phase == WRITE_IDLE)
+                                record_drop(d);
                         continue;
                 }
                 d->write.phase = WRITE_SENT;
-                d->write.before = d->current;
+                d->write.on->before = d->current;
                 w->n_sent++;
         }
 }
@@ -369,10 +392,12 @@ static void request_done(Writer *w, const WriterRequest *r, int error, const cha
                 return; /* its device went away: the answer is no one's */
         switch (r->kind) {
         case REQUEST_WRITE:
-                if (d->write.phase == WRITE_SENT && d->write.seq == r->seq) {
+                if (d->write.phase == WRITE_SENT && d->write.on->seq == r->seq) {
                         d->write.phase = WRITE_IDLE;
                         w->n_sent--;
                         w->ops->write_done(w->userdata, d, error, extack, lost);
+                        if (d->write.phase == WRITE_IDLE)
+                                record_drop(d); /* not queued again meanwhile */
                 }
                 break;
         case REQUEST_READ:

@@ -77,8 +77,9 @@ void writer_free(Writer *w);
 void writer_set_ipv4(Writer *w, bool ipv4);
 
 /* Queue (or, when queued already, retarget in place) the write of `target`; `owned` is the set of
- * sizes of its policy it sets. Not for a device whose write is in flight (WRITE_SENT). */
-void writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned);
+ * sizes of its policy it sets. Not for a device whose write is in flight (WRITE_SENT): 0, and
+ * nothing done. -ENOMEM: no room for the write's record, nothing queued. */
+int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned);
 void writer_unqueue(Writer *w, Device *d);
 /* Send queued writes up to the bound of requests in flight (after WriterOps.prepare). */
 void writer_flush(Writer *w);

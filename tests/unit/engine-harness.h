@@ -485,7 +485,7 @@ static void h_on_event(const Event *ev, void *userdata) {
                         .error = ev->error};
         if (ev->device) {
                 r->ifindex = ev->device->ifindex;
-                snprintf(r->ifname, sizeof(r->ifname), "%s", ev->device->ifname ?: "");
+                snprintf(r->ifname, sizeof(r->ifname), "%s", ev->device->ifname);
         }
         if (ev->from && ev->to) {
                 r->has_sizes = true;

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "device.h"
+#include "link-message.h"
 #include "linux-compat.h"
 #include "match.h"
 #include "route.h"
@@ -38,6 +39,89 @@ static void test_table_grows(void **state) {
         assert_non_null(device_get(&t, 10000));
         DEVICE_FOREACH(d, &t, it) n++;
         assert_int_equal(n, 5000);
+        /* the slots of the removed ones are taken again, each device whole and zeroed */
+        for (int i = 10001; i <= 15000; i++) {
+                assert_int_equal(device_add(&t, i, &d), 0);
+                assert_int_equal(d->state, DEVICE_UNMANAGED);
+                assert_null(d->kind);
+                assert_string_equal(d->ifname, "");
+                snprintf(d->ifname, sizeof(d->ifname), "d%d", i);
+        }
+        n = 0;
+        DEVICE_FOREACH(d, &t, it) {
+                char name[16];
+                snprintf(name, sizeof(name), "d%d", d->ifindex);
+                if (d->ifindex > 10000)
+                        assert_string_equal(d->ifname, name); /* no two share a slot */
+                n++;
+        }
+        assert_int_equal(n, 10000);
+        /* all gone, then back: blocks freed and taken anew */
+        for (int i = 1; i <= 15000; i++)
+                if ((d = device_get(&t, i))) {
+                        device_remove(&t, d);
+                        device_free(d);
+                }
+        assert_int_equal(t.n_devices, 0);
+        for (int i = 1; i <= 300; i++)
+                assert_int_equal(device_add(&t, i, &d), 0);
+        device_table_done(&t);
+}
+
+static void update(Device *d, const LinkMessage *m) {
+        unsigned changes;
+        assert_int_equal(device_update(d, m, 0, &changes), 0);
+}
+
+/* Addresses live in the device while both fit, else on the heap: each way, and between them, the
+ * device reports what the kernel said last; a message without one keeps it. */
+static void test_addresses(void **state) {
+        DeviceTable t;
+        Device *d;
+        char buf[DEVICE_MAC_STRLEN];
+        uint8_t ib[20], perm[6] = {0x0c, 0x42, 0xa1, 0, 0, 1}, mac[6] = {2, 0, 0, 0, 0, 9};
+
+        for (size_t i = 0; i < sizeof(ib); i++)
+                ib[i] = (uint8_t) (0x80 + i);
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(device_add(&t, 5, &d), 0);
+        assert_string_equal(device_mac(d, buf), "");
+        assert_string_equal(device_identity_mac(d, buf), "");
+
+        update(d, &(LinkMessage){.ifindex = 5, .ifname = "ib0", .addr = ib, .addr_len = sizeof(ib)});
+        assert_string_equal(device_mac(d, buf), "80:81:82:83:84:85:86:87:88:89:8a:8b:8c:8d:8e:8f:90:91:92:93");
+        update(d, &(LinkMessage){.ifindex = 5, .perm_addr = perm, .perm_addr_len = sizeof(perm)});
+        assert_string_equal(device_mac(d, buf), "80:81:82:83:84:85:86:87:88:89:8a:8b:8c:8d:8e:8f:90:91:92:93");
+        assert_string_equal(device_identity_mac(d, buf), "0c:42:a1:00:00:01");
+        update(d, &(LinkMessage){.ifindex = 5, .addr = mac, .addr_len = sizeof(mac)}); /* back inside */
+        assert_string_equal(device_mac(d, buf), "02:00:00:00:00:09");
+        assert_string_equal(device_identity_mac(d, buf), "0c:42:a1:00:00:01");
+        update(d, &(LinkMessage){.ifindex = 5, .addr = ib, .addr_len = sizeof(ib)}); /* out again */
+        assert_string_equal(device_mac(d, buf), "80:81:82:83:84:85:86:87:88:89:8a:8b:8c:8d:8e:8f:90:91:92:93");
+        assert_string_equal(device_identity_mac(d, buf), "0c:42:a1:00:00:01");
+        assert_string_equal(d->ifname, "ib0");
+        device_table_done(&t); /* frees the heap copy: ASan's leak check says so */
+}
+
+/* Kinds and policy names are kept once: two veths share one "veth", which goes with the last. */
+static void test_kind_shared(void **state) {
+        DeviceTable t;
+        Device *a, *b;
+
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(device_add(&t, 1, &a), 0);
+        assert_int_equal(device_add(&t, 2, &b), 0);
+        update(a, &(LinkMessage){.ifindex = 1, .ifname = "v0", .kind = "veth"});
+        update(b, &(LinkMessage){.ifindex = 2, .ifname = "v1", .kind = "veth"});
+        assert_ptr_equal(a->kind, b->kind);
+        assert_string_equal(a->kind, "veth");
+        update(b, &(LinkMessage){.ifindex = 2, .ifname = "v1", .kind = "vxlan"});
+        assert_string_equal(b->kind, "vxlan");
+        assert_string_equal(a->kind, "veth");
+        update(b, &(LinkMessage){.ifindex = 2, .ifname = "v1"});
+        assert_null(b->kind);
+        device_remove(&t, a);
+        device_free(a);
         device_table_done(&t);
 }
 
@@ -130,6 +214,8 @@ static void test_routes(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_table_grows),
+                cmocka_unit_test(test_addresses),
+                cmocka_unit_test(test_kind_shared),
                 cmocka_unit_test(test_routes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -333,6 +333,11 @@ static void test_path(void **state) {
         assert_path(h, ifindex, 0, c->path);
         if (c->sizes.gso_max_size)
                 assert_sizes_equal(h_link(h, ifindex)->sizes, c->sizes);
+        /* a write's record lives as long as the write: none once it is over */
+        if (h_dev(h, ifindex)->write.phase == WRITE_IDLE)
+                assert_null(h_dev(h, ifindex)->write.on);
+        else
+                assert_non_null(h_dev(h, ifindex)->write.on);
         if (h_dev(h, ifindex)->state == DEVICE_UNMANAGED || h_dev(h, ifindex)->state == DEVICE_UNSUPPORTED) {
                 /* nothing in progress is left on a device bigtcpd does not manage */
                 assert_null(h_dev(h, ifindex)->probation);
@@ -444,9 +449,10 @@ static void test_refused(void **state) {
 
         Device *d = h_dev(h, 2);
         assert_state(d->state, DEVICE_FAILED);
-        assert_int_equal(d->last_errno, -EINVAL);
-        assert_string_equal(d->last_error, "fake extack");
+        assert_int_equal(device_history_get(d)->last_errno, -EINVAL);
+        assert_string_equal(device_history_get(d)->last_error, "fake extack");
         assert_null(d->probation);
+        assert_null(d->write.on);
         const Recorded *w = h_find_event(h, EVENT_WRITE, 2, 0);
         assert_non_null(w);
         assert_int_equal(w->error, -EINVAL);
@@ -483,7 +489,7 @@ static void test_refused(void **state) {
                 h_answer_all(h);
                 assert_cause(h_find_event(h, EVENT_WRITE, 2, 0)->cause, c->cause);
                 assert_state(d->state, DEVICE_PROBATION);
-                assert_int_equal(d->last_errno, 0);
+                assert_int_equal(device_history_get(d)->last_errno, 0);
         } else {
                 h_answer_all(h);
                 assert_state(d->state, DEVICE_FAILED);
@@ -646,7 +652,7 @@ static void test_guard_trip(void **state) {
         assert_non_null(rb);
         assert_string_equal(rb->counter, c->counter);
         assert_sizes_equal(rb->to, H_LEGACY);
-        assert_true(d->last_rollback->namespace_wide == c->namespace_wide);
+        assert_true(device_history_get(d)->last_rollback->namespace_wide == c->namespace_wide);
         assert_int_equal(h_count_writes(h, 2, reqs), 1);
         assert_sizes_equal(h_last_write(h, 2)->sizes, H_LEGACY);
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_ROLLBACK);
@@ -886,7 +892,7 @@ static void test_deleted_in_flight(void **state) {
         h_batch_end(h);
         assert_state(d->state, DEVICE_PENDING);
         assert_string_equal(h_pending_reason(h, 2), "in-flight");
-        assert_int_equal(d->last_errno, 0);
+        assert_int_equal(device_history_get(d)->last_errno, 0);
         assert_false(d->carried_traffic);
         assert_int_equal(h_count_events(h, EVENT_WRITE, 2, mark), 0);
 
@@ -1363,7 +1369,7 @@ static void test_state_refused_retried(void **state) {
         h_start(h);
         h_answer_all(h);
         assert_state(h_state(h, 2), DEVICE_FAILED);
-        assert_string_equal(h_dev(h, 2)->last_error, "cannot record original sizes");
+        assert_string_equal(device_history_get(h_dev(h, 2))->last_error, "cannot record original sizes");
         assert_int_equal(h_count_writes(h, 2, 0), 0);
         assert_true(state_store_retry_usec(h->e->state) > 0);
 

@@ -57,8 +57,8 @@ static const CheckCase check_cases[] = {
 static void test_check(void **state) {
         static const char yaml[] =
                 FILE_OF(POLICY("a", "eth*", "185000", ROLLOUT(9)) POLICY("b", "lan*", "150000", ROLLOUT(9)));
-        Device others[8] = {}, d = {.ifindex = 100, .ifname = (char *) "eth100"},
-               halter = {.ifname = (char *) "x"};
+        Device others[8] = {}, d = {.ifindex = 100, .ifname = "eth100"},
+               halter = {.ifname = "x"};
         const CheckCase *c = *state;
         RolloutTable t = {};
         PolicySet *set = h_parse_policy(yaml);
@@ -155,7 +155,7 @@ static const UpdateCase update_cases[] = {
 
 static void test_update(void **state) {
         const UpdateCase *c = *state;
-        Device a = {.ifindex = 1, .ifname = (char *) "eth1"}, b = {.ifindex = 2}, w = {.ifindex = 3};
+        Device a = {.ifindex = 1, .ifname = "eth1"}, b = {.ifindex = 2}, w = {.ifindex = 3};
         RolloutTable t = {};
         PolicySet *old = h_parse_policy(P_FABRIC2), *set = h_parse_policy(c->yaml);
 

@@ -470,9 +470,9 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 }
                 /* The link baselines: from the message or the statistics dump the write waited
                  * for (writer_offer_baseline(), writer_stats_entry()). */
-                const WriteBaseline *b = d->write.on->baseline;
-                if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL, b ? b->stats : NULL,
-                                         b ? b->size : 0) < 0)
+                const DeviceWrite *o = d->write.on;
+                if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL,
+                                         o->baseline_size > 0 ? o->baseline : NULL, o->baseline_size) < 0)
                         log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
                 else if (!p)
                         probation_end(e->probation, d);

@@ -4,11 +4,11 @@
 #include <net/if.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <sys/mman.h>
 
 #include "device.h"
 #include "intern.h"
 #include "link-message.h"
+#include "pool.h"
 
 _Static_assert(DEVICE_IFNAMSIZ == IFNAMSIZ, "a Device's ifname holds IFNAMSIZ bytes");
 
@@ -105,117 +105,19 @@ int device_table_init(DeviceTable *t) {
         return t->buckets ? 0 : -ENOMEM;
 }
 
-/* ---- where devices live ----
- * Devices are the daemon's long-lived records, tens of thousands of them, made in bursts among
- * short-lived ones (probation records, write baselines, netlink buffers). From the heap, each
- * closed burst would leave the holes of its short-lived records between them, resident for good.
- * They live in blocks of their own instead, aligned to DEVICE_BLOCK_SIZE so that a device finds
- * its block from its address; a block whose devices are all gone is freed (one empty block is
- * kept, so that a device coming and going does not allocate and free a block each time). Slots
- * not in use are poisoned for AddressSanitizer, which so still sees a device used after its free. */
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define POISON(p, n) ((void) (p), (void) (n))
-#define UNPOISON(p, n) ((void) (p), (void) (n))
-#endif
+/* Devices live in a pool (pool.h): the long-lived records of a burst, kept apart from its
+ * short-lived ones. */
+static Pool device_pool = POOL_INIT(Device), write_pool = POOL_INIT(DeviceWrite);
 
-#define DEVICE_BLOCK_SIZE (64u * 1024u)
-
-typedef struct DeviceBlock {
-        struct DeviceBlock *next, *prev; /* among the blocks with room */
-        Device *free;                    /* through hash_next */
-        unsigned used, fresh;            /* devices given out; slots never given out yet */
-        bool listed;
-} DeviceBlock;
-
-#define DEVICE_BLOCK_HEAD ((sizeof(DeviceBlock) + _Alignof(Device) - 1) / _Alignof(Device) * _Alignof(Device))
-#define DEVICES_PER_BLOCK ((DEVICE_BLOCK_SIZE - DEVICE_BLOCK_HEAD) / sizeof(Device))
-
-static struct {
-        DeviceBlock *with_room;
-        DeviceBlock *empty; /* the one empty block kept */
-} pool;
-
-static void block_list(DeviceBlock *b) {
-        b->prev = NULL;
-        b->next = pool.with_room;
-        if (b->next)
-                b->next->prev = b;
-        pool.with_room = b;
-        b->listed = true;
+DeviceWrite *device_write_begin(Device *d) {
+        if (!d->write.on)
+                d->write.on = pool_alloc(&write_pool);
+        return d->write.on;
 }
 
-static void block_unlist(DeviceBlock *b) {
-        if (b->prev)
-                b->prev->next = b->next;
-        else
-                pool.with_room = b->next;
-        if (b->next)
-                b->next->prev = b->prev;
-        b->listed = false;
-}
-
-static uint8_t *block_slots(DeviceBlock *b) {
-        return (uint8_t *) b + DEVICE_BLOCK_HEAD;
-}
-
-static void block_reset(DeviceBlock *b) {
-        *b = (DeviceBlock){.fresh = (unsigned) DEVICES_PER_BLOCK};
-        POISON(block_slots(b), DEVICES_PER_BLOCK * sizeof(Device));
-}
-
-static DeviceBlock *block_of(const Device *d) {
-        return (DeviceBlock *) ((uintptr_t) d & ~(uintptr_t) (DEVICE_BLOCK_SIZE - 1));
-}
-
-static Device *device_alloc(void) {
-        DeviceBlock *b = pool.with_room;
-        Device *d;
-
-        if (!b) {
-                b = pool.empty;
-                pool.empty = NULL;
-                if (!b) {
-                        /* at the mmap threshold (main.c): a mapping of its own */
-                        b = aligned_alloc(DEVICE_BLOCK_SIZE, DEVICE_BLOCK_SIZE);
-                        if (!b)
-                                return NULL;
-                        block_reset(b);
-                }
-                block_list(b);
-        }
-        if (b->free) {
-                d = b->free;
-                UNPOISON(d, sizeof(*d));
-                b->free = d->hash_next;
-        } else {
-                d = (Device *) (void *) (block_slots(b) + (DEVICES_PER_BLOCK - b->fresh--) * sizeof(Device));
-                UNPOISON(d, sizeof(*d));
-        }
-        b->used++;
-        if (!b->free && b->fresh == 0)
-                block_unlist(b);
-        memset(d, 0, sizeof(*d));
-        return d;
-}
-
-static void device_release(Device *d) {
-        DeviceBlock *b = block_of(d);
-
-        d->hash_next = b->free;
-        b->free = d;
-        POISON(d, sizeof(*d));
-        if (!b->listed)
-                block_list(b);
-        if (--b->used > 0)
-                return;
-        block_unlist(b);
-        free(pool.empty);
-        block_reset(b); /* its slots are taken again from the start */
-        pool.empty = b;
+void device_write_end(Device *d) {
+        pool_free(&write_pool, d->write.on);
+        d->write.on = NULL;
 }
 
 void device_free(Device *d) {
@@ -227,11 +129,7 @@ void device_free(Device *d) {
                 free(d->history->last_error);
                 free(d->history);
         }
-        if (d->write.on) {
-                /* the writer drops it when a write ends; a device freed with one in flight (at exit) */
-                free(d->write.on->baseline);
-                free(d->write.on);
-        }
+        device_write_end(d); /* the writer ends it with the write; not a device freed with one in flight */
         strv_free(d->altnames);
         intern_put(d->kind);
         free(d->driver);
@@ -239,7 +137,7 @@ void device_free(Device *d) {
         intern_put(d->policy_name);
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
-        device_release(d);
+        pool_free(&device_pool, d);
 }
 
 void device_table_done(DeviceTable *t) {
@@ -324,7 +222,7 @@ int device_add(DeviceTable *t, int ifindex, Device **ret) {
                 return -EEXIST;
         if (t->n_devices >= t->n_buckets && table_grow(t) < 0)
                 return -ENOMEM;
-        d = device_alloc();
+        d = pool_alloc(&device_pool);
         if (!d)
                 return -ENOMEM;
         d->ifindex = ifindex;

@@ -4,6 +4,7 @@
  * the state store keep for their own bookkeeping. Only the owner of a group writes it. */
 #pragma once
 
+#include <linux/if_link.h>
 #include <sys/queue.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -108,7 +109,6 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(RollbackRecord *, rollback_record_free);
 
 struct Probation;
 struct Rollout;
-struct WriteBaseline;
 typedef struct Device Device;
 
 /* What went wrong with a device and what was done about it: rollbacks, refused writes, sizes
@@ -139,12 +139,20 @@ typedef struct DeviceWrite {
         uint32_t seq;    /* of the sent write */
         unsigned baseline_dump; /* the statistics dump it waits for (0: none asked yet) */
         TAILQ_ENTRY(Device) link; /* in the queue, or among those waiting for baselines */
-        struct WriteBaseline *baseline; /* link counters from just before it, or NULL */
         bool orphaned;        /* the device left its policy while this write was in flight */
         bool last_good_moved; /* it moved last_good; a refusal puts back: */
         bool had_last_good;
         bool waiting; /* among those waiting for baselines (else in the queue) */
+        /* the device's link counters (struct rtnl_link_stats64 as the kernel gave it, cut to the
+         * size this build knows) from just before the write; 0 bytes: none */
+        uint16_t baseline_size;
+        unsigned char baseline[sizeof(struct rtnl_link_stats64)];
 } DeviceWrite;
+
+/* The record of a write, made when the write is queued (NULL without memory) and dropped when it
+ * is over (writer.c): in a pool, as devices are. */
+DeviceWrite *device_write_begin(Device *d);
+void device_write_end(Device *d);
 
 /* Two Ethernet addresses fit in the device itself; longer ones (InfiniBand: 20 bytes) are
  * allocated. */

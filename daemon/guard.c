@@ -6,15 +6,15 @@
 #include <string.h>
 
 #include "guard.h"
+#include "intern.h"
 #include "util.h"
 
 void guard_set_done(GuardSet *s) {
         for (size_t i = 0; i < s->n; i++) {
-                free(s->items[i].counter);
-                free(s->items[i].per);
+                intern_put(s->items[i].counter);
+                intern_put(s->items[i].per);
         }
-        free(s->items);
-        *s = (GuardSet){};
+        s->n = 0;
 }
 
 /* A guard whose counter, or the one its rise is divided by, is the device's own. */
@@ -35,12 +35,12 @@ static int counter_offset(GuardCounterKind kind, const char *name) {
         return link_counter_offset(name + strlen("link."));
 }
 
-int guard_counter_load(const char *name, char **ret, GuardCounterKind *ret_kind, int *ret_offset) {
+int guard_counter_load(const char *name, const char **ret, GuardCounterKind *ret_kind, int *ret_offset) {
         GuardCounterKind k;
 
         if (!name || guard_counter_parse(name, &k) < 0)
                 return -EBADMSG;
-        *ret = strdup(name);
+        *ret = intern_get(name);
         if (!*ret)
                 return -ENOMEM;
         *ret_kind = k;
@@ -48,17 +48,14 @@ int guard_counter_load(const char *name, char **ret, GuardCounterKind *ret_kind,
         return 0;
 }
 
-int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap) {
-        GuardSet g = {};
+int guard_set_init(GuardSet *s, GuardState *items, const RollbackSpec *spec, const SnmpSnapshot *snap) {
+        GuardSet g = {.items = items};
 
-        if (spec->n_guards > 0 && !(g.items = calloc(spec->n_guards, sizeof(GuardState))))
-                return -ENOMEM;
         for (size_t i = 0; i < spec->n_guards; i++) {
                 const Guard *sg = &spec->guards[i];
                 GuardState *pg = &g.items[g.n++];
 
-                pg->counter = strdup(sg->counter);
-                pg->per = sg->per ? strdup(sg->per) : NULL;
+                *pg = (GuardState){.counter = intern_get(sg->counter), .per = intern_get(sg->per)};
                 if (!pg->counter || (sg->per && !pg->per)) {
                         guard_set_done(&g);
                         return -ENOMEM;
@@ -157,7 +154,7 @@ int guard_set_check(const GuardSet *s, const SnmpSnapshot *snap, const void *sta
 
                 bool namespace_wide = g->kind == GUARD_COUNTER_SNMP;
                 if (g->has_max_increase && rise > g->max_increase) {
-                        *ret = (RollbackRecord){.counter = g->counter, .rise = rise,
+                        *ret = (RollbackRecord){.counter = (char *) g->counter, /* borrowed */ .rise = rise,
                                                 .threshold = (double) g->max_increase,
                                                 .namespace_wide = namespace_wide};
                         return 1;
@@ -165,7 +162,7 @@ int guard_set_check(const GuardSet *s, const SnmpSnapshot *snap, const void *sta
                 if (g->has_max_ratio && g->per) {
                         double ratio = per_rise > 0 ? (double) rise / (double) per_rise : (rise > 0 ? INFINITY : 0.0);
                         if (ratio > g->max_ratio) {
-                                *ret = (RollbackRecord){.counter = g->counter, .per = g->per, .rise = rise,
+                                *ret = (RollbackRecord){.counter = (char *) g->counter, /* borrowed */ .per = (char *) g->per, .rise = rise,
                                                         .per_rise = per_rise, .threshold = g->max_ratio,
                                                         .namespace_wide = namespace_wide};
                                 return 1;

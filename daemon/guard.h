@@ -11,10 +11,10 @@
 #include "policy.h"
 
 typedef struct GuardState {
-        char *counter;
+        const char *counter; /* interned (intern.h), as `per` */
         GuardCounterKind kind;
         int offset; /* link counters: into struct rtnl_link_stats64 */
-        char *per;
+        const char *per;
         GuardCounterKind per_kind;
         int per_offset;
         bool has_max_increase;
@@ -31,12 +31,14 @@ typedef struct GuardSet {
         size_t n;
 } GuardSet;
 
-/* The guards of `spec` with their SNMP baselines from `snap` (NULL: none read); link baselines
- * come with guard_set_link_baseline(). Counters absent from `snap` make their guard inactive. */
-int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap);
+/* The guards of `spec`, in `items` (room for spec->n_guards: the caller's, kept with its
+ * probation), with their SNMP baselines from `snap` (NULL: none read); link baselines come with
+ * guard_set_link_baseline(). Counters absent from `snap` make their guard inactive. */
+int guard_set_init(GuardSet *s, GuardState *items, const RollbackSpec *spec, const SnmpSnapshot *snap);
+/* Drops what the guards hold; `items` stay the caller's. */
 void guard_set_done(GuardSet *s);
-/* For the state file's loader: a counter name as written, with its kind and offset. */
-int guard_counter_load(const char *name, char **ret, GuardCounterKind *ret_kind, int *ret_offset);
+/* For the state file's loader: a counter name as written (interned), with its kind and offset. */
+int guard_counter_load(const char *name, const char **ret, GuardCounterKind *ret_kind, int *ret_offset);
 
 bool guard_set_has_link(const GuardSet *s);
 /* Some guard of `spec` reads the device's own link counters (its writes want link baselines). */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "pool.h"
 #include "probation.h"
 
 struct ProbationSet {
@@ -27,8 +28,26 @@ struct ProbationSet {
         uint64_t dumps;        /* … and the statistics dumps asked for */
 };
 
+#define PROBATION_SIZE(n) (sizeof(Probation) + (n) * sizeof(GuardState))
+static Pool pools[PROBATION_POOLED_GUARDS + 1] = {
+        POOL_INIT_SIZE(PROBATION_SIZE(0)), POOL_INIT_SIZE(PROBATION_SIZE(1)), POOL_INIT_SIZE(PROBATION_SIZE(2)),
+        POOL_INIT_SIZE(PROBATION_SIZE(3)), POOL_INIT_SIZE(PROBATION_SIZE(4)),
+};
+_Static_assert(PROBATION_POOLED_GUARDS == 4, "a pool for each count of guards up to PROBATION_POOLED_GUARDS");
+_Static_assert(sizeof(Probation) % _Alignof(GuardState) == 0, "guards right after the record");
+
+Probation *probation_alloc(size_t n_guards) {
+        Probation *p = n_guards <= PROBATION_POOLED_GUARDS ? pool_alloc(&pools[n_guards])
+                                                           : calloc(1, PROBATION_SIZE(n_guards));
+        if (!p)
+                return NULL;
+        p->room = (unsigned) n_guards;
+        p->guards.items = n_guards > 0 ? (GuardState *) (void *) (p + 1) : NULL;
+        return p;
+}
+
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
-        _cleanup_(probation_freep) Probation *p = calloc(1, sizeof(*p));
+        _cleanup_(probation_freep) Probation *p = probation_alloc(spec->n_guards);
         int r;
 
         if (!p)
@@ -38,7 +57,7 @@ int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t n
         p->until_usec = now_usec + spec->window_usec;
         p->next_usec = now_usec + p->interval_usec;
         p->last_usec = now_usec;
-        r = guard_set_init(&p->guards, spec, snap);
+        r = guard_set_init(&p->guards, p->guards.items, spec, snap);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(p);
@@ -49,7 +68,10 @@ void probation_free(Probation *p) {
         if (!p)
                 return;
         guard_set_done(&p->guards);
-        free(p);
+        if (p->room <= PROBATION_POOLED_GUARDS)
+                pool_free(&pools[p->room], p);
+        else
+                free(p);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *userdata) {

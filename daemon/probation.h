@@ -29,8 +29,14 @@ typedef struct Probation {
         GuardSet guards;
         TAILQ_ENTRY(Device) link; /* among the set's devices (a device's own only while it is in) */
         bool sampling; /* waits for its link statistics from the dump running */
+        unsigned room; /* guards.items has room for this many, right after the record */
 } Probation;
 
+/* A zeroed record with room for `n_guards` guards (guards.items set, guards.n 0); NULL without
+ * memory. Up to PROBATION_POOLED_GUARDS guards it comes from a pool (pool.h), as devices do: ten
+ * thousand of them come and go with a burst. */
+#define PROBATION_POOLED_GUARDS 4
+Probation *probation_alloc(size_t n_guards);
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret);
 void probation_free(Probation *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Probation *, probation_free);

@@ -469,21 +469,19 @@ static const char *get_str(json_object *o, const char *key) {
 
 static int probation_from_json(json_object *o, Probation **ret) {
         json_object *a;
-        Probation *p = calloc(1, sizeof(*p));
+        Probation *p;
         int r = -EBADMSG;
 
+        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "guards", &a) ||
+            !json_object_is_type(a, json_type_array) || json_object_array_length(a) > POLICY_GUARDS_MAX)
+                return -EBADMSG;
+        size_t n = json_object_array_length(a);
+        p = probation_alloc(n);
         if (!p)
                 return -ENOMEM;
-        if (!json_object_is_type(o, json_type_object) || get_u64(o, "until_boottime_usec", &p->until_usec) < 0 ||
-            get_u64(o, "window_usec", &p->window_usec) < 0 || get_u64(o, "interval_usec", &p->interval_usec) < 0 ||
-            p->interval_usec == 0 || !json_object_object_get_ex(o, "guards", &a) ||
-            !json_object_is_type(a, json_type_array) || json_object_array_length(a) > POLICY_GUARDS_MAX)
+        if (get_u64(o, "until_boottime_usec", &p->until_usec) < 0 || get_u64(o, "window_usec", &p->window_usec) < 0 ||
+            get_u64(o, "interval_usec", &p->interval_usec) < 0 || p->interval_usec == 0)
                 goto fail;
-        size_t n = json_object_array_length(a);
-        if (n > 0 && !(p->guards.items = calloc(n, sizeof(GuardState)))) {
-                r = -ENOMEM;
-                goto fail;
-        }
         for (size_t i = 0; i < n; i++) {
                 json_object *j = json_object_array_get_idx(a, i), *v;
                 GuardState *g = &p->guards.items[p->guards.n++];

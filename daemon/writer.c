@@ -78,10 +78,7 @@ static void to_queue(Writer *w, Device *d) {
 
 /* The record of a write that is over. */
 static void record_drop(Device *d) {
-        if (!d->write.on)
-                return;
-        free(d->write.on->baseline);
-        d->write.on = mfree(d->write.on);
+        device_write_end(d);
 }
 
 int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
@@ -90,15 +87,15 @@ int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, un
 
         if (d->write.phase == WRITE_SENT)
                 return 0; /* the caller reconsiders the device when the ack is in */
-        if (!d->write.on && !(d->write.on = calloc(1, sizeof(DeviceWrite))))
+        o = device_write_begin(d);
+        if (!o)
                 return -ENOMEM;
-        o = d->write.on;
         d->write.cause = cause;
         d->write.owned = owned;
         o->target = *target;
         o->orphaned = false;
         o->last_good_moved = false;
-        wait = !o->baseline && w->ops->wants_baseline && w->ops->wants_baseline(w->userdata, d);
+        wait = o->baseline_size == 0 && w->ops->wants_baseline && w->ops->wants_baseline(w->userdata, d);
         if (d->write.phase == WRITE_IDLE) {
                 w->n_queued++;
                 d->write.phase = WRITE_QUEUED;
@@ -120,7 +117,7 @@ static void dequeue(Writer *w, Device *d) {
         take_off(w, d);
         w->n_queued--;
         d->write.phase = WRITE_IDLE;
-        d->write.on->baseline = mfree(d->write.on->baseline);
+        d->write.on->baseline_size = 0;
 }
 
 void writer_unqueue(Writer *w, Device *d) {
@@ -133,15 +130,13 @@ void writer_unqueue(Writer *w, Device *d) {
 /* ---- baselines and the statistics dump ---- */
 
 static void set_baseline(Writer *w, Device *d, const void *stats, size_t size) {
-        WriteBaseline *b = malloc(sizeof(WriteBaseline) + size);
+        DeviceWrite *o = d->write.on;
 
-        /* without memory it goes without baselines: its first sample takes their place */
-        if (b) {
-                b->size = size;
-                memcpy(b->stats, stats, size);
-        }
-        free(d->write.on->baseline);
-        d->write.on->baseline = b;
+        /* what a newer kernel adds at the end, no guard of this build reads */
+        if (size > sizeof(o->baseline))
+                size = sizeof(o->baseline);
+        memcpy(o->baseline, stats, size);
+        o->baseline_size = (uint16_t) size;
         to_queue(w, d);
 }
 

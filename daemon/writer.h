@@ -36,7 +36,7 @@ typedef struct WriterRequest {
 
 typedef struct WriterOps {
         /* The first `n` queued writes are about to be sent: put on disk what must be there before
-         * a write; d->write.baseline (may be NULL) holds the link counters from just before it.
+         * a write; d->write.on->baseline (baseline_size 0: none) holds the link counters from just before it.
          * May unqueue some of them; must not free any. */
         void (*prepare)(void *userdata, Device *const *devices, size_t n);
         /* The kernel answered the write of `d` (0 or -errno, with its extended ack text), or the
@@ -47,11 +47,6 @@ typedef struct WriterOps {
         bool (*wants_baseline)(void *userdata, const Device *d);
 } WriterOps;
 
-/* A write's baselines: the device's struct rtnl_link_stats64 as the kernel gave it. */
-typedef struct WriteBaseline {
-        size_t size;
-        unsigned char stats[];
-} WriteBaseline;
 
 /* How requests reach the kernel: netlink_send() and netlink_stats_dump() in the daemon, a
  * recorder in the tests. A statistics dump's entries come back through sync.c, which hands each

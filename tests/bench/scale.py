@@ -232,6 +232,7 @@ class Scale(Bench):
         with open(config, "w") as f:
             f.write(guarded_policy(window, interval))
         daemon = self.start_daemon(ns, config)
+        self.rss_before = int(proc_status(daemon.pid)["VmRSS"].split()[0])  # kB, no device yet
         _, end = self.ip_batch(ns, self.pairs_batch(pairs, prefix))
         return daemon, end
 
@@ -325,9 +326,13 @@ class Scale(Bench):
             st = self.status(ns)
             time.sleep(1)
             after = proc_status(daemon.pid)
+            after_kb = int(after["VmRSS"].split()[0])
             print(f"{n} two-second windows: all closed {took:.2f} s after the burst's end (target <= 5 s); "
                   f"longest sample gap {self.gap(st)}; VmRSS {peak_rss} kB with {peak_n} in probation, "
-                  f"{after['VmRSS']} after (VmHWM {after['VmHWM']}; targets 12 MiB, 8 MiB)", flush=True)
+                  f"{after['VmRSS']} after (VmHWM {after['VmHWM']}; targets 12 MiB = 12288 kB, 8 MiB = 8192 kB); "
+                  f"{self.rss_before} kB before the burst: a device costs "
+                  f"{(peak_rss - self.rss_before) * 1024 / max(peak_n, 1):.0f} B in probation, "
+                  f"{(after_kb - self.rss_before) * 1024 / n:.0f} B after", flush=True)
         finally:
             self.done_with(ns, daemon)
 

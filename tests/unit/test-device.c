@@ -12,11 +12,15 @@
 #include <netlink/msg.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "device.h"
 #include "link-message.h"
 #include "linux-compat.h"
 #include "match.h"
+#include "pool.h"
 #include "route.h"
 
 static void test_table_grows(void **state) {
@@ -125,6 +129,52 @@ static void test_kind_shared(void **state) {
         device_table_done(&t);
 }
 
+/* Records of a pool: aligned, zeroed, apart from each other, their slots taken again once
+ * freed; under ASan a freed record is poisoned, so that a use after its free is caught. */
+static void test_pool(void **state) {
+        enum { N = 5000 };
+        typedef struct Rec {
+                uint64_t a;
+                char name[27];
+        } Rec;
+        static Pool pool = POOL_INIT(Rec);
+        static Rec *recs[N];
+
+        for (int round = 0; round < 2; round++) {
+                for (int i = 0; i < N; i++) {
+                        recs[i] = pool_alloc(&pool);
+                        assert_non_null(recs[i]);
+                        assert_int_equal((uintptr_t) recs[i] % _Alignof(max_align_t), 0);
+                        assert_int_equal(recs[i]->a, 0);
+                        assert_string_equal(recs[i]->name, "");
+                        recs[i]->a = (uint64_t) i;
+                        snprintf(recs[i]->name, sizeof(recs[i]->name), "record %d", i);
+                }
+                for (int i = 0; i < N; i++) {
+                        char name[27];
+                        snprintf(name, sizeof(name), "record %d", i);
+                        assert_int_equal(recs[i]->a, i); /* none written over by another */
+                        assert_string_equal(recs[i]->name, name);
+                }
+                /* every other one, then the rest: blocks come free in the middle and at the end */
+                for (int i = 0; i < N; i += 2)
+                        pool_free(&pool, recs[i]);
+#if defined(__SANITIZE_ADDRESS__)
+                assert_true(__asan_address_is_poisoned(&recs[0]->a));
+                assert_false(__asan_address_is_poisoned(&recs[1]->a));
+#endif
+                for (int i = 0; i < N / 2; i++) {
+                        Rec *r = pool_alloc(&pool); /* a freed slot again */
+                        assert_int_equal(r->a, 0);
+                        recs[2 * i] = r;
+                }
+                for (int i = 0; i < N; i++)
+                        pool_free(&pool, recs[i]);
+        }
+        pool_free(&pool, NULL);
+        pool_done(&pool);
+}
+
 static struct nl_msg *route_msg(int type, int flags, int family, const char *dst, int len, uint32_t table,
                                 int oif, const int *mp, size_t n_mp) {
         struct rtmsg rtm = {.rtm_family = (unsigned char) family, .rtm_dst_len = (unsigned char) len,
@@ -216,6 +266,7 @@ int main(void) {
                 cmocka_unit_test(test_table_grows),
                 cmocka_unit_test(test_addresses),
                 cmocka_unit_test(test_kind_shared),
+                cmocka_unit_test(test_pool),
                 cmocka_unit_test(test_routes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -106,10 +106,11 @@ static void test_increase_and_ratio(void **state) {
         RollbackSpec spec = {.window_usec = 30000000, .interval_usec = 1000000, .guards = g, .n_guards = 2};
         SnmpSnapshot base, now;
         GuardSet gs, *p = &gs;
+        GuardState items[POLICY_GUARDS_MAX];
         RollbackRecord rec;
 
         snapshot(&base, 100, 1000, 50, 10000);
-        assert_int_equal(guard_set_init(&gs, &spec, &base), 0);
+        assert_int_equal(guard_set_init(&gs, items, &spec, &base), 0);
         assert_true(guard_set_has_snmp(p));
         assert_false(guard_set_has_link(p));
         assert_true(guard_set_has_baselines(p));
@@ -156,10 +157,11 @@ static void test_link_baseline_and_absent_counters(void **state) {
         struct rtnl_link_stats64 st = {.tx_dropped = 4};
         SnmpSnapshot base;
         GuardSet gs, *p = &gs;
+        GuardState items[POLICY_GUARDS_MAX];
         RollbackRecord rec;
 
         snapshot(&base, 0, 0, 0, 0);
-        assert_int_equal(guard_set_init(&gs, &spec, &base), 0);
+        assert_int_equal(guard_set_init(&gs, items, &spec, &base), 0);
         assert_false(p->items[1].active); /* absent: inactive, never trips */
         assert_false(p->items[0].have_base);
         assert_false(guard_set_has_baselines(p));

@@ -1,0 +1,29 @@
+/* pool.h — records of one size that thousands of devices have at once (the devices themselves,
+ * their writes, their probations), kept in blocks of their own instead of the heap. A burst makes
+ * ten thousand of them among short-lived buffers of every size; from the heap, what the burst
+ * leaves behind keeps the pages of its holes resident. A block whose records are all gone is
+ * freed (one empty block is kept per pool, so that a record coming and going does not allocate
+ * and free a block each time). Free slots are poisoned for AddressSanitizer. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct PoolBlock PoolBlock;
+
+typedef struct Pool {
+        size_t size; /* of one record, a multiple of its alignment */
+        PoolBlock *with_room;
+        PoolBlock *empty;
+} Pool;
+
+/* A pool of records of `n` bytes; of `type`s. */
+#define POOL_INIT_SIZE(n) {.size = ((n) + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t)}
+#define POOL_INIT(type) POOL_INIT_SIZE(sizeof(type))
+
+/* A zeroed record; NULL (errno ENOMEM) without memory. */
+void *pool_alloc(Pool *p);
+/* Back to its pool (the one it came from); NULL is a no-op. */
+void pool_free(Pool *p, void *x);
+/* Frees the pool's empty block (at exit: nothing is left in use). */
+void pool_done(Pool *p);

@@ -1,6 +1,7 @@
 /* sync.c — what the kernel tells the engine: link and route events, dumps, replies to the
  * writer's requests, and the re-reads that keep the table true. Devices come and go here (their
  * lifecycle ends in lifecycle_gone()); every change is handed to apply_reconcile(). */
+#include <malloc.h>
 #include <net/if.h>
 #include <sys/socket.h>
 
@@ -295,6 +296,9 @@ static void finish(Sync *s) {
                 state_entries_free(s->loaded, s->n_loaded);
                 s->loaded = NULL;
                 s->n_loaded = 0;
+                /* what loading the state file took (tens of MB at ten thousand devices, the
+                 * JSON's tree and then its entries) is free now: give it back */
+                (void) malloc_trim(0);
         }
         DEVICE_FOREACH(d, &e->devices, it) {
                 bool moved = d->sizes_moved;

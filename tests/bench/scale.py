@@ -21,7 +21,9 @@ router solicitations into veths whose peer is down):
   * rise to rollback: among 5000 devices in probation, 50 frames into one whose peer is down,
     until the kernel reads back its old sizes (median of --rises devices, one after another);
   * 10000 two-second windows (interval 1 s): from the end of the burst until GetStatus says
-    every device is applied; the longest sample gap; RSS at the peak and after;
+    every device is applied; the longest sample gap; RSS at the peak and after, and what a
+    device costs in probation and after (against the RSS before the burst); then a restart with
+    all of them in the state file: the time to READY=1 and the RSS once they are applied again;
   * burst lag against `ip -batch` at 1000 and 5000 pairs, median of --lag-runs runs each.
 
 Targets (issue 6): burst lag <= ip-batch write time; single-link p99 < 2 ms; RSS < 8 MiB;
@@ -243,7 +245,8 @@ class Scale(Bench):
         """A part's end: its daemon stopped, its namespace gone (thousands of devices left
         behind would weigh on the next measurement while the kernel tears them down)."""
         try:
-            self.stop(daemon)
+            if daemon in self.procs:  # not stopped already (a restart that failed)
+                self.stop(daemon)
         finally:
             subprocess.run(["ip", "netns", "del", ns], check=False)
             self.namespaces.remove(ns)
@@ -333,6 +336,18 @@ class Scale(Bench):
                   f"{self.rss_before} kB before the burst: a device costs "
                   f"{(peak_rss - self.rss_before) * 1024 / max(peak_n, 1):.0f} B in probation, "
                   f"{(after_kb - self.rss_before) * 1024 / n:.0f} B after", flush=True)
+
+            # A restart with all of them in the state file (an upgrade): loading it must not stay
+            # resident.
+            self.stop(daemon)
+            t0 = time.monotonic()
+            daemon = self.start_daemon(ns, os.path.join(self.tmp, f"{ns}.yaml"))
+            ready = time.monotonic() - t0
+            self.wait_status(ns, lambda s: s["devices"].get("applied", 0) == n, 60, f"{n} applied after the restart")
+            time.sleep(1)
+            again = proc_status(daemon.pid)
+            print(f"restart with {n} devices in the state file: READY=1 after {ready:.2f} s; VmRSS {again['VmRSS']} "
+                  f"once all are applied again (VmHWM {again['VmHWM']}, the load's peak)", flush=True)
         finally:
             self.done_with(ns, daemon)
 

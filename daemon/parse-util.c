@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "parse-util.h"
 #include "util.h"
@@ -477,4 +478,88 @@ int route_prefix_parse(const char *s, RoutePrefix *ret) {
         if (ret)
                 *ret = r;
         return 0;
+}
+
+const char *const link_kinds[] = {
+        "device",    "loopback",  "amt",       "bareudp",  "batadv",   "bond",      "bridge",   "can",
+        "caif",      "dsa",       "dummy",     "erspan",   "geneve",   "gre",       "gretap",   "gtp",
+        "hsr",       "ifb",       "ip6erspan", "ip6gre",   "ip6gretap", "ip6tnl",   "ipip",     "ipoib",
+        "ipvlan",    "ipvtap",    "lowpan",    "macsec",   "macvlan",  "macvtap",   "netdevsim", "netkit",
+        "nlmon",     "openvswitch", "ovpn",    "pfcp",     "ppp",      "rmnet",     "sit",      "team",
+        "tun",       "vcan",      "veth",      "virt_wifi", "vlan",    "vrf",       "vsockmon", "vti",
+        "vti6",      "vxcan",     "vxlan",     "wireguard", "wwan",    "xfrm",      NULL,
+};
+
+bool link_kind_is_known(const char *s) {
+        for (size_t i = 0; link_kinds[i]; i++)
+                if (strcmp(link_kinds[i], s) == 0)
+                        return true;
+        return false;
+}
+
+const char *link_kind_suggest(const char *s) {
+        static const char *const nic_words[] = {"ethernet", "ether", "eth", "physical", "phys", "nic",
+                                                "hardware", "hw", "none", "real"};
+        for (size_t i = 0; i < sizeof(nic_words) / sizeof(nic_words[0]); i++)
+                if (strcasecmp(s, nic_words[i]) == 0)
+                        return "device";
+        if (strcasecmp(s, "lo") == 0)
+                return "loopback";
+        return nearest_word(s, link_kinds);
+}
+
+static char fold(char c) {
+        return c == '_' ? '-' : (char) tolower((unsigned char) c);
+}
+
+/* Edit distance (optimal string alignment: insert, delete, replace, swap two neighbours) with
+ * folded characters, or `cap` + 1 when it is above `cap`. Words past 63 characters are never near. */
+static size_t edit_distance(const char *a, const char *b, size_t cap) {
+        size_t la = strlen(a), lb = strlen(b);
+        uint8_t m[64][64];
+
+        if (la >= 64 || lb >= 64 || (la > lb ? la - lb : lb - la) > cap)
+                return cap + 1;
+        for (size_t i = 0; i <= la; i++)
+                m[i][0] = (uint8_t) i;
+        for (size_t j = 0; j <= lb; j++)
+                m[0][j] = (uint8_t) j;
+        for (size_t i = 1; i <= la; i++)
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t v = m[i - 1][j - 1] + (fold(a[i - 1]) != fold(b[j - 1]));
+                        if (m[i - 1][j] + 1u < v)
+                                v = m[i - 1][j] + 1u;
+                        if (m[i][j - 1] + 1u < v)
+                                v = m[i][j - 1] + 1u;
+                        if (i > 1 && j > 1 && fold(a[i - 1]) == fold(b[j - 2]) && fold(a[i - 2]) == fold(b[j - 1]) &&
+                            m[i - 2][j - 2] + 1u < v)
+                                v = m[i - 2][j - 2] + 1u;
+                        m[i][j] = (uint8_t) v;
+                }
+        return m[la][lb] <= cap ? m[la][lb] : cap + 1;
+}
+
+const char *nearest_word_n(const char *s, const char *const *words, size_t n) {
+        size_t cap = strlen(s) / 3, best = SIZE_MAX;
+        const char *hit = NULL;
+
+        if (cap < 1)
+                cap = 1;
+        if (cap > 3)
+                cap = 3;
+        for (size_t i = 0; i < n; i++) {
+                size_t d = edit_distance(s, words[i], cap);
+                if (d <= cap && d < best) {
+                        best = d;
+                        hit = words[i];
+                }
+        }
+        return hit;
+}
+
+const char *nearest_word(const char *s, const char *const *words) {
+        size_t n = 0;
+        while (words[n])
+                n++;
+        return nearest_word_n(s, words, n);
 }

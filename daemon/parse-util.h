@@ -77,3 +77,18 @@ int link_stats_field_offset(const char *field);
  * or -EINVAL. */
 int guard_counter_parse(const char *name, GuardCounterKind *ret);
 const char *guard_counter_kind_to_string(GuardCounterKind k);
+
+/* The link kinds a policy may name: the kernel's (IFLA_INFO_KIND of every rtnl_link_ops in
+ * Linux 6.18), "device" (no kind: a physical NIC) and "loopback". NULL-terminated. */
+extern const char *const link_kinds[];
+bool link_kind_is_known(const char *s);
+/* What an unknown kind most likely meant: "device" for the words people use for a physical NIC
+ * ("ethernet", "physical", "nic"), else the nearest known kind, or NULL when none is near. */
+const char *link_kind_suggest(const char *s);
+
+/* The word of `words` (NULL-terminated) nearest to `s` in edit distance, counting '_' and '-' and
+ * upper and lower case as the same: NULL when even the nearest is more than a third of `s` away
+ * (at least 1, at most 3 edits). For "did you mean": gso_max_size gives gso-max-size. */
+const char *nearest_word(const char *s, const char *const *words);
+/* The same over `n` words. */
+const char *nearest_word_n(const char *s, const char *const *words, size_t n);

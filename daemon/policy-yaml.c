@@ -121,7 +121,12 @@ int parser_mapping(Parser *p, yaml_node_t *n, const char *what, const char *cons
                         if (strlen(keys[i]) == k->data.scalar.length && streq(ks, keys[i]))
                                 break;
                 if (i >= n_keys) {
-                        parser_error(p, k, "unknown key %s", parser_quote(ks, q, sizeof(q)));
+                        const char *near = nearest_word_n(ks, keys, n_keys);
+                        if (near)
+                                parser_error(p, k, "unknown key %s (did you mean \"%s\"?)",
+                                             parser_quote(ks, q, sizeof(q)), near);
+                        else
+                                parser_error(p, k, "unknown key %s", parser_quote(ks, q, sizeof(q)));
                         continue;
                 }
                 if (values[i]) {
@@ -193,11 +198,30 @@ static bool list_item_check(Parser *p, yaml_node_t *n, const char *key, ListKind
                 if (glob_is_valid(s))
                         return true;
                 break;
-        case LIST_KIND:
-                if (kind_is_valid(s))
+        case LIST_KIND: {
+                const char *near;
+                if (!kind_is_valid(s)) {
+                        parser_error(p, n, "%s: bad kind %s", key, parser_quote(s, q, sizeof(q)));
+                        return false;
+                }
+                if (link_kind_is_known(s))
                         return true;
-                parser_error(p, n, "%s: bad kind %s", key, parser_quote(s, q, sizeof(q)));
+                /* a kind no link has matches nothing: a typo, or a word for what has no kind */
+                near = link_kind_suggest(s);
+                if (streq_ptr(near, "device"))
+                        parser_error(p, n,
+                                     "%s: unknown kind %s (did you mean \"device\"? a physical NIC has no "
+                                     "link kind)",
+                                     key, parser_quote(s, q, sizeof(q)));
+                else if (near)
+                        parser_error(p, n, "%s: unknown kind %s (did you mean \"%s\"?)", key,
+                                     parser_quote(s, q, sizeof(q)), near);
+                else
+                        parser_error(p, n, "%s: unknown kind %s (the kernel's link kinds, \"device\" or "
+                                     "\"loopback\"; see bigtcpd.yaml(5))",
+                                     key, parser_quote(s, q, sizeof(q)));
                 return false;
+        }
         case LIST_ROUTE:
                 r = route_prefix_parse(s, NULL);
                 if (r >= 0)

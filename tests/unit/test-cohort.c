@@ -173,7 +173,7 @@ static void test_hosts_percent_parse(void **state) {
                  "t.yaml:5:14: missing key \"max-parallel\" or \"hosts-percent\"\n", -1, 0},
                 {V1 P "    rollout: { hosts-percentage: 5 }\n",
                  "t.yaml:5:14: missing key \"max-parallel\" or \"hosts-percent\"\n"
-                 "t.yaml:5:16: unknown key \"hosts-percentage\"\n",
+                 "t.yaml:5:16: unknown key \"hosts-percentage\" (did you mean \"hosts-percent\"?)\n",
                  -1, 0},
                 {V1 P "    rollout: { hosts-percent: 5, hosts-percent: 6 }\n",
                  "t.yaml:5:34: duplicate key \"hosts-percent\"\n", -1, 0},

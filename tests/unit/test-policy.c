@@ -53,7 +53,7 @@ static const char all_keys_yaml[] =
         "    kernel: \">= 6.3, < 7.0\"\n"
         "    match:\n"
         "      name: [\"eth*\", \"ens*\", \"!ens9\"]\n"
-        "      kind: [veth, bridge, device, loopback, ip6_gre, 6lowpan]\n"
+        "      kind: [veth, bridge, device, loopback, ip6gre, lowpan]\n"
         "      driver: [mlx5_core, \"ice\"]\n"
         "      mac: [\"0C:42:A1:*\"]\n"
         "      route: [default, \"10.0.0.0/8\", \"2001:db8::/32\", \"192.0.2.1\", \"::1\"]\n"
@@ -140,7 +140,7 @@ static void test_all_keys(void **state) {
         assert_int_equal(p->match.name.n, 3);
         assert_string_equal(p->match.name.items[2], "!ens9");
         assert_int_equal(p->match.kind.n, 6);
-        assert_string_equal(p->match.kind.items[5], "6lowpan");
+        assert_string_equal(p->match.kind.items[5], "lowpan");
         assert_int_equal(p->match.driver.n, 2);
         assert_string_equal(p->match.mac.items[0], "0c:42:a1:*"); /* folded to lower case */
         assert_int_equal(p->match.n_routes, 5);
@@ -269,7 +269,20 @@ static const ErrorCase error_cases[] = {
         {"unknown policy key", V1 P V6 "    colour: red\n", "t.yaml:5:5: unknown key \"colour\"\n"},
         {"match scalar", V1 P "    match: eth0\n" V6, "t.yaml:4:12: match: expected a mapping\n"},
         {"match unknown key", V1 P "    match: { ifname: eth0 }\n" V6,
-         "t.yaml:4:14: unknown key \"ifname\"\n"},
+         "t.yaml:4:14: unknown key \"ifname\" (did you mean \"name\"?)\n"},
+        {"unknown key, underscores for dashes", V1 P "    ipv6: { gso_max_size: 185000 }\n",
+         "t.yaml:4:11: ipv6: missing key \"gso-max-size\" or \"gro-max-size\"\n"
+         "t.yaml:4:13: unknown key \"gso_max_size\" (did you mean \"gso-max-size\"?)\n"},
+        {"unknown key, nothing near", V1 P "    colour: blue\n" V6, "t.yaml:4:5: unknown key \"colour\"\n"},
+        {"kind ethernet", V1 P "    match: { kind: [ethernet] }\n" V6,
+         "t.yaml:4:21: kind: unknown kind \"ethernet\" (did you mean \"device\"? a physical NIC has no link "
+         "kind)\n"},
+        {"kind typo", V1 P "    match: { kind: [vteh, brigde] }\n" V6,
+         "t.yaml:4:21: kind: unknown kind \"vteh\" (did you mean \"veth\"?)\n"
+         "t.yaml:4:27: kind: unknown kind \"brigde\" (did you mean \"bridge\"?)\n"},
+        {"kind nothing near", V1 P "    match: { kind: [frobnicator] }\n" V6,
+         "t.yaml:4:21: kind: unknown kind \"frobnicator\" (the kernel's link kinds, \"device\" or "
+         "\"loopback\"; see bigtcpd.yaml(5))\n"},
         {"bad glob", V1 P "    match: { name: \"eth[0-\" }\n" V6,
          "t.yaml:4:20: name: bad glob \"eth[0-\"\n"},
         {"bad negated glob", V1 P "    match: { name: [eth0, \"!\"] }\n" V6,
@@ -314,7 +327,7 @@ static const ErrorCase error_cases[] = {
         {"rollback scalar", V1 "rollback: 30s\npolicies: []\n",
          "t.yaml:2:11: rollback: expected a mapping\n"},
         {"rollback unknown", V1 "rollback: { windows: 30s }\npolicies: []\n",
-         "t.yaml:2:13: unknown key \"windows\"\n"},
+         "t.yaml:2:13: unknown key \"windows\" (did you mean \"window\"?)\n"},
         {"duration no unit", V1 "rollback: { window: 30 }\npolicies: []\n",
          "t.yaml:2:21: window: bad duration \"30\"\n"},
         {"duration zero", V1 "rollback: { interval: 0s }\npolicies: []\n",

@@ -1,12 +1,14 @@
 /* guard.c — the guards of one device in probation: baselines taken just before the write, and
  * the rise of each counter against its max-increase or, divided by the rise of `per`, against
  * its max-ratio. */
+#include <linux/if_link.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "guard.h"
 #include "intern.h"
+#include "parse-util.h"
 #include "util.h"
 
 void guard_set_done(GuardSet *s) {
@@ -199,4 +201,71 @@ int guard_spec_check(const RollbackSpec *spec, const SnmpSnapshot *snap, size_t 
                         return r;
         }
         return 0;
+}
+
+static bool warned_at(const PolicyErrors *w, const char *file, unsigned line, unsigned column) {
+        for (size_t i = 0; i < w->n; i++)
+                if (w->items[i].line == line && w->items[i].column == column && streq_ptr(w->items[i].file, file))
+                        return true;
+        return false;
+}
+
+static int counter_warning(const SnmpSnapshot *snap, const char *const *keys, const char *file, unsigned line,
+                           unsigned column, const char *counter, PolicyErrors *ret) {
+        const char *near = nearest_word_n(counter, keys, snap->n);
+        char *m;
+        int r;
+
+        if (warned_at(ret, file, line, column))
+                return 0;
+        if (near)
+                r = asprintf(&m, "warning: guard counter \"%s\" is not on this host (did you mean \"%s\"?): guards on it never trip",
+                             counter, near);
+        else
+                r = asprintf(&m, "warning: guard counter \"%s\" is not on this host: guards on it never trip", counter);
+        if (r < 0)
+                return -ENOMEM;
+        r = policy_errors_append(ret, file ?: "<built-in>", line, column, m);
+        if (r < 0)
+                free(m);
+        return r;
+}
+
+static int spec_warnings(const RollbackSpec *spec, const SnmpSnapshot *snap, const char *const *keys,
+                         size_t stats_size, PolicyErrors *ret) {
+        for (size_t i = 0; i < spec->n_guards; i++) {
+                const Guard *g = &spec->guards[i];
+                int r = 0;
+                if (!counter_exposed(g->counter_kind, g->counter, snap, stats_size))
+                        r = counter_warning(snap, keys, g->file, g->line, g->column, g->counter, ret);
+                if (r >= 0 && g->per && !counter_exposed(g->per_kind, g->per, snap, stats_size))
+                        r = counter_warning(snap, keys, g->file, g->per_line, g->per_column, g->per, ret);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int guard_counter_warnings(const PolicySet *set, const SnmpSnapshot *snap, size_t stats_size, PolicyErrors *ret) {
+        _cleanup_(freep) const char **keys = calloc(snap->n + 1, sizeof(char *));
+        int r;
+
+        if (!keys)
+                return -ENOMEM;
+        for (size_t i = 0; i < snap->n; i++)
+                keys[i] = snap->entries[i].key;
+        r = spec_warnings(&set->defaults, snap, keys, stats_size, ret);
+        for (size_t i = 0; r >= 0 && i < set->n_policies; i++)
+                r = spec_warnings(&set->policies[i].rollback, snap, keys, stats_size, ret);
+        return r;
+}
+
+int guard_counter_warnings_here(const PolicySet *set, const char *proc_net, PolicyErrors *ret) {
+        SnmpSnapshot snap = {};
+        int r = snmp_read(proc_net ?: "/proc/net", &snap);
+
+        if (r >= 0)
+                r = guard_counter_warnings(set, &snap, sizeof(struct rtnl_link_stats64), ret);
+        snmp_done(&snap);
+        return r;
 }

@@ -59,5 +59,14 @@ int guard_set_check(const GuardSet *s, const SnmpSnapshot *snap, const void *sta
 /* The counters a policy's guards use that this kernel does not expose: "counter" strings
  * appended once each to *warnings (strv). `snap` is a current reading; `stats_size` the size of
  * the kernel's stats64. */
+/* The guard counters of `set` (its defaults and every policy) that this host does not expose, as
+ * warnings at the place each is written (once per place): "guard counter \"Tcp.RetransSeg\" is not
+ * on this host (did you mean \"Tcp.RetransSegs\"?): guards on it never trip". For validate and
+ * --check-config, which have no running daemon to ask. */
+int guard_counter_warnings(const PolicySet *set, const SnmpSnapshot *snap, size_t stats_size, PolicyErrors *ret);
+/* The same against this host: the SNMP counters below `proc_net` (NULL: /proc/net) and the
+ * kernel's stats64. Each message starts "warning: ". */
+int guard_counter_warnings_here(const PolicySet *set, const char *proc_net, PolicyErrors *ret);
+
 int guard_spec_check(const RollbackSpec *spec, const SnmpSnapshot *snap, size_t stats_size, char ***warnings,
                      size_t *n_warnings);

@@ -54,6 +54,10 @@ static const char *why_unreadable(const char *path, int error) {
 }
 
 int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs) {
+        return policy_load(paths, n_paths, 0, ret, errs);
+}
+
+int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, PolicySet **ret, PolicyErrors *errs) {
         _cleanup_(policy_set_freep) PolicySet *s = NULL;
         bool failed = false;
         int r;
@@ -69,19 +73,23 @@ int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, Polic
                 _cleanup_(freep) char *data = NULL;
                 size_t size = 0;
 
-                r = read_file_bounded(paths[i], POLICY_FILE_MAX, READ_FILE_REGULAR, &data, &size);
+                bool std_in = (flags & POLICY_LOAD_STDIN) && streq_ptr(paths[i], "-");
+                const char *name = std_in ? "<stdin>" : paths[i];
+
+                r = std_in ? read_file_bounded("/dev/stdin", POLICY_FILE_MAX, READ_FILE_ANY_TYPE, &data, &size)
+                           : read_file_bounded(paths[i], POLICY_FILE_MAX, READ_FILE_REGULAR, &data, &size);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0) {
-                        r = r == -EFBIG ? file_error(errs, paths[i], "file too large (max %u bytes)", POLICY_FILE_MAX)
-                                        : file_error(errs, paths[i], "%s", why_unreadable(paths[i], r));
+                        r = r == -EFBIG ? file_error(errs, name, "file too large (max %u bytes)", POLICY_FILE_MAX)
+                                        : file_error(errs, name, "%s", why_unreadable(name, r));
                         if (r < 0)
                                 return r;
                         failed = true;
                         continue;
                 }
 
-                r = policy_parse_buffer(s, paths[i], data, size, errs);
+                r = policy_parse_buffer(s, name, data, size, errs);
                 if (r == -EINVAL)
                         failed = true;
                 else if (r < 0)

@@ -30,3 +30,9 @@ int policy_discover(const char *config, const char *root, char ***ret_paths);
 /* Read and parse the files in order into a new set. On any error returns -EINVAL with every
  * error in `errs` and no set. Cross-file checks (duplicate policy names) happen here. */
 int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs);
+
+typedef enum PolicyLoadFlags {
+        POLICY_LOAD_STDIN = 1 << 0, /* a path "-" is standard input (a pipe too), named "<stdin>" */
+} PolicyLoadFlags;
+/* policy_load_files() with flags: `bigtcpctl validate -`. The daemon never reads stdin. */
+int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, PolicySet **ret, PolicyErrors *errs);

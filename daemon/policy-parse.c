@@ -87,6 +87,19 @@ static void parse_guard(Parser *p, yaml_node_t *n, Guard *g) {
 
         if (parser_mapping(p, n, "guards", guard_keys, _GUARD_KEY_MAX, v) < 0)
                 return;
+        g->file = strdup(p->file ?: "");
+        if (!g->file) {
+                p->r = -ENOMEM;
+                return;
+        }
+        if (v[GUARD_COUNTER]) {
+                g->line = (unsigned) v[GUARD_COUNTER]->start_mark.line + 1;
+                g->column = (unsigned) v[GUARD_COUNTER]->start_mark.column + 1;
+        }
+        if (v[GUARD_PER]) {
+                g->per_line = (unsigned) v[GUARD_PER]->start_mark.line + 1;
+                g->per_column = (unsigned) v[GUARD_PER]->start_mark.column + 1;
+        }
 
         if (!v[GUARD_COUNTER])
                 parser_error(p, n, "missing key \"counter\"");

@@ -91,6 +91,7 @@ void strlist_done(StrList *l) {
 static void guard_done(Guard *g) {
         free(g->counter);
         free(g->per);
+        free(g->file);
         *g = (Guard){};
 }
 
@@ -130,7 +131,8 @@ static int guards_copy(const Guard *src, size_t n, Guard **ret) {
                 g[i] = src[i];
                 g[i].counter = src[i].counter ? strdup(src[i].counter) : NULL;
                 g[i].per = src[i].per ? strdup(src[i].per) : NULL;
-                if ((src[i].counter && !g[i].counter) || (src[i].per && !g[i].per)) {
+                g[i].file = src[i].file ? strdup(src[i].file) : NULL;
+                if ((src[i].counter && !g[i].counter) || (src[i].per && !g[i].per) || (src[i].file && !g[i].file)) {
                         for (size_t j = 0; j <= i; j++)
                                 guard_done(&g[j]);
                         free(g);

@@ -54,6 +54,10 @@ typedef struct Guard {
         double max_ratio;
         char *per; /* required with max-ratio, forbidden without */
         GuardCounterKind per_kind;
+        /* where `counter` and `per` were written, for warnings about this host; file NULL for
+         * the built-in guards */
+        char *file;
+        unsigned line, column, per_line, per_column;
 } Guard;
 
 typedef struct RollbackSpec {

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "apply.h"
+#include "guard.h"
 #include "policy-files.h"
 #include "policy-watch.h"
 #include "log.h"
@@ -87,17 +88,39 @@ static void describe_policy(const PolicySet *s, const HostIdentity *host) {
         }
 }
 
+/* "file:line:column: warning: guard counter … is not on this host" on stderr, as validate says it. */
+static void print_counter_warnings(const PolicySet *set) {
+        PolicyErrors w = {};
+
+        (void) guard_counter_warnings_here(set, NULL, &w);
+        for (size_t i = 0; i < w.n; i++) {
+                _cleanup_(freep) char *text = NULL;
+                if (policy_error_format(&w.items[i], &text) >= 0)
+                        fprintf(stderr, "%s\n", text);
+        }
+        policy_errors_clear(&w);
+}
+
 int reload_check_config(const ReloadConfig *cfg, const HostIdentity *host) {
+        _cleanup_(strv_freep) char **paths = NULL;
         PolicyErrors errs = {};
         PolicySet *set = NULL;
+        size_t n = 0;
         int r;
 
-        r = reload_read_policy(cfg, host, &set, NULL, NULL, &errs);
+        r = reload_read_policy(cfg, host, &set, &paths, &n, &errs);
         if (r == -EINVAL)
                 log_policy_errors(&errs, true);
         policy_errors_clear(&errs);
         if (r < 0)
                 return r == -EINVAL ? r : log_error_errno(r, "Failed to load the policy: %m");
+        if (n == 0)
+                /* not an error: the daemon runs, and manages nothing until a file appears */
+                fprintf(stderr, "no policy file: %s%s does not exist and no drop-in is in %s%s, %s%s or %s%s; "
+                                "bigtcpd would manage no device\n",
+                        cfg->root ?: "", "/etc/bigtcpd/bigtcpd.yaml", cfg->root ?: "", "/etc/bigtcpd/bigtcpd.d",
+                        cfg->root ?: "", "/run/bigtcpd/bigtcpd.d", cfg->root ?: "", "/usr/lib/bigtcpd/bigtcpd.d");
+        print_counter_warnings(set);
         describe_policy(set, host);
         policy_set_free(set);
         return 0;

@@ -71,6 +71,7 @@ int verb_list(Ctl *c, char **args, size_t n) {
                         add_size_cell(t, cur, size_names[k]);
                 (void) table_addf(t, NULL, "%" PRId64, jint(d, "tso_max_size", 0));
         }
+        table_set_width(t, c->columns, glyph(GLYPH_ELLIPSIS));
         table_print(t, stdout, c->legend, c->color);
         if (c->legend) {
                 int64_t age = oldest_age(devs);
@@ -175,17 +176,47 @@ static int owned_text(json_object *owned, char **ret) {
         return 0;
 }
 
-/* CURRENT, DESIRED, ORIGINAL per size. A size the policy does not name (not in `owned`) is
- * wanted at its original value, or left alone when bigtcpd never wrote the device. */
+/* Why the desired value of `size` is not what the policy asks: clamped (with the numbers), held
+ * after a rollback, or NULL. */
+static int size_why(json_object *d, const char *size, char **ret) {
+        json_object *want = jget(d, "desired"), *asked = jget(d, "asked");
+
+        for (size_t i = 0; i < jlen(jarray(d, "clamps")); i++) {
+                json_object *o = json_object_array_get_idx(jarray(d, "clamps"), i);
+                if (streq_ptr(jstr(o, "size"), size))
+                        return strextendf(ret, "clamped: the policy asks %" PRId64 ", the device takes %" PRId64,
+                                          jint(o, "asked", 0), jint(o, "limit", 0));
+        }
+        if (jbool(d, "held") && jhas_int(asked, size) && jint(asked, size, 0) != jint(want, size, 0))
+                return strextendf(ret, "held after a rollback (the policy asks %" PRId64 ")", jint(asked, size, 0));
+        if (streq_ptr(jstr(d, "state"), "unsupported"))
+                return strextendf(ret, "unsupported on this device or kernel");
+        return 0;
+}
+
+/* CURRENT, DESIRED, ORIGINAL per size, and why DESIRED is not the policy's. A size the policy does
+ * not name (not in `owned`) is wanted at its original value, or left alone when bigtcpd never
+ * wrote the device. */
 static int print_sizes(const Ctl *c, json_object *d) {
-        static const char *const headers[] = {"SIZE", "CURRENT", "DESIRED", "ORIGINAL", NULL};
+        static const char *const headers[] = {"SIZE", "CURRENT", "DESIRED", "ORIGINAL", "WHY", NULL};
+        static const char *const headers_no_why[] = {"SIZE", "CURRENT", "DESIRED", "ORIGINAL", NULL};
         _cleanup_(table_freep) Table *t = NULL;
         json_object *cur = jget(d, "current"), *want = jget(d, "desired"), *orig = jget(d, "original");
         json_object *owned = owned_of(d);
+        char *why[ELEMENTSOF(size_names)] = {};
+        bool any_why = false;
         char buf[64];
+        int r = 0;
 
-        if (table_new(headers, &t) < 0)
+        for (size_t k = 0; r >= 0 && k < ELEMENTSOF(size_names); k++) {
+                r = jhas_int(cur, size_names[k]) ? size_why(d, size_names[k], &why[k]) : 0;
+                any_why = any_why || why[k];
+        }
+        if (r < 0 || table_new(any_why ? headers : headers_no_why, &t) < 0) {
+                for (size_t k = 0; k < ELEMENTSOF(size_names); k++)
+                        free(why[k]);
                 return -ENOMEM;
+        }
         for (size_t col = 1; col <= 3; col++)
                 table_set_align(t, col, TABLE_RIGHT);
         for (size_t k = 0; k < ELEMENTSOF(size_names); k++) {
@@ -208,7 +239,12 @@ static int print_sizes(const Ctl *c, json_object *d) {
                         else
                                 (void) table_add(t, "-", NULL);
                 }
+                if (any_why)
+                        (void) table_add(t, why[k] ?: "", why[k] ? ANSI_YELLOW : NULL);
         }
+        for (size_t k = 0; k < ELEMENTSOF(size_names); k++)
+                free(why[k]);
+        table_set_width(t, c->columns, glyph(GLYPH_ELLIPSIS));
         return table_print(t, stdout, c->legend, c->color);
 }
 
@@ -221,7 +257,7 @@ int verb_show(Ctl *c, char **args, size_t n) {
         int r;
 
         if (n != 1)
-                return error_exit(EXIT_USAGE, "show takes one device name");
+                return error_exit(EXIT_USAGE, "show takes one device: a name, an altname or an ifindex");
         r = fetch_devices(c, args[0], false, &reply);
         if (r != 0)
                 return r;
@@ -243,11 +279,27 @@ int verb_show(Ctl *c, char **args, size_t n) {
             (rb && rollback_text(rb, &rollback) < 0))
                 return error_exit(EXIT_FAILED, "out of memory");
 
-        printf("%s●%s %" PRId64 ": %s\n", color(c, state_color(st) ?: ""), color(c, ANSI_RESET),
+        printf("%s%s%s %" PRId64 ": %s\n", color(c, state_color(st) ?: ""), glyph(GLYPH_BULLET), color(c, ANSI_RESET),
                jint(d, "ifindex", 0), jstr(d, "ifname") ?: "?");
         print_field(c, "Kind", jstr(d, "kind") ?: "device (no kind)", NULL);
         print_field(c, "State", state, state_color(st));
-        print_field(c, "Policy", jstr(d, "policy") ?: "-", NULL);
+        if (jlen(jarray(d, "altnames")) > 0) {
+                _cleanup_(freep) char *alt = NULL;
+                for (size_t i = 0; i < jlen(jarray(d, "altnames")); i++)
+                        if (strextendf(&alt, "%s%s", alt ? ", " : "",
+                                       json_object_get_string(json_object_array_get_idx(jarray(d, "altnames"), i))) < 0)
+                                return error_exit(EXIT_FAILED, "out of memory");
+                print_field(c, "Altnames", alt, NULL);
+        }
+        if (jstr(d, "policy") && jstr(d, "matched_by")) {
+                _cleanup_(freep) char *pol = NULL;
+                if (strextendf(&pol, "%s (matched by %s)", jstr(d, "policy"), jstr(d, "matched_by")) < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                print_field(c, "Policy", pol, NULL);
+        } else
+                print_field(c, "Policy", jstr(d, "policy") ?: "-", NULL);
+        if (jbool(d, "ipv4_unsupported"))
+                print_field(c, "IPv4 sizes", "the policy sets them; this kernel has none (unsupported)", ANSI_YELLOW);
         if (owned)
                 print_field(c, "Owned sizes", owned, NULL);
         print_field(c, "TSO max size", format_size(buf, sizeof(buf), jint(d, "tso_max_size", 0)), NULL);

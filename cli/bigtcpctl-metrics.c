@@ -172,6 +172,26 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
         metric_header("bigtcpd_rollbacks_total", "counter",
                       "Devices rolled back (a guard tripped, or an operator), by the policy of the device.");
         print_rollbacks(s);
+        /* a bigtcpd from before Device.rollbacks: not at all, rather than 0 for every device */
+        if (nd > 0 && jhas_int(json_object_array_get_idx(devs, 0), "rollbacks")) {
+                metric_header("bigtcpd_device_rollbacks_total", "counter",
+                              "Times a device was rolled back (kept across restarts in the state file).");
+                for (size_t i = 0; i < nd; i++) {
+                        json_object *d = json_object_array_get_idx(devs, i);
+                        printf("bigtcpd_device_rollbacks_total{ifname=\"");
+                        print_label(jstr(d, "ifname"));
+                        printf("\",policy=\"");
+                        print_label(jstr(d, "policy"));
+                        printf("\"} %" PRId64 "\n", jint(d, "rollbacks", 0));
+                }
+        }
+        json_object *last = jget(s, "last_reload");
+        if (last) {
+                metric_header("bigtcpd_config_last_reload_successful", "gauge",
+                              "0 when the last reload of the policy was refused (the policy before it runs "
+                              "on), else 1.");
+                printf("bigtcpd_config_last_reload_successful %d\n", jbool(last, "ok") ? 1 : 0);
+        }
         print_policies(s);
         json_object *pr = NULL;
         if (json_object_object_get_ex(s, "probation", &pr) && json_object_is_type(pr, json_type_object)) {

@@ -16,8 +16,8 @@ static void print_sizes_change(json_object *from, json_object *to) {
                 if (!jhas_int(to, size_names[k]) ||
                     jint(from, size_names[k], -1) == jint(to, size_names[k], -1))
                         continue;
-                printf("%s %s %" PRId64 " → %" PRId64, any ? "," : "", size_names[k],
-                       jint(from, size_names[k], 0), jint(to, size_names[k], 0));
+                printf("%s %s %" PRId64 " %s %" PRId64, any ? "," : "", size_names[k],
+                       jint(from, size_names[k], 0), glyph(GLYPH_ARROW), jint(to, size_names[k], 0));
                 any = true;
         }
         if (!any)
@@ -93,7 +93,7 @@ static void print_event(const Ctl *c, json_object *e) {
                 printf("%s: removed\n", ifname);
         else if (streq_ptr(ev, "state")) {
                 const char *st = jstr(e, "state");
-                printf("%s: %s → %s%s%s\n", ifname, jstr(e, "previous") ?: "?",
+                printf("%s: %s %s %s%s%s\n", ifname, jstr(e, "previous") ?: "?", glyph(GLYPH_ARROW),
                        color(c, state_color(st) ?: ""), st ?: "?", color(c, ANSI_RESET));
         } else if (streq_ptr(ev, "write") || streq_ptr(ev, "restore"))
                 print_write(c, e, ifname);

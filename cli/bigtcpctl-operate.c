@@ -60,8 +60,8 @@ static void print_goes_back(json_object *d) {
                 if (!jhas_int(to, size_names[k]) ||
                     jint(from, size_names[k], -1) == jint(to, size_names[k], -1))
                         continue;
-                printf("%s %s %" PRId64 " → %" PRId64, any ? "," : "", size_names[k],
-                       jint(from, size_names[k], 0), jint(to, size_names[k], 0));
+                printf("%s %s %" PRId64 " %s %" PRId64, any ? "," : "", size_names[k],
+                       jint(from, size_names[k], 0), glyph(GLYPH_ARROW), jint(to, size_names[k], 0));
                 any = true;
         }
         printf("%s\n", any ? "" : " no size changes");

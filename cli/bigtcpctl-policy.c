@@ -9,6 +9,7 @@
 #include "bigtcpctl-policy.h"
 #include "policy-files.h"
 #include "policy.h"
+#include "guard.h"
 #include "table.h"
 
 /* Reads a policy file for Plan (a pipe too); at most the policy size limit. */
@@ -26,25 +27,33 @@ static int read_policy_file(const char *path, char **ret) {
         return 0;
 }
 
-/* "gso_max_size 65536→185000, …" for the sizes that would change, then what was clamped. */
-static int describe_changes(json_object *cur, json_object *want, json_object *clamped, char **ret) {
+/* "gso_max_size 65536→185000, …" for the sizes that would change, then what was clamped: with
+ * the numbers ("gso_max_size asked 300000, the device takes 65536") when bigtcpd gives them. */
+static int describe_changes(json_object *cur, json_object *want, json_object *clamped, json_object *clamps,
+                            char **ret) {
         _cleanup_(freep) char *s = NULL;
-        size_t nc = clamped && json_object_is_type(clamped, json_type_array)
-                            ? json_object_array_length(clamped)
-                            : 0;
+        size_t nc = clamps ? 0 : jlen(clamped);
         int r = strextendf(&s, "%s", "");
 
         for (size_t k = 0; r >= 0 && k < ELEMENTSOF(size_names); k++) {
                 if (!jhas_int(want, size_names[k]) ||
                     jint(cur, size_names[k], 0) == jint(want, size_names[k], 0))
                         continue;
-                r = strextendf(&s, "%s%s %" PRId64 "→%" PRId64, *s ? ", " : "", size_names[k],
-                               jint(cur, size_names[k], 0), jint(want, size_names[k], 0));
+                r = strextendf(&s, "%s%s %" PRId64 "%s%" PRId64, *s ? ", " : "", size_names[k],
+                               jint(cur, size_names[k], 0), glyph(GLYPH_ARROW), jint(want, size_names[k], 0));
         }
         for (size_t k = 0; r >= 0 && k < nc; k++)
                 r = strextendf(&s, "%s%s", k ? ", " : " (clamped: ",
                                json_object_get_string(json_object_array_get_idx(clamped, k)));
         if (r >= 0 && nc > 0)
+                r = strextendf(&s, ")");
+        for (size_t k = 0; r >= 0 && k < jlen(clamps); k++) {
+                json_object *o = json_object_array_get_idx(clamps, k);
+                r = strextendf(&s, "%s%s asked %" PRId64 ", the device takes %" PRId64,
+                               k ? ", " : *s ? " (clamped: " : "(clamped: ", jstr(o, "size") ?: "?",
+                               jint(o, "asked", 0), jint(o, "limit", 0));
+        }
+        if (r >= 0 && jlen(clamps) > 0)
                 r = strextendf(&s, ")");
         if (r < 0)
                 return r;
@@ -101,7 +110,25 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                         canaries++;
                 }
         }
-        if (canaries > 0)
+        /* Policies that hosts or kernel keep off this host: else a plan of a fleet-wide file on a
+         * host it does not name lists only restores, and never says why. */
+        size_t scoped = 0, npol = jlen(policies);
+        for (size_t i = 0; c->legend && i < npol; i++) {
+                json_object *o = json_object_array_get_idx(policies, i);
+                const char *why = jstr(o, "not_here");
+                if (jbool(o, "applies") || !why || streq_ptr(why, "cohort"))
+                        continue;
+                printf("%s%s (%s)", scoped++ == 0 ? "Not in force on this host: " : ", ", jstr(o, "name") ?: "?",
+                       streq_ptr(why, "hosts") ? "no hosts glob matches the hostname"
+                       : streq_ptr(why, "kernel") ? "the kernel does not satisfy its kernel requirement"
+                                                   : why);
+        }
+        if (scoped > 0) {
+                printf(".\n");
+                if (scoped == npol)
+                        printf("Every policy is scoped away from this host: its devices match none.\n");
+        }
+        if (canaries > 0 || scoped > 0)
                 putchar('\n');
         if (table_new(headers, &t) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
@@ -111,23 +138,30 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                 const char *action = jstr(d, "action") ?: "?";
                 _cleanup_(freep) char *changes = NULL;
 
-                if (streq_ptr(action, "none"))
+                if (streq_ptr(action, "none") && !c->all)
                         continue;
-                changing++;
-                if (describe_changes(jget(d, "current"), jget(d, "desired"), jget(d, "clamped"), &changes) <
+                changing += !streq_ptr(action, "none");
+                if (describe_changes(jget(d, "current"), jget(d, "desired"), jget(d, "clamped"), jarray(d, "clamps"),
+                                     &changes) <
                     0)
                         return error_exit(EXIT_FAILED, "out of memory");
                 (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
                 (void) table_add(t, jstr(d, "ifname"), NULL);
                 (void) table_add(t, jstr(d, "policy") ?: "-", NULL);
-                (void) table_add(t, action, streq_ptr(action, "unsupported") ? ANSI_RED : ANSI_YELLOW);
+                (void) table_add(t, action,
+                                 streq_ptr(action, "unsupported") ? ANSI_RED
+                                 : streq_ptr(action, "none")      ? NULL
+                                                                  : ANSI_YELLOW);
                 (void) table_add(t, changes[0] ? changes : "-", NULL);
         }
-        if (changing > 0)
+        if (changing > 0 || (c->all && nd > 0)) {
+                table_set_width(t, c->columns, glyph(GLYPH_ELLIPSIS));
                 table_print(t, stdout, c->legend, c->color);
-        if (c->legend)
-                printf("%s%zu of %zu %s would change.\n", changing > 0 ? "\n" : "", changing, nd,
-                       nd == 1 ? "device" : "devices");
+        }
+        if (c->legend) {
+                printf("%s%zu of %zu %s would change.\n", changing > 0 || (c->all && nd > 0) ? "\n" : "",
+                       changing, nd, nd == 1 ? "device" : "devices");
+        }
         return EXIT_OK;
 }
 
@@ -145,34 +179,50 @@ static json_object *local_errors_json(const PolicyErrors *errs) {
 }
 
 /* Local: the daemon's own parser, no daemon needed. The files are checked together, as one
- * policy (policy names must be unique across them), like the daemon reads its files. */
+ * policy (policy names must be unique across them), like the daemon reads its files; "-" is
+ * standard input. A guard counter this host does not have is a warning, not an error: the file
+ * may be meant for other hosts. */
 int verb_validate(Ctl *c, char **args, size_t n) {
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         PolicySet *set = NULL;
         int r;
 
         if (n == 0)
-                return error_exit(EXIT_USAGE, "validate takes one or more policy files");
-        r = policy_load_files(args, n, &set, &errs);
+                return error_exit(EXIT_USAGE, "validate takes one or more policy files (- for standard input)");
+        r = policy_load(args, n, POLICY_LOAD_STDIN, &set, &errs);
         if (r < 0 && r != -EINVAL) {
                 policy_errors_clear(&errs);
                 return error_exit(EXIT_FAILED, "cannot check the policy: %s", strerror(-r));
         }
         if (c->json) {
                 json_object *o = json_object_new_object();
+                if (r >= 0)
+                        (void) guard_counter_warnings_here(set, NULL, &warnings);
                 json_object_object_add(o, "valid", json_object_new_boolean(r >= 0));
                 json_object_object_add(o, "errors", local_errors_json(&errs));
+                json_object_object_add(o, "warnings", local_errors_json(&warnings));
                 print_json(o);
                 json_object_put(o);
+                policy_errors_clear(&warnings);
         } else if (r < 0) {
                 for (size_t i = 0; i < errs.n; i++) {
                         _cleanup_(freep) char *text = NULL;
                         if (policy_error_format(&errs.items[i], &text) >= 0)
                                 fprintf(stderr, "%s\n", text);
                 }
-        } else if (c->legend)
-                printf("%zu %s valid: %zu %s.\n", n, n == 1 ? "file" : "files", set->n_policies,
-                       set->n_policies == 1 ? "policy" : "policies");
+        } else {
+                (void) guard_counter_warnings_here(set, NULL, &warnings);
+                for (size_t i = 0; i < warnings.n; i++) {
+                        _cleanup_(freep) char *text = NULL;
+                        if (policy_error_format(&warnings.items[i], &text) >= 0)
+                                fprintf(stderr, "%s\n", text);
+                }
+                if (c->legend)
+                        printf("%zu %s valid: %zu %s%s.\n", n, n == 1 ? "file" : "files", set->n_policies,
+                               set->n_policies == 1 ? "policy" : "policies",
+                               warnings.n == 0 ? "" : warnings.n == 1 ? ", 1 warning" : ", warnings above");
+                policy_errors_clear(&warnings);
+        }
         policy_errors_clear(&errs);
         policy_set_free(set);
         return r < 0 ? EXIT_FAILED : EXIT_OK;

@@ -2,6 +2,7 @@
  * the devices per state (naming the ones that went wrong) and the staged rollouts. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "bigtcpctl-call.h"
 #include "bigtcpctl-status.h"
@@ -60,7 +61,7 @@ static int why_text(json_object *d, char **ret) {
 }
 
 /* "Rolled back: v0 (by an operator)", one device a line, for the states that need an operator. */
-static int print_troubled(const Ctl *c, json_object *devs) {
+static int print_troubled(const Ctl *c, json_object *devs, json_object *counts) {
         static const struct {
                 const char *state, *label;
         } states[] = {{"rolled-back", "Rolled back"}, {"failed", "Failed"}};
@@ -73,10 +74,8 @@ static int print_troubled(const Ctl *c, json_object *devs) {
 
                         if (!streq_ptr(jstr(d, "state"), states[k].state))
                                 continue;
-                        if (shown == NAMES_MAX) {
-                                more++;
+                        if (shown == NAMES_MAX)
                                 continue;
-                        }
                         if (why_text(d, &why) < 0)
                                 return -ENOMEM;
                         label(shown == 0 ? states[k].label : NULL);
@@ -85,25 +84,77 @@ static int print_troubled(const Ctl *c, json_object *devs) {
                                why ? ")" : "");
                         shown++;
                 }
+                /* GetStatus names the first few: the count says how many more there are */
+                int64_t total = jint(counts, states[k].state, (int64_t) shown);
+                more = total > (int64_t) shown ? (size_t) (total - (int64_t) shown) : 0;
                 if (more > 0) {
                         label(NULL);
-                        printf("… and %zu more (bigtcpctl list)\n", more);
+                        printf("%s and %zu more (bigtcpctl list)\n", glyph(GLYPH_ELLIPSIS), more);
                 }
         }
         return 0;
 }
 
-/* GetStatus.rollouts: "fabric: 2/4 active, 3 waiting, halted by v0". */
+/* GetStatus.rollouts: "fabric: 5 applied, 2/4 active (1 in probation), 3 waiting, halted by v0
+ * (Tcp.RetransSegs rose)". */
 static void print_rollouts(const Ctl *c, json_object *rollouts) {
         for (size_t i = 0; i < jlen(rollouts); i++) {
                 json_object *o = json_object_array_get_idx(rollouts, i);
+                const char *counter = jstr(o, "halted_counter");
                 label(i == 0 ? "Rollouts" : NULL);
-                printf("%s: %" PRId64 "/%" PRId64 " active, %" PRId64 " waiting", jstr(o, "policy") ?: "?",
-                       jint(o, "active", 0), jint(o, "max_parallel", 0), jint(o, "waiting", 0));
-                if (jbool(o, "halted"))
-                        printf(", %shalted%s%s%s", color(c, ANSI_RED), jstr(o, "halted_by") ? " by " : "",
-                               jstr(o, "halted_by") ?: "", color(c, ANSI_RESET));
+                printf("%s: ", jstr(o, "policy") ?: "?");
+                if (jhas_int(o, "applied"))
+                        printf("%" PRId64 " applied, ", jint(o, "applied", 0));
+                printf("%" PRId64 "/%" PRId64 " active", jint(o, "active", 0), jint(o, "max_parallel", 0));
+                if (jhas_int(o, "probation"))
+                        printf(" (%" PRId64 " in probation)", jint(o, "probation", 0));
+                printf(", %" PRId64 " waiting", jint(o, "waiting", 0));
+                if (jbool(o, "halted")) {
+                        printf(", %shalted%s%s", color(c, ANSI_RED), jstr(o, "halted_by") ? " by " : "",
+                               jstr(o, "halted_by") ?: "");
+                        if (streq_ptr(counter, "operator"))
+                                printf(" (rolled back by an operator)");
+                        else if (counter)
+                                printf(" (%s rose)", counter);
+                        printf("%s", color(c, ANSI_RESET));
+                }
                 putchar('\n');
+        }
+}
+
+/* GetStatus.last_reload: "ok at 14:02:11" or "refused at …", then the refused policy's errors as
+ * file:line:column: message, one a line. */
+static void print_last_reload(const Ctl *c, json_object *r) {
+        time_t when = (time_t) (jint(r, "time_usec", 0) / 1000000);
+        json_object *errors = jarray(r, "errors");
+        int64_t total = jint(r, "errors_total", (int64_t) jlen(errors));
+        struct tm tm;
+        char ts[64] = "?";
+
+        if (!r)
+                return;
+        if (localtime_r(&when, &tm))
+                strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+        label("Last reload");
+        if (jbool(r, "ok")) {
+                printf("ok at %s\n", ts);
+                return;
+        }
+        printf("%srefused%s at %s: %" PRId64 " %s; the policy before it runs on\n", color(c, ANSI_RED),
+               color(c, ANSI_RESET), ts, total, total == 1 ? "error" : "errors");
+        for (size_t i = 0; i < jlen(errors); i++) {
+                json_object *e = json_object_array_get_idx(errors, i);
+                label(NULL);
+                if (jint(e, "line", 0) > 0)
+                        printf("%s:%" PRId64 ":%" PRId64 ": %s\n", jstr(e, "file") ?: "?", jint(e, "line", 0),
+                               jint(e, "column", 0), jstr(e, "message") ?: "");
+                else
+                        printf("%s: %s\n", jstr(e, "file") ?: "?", jstr(e, "message") ?: "");
+        }
+        if (total > (int64_t) jlen(errors)) {
+                label(NULL);
+                printf("%s and %" PRId64 " more (bigtcpctl validate FILE)\n", glyph(GLYPH_ELLIPSIS),
+                       total - (int64_t) jlen(errors));
         }
 }
 
@@ -150,8 +201,9 @@ int verb_status(Ctl *c, char **args, size_t n) {
         counts = jget(s, "devices");
         files = jget(pol, "files");
 
-        /* The devices an operator should look at, by name: GetStatus only counts them. */
-        if (jint(counts, "rolled-back", 0) > 0 || jint(counts, "failed", 0) > 0) {
+        /* The devices an operator should look at, by name: GetStatus names the first few (a
+         * bigtcpd from before `problems` only counts them). */
+        if (!jarray(s, "problems") && (jint(counts, "rolled-back", 0) > 0 || jint(counts, "failed", 0) > 0)) {
                 r = fetch_devices(c, NULL, false, &list);
                 if (r != 0)
                         return r;
@@ -191,11 +243,12 @@ int verb_status(Ctl *c, char **args, size_t n) {
         if (r < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
         printf("%16s: %s\n", "Devices", line);
-        if (list && print_troubled(c, devices_of(list)) < 0)
+        if (print_troubled(c, jarray(s, "problems") ?: devices_of(list), counts) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
         printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
                "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),
                jint(s, "rollbacks", 0));
+        print_last_reload(c, jget(s, "last_reload"));
         print_rollouts(c, jarray(s, "rollouts"));
         inactive = jget(s, "inactive_guard_counters");
         size_t ni = inactive && json_object_is_type(inactive, json_type_array)

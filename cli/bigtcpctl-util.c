@@ -3,6 +3,8 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <unistd.h>
 
 #include "bigtcpctl-util.h"
@@ -17,29 +19,6 @@ int error_exit(int code, const char *format, ...) {
         va_end(ap);
         fputc('\n', stderr);
         return code;
-}
-
-int strextendf(char **s, const char *format, ...) {
-        _cleanup_(freep) char *add = NULL;
-        size_t old = *s ? strlen(*s) : 0, len;
-        va_list ap;
-        char *n;
-        int r;
-
-        va_start(ap, format);
-        r = vasprintf(&add, format, ap);
-        va_end(ap);
-        if (r < 0) {
-                add = NULL;
-                return -ENOMEM;
-        }
-        len = (size_t) r;
-        n = realloc(*s, old + len + 1);
-        if (!n)
-                return -ENOMEM;
-        memcpy(n + old, add, len + 1);
-        *s = n;
-        return 0;
 }
 
 json_object *jget(json_object *o, const char *key) {
@@ -81,8 +60,32 @@ json_object *devices_of(json_object *reply) {
         return jarray(reply, "devices");
 }
 
+static bool json_pretty;
+static bool locale_utf8 = true;
+
+void output_init(const Ctl *c) {
+        const char *set = setlocale(LC_CTYPE, "");
+
+        json_pretty = c->json_mode == JSON_PRETTY || (c->json_mode == JSON_AUTO && isatty(STDOUT_FILENO));
+        /* as systemd's is_locale_utf8(): the codeset of the locale the environment names */
+        locale_utf8 = set && streq_ptr(nl_langinfo(CODESET), "UTF-8");
+}
+
+bool output_utf8(void) {
+        return locale_utf8;
+}
+
+const char *glyph(Glyph g) {
+        static const char *const table[_GLYPH_MAX][2] = {
+                [GLYPH_ARROW] = {"->", "→"},
+                [GLYPH_BULLET] = {"*", "●"},
+                [GLYPH_ELLIPSIS] = {"...", "…"},
+        };
+        return g >= 0 && g < _GLYPH_MAX ? table[g][locale_utf8] : "";
+}
+
 void print_json(json_object *o) {
-        int flags = JSON_C_TO_STRING_NOSLASHESCAPE | (isatty(STDOUT_FILENO) ? JSON_C_TO_STRING_PRETTY : 0);
+        int flags = JSON_C_TO_STRING_NOSLASHESCAPE | (json_pretty ? JSON_C_TO_STRING_PRETTY : 0);
         size_t len;
         const char *s = json_object_to_json_string_length(
                 o, flags | (flags & JSON_C_TO_STRING_PRETTY ? 0 : JSON_C_TO_STRING_PLAIN), &len);
@@ -91,7 +94,7 @@ void print_json(json_object *o) {
 }
 
 bool print_raw(const Ctl *c) {
-        return c->json && !isatty(STDOUT_FILENO);
+        return c->json && !json_pretty;
 }
 
 const char *color(const Ctl *c, const char *sgr) {

@@ -30,10 +30,23 @@ enum {
 
 /* What every verb is handed: the global options as main() parsed them, and the varlink
  * connection once a call has opened it (main closes it). */
+/* --json: "pretty" on a terminal and one line into a pipe (plain --json), or as asked. */
+typedef enum JsonMode {
+        JSON_OFF,
+        JSON_AUTO,
+        JSON_PRETTY,
+        JSON_SHORT,
+        _JSON_MODE_MAX,
+        _JSON_MODE_INVALID = -1,
+} JsonMode;
+
 typedef struct Ctl {
         const char *socket;
         bool dbus;
-        bool json;
+        bool json; /* json_mode != JSON_OFF */
+        JsonMode json_mode;
+        bool pager; /* not --no-pager */
+        size_t columns; /* what a table may take: the terminal's width, $COLUMNS, or 0 (no limit) */
         bool legend;
         bool all;
         bool color; /* stdout is a terminal and colour is not turned off */
@@ -59,19 +72,31 @@ size_t jlen(json_object *a);
 /* The array `devices` of a ListDevices or Plan reply, or NULL. */
 json_object *devices_of(json_object *reply);
 
-/* Pretty on a terminal, one line into a pipe. */
+/* Sets up the output once, before any is written: whether JSON is pretty (from c->json_mode and
+ * whether stdout is a terminal), and whether the locale takes UTF-8 (else glyphs are ASCII). */
+void output_init(const Ctl *c);
+/* --json as output_init() said: pretty, or one line. */
 void print_json(json_object *o);
-/* --json into a pipe: the daemon's bytes as they are; on a terminal: parsed, pretty-printed. */
+/* --json that is one line: the daemon's bytes as they are; pretty: parsed and printed again. */
 bool print_raw(const Ctl *c);
+
+/* What bigtcpctl draws, in UTF-8 or, in another locale (LC_ALL=C), ASCII. */
+typedef enum Glyph {
+        GLYPH_ARROW,    /* "→" or "->" */
+        GLYPH_BULLET,   /* "●" or "*" */
+        GLYPH_ELLIPSIS, /* "…" or "..." */
+        _GLYPH_MAX,
+        _GLYPH_INVALID = -1,
+} Glyph;
+const char *glyph(Glyph g);
+bool output_utf8(void);
+
 
 /* `sgr` when the output is coloured, else "". */
 const char *color(const Ctl *c, const char *sgr);
 /* The colour of a device state, or NULL. */
 const char *state_color(const char *state);
 
-/* Appends to *s (NULL: empty), growing it as needed: no fixed buffer for what the kernel or
- * the policy sizes (names, extack messages, counters). -ENOMEM, and *s unchanged, on failure. */
-int strextendf(char **s, const char *format, ...) _printf_(2, 3);
 
 /* One policy of GetStatus's or Plan's `policies` that has rollout.hosts-percent, as a line:
  * "web-ipv4-canary: applies here, cohort 17 is below hosts-percent 25", "…: not here, cohort 37 is

@@ -1,7 +1,9 @@
 /* bigtcpctl.c — the command-line client of bigtcpd: global options, the table of verbs and
  * dispatch. The verbs live in bigtcpctl-<group>.c, what they share in bigtcpctl-util.c and
  * bigtcpctl-call.c (the calls to the daemon, over varlink or D-Bus). */
+#include <errno.h>
 #include <getopt.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,39 +15,54 @@
 #include "bigtcpctl-policy.h"
 #include "bigtcpctl-status.h"
 #include "bigtcpctl-util.h"
+#include "pager.h"
 
 static void help(void) {
         printf("bigtcpctl [OPTIONS] COMMAND ...\n\n"
                "Query and control bigtcpd, the BIG TCP GSO/GRO size daemon.\n\n"
                "Commands:\n"
-               "  status                 Daemon, policy, rollouts, devices per state (and which\n"
-               "                         are rolled back or failed)\n"
+               "  status                 The daemon's state (degraded while a device is rolled back\n"
+               "                         or failed, naming them), the last reload (refused, with\n"
+               "                         its errors), policy, rollouts, devices per state\n"
                "  list                   Every device: state, policy, sizes the kernel holds (bytes)\n"
-               "  show DEV               One device: current, desired and original sizes, which\n"
-               "                         bigtcpd owns, why it is pending, errors, last rollback\n"
-               "  plan [FILE]            What the loaded policy (or FILE) would change here\n"
+               "  show DEV               One device (by name, altname or ifindex): its altnames,\n"
+               "                         the policy and the match key that chose it, current,\n"
+               "                         desired and original sizes and why desired is not what\n"
+               "                         the policy asks (clamped, held), errors, last rollback\n"
+               "  plan [FILE] [--all]    What the loaded policy (or FILE) would change here, with\n"
+               "                         the numbers of each clamp and the policies scoped away;\n"
+               "                         --all lists the devices with nothing to do too\n"
                "  reload                 Re-read the policy files (root)\n"
                "  rollback DEV|--all     Back to the sizes before bigtcpd's last change now, and\n"
                "                         hold them until the policy changes or retry (root)\n"
                "  retry DEV|--all        Release a rolled-back or failed device (root)\n"
                "  monitor                Print events as they happen (devices added and removed,\n"
                "                         states, writes, rollbacks, rollouts, reloads)\n"
-               "  validate FILE...       Check policy files, without the daemon; errors as\n"
-               "                         file:line:column: message\n"
+               "  validate FILE...       Check policy files (- for standard input), without the\n"
+               "                         daemon; errors as file:line:column: message, and guard\n"
+               "                         counters this host lacks as warnings\n"
                "  metrics                Prometheus text format (node_exporter textfile collector)\n\n"
                "Options:\n"
                "  -s --socket PATH       Varlink socket (default %s)\n"
                "     --dbus              Use D-Bus (io.bigtcpd1 on the system bus) instead of\n"
                "                         varlink; all but plan, monitor (and validate, local)\n"
-               "     --json              The daemon's JSON (io.bigtcpd.Manager.varlink schema); one\n"
-               "                         document, or one line per event for monitor\n"
+               "     --json[=pretty|short]\n"
+               "                         The daemon's JSON (io.bigtcpd.Manager.varlink schema); one\n"
+               "                         document, or one line per event for monitor. Plain --json:\n"
+               "                         pretty on a terminal, one line into a pipe\n"
                "     --no-legend         No header and footer lines\n"
+               "     --no-pager          Do not pipe long output (status, list, show, plan,\n"
+               "                         metrics) into a pager\n"
                "     --all               With rollback: every device bigtcpd has written; with\n"
-               "                         retry: every rolled-back or failed device\n"
+               "                         retry: every rolled-back or failed device; with plan:\n"
+               "                         the devices with nothing to do too\n"
                "  -h --help              Show this help\n"
                "     --version           Show the version\n\n"
-               "Sizes are bytes; show adds a 1024-based short form, truncated: 185000 (180.7K).\n"
-               "Colour only when stdout is a terminal and $NO_COLOR is unset.\n\n"
+               "Sizes are bytes; show adds a 1024-based short form, truncated: 185000 (180.6K).\n"
+               "Colour only when stdout is a terminal and $NO_COLOR is unset or empty. On a\n"
+               "terminal, long output goes through $SYSTEMD_PAGER or $PAGER (default less; \"\" or\n"
+               "\"cat\": none) and tables fit its width ($COLUMNS into a pipe). Outside a UTF-8\n"
+               "locale (LC_ALL=C) the output is ASCII.\n\n"
                "Exit status: 0 success; 1 failure (including policy errors and unknown devices);\n"
                "2 usage error; 3 bigtcpd is not running; 4 permission denied.\n",
                DEFAULT_SOCKET);
@@ -55,25 +72,55 @@ typedef struct Verb {
         const char *name;
         int (*run)(Ctl *c, char **args, size_t n);
         bool takes_all; /* --all */
+        bool pages;     /* long output: through the pager on a terminal */
 } Verb;
 
 static const Verb verbs[] = {
-        {"status", verb_status, false},     {"list", verb_list, false},
-        {"show", verb_show, false},         {"plan", verb_plan, false},
-        {"reload", verb_reload, false},     {"rollback", verb_rollback, true},
-        {"retry", verb_retry, true},        {"monitor", verb_monitor, false},
-        {"validate", verb_validate, false}, {"metrics", verb_metrics, false},
+        {"status", verb_status, false, true},       {"list", verb_list, false, true},
+        {"show", verb_show, false, true},           {"plan", verb_plan, true, true},
+        {"reload", verb_reload, false, false},      {"rollback", verb_rollback, true, false},
+        {"retry", verb_retry, true, false},         {"monitor", verb_monitor, false, false},
+        {"validate", verb_validate, false, false},  {"metrics", verb_metrics, false, true},
 };
 
+static JsonMode json_mode_from_string(const char *s) {
+        if (!s)
+                return JSON_AUTO;
+        if (streq_ptr(s, "pretty"))
+                return JSON_PRETTY;
+        if (streq_ptr(s, "short"))
+                return JSON_SHORT;
+        return _JSON_MODE_INVALID;
+}
+
+/* What a table may take: the terminal's width when stdout is one, else $COLUMNS, else no limit
+ * (a pipe gets whole lines). Read before the pager takes stdout. */
+static size_t output_columns(void) {
+        struct winsize ws = {};
+        const char *e = getenv("COLUMNS");
+        char *end;
+        long n;
+
+        if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) >= 0 && ws.ws_col > 0)
+                return ws.ws_col;
+        if (!e || !*e)
+                return 0;
+        errno = 0;
+        n = strtol(e, &end, 10);
+        return *end == '\0' && errno == 0 && n > 0 && n <= 10000 ? (size_t) n : 0;
+}
+
 int main(int argc, char *argv[]) {
-        enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_ALL, ARG_VERSION };
+        enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_NO_PAGER, ARG_ALL, ARG_VERSION };
         static const struct option options[] = {
                 {"socket", required_argument, NULL, 's'},    {"dbus", no_argument, NULL, ARG_DBUS},
-                {"json", no_argument, NULL, ARG_JSON},       {"no-legend", no_argument, NULL, ARG_NO_LEGEND},
+                {"json", optional_argument, NULL, ARG_JSON}, {"no-legend", no_argument, NULL, ARG_NO_LEGEND},
+                {"no-pager", no_argument, NULL, ARG_NO_PAGER},
                 {"all", no_argument, NULL, ARG_ALL},         {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION}, {},
         };
-        Ctl c = {.socket = DEFAULT_SOCKET, .legend = true};
+        Ctl c = {.socket = DEFAULT_SOCKET, .legend = true, .pager = true};
+        const char *no_color;
         bool socket_given = false;
         int opt, r;
 
@@ -87,7 +134,13 @@ int main(int argc, char *argv[]) {
                         c.dbus = true;
                         break;
                 case ARG_JSON:
+                        c.json_mode = json_mode_from_string(optarg);
+                        if (c.json_mode < 0)
+                                return error_exit(EXIT_USAGE, "--json takes pretty or short, not \"%s\"", optarg);
                         c.json = true;
+                        break;
+                case ARG_NO_PAGER:
+                        c.pager = false;
                         break;
                 case ARG_NO_LEGEND:
                         c.legend = false;
@@ -109,15 +162,23 @@ int main(int argc, char *argv[]) {
         if (optind >= argc)
                 return error_exit(EXIT_USAGE, "no command given (try --help)");
 
-        c.color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !streq_ptr(getenv("TERM"), "dumb");
+        /* no-color.org: set and not empty */
+        no_color = getenv("NO_COLOR");
+        c.color = isatty(STDOUT_FILENO) && strempty(no_color) && !streq_ptr(getenv("TERM"), "dumb");
+        c.columns = output_columns();
+        output_init(&c);
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
                 if (streq_ptr(argv[optind], verbs[i].name)) {
                         if (c.all && !verbs[i].takes_all)
-                                return error_exit(EXIT_USAGE, "--all goes with rollback and retry only");
+                                return error_exit(EXIT_USAGE, "--all goes with plan, rollback and retry only");
+                        if (verbs[i].pages)
+                                pager_open(c.pager);
                         r = verbs[i].run(&c, argv + optind + 1, (size_t) (argc - optind - 1));
                         varlink_close(c.conn);
-                        if (fflush(stdout) != 0 && r == EXIT_OK)
+                        /* EPIPE: the reader quit the pager before the end */
+                        if (fflush(stdout) != 0 && r == EXIT_OK && errno != EPIPE)
                                 r = error_exit(EXIT_FAILED, "writing the output: %m");
+                        pager_close();
                         return r;
                 }
         return error_exit(EXIT_USAGE, "unknown command \"%s\" (try --help)", argv[optind]);

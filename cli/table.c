@@ -17,7 +17,12 @@ struct Table {
         TableAlign *align;
         Cell *cells;
         size_t n_cells, size;
+        size_t width;         /* what the whole table may take; 0: no limit */
+        const char *ellipsis; /* marks a cell cut to fit */
 };
+
+/* A column is not cut below this (or its header, if shorter). */
+#define COLUMN_MIN 6u
 
 size_t utf8_width(const char *s) {
         size_t n = 0;
@@ -65,6 +70,41 @@ void table_free(Table *t) {
         free(t);
 }
 
+void table_set_width(Table *t, size_t width, const char *ellipsis) {
+        t->width = width;
+        t->ellipsis = ellipsis;
+}
+
+/* Cuts the widest left-aligned columns (names, policies, notes; numbers are right-aligned and
+ * never cut) until the table fits t->width, or nothing more can go. */
+static void fit_width(const Table *t, size_t *width, const size_t *floor) {
+        size_t total = t->n_columns > 0 ? t->n_columns - 1 : 0;
+
+        for (size_t i = 0; i < t->n_columns; i++)
+                total += width[i];
+        while (t->width > 0 && total > t->width) {
+                size_t widest = t->n_columns;
+                for (size_t i = 0; i < t->n_columns; i++)
+                        if (t->align[i] == TABLE_LEFT && width[i] > floor[i] &&
+                            (widest == t->n_columns || width[i] > width[widest]))
+                                widest = i;
+                if (widest == t->n_columns)
+                        return;
+                width[widest]--;
+                total--;
+        }
+}
+
+/* The first `n` code points of `s`. */
+static size_t utf8_prefix_bytes(const char *s, size_t n) {
+        size_t b = 0;
+        for (size_t cp = 0; s[b]; b++) {
+                if (((unsigned char) s[b] & 0xC0) != 0x80 && cp++ == n)
+                        break;
+        }
+        return b;
+}
+
 void table_set_align(Table *t, size_t column, TableAlign align) {
         if (column < t->n_columns)
                 t->align[column] = align;
@@ -106,46 +146,68 @@ size_t table_rows(const Table *t) {
         return t->n_columns ? (t->n_cells + t->n_columns - 1) / t->n_columns : 0;
 }
 
-static void print_cell(FILE *f, const char *text, const char *color, size_t width, TableAlign align,
-                       bool last, bool use_color) {
+static void print_cell(FILE *f, const Table *t, const char *text, const char *color, size_t width,
+                       TableAlign align, bool last, bool use_color) {
         size_t w = utf8_width(text), pad = width > w ? width - w : 0;
+        const char *ellipsis = t->ellipsis ?: "...";
+        size_t ew = utf8_width(ellipsis), keep = w, ellipsis_w = 0;
 
+        if (w > width) { /* cut to fit the terminal */
+                keep = width > ew ? width - ew : 0;
+                ellipsis_w = width - keep;
+        }
         if (align == TABLE_RIGHT)
                 fprintf(f, "%*s", (int) pad, "");
         if (use_color && color)
-                fprintf(f, "%s%s\033[0m", color, text);
-        else
-                fputs(text, f);
+                fputs(color, f);
+        fwrite(text, 1, keep < w ? utf8_prefix_bytes(text, keep) : strlen(text), f);
+        if (ellipsis_w > 0)
+                fwrite(ellipsis, 1, utf8_prefix_bytes(ellipsis, ellipsis_w), f);
+        if (use_color && color)
+                fputs("\033[0m", f);
         if (align == TABLE_LEFT && !last)
                 fprintf(f, "%*s", (int) pad, "");
 }
 
 int table_print(const Table *t, FILE *f, bool header, bool color) {
         size_t *width = calloc(t->n_columns ? t->n_columns : 1, sizeof(size_t));
+        size_t *floor = calloc(t->n_columns ? t->n_columns : 1, sizeof(size_t));
 
-        if (!width)
+        if (!width || !floor) {
+                free(width);
+                free(floor);
                 return -ENOMEM;
-        for (size_t i = 0; header && i < t->n_columns; i++)
-                width[i] = utf8_width(t->headers[i]);
+        }
+        for (size_t i = 0; i < t->n_columns; i++) {
+                size_t hw = utf8_width(t->headers[i]);
+                floor[i] = hw > COLUMN_MIN ? hw : COLUMN_MIN;
+                if (header)
+                        width[i] = hw;
+        }
         for (size_t i = 0; i < t->n_cells; i++) {
                 size_t w = utf8_width(t->cells[i].text);
                 if (w > width[i % t->n_columns])
                         width[i % t->n_columns] = w;
         }
+        for (size_t i = 0; i < t->n_columns; i++)
+                if (floor[i] > width[i])
+                        floor[i] = width[i];
+        fit_width(t, width, floor);
         if (header) {
                 for (size_t i = 0; i < t->n_columns; i++) {
                         if (i > 0)
                                 fputc(' ', f);
-                        print_cell(f, t->headers[i], color ? "\033[4m" : NULL, width[i], t->align[i],
+                        print_cell(f, t, t->headers[i], color ? "\033[4m" : NULL, width[i], t->align[i],
                                    i + 1 == t->n_columns, color);
                 }
                 fputc('\n', f);
         }
         for (size_t i = 0; i < t->n_cells; i++) {
                 size_t col = i % t->n_columns;
-                if (col > 0)
+                /* no trailing blank for an empty last cell */
+                if (col > 0 && !(col + 1 == t->n_columns && t->align[col] == TABLE_LEFT && !*t->cells[i].text))
                         fputc(' ', f);
-                print_cell(f, t->cells[i].text, t->cells[i].color, width[col], t->align[col],
+                print_cell(f, t, t->cells[i].text, t->cells[i].color, width[col], t->align[col],
                            col + 1 == t->n_columns, color);
                 if (col + 1 == t->n_columns)
                         fputc('\n', f);
@@ -153,5 +215,6 @@ int table_print(const Table *t, FILE *f, bool header, bool color) {
         if (t->n_cells % (t->n_columns ? t->n_columns : 1))
                 fputc('\n', f);
         free(width);
+        free(floor);
         return 0;
 }

@@ -27,6 +27,9 @@ void table_set_align(Table *t, size_t column, TableAlign align);
 int table_add(Table *t, const char *text, const char *color);
 int table_addf(Table *t, const char *color, const char *format, ...) __attribute__((format(printf, 3, 4)));
 size_t table_rows(const Table *t);
+/* The table takes at most `width` columns (0: no limit): the widest left-aligned columns are cut,
+ * their cells ending in `ellipsis` ("…", or "..." outside UTF-8); numbers are never cut. */
+void table_set_width(Table *t, size_t width, const char *ellipsis);
 /* `header`: print the header row; `color`: print cell colours and a bold-less underlined header. */
 int table_print(const Table *t, FILE *f, bool header, bool color);
 

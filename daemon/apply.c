@@ -31,21 +31,26 @@ static bool match_has_route(void *userdata, const RoutePrefix *p) {
         return device_has_route(c->device, p);
 }
 
+#define MATCH_DEVICE_OF(e, d, c, mac)                                                                 \
+        {                                                                                            \
+                .ifname = (d)->ifname, .altnames = (d)->altnames, .n_altnames = (d)->n_altnames,     \
+                .kind = (d)->kind, .loopback = (d)->flags & IFF_LOOPBACK,                            \
+                .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .get_driver = match_get_driver, \
+                .has_route = match_has_route, .userdata = &(c),                                      \
+        }
+
 const Policy *apply_match(Engine *e, const PolicySet *set, Device *d) {
         MatchContext c = {e, d};
         char mac[DEVICE_MAC_STRLEN];
-        MatchDevice md = {
-                .ifname = d->ifname,
-                .altnames = d->altnames,
-                .n_altnames = d->n_altnames,
-                .kind = d->kind,
-                .loopback = d->flags & IFF_LOOPBACK,
-                .mac = d->mac_len > 0 ? device_mac(d, mac) : NULL,
-                .get_driver = match_get_driver,
-                .has_route = match_has_route,
-                .userdata = &c,
-        };
+        MatchDevice md = MATCH_DEVICE_OF(e, d, c, mac);
         return set ? policy_set_match(set, &md) : NULL;
+}
+
+int apply_match_explain(Engine *e, const Policy *p, Device *d, char **ret) {
+        MatchContext c = {e, d};
+        char mac[DEVICE_MAC_STRLEN];
+        MatchDevice md = MATCH_DEVICE_OF(e, d, c, mac);
+        return policy_match_explain(p, &md, ret);
 }
 
 bool apply_device_is_new(const Engine *e, const Device *d) {

@@ -28,6 +28,8 @@ extern const ProbationOps apply_probation_ops;
 
 /* The policy of `set` that the device matches, or NULL. */
 const Policy *apply_match(Engine *e, const PolicySet *set, Device *d);
+/* Which keys of `p` (a policy that matches `d`) chose it, in words (policy_match_explain()). */
+int apply_match_explain(Engine *e, const Policy *p, Device *d, char **ret);
 bool apply_device_is_new(const Engine *e, const Device *d);
 
 /* Decide what the device should hold and take the step that gets it there. */

@@ -70,6 +70,19 @@ static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
         return o;
 }
 
+static json_object *write_error_json(const Device *d) {
+        const DeviceHistory *h = device_history_get(d);
+        json_object *x = json_object_new_object();
+        int err = abs(h->last_errno);
+
+        if (!x)
+                return NULL;
+        json_object_object_add(x, "errno", json_object_new_int(err));
+        json_object_object_add(x, "message", json_object_new_string(strerror(err)));
+        json_object_object_add(x, "extack", kernel_string(h->last_error));
+        return x;
+}
+
 json_object *control_device_json(const Control *c, const Device *d) {
         const Engine *e = c->engine;
         json_object *o = json_object_new_object();
@@ -95,17 +108,26 @@ json_object *control_device_json(const Control *c, const Device *d) {
                 json_object_object_add(o, "probation_left_usec",
                                        json_object_new_int64((int64_t) probation_left_usec(e->probation, d)));
         const DeviceHistory *h = device_history_get(d);
-        if (h->last_errno != 0) {
-                json_object *x = json_object_new_object();
-                int err = abs(h->last_errno);
-                json_object_object_add(x, "errno", json_object_new_int(err));
-                json_object_object_add(x, "message", json_object_new_string(strerror(err)));
-                json_object_object_add(x, "extack", kernel_string(h->last_error));
-                json_object_object_add(o, "last_error", x);
-        } else
-                json_object_object_add(o, "last_error", NULL);
+        json_object_object_add(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
         json_object_object_add(o, "last_rollback", h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
+        json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) h->n_rollbacks));
+        json_object *alt = json_object_new_array();
+        for (size_t i = 0; alt && i < d->n_altnames; i++)
+                json_object_array_add(alt, kernel_string(d->altnames[i]));
+        json_object_object_add(o, "altnames", alt);
         return o;
+}
+
+/* A rollout's progress: its policy's devices at their sizes (window passed), in probation now. */
+static void rollout_progress(const Engine *e, const Rollout *r, unsigned *ret_applied, unsigned *ret_probation) {
+        const Device *d;
+
+        *ret_applied = *ret_probation = 0;
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (streq_ptr(d->policy_name, r->policy)) {
+                        *ret_applied += d->state == DEVICE_APPLIED;
+                        *ret_probation += d->state == DEVICE_PROBATION;
+                }
 }
 
 static json_object *rollouts_json(const Engine *e) {
@@ -114,14 +136,21 @@ static json_object *rollouts_json(const Engine *e) {
         for (size_t i = 0; a && i < e->rollouts.n; i++) {
                 const Rollout *r = e->rollouts.items[i];
                 json_object *o = json_object_new_object();
+                const Device *by = r->halted ? device_get(&e->devices, r->halted_by_ifindex) : NULL;
+                unsigned applied, probation;
                 if (!o)
                         break;
+                rollout_progress(e, r, &applied, &probation);
                 json_object_object_add(o, "policy", json_object_new_string(r->policy));
                 json_object_object_add(o, "max_parallel", json_object_new_int((int) r->max_parallel));
                 json_object_object_add(o, "active", json_object_new_int((int) r->active));
                 json_object_object_add(o, "waiting", json_object_new_int((int) r->waiting));
                 json_object_object_add(o, "halted", json_object_new_boolean(r->halted));
                 json_object_object_add(o, "halted_by", r->halted ? string_or_null(r->halted_by) : NULL);
+                json_object_object_add(o, "applied", json_object_new_int((int) applied));
+                json_object_object_add(o, "probation", json_object_new_int((int) probation));
+                const RollbackRecord *why = by ? device_history_get(by)->last_rollback : NULL;
+                json_object_object_add(o, "halted_counter", why ? string_or_null(why->counter) : NULL);
                 json_object_array_add(a, o);
         }
         return a;
@@ -149,6 +178,65 @@ static json_object *policy_scopes_json(const PolicySet *s) {
                 json_object_array_add(a, o);
         }
         return a;
+}
+
+const char *control_state(const Engine *e) {
+        const Device *d;
+
+        if (!e->settled_once)
+                return "starting";
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->state == DEVICE_ROLLED_BACK || d->state == DEVICE_FAILED)
+                        return "degraded";
+        return "ready";
+}
+
+/* The devices an operator should look at (rolled back, failed), by ifindex, the first
+ * CONTROL_PROBLEMS_MAX: the counts per state say how many there are in all. */
+static json_object *problems_json(const Control *c) {
+        _cleanup_(freep) Device **l = NULL;
+        json_object *a = json_object_new_array();
+        bool v4 = c->engine->ipv4_supported;
+        size_t n = 0, shown = 0;
+
+        if (!a || control_sorted_devices(c, &l, &n) < 0)
+                return a;
+        for (size_t i = 0; i < n && shown < CONTROL_PROBLEMS_MAX; i++) {
+                const Device *d = l[i];
+                json_object *o;
+
+                if (d->state != DEVICE_ROLLED_BACK && d->state != DEVICE_FAILED)
+                        continue;
+                o = json_object_new_object();
+                if (!o)
+                        break;
+                json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
+                json_object_object_add(o, "ifname", kernel_string(d->ifname));
+                json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
+                json_object_object_add(o, "policy", string_or_null(d->policy_name));
+                const DeviceHistory *h = device_history_get(d);
+                json_object_object_add(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
+                json_object_object_add(o, "last_rollback",
+                                       h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
+                json_object_array_add(a, o);
+                shown++;
+        }
+        return a;
+}
+
+static json_object *last_reload_json(const ReloadResult *r) {
+        json_object *o;
+        char digest[17];
+
+        if (!r || !(o = json_object_new_object()))
+                return NULL;
+        snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) r->digest);
+        json_object_object_add(o, "ok", json_object_new_boolean(r->ok));
+        json_object_object_add(o, "time_usec", json_object_new_int64((int64_t) r->realtime_usec));
+        json_object_object_add(o, "digest", json_object_new_string(digest));
+        json_object_object_add(o, "errors", control_errors_json(&r->errors));
+        json_object_object_add(o, "errors_total", json_object_new_int64((int64_t) r->n_errors));
+        return o;
 }
 
 json_object *control_status_json(const Control *c) {
@@ -194,6 +282,9 @@ json_object *control_status_json(const Control *c) {
                                        json_object_new_int64((int64_t) e->counters.by_policy[i].rollbacks));
         json_object_object_add(o, "rollbacks_by_policy", by);
         json_object_object_add(o, "ready", json_object_new_boolean(e->settled_once));
+        json_object_object_add(o, "state", json_object_new_string(control_state(e)));
+        json_object_object_add(o, "problems", problems_json(c));
+        json_object_object_add(o, "last_reload", last_reload_json(reloader_last(c->reloader)));
         json_object *w = json_object_new_array();
         for (size_t i = 0; i < e->n_guard_warnings; i++)
                 json_object_array_add(w, json_object_new_string(e->guard_warnings[i]));
@@ -211,6 +302,44 @@ json_object *control_status_json(const Control *c) {
                                json_object_new_string(host_identity_cohort_source(&host)));
         json_object_object_add(o, "policies", policy_scopes_json(e->policy));
         return o;
+}
+
+/* The sizes `want` clamped, with numbers: [{"size", "asked", "limit"}]. */
+static json_object *clamps_json(const Policy *p, const Desired *want, const Device *d) {
+        static const unsigned bit[SIZES_COUNT] = {CLAMP_GSO, CLAMP_GRO, CLAMP_GSO_IPV4, CLAMP_GRO_IPV4};
+        json_object *a = json_object_new_array();
+
+        for (unsigned i = 0; a && i < SIZES_COUNT; i++) {
+                json_object *o;
+                if (!(want->clamped & bit[i]) || !(o = json_object_new_object()))
+                        continue;
+                json_object_object_add(o, "size", json_object_new_string(size_name(i)));
+                json_object_object_add(o, "asked", json_object_new_int64(policy_size_asked(p, i)));
+                json_object_object_add(o, "limit", json_object_new_int64(size_limit(i, d->tso_max_size)));
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
+/* For one device asked for by name: which key of its policy chose it, and why its desired sizes
+ * differ from what the policy asks (clamped, held after a rollback, unsupported). Matching again
+ * costs what a reconcile does, so ListDevices of every device does not. */
+static void device_explain(Control *c, Device *d, json_object *o) {
+        Engine *e = c->engine;
+        const Policy *p = d->policy_name ? apply_match(e, e->policy, d) : NULL;
+        _cleanup_(freep) char *why = NULL;
+        Desired want;
+
+        if (!p || !streq_ptr(p->name, d->policy_name))
+                return; /* not reconciled since the policy changed */
+        if (apply_match_explain(e, p, d, &why) >= 0)
+                json_object_object_add(o, "matched_by", json_object_new_string(why));
+        compute_desired(p, &d->current, &d->original, d->has_original ? d->written : 0, d->tso_max_size,
+                        e->ipv4_supported, &want);
+        json_object_object_add(o, "clamps", clamps_json(p, &want, d));
+        json_object_object_add(o, "asked", control_sizes_json(&want.sizes, e->ipv4_supported));
+        json_object_object_add(o, "held", json_object_new_boolean(d->held));
+        json_object_object_add(o, "ipv4_unsupported", json_object_new_boolean(want.ipv4_unsupported));
 }
 
 Device *control_find_device(const Control *c, const char *name) {
@@ -246,8 +375,12 @@ int control_devices_json(const Control *c, const char *name, json_object **ret) 
                 json_object_put(a);
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < n; i++)
-                json_object_array_add(a, control_device_json(c, l[i]));
+        for (size_t i = 0; i < n; i++) {
+                json_object *dj = control_device_json(c, l[i]);
+                if (name && dj)
+                        device_explain((Control *) c, l[i], dj);
+                json_object_array_add(a, dj);
+        }
         json_object_object_add(o, "devices", a);
         *ret = o;
         return 0;
@@ -372,6 +505,7 @@ static json_object *plan_device(Control *c, const PolicySet *set, Device *d) {
                 if (want.clamped & (CLAMP_GRO | CLAMP_GRO_IPV4))
                         json_object_array_add(cl, json_object_new_string("gro to 524280"));
                 json_object_object_add(o, "clamped", cl);
+                json_object_object_add(o, "clamps", clamps_json(p, &want, d));
                 if (want.families == 0)
                         action = "unsupported";
                 else if (!sizes_equal(&want.sizes, &d->current, v4))

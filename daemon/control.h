@@ -19,6 +19,12 @@ typedef struct Control {
         WorkerPool *workers; /* Plan and Validate */
 } Control;
 
+/* The daemon in one word, as networkctl says of a link: "starting" (before the first full
+ * reconcile), "degraded" (a device is rolled back or failed), else "ready". */
+const char *control_state(const Engine *e);
+/* GetStatus names at most this many rolled-back or failed devices. */
+#define CONTROL_PROBLEMS_MAX 10u
+
 /* JSON building blocks. */
 json_object *control_sizes_json(const Sizes *s, bool ipv4);
 json_object *control_device_json(const Control *c, const Device *d);

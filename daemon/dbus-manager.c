@@ -21,6 +21,9 @@ typedef struct Snapshot {
         unsigned total;
         uint64_t digest;
         unsigned long long rollbacks;
+        const char *overall; /* control_state(): a static string */
+        bool reload_ok;
+        uint64_t reload_usec;
 } Snapshot;
 
 typedef struct PendingRead PendingRead;
@@ -108,14 +111,21 @@ static int reply_control_error(sd_bus_message *call, int r, const char *ifname) 
 
 /* ---- properties ---- */
 
-static void snapshot_take(const Engine *e, Snapshot *ret) {
+static void snapshot_take(const Control *c, Snapshot *ret) {
+        const Engine *e = c->engine;
         const Device *d;
 
         *ret = (Snapshot){
                 .total = (unsigned) e->devices.n_devices,
                 .digest = e->policy ? e->policy->digest : 0,
                 .rollbacks = e->counters.rollbacks,
+                .overall = control_state(e),
         };
+        const ReloadResult *last = reloader_last(c->reloader);
+        if (last) {
+                ret->reload_ok = last->ok;
+                ret->reload_usec = last->realtime_usec;
+        }
         DEVICE_FOREACH(d, &e->devices, it)
                 if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
                         ret->state[d->state]++;
@@ -168,7 +178,7 @@ static int property_get_count(sd_bus *bus, const char *path, const char *interfa
         DbusManager *b = userdata;
         Snapshot s;
 
-        snapshot_take(b->engine, &s);
+        snapshot_take(b->control, &s);
         for (size_t i = 0; i < ELEMENTSOF(count_properties); i++)
                 if (streq_ptr(property, count_properties[i].name))
                         return sd_bus_message_append(reply, "u", snapshot_count(&s, count_properties[i].state));
@@ -181,6 +191,23 @@ static int property_get_rollbacks(sd_bus *bus, const char *path, const char *int
         return sd_bus_message_append(reply, "t", (uint64_t) b->engine->counters.rollbacks);
 }
 
+static int property_get_state(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        return sd_bus_message_append(reply, "s", control_state(b->engine));
+}
+
+static int property_get_last_reload(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        Snapshot s;
+
+        snapshot_take(b->control, &s);
+        if (streq_ptr(property, "LastReloadSuccessful"))
+                return sd_bus_message_append(reply, "b", (int) s.reload_ok);
+        return sd_bus_message_append(reply, "t", s.reload_usec);
+}
+
 static int property_get_ready(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         DbusManager *b = userdata;
@@ -190,14 +217,14 @@ static int property_get_ready(sd_bus *bus, const char *path, const char *interfa
 /* Announce what changed since the last announcement, in one signal. */
 static void on_changed_timer(evutil_socket_t fd, short what, void *userdata) {
         DbusManager *b = userdata;
-        const char *names[ELEMENTSOF(count_properties) + 3];
+        const char *names[ELEMENTSOF(count_properties) + 6];
         size_t n = 0;
         Snapshot now;
         int r;
 
         if (!b->bus)
                 return;
-        snapshot_take(b->engine, &now);
+        snapshot_take(b->control, &now);
         for (size_t i = 0; i < ELEMENTSOF(count_properties); i++)
                 if (snapshot_count(&now, count_properties[i].state) != snapshot_count(&b->last, count_properties[i].state))
                         names[n++] = count_properties[i].name;
@@ -205,6 +232,12 @@ static void on_changed_timer(evutil_socket_t fd, short what, void *userdata) {
                 names[n++] = "PolicyDigest";
         if (now.rollbacks != b->last.rollbacks)
                 names[n++] = "Rollbacks";
+        if (!streq_ptr(now.overall, b->last.overall))
+                names[n++] = "State";
+        if (now.reload_ok != b->last.reload_ok)
+                names[n++] = "LastReloadSuccessful";
+        if (now.reload_usec != b->last.reload_usec)
+                names[n++] = "LastReloadTimestamp";
         names[n] = NULL;
         b->last = now;
         if (n == 0)
@@ -661,6 +694,13 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("DevicesFailed", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("DevicesUnsupported", "u", property_get_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Rollbacks", "t", property_get_rollbacks, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        /* "starting", "ready" or "degraded" (a device is rolled back or failed) */
+        SD_BUS_PROPERTY("State", "s", property_get_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        /* the last reload (or the first load): refused or not, and when (CLOCK_REALTIME, usec) */
+        SD_BUS_PROPERTY("LastReloadSuccessful", "b", property_get_last_reload, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("LastReloadTimestamp", "t", property_get_last_reload, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         /* No event marks the end of the first reconcile: read it, it announces nothing. */
         SD_BUS_PROPERTY("Ready", "b", property_get_ready, 0, 0),
 
@@ -702,7 +742,7 @@ static int on_attach(void *userdata, sd_bus *bus) {
                 return -ENOMEM;
         }
         b->bus = bus;
-        snapshot_take(b->engine, &b->last);
+        snapshot_take(b->control, &b->last);
         return 0;
 }
 

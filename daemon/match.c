@@ -102,6 +102,63 @@ bool policy_matches(const Policy *p, const MatchDevice *d) {
         return true;
 }
 
+/* The first plain glob of `l` that matches, and the name it matched (ifname or an altname). */
+static const char *name_glob_hit(const StrList *l, const MatchDevice *d, const char **ret_name) {
+        for (size_t i = 0; i < l->n; i++) {
+                const char *g = l->items[i];
+                if (g[0] == '!')
+                        continue;
+                if (d->ifname && fnmatch(g, d->ifname, 0) == 0) {
+                        *ret_name = d->ifname;
+                        return g;
+                }
+                for (size_t k = 0; k < d->n_altnames; k++)
+                        if (d->altnames[k] && fnmatch(g, d->altnames[k], 0) == 0) {
+                                *ret_name = d->altnames[k];
+                                return g;
+                        }
+        }
+        return NULL;
+}
+
+static const char *glob_list_hit(const StrList *l, const char *s) {
+        for (size_t i = 0; s && i < l->n; i++)
+                if (fnmatch(l->items[i], s, 0) == 0)
+                        return l->items[i];
+        return NULL;
+}
+
+int policy_match_explain(const Policy *p, const MatchDevice *d, char **ret) {
+        const PolicyMatch *m = &p->match;
+        const char *hit, *name = NULL;
+        char *s = NULL;
+        int r = 0;
+
+        if (m->name.n > 0 && (hit = name_glob_hit(&m->name, d, &name)))
+                r = streq_ptr(name, d->ifname) ? strextendf(&s, "name %s", hit)
+                                               : strextendf(&s, "name %s (altname %s)", hit, name);
+        for (size_t i = 0; r >= 0 && i < m->kind.n; i++)
+                if (kind_item_matches(m->kind.items[i], d)) {
+                        r = strextendf(&s, "%skind %s", s ? ", " : "", m->kind.items[i]);
+                        break;
+                }
+        if (r >= 0 && m->mac.n > 0 && (hit = glob_list_hit(&m->mac, d->mac)))
+                r = strextendf(&s, "%smac %s", s ? ", " : "", hit);
+        if (r >= 0 && m->driver.n > 0 &&
+            (hit = glob_list_hit(&m->driver, d->get_driver ? d->get_driver(d->userdata) : NULL)))
+                r = strextendf(&s, "%sdriver %s", s ? ", " : "", hit);
+        if (r >= 0 && m->n_routes > 0)
+                r = strextendf(&s, "%sroute", s ? ", " : "");
+        if (r >= 0 && !s)
+                r = strextendf(&s, "every device (no match keys)");
+        if (r < 0) {
+                free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
 const Policy *policy_set_match(const PolicySet *s, const MatchDevice *d) {
         if (!s || !d)
                 return NULL;

@@ -25,6 +25,10 @@ typedef struct MatchDevice {
  * policy whose match.kind lists "loopback". */
 bool policy_matches(const Policy *p, const MatchDevice *d);
 
+/* Which of a matching policy's keys chose the device, in words, for `show`: "name eth* (altname
+ * enp3s0), kind veth", "every device (no match keys)". -ENOMEM, or 0 with *ret set. */
+int policy_match_explain(const Policy *p, const MatchDevice *d, char **ret);
+
 /* The first policy that applies to this host and matches, or NULL. */
 const Policy *policy_set_match(const PolicySet *s, const MatchDevice *d);
 

@@ -60,6 +60,11 @@ unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported) {
         return owned;
 }
 
+uint32_t policy_size_asked(const Policy *p, unsigned i) {
+        const SizeSpec *s = spec_of(p, i);
+        return s->kind == SIZE_BYTES ? s->bytes : s->kind == SIZE_LEGACY ? BT_GSO_LEGACY_MAX_SIZE : 0;
+}
+
 uint64_t policy_sizes_digest(const Policy *p) {
         uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
 
@@ -77,6 +82,10 @@ uint64_t policy_sizes_digest(const Policy *p) {
 
 static uint32_t limit_of(unsigned i, uint32_t gso_max) {
         return i % 2 == 0 ? gso_max : BT_GRO_MAX_SIZE;
+}
+
+uint32_t size_limit(unsigned i, uint32_t tso_max_size) {
+        return limit_of(i, gso_limit(tso_max_size));
 }
 
 void compute_desired(const Policy *p, const Sizes *current, const Sizes *original, unsigned written,

@@ -27,6 +27,11 @@ uint32_t gso_limit(uint32_t tso_max_size);
 
 /* The sizes `p` names (SizeMask), of those the kernel has. */
 unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported);
+/* What `p` asks of size `i` (0..3) in bytes, before clamping: 0 when it leaves the size out or
+ * asks for `max` (the device's limit, never clamped). */
+uint32_t policy_size_asked(const Policy *p, unsigned i);
+/* The limit size `i` is clamped to on a device of this tso_max_size. */
+uint32_t size_limit(unsigned i, uint32_t tso_max_size);
 /* A digest of what `p` asks of the sizes: equal digests, equal asks. */
 uint64_t policy_sizes_digest(const Policy *p);
 

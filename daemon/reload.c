@@ -14,7 +14,31 @@ struct Reloader {
         Sync *sync;
         PolicyWatch *watch;
         struct event *changed; /* a file changed: reload from the loop, once for a burst */
+        ReloadResult last;
+        bool has_last;
 };
+
+/* Keeps the outcome for status: the errors copied (at most RELOAD_ERRORS_KEPT), the time now. */
+static void remember(Reloader *r, bool ok, const PolicyErrors *errs) {
+        ReloadResult n = {.ok = ok, .realtime_usec = realtime_usec(), .digest = r->engine->policy->digest,
+                          .n_errors = errs ? errs->n : 0};
+
+        for (size_t i = 0; errs && i < errs->n && i < RELOAD_ERRORS_KEPT; i++) {
+                char *m = strdup(errs->items[i].message ?: "");
+                if (!m || policy_errors_append(&n.errors, errs->items[i].file, errs->items[i].line,
+                                               errs->items[i].column, m) < 0) {
+                        free(m);
+                        break; /* out of memory: status shows fewer errors, the log has them all */
+                }
+        }
+        policy_errors_clear(&r->last.errors);
+        r->last = n;
+        r->has_last = true;
+}
+
+const ReloadResult *reloader_last(const Reloader *r) {
+        return r && r->has_last ? &r->last : NULL;
+}
 
 int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, PolicySet **ret, char ***ret_paths,
                        size_t *ret_n, PolicyErrors *errs) {
@@ -171,6 +195,7 @@ void reloader_free(Reloader *r) {
         if (!r)
                 return;
         policy_watch_free(r->watch);
+        policy_errors_clear(&r->last.errors);
         if (r->changed)
                 event_free(r->changed);
         free(r);
@@ -196,6 +221,7 @@ int reloader_load(Reloader *r) {
         describe_policy(e->policy, &host);
         apply_policy_changed(e);
         watch(r, paths, n);
+        remember(r, true, NULL);
         return 0;
 }
 
@@ -223,6 +249,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                 log_error("refusing the new policy, keeping the running one (digest %016llx)",
                           (unsigned long long) e->policy->digest);
                 watch_again(r);
+                remember(r, false, &errs);
                 emit_reload(e, false, &errs);
                 if (forced) {
                         /* announced: READY=1 follows even though nothing changed */
@@ -238,6 +265,9 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
         watch(r, paths, n);
         if (!forced && set->digest == e->policy->digest) {
                 policy_set_free(set);
+                /* the files are back at the running policy: a refusal before is over */
+                if (r->has_last && !r->last.ok)
+                        remember(r, true, NULL);
                 return 0;
         }
         if (!forced)
@@ -249,6 +279,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
         e->settle_pending = true;
         /* Reconcile against what the kernel holds now, not what it held at the last event. */
         sync_verify(r->sync);
+        remember(r, true, NULL);
         emit_reload(e, true, NULL);
         return 0;
 }

@@ -17,6 +17,19 @@ typedef struct ReloadConfig {
 
 typedef struct Reloader Reloader;
 
+/* The outcome of the last reload (or of the first load, when there was none since): what status
+ * reports, so that a refused policy leaves a trace after its log lines scroll away. */
+typedef struct ReloadResult {
+        bool ok;
+        uint64_t realtime_usec; /* when (CLOCK_REALTIME) */
+        uint64_t digest;        /* of the policy that runs after it */
+        size_t n_errors;        /* refused: how many errors the new policy had */
+        PolicyErrors errors;    /* the first RELOAD_ERRORS_KEPT of them */
+} ReloadResult;
+
+/* A refused reload keeps at most this many of its errors for status; the log has every one. */
+#define RELOAD_ERRORS_KEPT 20u
+
 int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, Reloader **ret);
 void reloader_free(Reloader *r);
 
@@ -27,6 +40,9 @@ int reloader_load(Reloader *r);
  * -EINVAL with every error in `ret_errs` (if given) when the new policy is refused and the running
  * one stays. */
 int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs);
+
+/* The last reload's outcome; NULL before the first load. */
+const ReloadResult *reloader_last(const Reloader *r);
 
 /* --check-config: read and check the policy as a reload would; 0 when clean, -EINVAL with every
  * error printed as file:line:column: message on stderr. */

@@ -1,5 +1,7 @@
 /* util.c — the parts of util.h that are not inline: string lists, clocks, the bounded reader. */
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -128,5 +130,28 @@ int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags
         *ret = TAKE_PTR(buf);
         if (ret_size)
                 *ret_size = n;
+        return 0;
+}
+
+int strextendf(char **s, const char *format, ...) {
+        _cleanup_(freep) char *add = NULL;
+        size_t old = *s ? strlen(*s) : 0, len;
+        va_list ap;
+        char *n;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&add, format, ap);
+        va_end(ap);
+        if (r < 0) {
+                add = NULL;
+                return -ENOMEM;
+        }
+        len = (size_t) r;
+        n = realloc(*s, old + len + 1);
+        if (!n)
+                return -ENOMEM;
+        memcpy(n + old, add, len + 1);
+        *s = n;
         return 0;
 }

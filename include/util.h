@@ -95,6 +95,10 @@ bool strv_contains(char *const *l, const char *s);
 int strv_push(char ***l, size_t *n, const char *s);
 int strv_push_take(char ***l, size_t *n, char *s);
 
+/* Appends to *s (NULL: empty), growing it as needed: no fixed buffer for what the kernel or
+ * the policy sizes (names, extack messages, counters). -ENOMEM, and *s unchanged, on failure. */
+int strextendf(char **s, const char *format, ...) _printf_(2, 3);
+
 /* Clocks, in microseconds: CLOCK_MONOTONIC (timers, rate limits), CLOCK_BOOTTIME (deadlines
  * that must count suspended time and survive a daemon restart), CLOCK_REALTIME (for humans). */
 uint64_t now_usec(void);

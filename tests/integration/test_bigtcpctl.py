@@ -109,8 +109,9 @@ def test_validate_without_a_daemon(tmp_path):
     r = ctl('validate', '--json', bad, check_rc=1)
     assert json.loads(r.stdout) == {'valid': False, 'errors': [
         {'file': str(bad), 'line': 7, 'column': 21,
-         'message': 'gso-max-size: expected a number of bytes, "max" or "legacy"'}]}
-    assert json.loads(ctl('validate', '--json', good, check_rc=0).stdout) == {'valid': True, 'errors': []}
+         'message': 'gso-max-size: expected a number of bytes, "max" or "legacy"'}], 'warnings': []}
+    assert json.loads(ctl('validate', '--json', good, check_rc=0).stdout) == {'valid': True, 'errors': [],
+                                                                              'warnings': []}
 
     # Checked together, as one policy: the same name twice is an error.
     r = ctl('validate', good, good, check_rc=1)
@@ -126,12 +127,12 @@ def test_usage_errors_and_no_daemon(tmp_path):
     assert ctl('--version', check_rc=0).stdout.startswith('bigtcpctl ')
     one_line_error(ctl(), 2, 'no command')
     one_line_error(ctl('frobnicate'), 2, 'unknown command "frobnicate"')
-    one_line_error(ctl('show'), 2, 'show takes one device name')
+    one_line_error(ctl('show'), 2, 'show takes one device: a name, an altname or an ifindex')
     one_line_error(ctl('rollback'), 2, 'rollback takes one device name, or --all')
     one_line_error(ctl('rollback', 'v0', '--all'), 2, 'rollback takes one device name, or --all')
     one_line_error(ctl('retry'), 2, 'retry takes one device name, or --all')
     one_line_error(ctl('retry', 'v0', '--all'), 2, 'retry takes one device name, or --all')
-    one_line_error(ctl('list', '--all'), 2, '--all goes with rollback and retry only')
+    one_line_error(ctl('list', '--all'), 2, '--all goes with plan, rollback and retry only')
     one_line_error(ctl('--dbus', '--socket', '/x', 'status'), 2, 'exclude each other')
     assert ctl('--bogus-option').returncode == 2
 
@@ -201,7 +202,7 @@ def test_list_and_show(running):
     r = ctl('show', 'v0', sock=d.sock, check_rc=0)
     out = r.stdout
     assert re.match(r'^● \d+: v0\n', out)
-    assert re.search(r'^\s+Kind: veth$', out, re.M) and re.search(r'^\s+Policy: big$', out, re.M)
+    assert re.search(r'^\s+Kind: veth$', out, re.M) and re.search(r'^\s+Policy: big \(matched by name v\*\)$', out, re.M)
     assert re.search(r'^\s+State: (probation \(\d+\.\ds left\)|applied)$', out, re.M), out
     assert re.search(r'^\s+TSO max size: 524280 \(511\.9K\)$', out, re.M)
     assert re.search(r'^\s+Last error: -$', out, re.M) and re.search(r'^\s+Last rollback: -$', out, re.M)

@@ -301,7 +301,10 @@ def test_introspect(served):
                    '<method name="Plan">', '<method name="Validate">', '<method name="Reload">',
                    '<method name="Rollback">', '<method name="Retry">', '<signal name="RolledBack">',
                    '<property name="PolicyDigest" type="s" access="read">',
-                   '<property name="Rollbacks" type="t" access="read">'):
+                   '<property name="Rollbacks" type="t" access="read">',
+                   '<property name="State" type="s" access="read">',
+                   '<property name="LastReloadSuccessful" type="b" access="read">',
+                   '<property name="LastReloadTimestamp" type="t" access="read">'):
         assert needle in xml, f'{needle} missing from the introspection data:\n{xml}'
     table = busctl(bus, 'introspect', NAME, PATH, IFACE).stdout
     assert '.RolledBack' in table and 'sst' in table, table
@@ -322,6 +325,9 @@ def test_properties(served):
     assert prop(bus, 'DevicesProbation') == prop(bus, 'DevicesRolledBack') == prop(bus, 'DevicesFailed') == 0
     assert prop(bus, 'Rollbacks') == 0
     assert prop(bus, 'Ready') is True
+    assert prop(bus, 'State') == status['state'] == 'ready'
+    assert prop(bus, 'LastReloadSuccessful') is True
+    assert prop(bus, 'LastReloadTimestamp') == status['last_reload']['time_usec'] > 0
     # Everyone may read them.
     assert prop(bus, 'DevicesManaged', user='nobody') == 4
     every = json.loads(busctl(bus, '--json=short', 'call', NAME, PATH, 'org.freedesktop.DBus.Properties', 'GetAll',
@@ -382,7 +388,7 @@ def test_rollback_signal_and_properties_changed(served):
         sig = mon.wait(lambda m: m.get('type') == 'signal' and m.get('member') == 'RolledBack'
                        and m.get('path') == PATH, 10)
         assert sig['interface'] == IFACE and sig['payload'] == {'type': 'sst', 'data': ['va', 'operator', 0]}, sig
-        mon.wait(changed({'DevicesRolledBack': 1, 'Rollbacks': 1}), 10)
+        mon.wait(changed({'DevicesRolledBack': 1, 'Rollbacks': 1, 'State': 'degraded'}), 10)
         nl.wait_links(ns, at({'va': ORIG, 'vb': BIG}), T(10), 'va back at its original sizes')
         assert prop(bus, 'DevicesRolledBack') == 1 and prop(bus, 'Rollbacks') == 1
         assert json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices'][0]['state'] == 'rolled-back'
@@ -403,7 +409,7 @@ def test_rollback_signal_and_properties_changed(served):
         assert call_error(bus, 'Retry', 'nosuch0')[0] == f'{IFACE}.NoSuchDevice'
         # "" is every device, as for Rollback
         assert call(bus, 'Retry', 's', '') is None
-        mon.wait(changed({'DevicesRolledBack': 0}), 10)
+        mon.wait(changed({'DevicesRolledBack': 0, 'State': 'ready'}), 10)
         nl.wait_links(ns, at({n: BIG for n in ('va', 'vb', 'vc', 'vd')}), T(10), 'all released')
         assert call_error(bus, 'Retry', '')[0] == f'{IFACE}.NothingToDo'
     finally:
@@ -433,6 +439,7 @@ def test_reload(served):
     name, text = call_error(bus, 'Reload')
     assert name == f'{IFACE}.PolicyInvalid' and f'{cfg}:' in text and 'unknown key "colour"' in text, text
     assert prop(bus, 'PolicyDigest') == new, 'the running policy stays'
+    assert prop(bus, 'LastReloadSuccessful') is False, 'a refused reload leaves a trace'
 
 
 def test_privileged_refused_by_bus_policy(served):

@@ -166,8 +166,13 @@ def test_every_method(ns, daemon, confdir, iface):
         assert v0['original'] == dict(zip(nl.SIZES, sizes4(65536)))
         assert by['k0']['state'] == 'unmanaged' and by['k0']['desired'] is None
         one = checked(iface, c, 'ListDevices', {'ifname': 'v0'})['devices']
-        # ListDevices(ifname) reads the device again first: only the ages may differ
-        strip = lambda x: {k: v for k, v in x.items() if k not in ('probation_left_usec', 'current_age_usec')}
+        # ListDevices(ifname) reads the device again first: only the ages may differ; and it
+        # explains the device (only the one named: matching again costs what a reconcile does)
+        explained = ('matched_by', 'asked', 'clamps', 'held', 'ipv4_unsupported')
+        assert one[0]['matched_by'] == 'name v*' and one[0]['clamps'] == [] and one[0]['held'] is False
+        assert not set(explained) & set(v0), v0
+        strip = lambda x: {k: v for k, v in x.items()
+                           if k not in ('probation_left_usec', 'current_age_usec', *explained)}
         assert [strip(x) for x in one] == [strip(v0)]
         p = expect_error(c, f'{IFACE}.ListDevices', {'ifname': 'nope0'}, f'{IFACE}.NoSuchDevice', iface)
         assert p == {'ifname': 'nope0'}

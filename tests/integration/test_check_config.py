@@ -93,3 +93,30 @@ def test_shipped_examples_are_valid(example):
     assert path.exists(), 'conf/ ships no *.yaml example (issue 2 asks for conf/bigtcpd.yaml and a fleet example)'
     r = check_config(path)
     assert r.returncode == 0, f'{path}: exit {r.returncode}\n{r.stderr}'
+
+
+def test_counter_this_host_lacks_is_a_warning(tmp_path):
+    """A typo in a guard counter (Tcp.RetransSeg) parses, and would never trip: a warning at its
+    place, with the counter this host has; exit 0 (the file may be meant for other hosts)."""
+    cfg = tmp_path / 'typo.yaml'
+    text = GOOD.replace('counter: Tcp.RetransSegs', 'counter: Tcp.RetransSeg')
+    cfg.write_text(text)
+    r = check_config(cfg)
+    assert r.returncode == 0, f'exit {r.returncode}\n{r.stderr}'
+    line = line_of(text, 'Tcp.RetransSeg')
+    col = text.splitlines()[line - 1].index('Tcp.RetransSeg') + 1
+    assert (f'{cfg}:{line}:{col}: warning: guard counter "Tcp.RetransSeg" is not on this host '
+            f'(did you mean "Tcp.RetransSegs"?): guards on it never trip') in r.stderr.splitlines(), r.stderr
+    assert 'warning' not in check_config(_write(tmp_path / 'good.yaml', GOOD)).stderr
+
+
+def test_no_policy_file_is_said(tmp_path):
+    r = run('env', f'BIGTCPD_ROOT={tmp_path}', 'timeout', '20', BIN, '--check-config', check=False)
+    assert r.returncode == 0, f'exit {r.returncode}\n{r.stderr}'
+    assert re.search(rf'^no policy file: {tmp_path}/etc/bigtcpd/bigtcpd\.yaml does not exist and no drop-in is in '
+                     r'.*; bigtcpd would manage no device$', r.stderr, re.M), r.stderr
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path

@@ -212,6 +212,42 @@ static void test_policy_matches(void **state) {
         assert_int_equal(failed, 0);
 }
 
+/* show's "matched by": the key and item of each key that chose the device, the name an altname. */
+static void test_match_explain(void **state) {
+        static const struct {
+                const char *match;
+                const Dev *dev;
+                const char *want;
+        } cases[] = {
+                {"{ name: [\"eth*\"] }", &eth0, "name eth*"},
+                {"{ name: [\"!ens9\", \"mgmt*\", \"ens*\"] }", &enp, NULL},
+                {"{ name: [\"lo*\", \"mgmt*\"] }", &ens9, "name mgmt* (altname mgmt0)"},
+                {"{ name: [\"veth*\"], kind: [bridge, veth] }", &veth, "name veth*, kind veth"},
+                {"{ kind: [device], driver: [\"mlx5*\"], mac: [\"0c:42:*\"] }", &eth0,
+                 "kind device, mac 0c:42:*, driver mlx5*"},
+                {"{ route: [default] }", &eth0, "route"},
+                {"{}", &br, "every device (no match keys)"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                PolicySet *s = policy_from_match(cases[i].match);
+                DevState st = {.dev = cases[i].dev};
+                MatchDevice d = match_device(&st);
+                _cleanup_(freep) char *why = NULL;
+
+                if (!cases[i].want) { /* explained only for a device the policy matches */
+                        assert_false(policy_matches(&s->policies[0], &d));
+                        policy_set_free(s);
+                        continue;
+                }
+                assert_true(policy_matches(&s->policies[0], &d));
+                assert_int_equal(policy_match_explain(&s->policies[0], &d, &why), 0);
+                if (!streq_ptr(why, cases[i].want))
+                        fail_msg("%s on %s: \"%s\", want \"%s\"", cases[i].match, cases[i].dev->ifname, why,
+                                 cases[i].want);
+                policy_set_free(s);
+        }
+}
+
 /* Callbacks may be missing: no driver lookup means no driver, no route lookup means no route. */
 static void test_missing_callbacks(void **state) {
         PolicySet *s1 = policy_from_match("{ driver: \"*\" }");
@@ -346,6 +382,7 @@ static void test_route_prefix_covers(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_policy_matches),
+                cmocka_unit_test(test_match_explain),
                 cmocka_unit_test(test_missing_callbacks),
                 cmocka_unit_test(test_policy_set_match),
                 cmocka_unit_test(test_route_prefix_covers),

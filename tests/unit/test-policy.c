@@ -1443,10 +1443,29 @@ static void test_example_conf_commented(void **state) {
         free(buf);
 }
 
+/* "did you mean": folded '_'/'-' and case, swaps of two neighbours count one, nothing far. */
+static void test_nearest_word(void **state) {
+        static const char *const keys[] = {"gso-max-size", "gro-max-size", "window", "interval", NULL};
+        assert_string_equal(nearest_word("gso_max_size", keys), "gso-max-size");
+        assert_string_equal(nearest_word("GRO-MAX-SIZE", keys), "gro-max-size");
+        assert_string_equal(nearest_word("windwo", keys), "window");
+        assert_string_equal(nearest_word("intervall", keys), "interval");
+        assert_null(nearest_word("colour", keys));
+        assert_null(nearest_word("", keys));
+        assert_null(nearest_word("x", keys));
+        assert_string_equal(link_kind_suggest("Ethernet"), "device");
+        assert_string_equal(link_kind_suggest("lo"), "loopback");
+        assert_string_equal(link_kind_suggest("vxaln"), "vxlan");
+        assert_null(link_kind_suggest("frobnicator"));
+        assert_true(link_kind_is_known("veth") && link_kind_is_known("device") && link_kind_is_known("loopback"));
+        assert_false(link_kind_is_known("ethernet"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_all_keys),
                 cmocka_unit_test(test_error_cases),
+                cmocka_unit_test(test_nearest_word),
                 cmocka_unit_test(test_error_leaves_set_unchanged),
                 cmocka_unit_test(test_durations),
                 cmocka_unit_test(test_numbers),

@@ -75,7 +75,8 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                 return error_exit(EXIT_FAILED, "plan is only available over varlink (drop --dbus)");
         if (n == 1) {
                 _cleanup_(freep) char *text = NULL;
-                r = read_policy_file(args[0], &text);
+                bool std_in = streq_ptr(args[0], "-");
+                r = read_policy_file(std_in ? "/dev/stdin" : args[0], &text);
                 if (r == -EFBIG)
                         return error_exit(EXIT_FAILED, "%s: file too large (max %u bytes)", args[0],
                                           POLICY_FILE_MAX);
@@ -85,7 +86,7 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                         return error_exit(EXIT_FAILED, "%s: %s", args[0], strerror(-r));
                 p = json_object_new_object();
                 json_object_object_add(p, "policy", json_object_new_string(text));
-                json_object_object_add(p, "source", json_object_new_string(args[0]));
+                json_object_object_add(p, "source", json_object_new_string(std_in ? "<stdin>" : args[0]));
         }
         r = call_method(c, "plan", IFACE ".Plan", p, &reply);
         if (r != 0)

@@ -29,7 +29,7 @@ static void help(void) {
                "                         the policy and the match key that chose it, current,\n"
                "                         desired and original sizes and why desired is not what\n"
                "                         the policy asks (clamped, held), errors, last rollback\n"
-               "  plan [FILE] [--all]    What the loaded policy (or FILE) would change here, with\n"
+               "  plan [FILE|-] [--all]  What the loaded policy (or FILE) would change here, with\n"
                "                         the numbers of each clamp and the policies scoped away;\n"
                "                         --all lists the devices with nothing to do too\n"
                "  reload                 Re-read the policy files (root)\n"

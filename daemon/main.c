@@ -21,7 +21,8 @@ static void help(void) {
                "  -l --log-level LEVEL    err, warning, notice, info (default), debug\n"
                "     --verify-interval T  Re-read the devices every T (default 60s, 0: never) to\n"
                "                          put back sizes changed behind bigtcpd's back\n"
-               "     --check-config       Validate the policy and exit: 0 clean, 1 errors\n"
+               "     --check-config       Validate the policy and exit: 0 clean, 1 errors (guard\n"
+               "                          counters this host lacks are warnings)\n"
                "  -h --help               Show this help\n"
                "     --version            Show the version\n",
                POLICY_MAIN_FILE, DEFAULT_RUNTIME_DIR);

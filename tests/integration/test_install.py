@@ -255,6 +255,13 @@ def test_ansible_playbook():
     assert copies and all(c.get('validate', '').startswith('bigtcpctl validate') for c in copies), copies
     assert any(c['dest'] == '{{ bigtcpd_policy_path }}' for c in copies)
     assert plays[0]['vars']['bigtcpd_policy_path'] == '/etc/bigtcpd/bigtcpd.yaml'
+    # --check --diff previews with what check mode has: the controller's file on stdin, not a
+    # file staged on the host (check mode stages nothing)
+    commands = [t for t in tasks if 'ansible.builtin.command' in t]
+    for verb in ('validate', 'plan'):
+        t = next(t for t in commands if f' {verb} -' in t['ansible.builtin.command'])
+        assert t['check_mode'] is False and 'bigtcpd_policy' in t['args']['stdin'], t
+    assert not any('remote_src' in c for c in copies), 'the installed file is the one validated'
     handlers = [h for p in plays for h in p.get('handlers', [])]
     assert any('bigtcpctl reload' in h.get('ansible.builtin.command', '') for h in handlers), handlers
 

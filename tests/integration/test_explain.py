@@ -190,6 +190,9 @@ def test_plan_says_what_clamps_what_is_scoped_away_and_all(ns, daemon, confdir, 
     out = ctl('plan', scoped, sock=d.sock, check_rc=0).stdout
     assert 'Not in force on this host: big (no hosts glob matches the hostname).\n' in out, out
     assert 'Every policy is scoped away from this host: its devices match none.\n' in out, out
+    # the same from standard input (what the Ansible play's --check --diff runs)
+    r = ctl_stdin(['--socket', d.sock, 'plan', '-'], scoped.read_text())
+    assert r.returncode == 0 and r.stdout == out, (r.stdout, r.stderr)
 
 
 def test_show_by_altname_and_ifindex_explains_the_match_and_the_clamp(ns, daemon, confdir):

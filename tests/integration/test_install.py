@@ -298,8 +298,10 @@ def test_completion_commands_and_options(with_bc, tmp_path):
     assert complete(['bigtcpctl', 're'], with_bash_completion=with_bc) == ['reload', 'retry']
     assert complete(['bigtcpctl', ''], with_bash_completion=with_bc) == sorted(
         'status list show plan reload rollback retry monitor validate metrics'.split())
-    assert complete(['bigtcpctl', '--j'], with_bash_completion=with_bc) == ['--json']
-    assert complete(['bigtcpctl', 'status', '--no'], with_bash_completion=with_bc) == ['--no-legend']
+    assert complete(['bigtcpctl', '--j'], with_bash_completion=with_bc) == ['--json', '--json=pretty', '--json=short']
+    assert complete(['bigtcpctl', 'status', '--no'], with_bash_completion=with_bc) == ['--no-legend', '--no-pager']
+    assert complete(['bigtcpctl', 'plan', '--a'], with_bash_completion=with_bc) == ['--all']
+    assert complete(['bigtcpctl', 'status', '--a'], with_bash_completion=with_bc) == []
     (tmp_path / 'a.yaml').write_text('')
     (tmp_path / 'b.txt').write_text('')
     got = complete(['bigtcpctl', 'validate', f'{tmp_path}/'], with_bash_completion=with_bc)

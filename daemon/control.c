@@ -194,32 +194,38 @@ const char *control_state(const Engine *e) {
 /* The devices an operator should look at (rolled back, failed), by ifindex, the first
  * CONTROL_PROBLEMS_MAX: the counts per state say how many there are in all. */
 static json_object *problems_json(const Control *c) {
-        _cleanup_(freep) Device **l = NULL;
+        const Device *first[CONTROL_PROBLEMS_MAX], *d;
         json_object *a = json_object_new_array();
         bool v4 = c->engine->ipv4_supported;
-        size_t n = 0, shown = 0;
+        size_t n = 0;
 
-        if (!a || control_sorted_devices(c, &l, &n) < 0)
-                return a;
-        for (size_t i = 0; i < n && shown < CONTROL_PROBLEMS_MAX; i++) {
-                const Device *d = l[i];
-                json_object *o;
-
+        /* one pass, keeping the lowest ifindexes: GetStatus must not sort 10000 devices */
+        DEVICE_FOREACH(d, &c->engine->devices, it) {
+                size_t k;
                 if (d->state != DEVICE_ROLLED_BACK && d->state != DEVICE_FAILED)
                         continue;
-                o = json_object_new_object();
+                if (n == CONTROL_PROBLEMS_MAX && d->ifindex > first[n - 1]->ifindex)
+                        continue;
+                k = n < CONTROL_PROBLEMS_MAX ? n++ : n - 1;
+                for (; k > 0 && first[k - 1]->ifindex > d->ifindex; k--)
+                        first[k] = first[k - 1];
+                first[k] = d;
+        }
+        for (size_t i = 0; a && i < n; i++) {
+                const DeviceHistory *h = device_history_get(first[i]);
+                json_object *o = json_object_new_object();
+
                 if (!o)
                         break;
+                d = first[i];
                 json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
                 json_object_object_add(o, "ifname", kernel_string(d->ifname));
                 json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
                 json_object_object_add(o, "policy", string_or_null(d->policy_name));
-                const DeviceHistory *h = device_history_get(d);
                 json_object_object_add(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
                 json_object_object_add(o, "last_rollback",
                                        h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
                 json_object_array_add(a, o);
-                shown++;
         }
         return a;
 }

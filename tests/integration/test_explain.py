@@ -95,6 +95,22 @@ def test_status_names_a_rolled_back_device_and_a_refused_reload(ns, daemon, conf
     wait_status(d.sock, lambda s: s['state'] == 'ready' and s['problems'] == [], 'v0 retried: ready again')
 
 
+def test_status_names_the_first_ten_then_a_count(ns, daemon, confdir):
+    """Twelve devices rolled back: GetStatus names the ten of the lowest ifindexes, status says
+    how many more."""
+    for i in range(6):
+        veth(ns, f'v{i}a', f'v{i}b')
+    d = start(ns, daemon, confdir)
+    ctl('rollback', '--all', sock=d.sock, check_rc=0)
+    s = wait_status(d.sock, lambda s: s['devices'].get('rolled-back') == 12, 'all twelve rolled back')
+    index = {n: l['ifindex'] for n, l in nl.read_links(ns).items()}
+    want = sorted((i, n) for n, i in index.items() if n != 'lo')[:10]
+    assert [(p['ifindex'], p['ifname']) for p in s['problems']] == want, s['problems']
+    f = status_fields(ctl('status', sock=d.sock, check_rc=0).stdout)
+    assert f['State'] == ['degraded (12 devices rolled back)'], f
+    assert f['Rolled back'] == [f'{n} (by an operator)' for _, n in want] + ['… and 2 more (bigtcpctl list)'], f
+
+
 def test_status_rollout_progress(ns, daemon, confdir):
     """A staged rollout says how far it is: applied, active (in probation), waiting; halted, by
     which device and which counter."""

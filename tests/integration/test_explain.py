@@ -235,3 +235,13 @@ def test_show_by_altname_and_ifindex_explains_the_match_and_the_clamp(ns, daemon
                      r'clamped: the policy asks 185000, the device takes 65536$', br, re.M), br
     assert re.search(r'^gro_max_size\s+185000 \(180\.6K\)\s+185000 \(180\.6K\)\s+65536 \(64K\)$', br, re.M), br
     one_line_error(ctl('show', '99999', sock=d.sock), 1, 'no device "99999"')
+
+    # Rolled back: held at the sizes from before, though the policy asks for others.
+    ctl('rollback', 'fabric0', sock=d.sock, check_rc=0)
+    nl.wait_links(ns, lambda l: nl.sizes_of(l['v0'])[:2] == (65536, 65536), T(10), 'v0 rolled back')
+    held = ctl('show', ifindex, sock=d.sock, check_rc=0).stdout
+    for size in ('gso_max_size', 'gro_max_size'):
+        assert re.search(rf'^{size}\s+65536 \(64K\)\s+65536 \(64K\)\s+65536 \(64K\)\s+'
+                         r'held after a rollback \(the policy asks 185000\)$', held, re.M), held
+    j = json.loads(ctl('show', '--json', 'v0', sock=d.sock, check_rc=0).stdout)
+    assert j['held'] is True and j['asked']['gso_max_size'] == 185000 and j['rollbacks'] == 1, j

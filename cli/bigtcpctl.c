@@ -172,7 +172,7 @@ int main(int argc, char *argv[]) {
                         if (c.all && !verbs[i].takes_all)
                                 return error_exit(EXIT_USAGE, "--all goes with plan, rollback and retry only");
                         if (verbs[i].pages)
-                                pager_open(c.pager);
+                                pager_open(c.pager, output_utf8());
                         r = verbs[i].run(&c, argv + optind + 1, (size_t) (argc - optind - 1));
                         varlink_close(c.conn);
                         /* EPIPE: the reader quit the pager before the end */

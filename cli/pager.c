@@ -33,7 +33,7 @@ static void exec_pager(const char *cmd) {
         }
 }
 
-void pager_open(bool enabled) {
+void pager_open(bool enabled, bool utf8) {
         const char *cmd;
         int fd[2], ready[2];
         char c;
@@ -67,7 +67,8 @@ void pager_open(bool enabled) {
                 if (dup2(fd[0], STDIN_FILENO) < 0)
                         _exit(EXIT_FAILURE);
                 setenv("LESS", "FRXMK", 0);
-                setenv("LESSCHARSET", "utf-8", 0);
+                if (utf8)
+                        setenv("LESSCHARSET", "utf-8", 0);
                 signal(SIGPIPE, SIG_DFL);
                 exec_pager(cmd);
                 (void) !write(ready[1], "x", 1);

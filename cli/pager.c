@@ -34,12 +34,13 @@ static void exec_pager(const char *cmd) {
 }
 
 void pager_open(bool enabled, bool utf8) {
-        const char *cmd;
+        const char *cmd, *term = getenv("TERM");
         int fd[2], ready[2];
         char c;
         pid_t pid;
 
-        if (!enabled || pager_pid > 0 || !isatty(STDOUT_FILENO))
+        /* as systemd's: not into a pipe, and not on a dumb terminal (an editor's shell) */
+        if (!enabled || pager_pid > 0 || !isatty(STDOUT_FILENO) || (term && strcmp(term, "dumb") == 0))
                 return;
         cmd = pager_command();
         if (!cmd && (getenv("SYSTEMD_PAGER") || getenv("PAGER")))

@@ -3,7 +3,7 @@
 
 #include <stdbool.h>
 
-/* Starts the pager when `enabled` and stdout is a terminal: the command from $SYSTEMD_PAGER,
+/* Starts the pager when `enabled` and stdout is a terminal (not TERM=dumb): the command from $SYSTEMD_PAGER,
  * else $PAGER, else less (then more); "" or "cat" means none. less gets LESS=FRXMK unless $LESS
  * is set (it quits when the text fits one screen, and keeps colours), and LESSCHARSET=utf-8 in a
  * UTF-8 locale (`utf8`) unless that is set. Nothing when no pager

@@ -124,6 +124,8 @@ def test_pager_on_a_terminal_only(running, tmp_path):
     assert rc == 0 and 'State:' in out and not got.exists(), '$SYSTEMD_PAGER="" turns the pager off'
     rc, out = on_pty(['--socket', sock, 'status'], {'PAGER': 'cat', 'NO_COLOR': '1'})
     assert rc == 0 and 'State:' in out and not got.exists(), out
+    rc, out = on_pty(['--socket', sock, 'status'], {'PAGER': pager, 'TERM': 'dumb'})
+    assert rc == 0 and 'State:' in out and not got.exists(), 'no pager on a dumb terminal'
     other = tmp_path / 'other'
     rc, out = on_pty(['--socket', sock, 'list'], {'PAGER': pager, 'SYSTEMD_PAGER': f'cat > {other}', 'NO_COLOR': '1'})
     assert rc == 0 and 'v0' in other.read_text() and not got.exists(), '$SYSTEMD_PAGER wins over $PAGER'

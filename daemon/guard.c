@@ -203,9 +203,12 @@ int guard_spec_check(const RollbackSpec *spec, const SnmpSnapshot *snap, size_t 
         return 0;
 }
 
-static bool warned_at(const PolicyErrors *w, const char *file, unsigned line, unsigned column) {
+/* The same warning at the same place (a file's defaults reach every policy of it). The built-in
+ * guards have no place: their counter tells them apart. */
+static bool warned(const PolicyErrors *w, const char *file, unsigned line, unsigned column, const char *message) {
         for (size_t i = 0; i < w->n; i++)
-                if (w->items[i].line == line && w->items[i].column == column && streq_ptr(w->items[i].file, file))
+                if (w->items[i].line == line && w->items[i].column == column && streq_ptr(w->items[i].file, file) &&
+                    streq_ptr(w->items[i].message, message))
                         return true;
         return false;
 }
@@ -216,16 +219,21 @@ static int counter_warning(const SnmpSnapshot *snap, const char *const *keys, co
         char *m;
         int r;
 
-        if (warned_at(ret, file, line, column))
-                return 0;
         if (near)
-                r = asprintf(&m, "warning: guard counter \"%s\" is not on this host (did you mean \"%s\"?): guards on it never trip",
+                r = asprintf(&m,
+                             "warning: guard counter \"%s\" is not on this host (did you mean \"%s\"?): guards "
+                             "on it never trip",
                              counter, near);
         else
                 r = asprintf(&m, "warning: guard counter \"%s\" is not on this host: guards on it never trip", counter);
         if (r < 0)
                 return -ENOMEM;
-        r = policy_errors_append(ret, file ?: "<built-in>", line, column, m);
+        file = file ?: "<built-in>";
+        if (warned(ret, file, line, column, m)) {
+                free(m);
+                return 0;
+        }
+        r = policy_errors_append(ret, file, line, column, m);
         if (r < 0)
                 free(m);
         return r;

@@ -12,6 +12,7 @@
 
 #include "counters.h"
 #include "guard.h"
+#include "test-helpers.h"
 
 static const char SNMP[] = "Ip: Forwarding DefaultTTL InReceives InHdrErrors\n"
                            "Ip: 1 64 1000 7\n"
@@ -185,6 +186,57 @@ static void test_link_baseline_and_absent_counters(void **state) {
         snmp_done(&base);
 }
 
+/* validate's warnings: each missing counter at its place, with the nearest one the host has; a
+ * file's defaults once though every policy carries them; the built-in guards told apart. */
+static void test_counter_warnings(void **state) {
+        static const char yaml[] = "version: 1\n"
+                                   "rollback:\n"
+                                   "  guards:\n"
+                                   "    - counter: Tcp.RetransSeg\n"
+                                   "      max-ratio: 0.02\n"
+                                   "      per: Tcp.OutSeg\n"
+                                   "policies:\n"
+                                   "  - name: a\n"
+                                   "    ipv6: { gso-max-size: 1000 }\n"
+                                   "  - name: b\n"
+                                   "    ipv6: { gso-max-size: 1000 }\n";
+        _cleanup_(freep) char *errors = NULL, *errors2 = NULL;
+        PolicySet *set = parse_string(yaml, &errors), *builtin = parse_string("version: 1\npolicies: []\n", &errors2);
+        PolicyErrors w = {};
+        SnmpSnapshot snap;
+
+        assert_non_null(set);
+        assert_non_null(builtin);
+        snapshot(&snap, 0, 0, 0, 0); /* Ip.InReceives, Ip.InHdrErrors, Tcp.OutSegs, Tcp.RetransSegs */
+        assert_int_equal(guard_counter_warnings(set, &snap, sizeof(struct rtnl_link_stats64), &w), 0);
+        assert_int_equal(w.n, 2);
+        assert_int_equal(w.items[0].line, 4);
+        assert_int_equal(w.items[0].column, 16);
+        assert_string_equal(w.items[0].message, "warning: guard counter \"Tcp.RetransSeg\" is not on this host (did "
+                                                "you mean \"Tcp.RetransSegs\"?): guards on it never trip");
+        assert_int_equal(w.items[1].line, 6);
+        assert_int_equal(w.items[1].column, 12);
+        assert_string_equal(w.items[1].message, "warning: guard counter \"Tcp.OutSeg\" is not on this host (did "
+                                                "you mean \"Tcp.OutSegs\"?): guards on it never trip");
+        policy_errors_clear(&w);
+
+        /* The built-in set has Ip6.Ip6InHdrErrors, which this snapshot lacks; nothing near it. */
+        assert_int_equal(guard_counter_warnings(builtin, &snap, sizeof(struct rtnl_link_stats64), &w), 0);
+        assert_int_equal(w.n, 1);
+        assert_string_equal(w.items[0].file, "<built-in>");
+        assert_int_equal(w.items[0].line, 0);
+        assert_string_equal(w.items[0].message,
+                            "warning: guard counter \"Ip6.Ip6InHdrErrors\" is not on this host: guards on it never trip");
+        policy_errors_clear(&w);
+        /* a stats64 shorter than the field: the link counter is missing too */
+        assert_int_equal(guard_counter_warnings(builtin, &snap, 8, &w), 0);
+        assert_int_equal(w.n, 3);
+        policy_errors_clear(&w);
+        snmp_done(&snap);
+        policy_set_free(set);
+        policy_set_free(builtin);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_snmp_parse),
@@ -192,6 +244,7 @@ int main(void) {
                 cmocka_unit_test(test_link_counters),
                 cmocka_unit_test(test_increase_and_ratio),
                 cmocka_unit_test(test_link_baseline_and_absent_counters),
+                cmocka_unit_test(test_counter_warnings),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,15 +215,9 @@ struct Device {
         } write;
         unsigned n_requests; /* requests of any kind in flight for this device */
 
-        /* ---- rollout.c ---- */
-        struct {
-                RolloutPhase phase;
-                struct Rollout *of;
-                TAILQ_ENTRY(Device) link; /* the rollout's waiting list */
-        } rollout;
-
-        /* ---- probation.c ---- */
-        struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */
+        /* ---- state.c ---- */
+        uint32_t state_dirty_index;
+        bool state_dirty;
 
         /* ---- apply.c: not written, its originals could not be recorded: tried again once the
          * state file is written again ---- */
@@ -234,9 +228,15 @@ struct Device {
         bool need_reconcile; /* held until the sync is done */
         bool sizes_moved;    /* … and its sizes changed meanwhile */
 
-        /* ---- state.c ---- */
-        bool state_dirty;
-        uint32_t state_dirty_index;
+        /* ---- probation.c ---- */
+        struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */
+
+        /* ---- rollout.c ---- */
+        struct {
+                struct Rollout *of;
+                TAILQ_ENTRY(Device) link; /* the rollout's waiting list */
+                RolloutPhase phase;
+        } rollout;
 
         Device *hash_next;
 };

@@ -12,14 +12,16 @@
 typedef struct PoolBlock PoolBlock;
 
 typedef struct Pool {
-        size_t size; /* of one record, a multiple of its alignment */
+        size_t size; /* of one record, a multiple of its alignment (which divides the block head's) */
         PoolBlock *with_room;
         PoolBlock *empty;
 } Pool;
 
-/* A pool of records of `n` bytes; of `type`s. */
-#define POOL_INIT_SIZE(n) {.size = ((n) + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t)}
-#define POOL_INIT(type) POOL_INIT_SIZE(sizeof(type))
+/* A pool of records of `n` bytes aligned to `align` (a power of two, at least a pointer's: a free
+ * slot holds one); of `type`s. */
+#define POOL_ALIGN(align) ((align) > _Alignof(void *) ? (align) : _Alignof(void *))
+#define POOL_INIT_SIZE(n, align) {.size = ((n) + POOL_ALIGN(align) - 1) / POOL_ALIGN(align) * POOL_ALIGN(align)}
+#define POOL_INIT(type) POOL_INIT_SIZE(sizeof(type), _Alignof(type))
 
 /* A zeroed record; NULL (errno ENOMEM) without memory. */
 void *pool_alloc(Pool *p);

@@ -30,8 +30,9 @@ struct ProbationSet {
 
 #define PROBATION_SIZE(n) (sizeof(Probation) + (n) * sizeof(GuardState))
 static Pool pools[PROBATION_POOLED_GUARDS + 1] = {
-        POOL_INIT_SIZE(PROBATION_SIZE(0)), POOL_INIT_SIZE(PROBATION_SIZE(1)), POOL_INIT_SIZE(PROBATION_SIZE(2)),
-        POOL_INIT_SIZE(PROBATION_SIZE(3)), POOL_INIT_SIZE(PROBATION_SIZE(4)),
+#define P(n) POOL_INIT_SIZE(PROBATION_SIZE(n), _Alignof(Probation))
+        P(0), P(1), P(2), P(3), P(4),
+#undef P
 };
 _Static_assert(PROBATION_POOLED_GUARDS == 4, "a pool for each count of guards up to PROBATION_POOLED_GUARDS");
 _Static_assert(sizeof(Probation) % _Alignof(GuardState) == 0, "guards right after the record");

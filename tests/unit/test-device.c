@@ -129,7 +129,7 @@ static void test_kind_shared(void **state) {
         device_table_done(&t);
 }
 
-/* Records of a pool: aligned, zeroed, apart from each other, their slots taken again once
+/* Records of a pool: aligned as their type, zeroed, apart from each other, their slots taken again once
  * freed; under ASan a freed record is poisoned, so that a use after its free is caught. */
 static void test_pool(void **state) {
         enum { N = 5000 };
@@ -144,7 +144,7 @@ static void test_pool(void **state) {
                 for (int i = 0; i < N; i++) {
                         recs[i] = pool_alloc(&pool);
                         assert_non_null(recs[i]);
-                        assert_int_equal((uintptr_t) recs[i] % _Alignof(max_align_t), 0);
+                        assert_int_equal((uintptr_t) recs[i] % _Alignof(Rec), 0);
                         assert_int_equal(recs[i]->a, 0);
                         assert_string_equal(recs[i]->name, "");
                         recs[i]->a = (uint64_t) i;

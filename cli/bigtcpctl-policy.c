@@ -190,7 +190,7 @@ int verb_validate(Ctl *c, char **args, size_t n) {
 
         if (n == 0)
                 return error_exit(EXIT_USAGE, "validate takes one or more policy files (- for standard input)");
-        r = policy_load(args, n, POLICY_LOAD_STDIN, &set, &errs);
+        r = policy_load(args, n, POLICY_LOAD_STDIN, NULL, &set, &errs);
         if (r < 0 && r != -EINVAL) {
                 policy_errors_clear(&errs);
                 return error_exit(EXIT_FAILED, "cannot check the policy: %s", strerror(-r));

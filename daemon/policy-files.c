@@ -54,10 +54,33 @@ static const char *why_unreadable(const char *path, int error) {
 }
 
 int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs) {
-        return policy_load(paths, n_paths, 0, ret, errs);
+        return policy_load(paths, n_paths, 0, NULL, ret, errs);
 }
 
-int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, PolicySet **ret, PolicyErrors *errs) {
+int policy_load_files_with(char *const *paths, size_t n_paths, const PolicyOverride *override, PolicySet **ret,
+                           PolicyErrors *errs) {
+        return policy_load(paths, n_paths, 0, override, ret, errs);
+}
+
+/* Errors in the override's text are named by its source, not by where it will go. */
+static int rename_errors(PolicyErrors *errs, size_t from, const PolicyOverride *o) {
+        if (streq_ptr(o->path, o->source))
+                return 0;
+        for (size_t i = from; i < errs->n; i++) {
+                char *f;
+                if (!streq_ptr(errs->items[i].file, o->path))
+                        continue;
+                f = strdup(o->source);
+                if (!f)
+                        return -ENOMEM;
+                free(errs->items[i].file);
+                errs->items[i].file = f;
+        }
+        return 0;
+}
+
+int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, const PolicyOverride *override,
+                PolicySet **ret, PolicyErrors *errs) {
         _cleanup_(policy_set_freep) PolicySet *s = NULL;
         bool failed = false;
         int r;
@@ -71,8 +94,18 @@ int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, Polic
 
         for (size_t i = 0; i < n_paths; i++) {
                 _cleanup_(freep) char *data = NULL;
-                size_t size = 0;
+                size_t size = 0, before = errs->n;
 
+                if (override && streq_ptr(paths[i], override->path)) {
+                        r = policy_parse_buffer(s, paths[i], override->data, override->size, errs);
+                        if (r == -EINVAL) {
+                                failed = true;
+                                r = rename_errors(errs, before, override);
+                        }
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
                 bool std_in = (flags & POLICY_LOAD_STDIN) && streq_ptr(paths[i], "-");
                 const char *name = std_in ? "<stdin>" : paths[i];
 
@@ -231,4 +264,81 @@ int policy_discover(const char *config, const char *root, char ***ret_paths) {
 
         *ret_paths = TAKE_PTR(l);
         return (int) n;
+}
+
+static const char *base_name(const char *path) {
+        const char *s = strrchr(path, '/');
+        return s ? s + 1 : path;
+}
+
+/* `path` is <dir>/<name> with no further slash in name. */
+static bool directly_in(const char *path, const char *dir) {
+        size_t l = strlen(dir);
+        return strncmp(path, dir, l) == 0 && path[l] == '/' && !strchr(path + l + 1, '/');
+}
+
+int policy_discover_with(const char *config, const char *root, const char *target, char ***ret_paths) {
+        _cleanup_(strv_freep) char **l = NULL;
+        _cleanup_(freep) char *main_path = NULL, *etc_dir = NULL, *t = NULL;
+        size_t n, at;
+        int k;
+
+        if (!target || !ret_paths)
+                return -EINVAL;
+        if (!root)
+                root = "";
+        if (config && !streq_ptr(config, target))
+                return -EXDEV;
+        if (asprintf(&main_path, "%s" POLICY_MAIN_FILE, root) < 0 ||
+            asprintf(&etc_dir, "%s%s", root, policy_dropin_dirs[0]) < 0)
+                return -ENOMEM;
+        if (!config && !streq_ptr(target, main_path) &&
+            !(directly_in(target, etc_dir) && policy_dropin_name_ok(base_name(target))))
+                return -EXDEV;
+
+        k = policy_discover(config, root, &l);
+        if (k < 0)
+                return k;
+        n = (size_t) k;
+        for (size_t i = 0; i < n; i++)
+                if (streq_ptr(l[i], target)) {
+                        *ret_paths = TAKE_PTR(l);
+                        return (int) n;
+                }
+
+        if (streq_ptr(target, main_path))
+                at = 0;
+        else {
+                /* a drop-in of /etc: it takes the place of any of the same name in /run or
+                 * /usr/lib, in the lexical order of the drop-ins after the main file */
+                const char *name = base_name(target);
+                size_t w = 0;
+                for (size_t i = 0; i < n; i++) {
+                        if (i == 0 && streq_ptr(l[0], main_path)) {
+                                l[w++] = l[i];
+                                continue;
+                        }
+                        if (streq_ptr(base_name(l[i]), name)) {
+                                free(l[i]);
+                                continue;
+                        }
+                        l[w++] = l[i];
+                }
+                n = w;
+                l[n] = NULL;
+                at = n > 0 && streq_ptr(l[0], main_path) ? 1 : 0;
+                while (at < n && strcmp(base_name(l[at]), name) < 0)
+                        at++;
+        }
+        t = strdup(target);
+        if (!t)
+                return -ENOMEM;
+        char **grown = reallocarray(l, n + 2, sizeof(char *));
+        if (!grown)
+                return -ENOMEM;
+        l = grown;
+        memmove(l + at + 1, l + at, (n - at + 1) * sizeof(char *));
+        l[at] = TAKE_PTR(t);
+        *ret_paths = TAKE_PTR(l);
+        return (int) (n + 1);
 }

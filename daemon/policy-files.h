@@ -31,8 +31,29 @@ int policy_discover(const char *config, const char *root, char ***ret_paths);
  * error in `errs` and no set. Cross-file checks (duplicate policy names) happen here. */
 int policy_load_files(char *const *paths, size_t n_paths, PolicySet **ret, PolicyErrors *errs);
 
+/* A file's content given in memory instead of read from disk (a tried policy): `path` is the
+ * name it will have (for the digest), `source` names it in errors. */
+typedef struct PolicyOverride {
+        const char *path;
+        const char *source;
+        const char *data;
+        size_t size;
+} PolicyOverride;
+
 typedef enum PolicyLoadFlags {
         POLICY_LOAD_STDIN = 1 << 0, /* a path "-" is standard input (a pipe too), named "<stdin>" */
 } PolicyLoadFlags;
-/* policy_load_files() with flags: `bigtcpctl validate -`. The daemon never reads stdin. */
-int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, PolicySet **ret, PolicyErrors *errs);
+/* policy_load_files() with flags (POLICY_LOAD_STDIN: `bigtcpctl validate -`; the daemon never
+ * reads stdin) and `override`'s content for its path (NULL: none). */
+int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, const PolicyOverride *override,
+                PolicySet **ret, PolicyErrors *errs);
+
+/* What policy_discover() would list if `target` were there: `target` must be `config` when that
+ * is set, else the main file or a drop-in (*.yaml) right in <root>/etc/bigtcpd/bigtcpd.d, which
+ * no other directory's drop-in of the same basename shadows (it shadows them). -EXDEV for any
+ * other path: the daemon does not read it. */
+int policy_discover_with(const char *config, const char *root, const char *target, char ***ret_paths);
+
+/* policy_load_files(), with `override`'s content for its path. */
+int policy_load_files_with(char *const *paths, size_t n_paths, const PolicyOverride *override, PolicySet **ret,
+                           PolicyErrors *errs);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -124,6 +125,10 @@ typedef enum ReadFileFlags {
  * -EBADF for anything that is not a regular file. -EISDIR for a directory, -EFBIG above `max`.
  * Works for /proc files (which report size 0). */
 int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **ret, size_t *ret_size);
+/* Replace `path` with `data` so that a reader (or a crash) sees the old file or the new one,
+ * never a part: a hidden temporary file in the same directory, fsync, rename over `path`, fsync
+ * of the directory. `mode` for a new file; a file that exists keeps its mode. */
+int write_file_atomic(const char *path, const char *data, size_t size, mode_t mode);
 /* The same, `path` relative to the directory `dir_fd` (or AT_FDCWD). */
 int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
                          size_t *ret_size);

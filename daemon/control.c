@@ -307,6 +307,23 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(o, "cohort_source",
                                json_object_new_string(host_identity_cohort_source(&host)));
         json_object_object_add(o, "policies", policy_scopes_json(e->policy));
+        json_object_object_add(o, "try", control_try_json(c));
+        return o;
+}
+
+json_object *control_try_json(const Control *c) {
+        const PolicyTry *t = c->trial;
+        json_object *o;
+        uint64_t now;
+
+        if (!t || !t->running || !(o = json_object_new_object()))
+                return NULL;
+        now = engine_now(c->engine);
+        json_object_object_add(o, "file", json_object_new_string(t->file));
+        json_object_object_add(o, "target", json_object_new_string(t->target));
+        json_object_object_add(o, "deadline_usec", json_object_new_int64((int64_t) t->deadline_realtime));
+        json_object_object_add(o, "remaining_usec",
+                               json_object_new_int64((int64_t) (t->deadline > now ? t->deadline - now : 0)));
         return o;
 }
 
@@ -761,6 +778,21 @@ int control_reload(Control *c, PolicyErrors *errs) {
         return reloader_reload(c->reloader, true, errs);
 }
 
+int control_try(Control *c, const char *policy_yaml, size_t size, const char *file, const char *target,
+                uint64_t timeout_usec, PolicyErrors *errs) {
+        if (!c->trial)
+                return -EOPNOTSUPP;
+        return policy_try_start(c->trial, policy_yaml, size, file, target, timeout_usec, errs);
+}
+
+int control_confirm(Control *c) {
+        return c->trial ? policy_try_confirm(c->trial) : -ENOENT;
+}
+
+int control_revert(Control *c) {
+        return c->trial ? policy_try_revert(c->trial, TRY_REASON_OPERATOR) : -ENOENT;
+}
+
 /* One device by name, or (NULL) every device `op` has something to do with. */
 static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *d, const RollbackRecord *why)) {
         Engine *e = c->engine;
@@ -865,6 +897,20 @@ json_object *control_event_json(const Event *e) {
                         json_object_object_add(o, "event", json_object_new_string("rollout"));
                 json_object_object_add(o, "policy", json_object_new_string(e->policy ?: ""));
                 json_object_object_add(o, "halted", json_object_new_boolean(true));
+                return o;
+        case EVENT_TRY:
+                o = json_object_new_object();
+                if (!o)
+                        return NULL;
+                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) e->digest);
+                json_object_object_add(o, "event", json_object_new_string("try"));
+                json_object_object_add(o, "action", json_object_new_string(try_action_to_string(e->try_action) ?: ""));
+                if (try_reason_to_string(e->try_reason))
+                        json_object_object_add(o, "reason", json_object_new_string(try_reason_to_string(e->try_reason)));
+                json_object_object_add(o, "file", json_object_new_string(e->file ?: ""));
+                json_object_object_add(o, "target", json_object_new_string(e->target ?: ""));
+                json_object_object_add(o, "deadline_usec", json_object_new_int64((int64_t) e->deadline));
+                json_object_object_add(o, "digest", json_object_new_string(digest));
                 return o;
         case EVENT_RELOADING:
         case EVENT_SETTLED:

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "reload.h"
 #include "sync.h"
+#include "try.h"
 #include "worker.h"
 
 typedef struct Control {
@@ -17,6 +18,7 @@ typedef struct Control {
         Sync *sync;
         Reloader *reloader;
         WorkerPool *workers; /* Plan and Validate */
+        PolicyTry *trial;    /* Try, Confirm, Revert */
 } Control;
 
 /* The daemon in one word, as networkctl says of a link: "starting" (before the first full
@@ -32,6 +34,8 @@ json_object *control_status_json(const Control *c);
 json_object *control_errors_json(const PolicyErrors *errs);
 /* An event as Monitor sends it, or NULL for events that are not for operators. */
 json_object *control_event_json(const Event *e);
+/* GetStatus' "try": the running try (file, target, deadline), or NULL when none runs. */
+json_object *control_try_json(const Control *c);
 
 /* A device by name, altname or ifindex. */
 Device *control_find_device(const Control *c, const char *name);
@@ -75,5 +79,11 @@ void control_job_cancel(ControlJob *j);
  * releases a rolled-back or failed device (NULL: all of them). -ENODEV unknown device; -EALREADY
  * nothing to do. */
 int control_reload(Control *c, PolicyErrors *errs);
+/* Try, Confirm, Revert (try.h): -EBUSY a try runs (Try, and Reload during one); -ENOENT no try
+ * runs (Confirm, Revert). */
+int control_try(Control *c, const char *policy_yaml, size_t size, const char *file, const char *target,
+                uint64_t timeout_usec, PolicyErrors *errs);
+int control_confirm(Control *c);
+int control_revert(Control *c);
 int control_rollback(Control *c, const char *name);
 int control_retry(Control *c, const char *name);

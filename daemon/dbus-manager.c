@@ -14,6 +14,9 @@
 #define DBUS_ERROR_POLICY_INVALID DBUS_MANAGER_INTERFACE ".PolicyInvalid"
 #define DBUS_ERROR_NOTHING_TO_DO DBUS_MANAGER_INTERFACE ".NothingToDo"
 #define DBUS_ERROR_FAILED DBUS_MANAGER_INTERFACE ".Failed"
+#define DBUS_ERROR_TRY_RUNNING DBUS_MANAGER_INTERFACE ".TryRunning"
+#define DBUS_ERROR_NO_TRY DBUS_MANAGER_INTERFACE ".NoTry"
+#define DBUS_ERROR_TARGET_NOT_READ DBUS_MANAGER_INTERFACE ".TargetNotRead"
 
 /* What PropertiesChanged compares: the emitting properties' values when last announced. */
 typedef struct Snapshot {
@@ -99,6 +102,16 @@ static int reply_control_error(sd_bus_message *call, int r, const char *ifname) 
         switch (r) {
         case -ENODEV:
                 return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_SUCH_DEVICE, "No device \"%s\"", name ?: "");
+        case -EBUSY:
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_TRY_RUNNING,
+                                                  "A try runs: confirm or revert it first");
+        case -ENOENT:
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_TRY, "No try runs");
+        case -EXDEV:
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_TARGET_NOT_READ,
+                                                  "bigtcpd reads no policy file there");
+        case -ERANGE:
+                return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_INVALID_ARGS, "timeout out of range (1s to 24h)");
         case -EALREADY:
                 if (name)
                         return sd_bus_reply_method_errorf(call, DBUS_ERROR_NOTHING_TO_DO,
@@ -579,6 +592,9 @@ typedef enum PrivilegedOp {
         PRIVILEGED_RELOAD,
         PRIVILEGED_ROLLBACK,
         PRIVILEGED_RETRY,
+        PRIVILEGED_TRY,
+        PRIVILEGED_CONFIRM,
+        PRIVILEGED_REVERT,
         _PRIVILEGED_OP_MAX,
         _PRIVILEGED_OP_INVALID = -EINVAL,
 } PrivilegedOp;
@@ -587,6 +603,9 @@ static const char *const privileged_op_table[_PRIVILEGED_OP_MAX] = {
         [PRIVILEGED_RELOAD] = "Reload",
         [PRIVILEGED_ROLLBACK] = "Rollback",
         [PRIVILEGED_RETRY] = "Retry",
+        [PRIVILEGED_TRY] = "Try",
+        [PRIVILEGED_CONFIRM] = "Confirm",
+        [PRIVILEGED_REVERT] = "Revert",
 };
 
 /* What a privileged call carries while the bus is asked who sent it. */
@@ -594,12 +613,38 @@ typedef struct PrivilegedCall {
         DbusManager *manager;
         PrivilegedOp op;
         char *ifname; /* NULL: Reload, or every device */
+        /* Try */
+        char *policy, *file, *target;
+        uint64_t timeout_usec;
 } PrivilegedCall;
 
 static void privileged_call_free(void *userdata) {
         PrivilegedCall *p = userdata;
         free(p->ifname);
+        free(p->policy);
+        free(p->file);
+        free(p->target);
         free(p);
+}
+
+static int run_try(sd_bus_message *call, PrivilegedCall *p) {
+        Control *c = p->manager->control;
+        PolicyErrors errs = {};
+        char digest[17];
+        int r;
+
+        r = control_try(c, p->policy, strlen(p->policy), p->file ?: "<policy>", p->target,
+                        p->timeout_usec ?: TRY_TIMEOUT_DEFAULT_USEC, &errs);
+        if (r == -EINVAL && errs.n > 0)
+                r = reply_policy_invalid(call, &errs);
+        else if (r < 0)
+                r = reply_control_error(call, r, NULL);
+        else {
+                format_digest(c->engine->policy->digest, digest);
+                r = sd_bus_reply_method_return(call, "sst", digest, c->trial->target, c->trial->deadline_realtime);
+        }
+        policy_errors_clear(&errs);
+        return r;
 }
 
 static void run_privileged(sd_bus_message *call, uid_t uid, void *userdata) {
@@ -633,6 +678,19 @@ static void run_privileged(sd_bus_message *call, uid_t uid, void *userdata) {
                 r = control_retry(c, p->ifname);
                 r = r < 0 ? reply_control_error(call, r, p->ifname) : sd_bus_reply_method_return(call, NULL);
                 break;
+        case PRIVILEGED_TRY:
+                r = run_try(call, p);
+                break;
+        case PRIVILEGED_CONFIRM: {
+                _cleanup_(freep) char *target = c->trial && c->trial->running ? strdup(c->trial->target) : NULL;
+                r = control_confirm(c);
+                r = r < 0 ? reply_control_error(call, r, NULL) : sd_bus_reply_method_return(call, "s", target ?: "");
+                break;
+        }
+        case PRIVILEGED_REVERT:
+                r = control_revert(c);
+                r = r < 0 ? reply_control_error(call, r, NULL) : sd_bus_reply_method_return(call, NULL);
+                break;
         case _PRIVILEGED_OP_MAX:
         case _PRIVILEGED_OP_INVALID:
                 r = -EINVAL;
@@ -643,11 +701,22 @@ static void run_privileged(sd_bus_message *call, uid_t uid, void *userdata) {
 }
 
 static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp op, sd_bus_error *error) {
-        const char *ifname = NULL;
+        const char *ifname = NULL, *policy = NULL, *file = NULL, *target = NULL;
+        uint64_t timeout = 0;
         PrivilegedCall *p;
         int r;
 
-        if (op != PRIVILEGED_RELOAD) {
+        if (op == PRIVILEGED_TRY) {
+                r = sd_bus_message_read(call, "stss", &policy, &timeout, &file, &target);
+                if (r < 0)
+                        return r;
+                if (strlen(policy) > POLICY_FILE_MAX)
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "policy: more than 1 MiB");
+                if (timeout != 0 && (timeout < TRY_TIMEOUT_MIN_USEC || timeout > TRY_TIMEOUT_MAX_USEC))
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "timeout_usec: 1s to 24h, or 0");
+                if (strlen(file) > 4096 || (!strempty(target) && (target[0] != '/' || strlen(target) > 4096)))
+                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "file or target");
+        } else if (op != PRIVILEGED_RELOAD && op != PRIVILEGED_CONFIRM && op != PRIVILEGED_REVERT) {
                 r = sd_bus_message_read(call, "s", &ifname);
                 if (r < 0)
                         return r;
@@ -657,8 +726,9 @@ static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp 
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        *p = (PrivilegedCall){.manager = b, .op = op};
-        if (ifname && !(p->ifname = strdup(ifname))) {
+        *p = (PrivilegedCall){.manager = b, .op = op, .timeout_usec = timeout};
+        if ((ifname && !(p->ifname = strdup(ifname))) || (policy && !(p->policy = strdup(policy))) ||
+            (!strempty(file) && !(p->file = strdup(file))) || (!strempty(target) && !(p->target = strdup(target)))) {
                 privileged_call_free(p);
                 return -ENOMEM;
         }
@@ -678,8 +748,20 @@ static int method_retry(sd_bus_message *call, void *userdata, sd_bus_error *erro
         return method_privileged(call, userdata, PRIVILEGED_RETRY, error);
 }
 
+static int method_try(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_privileged(call, userdata, PRIVILEGED_TRY, error);
+}
+
+static int method_confirm(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_privileged(call, userdata, PRIVILEGED_CONFIRM, error);
+}
+
+static int method_revert(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_privileged(call, userdata, PRIVILEGED_REVERT, error);
+}
+
 /* Every method is UNPRIVILEGED for sd-bus, which would otherwise check CAP_SYS_ADMIN with a
- * synchronous call; Reload, Rollback and Retry check the caller themselves. The bus policy
+ * synchronous call; Reload, Rollback, Retry, Try, Confirm and Revert check the caller themselves. The bus policy
  * (io.bigtcpd1.conf) lets only root send them in the first place. */
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
@@ -721,6 +803,14 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Rollback", SD_BUS_ARGS("s", ifname), SD_BUS_NO_RESULT, method_rollback,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Retry", SD_BUS_ARGS("s", ifname), SD_BUS_NO_RESULT, method_retry,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        /* timeout_usec 0: 120 s; file, target "": "<policy>", the main policy file */
+        SD_BUS_METHOD_WITH_ARGS("Try", SD_BUS_ARGS("s", policy, "t", timeout_usec, "s", file, "s", target),
+                                SD_BUS_RESULT("s", digest, "s", target, "t", deadline_usec), method_try,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Confirm", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", target), method_confirm,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Revert", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_revert,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
 
         SD_BUS_SIGNAL_WITH_ARGS("RolledBack", SD_BUS_ARGS("s", ifname, "s", counter, "t", rise), 0),

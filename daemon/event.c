@@ -7,8 +7,33 @@ static const char *const event_type_table[_EVENT_TYPE_MAX] = {
         [EVENT_ADDED] = "added",         [EVENT_REMOVED] = "removed", [EVENT_STATE] = "state",
         [EVENT_WRITE] = "write",         [EVENT_ROLLBACK] = "rollback", [EVENT_RELOAD] = "reload",
         [EVENT_ROLLOUT] = "rollout",     [EVENT_RELOADING] = "reloading",
-        [EVENT_SETTLED] = "settled",
+        [EVENT_SETTLED] = "settled",     [EVENT_TRY] = "try",
 };
+
+static const char *const try_action_table[_TRY_ACTION_MAX] = {
+        [TRY_STARTED] = "started",
+        [TRY_CONFIRMED] = "confirmed",
+        [TRY_REVERTED] = "reverted",
+};
+
+static const char *const try_reason_table[_TRY_REASON_MAX] = {
+        [TRY_REASON_NONE] = NULL,
+        [TRY_REASON_TIMEOUT] = "timeout",
+        [TRY_REASON_OPERATOR] = "revert",
+        [TRY_REASON_RESTART] = "restart",
+};
+
+const char *try_action_to_string(TryAction a) {
+        if (a < 0 || a >= _TRY_ACTION_MAX)
+                return NULL;
+        return try_action_table[a];
+}
+
+const char *try_reason_to_string(TryReason r) {
+        if (r < 0 || r >= _TRY_REASON_MAX)
+                return NULL;
+        return try_reason_table[r];
+}
 
 const char *event_type_to_string(EventType t) {
         if (t < 0 || t >= _EVENT_TYPE_MAX)

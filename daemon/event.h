@@ -22,11 +22,32 @@ typedef enum EventType {
         EVENT_ROLLOUT,   /* a policy's rollout was halted: policy, device (the one rolled back) */
         EVENT_RELOADING, /* a reload begins (for sd_notify; not an operator's event) */
         EVENT_SETTLED,   /* a sync or reload is complete and every write it caused answered */
+        EVENT_TRY,       /* a tried policy: try_action, try_reason; file, target, deadline; digest */
         _EVENT_TYPE_MAX,
         _EVENT_TYPE_INVALID = -EINVAL,
 } EventType;
 
 const char *event_type_to_string(EventType t);
+
+typedef enum TryAction {
+        TRY_STARTED,
+        TRY_CONFIRMED, /* installed where the daemon reads its policy */
+        TRY_REVERTED,  /* the policy that ran before is back */
+        _TRY_ACTION_MAX,
+        _TRY_ACTION_INVALID = -EINVAL,
+} TryAction;
+
+typedef enum TryReason {
+        TRY_REASON_NONE,     /* started, confirmed */
+        TRY_REASON_TIMEOUT,  /* the deadline passed unconfirmed */
+        TRY_REASON_OPERATOR, /* Revert() */
+        TRY_REASON_RESTART,  /* the daemon stopped or crashed during the try */
+        _TRY_REASON_MAX,
+        _TRY_REASON_INVALID = -EINVAL,
+} TryReason;
+
+const char *try_action_to_string(TryAction a);
+const char *try_reason_to_string(TryReason r);
 
 typedef struct Event {
         EventType type;
@@ -42,6 +63,10 @@ typedef struct Event {
         bool ok;
         uint64_t digest;
         const struct PolicyErrors *errors;
+        TryAction try_action;
+        TryReason try_reason;
+        const char *file, *target; /* EVENT_TRY: the tried file (as the caller named it), its place */
+        uint64_t deadline;         /* EVENT_TRY: CLOCK_REALTIME, µs */
 } Event;
 
 typedef void (*EventFn)(const Event *e, void *userdata);

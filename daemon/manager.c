@@ -82,10 +82,17 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                          m->sync, &m->reloader);
         if (r < 0)
                 return r;
+        r = policy_try_new(m->base, m->engine, m->reloader, cfg->runtime_dir, &m->trial);
+        if (r < 0)
+                return r;
         r = worker_pool_new(m->base, WORKER_FORK, &m->workers);
         if (r < 0)
                 return r;
-        m->control = (Control){.engine = m->engine, .sync = m->sync, .reloader = m->reloader, .workers = m->workers};
+        m->control = (Control){.engine = m->engine,
+                               .sync = m->sync,
+                               .reloader = m->reloader,
+                               .workers = m->workers,
+                               .trial = m->trial};
         *ret = TAKE_PTR(m);
         return 0;
 }
@@ -101,6 +108,7 @@ void manager_free(Manager *m) {
         for (size_t i = 0; i < ELEMENTSOF(m->signals); i++)
                 if (m->signals[i])
                         event_free(m->signals[i]);
+        policy_try_free(m->trial);
         reloader_free(m->reloader);
         sync_free(m->sync);
         engine_free(m->engine);
@@ -205,6 +213,8 @@ int manager_start(Manager *m) {
         r = open_runtime_dir(m);
         if (r < 0)
                 return r;
+        /* a try of an earlier run is over: the configured policy just loaded is its revert */
+        (void) policy_try_recover(m->trial);
         r = state_store_load(m->engine->state, &entries, &n, &report);
         log_load(m, r, &report, n);
         if (r == -ENOMEM)

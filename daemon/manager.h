@@ -14,6 +14,7 @@
 #include "notify.h"
 #include "reload.h"
 #include "sync.h"
+#include "try.h"
 #include "varlink-manager.h"
 
 typedef struct ManagerConfig {
@@ -36,6 +37,7 @@ typedef struct Manager {
         Engine *engine;
         Sync *sync;
         Reloader *reloader;
+        PolicyTry *trial;
         WorkerPool *workers;
         Control control;
         Notify *notify;

@@ -16,6 +16,8 @@ struct Reloader {
         struct event *changed; /* a file changed: reload from the loop, once for a burst */
         ReloadResult last;
         bool has_last;
+        bool held;             /* a try runs: reloads wait for its end */
+        bool owed;             /* … and one was asked for meanwhile */
 };
 
 /* Keeps the outcome for status: the errors copied (at most RELOAD_ERRORS_KEPT), the time now. */
@@ -238,6 +240,12 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
         size_t n = 0;
         int k;
 
+        if (r->held) {
+                r->owed = true;
+                if (forced)
+                        log_warning("a try runs: the policy files are read again when it ends");
+                return forced ? -EBUSY : 0;
+        }
         if (forced)
                 event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
         k = reload_read_policy(&r->cfg, &host, &set, &paths, &n, &errs);
@@ -272,14 +280,66 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
         }
         if (!forced)
                 event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
-        policy_set_free(e->policy);
+        reloader_swap(r, set, NULL);
+        remember(r, true, NULL);
+        emit_reload(e, true, NULL);
+        return 0;
+}
+
+void reloader_swap(Reloader *r, PolicySet *set, PolicySet **ret_old) {
+        Engine *e = r->engine;
+        HostIdentity host = engine_host(e);
+
+        if (ret_old)
+                *ret_old = e->policy;
+        else
+                policy_set_free(e->policy);
         e->policy = set;
         describe_policy(set, &host);
         apply_policy_changed(e);
         e->settle_pending = true;
         /* Reconcile against what the kernel holds now, not what it held at the last event. */
         sync_verify(r->sync);
-        remember(r, true, NULL);
-        emit_reload(e, true, NULL);
+}
+
+void reloader_hold(Reloader *r, bool hold) {
+        r->held = hold;
+        if (!hold && r->owed) {
+                r->owed = false;
+                /* from the loop: the caller finishes what it is doing first */
+                event_active(r->changed, EV_TIMEOUT, 0);
+        }
+}
+
+bool reloader_held(const Reloader *r) {
+        return r->held;
+}
+
+int reloader_default_target(const Reloader *r, char **ret) {
+        char *p;
+        if (r->cfg.config_path)
+                p = strdup(r->cfg.config_path);
+        else if (asprintf(&p, "%s" POLICY_MAIN_FILE, r->cfg.root ?: "") < 0)
+                p = NULL;
+        if (!p)
+                return -ENOMEM;
+        *ret = p;
+        return 0;
+}
+
+int reloader_read_with(Reloader *r, const PolicyOverride *o, PolicySet **ret, PolicyErrors *errs) {
+        _cleanup_(strv_freep) char **paths = NULL;
+        HostIdentity host = engine_host(r->engine);
+        PolicySet *set = NULL;
+        int n, k;
+
+        n = policy_discover_with(r->cfg.config_path, r->cfg.root, o->path, &paths);
+        if (n < 0)
+                return n;
+        k = policy_load_files_with(paths, (size_t) n, o, &set, errs);
+        if (k < 0)
+                return k;
+        policy_set_scope(set, &host);
+        *ret = set;
         return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "engine.h"
 #include "policy.h"
+#include "policy-files.h"
 #include "sync.h"
 
 typedef struct ReloadConfig {
@@ -41,8 +42,24 @@ int reloader_load(Reloader *r);
  * one stays. */
 int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs);
 
-/* The last reload's outcome; NULL before the first load. */
+/* The last reload's outcome (a try's start and end are not reloads); NULL before the first load. */
 const ReloadResult *reloader_last(const Reloader *r);
+/* A try (try.c) holds the running policy: while held, a forced reload (SIGHUP, Reload()) is
+ * refused with -EBUSY and a file change is only noted; both are done, as one reload of the files,
+ * when the hold ends. */
+void reloader_hold(Reloader *r, bool hold);
+bool reloader_held(const Reloader *r);
+
+/* Where a confirmed try is installed when the caller names no place: the main policy file (or
+ * --config's), below the root. */
+int reloader_default_target(const Reloader *r, char **ret);
+/* The policy as a reload would read it, with `o->data` in place of the file `o->path` (which need
+ * not exist yet; -EXDEV when the daemon does not read a file there). Does not log. -EINVAL with
+ * every error in `errs` (the override's named by `o->source`). */
+int reloader_read_with(Reloader *r, const PolicyOverride *o, PolicySet **ret, PolicyErrors *errs);
+/* Put `set` in force as a clean reload would (every link read again and reconciled); the policy
+ * that ran is handed back in `ret_old` (or freed when that is NULL). */
+void reloader_swap(Reloader *r, PolicySet *set, PolicySet **ret_old);
 
 /* --check-config: read and check the policy as a reload would; 0 when clean, -EINVAL with every
  * error printed as file:line:column: message on stderr. */

@@ -1,4 +1,5 @@
 /* varlink-manager.c — the methods of io.bigtcpd.Manager. */
+#include <limits.h>
 #include <stdio.h>
 #include <sys/queue.h>
 
@@ -339,6 +340,118 @@ static int method_validate(VarlinkCall *call, json_object *params, void *userdat
         return start_job(call, userdata, false, json_object_get_string(v[0]), opt_string(v[1]));
 }
 
+static int reply_try_running(VarlinkCall *call, const PolicyTry *t) {
+        json_object *p = json_object_new_object();
+        if (!p)
+                return -ENOMEM;
+        json_object_object_add(p, "file", json_object_new_string(t && t->file ? t->file : ""));
+        json_object_object_add(p, "deadline_usec", json_object_new_int64(t ? (int64_t) t->deadline_realtime : 0));
+        return varlink_call_error(call, VARLINK_INTERFACE ".TryRunning", p);
+}
+
+static int reply_no_try(VarlinkCall *call) {
+        return varlink_call_error(call, VARLINK_INTERFACE ".NoTry", NULL);
+}
+
+static int invalid_parameter(VarlinkCall *call, const char *name) {
+        return varlink_call_error(call, "org.varlink.service.InvalidParameter",
+                                  varlink_params1("parameter", json_object_new_string(name)));
+}
+
+static int method_try(VarlinkCall *call, json_object *params, void *userdata) {
+        static const VarlinkParam spec[] = {
+                {"policy", json_type_string, true},
+                {"timeout_usec", json_type_int, false},
+                {"file", json_type_string, false},
+                {"target", json_type_string, false},
+        };
+        VarlinkManager *m = userdata;
+        json_object *v[ELEMENTSOF(spec)];
+        PolicyErrors errs = {};
+        const char *file, *target;
+        uint64_t timeout = TRY_TIMEOUT_DEFAULT_USEC;
+        char digest[17];
+        int r;
+
+        if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0)
+                return 0;
+        if (v[1]) {
+                int64_t t = json_object_get_int64(v[1]);
+                if (t < (int64_t) TRY_TIMEOUT_MIN_USEC || t > (int64_t) TRY_TIMEOUT_MAX_USEC)
+                        return invalid_parameter(call, "timeout_usec");
+                timeout = (uint64_t) t;
+        }
+        file = opt_string(v[2]) ?: "<policy>";
+        target = opt_string(v[3]);
+        if (strlen(file) > VARLINK_SOURCE_MAX)
+                return invalid_parameter(call, "file");
+        if (target && (target[0] != '/' || strlen(target) > PATH_MAX))
+                return invalid_parameter(call, "target");
+        log_info("varlink: try of %s asked for by pid %d", file, (int) varlink_call_pid(call));
+        r = control_try(m->control, json_object_get_string(v[0]), (size_t) json_object_get_string_len(v[0]), file,
+                        target, timeout, &errs);
+        if (r == -EINVAL && errs.n > 0)
+                r = reply_policy_invalid(call, &errs);
+        else if (r == -EBUSY)
+                r = reply_try_running(call, m->control->trial);
+        else if (r == -EXDEV)
+                r = varlink_call_error(call, VARLINK_INTERFACE ".TargetNotRead",
+                                       varlink_params1("target", json_object_new_string(target ?: "")));
+        else if (r == -ERANGE)
+                r = invalid_parameter(call, "timeout_usec");
+        else if (r < 0)
+                r = reply_errno(call, r);
+        else {
+                json_object *p = json_object_new_object();
+                const PolicyTry *t = m->control->trial;
+                if (!p)
+                        r = -ENOMEM;
+                else {
+                        snprintf(digest, sizeof(digest), "%016llx",
+                                 (unsigned long long) m->control->engine->policy->digest);
+                        json_object_object_add(p, "digest", json_object_new_string(digest));
+                        json_object_object_add(p, "target", json_object_new_string(t->target));
+                        json_object_object_add(p, "deadline_usec", json_object_new_int64((int64_t) t->deadline_realtime));
+                        r = varlink_call_reply(call, p);
+                }
+        }
+        policy_errors_clear(&errs);
+        return r;
+}
+
+static int method_confirm(VarlinkCall *call, json_object *params, void *userdata) {
+        VarlinkManager *m = userdata;
+        _cleanup_(freep) char *target = NULL;
+        int r;
+
+        if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
+                return 0;
+        log_info("varlink: confirm asked for by pid %d", (int) varlink_call_pid(call));
+        if (m->control->trial && m->control->trial->running && !(target = strdup(m->control->trial->target)))
+                return reply_errno(call, -ENOMEM);
+        r = control_confirm(m->control);
+        if (r == -ENOENT)
+                return reply_no_try(call);
+        if (r < 0)
+                return reply_errno(call, r);
+        return varlink_call_reply(call, varlink_params1("target", json_object_new_string(target ?: "")));
+}
+
+static int method_revert(VarlinkCall *call, json_object *params, void *userdata) {
+        VarlinkManager *m = userdata;
+        int r;
+
+        if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
+                return 0;
+        log_info("varlink: revert asked for by pid %d", (int) varlink_call_pid(call));
+        r = control_revert(m->control);
+        if (r == -ENOENT)
+                return reply_no_try(call);
+        if (r < 0)
+                return reply_errno(call, r);
+        return varlink_call_reply(call, NULL);
+}
+
 static int method_reload(VarlinkCall *call, json_object *params, void *userdata) {
         VarlinkManager *m = userdata;
         PolicyErrors errs = {};
@@ -351,6 +464,8 @@ static int method_reload(VarlinkCall *call, json_object *params, void *userdata)
         r = control_reload(m->control, &errs);
         if (r == -EINVAL && errs.n > 0)
                 r = reply_policy_invalid(call, &errs);
+        else if (r == -EBUSY)
+                r = reply_try_running(call, m->control->trial);
         else if (r < 0)
                 r = reply_errno(call, r);
         else {
@@ -402,6 +517,9 @@ static const VarlinkMethod methods[] = {
         {VARLINK_INTERFACE, "Reload", true, method_reload},
         {VARLINK_INTERFACE, "Rollback", true, method_rollback},
         {VARLINK_INTERFACE, "Retry", true, method_retry},
+        {VARLINK_INTERFACE, "Try", true, method_try},
+        {VARLINK_INTERFACE, "Confirm", true, method_confirm},
+        {VARLINK_INTERFACE, "Revert", true, method_revert},
 };
 
 int varlink_manager_new(struct event_base *base, Control *control, const char *path, VarlinkManager **ret) {

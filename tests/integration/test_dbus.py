@@ -299,7 +299,8 @@ def test_introspect(served):
     for needle in ('<interface name="io.bigtcpd1.Manager">', '<method name="GetStatusJSON">',
                    '<method name="ListDevicesJSON">', '<method name="ListDevices">', '<method name="GetDevice">',
                    '<method name="Plan">', '<method name="Validate">', '<method name="Reload">',
-                   '<method name="Rollback">', '<method name="Retry">', '<signal name="RolledBack">',
+                   '<method name="Rollback">', '<method name="Retry">', '<method name="Try">',
+                   '<method name="Confirm">', '<method name="Revert">', '<signal name="RolledBack">',
                    '<property name="PolicyDigest" type="s" access="read">',
                    '<property name="Rollbacks" type="t" access="read">',
                    '<property name="State" type="s" access="read">',
@@ -442,9 +443,38 @@ def test_reload(served):
     assert prop(bus, 'LastReloadSuccessful') is False, 'a refused reload leaves a trace'
 
 
+def test_try_confirm_revert(served):
+    """Try over D-Bus: the tried policy runs until Revert; Confirm installs it in the policy file."""
+    ns, d, bus, cfg = served
+    tried = POLICY.replace('185000', '100000')
+    digest, target, deadline = call(bus, 'Try', 'stss', tried, 60_000_000, 'tried.yaml', '')
+    assert target == str(cfg) and deadline > time.time() * 1e6 + 50e6
+    assert digest == prop(bus, 'PolicyDigest')
+    nl.wait_links(ns, at({n: sizes4(100000) for n in ('va', 'vb')}), T(10), 'the tried policy')
+    assert json.loads(call(bus, 'GetStatusJSON')[0])['try']['file'] == 'tried.yaml'
+    assert call_error(bus, 'Reload')[0] == f'{IFACE}.TryRunning'
+    assert call(bus, 'Revert') is None
+    nl.wait_links(ns, at({n: BIG for n in ('va', 'vb')}), T(10), 'reverted')
+    assert call_error(bus, 'Revert')[0] == f'{IFACE}.NoTry'
+    assert call_error(bus, 'Confirm')[0] == f'{IFACE}.NoTry'
+
+    broken = tried.replace('100000', 'lots')
+    r = call(bus, 'Try', 'stss', broken, 0, 'broken.yaml', '', check=False)
+    assert r.returncode != 0 and 'broken.yaml:' in r.stderr, r.stderr
+    r = call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '/etc/passwd', check=False)
+    assert r.returncode != 0, r.stdout
+
+    call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '')
+    assert call(bus, 'Confirm') == [str(cfg)]
+    assert cfg.read_text() == tried
+    nl.wait_links(ns, at({n: sizes4(100000) for n in ('va', 'vb')}), T(10), 'confirmed')
+    assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None
+
+
 def test_privileged_refused_by_bus_policy(served):
     ns, d, bus, _ = served
-    for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Rollback', ('',)), ('Retry', ('va',))):
+    for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Rollback', ('',)), ('Retry', ('va',)),
+                         ('Confirm', ()), ('Revert', ())):
         name, text = call_error(bus, method, *args, user='nobody')
         # dbus-daemon's refusal names the rule: the bus policy stopped it, not the daemon.
         assert name == 'org.freedesktop.DBus.Error.AccessDenied' and text.startswith('Rejected send message'), \
@@ -461,9 +491,12 @@ def test_privileged_refused_by_daemon(ns, confdir, bus_factory, daemon):
     cfg.write_text(POLICY)
     d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
     wait_serving(d, bus)
-    for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Retry', ('va',))):
+    for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Retry', ('va',)), ('Confirm', ()), ('Revert', ())):
         assert call_error(bus, method, *args, user='nobody') == \
             ('org.freedesktop.DBus.Error.AccessDenied', f'{method}() needs root')
+    r = call(bus, 'Try', 'stss', POLICY, 0, '', '', user='nobody', check=False)
+    assert r.returncode != 0 and 'Access denied' in r.stderr, r.stderr
+    assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None
     assert_sizes(ns, {'va': BIG, 'vb': BIG}, 'nothing changed')
     assert d.log_lines(r'D-Bus: Rollback\(\) refused to :\S+ \(uid 65534\)')
     # Refusals are logged at a bounded rate: ten in ten seconds, however many come.

@@ -122,7 +122,7 @@ def test_get_info_and_interface_description_is_the_shipped_file(ns, daemon, conf
         parsed = varlink_idl.parse(desc)
         assert parsed['name'] == IFACE
         assert set(parsed['methods']) == {'GetStatus', 'ListDevices', 'Monitor', 'Plan', 'Validate',
-                                          'Reload', 'Rollback', 'Retry'}
+                                          'Reload', 'Rollback', 'Retry', 'Try', 'Confirm', 'Revert'}
         svc = varlink_idl.parse(c.call('org.varlink.service.GetInterfaceDescription',
                                        {'interface': 'org.varlink.service'})['description'])
         assert svc['name'] == 'org.varlink.service'

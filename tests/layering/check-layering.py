@@ -22,7 +22,7 @@ LAYERS = [
     ('engine', ['engine']),
     ('decisions', ['lifecycle', 'apply']),
     ('kernel side', ['sync']),
-    ('policy reload', ['reload']),
+    ('policy reload', ['reload', 'try']),
     ('control', ['control']),
     ('transports', ['notify', 'varlink-manager', 'dbus-manager']),
     ('composition root', ['manager', 'main']),

@@ -74,6 +74,8 @@ typedef struct Recorded {
         int error;
         char counter[64]; /* EVENT_ROLLBACK */
         char policy[64];  /* EVENT_ROLLOUT */
+        TryAction try_action; /* EVENT_TRY */
+        TryReason try_reason;
 } Recorded;
 
 /* Every state change seen by any harness of this test program: the coverage of the lifecycle. */
@@ -482,7 +484,9 @@ static void h_on_event(const Event *ev, void *userdata) {
                         .state = ev->state,
                         .previous = ev->previous,
                         .cause = ev->cause,
-                        .error = ev->error};
+                        .error = ev->error,
+                        .try_action = ev->try_action,
+                        .try_reason = ev->try_reason};
         if (ev->device) {
                 r->ifindex = ev->device->ifindex;
                 snprintf(r->ifname, sizeof(r->ifname), "%s", ev->device->ifname);

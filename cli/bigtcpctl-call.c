@@ -85,8 +85,20 @@ int call_error_exit(const char *method, json_object *reply) {
         if (streq_ptr(error, IFACE ".PolicyInvalid")) {
                 print_policy_errors(jget(p, "errors"));
                 return error_exit(EXIT_FAILED, "the policy has errors%s",
-                                  streq_ptr(method, "reload") ? "; the running policy stays" : "");
+                                  streq_ptr(method, "reload") ? "; the running policy stays"
+                                  : streq_ptr(method, "try") ? "; nothing was tried"
+                                                            : "");
         }
+        if (streq_ptr(error, IFACE ".TryRunning"))
+                return error_exit(EXIT_FAILED, "a try of %s runs: \"bigtcpctl confirm\" or \"bigtcpctl revert\" it first",
+                                  jstr(p, "file") ?: "?");
+        if (streq_ptr(error, IFACE ".NoTry"))
+                return error_exit(EXIT_FAILED, "no try runs");
+        if (streq_ptr(error, IFACE ".TargetNotRead"))
+                return error_exit(EXIT_FAILED,
+                                  "--to %s: bigtcpd reads no policy there (the main policy file, or a *.yaml "
+                                  "right in /etc/bigtcpd/bigtcpd.d)",
+                                  jstr(p, "target") ?: "?");
         if (streq_ptr(error, IFACE ".Failed"))
                 return error_exit(EXIT_FAILED, "%s failed: %s", method, jstr(p, "message") ?: "?");
         if (streq_ptr(error, IFACE ".TooManyConnections"))

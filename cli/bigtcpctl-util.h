@@ -49,6 +49,8 @@ typedef struct Ctl {
         size_t columns; /* what a table may take: the terminal's width, $COLUMNS, or 0 (no limit) */
         bool legend;
         bool all;
+        const char *timeout; /* try --timeout */
+        const char *to;      /* try --to */
         bool color; /* stdout is a terminal and colour is not turned off */
         Varlink *conn;
 } Ctl;

@@ -14,6 +14,7 @@
 #include "bigtcpctl-operate.h"
 #include "bigtcpctl-policy.h"
 #include "bigtcpctl-status.h"
+#include "bigtcpctl-try.h"
 #include "bigtcpctl-util.h"
 #include "pager.h"
 
@@ -36,6 +37,13 @@ static void help(void) {
                "  rollback DEV|--all     Back to the sizes before bigtcpd's last change now, and\n"
                "                         hold them until the policy changes or retry (root)\n"
                "  retry DEV|--all        Release a rolled-back or failed device (root)\n"
+               "  try FILE [--timeout T] [--to PATH]\n"
+               "                         Run FILE instead of the configured policy until\n"
+               "                         confirmed, reverted or T passes (120s); on a terminal\n"
+               "                         Enter confirms, Ctrl-C reverts (root)\n"
+               "  confirm                Keep the tried policy: installed as the main policy\n"
+               "                         file, or --to's drop-in (root)\n"
+               "  revert                 Go back to the policy that ran before the try (root)\n"
                "  monitor                Print events as they happen (devices added and removed,\n"
                "                         states, writes, rollbacks, rollouts, reloads)\n"
                "  validate FILE...       Check policy files (- for standard input), without the\n"
@@ -56,6 +64,9 @@ static void help(void) {
                "     --all               With rollback: every device bigtcpd has written; with\n"
                "                         retry: every rolled-back or failed device; with plan:\n"
                "                         the devices with nothing to do too\n"
+               "     --timeout T         With try: revert after T unless confirmed (1s to 24h)\n"
+               "     --to PATH           With try: where confirm installs FILE (a drop-in in\n"
+               "                         /etc/bigtcpd/bigtcpd.d/)\n"
                "  -h --help              Show this help\n"
                "     --version           Show the version\n\n"
                "Sizes are bytes; show adds a 1024-based short form, truncated: 185000 (180.6K).\n"
@@ -81,6 +92,8 @@ static const Verb verbs[] = {
         {"reload", verb_reload, false, false},      {"rollback", verb_rollback, true, false},
         {"retry", verb_retry, true, false},         {"monitor", verb_monitor, false, false},
         {"validate", verb_validate, false, false},  {"metrics", verb_metrics, false, true},
+        {"try", verb_try, false, false},            {"confirm", verb_confirm, false, false},
+        {"revert", verb_revert, false, false},
 };
 
 static JsonMode json_mode_from_string(const char *s) {
@@ -111,13 +124,14 @@ static size_t output_columns(void) {
 }
 
 int main(int argc, char *argv[]) {
-        enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_NO_PAGER, ARG_ALL, ARG_VERSION };
+        enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_NO_PAGER, ARG_ALL, ARG_VERSION, ARG_TIMEOUT, ARG_TO };
         static const struct option options[] = {
                 {"socket", required_argument, NULL, 's'},    {"dbus", no_argument, NULL, ARG_DBUS},
                 {"json", optional_argument, NULL, ARG_JSON}, {"no-legend", no_argument, NULL, ARG_NO_LEGEND},
                 {"no-pager", no_argument, NULL, ARG_NO_PAGER},
                 {"all", no_argument, NULL, ARG_ALL},         {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, ARG_VERSION}, {},
+                {"version", no_argument, NULL, ARG_VERSION}, {"timeout", required_argument, NULL, ARG_TIMEOUT},
+                {"to", required_argument, NULL, ARG_TO},     {},
         };
         Ctl c = {.socket = DEFAULT_SOCKET, .legend = true, .pager = true};
         const char *no_color;
@@ -148,6 +162,12 @@ int main(int argc, char *argv[]) {
                 case ARG_ALL:
                         c.all = true;
                         break;
+                case ARG_TIMEOUT:
+                        c.timeout = optarg;
+                        break;
+                case ARG_TO:
+                        c.to = optarg;
+                        break;
                 case 'h':
                         help();
                         return EXIT_OK;
@@ -171,6 +191,8 @@ int main(int argc, char *argv[]) {
                 if (streq_ptr(argv[optind], verbs[i].name)) {
                         if (c.all && !verbs[i].takes_all)
                                 return error_exit(EXIT_USAGE, "--all goes with plan, rollback and retry only");
+                        if ((c.timeout || c.to) && !streq_ptr(verbs[i].name, "try"))
+                                return error_exit(EXIT_USAGE, "--timeout and --to go with try only");
                         if (verbs[i].pages)
                                 pager_open(c.pager, output_utf8());
                         r = verbs[i].run(&c, argv + optind + 1, (size_t) (argc - optind - 1));

@@ -87,6 +87,10 @@ int varlink_send(Varlink *v, const char *method, json_object *parameters, bool m
         return r;
 }
 
+int varlink_fd(const Varlink *v) {
+        return v->fd;
+}
+
 int varlink_recv_raw(Varlink *v, int timeout_ms, const char **ret, size_t *ret_size) {
         for (;;) {
                 char *nul = v->len > v->start ? memchr(v->buf + v->start, '\0', v->len - v->start) : NULL;

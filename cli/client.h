@@ -20,6 +20,8 @@ static inline void varlink_closep(Varlink **v) {
                 varlink_close(*v);
 }
 
+/* The socket, for poll() beside other fds; varlink_recv() with timeout 0 then reads what came. */
+int varlink_fd(const Varlink *v);
 /* Sends one call; takes ownership of `parameters` (may be NULL). */
 int varlink_send(Varlink *v, const char *method, json_object *parameters, bool more);
 /* The next reply, whole ({"parameters": …} or {"error": …, "parameters": …}). `timeout_ms` < 0

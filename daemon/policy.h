@@ -140,6 +140,11 @@ typedef struct PolicyErrors {
 #define POLICY_DEPTH_MAX 16u /* collections inside collections; the format needs 6 */
 #define POLICY_MAX_PARALLEL_MAX 100000u
 #define POLICY_COHORTS 100u /* cohorts are 0..99: hosts-percent N takes those below N */
+/* The bounds of a try's timeout (bigtcpctl try --timeout, Try()). */
+#define TRY_TIMEOUT_MIN_USEC (1 * USEC_PER_SEC)
+#define TRY_TIMEOUT_MAX_USEC (24 * 3600 * USEC_PER_SEC)
+#define TRY_TIMEOUT_DEFAULT_USEC (120 * USEC_PER_SEC)
+
 _Static_assert(POLICY_STRING_MAX == GLOB_LENGTH_MAX, "a glob is a policy string: one limit for both");
 
 PolicySet *policy_set_new(void);

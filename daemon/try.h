@@ -11,10 +11,6 @@
 #include "engine.h"
 #include "reload.h"
 
-/* The bounds of a try's timeout. */
-#define TRY_TIMEOUT_MIN_USEC (1 * USEC_PER_SEC)
-#define TRY_TIMEOUT_MAX_USEC (24 * 3600 * USEC_PER_SEC)
-#define TRY_TIMEOUT_DEFAULT_USEC (120 * USEC_PER_SEC)
 /* The record in the runtime directory. */
 #define TRY_RECORD_FILE "try.json"
 

@@ -1,0 +1,392 @@
+"""Trying a policy: `bigtcpctl try FILE` runs it instead of the configured policy until `confirm`
+(installed, in force after a restart), `revert`, its deadline, or a daemon restart (a SIGKILL too)
+— the last three go back to the configured policy, read back from the kernel. And `retry --all`
+releasing every device a guard rolled back. Waits are on Monitor events and link dumps."""
+
+import json
+import os
+import select
+import signal
+import stat
+import subprocess
+import time
+
+import pytest
+
+import inject
+import nl
+from helpers import Monitor, T, at, ip, policy_text, sizes4, veth
+from test_bigtcpctl import CTL, IFACE, ctl, ctl_binary, one_line_error  # noqa: F401 (fixture)
+
+CONFIGURED = policy_text('''
+    version: 1
+    policies:
+      - name: configured
+        match: {name: ["v*"]}
+        ipv6: {gso-max-size: 150000, gro-max-size: 150000}
+        ipv4: {gso-max-size: 150000, gro-max-size: 150000}
+    ''')
+
+# Other sizes for the configured devices, and devices the configured policy leaves alone.
+TRIED = policy_text('''
+    version: 1
+    policies:
+      - name: tried
+        match: {name: ["v*"]}
+        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
+      - name: tried-k
+        match: {name: ["k*"]}
+        ipv6: {gso-max-size: 100000, gro-max-size: 100000}
+        ipv4: {gso-max-size: 100000, gro-max-size: 100000}
+    ''')
+
+TRIED_K = policy_text('''
+    version: 1
+    policies:
+      - name: tried-k
+        match: {name: ["k*"]}
+        ipv6: {gso-max-size: 100000, gro-max-size: 100000}
+        ipv4: {gso-max-size: 100000, gro-max-size: 100000}
+    ''')
+
+BROKEN = policy_text('''
+    version: 1
+    policies:
+      - name: broken
+        match: {name: ["v*"]}
+        ipv6: {gso-max-size: lots}
+    ''')
+
+DEVS = ('v0', 'v1', 'k0', 'k1')
+AS_CONFIGURED = {'v0': sizes4(150000), 'v1': sizes4(150000), 'k0': sizes4(65536), 'k1': sizes4(65536)}
+AS_TRIED = {'v0': sizes4(185000), 'v1': sizes4(185000), 'k0': sizes4(100000), 'k1': sizes4(100000)}
+
+
+@pytest.fixture
+def configured(ns, daemon, confdir, tmp_path):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(CONFIGURED)
+    veth(ns, 'v0', 'v1')
+    veth(ns, 'k0', 'k1')
+    d = daemon(ns, cfg)
+    d.cfg = cfg
+    d.sock = d.runtime_dir / IFACE
+    d.tried = tmp_path / 'tried.yaml'
+    d.tried.write_text(TRIED)
+    nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'the configured policy')
+    return d
+
+
+def status(d):
+    return json.loads(ctl('status', '--json', sock=d.runtime_dir / IFACE, check_rc=0).stdout)
+
+
+def is_try(action, reason=None):
+    return lambda e: e.get('event') == 'try' and e.get('action') == action and e.get('reason') == reason
+
+
+def test_unconfirmed_try_is_reverted_at_its_deadline(configured, ns):
+    d = configured
+    with Monitor(d) as mon:
+        r = ctl('try', d.tried, '--timeout', '3s', sock=d.sock, check_rc=0)
+        start = time.time()
+        assert r.stdout.startswith(f'Trying {d.tried} (digest '), r.stdout
+        assert f'Confirmed, it is installed as {d.cfg}.' in r.stdout
+        assert 'Keep it with "bigtcpctl confirm"' in r.stdout and r.stderr == ''
+        started = mon.wait_for(is_try('started'), 5, 'try started')
+        assert started['file'] == str(d.tried) and started['target'] == str(d.cfg)
+        # try returns once the tried policy runs: its writes are queued, the kernel has them soon
+        nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+        t = status(d)['try']
+        assert t['file'] == str(d.tried) and t['target'] == str(d.cfg)
+        assert t['deadline_usec'] == started['deadline_usec'] and 0 < t['remaining_usec'] <= 3_000_000
+        assert (d.runtime_dir / 'try.json').exists()
+
+        ended = mon.wait_for(lambda e: e.get('event') == 'try' and e.get('action') != 'started', 10, 'try end')
+        assert is_try('reverted', 'timeout')(ended), ended
+        # not before its deadline (the wall clock, in µs; the event is sent after the revert)
+        assert time.time() * 1e6 >= started['deadline_usec'] and time.time() - start >= 2.9
+    nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'back on the configured policy')
+    assert status(d)['try'] is None
+    assert not (d.runtime_dir / 'try.json').exists()
+    assert d.cfg.read_text() == CONFIGURED
+    one_line_error(ctl('confirm', sock=d.sock), 1, r'^bigtcpctl: no try runs$')
+
+
+def test_revert_at_once_and_what_a_try_refuses(configured, ns, tmp_path):
+    d = configured
+    broken = tmp_path / 'broken.yaml'
+    broken.write_text(BROKEN)
+
+    # Validated first: every error as file:line:column, and nothing tried.
+    r = ctl('try', broken, sock=d.sock, check_rc=1)
+    assert r.stderr.splitlines() == [
+        f'{broken}:5:26: gso-max-size: expected a number of bytes, "max" or "legacy"',
+        'bigtcpctl: the policy has errors; nothing was tried'], r.stderr
+    assert status(d)['try'] is None
+    one_line_error(ctl('try', d.tried, '--timeout', '0.5s', sock=d.sock), 2, '--timeout: "0.5s" is not a duration')
+    one_line_error(ctl('try', d.tried, '--to', tmp_path / 'elsewhere.yaml', sock=d.sock), 1,
+                   r'--to .*elsewhere\.yaml: bigtcpd reads no policy there')
+    one_line_error(ctl('revert', sock=d.sock), 1, r'^bigtcpctl: no try runs$')
+    one_line_error(ctl('status', '--timeout', '3s', sock=d.sock), 2, '--timeout and --to go with try only')
+
+    with Monitor(d) as mon:
+        ctl('try', d.tried, sock=d.sock, check_rc=0)   # 120 s by default
+        started = mon.wait_for(is_try('started'), 5, 'try started')
+        assert started['deadline_usec'] - time.time() * 1e6 > 100e6
+        nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+
+        # During the try: no second try, no reload (the files are read when it ends).
+        one_line_error(ctl('try', d.tried, sock=d.sock), 1, rf'a try of {d.tried} runs')
+        one_line_error(ctl('reload', sock=d.sock), 1, rf'a try of {d.tried} runs')
+
+        r = ctl('revert', sock=d.sock, check_rc=0)
+        assert r.stdout == 'Reverted: the policy that ran before is back.\n'
+        mon.wait_for(is_try('reverted', 'revert'), 5, 'try reverted by the operator')
+    nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'back on the configured policy')
+    assert status(d)['try'] is None and not (d.runtime_dir / 'try.json').exists()
+    assert d.cfg.read_text() == CONFIGURED
+
+
+def test_sigkill_during_a_try_comes_back_on_the_configured_policy(configured, ns, daemon):
+    d = configured
+    ctl('try', d.tried, sock=d.sock, check_rc=0)
+    nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+    record = json.loads((d.runtime_dir / 'try.json').read_text())
+    assert record['file'] == str(d.tried) and record['policy'] == TRIED
+    d.kill()
+    assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(185000)   # nobody reverted it yet
+
+    d2 = daemon(ns, d.cfg, runtime_dir=d.runtime_dir)
+    # READY=1 follows the first full reconcile: the kernel holds the configured sizes, and the
+    # devices only the tried policy matched have their originals back
+    nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'the configured policy after the restart')
+    assert 'restarted during the try' in d2.log()
+    assert not (d2.runtime_dir / 'try.json').exists()
+    assert status(d2)['try'] is None
+    assert d.cfg.read_text() == CONFIGURED
+
+
+def test_confirmed_try_is_installed_and_in_force_after_a_restart(configured, ns, daemon):
+    d = configured
+    os.chmod(d.cfg, 0o640)
+    with Monitor(d) as mon:
+        ctl('try', d.tried, '--timeout', '4s', sock=d.sock, check_rc=0)
+        mon.wait_for(is_try('started'), 5, 'try started')
+        nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+        r = ctl('confirm', sock=d.sock, check_rc=0)
+        assert r.stdout == f'Confirmed: the tried policy is installed as {d.cfg}.\n', r.stdout
+        mon.wait_for(is_try('confirmed'), 5, 'try confirmed')
+        # installed whole, keeping the file's mode, no temporary file left beside it
+        assert d.cfg.read_text() == TRIED
+        assert stat.S_IMODE(d.cfg.stat().st_mode) == 0o640
+        assert sorted(p.name for p in d.cfg.parent.iterdir()) == ['bigtcpd.yaml']
+        # the deadline passes: nothing reverts a confirmed try
+        assert mon.no_event(lambda e: e.get('event') == 'try', 5) is None
+    assert status(d)['try'] is None and not (d.runtime_dir / 'try.json').exists()
+    assert nl.sizes_of(nl.read_links(ns)['k0']) == sizes4(100000)
+    one_line_error(ctl('revert', sock=d.sock), 1, r'^bigtcpctl: no try runs$')
+
+    d.stop()
+    d2 = daemon(ns, d.cfg, runtime_dir=d.runtime_dir)
+    nl.wait_links(ns, at(AS_TRIED), T(10), 'the confirmed policy after the restart')
+    assert 'during the try' not in d2.log()
+
+
+def test_try_to_a_dropin_is_installed_there(ns, daemon, tmp_path):
+    """--to names a drop-in: the tried policy is the main file plus that drop-in; confirmed, the
+    drop-in directory is made and the file installed there."""
+    root = tmp_path / 'root'
+    (root / 'etc/bigtcpd').mkdir(parents=True)
+    (root / 'etc/bigtcpd/bigtcpd.yaml').write_text(CONFIGURED)
+    veth(ns, 'v0', 'v1')
+    veth(ns, 'k0', 'k1')
+    d = daemon(ns, None, env={'BIGTCPD_ROOT': str(root)})
+    sock = d.runtime_dir / IFACE
+    nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'the configured policy')
+    dropin = root / 'etc/bigtcpd/bigtcpd.d/50-k.yaml'
+    tried = tmp_path / 'k.yaml'
+    tried.write_text(TRIED_K)
+
+    one_line_error(ctl('try', tried, '--to', root / 'etc/bigtcpd/other.yaml', sock=sock), 1,
+                   'bigtcpd reads no policy there')
+    ctl('try', tried, '--to', dropin, sock=sock, check_rc=0)
+    # the main file's policy still runs beside the tried drop-in
+    want = {'v0': sizes4(150000), 'k0': sizes4(100000)}
+    nl.wait_links(ns, at(want), T(10), 'main file and tried drop-in')
+    r = ctl('confirm', sock=sock, check_rc=0)
+    assert r.stdout == f'Confirmed: the tried policy is installed as {dropin}.\n'
+    assert dropin.read_text() == tried.read_text()
+    d.stop()
+    daemon(ns, None, env={'BIGTCPD_ROOT': str(root)}, runtime_dir=d.runtime_dir)
+    nl.wait_links(ns, at(want), T(10), 'the drop-in in force after a restart')
+
+
+def test_try_confirm_revert_need_root(configured):
+    d = configured
+    os.chmod(d.runtime_dir.parent, 0o755)   # the harness makes it 0700
+    tried = d.runtime_dir.parent / 'tried.yaml'   # where nobody may read it
+    tried.write_text(TRIED)
+    tried.chmod(0o644)
+    for cmd in (['try', tried], ['confirm'], ['revert']):
+        one_line_error(ctl(*cmd, sock=d.sock, nobody=True), 4, f'permission denied: {cmd[0]} needs root')
+    assert status(d)['try'] is None
+
+
+def guarded(glob, sizes):
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: guarded
+            match: {{name: ["{glob}"]}}
+            ipv6: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
+            ipv4: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
+            rollback:
+              window: 30s
+              interval: 200ms
+              guards:
+                - {{counter: Ip.InHdrErrors, max-increase: 10}}
+        ''')
+
+
+def trip_inhdrerrors(ns):
+    before = inject.snmp_counter(ns, 'Ip.InHdrErrors')
+    bad = inject.ipv4_frame(inject.mac_of(ns, 'x1'), inject.mac_of(ns, 'x0'), '10.9.0.1', '10.9.0.2',
+                            bad_header=True)
+    inject.send_frames(ns, 'x0', [bad] * 50)
+    assert inject.snmp_counter(ns, 'Ip.InHdrErrors') - before >= 40, 'the error source did not work'
+
+
+def test_retry_all_releases_every_rolled_back_device(ns, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(guarded('x*", "y*', 185000))
+    veth(ns, 'x0', 'x1')
+    veth(ns, 'y0', 'y1')
+    for dev in ('x0', 'x1'):
+        ip(ns, 'link', 'set', dev, 'up')
+    d = daemon(ns, cfg)
+    sock = d.runtime_dir / IFACE
+    devs = ('x0', 'x1', 'y0', 'y1')
+    with Monitor(d) as mon:
+        for dev in devs:
+            mon.wait_state(dev, 'probation', 10)
+        trip_inhdrerrors(ns)   # namespace-wide: every device in probation goes back
+        for dev in devs:
+            mon.wait_state(dev, 'rolled-back', 10)
+    nl.wait_links(ns, at({dev: sizes4(65536) for dev in devs}), T(10), 'all rolled back')
+
+    r = ctl('retry', '--all', sock=sock, check_rc=0)
+    assert sorted(r.stdout.splitlines()) == [f'{dev} is released: bigtcpd applies its policy again.'
+                                             for dev in devs], r.stdout
+    nl.wait_links(ns, at({dev: sizes4(185000) for dev in devs}), T(10), 'all released')
+    one_line_error(ctl('retry', '--all', sock=sock), 1, 'nothing to retry: no device is rolled back or failed')
+
+
+def test_guards_work_during_a_try_and_revert_goes_back(ns, daemon, confdir, tmp_path):
+    """A guard of the tried policy trips during the try and rolls its devices back; the revert then
+    takes them to the configured policy, device by device, as a reload would."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(CONFIGURED.replace('"v*"', '"x*"'))
+    veth(ns, 'x0', 'x1')
+    for dev in ('x0', 'x1'):
+        ip(ns, 'link', 'set', dev, 'up')
+    d = daemon(ns, cfg)
+    sock = d.runtime_dir / IFACE
+    nl.wait_links(ns, at({'x0': sizes4(150000)}), T(10), 'the configured policy')
+    tried = tmp_path / 'guarded.yaml'
+    tried.write_text(guarded('x*', 185000))
+    with Monitor(d) as mon:
+        ctl('try', tried, sock=sock, check_rc=0)
+        for dev in ('x0', 'x1'):
+            mon.wait_state(dev, 'probation', 10)
+        trip_inhdrerrors(ns)
+        for dev in ('x0', 'x1'):
+            mon.wait_state(dev, 'rolled-back', 10)
+        # back to their last-known-good sizes, and held: the originals, since the configured
+        # 150000 had not passed its probation window yet when the try wrote over it
+        nl.wait_links(ns, at({'x0': sizes4(65536), 'x1': sizes4(65536)}), T(10), 'rolled back in the try')
+        assert status(d)['try']['file'] == str(tried)
+        ctl('revert', sock=sock, check_rc=0)
+        mon.wait_for(is_try('reverted', 'revert'), 5, 'reverted')
+    nl.wait_links(ns, at({'x0': sizes4(150000), 'x1': sizes4(150000)}), T(10), 'the configured policy')
+
+
+class Terminal:
+    """bigtcpctl with a pseudo-terminal for stdin and stdout, as an operator runs it."""
+
+    def __init__(self, *args):
+        self.master, slave = os.openpty()
+        self.proc = subprocess.Popen([str(CTL), *map(str, args)], stdin=slave, stdout=slave, stderr=slave,
+                                     env={k: v for k, v in os.environ.items() if k != 'NO_COLOR'})
+        os.close(slave)
+        self.out = b''
+
+    def expect(self, text, timeout):
+        deadline = time.monotonic() + T(timeout)
+        while text.encode() not in self.out:
+            left = deadline - time.monotonic()
+            assert left > 0, f'no {text!r} from bigtcpctl within {T(timeout)}s: {self.out!r}'
+            r, _, _ = select.select([self.master], [], [], left)
+            if r:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:   # EIO: the other end closed
+                    chunk = b''
+                assert chunk, f'bigtcpctl closed the terminal before {text!r}: {self.out!r}'
+                self.out += chunk
+
+    def finish(self, timeout=10):
+        """Its exit code; it is killed (by pid) when it does not exit in time. Once only: the
+        second call (a cleanup) returns the same."""
+        if self.master is None:
+            return self.proc.returncode
+        try:
+            return self.proc.wait(T(timeout) if timeout else 0.001)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+        finally:
+            os.close(self.master)
+            self.master = None
+
+
+def test_terminal_countdown_enter_confirms_ctrl_c_reverts_or_it_times_out(configured, ns):
+    d = configured
+    with Monitor(d) as mon:
+        # Ctrl-C reverts
+        t = Terminal('--socket', d.sock, 'try', d.tried)
+        try:
+            t.expect('Press ENTER before the timeout to accept the new configuration', 10)
+            t.expect('Changes will revert in 120 seconds', 10)
+            nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+            t.proc.send_signal(signal.SIGINT)
+            t.expect('Reverted: the policy that ran before is back.', 10)
+            assert t.finish() == 0
+        finally:
+            t.finish(0)
+        mon.wait_for(is_try('reverted', 'revert'), 5, 'reverted by Ctrl-C')
+        nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'back on the configured policy')
+
+        # the deadline passes on screen
+        t = Terminal('--socket', d.sock, 'try', d.tried, '--timeout', '2s')
+        try:
+            t.expect('Changes will revert in', 10)
+            t.expect('The try ended: reverted timeout.', 15)
+            assert t.finish() == 0
+        finally:
+            t.finish(0)
+        nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'back on the configured policy')
+
+        # Enter confirms
+        t = Terminal('--socket', d.sock, 'try', d.tried)
+        try:
+            t.expect('Changes will revert in', 10)
+            os.write(t.master, b'\n')
+            t.expect(f'Confirmed: the tried policy is installed as {d.cfg}.', 10)
+            assert t.finish() == 0
+        finally:
+            t.finish(0)
+        mon.wait_for(is_try('confirmed'), 5, 'confirmed by Enter')
+    assert d.cfg.read_text() == TRIED
+    nl.wait_links(ns, at(AS_TRIED), T(10), 'the confirmed policy')

@@ -53,7 +53,7 @@ static void help(void) {
                "Options:\n"
                "  -s --socket PATH       Varlink socket (default %s)\n"
                "     --dbus              Use D-Bus (io.bigtcpd1 on the system bus) instead of\n"
-               "                         varlink; all but plan, monitor (and validate, local)\n"
+               "                         varlink; all but plan, monitor, try (and validate, local)\n"
                "     --json[=pretty|short]\n"
                "                         The daemon's JSON (io.bigtcpd.Manager.varlink schema); one\n"
                "                         document, or one line per event for monitor. Plain --json:\n"

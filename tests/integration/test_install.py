@@ -295,16 +295,20 @@ def complete(words, cword=None, with_bash_completion=False, path_dir=None):
 def test_completion_commands_and_options(with_bc, tmp_path):
     if with_bc and not Path('/usr/share/bash-completion/bash_completion').exists():
         pytest.skip('bash-completion not installed')
-    assert complete(['bigtcpctl', 're'], with_bash_completion=with_bc) == ['reload', 'retry']
+    assert complete(['bigtcpctl', 're'], with_bash_completion=with_bc) == ['reload', 'retry', 'revert']
     assert complete(['bigtcpctl', ''], with_bash_completion=with_bc) == sorted(
-        'status list show plan reload rollback retry monitor validate metrics'.split())
+        'status list show plan reload rollback retry try confirm revert monitor validate metrics'.split())
     assert complete(['bigtcpctl', '--j'], with_bash_completion=with_bc) == ['--json', '--json=pretty', '--json=short']
     assert complete(['bigtcpctl', 'status', '--no'], with_bash_completion=with_bc) == ['--no-legend', '--no-pager']
     assert complete(['bigtcpctl', 'plan', '--a'], with_bash_completion=with_bc) == ['--all']
     assert complete(['bigtcpctl', 'status', '--a'], with_bash_completion=with_bc) == []
+    assert complete(['bigtcpctl', 'try', 'x.yaml', '--t'], with_bash_completion=with_bc) == ['--timeout', '--to']
+    assert complete(['bigtcpctl', 'status', '--t'], with_bash_completion=with_bc) == []
     (tmp_path / 'a.yaml').write_text('')
     (tmp_path / 'b.txt').write_text('')
     got = complete(['bigtcpctl', 'validate', f'{tmp_path}/'], with_bash_completion=with_bc)
+    assert f'{tmp_path}/a.yaml' in got and f'{tmp_path}/b.txt' not in got, got
+    got = complete(['bigtcpctl', 'try', '--timeout', '30s', f'{tmp_path}/'], with_bash_completion=with_bc)
     assert f'{tmp_path}/a.yaml' in got and f'{tmp_path}/b.txt' not in got, got
     # No daemon: nothing, silently.
     assert complete(['bigtcpctl', '--socket', f'{tmp_path}/none', 'show', ''], with_bash_completion=with_bc,

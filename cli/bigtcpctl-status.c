@@ -225,6 +225,13 @@ int verb_status(Ctl *c, char **args, size_t n) {
                 printf("%16s: (none)\n", "Policy files");
         printf("%16s: %" PRId64 " %s, digest %s\n", "Policy", jint(pol, "policies", 0),
                jint(pol, "policies", 0) == 1 ? "policy" : "policies", jstr(pol, "digest") ?: "?");
+        if (jget(s, "try")) {
+                json_object *t = jget(s, "try");
+                char left[32];
+                printf("%16s: %s%s%s, reverted in %s unless confirmed (bigtcpctl confirm installs it as %s)\n",
+                       "Trying", color(c, ANSI_YELLOW), jstr(t, "file") ?: "?", color(c, ANSI_RESET),
+                       format_duration(left, sizeof(left), jint(t, "remaining_usec", 0)), jstr(t, "target") ?: "?");
+        }
         if (print_canaries(c, s) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
 

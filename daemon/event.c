@@ -20,7 +20,7 @@ static const char *const try_reason_table[_TRY_REASON_MAX] = {
         [TRY_REASON_NONE] = NULL,
         [TRY_REASON_TIMEOUT] = "timeout",
         [TRY_REASON_OPERATOR] = "revert",
-        [TRY_REASON_RESTART] = "restart",
+        [TRY_REASON_STOP] = "stop",
 };
 
 const char *try_action_to_string(TryAction a) {

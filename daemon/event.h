@@ -41,7 +41,7 @@ typedef enum TryReason {
         TRY_REASON_NONE,     /* started, confirmed */
         TRY_REASON_TIMEOUT,  /* the deadline passed unconfirmed */
         TRY_REASON_OPERATOR, /* Revert() */
-        TRY_REASON_RESTART,  /* the daemon stopped or crashed during the try */
+        TRY_REASON_STOP,     /* the daemon is stopping (SIGTERM) */
         _TRY_REASON_MAX,
         _TRY_REASON_INVALID = -EINVAL,
 } TryReason;

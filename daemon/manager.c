@@ -25,6 +25,21 @@ static int machine_id_read(const char *root, char ret[static 33]) {
         return machine_id_parse(text, n, ret);
 }
 
+/* How long a stop waits for the revert of a try to be written. */
+#define STOP_REVERT_SEC 5
+
+static void on_stop_event(const Event *e, void *userdata) {
+        Manager *m = userdata;
+        if (e->type == EVENT_SETTLED)
+                event_base_loopbreak(m->base);
+}
+
+static void on_stop_timer(evutil_socket_t fd, short what, void *userdata) {
+        Manager *m = userdata;
+        log_warning("the revert of the try is not answered after %ds: stopping anyway", STOP_REVERT_SEC);
+        event_base_loopbreak(m->base);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *userdata) {
         Manager *m = userdata;
 
@@ -33,9 +48,24 @@ static void on_signal(evutil_socket_t sig, short what, void *userdata) {
                 (void) reloader_reload(m->reloader, true, NULL);
                 return;
         }
+        if (m->stop_watch != 0) {
+                log_info("%s: stopping now", strsignal((int) sig));
+                event_base_loopbreak(m->base);
+                return;
+        }
         log_info("%s: stopping", strsignal((int) sig));
         notify_stopping();
-        event_base_loopbreak(m->base);
+        /* An unconfirmed policy never outlives the daemon: back to the policy that ran before,
+         * and stop once the kernel has answered its writes (or after a bound). */
+        if (policy_try_revert(m->trial, TRY_REASON_STOP) < 0) {
+                event_base_loopbreak(m->base);
+                return;
+        }
+        m->stop_watch = event_watch_add(&m->engine->events, on_stop_event, m);
+        m->stop_timer = evtimer_new(m->base, on_stop_timer, m);
+        if (m->stop_watch == 0 || !m->stop_timer ||
+            evtimer_add(m->stop_timer, &(struct timeval){.tv_sec = STOP_REVERT_SEC}) < 0)
+                event_base_loopbreak(m->base);
 }
 
 int manager_new(const ManagerConfig *cfg, Manager **ret) {
@@ -108,6 +138,10 @@ void manager_free(Manager *m) {
         for (size_t i = 0; i < ELEMENTSOF(m->signals); i++)
                 if (m->signals[i])
                         event_free(m->signals[i]);
+        if (m->stop_timer)
+                event_free(m->stop_timer);
+        if (m->stop_watch != 0)
+                event_watch_remove(&m->engine->events, m->stop_watch);
         policy_try_free(m->trial);
         reloader_free(m->reloader);
         sync_free(m->sync);

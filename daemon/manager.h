@@ -44,6 +44,8 @@ typedef struct Manager {
         VarlinkManager *varlink;
         DbusManager *dbus;
         struct event *signals[3];
+        struct event *stop_timer; /* stopping: the bound on waiting for a try's revert */
+        unsigned stop_watch;      /* … and the watch for its writes to be answered */
 } Manager;
 
 int manager_new(const ManagerConfig *cfg, Manager **ret);

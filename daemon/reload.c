@@ -315,6 +315,10 @@ bool reloader_held(const Reloader *r) {
         return r->held;
 }
 
+void reloader_reread(Reloader *r) {
+        event_active(r->changed, EV_TIMEOUT, 0);
+}
+
 int reloader_default_target(const Reloader *r, char **ret) {
         char *p;
         if (r->cfg.config_path)

@@ -49,6 +49,9 @@ const ReloadResult *reloader_last(const Reloader *r);
  * when the hold ends. */
 void reloader_hold(Reloader *r, bool hold);
 bool reloader_held(const Reloader *r);
+/* Read the files again soon, from the loop, as a file change would (only a change of their
+ * contents changes the policy); the files to watch are found again too. */
+void reloader_reread(Reloader *r);
 
 /* Where a confirmed try is installed when the caller names no place: the main policy file (or
  * --config's), below the root. */

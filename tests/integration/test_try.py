@@ -5,6 +5,7 @@ releasing every device a guard rolled back. Waits are on Monitor events and link
 
 import json
 import os
+import re
 import select
 import signal
 import stat
@@ -137,6 +138,10 @@ def test_revert_at_once_and_what_a_try_refuses(configured, ns, tmp_path):
         assert started['deadline_usec'] - time.time() * 1e6 > 100e6
         nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
 
+        out = ctl('status', sock=d.sock, check_rc=0).stdout
+        assert re.search(rf'^ +Trying: {re.escape(str(d.tried))}, reverted in 1min \d+s unless confirmed '
+                         rf'\(bigtcpctl confirm installs it as {re.escape(str(d.cfg))}\)$', out, re.M), out
+
         # During the try: no second try, no reload (the files are read when it ends).
         one_line_error(ctl('try', d.tried, sock=d.sock), 1, rf'a try of {d.tried} runs')
         one_line_error(ctl('reload', sock=d.sock), 1, rf'a try of {d.tried} runs')
@@ -147,6 +152,19 @@ def test_revert_at_once_and_what_a_try_refuses(configured, ns, tmp_path):
     nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'back on the configured policy')
     assert status(d)['try'] is None and not (d.runtime_dir / 'try.json').exists()
     assert d.cfg.read_text() == CONFIGURED
+    assert 'Trying:' not in ctl('status', sock=d.sock, check_rc=0).stdout
+
+
+def test_sigterm_during_a_try_reverts_before_the_daemon_exits(configured, ns):
+    d = configured
+    ctl('try', d.tried, sock=d.sock, check_rc=0)
+    nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+    d.stop()
+    # nothing runs any more: what the kernel holds is what the daemon left
+    links = nl.read_links(ns)
+    assert {n: nl.sizes_of(links[n]) for n in DEVS} == AS_CONFIGURED
+    assert 'is over (stop)' in d.log() and 'not answered after' not in d.log()
+    assert not (d.runtime_dir / 'try.json').exists()
 
 
 def test_sigkill_during_a_try_comes_back_on_the_configured_policy(configured, ns, daemon):

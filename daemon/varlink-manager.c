@@ -385,6 +385,9 @@ static int method_try(VarlinkCall *call, json_object *params, void *userdata) {
         target = opt_string(v[3]);
         if (strlen(file) > VARLINK_SOURCE_MAX)
                 return invalid_parameter(call, "file");
+        /* JSON may carry a NUL ("\u0000"); a policy file cannot */
+        if (strlen(json_object_get_string(v[0])) != (size_t) json_object_get_string_len(v[0]))
+                return invalid_parameter(call, "policy");
         if (target && (target[0] != '/' || strlen(target) > PATH_MAX))
                 return invalid_parameter(call, "target");
         log_info("varlink: try of %s asked for by pid %d", file, (int) varlink_call_pid(call));

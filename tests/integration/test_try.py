@@ -408,3 +408,43 @@ def test_terminal_countdown_enter_confirms_ctrl_c_reverts_or_it_times_out(config
         mon.wait_for(is_try('confirmed'), 5, 'confirmed by Enter')
     assert d.cfg.read_text() == TRIED
     nl.wait_links(ns, at(AS_TRIED), T(10), 'the confirmed policy')
+
+
+def test_try_parameters_are_checked(configured, ns):
+    """What a caller sends is checked before anything changes; the replies have the declared shape."""
+    import varlink_client
+    import varlink_idl
+    from test_varlink import SHIPPED
+    d = configured
+    iface = varlink_idl.parse(SHIPPED.read_text())
+
+    def error_of(params):
+        with pytest.raises(varlink_client.VarlinkError) as e:
+            varlink_client.call(d.sock, f'{IFACE}.Try', params, timeout=T(10))
+        if e.value.error.startswith(IFACE + '.'):
+            varlink_idl.check_error(iface, e.value.error, e.value.parameters)
+        return e.value.error, e.value.parameters
+
+    inval = 'org.varlink.service.InvalidParameter'
+    assert error_of({'policy': TRIED, 'timeout_usec': 999_999}) == (inval, {'parameter': 'timeout_usec'})
+    assert error_of({'policy': TRIED, 'timeout_usec': 24 * 3600 * 10**6 + 1}) == (inval, {'parameter': 'timeout_usec'})
+    assert error_of({'policy': TRIED, 'timeout_usec': 'soon'}) == (inval, {'parameter': 'timeout_usec'})
+    assert error_of({'policy': 'version: 1\u0000'}) == (inval, {'parameter': 'policy'})
+    assert error_of({'policy': TRIED, 'target': 'relative.yaml'}) == (inval, {'parameter': 'target'})
+    assert error_of({'policy': TRIED, 'target': '/etc/passwd'}) == (f'{IFACE}.TargetNotRead', {'target': '/etc/passwd'})
+    assert error_of({'policy': TRIED, 'file': 'x' * 5000}) == (inval, {'parameter': 'file'})
+    name, p = error_of({'policy': BROKEN})
+    assert name == f'{IFACE}.PolicyInvalid' and p['errors'][0]['file'] == '<policy>', p
+    assert status(d)['try'] is None
+    assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(150000)
+
+    reply = varlink_client.call(d.sock, f'{IFACE}.Try', {'policy': TRIED, 'timeout_usec': 60 * 10**6}, timeout=T(10))
+    varlink_idl.check_reply(iface, 'Try', reply)
+    assert reply['target'] == str(d.cfg) and reply['digest'] == status(d)['policy']['digest']
+    varlink_idl.check_reply(iface, 'GetStatus', status(d))
+    name, p = error_of({'policy': TRIED})
+    assert name == f'{IFACE}.TryRunning' and p == {'file': '<policy>', 'deadline_usec': reply['deadline_usec']}
+    varlink_idl.check_reply(iface, 'Revert', varlink_client.call(d.sock, f'{IFACE}.Revert', timeout=T(10)))
+    with pytest.raises(varlink_client.VarlinkError) as e:
+        varlink_client.call(d.sock, f'{IFACE}.Confirm', timeout=T(10))
+    assert e.value.error == f'{IFACE}.NoTry'

@@ -111,14 +111,11 @@ static int do_revert(Ctl *c) {
         return r;
 }
 
-/* The terminal's countdown. */
+/* The terminal's countdown; Ctrl-C is caught already (by verb_try(), before the call: one that
+ * comes while the try starts reverts it once it runs). */
 static int countdown(Ctl *c, Varlink *mon, int64_t deadline_usec) {
-        struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
         int r = EXIT_OK;
 
-        sigemptyset(&sa.sa_mask);
-        (void) sigaction(SIGINT, &sa, &old_int);
-        (void) sigaction(SIGTERM, &sa, &old_term);
         printf("Do you want to keep these settings?\n\n"
                "Press ENTER before the timeout to accept the new configuration\n\n");
         for (;;) {
@@ -170,8 +167,6 @@ static int countdown(Ctl *c, Varlink *mon, int64_t deadline_usec) {
                         break;
                 }
         }
-        (void) sigaction(SIGINT, &old_int, NULL);
-        (void) sigaction(SIGTERM, &old_term, NULL);
         return r;
 }
 
@@ -203,12 +198,18 @@ int verb_try(Ctl *c, char **args, size_t n) {
         if (c->to && absolute(c->to, &target) < 0)
                 return error_exit(EXIT_FAILED, "--to: %m");
         if (interactive) {
+                struct sigaction sa = {.sa_handler = on_interrupt};
+
                 r = call_connect(c);
                 if (r != 0)
                         return r;
                 r = open_monitor(c, &mon);
                 if (r < 0)
                         return error_exit(EXIT_FAILED, "cannot watch the try: %s", strerror(-r));
+                /* the process ends after the countdown: nothing to restore */
+                sigemptyset(&sa.sa_mask);
+                (void) sigaction(SIGINT, &sa, NULL);
+                (void) sigaction(SIGTERM, &sa, NULL);
         }
         p = json_object_new_object();
         if (!p)
@@ -228,7 +229,7 @@ int verb_try(Ctl *c, char **args, size_t n) {
         printf("Trying %s (digest %s); it is reverted at ", args[0], jstr(reply, "digest") ?: "?");
         print_deadline(jint(reply, "deadline_usec", 0));
         printf(" (in %s) unless confirmed.\n", format_duration(dur, sizeof(dur), (int64_t) timeout));
-        printf("Confirmed, it is installed as %s.\n", jstr(reply, "target") ?: "?");
+        printf("Once confirmed, it is installed as %s.\n", jstr(reply, "target") ?: "?");
         if (!interactive) {
                 printf("Keep it with \"bigtcpctl confirm\", go back now with \"bigtcpctl revert\".\n");
                 return EXIT_OK;

@@ -93,7 +93,7 @@ def test_unconfirmed_try_is_reverted_at_its_deadline(configured, ns):
         r = ctl('try', d.tried, '--timeout', '3s', sock=d.sock, check_rc=0)
         start = time.time()
         assert r.stdout.startswith(f'Trying {d.tried} (digest '), r.stdout
-        assert f'Confirmed, it is installed as {d.cfg}.' in r.stdout
+        assert f'Once confirmed, it is installed as {d.cfg}.' in r.stdout
         assert 'Keep it with "bigtcpctl confirm"' in r.stdout and r.stderr == ''
         started = mon.wait_for(is_try('started'), 5, 'try started')
         assert started['file'] == str(d.tried) and started['target'] == str(d.cfg)

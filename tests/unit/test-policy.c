@@ -1117,6 +1117,84 @@ static void test_discover(void **state) {
         strv_free(paths);
 }
 
+/* The files as they would be with a tried file at a target: its place among them, the one of the
+ * same name it shadows, and the targets that are no place the daemon reads. */
+static void test_discover_with(void **state) {
+        TempDir *t = *state;
+        char **paths = NULL;
+        int n;
+
+        assert_int_equal(write_file(t->path, "run/bigtcpd/bigtcpd.d/10-a.yaml", "run"), 0);
+        assert_int_equal(write_file(t->path, "usr/lib/bigtcpd/bigtcpd.d/50-b.yaml", "usr"), 0);
+        assert_int_equal(write_file(t->path, "etc/bigtcpd/bigtcpd.d/90-z.yaml", "etc"), 0);
+
+        static const struct {
+                const char *target; /* below the root */
+                const char *expected[5];
+                size_t n;
+        } cases[] = {
+                /* no main file yet: it comes first */
+                {"/etc/bigtcpd/bigtcpd.yaml",
+                 {"/etc/bigtcpd/bigtcpd.yaml", "/run/bigtcpd/bigtcpd.d/10-a.yaml", "/usr/lib/bigtcpd/bigtcpd.d/50-b.yaml",
+                  "/etc/bigtcpd/bigtcpd.d/90-z.yaml"},
+                 4},
+                /* a new drop-in in its lexical place */
+                {"/etc/bigtcpd/bigtcpd.d/20-new.yaml",
+                 {"/run/bigtcpd/bigtcpd.d/10-a.yaml", "/etc/bigtcpd/bigtcpd.d/20-new.yaml",
+                  "/usr/lib/bigtcpd/bigtcpd.d/50-b.yaml", "/etc/bigtcpd/bigtcpd.d/90-z.yaml"},
+                 4},
+                /* last, and first */
+                {"/etc/bigtcpd/bigtcpd.d/99-last.yaml",
+                 {"/run/bigtcpd/bigtcpd.d/10-a.yaml", "/usr/lib/bigtcpd/bigtcpd.d/50-b.yaml",
+                  "/etc/bigtcpd/bigtcpd.d/90-z.yaml", "/etc/bigtcpd/bigtcpd.d/99-last.yaml"},
+                 4},
+                {"/etc/bigtcpd/bigtcpd.d/00-first.yaml",
+                 {"/etc/bigtcpd/bigtcpd.d/00-first.yaml", "/run/bigtcpd/bigtcpd.d/10-a.yaml",
+                  "/usr/lib/bigtcpd/bigtcpd.d/50-b.yaml", "/etc/bigtcpd/bigtcpd.d/90-z.yaml"},
+                 4},
+                /* /etc's takes the place of /usr/lib's of the same name */
+                {"/etc/bigtcpd/bigtcpd.d/50-b.yaml",
+                 {"/run/bigtcpd/bigtcpd.d/10-a.yaml", "/etc/bigtcpd/bigtcpd.d/50-b.yaml",
+                  "/etc/bigtcpd/bigtcpd.d/90-z.yaml"},
+                 3},
+                /* one that is there already */
+                {"/etc/bigtcpd/bigtcpd.d/90-z.yaml",
+                 {"/run/bigtcpd/bigtcpd.d/10-a.yaml", "/usr/lib/bigtcpd/bigtcpd.d/50-b.yaml",
+                  "/etc/bigtcpd/bigtcpd.d/90-z.yaml"},
+                 3},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_(freep) char *target = NULL;
+                assert_true(asprintf(&target, "%s%s", t->path, cases[i].target) > 0);
+                n = policy_discover_with(NULL, t->path, target, &paths);
+                assert_paths(paths, n, t->path, cases[i].expected, cases[i].n);
+                strv_free(paths);
+        }
+
+        /* places the daemon does not read */
+        static const char *const outside[] = {
+                "/etc/bigtcpd/other.yaml",                 /* beside the main file */
+                "/run/bigtcpd/bigtcpd.d/10-a.yaml",        /* not durable, and shadowed by /etc */
+                "/usr/lib/bigtcpd/bigtcpd.d/50-b.yaml",    /* the package's */
+                "/etc/bigtcpd/bigtcpd.d/sub/x.yaml",       /* below a drop-in directory */
+                "/etc/bigtcpd/bigtcpd.d/.hidden.yaml",     /* not a drop-in name */
+                "/etc/bigtcpd/bigtcpd.d/x.yml",
+                "/etc/passwd",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(outside); i++) {
+                _cleanup_(freep) char *target = NULL;
+                assert_true(asprintf(&target, "%s%s", t->path, outside[i]) > 0);
+                assert_int_equal(policy_discover_with(NULL, t->path, target, &paths), -EXDEV);
+        }
+        /* with --config, that file alone */
+        n = policy_discover_with("/some/where.yaml", t->path, "/some/where.yaml", &paths);
+        assert_int_equal(n, 1);
+        assert_string_equal(paths[0], "/some/where.yaml");
+        strv_free(paths);
+        assert_int_equal(policy_discover_with("/some/where.yaml", t->path, "/etc/bigtcpd/bigtcpd.yaml", &paths),
+                         -EXDEV);
+}
+
 static void count_change(void *userdata) {
         (*(unsigned *) userdata)++;
 }
@@ -1478,6 +1556,7 @@ int main(void) {
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_error_cap),
                 cmocka_unit_test_setup_teardown(test_discover, setup_tempdir, teardown_tempdir),
+                cmocka_unit_test_setup_teardown(test_discover_with, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test_setup_teardown(test_load_files, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test_setup_teardown(test_watch_names, setup_tempdir, teardown_tempdir),
                 cmocka_unit_test_setup_teardown(test_watch_many_dirs, setup_tempdir, teardown_tempdir),

@@ -102,16 +102,9 @@ static int reply_control_error(sd_bus_message *call, int r, const char *ifname) 
         switch (r) {
         case -ENODEV:
                 return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_SUCH_DEVICE, "No device \"%s\"", name ?: "");
-        case -EBUSY:
+        case -EBUSY: /* Reload, Try */
                 return sd_bus_reply_method_errorf(call, DBUS_ERROR_TRY_RUNNING,
                                                   "A try runs: confirm or revert it first");
-        case -ENOENT:
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_TRY, "No try runs");
-        case -EXDEV:
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_TARGET_NOT_READ,
-                                                  "bigtcpd reads no policy file there");
-        case -ERANGE:
-                return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_INVALID_ARGS, "timeout out of range (1s to 24h)");
         case -EALREADY:
                 if (name)
                         return sd_bus_reply_method_errorf(call, DBUS_ERROR_NOTHING_TO_DO,
@@ -119,6 +112,21 @@ static int reply_control_error(sd_bus_message *call, int r, const char *ifname) 
                 return sd_bus_reply_method_errorf(call, DBUS_ERROR_NOTHING_TO_DO, "Nothing to do");
         default:
                 return sd_bus_reply_method_errorf(call, DBUS_ERROR_FAILED, "%s", strerror(-r));
+        }
+}
+
+/* The -errno of control_try(), _confirm() and _revert(). */
+static int reply_try_error(sd_bus_message *call, int r) {
+        switch (r) {
+        case -ENOENT:
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_TRY, "No try runs");
+        case -EXDEV:
+                return sd_bus_reply_method_errorf(call, DBUS_ERROR_TARGET_NOT_READ,
+                                                  "bigtcpd reads no policy file there");
+        case -ERANGE:
+                return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_INVALID_ARGS, "timeout out of range (1s to 24h)");
+        default:
+                return reply_control_error(call, r, NULL);
         }
 }
 
@@ -638,7 +646,7 @@ static int run_try(sd_bus_message *call, PrivilegedCall *p) {
         if (r == -EINVAL && errs.n > 0)
                 r = reply_policy_invalid(call, &errs);
         else if (r < 0)
-                r = reply_control_error(call, r, NULL);
+                r = reply_try_error(call, r);
         else {
                 format_digest(c->engine->policy->digest, digest);
                 r = sd_bus_reply_method_return(call, "sst", digest, c->trial->target, c->trial->deadline_realtime);
@@ -684,12 +692,12 @@ static void run_privileged(sd_bus_message *call, uid_t uid, void *userdata) {
         case PRIVILEGED_CONFIRM: {
                 _cleanup_(freep) char *target = c->trial && c->trial->running ? strdup(c->trial->target) : NULL;
                 r = control_confirm(c);
-                r = r < 0 ? reply_control_error(call, r, NULL) : sd_bus_reply_method_return(call, "s", target ?: "");
+                r = r < 0 ? reply_try_error(call, r) : sd_bus_reply_method_return(call, "s", target ?: "");
                 break;
         }
         case PRIVILEGED_REVERT:
                 r = control_revert(c);
-                r = r < 0 ? reply_control_error(call, r, NULL) : sd_bus_reply_method_return(call, NULL);
+                r = r < 0 ? reply_try_error(call, r) : sd_bus_reply_method_return(call, NULL);
                 break;
         case _PRIVILEGED_OP_MAX:
         case _PRIVILEGED_OP_INVALID:

@@ -462,7 +462,10 @@ def test_try_confirm_revert(served):
     r = call(bus, 'Try', 'stss', broken, 0, 'broken.yaml', '', check=False)
     assert r.returncode != 0 and 'broken.yaml:' in r.stderr, r.stderr
     r = call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '/etc/passwd', check=False)
-    assert r.returncode != 0, r.stdout
+    assert r.returncode != 0 and 'bigtcpd reads no policy file there' in r.stderr, r.stderr
+    r = call(bus, 'Try', 'stss', tried, 500_000, 'tried.yaml', '', check=False)
+    assert r.returncode != 0 and 'timeout_usec' in r.stderr, r.stderr
+    assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None
 
     call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '')
     assert call(bus, 'Confirm') == [str(cfg)]

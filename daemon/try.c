@@ -227,6 +227,7 @@ int policy_try_recover(PolicyTry *t) {
         _cleanup_(freep) char *data = NULL, *installed = NULL;
         json_object *file = NULL, *target = NULL, *policy = NULL;
         size_t size = 0, n = 0;
+        bool confirmed = false;
         int r;
 
         r = read_file_bounded(t->record_path, TRY_RECORD_MAX, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &data, &size);
@@ -247,15 +248,16 @@ int policy_try_recover(PolicyTry *t) {
         else if (read_file_bounded(json_object_get_string(target), POLICY_FILE_MAX, READ_FILE_REGULAR, &installed,
                                    &n) >= 0 &&
                  n == (size_t) json_object_get_string_len(policy) &&
-                 memcmp(installed, json_object_get_string(policy), n) == 0)
+                 memcmp(installed, json_object_get_string(policy), n) == 0) {
                 log_info("the try of %s was confirmed before the restart (installed as %s)",
                          json_object_get_string(file), json_object_get_string(target));
-        else
+                confirmed = true;
+        } else
                 log_notice("the daemon restarted during the try of %s, unconfirmed: it is reverted, the configured "
                            "policy runs",
                            json_object_get_string(file));
         r = record_remove(t);
         if (r < 0)
                 log_warning_errno(r, "Failed to remove %s: %m, ignoring", t->record_path);
-        return 1;
+        return confirmed ? 2 : 1;
 }

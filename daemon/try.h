@@ -36,8 +36,9 @@ void policy_try_free(PolicyTry *t);
 
 /* At start, once the configured policy is loaded: a try recorded by an earlier run that stopped
  * during it is over. It was confirmed when the target holds the tried text (the install is the
- * step that commits), otherwise the configured policy that is loaded is the revert. Returns 1
- * when there was a record, 0 when there was none; the record is removed either way. */
+ * step that commits: a crash came between it and the record's removal), otherwise the
+ * configured policy that is loaded is the revert. Returns 2 for a confirmed try, 1 for a
+ * reverted one (an unreadable record too), 0 when there was none; the record is removed. */
 int policy_try_recover(PolicyTry *t);
 
 /* Run `text` (named `file` in errors) instead of the configured policy, for `timeout_usec`.

@@ -3,6 +3,7 @@
  * back the very policy that ran before, reloads wait for the end of a try, what a try refuses
  * leaves everything as it was, and a restart's recovery tells a committed confirm from a try to
  * revert. */
+#include <json-c/json.h>
 #include <sys/stat.h>
 
 #include "engine-harness.h"
@@ -253,6 +254,15 @@ static void test_recover(void **state) {
         _cleanup_(freep) char *kept = read_text(x->config);
         assert_string_equal(kept, CONFIGURED); /* a revert never writes the policy files */
 
+        /* a crash between the install and the record's removal: the target holds the text */
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object_object_add(o, "file", json_object_new_string("t.yaml"));
+        json_object_object_add(o, "target", json_object_new_string(x->config));
+        json_object_object_add(o, "policy", json_object_new_string(CONFIGURED));
+        h_write_file(h->runtime_dir, TRY_RECORD_FILE, json_object_to_json_string(o));
+        assert_int_equal(policy_try_recover(x->t), 2);
+        assert_false(exists(x->record));
+
         h_write_file(h->runtime_dir, TRY_RECORD_FILE, "{\"file\": 3");
         assert_int_equal(policy_try_recover(x->t), 1);
         assert_false(exists(x->record));
@@ -263,7 +273,7 @@ static void test_recover(void **state) {
         x->t = NULL;
         assert_true(exists(x->record));
         assert_int_equal(policy_try_new(h->base, h->e, x->reloader, h->runtime_dir, &x->t), 0);
-        assert_int_equal(policy_try_recover(x->t), 1);
+        assert_int_equal(policy_try_recover(x->t), 1); /* the target holds the configured text */
         assert_false(exists(x->record));
         th_free(x);
 }

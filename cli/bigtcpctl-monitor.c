@@ -1,6 +1,6 @@
 /* bigtcpctl-monitor.c — `bigtcpctl monitor`: the daemon's events as they happen, one line each
  * (or the daemon's JSON, one line per event): devices added and removed, state changes, writes
- * and their cause, rollbacks, halted rollouts, reloads. */
+ * and their cause, rollbacks, halted rollouts, reloads, tries. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/time.h>
@@ -75,6 +75,28 @@ static void print_reload(const Ctl *c, json_object *e) {
         }
 }
 
+/* "try of FILE started: reverted at 12:00:00 unless confirmed", "… confirmed: installed as
+ * TARGET", "… reverted (timeout): the policy that ran before is back". */
+static void print_try(const Ctl *c, json_object *e) {
+        const char *action = jstr(e, "action") ?: "?";
+        time_t t = (time_t) (jint(e, "deadline_usec", 0) / 1000000);
+        struct tm tm;
+        char at[32] = "?";
+
+        printf("try of %s ", jstr(e, "file") ?: "?");
+        if (streq_ptr(action, "started")) {
+                if (localtime_r(&t, &tm))
+                        strftime(at, sizeof(at), "%H:%M:%S", &tm);
+                printf("%sstarted%s: reverted at %s unless confirmed\n", color(c, ANSI_YELLOW), color(c, ANSI_RESET),
+                       at);
+        } else if (streq_ptr(action, "confirmed"))
+                printf("%sconfirmed%s: installed as %s\n", color(c, ANSI_GREEN), color(c, ANSI_RESET),
+                       jstr(e, "target") ?: "?");
+        else
+                printf("%s%s%s (%s): the policy that ran before is back\n", color(c, ANSI_RED), action,
+                       color(c, ANSI_RESET), jstr(e, "reason") ?: "?");
+}
+
 /* One line per event (a refused reload: and its errors); an event this bigtcpctl does not
  * know is printed as the daemon's JSON. */
 static void print_event(const Ctl *c, json_object *e) {
@@ -105,6 +127,8 @@ static void print_event(const Ctl *c, json_object *e) {
                        jstr(e, "ifname") ? " by the rollback of " : "", jstr(e, "ifname") ?: "");
         else if (streq_ptr(ev, "reload"))
                 print_reload(c, e);
+        else if (streq_ptr(ev, "try"))
+                print_try(c, e);
         else
                 printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
                                                                          JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -830,6 +830,9 @@ def test_monitor_events_of_the_new_contract(fake):
     dev = {'ifindex': 7, 'ifname': 'eth0'}
     up, down = sizes(65536), sizes(185000, 185000, 65536, 65536)
     perr = {'file': '/etc/bigtcpd/bigtcpd.yaml', 'line': 7, 'column': 21, 'message': 'gso-max-size: expected a number'}
+    deadline = 1_700_000_000_000_000
+    tried = {'event': 'try', 'file': '/tmp/t.yaml', 'target': '/etc/bigtcpd/bigtcpd.yaml', 'deadline_usec': deadline,
+             'digest': '0123456789abcdef'}
     events = [
         {'event': 'subscribed'},
         dict(dev, event='added'),
@@ -845,7 +848,10 @@ def test_monitor_events_of_the_new_contract(fake):
         dict(dev, event='write', cause='restore', **{'from': down, 'to': up}),
         {'event': 'reload', 'ok': False, 'digest': '0123456789abcdef', 'errors': [perr, dict(perr, line=0, column=0)]},
         {'event': 'reload', 'ok': True, 'digest': 'fedcba9876543210'},
-        {'event': 'try', 'what': 'started'},
+        dict(tried, action='started'),
+        dict(tried, action='confirmed'),
+        dict(tried, action='reverted', reason='timeout'),
+        {'event': 'future', 'what': 'started'},
         dict(dev, event='removed'),
     ]
     stream = [{'parameters': e, 'continues': True} for e in events[:-1]] + [{'parameters': events[-1]}]
@@ -873,7 +879,11 @@ def test_monitor_events_of_the_new_contract(fake):
         '    /etc/bigtcpd/bigtcpd.yaml:7:21: gso-max-size: expected a number',
         '    /etc/bigtcpd/bigtcpd.yaml: gso-max-size: expected a number',
         'policy reloaded, digest fedcba9876543210',
-        '{"event":"try","what":"started"}',
+        f'try of /tmp/t.yaml started: reverted at {time.strftime("%H:%M:%S", time.localtime(deadline / 1e6))} '
+        'unless confirmed',
+        'try of /tmp/t.yaml confirmed: installed as /etc/bigtcpd/bigtcpd.yaml',
+        'try of /tmp/t.yaml reverted (timeout): the policy that ran before is back',
+        '{"event":"future","what":"started"}',
         'eth0: removed',
     ], got
     # --json: one line per event, the daemon's JSON.

@@ -190,6 +190,8 @@ static int dbus_exit(int r, const char *err, const char *what, const char *ifnam
                 return nothing_to_do_exit(what, ifname);
         if (r == -EINVAL)
                 return error_exit(EXIT_FAILED, "the policy has errors: %s", err ?: "?");
+        if (r == -ENOMSG)
+                return error_exit(EXIT_FAILED, "no try runs");
         return error_exit(EXIT_FAILED, "D-Bus call failed: %s", err ?: strerror(-r));
 }
 
@@ -217,6 +219,12 @@ int call_dbus_privileged(Ctl *c, const char *what, const char *method, const cha
                 json_object_put(o);
         }
         return 0;
+}
+
+int call_dbus_string(Ctl *c, const char *what, const char *method, char **ret) {
+        _cleanup_(freep) char *err = NULL;
+        int r = dbus_call(method, NULL, ret, &err);
+        return r < 0 ? dbus_exit(r, err, what, NULL) : 0;
 }
 
 int fetch_status(Ctl *c, json_object **ret) {

@@ -22,6 +22,8 @@ int call_method(Ctl *c, const char *what, const char *method, json_object *param
 
 /* Reload, Rollback, Retry over D-Bus; `arg` "" for every device. */
 int call_dbus_privileged(Ctl *c, const char *what, const char *method, const char *arg);
+/* A D-Bus method without arguments that returns one string (Confirm's target): *ret (free it). */
+int call_dbus_string(Ctl *c, const char *what, const char *method, char **ret);
 
 /* GetStatus, over varlink or D-Bus. */
 int fetch_status(Ctl *c, json_object **ret);

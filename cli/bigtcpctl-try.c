@@ -238,21 +238,39 @@ int verb_try(Ctl *c, char **args, size_t n) {
 }
 
 int verb_confirm(Ctl *c, char **args, size_t n) {
+        _cleanup_(freep) char *target = NULL;
+        int r;
+
         if (n > 0)
                 return error_exit(EXIT_USAGE, "confirm takes no arguments");
-        if (c->dbus)
-                return call_dbus_privileged(c, "confirm", "Confirm", NULL);
-        if (c->json) {
-                return call_simple(c, "confirm", "Confirm", NULL);
+        if (c->dbus) {
+                r = call_dbus_string(c, "confirm", "Confirm", &target);
+                if (r != 0)
+                        return r;
+                if (c->json) {
+                        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+                        if (!o)
+                                return error_exit(EXIT_FAILED, "out of memory");
+                        json_object_object_add(o, "target", json_object_new_string(target));
+                        print_json(o);
+                } else
+                        printf("Confirmed: the tried policy is installed as %s.\n", target);
+                return EXIT_OK;
         }
+        if (c->json)
+                return call_simple(c, "confirm", "Confirm", NULL);
         return do_confirm(c);
 }
 
 int verb_revert(Ctl *c, char **args, size_t n) {
         if (n > 0)
                 return error_exit(EXIT_USAGE, "revert takes no arguments");
-        if (c->dbus)
-                return call_dbus_privileged(c, "revert", "Revert", NULL);
+        if (c->dbus) {
+                int r = call_dbus_privileged(c, "revert", "Revert", NULL);
+                if (r == 0 && !c->json)
+                        printf("Reverted: the policy that ran before is back.\n");
+                return r;
+        }
         if (c->json)
                 return call_simple(c, "revert", "Revert", NULL);
         return do_revert(c);

@@ -257,6 +257,8 @@ int dbus_call(const char *method, const char *arg, char **ret, char **ret_error)
                                 r = -EALREADY;
                         else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.PolicyInvalid"))
                                 r = -EINVAL;
+                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.NoTry"))
+                                r = -ENOMSG;
                         else
                                 r = -EIO;
                 }

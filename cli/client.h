@@ -38,6 +38,7 @@ int varlink_parse(const char *data, size_t size, json_object **ret);
  * Reload the digest). On failure -errno (-ESRCH: bigtcpd is not running — nobody owns io.bigtcpd1
  * and the bus could not start it, because bigtcpd.service is not enabled, say, or the call timed
  * out with the name still unowned —, -EACCES,
- * -ENODEV, -EALREADY: nothing to do, -EINVAL: the policy has errors, -EIO: another D-Bus error)
+ * -ENODEV, -EALREADY: nothing to do, -EINVAL: the policy has errors, -ENOMSG: no try runs
+ * (Confirm, Revert), -EIO: another D-Bus error)
  * and the error's message (for -ESRCH: why it is not running) in `ret_error` (free() it). */
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error);

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers
 import nl
 from helpers import REPO, T, assert_sizes, at, line_of, policy_text, sizes4, veth, wait_file
 
@@ -467,8 +468,18 @@ def test_try_confirm_revert(served):
     assert r.returncode != 0 and 'timeout_usec' in r.stderr, r.stderr
     assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None
 
+    # bigtcpctl --dbus: confirm and revert (try itself is varlink's)
+    ctl = [os.environ.get('BIGTCPCTL_BIN', str(helpers.BIN.parent.parent / 'cli' / 'bigtcpctl')), '--dbus']
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
+    r = subprocess.run([*ctl, 'revert'], capture_output=True, text=True, env=env, timeout=T(30))
+    assert (r.returncode, r.stdout, r.stderr) == (1, '', 'bigtcpctl: no try runs\n'), r
     call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '')
-    assert call(bus, 'Confirm') == [str(cfg)]
+    r = subprocess.run([*ctl, 'revert'], capture_output=True, text=True, env=env, timeout=T(30))
+    assert (r.returncode, r.stdout) == (0, 'Reverted: the policy that ran before is back.\n'), r
+    nl.wait_links(ns, at({n: BIG for n in ('va', 'vb')}), T(10), 'reverted by bigtcpctl --dbus')
+    call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '')
+    r = subprocess.run([*ctl, 'confirm'], capture_output=True, text=True, env=env, timeout=T(30))
+    assert (r.returncode, r.stdout) == (0, f'Confirmed: the tried policy is installed as {cfg}.\n'), r
     assert cfg.read_text() == tried
     nl.wait_links(ns, at({n: sizes4(100000) for n in ('va', 'vb')}), T(10), 'confirmed')
     assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None

@@ -272,7 +272,9 @@ class Scale(Bench):
             rss = proc_status(daemon.pid)
             print(f"probation, {n} devices: CPU {(c1 - c0) / 1e6 / ticks:.2f} ms per tick over {ticks:.0f} ticks "
                   f"(target {'5' if n <= 1000 else '30'} ms); longest sample gap {self.gap(st)} (interval 1 s); "
-                  f"VmRSS {rss['VmRSS']}, VmHWM {rss['VmHWM']}", flush=True)
+                  f"VmRSS {rss['VmRSS']}, VmHWM {rss['VmHWM']} ({self.rss_before} kB before the burst: "
+                  f"{(int(rss['VmRSS'].split()[0]) - self.rss_before) * 1024 / n:.0f} B a device in probation)",
+                  flush=True)
         finally:
             self.done_with(ns, daemon)
 

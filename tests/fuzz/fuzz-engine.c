@@ -116,7 +116,7 @@ static void check_write(const FuzzKernel *k, struct nlmsghdr *nlh, FuzzRequest *
                 fprintf(stderr,
                         "fuzz: write to %s (ifindex %d, tso_max_size %u, state %s) above what it takes: gso %u gro %u "
                         "gso_ipv4 %u gro_ipv4 %u (limits %u and %u)\n",
-                        d->ifname ?: "?", d->ifindex, d->tso_max_size, device_state_to_string(d->state),
+                        d->ifname[0] ? d->ifname : "?", d->ifindex, d->tso_max_size, device_state_to_string(d->state),
                         lm.sizes.gso_max_size, lm.sizes.gro_max_size, lm.sizes.gso_ipv4_max_size,
                         lm.sizes.gro_ipv4_max_size, gso, BT_GRO_MAX_SIZE);
                 abort();
@@ -344,13 +344,13 @@ static void check_device(const Engine *e, const Device *d) {
         FUZZ_ASSERT((d->state == DEVICE_PENDING) == (why >= 0));
         FUZZ_ASSERT(why < 0 || pending_reason_to_string(why));
         if (d->state == DEVICE_PENDING &&
-            !(d->write.phase != WRITE_IDLE || d->rollout.phase == ROLLOUT_WAITING || d->corrections.throttled ||
+            !(d->write.phase != WRITE_IDLE || d->rollout.phase == ROLLOUT_WAITING || device_history_get(d)->corrections.throttled ||
               (d->need_reconcile && (!e->synced || !e->routes_complete)))) {
                 /* `pending` says bigtcpd is on its way; here nothing is going to move it */
                 fprintf(stderr,
                         "fuzz: %s (ifindex %d) is pending with nothing queued, in flight or waiting "
                         "(need_reconcile %d, synced %d, routes_complete %d, held %d, policy %s)\n",
-                        d->ifname ?: "?", d->ifindex, d->need_reconcile, e->synced, e->routes_complete, d->held,
+                        d->ifname[0] ? d->ifname : "?", d->ifindex, d->need_reconcile, e->synced, e->routes_complete, d->held,
                         d->policy_name ?: "-");
                 abort();
         }
@@ -363,12 +363,14 @@ static void check_device(const Engine *e, const Device *d) {
         FUZZ_ASSERT(d->has_original || (d->written == 0 && !d->held && !d->has_last_good));
         FUZZ_ASSERT((d->rollout.phase == ROLLOUT_NONE) == (d->rollout.of == NULL));
         FUZZ_ASSERT(!d->rollout.of || rollout_known(e, d->rollout.of));
+        /* a write's record exactly while the write is queued or in flight */
+        FUZZ_ASSERT((d->write.phase == WRITE_IDLE) == (d->write.on == NULL));
         if (d->write.phase == WRITE_SENT) {
-                const WriterRequest *rq = writer_lookup(e->writer, d->write.seq);
+                const WriterRequest *rq = writer_lookup(e->writer, d->write.on->seq);
                 FUZZ_ASSERT(rq && rq->device == d && rq->kind == REQUEST_WRITE);
         }
-        FUZZ_ASSERT(!d->ifname || strlen(d->ifname) < IFNAMSIZ);
-        FUZZ_ASSERT(d->mac_len <= sizeof(d->mac) && d->perm_mac_len <= sizeof(d->perm_mac));
+        FUZZ_ASSERT(strnlen(d->ifname, sizeof(d->ifname)) < IFNAMSIZ);
+        FUZZ_ASSERT(d->mac_len <= 32 && d->perm_mac_len <= 32); /* MAX_ADDR_LEN */
 }
 
 void fuzz_engine_check(const Engine *e, const FuzzKernel *k) {

@@ -35,8 +35,8 @@ static bool match_has_route(void *userdata, const RoutePrefix *p) {
         {                                                                                            \
                 .ifname = (d)->ifname, .altnames = (d)->altnames, .n_altnames = (d)->n_altnames,     \
                 .kind = (d)->kind, .loopback = (d)->flags & IFF_LOOPBACK,                            \
-                .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .get_driver = match_get_driver, \
-                .has_route = match_has_route, .userdata = &(c),                                      \
+                .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .netns = (e)->cfg.netns,   \
+                .get_driver = match_get_driver, .has_route = match_has_route, .userdata = &(c),      \
         }
 
 const Policy *apply_match(Engine *e, const PolicySet *set, Device *d) {

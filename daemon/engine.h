@@ -23,6 +23,7 @@ typedef struct EngineConfig {
         const char *hostname;    /* for scoping policies (plan) */
         const char *kernel_release;
         const char *machine_id; /* for cohorts (rollout.hosts-percent); NULL: the hostname */
+        const char *netns;      /* the namespace's file name (match.netns); NULL: the daemon's own */
 } EngineConfig;
 
 /* Rollbacks of one policy's devices since start. Kept when the policy leaves the set, so that a

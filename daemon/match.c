@@ -57,12 +57,55 @@ static bool glob_list_matches(const StrList *l, const char *s) {
         return false;
 }
 
+static bool netns_item_matches(const char *item, const char *netns) {
+        if (streq_ptr(item, "host"))
+                return !netns;
+        /* "*" means every namespace under the directories, not the daemon's own */
+        return netns && fnmatch(item, netns, 0) == 0;
+}
+
+bool netns_list_matches(const StrList *l, const char *netns) {
+        bool plain = false;
+
+        if (!l || l->n == 0)
+                return !netns;
+        for (size_t i = 0; i < l->n; i++) {
+                const char *g = l->items[i];
+
+                if (g[0] == '!') {
+                        if (netns_item_matches(g + 1, netns))
+                                return false;
+                } else if (!plain && netns_item_matches(g, netns))
+                        plain = true;
+        }
+        return plain;
+}
+
+bool policy_set_wants_other_netns(const PolicySet *s) {
+        if (!s)
+                return false;
+        for (size_t i = 0; i < s->n_policies; i++) {
+                const StrList *l = &s->policies[i].match.netns;
+
+                if (!s->policies[i].applies_here)
+                        continue;
+                for (size_t j = 0; j < l->n; j++)
+                        if (l->items[j][0] != '!' && !streq_ptr(l->items[j], "host"))
+                                return true;
+        }
+        return false;
+}
+
 bool policy_matches(const Policy *p, const MatchDevice *d) {
         const PolicyMatch *m;
 
         if (!p || !d)
                 return false;
         m = &p->match;
+
+        /* the namespace first: a policy for pods says nothing about the host's devices */
+        if (!netns_list_matches(&m->netns, d->netns))
+                return false;
 
         /* lo is never what a broad policy means; it must be asked for by kind */
         if (d->loopback && !strlist_contains(&m->kind, "loopback"))

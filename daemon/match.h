@@ -14,6 +14,7 @@ typedef struct MatchDevice {
         const char *kind; /* IFLA_INFO_KIND, NULL when the link has none */
         bool loopback;    /* IFF_LOOPBACK */
         const char *mac;  /* "aa:bb:cc:dd:ee:ff" in lower case, NULL when none */
+        const char *netns; /* its namespace's file name; NULL: the daemon's own ("host") */
         /* Looked up only when a policy asks for it (costs an ioctl); may return NULL. */
         const char *(*get_driver)(void *userdata);
         /* Is the device the output of a route covered by `p`? */
@@ -22,12 +23,20 @@ typedef struct MatchDevice {
 } MatchDevice;
 
 /* All keys of the policy's match hold for the device. The loopback device matches only a
- * policy whose match.kind lists "loopback". */
+ * policy whose match.kind lists "loopback"; a device outside the daemon's own namespace only a
+ * policy whose match.netns takes its namespace. */
 bool policy_matches(const Policy *p, const MatchDevice *d);
 
 /* Which of a matching policy's keys chose the device, in words, for `show`: "name eth* (altname
  * enp3s0), kind veth", "every device (no match keys)". -ENOMEM, or 0 with *ret set. */
 int policy_match_explain(const Policy *p, const MatchDevice *d, char **ret);
+
+/* Does match.netns (empty: "host" alone) take the namespace named `netns` (NULL: the daemon's
+ * own)? "host" names the daemon's own, globs the others' file names; "!" excludes. */
+bool netns_list_matches(const StrList *l, const char *netns);
+
+/* Does any policy in force here name a namespace other than the daemon's own? */
+bool policy_set_wants_other_netns(const PolicySet *s);
 
 /* The first policy that applies to this host and matches, or NULL. */
 const Policy *policy_set_match(const PolicySet *s, const MatchDevice *d);

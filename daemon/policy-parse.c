@@ -194,10 +194,10 @@ static void check_rollback(Parser *p, yaml_node_t *at, const RollbackSpec *r) {
                              format_duration_usec(r->window_usec, b, sizeof(b)));
 }
 
-enum { MATCH_NAME, MATCH_KIND, MATCH_DRIVER, MATCH_MAC, MATCH_ROUTE, _MATCH_KEY_MAX };
+enum { MATCH_NAME, MATCH_KIND, MATCH_DRIVER, MATCH_MAC, MATCH_ROUTE, MATCH_NETNS, _MATCH_KEY_MAX };
 static const char *const match_keys[_MATCH_KEY_MAX] = {
         [MATCH_NAME] = "name", [MATCH_KIND] = "kind",   [MATCH_DRIVER] = "driver",
-        [MATCH_MAC] = "mac",   [MATCH_ROUTE] = "route",
+        [MATCH_MAC] = "mac",   [MATCH_ROUTE] = "route", [MATCH_NETNS] = "netns",
 };
 
 static void parse_match(Parser *p, yaml_node_t *n, PolicyMatch *m) {
@@ -215,6 +215,8 @@ static void parse_match(Parser *p, yaml_node_t *n, PolicyMatch *m) {
                 parser_strlist(p, v[MATCH_DRIVER], "driver", LIST_DRIVER, &m->driver);
         if (v[MATCH_MAC])
                 parser_strlist(p, v[MATCH_MAC], "mac", LIST_MAC, &m->mac);
+        if (v[MATCH_NETNS])
+                parser_strlist(p, v[MATCH_NETNS], "netns", LIST_NETNS, &m->netns);
         if (v[MATCH_ROUTE]) {
                 StrList l = {};
 

@@ -192,6 +192,15 @@ static bool list_item_check(Parser *p, yaml_node_t *n, const char *key, ListKind
                 if (glob_is_valid(s[0] == '!' ? s + 1 : s))
                         return true;
                 break;
+        case LIST_NETNS:
+                if (!glob_is_valid(s[0] == '!' ? s + 1 : s))
+                        break;
+                if (!strchr(s, '/'))
+                        return true;
+                /* a namespace is named by its file name under the namespace directories */
+                parser_error(p, n, "%s: %s is a path; name the namespace by its file name", key,
+                             parser_quote(s, q, sizeof(q)));
+                return false;
         case LIST_HOSTS:
         case LIST_DRIVER:
         case LIST_MAC:
@@ -285,7 +294,7 @@ void parser_strlist(Parser *p, yaml_node_t *n, const char *key, ListKind kind, S
                         all_ok = false;
                         continue;
                 }
-                if (kind == LIST_NAME && s[0] != '!')
+                if ((kind == LIST_NAME || kind == LIST_NETNS) && s[0] != '!')
                         plain = true;
                 r = strlist_append(l, s);
                 if (r < 0) {
@@ -297,7 +306,7 @@ void parser_strlist(Parser *p, yaml_node_t *n, const char *key, ListKind kind, S
                                 *c = (char) tolower((unsigned char) *c);
         }
         /* "!eth0" alone would match nothing at all: say so rather than ship a dead policy */
-        if (kind == LIST_NAME && all_ok && !plain)
+        if ((kind == LIST_NAME || kind == LIST_NETNS) && all_ok && !plain)
                 parser_error(p, n, "%s: needs at least one glob without \"!\"", key);
 }
 

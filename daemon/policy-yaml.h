@@ -83,6 +83,7 @@ typedef enum ListKind {
         LIST_DRIVER, /* driver globs */
         LIST_MAC,    /* address globs, folded to lower case */
         LIST_ROUTE,  /* "default" or prefixes */
+        LIST_NETNS,  /* "host" or namespace file name globs, "!" negates */
         _LIST_KIND_MAX,
         _LIST_KIND_INVALID = -1,
 } ListKind;

@@ -112,6 +112,7 @@ void policy_done(Policy *p) {
         strlist_done(&p->match.kind);
         strlist_done(&p->match.driver);
         strlist_done(&p->match.mac);
+        strlist_done(&p->match.netns);
         free(p->match.routes);
         rollback_spec_done(&p->rollback);
         *p = (Policy){};

@@ -41,6 +41,7 @@ typedef struct PolicyMatch {
         StrList kind;   /* link kinds; "device" = no kind, "loopback" = the loopback device */
         StrList driver; /* globs on the ethtool driver name */
         StrList mac;    /* globs on the lower-case colon-separated address */
+        StrList netns;  /* "host" or globs on namespace file names, "!" negates; empty = "host" */
         RoutePrefix *routes;
         size_t n_routes;
 } PolicyMatch;

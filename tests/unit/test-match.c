@@ -25,6 +25,7 @@ typedef struct Dev {
         const char *mac;
         const char *driver;
         const char *routes[4];
+        const char *netns; /* NULL: the daemon's own */
 } Dev;
 
 typedef struct DevState {
@@ -63,6 +64,7 @@ static MatchDevice match_device(DevState *st) {
                 .kind = st->dev->kind,
                 .loopback = st->dev->loopback,
                 .mac = st->dev->mac,
+                .netns = st->dev->netns,
                 .get_driver = dev_get_driver,
                 .has_route = dev_has_route,
                 .userdata = st,
@@ -100,6 +102,9 @@ static const Dev br = {.ifname = "br0", .kind = "bridge", .routes = {"10.0.0.0/8
 static const Dev lo = {
         .ifname = "lo", .loopback = true, .mac = "00:00:00:00:00:00", .routes = {"127.0.0.0/8", "::1/128"}};
 static const Dev nomac = {.ifname = "wg0", .kind = "wireguard"};
+static const Dev pod = {.ifname = "eth0", .kind = "veth", .netns = "cni-1234"};
+static const Dev sys = {.ifname = "eth0", .kind = "veth", .netns = "cni-kube-system-7"};
+static const Dev podlo = {.ifname = "lo", .loopback = true, .netns = "cni-1234"};
 
 typedef struct MatchCase {
         const char *match;
@@ -181,6 +186,28 @@ static const MatchCase match_cases[] = {
         {"{ route: [\"192.168.0.0/16\", \"2001:db8::/32\"] }", &ens9, true, 0},
         {"{ route: \"192.168.0.1\" }", &ens9, false, 0}, /* a host route is narrower than the /24 */
         {"{ route: \"127.0.0.0/8\", kind: loopback }", &lo, true, 0},
+
+        /* netns: without it, the daemon's own namespace only */
+        {"{}", &pod, false, 0},
+        {"{ name: \"*\" }", &pod, false, 0},
+        {"{ netns: host }", &eth0, true, 0},
+        {"{ netns: host }", &pod, false, 0},
+        {"{ netns: \"cni-*\" }", &pod, true, 0},
+        {"{ netns: \"cni-*\" }", &eth0, false, 0}, /* a glob never means the host */
+        {"{ netns: \"*\" }", &eth0, false, 0},
+        {"{ netns: \"*\" }", &pod, true, 0},
+        {"{ netns: [host, \"cni-*\"] }", &eth0, true, 0},
+        {"{ netns: [host, \"cni-*\"] }", &pod, true, 0},
+        {"{ netns: [\"cni-*\", \"!cni-kube-system-*\"] }", &pod, true, 0},
+        {"{ netns: [\"cni-*\", \"!cni-kube-system-*\"] }", &sys, false, 0},
+        {"{ netns: [\"!cni-kube-system-*\", host, \"cni-*\"] }", &sys, false, 0}, /* order does not matter */
+        {"{ netns: [\"*\", \"!host\"] }", &eth0, false, 0},
+        {"{ netns: cni-1234, name: eth0, kind: veth }", &pod, true, 0},
+        {"{ netns: cni-1234, name: eth1 }", &pod, false, 0},
+        {"{ netns: cni-1234, driver: veth }", &pod, false, 1}, /* the namespace checked first */
+        {"{ netns: cni-9, driver: veth }", &pod, false, 0},
+        {"{ netns: \"cni-*\" }", &podlo, false, 0}, /* lo needs kind loopback there too */
+        {"{ netns: \"cni-*\", kind: loopback }", &podlo, true, 0},
 
         /* all keys must hold */
         {"{ name: \"eth*\", kind: device, mac: \"0c:*\", route: default, driver: \"mlx*\" }", &eth0, true,
@@ -320,6 +347,33 @@ static void test_policy_set_match(void **state) {
         policy_set_free(s);
 }
 
+static void test_wants_other_netns(void **state) {
+        static const struct {
+                const char *match;
+                bool wants;
+        } cases[] = {
+                {"{}", false},
+                {"{ netns: host }", false},
+                {"{ netns: [host, \"!cni-*\"] }", false},
+                {"{ netns: \"cni-*\" }", true},
+                {"{ netns: [host, \"*\"] }", true},
+        };
+
+        (void) state;
+        assert_false(policy_set_wants_other_netns(NULL));
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                PolicySet *s = policy_from_match(cases[i].match);
+
+                s->policies[0].applies_here = true;
+                if (policy_set_wants_other_netns(s) != cases[i].wants)
+                        fail_msg("%s: expected %s", cases[i].match, cases[i].wants ? "true" : "false");
+                /* a policy not in force on this host asks for nothing */
+                s->policies[0].applies_here = false;
+                assert_false(policy_set_wants_other_netns(s));
+                policy_set_free(s);
+        }
+}
+
 static void test_route_prefix_covers(void **state) {
         static const struct {
                 const char *prefix;
@@ -386,6 +440,7 @@ int main(void) {
                 cmocka_unit_test(test_missing_callbacks),
                 cmocka_unit_test(test_policy_set_match),
                 cmocka_unit_test(test_route_prefix_covers),
+                cmocka_unit_test(test_wants_other_netns),
         };
 
         return cmocka_run_group_tests_name("match", tests, NULL, NULL);

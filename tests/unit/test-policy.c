@@ -290,6 +290,16 @@ static const ErrorCase error_cases[] = {
         {"only negated globs", V1 P "    match: { name: [\"!eth0\", \"!eth1\"] }\n" V6,
          "t.yaml:4:20: name: needs at least one glob without \"!\"\n"},
         {"empty list", V1 P "    match: { kind: [] }\n" V6, "t.yaml:4:20: kind: empty list\n"},
+        {"netns bad glob", V1 P "    match: { netns: [host, \"cni-[\"] }\n" V6,
+         "t.yaml:4:28: netns: bad glob \"cni-[\"\n"},
+        {"netns only negated", V1 P "    match: { netns: \"!host\" }\n" V6,
+         "t.yaml:4:21: netns: needs at least one glob without \"!\"\n"},
+        {"netns path", V1 P "    match: { netns: [\"/run/netns/cni-1\", \"!a/b\"] }\n" V6,
+         "t.yaml:4:22: netns: \"/run/netns/cni-1\" is a path; name the namespace by its file name\n"
+         "t.yaml:4:42: netns: \"!a/b\" is a path; name the namespace by its file name\n"},
+        {"netns empty", V1 P "    match: { netns: [] }\n" V6, "t.yaml:4:21: netns: empty list\n"},
+        {"netns mapping", V1 P "    match: { netns: {a: b} }\n" V6,
+         "t.yaml:4:21: netns: expected a string or a list of strings\n"},
         {"list of lists", V1 P "    match: { kind: [[veth]] }\n" V6,
          "t.yaml:4:21: kind: expected a string\n"},
         {"list is mapping", V1 P "    match: { driver: {a: b} }\n" V6,
@@ -415,6 +425,27 @@ static const ErrorCase error_cases[] = {
         {"control chars quoted", V1 P "    match: { kind: \"a\\tb\\\"\" }\n" V6,
          "t.yaml:4:20: kind: bad kind \"a\\x09b\\\"\"\n"},
 };
+
+/* match.netns keeps its items as written, "host" and "!" included. */
+static void test_netns_key(void **state) {
+        _cleanup_(freep) char *errors = NULL;
+        PolicySet *s = parse_string(V1 P "    match: { netns: [host, \"cni-*\", \"!cni-kube-system-*\"] }\n" V6
+                                          "  - name: q\n    match: { netns: \"docker-?\" }\n" V6
+                                          "  - name: r\n" V6,
+                                    &errors);
+
+        (void) state;
+        assert_string_equal(errors, "");
+        assert_non_null(s);
+        assert_int_equal(s->n_policies, 3);
+        assert_int_equal(s->policies[0].match.netns.n, 3);
+        assert_string_equal(s->policies[0].match.netns.items[0], "host");
+        assert_string_equal(s->policies[0].match.netns.items[2], "!cni-kube-system-*");
+        assert_int_equal(s->policies[1].match.netns.n, 1); /* a scalar is a list of one */
+        assert_string_equal(s->policies[1].match.netns.items[0], "docker-?");
+        assert_int_equal(s->policies[2].match.netns.n, 0);
+        policy_set_free(s);
+}
 
 static void test_error_cases(void **state) {
         unsigned failed = 0;
@@ -1544,6 +1575,7 @@ int main(void) {
                 cmocka_unit_test(test_all_keys),
                 cmocka_unit_test(test_error_cases),
                 cmocka_unit_test(test_nearest_word),
+                cmocka_unit_test(test_netns_key),
                 cmocka_unit_test(test_error_leaves_set_unchanged),
                 cmocka_unit_test(test_durations),
                 cmocka_unit_test(test_numbers),

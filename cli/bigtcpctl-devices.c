@@ -31,9 +31,19 @@ static void add_size_cell(Table *t, json_object *sizes, const char *key) {
                 (void) table_add(t, "-", NULL);
 }
 
+/* Does any device live outside the daemon's own namespace? */
+static bool other_netns(json_object *devs, size_t nd) {
+        for (size_t i = 0; i < nd; i++) {
+                const char *ns = jstr(json_object_array_get_idx(devs, i), "netns");
+                if (ns && !streq_ptr(ns, "host"))
+                        return true;
+        }
+        return false;
+}
+
 int verb_list(Ctl *c, char **args, size_t n) {
-        static const char *const headers[] = {"IDX", "LINK", "KIND", "STATE", "POLICY", "GSO",
-                                              "GRO", "GSO4", "GRO4", "TSO",   NULL};
+        static const char *const headers[] = {"NETNS", "IDX",  "LINK", "KIND", "STATE", "POLICY",
+                                              "GSO",   "GRO",  "GSO4", "GRO4", "TSO",   NULL};
         _cleanup_(json_object_putp) json_object *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         json_object *devs;
@@ -54,14 +64,18 @@ int verb_list(Ctl *c, char **args, size_t n) {
         }
         devs = devices_of(reply);
         nd = devs ? json_object_array_length(devs) : 0;
-        if (table_new(headers, &t) < 0)
+        /* the namespace column only where there is more than one namespace to tell apart */
+        size_t ns_col = other_netns(devs, nd) ? 1 : 0;
+        if (table_new(headers + 1 - ns_col, &t) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
-        table_set_align(t, 0, TABLE_RIGHT);
+        table_set_align(t, ns_col, TABLE_RIGHT);
         for (size_t col = 5; col <= 9; col++)
-                table_set_align(t, col, TABLE_RIGHT);
+                table_set_align(t, col + ns_col, TABLE_RIGHT);
         for (size_t i = 0; i < nd; i++) {
                 json_object *d = json_object_array_get_idx(devs, i), *cur = jget(d, "current");
                 const char *st = jstr(d, "state");
+                if (ns_col)
+                        (void) table_add(t, jstr(d, "netns") ?: "host", NULL);
                 (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
                 (void) table_add(t, jstr(d, "ifname"), NULL);
                 (void) table_add(t, jstr(d, "kind") ?: "-", NULL);
@@ -279,8 +293,11 @@ int verb_show(Ctl *c, char **args, size_t n) {
             (rb && rollback_text(rb, &rollback) < 0))
                 return error_exit(EXIT_FAILED, "out of memory");
 
-        printf("%s%s%s %" PRId64 ": %s\n", color(c, state_color(st) ?: ""), glyph(GLYPH_BULLET), color(c, ANSI_RESET),
-               jint(d, "ifindex", 0), jstr(d, "ifname") ?: "?");
+        const char *ns = jstr(d, "netns");
+        bool other = ns && !streq_ptr(ns, "host");
+        printf("%s%s%s %" PRId64 ": %s%s%s\n", color(c, state_color(st) ?: ""), glyph(GLYPH_BULLET), color(c, ANSI_RESET),
+               jint(d, "ifindex", 0), other ? ns : "", other ? "/" : "", jstr(d, "ifname") ?: "?");
+        print_field(c, "Namespace", ns ?: "host", NULL);
         print_field(c, "Kind", jstr(d, "kind") ?: "device (no kind)", NULL);
         print_field(c, "State", state, state_color(st));
         if (jlen(jarray(d, "altnames")) > 0) {

@@ -101,9 +101,14 @@ static void print_try(const Ctl *c, json_object *e) {
  * know is printed as the daemon's JSON. */
 static void print_event(const Ctl *c, json_object *e) {
         const char *ev = jstr(e, "event"), *ifname = jstr(e, "ifname") ?: "?";
+        _cleanup_(freep) char *full = NULL;
         struct timeval tv;
         struct tm tm;
         char ts[32] = "";
+
+        /* a device of another namespace as the daemon logs it: "cni-1/eth0" */
+        if (jstr(e, "netns") && asprintf(&full, "%s/%s", jstr(e, "netns"), ifname) >= 0)
+                ifname = full;
 
         gettimeofday(&tv, NULL);
         if (localtime_r(&tv.tv_sec, &tm))

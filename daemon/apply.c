@@ -35,7 +35,7 @@ static bool match_has_route(void *userdata, const RoutePrefix *p) {
         {                                                                                            \
                 .ifname = (d)->ifname, .altnames = (d)->altnames, .n_altnames = (d)->n_altnames,     \
                 .kind = (d)->kind, .loopback = (d)->flags & IFF_LOOPBACK,                            \
-                .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .netns = (e)->cfg.netns,   \
+                .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .netns = (e)->cfg.netns ? (e)->cfg.netns->name : NULL, \
                 .get_driver = match_get_driver, .has_route = match_has_route, .userdata = &(c),      \
         }
 
@@ -467,7 +467,7 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 const Policy *p = engine_policy(e, d->policy_name);
                 if (p && p->rollback.n_guards > 0 && !read_snap) {
                         /* one reading of the SNMP files serves every write of the batch */
-                        r = snmp_read(e->cfg.proc_net ?: "/proc/net", &snap);
+                        r = engine_snmp_read(e, &snap);
                         if (r < 0)
                                 log_warning_errno(r, "Failed to read the SNMP counters: %m; SNMP guards inactive for these writes");
                         read_snap = true;
@@ -621,7 +621,7 @@ static void refresh_guard_warnings(Engine *e) {
         size_t n = 0;
         int r;
 
-        r = snmp_read(e->cfg.proc_net ?: "/proc/net", &snap);
+        r = engine_snmp_read(e, &snap);
         if (r < 0)
                 log_warning_errno(r, "Failed to read the SNMP counters of this namespace, ignoring: %m");
         (void) guard_spec_check(&e->policy->defaults, &snap, sizeof(struct rtnl_link_stats64), &w, &n);

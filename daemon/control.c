@@ -83,14 +83,20 @@ static json_object *write_error_json(const Device *d) {
         return x;
 }
 
+Engine *control_engine_of(const Control *c, const Device *d) {
+        Netns *n = netns_of_device(d);
+        return n ? n->engine : c->engine;
+}
+
 json_object *control_device_json(const Control *c, const Device *d) {
-        const Engine *e = c->engine;
+        const Engine *e = control_engine_of(c, d);
         json_object *o = json_object_new_object();
         bool v4 = e->ipv4_supported, managed = d->state != DEVICE_UNMANAGED;
         uint64_t now = engine_now(e);
 
         if (!o)
                 return NULL;
+        json_object_object_add(o, "netns", kernel_string(device_netns_name(d)));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
         json_object_object_add(o, "ifname", kernel_string(d->ifname));
         json_object_object_add(o, "kind", kernel_string(d->kind));
@@ -348,7 +354,7 @@ static json_object *clamps_json(const Policy *p, const Desired *want, const Devi
  * differ from what the policy asks (clamped, held after a rollback, unsupported). Matching again
  * costs what a reconcile does, so ListDevices of every device does not. */
 static void device_explain(Control *c, Device *d, json_object *o) {
-        Engine *e = c->engine;
+        Engine *e = control_engine_of(c, d);
         const Policy *p = d->policy_name ? apply_match(e, e->policy, d) : NULL;
         _cleanup_(freep) char *why = NULL;
         Desired want;
@@ -366,11 +372,46 @@ static void device_explain(Control *c, Device *d, json_object *o) {
 }
 
 Device *control_find_device(const Control *c, const char *name) {
-        return device_find(&c->engine->devices, name);
+        const char *slash = name ? strchr(name, '/') : NULL;
+        _cleanup_(freep) char *ns = NULL;
+        Netns *n;
+
+        if (!slash)
+                return device_find(&c->engine->devices, name);
+        ns = strndup(name, (size_t) (slash - name));
+        if (!ns)
+                return NULL;
+        if (streq_ptr(ns, "host"))
+                return device_find(&c->engine->devices, slash + 1);
+        n = netns_set_find(c->netns, ns);
+        return n ? device_find(&n->engine->devices, slash + 1) : NULL;
 }
 
 int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n) {
-        return device_table_sorted(&c->engine->devices, ret, ret_n);
+        _cleanup_(freep) Device **all = NULL;
+        size_t n_all = 0, total = c->engine->devices.n_devices;
+        int r;
+
+        for (size_t i = 0; i < netns_set_count(c->netns); i++)
+                total += netns_set_get(c->netns, i)->engine->devices.n_devices;
+        all = calloc(total + 1, sizeof(Device *));
+        if (!all)
+                return -ENOMEM;
+        /* the daemon's own namespace first, then the others by name; in each, by ifindex */
+        for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
+                const DeviceTable *t = i == 0 ? &c->engine->devices : &netns_set_get(c->netns, i - 1)->engine->devices;
+                _cleanup_(freep) Device **l = NULL;
+                size_t n = 0;
+
+                r = device_table_sorted(t, &l, &n);
+                if (r < 0)
+                        return r;
+                for (size_t j = 0; j < n && n_all < total; j++)
+                        all[n_all++] = l[j];
+        }
+        *ret = TAKE_PTR(all);
+        *ret_n = n_all;
+        return 0;
 }
 
 int control_devices_json(const Control *c, const char *name, json_object **ret) {
@@ -454,12 +495,17 @@ static void on_links_read(void *userdata) {
 int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata, ControlRequest **ret) {
         ControlRequest *r;
         Device *d = NULL;
+        bool pod = false;
         int k;
 
         if (name) {
                 d = control_find_device(c, name);
                 if (!d)
                         return -ENODEV;
+                /* Another namespace's device is answered from the table (its verification
+                 * re-reads it): a read in flight must not outlive a namespace that goes. */
+                if (d->netns)
+                        d = NULL, name = NULL, pod = true;
         }
         r = calloc(1, sizeof(*r));
         if (!r)
@@ -469,6 +515,11 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
         if (!r->deferred) {
                 request_free(r);
                 return -ENOMEM;
+        }
+        if (pod) {
+                finish_request(r, 0);
+                *ret = r;
+                return 0;
         }
         /* One device: one request. When the ring is full, or for every device, a new dump. */
         k = d ? writer_request_read(c->engine->writer, d, on_device_read, r, &r->read_id) : -EBUSY;
@@ -507,12 +558,13 @@ json_object *control_errors_json(const PolicyErrors *errs) {
 }
 
 static json_object *plan_device(Control *c, const PolicySet *set, Device *d) {
-        Engine *e = c->engine;
+        Engine *e = control_engine_of(c, d);
         json_object *o = json_object_new_object();
         const Policy *p = apply_match(e, set, d);
         const char *action = "none";
         bool v4 = e->ipv4_supported;
 
+        json_object_object_add(o, "netns", kernel_string(device_netns_name(d)));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
         json_object_object_add(o, "ifname", kernel_string(d->ifname));
         json_object_object_add(o, "policy", string_or_null(p ? p->name : NULL));
@@ -795,7 +847,6 @@ int control_revert(Control *c) {
 
 /* One device by name, or (NULL) every device `op` has something to do with. */
 static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *d, const RollbackRecord *why)) {
-        Engine *e = c->engine;
         Device *d;
         int r, n = 0;
 
@@ -803,14 +854,18 @@ static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *
                 d = control_find_device(c, name);
                 if (!d)
                         return -ENODEV;
+                Engine *e = control_engine_of(c, d);
                 r = op(e, d, NULL);
                 apply_flush(e);
                 return r;
         }
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (op(e, d, NULL) >= 0)
-                        n++;
-        apply_flush(e);
+        for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
+                Engine *e = i == 0 ? c->engine : netns_set_get(c->netns, i - 1)->engine;
+                DEVICE_FOREACH(d, &e->devices, it)
+                        if (op(e, d, NULL) >= 0)
+                                n++;
+                apply_flush(e);
+        }
         return n > 0 ? 0 : -EALREADY;
 }
 
@@ -833,6 +888,9 @@ static json_object *device_event_json(const char *type, const Device *d) {
         if (!o)
                 return NULL;
         json_object_object_add(o, "event", json_object_new_string(type));
+        /* events of the daemon's own namespace stay as they were before namespaces */
+        if (d->netns)
+                json_object_object_add(o, "netns", kernel_string(d->netns->name));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
         json_object_object_add(o, "ifname", kernel_string(d->ifname));
         return o;

@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 
 #include "engine.h"
+#include "netns.h"
 #include "reload.h"
 #include "sync.h"
 #include "try.h"
@@ -16,6 +17,7 @@
 typedef struct Control {
         Engine *engine;
         Sync *sync;
+        NetnsSet *netns; /* the other namespaces' engines; NULL: none */
         Reloader *reloader;
         WorkerPool *workers; /* Plan and Validate */
         PolicyTry *trial;    /* Try, Confirm, Revert */
@@ -27,6 +29,9 @@ const char *control_state(const Engine *e);
 /* GetStatus names at most this many rolled-back or failed devices. */
 #define CONTROL_PROBLEMS_MAX 10u
 
+/* The engine of the namespace the device lives in. */
+Engine *control_engine_of(const Control *c, const Device *d);
+
 /* JSON building blocks. */
 json_object *control_sizes_json(const Sizes *s, bool ipv4);
 json_object *control_device_json(const Control *c, const Device *d);
@@ -37,7 +42,8 @@ json_object *control_event_json(const Event *e);
 /* GetStatus' "try": the running try (file, target, deadline), or NULL when none runs. */
 json_object *control_try_json(const Control *c);
 
-/* A device by name, altname or ifindex. */
+/* A device by name, altname or ifindex; "NETNS/DEV" in another namespace ("host/DEV": the
+ * daemon's own, as a bare name is). */
 Device *control_find_device(const Control *c, const char *name);
 /* Every device, sorted by ifindex; free the array, not the devices. */
 int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n);

@@ -158,18 +158,25 @@ int snmp_get(const SnmpSnapshot *s, const char *key, uint64_t *ret) {
         return 0;
 }
 
+const char *const snmp_file_names[3] = {"snmp", "netstat", "snmp6"};
+
 int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
-        static const struct {
-                const char *file;
-                bool six;
-        } files[] = {{"snmp", false}, {"netstat", false}, {"snmp6", true}};
+        return snmp_read_files(&(SnmpFiles){.dir = proc_net}, ret);
+}
+
+int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret) {
         SnmpSnapshot s = {};
 
-        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+        for (size_t i = 0; i < ELEMENTSOF(snmp_file_names); i++) {
                 _cleanup_(freep) char *path = NULL, *text = NULL;
                 int r;
 
-                if (asprintf(&path, "%s/%s", proc_net, files[i].file) < 0) {
+                if (f->opened && f->fd[i] < 0)
+                        continue;
+                /* opening the descriptor's /proc/self/fd link again gives a file of the same
+                 * namespace's counters, read from its start */
+                if ((f->opened ? asprintf(&path, "/proc/self/fd/%d", f->fd[i])
+                               : asprintf(&path, "%s/%s", f->dir, snmp_file_names[i])) < 0) {
                         snmp_done(&s);
                         return -ENOMEM;
                 }
@@ -177,7 +184,7 @@ int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
                 if (r == -ENOENT)
                         continue;
                 if (r >= 0)
-                        r = snmp_parse(&s, text, files[i].six);
+                        r = snmp_parse(&s, text, i == 2);
                 if (r < 0) {
                         snmp_done(&s);
                         return r;

@@ -22,9 +22,21 @@ typedef struct SnmpSnapshot {
         size_t n, cap;
 } SnmpSnapshot;
 
+/* Where a namespace's three files are: below a directory ("/proc/net", or a test directory),
+ * or — another namespace's — opened while inside it (snmp, netstat, snmp6; -1: absent there).
+ * Such a file reads its own namespace's counters wherever the reader is now. */
+typedef struct SnmpFiles {
+        const char *dir; /* used when `opened` is false */
+        bool opened;
+        int fd[3];
+} SnmpFiles;
+
 /* Read the three files below `proc_net` ("/proc/net", or a test directory). Files that do not
  * exist are skipped (a kernel without IPv6 has no snmp6). */
 int snmp_read(const char *proc_net, SnmpSnapshot *ret);
+int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret);
+/* The files' names below /proc/thread-self/net, in the order of SnmpFiles.fd. */
+extern const char *const snmp_file_names[3];
 /* Parse one file's text into `s` (appending); `six` for the snmp6 "Name value" format. */
 int snmp_parse(SnmpSnapshot *s, const char *text, bool six);
 /* Sort after appending, before lookups. */

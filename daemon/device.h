@@ -107,6 +107,14 @@ int rollback_record_copy(const RollbackRecord *r, RollbackRecord **ret);
 void rollback_record_free(RollbackRecord *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(RollbackRecord *, rollback_record_free);
 
+/* A network namespace other than the daemon's own, as its devices name it: one for each managed
+ * namespace (netns.c owns it), and every device of it points to it. */
+typedef struct NetnsId {
+        char *name;         /* its file name under the namespace directories */
+        uint64_t cookie;    /* SO_NETNS_COOKIE: never handed out again while the host runs */
+        uint64_t dev, ino;  /* of its nsfs file (stat) */
+} NetnsId;
+
 struct Probation;
 struct Rollout;
 typedef struct Device Device;
@@ -161,6 +169,7 @@ void device_write_end(Device *d);
 
 struct Device {
         /* ---- what the kernel said (sync.c, through device_update()) ---- */
+        const NetnsId *netns; /* NULL: the daemon's own namespace */
         int ifindex;
         unsigned flags;
         int master;
@@ -240,6 +249,11 @@ struct Device {
 
         Device *hash_next;
 };
+
+/* "host" for the daemon's own namespace. */
+static inline const char *device_netns_name(const Device *d) {
+        return d->netns ? d->netns->name : "host";
+}
 
 typedef struct DeviceTable {
         Device **buckets;

@@ -16,11 +16,12 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
         e->clock = clock;
         e->ioctl_fd = ioctl_fd;
         e->routes_complete = true;
+        SnmpFiles snmp = engine_snmp_files(e);
         r = device_table_init(&e->devices);
         if (r >= 0)
                 r = writer_new(transport, writer_ops, e, &e->writer);
         if (r >= 0)
-                r = probation_set_new(base, e->writer, cfg->proc_net ?: "/proc/net", clock, probation_ops, e,
+                r = probation_set_new(base, e->writer, &snmp, clock, probation_ops, e,
                                       &e->probation);
         if (r >= 0)
                 r = state_store_new(base, cfg->runtime_dir, &e->devices, &e->state);

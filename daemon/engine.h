@@ -20,10 +20,11 @@
 typedef struct EngineConfig {
         const char *runtime_dir; /* the state file */
         const char *proc_net;    /* the namespace's SNMP files; "/proc/net" */
+        const SnmpFiles *snmp;   /* instead: opened in another namespace (netns.c); NULL: proc_net */
         const char *hostname;    /* for scoping policies (plan) */
         const char *kernel_release;
         const char *machine_id; /* for cohorts (rollout.hosts-percent); NULL: the hostname */
-        const char *netns;      /* the namespace's file name (match.netns); NULL: the daemon's own */
+        const NetnsId *netns;   /* the namespace (match.netns, logs, IPC); NULL: the daemon's own */
 } EngineConfig;
 
 /* Rollbacks of one policy's devices since start. Kept when the policy leaves the set, so that a
@@ -83,6 +84,16 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
                Engine **ret);
 /* Saves the state file if a save is owed. */
 void engine_free(Engine *e);
+
+/* Where this namespace's SNMP counters are read. */
+static inline SnmpFiles engine_snmp_files(const Engine *e) {
+        return e->cfg.snmp ? *e->cfg.snmp : (SnmpFiles){.dir = e->cfg.proc_net ?: "/proc/net"};
+}
+
+static inline int engine_snmp_read(const Engine *e, SnmpSnapshot *ret) {
+        SnmpFiles f = engine_snmp_files(e);
+        return snmp_read_files(&f, ret);
+}
 
 uint64_t engine_now(const Engine *e);     /* CLOCK_MONOTONIC */
 uint64_t engine_boottime(const Engine *e); /* CLOCK_BOOTTIME */

@@ -34,9 +34,11 @@ int log_internal(int level, int error, const char *format, ...) _printf_(3, 4);
 #define log_warning_errno(e, ...) log_full_errno(LOG_WARNING, e, __VA_ARGS__)
 #define log_error_errno(e, ...) log_full_errno(LOG_ERR, e, __VA_ARGS__)
 
-/* Device-scoped: every line starts with the device name. */
+/* Device-scoped: every line starts with the device name, after its namespace's ("cni-1/eth0")
+ * when that is not the daemon's own. */
 #define log_dev_full_errno(d, level, e, fmt, ...)                                                \
-        log_full_errno(level, e, "%s: " fmt, (d)->ifname[0] ? (d)->ifname : "?", ##__VA_ARGS__)
+        log_full_errno(level, e, "%s%s%s: " fmt, (d)->netns ? (d)->netns->name : "",             \
+                       (d)->netns ? "/" : "", (d)->ifname[0] ? (d)->ifname : "?", ##__VA_ARGS__)
 #define log_dev_debug(d, fmt, ...) log_dev_full_errno(d, LOG_DEBUG, 0, fmt, ##__VA_ARGS__)
 #define log_dev_info(d, fmt, ...) log_dev_full_errno(d, LOG_INFO, 0, fmt, ##__VA_ARGS__)
 #define log_dev_notice(d, fmt, ...) log_dev_full_errno(d, LOG_NOTICE, 0, fmt, ##__VA_ARGS__)

@@ -21,6 +21,8 @@ static void help(void) {
                "  -l --log-level LEVEL    err, warning, notice, info (default), debug\n"
                "     --verify-interval T  Re-read the devices every T (default 60s, 0: never) to\n"
                "                          put back sizes changed behind bigtcpd's back\n"
+               "     --netns-dir DIR      Look for network namespaces in DIR (repeatable; default\n"
+               "                          /run/netns and /run/docker/netns)\n"
                "     --check-config       Validate the policy and exit: 0 clean, 1 errors (guard\n"
                "                          counters this host lacks are warnings)\n"
                "  -h --help               Show this help\n"
@@ -29,13 +31,14 @@ static void help(void) {
 }
 
 int main(int argc, char *argv[]) {
-        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL };
+        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL, ARG_NETNS_DIR };
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"runtime-dir", required_argument, NULL, 'r'},
                 {"log-level", required_argument, NULL, 'l'},
                 {"check-config", no_argument, NULL, ARG_CHECK_CONFIG},
                 {"verify-interval", required_argument, NULL, ARG_VERIFY_INTERVAL},
+                {"netns-dir", required_argument, NULL, ARG_NETNS_DIR},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION},
                 {},
@@ -46,6 +49,7 @@ int main(int argc, char *argv[]) {
                 .netlink_rcvbuf = DEFAULT_NETLINK_RCVBUF,
                 .verify_interval_usec = DEFAULT_VERIFY_INTERVAL_USEC,
         };
+        char *netns_dirs[NETNS_DIRS_MAX];
         bool check = false;
         Manager *m = NULL;
         const char *e;
@@ -81,6 +85,18 @@ int main(int argc, char *argv[]) {
                                 log_error("--verify-interval: \"%s\" is not a duration like 30s", optarg);
                                 return 2;
                         }
+                        break;
+                case ARG_NETNS_DIR:
+                        if (cfg.n_netns_dirs >= NETNS_DIRS_MAX) {
+                                log_error("--netns-dir: at most %u directories", NETNS_DIRS_MAX);
+                                return 2;
+                        }
+                        if (optarg[0] != '/') {
+                                log_error("--netns-dir: \"%s\" is not an absolute path", optarg);
+                                return 2;
+                        }
+                        netns_dirs[cfg.n_netns_dirs++] = optarg;
+                        cfg.netns_dirs = netns_dirs;
                         break;
                 case ARG_CHECK_CONFIG:
                         check = true;

@@ -40,6 +40,11 @@ static void on_stop_timer(evutil_socket_t fd, short what, void *userdata) {
         event_base_loopbreak(m->base);
 }
 
+static void on_policy_swapped(void *userdata) {
+        Manager *m = userdata;
+        netns_set_policy_changed(m->netns);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *userdata) {
         Manager *m = userdata;
 
@@ -108,6 +113,16 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         r = sync_new(m->engine, m->nl, cfg->verify_interval_usec, &m->sync);
         if (r < 0)
                 return r;
+        NetnsConfig nc = {
+                .dirs = cfg->netns_dirs,
+                .n_dirs = cfg->n_netns_dirs,
+                .runtime_dir = cfg->runtime_dir,
+                .netlink_rcvbuf = cfg->netlink_rcvbuf,
+                .verify_interval_usec = cfg->verify_interval_usec,
+        };
+        r = netns_set_new(m->base, &nc, m->engine, &m->netns);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the network namespaces: %m");
         r = reloader_new(m->base, &(ReloadConfig){.config_path = cfg->config_path, .root = cfg->root}, m->engine,
                          m->sync, &m->reloader);
         if (r < 0)
@@ -115,11 +130,13 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         r = policy_try_new(m->base, m->engine, m->reloader, cfg->runtime_dir, &m->trial);
         if (r < 0)
                 return r;
+        reloader_on_swap(m->reloader, on_policy_swapped, m);
         r = worker_pool_new(m->base, WORKER_FORK, &m->workers);
         if (r < 0)
                 return r;
         m->control = (Control){.engine = m->engine,
                                .sync = m->sync,
+                               .netns = m->netns,
                                .reloader = m->reloader,
                                .workers = m->workers,
                                .trial = m->trial};
@@ -144,6 +161,7 @@ void manager_free(Manager *m) {
                 event_watch_remove(&m->engine->events, m->stop_watch);
         policy_try_free(m->trial);
         reloader_free(m->reloader);
+        netns_set_free(m->netns);
         sync_free(m->sync);
         engine_free(m->engine);
         netlink_free(m->nl);
@@ -268,6 +286,7 @@ int manager_start(Manager *m) {
                 return log_error_errno(r, "Failed to set up sd_notify and the watchdog: %m");
         }
         sync_start(m->sync, entries, n);
+        netns_set_policy_changed(m->netns);
 
         if (asprintf(&path, "%s/" VARLINK_INTERFACE, m->cfg.runtime_dir) < 0)
                 return log_error_errno(ENOMEM, "Failed to set up: %m");

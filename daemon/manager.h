@@ -11,6 +11,7 @@
 #include "dbus-manager.h"
 #include "engine.h"
 #include "netlink.h"
+#include "netns.h"
 #include "notify.h"
 #include "reload.h"
 #include "sync.h"
@@ -26,6 +27,8 @@ typedef struct ManagerConfig {
          * bigtcpd manages any device, to put back what others changed. 0 disables. */
         uint64_t verify_interval_usec;
         size_t varlink_output_max; /* 0: the default cap on unread replies */
+        char **netns_dirs; /* --netns-dir; NULL: NETNS_DIRS_DEFAULT */
+        size_t n_netns_dirs;
 } ManagerConfig;
 
 typedef struct Manager {
@@ -36,6 +39,7 @@ typedef struct Manager {
         Netlink *nl;
         Engine *engine;
         Sync *sync;
+        NetnsSet *netns; /* the other namespaces */
         Reloader *reloader;
         PolicyTry *trial;
         WorkerPool *workers;

@@ -96,6 +96,13 @@ bool policy_set_wants_other_netns(const PolicySet *s) {
         return false;
 }
 
+bool policy_set_takes_netns(const PolicySet *s, const char *netns) {
+        for (size_t i = 0; s && i < s->n_policies; i++)
+                if (s->policies[i].applies_here && netns_list_matches(&s->policies[i].match.netns, netns))
+                        return true;
+        return false;
+}
+
 bool policy_matches(const Policy *p, const MatchDevice *d) {
         const PolicyMatch *m;
 

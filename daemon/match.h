@@ -37,6 +37,8 @@ bool netns_list_matches(const StrList *l, const char *netns);
 
 /* Does any policy in force here name a namespace other than the daemon's own? */
 bool policy_set_wants_other_netns(const PolicySet *s);
+/* … the namespace named `netns` (NULL: the daemon's own)? */
+bool policy_set_takes_netns(const PolicySet *s, const char *netns);
 
 /* The first policy that applies to this host and matches, or NULL. */
 const Policy *policy_set_match(const PolicySet *s, const MatchDevice *d);

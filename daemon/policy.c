@@ -213,12 +213,23 @@ PolicySet *policy_set_new(void) {
                 return NULL;
         }
         s->digest = FNV1A64_OFFSET;
+        s->n_ref = 1;
+        return s;
+}
+
+PolicySet *policy_set_ref(PolicySet *s) {
+        if (s)
+                s->n_ref++;
         return s;
 }
 
 void policy_set_free(PolicySet *s) {
         if (!s)
                 return;
+        if (s->n_ref > 1) {
+                s->n_ref--;
+                return;
+        }
         for (size_t i = 0; i < s->n_policies; i++)
                 policy_done(&s->policies[i]);
         free(s->policies);

@@ -119,6 +119,7 @@ typedef struct PolicySet {
         size_t n_files;
         RollbackSpec defaults; /* built-in defaults overridden by the first file's `rollback` */
         uint64_t digest;       /* FNV-1a 64 over the files' names and contents, in order */
+        unsigned n_ref;        /* the engines of every namespace run one set */
 } PolicySet;
 
 typedef struct PolicyError {
@@ -149,6 +150,8 @@ typedef struct PolicyErrors {
 _Static_assert(POLICY_STRING_MAX == GLOB_LENGTH_MAX, "a glob is a policy string: one limit for both");
 
 PolicySet *policy_set_new(void);
+/* One more holder; policy_set_free() drops one and frees with the last. */
+PolicySet *policy_set_ref(PolicySet *s);
 void policy_set_free(PolicySet *s);
 static inline void policy_set_freep(PolicySet **s) {
         policy_set_free(*s);

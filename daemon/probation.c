@@ -12,7 +12,8 @@
 struct ProbationSet {
         struct event_base *base;
         Writer *writer;
-        char *proc_net;
+        char *proc_net; /* snmp.dir's copy */
+        SnmpFiles snmp;
         const Clock *clock;
         const ProbationOps *ops;
         void *userdata;
@@ -79,7 +80,7 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         probation_tick(userdata);
 }
 
-int probation_set_new(struct event_base *base, Writer *writer, const char *proc_net, const Clock *clock,
+int probation_set_new(struct event_base *base, Writer *writer, const SnmpFiles *snmp, const Clock *clock,
                       const ProbationOps *ops, void *userdata, ProbationSet **ret) {
         ProbationSet *s = calloc(1, sizeof(*s));
 
@@ -87,9 +88,10 @@ int probation_set_new(struct event_base *base, Writer *writer, const char *proc_
                 return -ENOMEM;
         *s = (ProbationSet){.base = base, .writer = writer, .clock = clock, .ops = ops, .userdata = userdata};
         TAILQ_INIT(&s->devices);
-        s->proc_net = strdup(proc_net);
+        s->snmp = *snmp;
+        s->snmp.dir = s->proc_net = snmp->dir ? strdup(snmp->dir) : NULL;
         s->timer = evtimer_new(base, on_timer, s);
-        if (!s->proc_net || !s->timer) {
+        if ((snmp->dir && !s->proc_net) || !s->timer) {
                 probation_set_free(s);
                 return -ENOMEM;
         }
@@ -281,7 +283,7 @@ void probation_tick(ProbationSet *s) {
                 if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT &&
                     guard_set_has_snmp(&d->probation->guards)) {
                         /* one reading of the files for every device due */
-                        have_snap = snmp_read(s->proc_net, &snap) >= 0;
+                        have_snap = snmp_read_files(&s->snmp, &snap) >= 0;
                         break;
                 }
 

@@ -52,8 +52,8 @@ typedef struct ProbationOps {
 
 typedef struct ProbationSet ProbationSet;
 
-/* `proc_net`: where the namespace's SNMP files are ("/proc/net"). */
-int probation_set_new(struct event_base *base, Writer *writer, const char *proc_net, const Clock *clock,
+/* `snmp`: where the namespace's SNMP files are ("/proc/net"); the fds stay the caller's. */
+int probation_set_new(struct event_base *base, Writer *writer, const SnmpFiles *snmp, const Clock *clock,
                       const ProbationOps *ops, void *userdata, ProbationSet **ret);
 /* Ends every probation (the devices stay). */
 void probation_set_free(ProbationSet *s);

@@ -18,6 +18,8 @@ struct Reloader {
         bool has_last;
         bool held;             /* a try runs: reloads wait for its end */
         bool owed;             /* … and one was asked for meanwhile */
+        void (*swapped)(void *userdata);
+        void *swapped_userdata;
 };
 
 /* Keeps the outcome for status: the errors copied (at most RELOAD_ERRORS_KEPT), the time now. */
@@ -193,6 +195,11 @@ int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sy
         return 0;
 }
 
+void reloader_on_swap(Reloader *r, void (*fn)(void *userdata), void *userdata) {
+        r->swapped = fn;
+        r->swapped_userdata = userdata;
+}
+
 void reloader_free(Reloader *r) {
         if (!r)
                 return;
@@ -300,6 +307,8 @@ void reloader_swap(Reloader *r, PolicySet *set, PolicySet **ret_old) {
         e->settle_pending = true;
         /* Reconcile against what the kernel holds now, not what it held at the last event. */
         sync_verify(r->sync);
+        if (r->swapped)
+                r->swapped(r->swapped_userdata);
 }
 
 void reloader_hold(Reloader *r, bool hold) {

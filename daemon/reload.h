@@ -33,6 +33,9 @@ typedef struct ReloadResult {
 
 int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, Reloader **ret);
 void reloader_free(Reloader *r);
+/* `fn` is called once a new policy is in the engine and its writes are queued (the other
+ * namespaces' engines follow it there). */
+void reloader_on_swap(Reloader *r, void (*fn)(void *userdata), void *userdata);
 
 /* The first policy, before the engine starts: -EINVAL (every error logged) when it has errors. */
 int reloader_load(Reloader *r);

@@ -202,6 +202,7 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
                         log_error_errno(r, "Failed to track link %d: %m", lm.ifindex);
                         return;
                 }
+                d->netns = e->cfg.netns;
                 /* created while bigtcpd watches: new, until it carries traffic or time passes */
                 if (e->synced && source == NETLINK_EVENT)
                         d->appeared_usec = engine_now(e);

@@ -23,6 +23,7 @@ LAYERS = [
     ('decisions', ['lifecycle', 'apply']),
     ('kernel side', ['sync']),
     ('policy reload', ['reload', 'try']),
+    ('namespaces', ['netns']),
     ('control', ['control']),
     ('transports', ['notify', 'varlink-manager', 'dbus-manager']),
     ('composition root', ['manager', 'main']),

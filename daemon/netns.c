@@ -1,0 +1,653 @@
+/* netns.c — the other network namespaces: scanning the namespace directories, entering each
+ * namespace once (setns there, open its sockets and SNMP files, setns back: the daemon has no
+ * threads, and nothing but this file ever leaves its own namespace), an engine and a sync for
+ * each, their state directories, and forgetting them when they go. */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "apply.h"
+#include "log.h"
+#include "match.h"
+#include "netns.h"
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+#define COOKIE_FILE "cookie"
+
+struct NetnsSet {
+        struct event_base *base;
+        Engine *host;
+        NetnsConfig cfg;
+        char **dirs;
+        size_t n_dirs;
+        int *wd; /* inotify watch of each directory; -1 while it does not exist */
+        char *state_root;
+        int host_fd; /* the daemon's own namespace, to come back to */
+        uint64_t nsfs_dev, host_ino;
+        int inotify_fd;
+        struct event *inotify_event;
+        int mounts_fd; /* /proc/self/mountinfo: polls as changed when a mount comes or goes */
+        struct event *mounts_event;
+        struct event *scan_event; /* one scan per loop iteration, however many events asked */
+        bool watching;
+        bool scanned;      /* the first scan is done: state directories of gone namespaces went */
+        bool logged_limit; /* NETNS_MAX was reached */
+        Netns **items;     /* sorted by name */
+        size_t n, cap;
+};
+
+bool netns_name_is_valid(const char *name) {
+        size_t n = name ? strlen(name) : 0;
+
+        /* hidden files are a tool's temporary ones; "host" is the daemon's own in a policy */
+        return n > 0 && n <= NAME_MAX && name[0] != '.' && !strchr(name, '/') && !streq_ptr(name, "host");
+}
+
+size_t netns_set_count(const NetnsSet *s) {
+        return s ? s->n : 0;
+}
+
+Netns *netns_set_get(const NetnsSet *s, size_t i) {
+        return s && i < s->n ? s->items[i] : NULL;
+}
+
+static size_t find_index(const NetnsSet *s, const char *name, bool *ret_found) {
+        size_t lo = 0, hi = s->n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(s->items[mid]->id.name, name);
+                if (c == 0) {
+                        *ret_found = true;
+                        return mid;
+                }
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_found = false;
+        return lo;
+}
+
+Netns *netns_set_find(const NetnsSet *s, const char *name) {
+        bool found;
+        size_t i;
+
+        if (!s || !name)
+                return NULL;
+        i = find_index(s, name, &found);
+        return found ? s->items[i] : NULL;
+}
+
+static Netns *find_by_ino(const NetnsSet *s, uint64_t ino) {
+        for (size_t i = 0; i < s->n; i++)
+                if (s->items[i]->id.ino == ino)
+                        return s->items[i];
+        return NULL;
+}
+
+/* ---- state directories: <runtime_dir>/netns/<inode>, holding the cookie of the namespace they
+ * are for (an inode number is handed out again once a namespace is gone; a cookie is not) ---- */
+
+static int remove_state_dir(const char *root, const char *name) {
+        _cleanup_(closep) int fd = -1;
+        struct dirent *de;
+        DIR *d;
+
+        fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        int sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (sub < 0)
+                return errno == ENOENT ? 0 : -errno;
+        d = fdopendir(sub);
+        if (!d) {
+                close(sub);
+                return -errno;
+        }
+        while ((de = readdir(d)))
+                if (!streq_ptr(de->d_name, ".") && !streq_ptr(de->d_name, ".."))
+                        (void) unlinkat(sub, de->d_name, 0);
+        closedir(d);
+        if (unlinkat(fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
+}
+
+static bool state_dir_exists(const NetnsSet *s, uint64_t ino) {
+        char name[32];
+        struct stat st;
+        _cleanup_(freep) char *path = NULL;
+
+        snprintf(name, sizeof(name), "%" PRIu64, ino);
+        if (asprintf(&path, "%s/%s", s->state_root, name) < 0)
+                return false;
+        return lstat(path, &st) >= 0 && S_ISDIR(st.st_mode);
+}
+
+/* Make the namespace's state directory; one left by a namespace that had the inode before is
+ * emptied first. */
+static int prepare_state_dir(const NetnsSet *s, Netns *n) {
+        _cleanup_(freep) char *cookie_path = NULL, *text = NULL;
+        char name[32], want[32];
+        int r;
+
+        if (mkdir(s->cfg.runtime_dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        if (mkdir(s->state_root, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        snprintf(name, sizeof(name), "%" PRIu64, n->id.ino);
+        if (asprintf(&n->state_dir, "%s/%s", s->state_root, name) < 0 ||
+            asprintf(&cookie_path, "%s/" COOKIE_FILE, n->state_dir) < 0)
+                return -ENOMEM;
+        snprintf(want, sizeof(want), "%" PRIu64 "\n", n->id.cookie);
+        r = read_file_bounded(cookie_path, 64, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &text, NULL);
+        if (r >= 0 && streq_ptr(text, want))
+                return 0;
+        if (r >= 0 || r != -ENOENT) {
+                log_info("netns %s: the state in %s is of a namespace that is gone; dropping it", n->id.name,
+                         n->state_dir);
+                (void) remove_state_dir(s->state_root, name);
+        }
+        if (mkdir(n->state_dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        _cleanup_(closep) int fd = open(cookie_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, want, strlen(want)) != (ssize_t) strlen(want))
+                return errno > 0 ? -errno : -EIO;
+        return 0;
+}
+
+/* ---- one namespace ---- */
+
+static void netns_free(Netns *n) {
+        if (!n)
+                return;
+        if (n->engine && n->forward_watch)
+                event_watch_remove(&n->engine->events, n->forward_watch);
+        sync_free(n->sync);
+        engine_free(n->engine);
+        netlink_free(n->nl);
+        for (size_t i = 0; i < ELEMENTSOF(n->snmp.fd); i++)
+                if (n->snmp.fd[i] >= 0)
+                        close(n->snmp.fd[i]);
+        free(n->state_dir);
+        free(n->id.name);
+        free(n);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Netns *, netns_free);
+
+/* Device events reach the watchers of the daemon (Monitor, D-Bus); the namespace's own
+ * bookkeeping (settled, reloads) does not. */
+static void on_netns_event(const Event *ev, void *userdata) {
+        NetnsSet *s = userdata;
+
+        switch (ev->type) {
+        case EVENT_ADDED:
+        case EVENT_REMOVED:
+        case EVENT_STATE:
+        case EVENT_WRITE:
+        case EVENT_ROLLBACK:
+        case EVENT_ROLLOUT:
+                event_emit(&s->host->events, ev);
+                break;
+        case EVENT_RELOAD:
+        case EVENT_RELOADING:
+        case EVENT_TRY: /* the daemon's, not a namespace's */
+        case EVENT_SETTLED:
+        case _EVENT_TYPE_MAX:
+        case _EVENT_TYPE_INVALID:
+                break;
+        }
+}
+
+/* Inside the namespace: its sockets, its SNMP files and its cookie. The caller comes back. */
+static int open_inside(NetnsSet *s, Netns *n) {
+        socklen_t len = sizeof(n->id.cookie);
+        int r;
+
+        r = netlink_new(s->base, s->cfg.netlink_rcvbuf, &n->nl);
+        if (r < 0)
+                return r;
+        if (getsockopt(netlink_ioctl_fd(n->nl), SOL_SOCKET, SO_NETNS_COOKIE, &n->id.cookie, &len) < 0)
+                return -errno;
+        n->snmp.opened = true;
+        for (size_t i = 0; i < ELEMENTSOF(n->snmp.fd); i++) {
+                _cleanup_(freep) char *path = NULL;
+                if (asprintf(&path, "/proc/thread-self/net/%s", snmp_file_names[i]) < 0)
+                        return -ENOMEM;
+                /* a namespace without IPv6 has no snmp6: read as absent */
+                n->snmp.fd[i] = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        }
+        return 0;
+}
+
+static int enter(NetnsSet *s, int dir_fd, const char *name, uint64_t ino, Netns **ret) {
+        _cleanup_(netns_freep) Netns *n = calloc(1, sizeof(*n));
+        _cleanup_(closep) int fd = -1;
+        StateEntry *entries = NULL;
+        StateLoadReport report;
+        size_t n_entries = 0;
+        int r, k;
+
+        if (!n)
+                return -ENOMEM;
+        n->snmp.fd[0] = n->snmp.fd[1] = n->snmp.fd[2] = -1;
+        n->id.name = strdup(name);
+        if (!n->id.name)
+                return -ENOMEM;
+        n->id.dev = s->nsfs_dev;
+        n->id.ino = ino;
+
+        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        r = ioctl(fd, NS_GET_NSTYPE);
+        if (r < 0)
+                return -errno;
+        if (r != CLONE_NEWNET)
+                return -EMEDIUMTYPE;
+        if (setns(fd, CLONE_NEWNET) < 0)
+                return -errno;
+        r = open_inside(s, n);
+        if (setns(s->host_fd, CLONE_NEWNET) < 0) {
+                /* Everything the daemon opens from here on would belong to another namespace:
+                 * there is no running on from that. */
+                log_error_errno(errno, "Failed to return to bigtcpd's own network namespace: %m");
+                abort();
+        }
+        if (r < 0)
+                return r;
+
+        r = prepare_state_dir(s, n);
+        if (r < 0)
+                return log_error_errno(r, "netns %s: failed to set up its state directory: %m", name);
+
+        EngineConfig ec = s->host->cfg;
+        ec.runtime_dir = n->state_dir;
+        ec.proc_net = NULL;
+        ec.snmp = &n->snmp;
+        ec.netns = &n->id;
+        WriterTransport transport = {netlink_send_request, n->nl, netlink_stats_dump_request};
+        r = engine_new(s->base, &ec, s->host->clock, netlink_ioctl_fd(n->nl), &transport, &apply_writer_ops,
+                       &apply_probation_ops, &n->engine);
+        if (r < 0)
+                return r;
+        n->engine->policy = policy_set_ref(s->host->policy);
+        apply_policy_changed(n->engine);
+        r = sync_new(n->engine, n->nl, s->cfg.verify_interval_usec, &n->sync);
+        if (r < 0)
+                return r;
+        n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, s);
+        if (n->forward_watch == 0)
+                return -ENOMEM;
+
+        r = state_store_open_dir(n->engine->state, NULL);
+        if (r < 0)
+                return log_error_errno(r, "netns %s: failed to open %s: %m", name, n->state_dir);
+        k = state_store_load(n->engine->state, &entries, &n_entries, &report);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0 || report.snapshot_error < 0)
+                log_warning_errno(k < 0 ? k : report.snapshot_error,
+                                  "netns %s: failed to read its state in %s: %m; starting without recorded originals",
+                                  name, n->state_dir);
+        else if (n_entries > 0)
+                log_info("netns %s: original sizes of %zu devices recorded by an earlier run", name, n_entries);
+        sync_start(n->sync, entries, n_entries);
+        *ret = TAKE_PTR(n);
+        return 0;
+}
+
+static int insert(NetnsSet *s, Netns *n) {
+        bool found;
+        size_t i = find_index(s, n->id.name, &found);
+
+        if (found)
+                return -EEXIST;
+        if (s->n == s->cap) {
+                size_t cap = s->cap ? s->cap * 2 : 16;
+                Netns **t = realloc(s->items, cap * sizeof(*t));
+                if (!t)
+                        return -ENOMEM;
+                s->items = t;
+                s->cap = cap;
+        }
+        memmove(s->items + i + 1, s->items + i, (s->n - i) * sizeof(*s->items));
+        s->items[i] = n;
+        s->n++;
+        return 0;
+}
+
+/* The namespace is gone, or its file is: its devices go with it, quietly (nothing can be given
+ * back to a namespace bigtcpd cannot reach any more). */
+static void forget(NetnsSet *s, size_t i) {
+        Netns *n = s->items[i];
+        _cleanup_(freep) Device **devs = NULL;
+        size_t n_devs = 0, n_written = 0;
+        char name[32];
+
+        if (device_table_sorted(&n->engine->devices, &devs, &n_devs) >= 0)
+                for (size_t j = 0; j < n_devs; j++) {
+                        n_written += devs[j]->has_original;
+                        event_emit(&s->host->events, &(Event){.type = EVENT_REMOVED, .device = devs[j]});
+                }
+        log_info("netns %s: gone; forgetting its %zu devices (%zu written by bigtcpd)", n->id.name, n_devs,
+                 n_written);
+        snprintf(name, sizeof(name), "%" PRIu64, n->id.ino);
+        memmove(s->items + i, s->items + i + 1, (s->n - i - 1) * sizeof(*s->items));
+        s->n--;
+        netns_free(n);
+        (void) remove_state_dir(s->state_root, name);
+}
+
+/* ---- scanning ---- */
+
+static void watch_dirs(NetnsSet *s) {
+        for (size_t i = 0; i < s->n_dirs; i++)
+                if (s->wd[i] < 0)
+                        /* a directory made later (ip netns makes /run/netns at its first use) is
+                         * found by the scan its mount causes */
+                        s->wd[i] = inotify_add_watch(s->inotify_fd, s->dirs[i],
+                                                     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                                             IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF |
+                                                             IN_ONLYDIR | IN_EXCL_UNLINK);
+}
+
+typedef struct Seen {
+        uint64_t *inos;
+        size_t n, cap;
+} Seen;
+
+static void seen_add(Seen *v, uint64_t ino) {
+        if (v->n == v->cap) {
+                size_t cap = v->cap ? v->cap * 2 : 64;
+                uint64_t *t = realloc(v->inos, cap * sizeof(*t));
+                if (!t)
+                        return;
+                v->inos = t;
+                v->cap = cap;
+        }
+        v->inos[v->n++] = ino;
+}
+
+static bool seen_has(const Seen *v, uint64_t ino) {
+        for (size_t i = 0; i < v->n; i++)
+                if (v->inos[i] == ino)
+                        return true;
+        return false;
+}
+
+static void scan_dir(NetnsSet *s, const char *dir, Seen *seen) {
+        _cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct dirent *de;
+        DIR *d;
+
+        if (fd < 0)
+                return;
+        d = fdopendir(dup(fd));
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                struct stat st;
+                Netns *n;
+                int r;
+
+                if (!netns_name_is_valid(de->d_name))
+                        continue;
+                /* a namespace's file is a bind-mount of nsfs; before the mount it is an empty file */
+                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || (uint64_t) st.st_dev != s->nsfs_dev)
+                        continue;
+                if ((uint64_t) st.st_ino == s->host_ino || seen_has(seen, st.st_ino))
+                        continue; /* the daemon's own, or a second name of one already found */
+                seen_add(seen, st.st_ino);
+                n = find_by_ino(s, st.st_ino);
+                if (n) {
+                        n->seen = true;
+                        continue;
+                }
+                if (!policy_set_takes_netns(s->host->policy, de->d_name) && !state_dir_exists(s, st.st_ino))
+                        continue;
+                if (netns_set_find(s, de->d_name))
+                        continue; /* the name of one found in an earlier directory */
+                if (s->n >= NETNS_MAX) {
+                        if (!s->logged_limit)
+                                log_warning("netns %s: already managing %u namespaces; leaving the others alone",
+                                            de->d_name, NETNS_MAX);
+                        s->logged_limit = true;
+                        continue;
+                }
+                r = enter(s, fd, de->d_name, st.st_ino, &n);
+                if (r == -ENOENT || r == -EMEDIUMTYPE)
+                        continue; /* gone again, or not a network namespace */
+                if (r < 0) {
+                        log_warning_errno(r, "netns %s: failed to enter it: %m; ignoring", de->d_name);
+                        continue;
+                }
+                if (insert(s, n) < 0) {
+                        netns_free(n);
+                        continue;
+                }
+                n->seen = true;
+                log_info("netns %s: managing it (%s/%s)", n->id.name, dir, n->id.name);
+        }
+        closedir(d);
+}
+
+/* State directories of namespaces that went while bigtcpd did not run. */
+static void drop_stale_state(NetnsSet *s, const Seen *seen) {
+        DIR *d = opendir(s->state_root);
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char *end;
+                unsigned long long ino;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                errno = 0;
+                ino = strtoull(de->d_name, &end, 10);
+                if (errno != 0 || *end || seen_has(seen, ino))
+                        continue;
+                log_info("netns: the namespace of inode %llu went while bigtcpd was not running; forgetting "
+                         "its state",
+                         ino);
+                (void) remove_state_dir(s->state_root, de->d_name);
+        }
+        closedir(d);
+}
+
+static void scan(NetnsSet *s) {
+        Seen seen = {};
+
+        watch_dirs(s);
+        for (size_t i = 0; i < s->n; i++)
+                s->items[i]->seen = false;
+        for (size_t i = 0; i < s->n_dirs; i++)
+                scan_dir(s, s->dirs[i], &seen);
+        for (size_t i = s->n; i > 0; i--)
+                if (!s->items[i - 1]->seen)
+                        forget(s, i - 1);
+        if (!s->scanned)
+                drop_stale_state(s, &seen);
+        s->scanned = true;
+        free(seen.inos);
+}
+
+static void on_scan(evutil_socket_t fd, short what, void *userdata) {
+        scan(userdata);
+}
+
+static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
+        NetnsSet *s = userdata;
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+        for (;;) {
+                ssize_t k = read(fd, buf, sizeof(buf));
+                if (k <= 0)
+                        break;
+                for (char *p = buf; p < buf + k;) {
+                        const struct inotify_event *ev = (const struct inotify_event *) p;
+                        if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))
+                                for (size_t i = 0; i < s->n_dirs; i++)
+                                        if (s->wd[i] == ev->wd) {
+                                                if (!(ev->mask & IN_IGNORED))
+                                                        (void) inotify_rm_watch(s->inotify_fd, ev->wd);
+                                                s->wd[i] = -1;
+                                        }
+                        p += sizeof(*ev) + ev->len;
+                }
+        }
+        event_active(s->scan_event, EV_TIMEOUT, 0);
+}
+
+static void on_mounts(evutil_socket_t fd, short what, void *userdata) {
+        NetnsSet *s = userdata;
+        event_active(s->scan_event, EV_TIMEOUT, 0);
+}
+
+static int start_watching(NetnsSet *s) {
+        if (s->watching)
+                return 0;
+        s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (s->inotify_fd < 0)
+                return -errno;
+        s->inotify_event = event_new(s->base, s->inotify_fd, EV_READ | EV_PERSIST, on_inotify, s);
+        /* the mount table polls as "error, priority" once for each change: epoll gives libevent
+         * EPOLLERR, which it hands on as a read event */
+        s->mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        if (s->mounts_fd >= 0)
+                s->mounts_event = event_new(s->base, s->mounts_fd, EV_READ | EV_PERSIST, on_mounts, s);
+        if (!s->inotify_event || (s->mounts_fd >= 0 && !s->mounts_event))
+                return -ENOMEM;
+        if (event_add(s->inotify_event, NULL) < 0 || (s->mounts_event && event_add(s->mounts_event, NULL) < 0))
+                return -ENOMEM;
+        if (s->mounts_fd < 0)
+                log_warning_errno(errno, "Failed to open /proc/self/mountinfo: %m; namespaces are found when "
+                                         "their files appear, not when they are mounted");
+        s->watching = true;
+        return 0;
+}
+
+static bool has_state_dirs(const NetnsSet *s) {
+        DIR *d = opendir(s->state_root);
+        struct dirent *de;
+        bool any = false;
+
+        if (!d)
+                return false;
+        while (!any && (de = readdir(d)))
+                any = de->d_name[0] != '.';
+        closedir(d);
+        return any;
+}
+
+void netns_set_policy_changed(NetnsSet *s) {
+        int r;
+
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n; i++) {
+                Netns *n = s->items[i];
+                if (n->engine->policy == s->host->policy)
+                        continue;
+                policy_set_free(n->engine->policy);
+                n->engine->policy = policy_set_ref(s->host->policy);
+                apply_policy_changed(n->engine);
+                n->engine->settle_pending = true;
+                sync_verify(n->sync);
+        }
+        if (!s->watching && !policy_set_wants_other_netns(s->host->policy) && !has_state_dirs(s))
+                return; /* nothing to look for: the directories are not even watched */
+        r = start_watching(s);
+        if (r < 0)
+                log_error_errno(r, "Failed to watch the namespace directories: %m; other namespaces are not managed");
+        else
+                scan(s);
+}
+
+int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, NetnsSet **ret) {
+        static const char *const defaults[] = NETNS_DIRS_DEFAULT;
+        NetnsSet *s = calloc(1, sizeof(*s));
+        struct stat st;
+
+        if (!s)
+                return -ENOMEM;
+        *s = (NetnsSet){.base = base, .host = host, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mounts_fd = -1};
+        s->n_dirs = cfg->dirs ? cfg->n_dirs : ELEMENTSOF(defaults);
+        s->dirs = calloc(s->n_dirs + 1, sizeof(char *));
+        s->wd = calloc(s->n_dirs + 1, sizeof(int));
+        if (!s->dirs || !s->wd || asprintf(&s->state_root, "%s/netns", cfg->runtime_dir) < 0) {
+                s->state_root = NULL;
+                netns_set_free(s);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < s->n_dirs; i++) {
+                s->wd[i] = -1;
+                s->dirs[i] = strdup(cfg->dirs ? cfg->dirs[i] : defaults[i]);
+                if (!s->dirs[i]) {
+                        netns_set_free(s);
+                        return -ENOMEM;
+                }
+        }
+        s->cfg.dirs = s->dirs;
+        s->host_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (s->host_fd < 0 || fstat(s->host_fd, &st) < 0) {
+                int r = -errno;
+                netns_set_free(s);
+                return r;
+        }
+        s->nsfs_dev = st.st_dev;
+        s->host_ino = st.st_ino;
+        s->scan_event = event_new(base, -1, 0, on_scan, s);
+        if (!s->scan_event) {
+                netns_set_free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+void netns_set_free(NetnsSet *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n; i++)
+                netns_free(s->items[i]);
+        free(s->items);
+        if (s->scan_event)
+                event_free(s->scan_event);
+        if (s->inotify_event)
+                event_free(s->inotify_event);
+        if (s->mounts_event)
+                event_free(s->mounts_event);
+        if (s->inotify_fd >= 0)
+                close(s->inotify_fd);
+        if (s->mounts_fd >= 0)
+                close(s->mounts_fd);
+        if (s->host_fd >= 0)
+                close(s->host_fd);
+        for (size_t i = 0; s->dirs && i < s->n_dirs; i++)
+                free(s->dirs[i]);
+        free(s->dirs);
+        free(s->wd);
+        free(s->state_root);
+        free(s);
+}

@@ -1,0 +1,65 @@
+/* netns.h — the network namespaces other than the daemon's own. They are found under the
+ * namespace directories (inotify on them, and the mount table for the bind-mount that makes a
+ * file there a namespace), entered once each to open what the daemon needs inside (its rtnetlink
+ * sockets, its SNMP files), run each by an engine, a sync and a state directory of their own,
+ * and forgotten with their devices when they go. The daemon's own namespace is the manager's
+ * engine; this set only reaches it to forward device events to its watchers. */
+#pragma once
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "counters.h"
+#include "engine.h"
+#include "netlink.h"
+#include "sync.h"
+
+/* Where namespaces are looked for when no --netns-dir is given. */
+#define NETNS_DIRS_DEFAULT {"/run/netns", "/run/docker/netns"}
+#define NETNS_DIRS_MAX 16u
+/* The most namespaces managed at once; more are logged once and left alone. */
+#define NETNS_MAX 8192u
+
+typedef struct Netns {
+        NetnsId id; /* first: devices point to it */
+        Netlink *nl;
+        Engine *engine;
+        Sync *sync;
+        SnmpFiles snmp;
+        char *state_dir;
+        unsigned forward_watch;
+        bool seen; /* by the scan that runs */
+} Netns;
+
+typedef struct NetnsConfig {
+        char *const *dirs; /* NULL: NETNS_DIRS_DEFAULT */
+        size_t n_dirs;
+        const char *runtime_dir; /* namespaces' state in <runtime_dir>/netns/<inode> */
+        int netlink_rcvbuf;
+        uint64_t verify_interval_usec;
+} NetnsConfig;
+
+typedef struct NetnsSet NetnsSet;
+
+/* `host` is the daemon's own namespace's engine: its configuration (hostname, kernel, machine id)
+ * and running policy are the others' too, and their device events go to its watchers. */
+int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, NetnsSet **ret);
+void netns_set_free(NetnsSet *s);
+
+/* The host's engine has a new policy (or its first): every namespace runs it, and the
+ * directories are scanned for namespaces it names. Namespaces with a state directory of an
+ * earlier run are entered whatever the policy says, so that their originals can go back. */
+void netns_set_policy_changed(NetnsSet *s);
+
+/* The managed namespaces, sorted by name. */
+size_t netns_set_count(const NetnsSet *s);
+Netns *netns_set_get(const NetnsSet *s, size_t i);
+Netns *netns_set_find(const NetnsSet *s, const char *name);
+/* The namespace a device lives in (NULL for one of the daemon's own). */
+static inline Netns *netns_of_device(const Device *d) {
+        return (Netns *) d->netns; /* NetnsId is Netns's first member */
+}
+
+/* Is `name` a file name a namespace may have under the directories? */
+bool netns_name_is_valid(const char *name);

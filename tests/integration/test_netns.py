@@ -1,0 +1,222 @@
+"""Other network namespaces: pods made as a CNI plugin makes them (`ip netns add`, a veth whose
+peer is moved into the pod), their pod ends written by the daemon that runs in the host's
+namespace, read back inside each pod with the tests' own netlink code.
+
+The daemon looks in /run/netns (where `ip netns add` puts them); the policies name only this
+run's namespaces (BT_NETNS_PREFIX), so namespaces of other runs there are never entered."""
+
+import json
+import os
+import secrets
+import subprocess
+import time
+
+import pytest
+
+import nl
+from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, policy_text, run, set_and_check, sizes4,
+                     write_file_atomic)
+from test_bigtcpctl import CTL
+
+HOST_SIZE = 150000
+POD_SIZE = 185000
+DISTINCT = sizes4(60000, 60001, 60002, 60003)
+
+POD_GLOB = f'{NETNS_PREFIX}pod-*'
+
+
+def policy(pod_size=POD_SIZE, pods=True):
+    pod = f'''
+      - name: pods
+        match:
+          netns: ["{POD_GLOB}"]
+          name: [eth0]
+        ipv6: {{gso-max-size: {pod_size}, gro-max-size: {pod_size}}}
+        ipv4: {{gso-max-size: {pod_size}, gro-max-size: {pod_size}}}''' if pods else ''
+    return policy_text(f'''
+    version: 1
+    policies:
+      - name: host-ends
+        match:
+          name: ["vh*"]
+        ipv6: {{gso-max-size: {HOST_SIZE}, gro-max-size: {HOST_SIZE}}}
+        ipv4: {{gso-max-size: {HOST_SIZE}, gro-max-size: {HOST_SIZE}}}''' + pod + '\n')
+
+
+class Pods:
+    """Pod namespaces named PREFIX<kind>-<random>, each with eth0, the peer of a veth whose other
+    end (vh<n>) stays in the host's namespace; every one removed at the end."""
+
+    def __init__(self, host):
+        self.host = host
+        self.names = []
+        self.n = 0
+
+    def add(self, kind='pod', distinct=True):
+        name = f'{NETNS_PREFIX}{kind}-{secrets.token_hex(3)}'
+        run('ip', 'netns', 'add', name)
+        self.names.append(name)
+        host_if = f'vh{self.n}'
+        self.n += 1
+        ip(self.host, 'link', 'add', host_if, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', name)
+        if distinct:
+            set_and_check(name, 'eth0', DISTINCT)
+            set_and_check(self.host, host_if, DISTINCT)
+        return name, host_if
+
+    def delete(self, name):
+        run('ip', 'netns', 'del', name)
+        self.names.remove(name)
+
+    def close(self):
+        errors = []
+        for name in self.names:
+            r = subprocess.run(['ip', 'netns', 'del', name], capture_output=True, text=True)
+            if r.returncode != 0:
+                errors.append(f'ip netns del {name}: {r.stderr.strip()}')
+        self.names = []
+        assert not errors, errors
+
+
+@pytest.fixture
+def pods(ns):
+    p = Pods(ns)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def start(daemon, ns, cfg, **kw):
+    return daemon(ns, cfg, extra_args=('--netns-dir', '/run/netns'), **kw)
+
+
+def eth0(name):
+    return nl.sizes_of(nl.read_links(name)['eth0'])
+
+
+def wait_eth0(name, sizes, what):
+    nl.wait_links(name, at({'eth0': sizes}), T(10), what)
+
+
+def list_devices(d):
+    with Monitor(d, seed=False) as m:
+        return m.call('io.bigtcpd.Manager.ListDevices')['devices']
+
+
+def test_pods_at_start_and_later_host_ends_and_unmatched(ns, pods, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, h1 = pods.add()
+    p2, h2 = pods.add()
+    other, h3 = pods.add('other')
+
+    d = start(daemon, ns, cfg)
+    for p in (p1, p2):
+        wait_eth0(p, sizes4(POD_SIZE), f'the pod end in {p}')
+    assert_sizes(ns, {h1: sizes4(HOST_SIZE), h2: sizes4(HOST_SIZE), h3: sizes4(HOST_SIZE)},
+                 'host ends follow the host policy')
+
+    # a pod made while the daemon runs: its namespace file is made, then mounted on
+    p4, h4 = pods.add(distinct=False)
+    wait_eth0(p4, sizes4(POD_SIZE), 'a pod created after start')
+    nl.wait_links(ns, at({h4: sizes4(HOST_SIZE)}), T(10), 'its host end')
+
+    # the unmatched namespace was never entered, so never written
+    assert eth0(other) == DISTINCT
+    log = d.log()
+    assert f'netns {other}' not in log, log
+    assert f'netns {p4}: managing it' in log
+    devs = list_devices(d)
+    by = {(x['netns'], x['ifname']): x for x in devs}
+    for p in (p1, p2, p4):
+        assert by[(p, 'eth0')]['state'] in ('probation', 'applied'), by[(p, 'eth0')]
+        assert by[(p, 'eth0')]['policy'] == 'pods'
+        assert by[(p, 'eth0')]['original']['gso_max_size'] == (DISTINCT[0] if p != p4 else 65536)
+    assert (other, 'eth0') not in by
+    assert by[('host', h1)]['policy'] == 'host-ends'
+    # the pod's own lo is not taken by a name glob there either
+    assert by[(p1, 'lo')]['state'] == 'unmanaged'
+
+
+def test_policy_edit_reaches_every_running_pod(ns, pods, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    names = [pods.add()[0] for _ in range(3)]
+    d = start(daemon, ns, cfg)
+    for p in names:
+        wait_eth0(p, sizes4(POD_SIZE), p)
+    d.reload(lambda: write_file_atomic(cfg, policy(pod_size=120000)))
+    for p in names:
+        wait_eth0(p, sizes4(120000), f'{p} after the edit')
+    # taking the pods out of the policy gives each pod end its original back
+    d.reload(lambda: write_file_atomic(cfg, policy(pods=False)))
+    for p in names:
+        wait_eth0(p, DISTINCT, f'{p} restored')
+    assert d.running()
+
+
+def test_pod_deleted_while_managed(ns, pods, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add()
+    p2, _ = pods.add()
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    wait_eth0(p2, sizes4(POD_SIZE), p2)
+    with Monitor(d) as m:
+        pods.delete(p1)
+        m.wait_until(lambda m: not any(x.get('netns') == p1 for x in
+                                     m.call('io.bigtcpd.Manager.ListDevices')['devices']),
+                     T(10), f'{p1} forgotten')
+    # the other pod is still managed: a size changed there is put back by a reload's re-read
+    set_and_check(p2, 'eth0', DISTINCT)
+    d.reload()
+    wait_eth0(p2, sizes4(POD_SIZE), f'{p2} still managed')
+    assert d.running()
+    lines = d.log_lines(f'netns {p1}: gone')
+    assert len(lines) == 1, d.log()
+    assert not (d.runtime_dir / 'netns').exists() or len(os.listdir(d.runtime_dir / 'netns')) == 1
+
+
+def test_restart_keeps_pod_originals(ns, pods, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add()
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    runtime = d.runtime_dir
+    d.stop()
+    assert eth0(p1) == sizes4(POD_SIZE)   # a stop leaves the sizes as they are
+    cfg.write_text(policy(pods=False))
+    d2 = start(daemon, ns, cfg, runtime_dir=runtime)
+    wait_eth0(p1, DISTINCT, 'the original back after a restart without the pod policy')
+    assert f'netns {p1}: original sizes of 1 devices recorded by an earlier run' in d2.log()
+
+
+def test_bigtcpctl_names_the_namespace(ns, pods, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, h1 = pods.add()
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    sock = d.runtime_dir / 'io.bigtcpd.Manager'
+
+    def ctl(*args):
+        r = subprocess.run(['ip', 'netns', 'exec', ns, str(CTL), '--socket', str(sock), *args],
+                           capture_output=True, text=True, timeout=T(20))
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    out = ctl('list')
+    header = out.splitlines()[0].split()
+    assert header[0] == 'NETNS', out
+    assert any(line.split()[0] == p1 and line.split()[2] == 'eth0' for line in out.splitlines()[1:]), out
+    shown = ctl('show', f'{p1}/eth0')
+    assert p1 in shown and 'pods' in shown, shown
+    j = json.loads(ctl('--json', 'show', f'{p1}/eth0'))
+    devs = j['devices'] if isinstance(j, dict) and 'devices' in j else [j]
+    assert devs[0]['netns'] == p1 and devs[0]['ifname'] == 'eth0', j
+    j = json.loads(ctl('--json', 'list'))
+    devs = j['devices'] if isinstance(j, dict) else j
+    assert {(x['netns'], x['ifname']) for x in devs} >= {(p1, 'eth0'), ('host', h1)}

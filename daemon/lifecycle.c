@@ -317,6 +317,19 @@ int lifecycle_release(Engine *e, Device *d) {
         return 0;
 }
 
+void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned written, const Sizes *last_good,
+                     bool has_last_good) {
+        /* Not a step (and no event): the device's records follow it. On disk before any write. */
+        d->has_original = true;
+        d->original_unsaved = true;
+        d->original = *original;
+        d->written = written;
+        d->has_last_good = has_last_good;
+        if (has_last_good)
+                d->last_good = *last_good;
+        state_store_mark(e->state, d);
+}
+
 void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
         /* Not a step of this run's lifecycle (and no event): the state an earlier run left,
          * taken as it was. */

@@ -69,6 +69,10 @@ int lifecycle_release(Engine *e, Device *d);
 /* d was found with an entry of the state file of an earlier run. Takes the entry's probation and
  * rollback record. */
 void lifecycle_resume(Engine *e, Device *d, StateEntry *entry);
+/* A device that came from another namespace, with the records bigtcpd kept for it there: its
+ * sizes from before bigtcpd's first write, the sizes bigtcpd owned, the last-known-good ones. */
+void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned written, const Sizes *last_good,
+                     bool has_last_good);
 
 /* d went away: everything of it ends, EVENT_REMOVED, and it is freed. */
 void lifecycle_gone(Engine *e, Device *d);

@@ -26,6 +26,8 @@ static struct nla_policy link_policy[BT_IFLA_MAX + 1] = {
         [BT_IFLA_GRO_IPV4_MAX_SIZE] = {.type = NLA_U32},
         [BT_IFLA_PROP_LIST] = {.type = NLA_NESTED},
         [IFLA_STATS64] = {.type = NLA_UNSPEC},
+        [BT_IFLA_NEW_NETNSID] = {.type = NLA_U32},
+        [BT_IFLA_NEW_IFINDEX] = {.type = NLA_U32},
 };
 
 static struct nla_policy linkinfo_policy[IFLA_INFO_MAX + 1] = {
@@ -57,6 +59,17 @@ int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret) {
         m.ifindex = ifi->ifi_index;
         m.flags = ifi->ifi_flags;
 
+        if (tb[BT_IFLA_NEW_NETNSID]) {
+                m.moved = true;
+                m.new_netnsid = (int) nla_get_u32(tb[BT_IFLA_NEW_NETNSID]);
+                m.new_ifindex = m.ifindex;
+                if (tb[BT_IFLA_NEW_IFINDEX]) {
+                        int i = (int) nla_get_u32(tb[BT_IFLA_NEW_IFINDEX]);
+                        if (i <= 0)
+                                return -EBADMSG;
+                        m.new_ifindex = i;
+                }
+        }
         if (tb[IFLA_IFNAME]) {
                 if (!attr_is_string(tb[IFLA_IFNAME], IFNAMSIZ))
                         return -EBADMSG;

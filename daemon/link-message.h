@@ -30,6 +30,11 @@ typedef struct LinkMessage {
         uint32_t tso_max_size;
         const void *stats64; /* IFLA_STATS64, NULL when absent */
         size_t stats64_len;
+        /* An RTM_DELLINK of a device that moves to another namespace: that namespace's nsid here,
+         * and the device's ifindex there (IFLA_NEW_IFINDEX; its ifindex here when absent). */
+        bool moved;
+        int new_netnsid;
+        int new_ifindex;
 } LinkMessage;
 
 /* Parse and check an RTM_NEWLINK/RTM_DELLINK: -EBADMSG when malformed, -EAFNOSUPPORT for a

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "apply.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "match.h"
 #include "netns.h"
@@ -27,6 +28,24 @@
 #endif
 
 #define COOKIE_FILE "cookie"
+/* How long the records of a device that left wait for it to show up in another namespace. The
+ * kernel announces the arrival before the move returns, so this only covers the daemon reading
+ * the two sockets in either order. */
+#define MOVE_WAIT_USEC (1 * USEC_PER_SEC)
+#define MOVING_MAX 4096u
+static const struct timeval moving_tick = {.tv_sec = 0, .tv_usec = 200000};
+
+/* A device that left a namespace for another one, with what bigtcpd recorded for it. */
+typedef struct Moving {
+        char *from; /* the namespace it left, for the log */
+        char *ifname;
+        char mac[DEVICE_MAC_STRLEN];
+        int new_ifindex;
+        Sizes original, last_good;
+        unsigned written;
+        bool has_last_good;
+        uint64_t deadline_usec;
+} Moving;
 
 struct NetnsSet {
         struct event_base *base;
@@ -48,6 +67,10 @@ struct NetnsSet {
         bool logged_limit; /* NETNS_MAX was reached */
         Netns **items;     /* sorted by name */
         size_t n, cap;
+        Sync *host_sync;
+        Moving *moving;
+        size_t n_moving;
+        struct event *moving_timer;
 };
 
 bool netns_name_is_valid(const char *name) {
@@ -174,6 +197,8 @@ static int prepare_state_dir(const NetnsSet *s, Netns *n) {
         return 0;
 }
 
+static const SyncMoveOps move_ops;
+
 /* ---- one namespace ---- */
 
 static void netns_free(Netns *n) {
@@ -294,6 +319,7 @@ static int enter(NetnsSet *s, int dir_fd, const char *name, uint64_t ino, Netns 
         r = sync_new(n->engine, n->nl, s->cfg.verify_interval_usec, &n->sync);
         if (r < 0)
                 return r;
+        sync_set_move_ops(n->sync, &move_ops, s);
         n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, s);
         if (n->forward_watch == 0)
                 return -ENOMEM;
@@ -356,6 +382,121 @@ static void forget(NetnsSet *s, size_t i) {
         netns_free(n);
         (void) remove_state_dir(s->state_root, name);
 }
+
+/* ---- devices that move between namespaces ---- */
+
+static void moving_done(Moving *m) {
+        free(m->from);
+        free(m->ifname);
+}
+
+static void moving_drop(NetnsSet *s, size_t i) {
+        moving_done(&s->moving[i]);
+        memmove(s->moving + i, s->moving + i + 1, (s->n_moving - i - 1) * sizeof(*s->moving));
+        s->n_moving--;
+}
+
+static const char *engine_netns_name(const Engine *e) {
+        return e->cfg.netns ? e->cfg.netns->name : "host";
+}
+
+static void adopt(Engine *e, Device *d, const Moving *m) {
+        lifecycle_adopt(e, d, &m->original, m->written, &m->last_good, m->has_last_good);
+        log_dev_info(d, "moved here from %s (ifindex %d there): its original sizes came with it", m->from,
+                     m->new_ifindex);
+}
+
+static Engine *engine_at(const NetnsSet *s, size_t i) {
+        return i == 0 ? s->host : s->items[i - 1]->engine;
+}
+
+static void on_moving_timer(evutil_socket_t fd, short what, void *userdata) {
+        NetnsSet *s = userdata;
+        uint64_t now = engine_now(s->host);
+
+        for (size_t i = s->n_moving; i > 0; i--) {
+                Moving *m = &s->moving[i - 1];
+                if (m->deadline_usec > now)
+                        continue;
+                log_warning("%s/%s: moved to a namespace bigtcpd does not manage; its original sizes are lost "
+                            "(gso_max_size %u, gro_max_size %u, gso_ipv4_max_size %u, gro_ipv4_max_size %u)",
+                            m->from, m->ifname ?: "?", m->original.gso_max_size, m->original.gro_max_size,
+                            m->original.gso_ipv4_max_size, m->original.gro_ipv4_max_size);
+                moving_drop(s, i - 1);
+        }
+        if (s->n_moving > 0)
+                evtimer_add(s->moving_timer, &moving_tick);
+}
+
+static void on_leaving(void *userdata, Engine *from, Device *d, int nsid, int new_ifindex) {
+        NetnsSet *s = userdata;
+        char mac[DEVICE_MAC_STRLEN];
+        Moving m = {};
+
+        if (!d->has_original)
+                return; /* nothing of bigtcpd's goes with it */
+        device_identity_mac(d, mac);
+        m = (Moving){.new_ifindex = new_ifindex, .original = d->original, .written = d->written,
+                     .last_good = d->last_good, .has_last_good = d->has_last_good,
+                     .deadline_usec = engine_now(s->host) + MOVE_WAIT_USEC};
+        snprintf(m.mac, sizeof(m.mac), "%s", mac);
+        m.from = strdup(engine_netns_name(from));
+        m.ifname = strdup(d->ifname);
+        if (!m.from || !m.ifname) {
+                moving_done(&m);
+                log_dev_error(d, "out of memory: the original sizes of the device that left are lost");
+                return;
+        }
+        /* read there already? (the sockets of two namespaces are read in no set order) */
+        for (size_t i = 0; i <= s->n; i++) {
+                Engine *e = engine_at(s, i);
+                Device *there = e == from ? NULL : device_get(&e->devices, new_ifindex);
+                char mac2[DEVICE_MAC_STRLEN];
+
+                if (!there || !streq_ptr(device_identity_mac(there, mac2), m.mac))
+                        continue;
+                adopt(e, there, &m);
+                moving_done(&m);
+                apply_reconcile(e, there, REASON_SYNC);
+                apply_flush(e);
+                return;
+        }
+        if (s->n_moving >= MOVING_MAX) {
+                log_dev_warning(d, "moved to another namespace while %u other moves wait: its original sizes are lost",
+                                MOVING_MAX);
+                moving_done(&m);
+                return;
+        }
+        Moving *t = realloc(s->moving, (s->n_moving + 1) * sizeof(*t));
+        if (!t) {
+                moving_done(&m);
+                return;
+        }
+        s->moving = t;
+        s->moving[s->n_moving++] = m;
+        if (!evtimer_pending(s->moving_timer, NULL))
+                evtimer_add(s->moving_timer, &moving_tick);
+}
+
+static void on_arrived(void *userdata, Engine *e, Device *d) {
+        NetnsSet *s = userdata;
+        char mac[DEVICE_MAC_STRLEN];
+
+        if (s->n_moving == 0)
+                return;
+        device_identity_mac(d, mac);
+        for (size_t i = 0; i < s->n_moving; i++)
+                if (s->moving[i].new_ifindex == d->ifindex && streq_ptr(s->moving[i].mac, mac)) {
+                        adopt(e, d, &s->moving[i]);
+                        moving_drop(s, i);
+                        return;
+                }
+}
+
+static const SyncMoveOps move_ops = {
+        .leaving = on_leaving,
+        .arrived = on_arrived,
+};
 
 /* ---- scanning ---- */
 
@@ -584,7 +725,7 @@ void netns_set_policy_changed(NetnsSet *s) {
                 scan(s);
 }
 
-int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, NetnsSet **ret) {
+int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, Sync *host_sync, NetnsSet **ret) {
         static const char *const defaults[] = NETNS_DIRS_DEFAULT;
         NetnsSet *s = calloc(1, sizeof(*s));
         struct stat st;
@@ -618,10 +759,14 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host,
         s->nsfs_dev = st.st_dev;
         s->host_ino = st.st_ino;
         s->scan_event = event_new(base, -1, 0, on_scan, s);
-        if (!s->scan_event) {
+        s->moving_timer = evtimer_new(base, on_moving_timer, s);
+        if (!s->scan_event || !s->moving_timer) {
                 netns_set_free(s);
                 return -ENOMEM;
         }
+        s->host_sync = host_sync;
+        if (host_sync)
+                sync_set_move_ops(host_sync, &move_ops, s);
         *ret = s;
         return 0;
 }
@@ -629,6 +774,13 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host,
 void netns_set_free(NetnsSet *s) {
         if (!s)
                 return;
+        if (s->host_sync)
+                sync_set_move_ops(s->host_sync, NULL, NULL);
+        for (size_t i = 0; i < s->n_moving; i++)
+                moving_done(&s->moving[i]);
+        free(s->moving);
+        if (s->moving_timer)
+                event_free(s->moving_timer);
         for (size_t i = 0; i < s->n; i++)
                 netns_free(s->items[i]);
         free(s->items);

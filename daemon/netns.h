@@ -43,8 +43,9 @@ typedef struct NetnsConfig {
 typedef struct NetnsSet NetnsSet;
 
 /* `host` is the daemon's own namespace's engine: its configuration (hostname, kernel, machine id)
- * and running policy are the others' too, and their device events go to its watchers. */
-int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, NetnsSet **ret);
+ * and running policy are the others' too, and their device events go to its watchers. Devices
+ * that move between any two namespaces it manages, `host_sync`'s included, keep their records. */
+int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, Sync *host_sync, NetnsSet **ret);
 void netns_set_free(NetnsSet *s);
 
 /* The host's engine has a new policy (or its first): every namespace runs it, and the

@@ -47,7 +47,14 @@ struct Sync {
         SyncWaiter *waiters;
         size_t n_waiters;
         uint64_t next_waiter_id;
+        const SyncMoveOps *move_ops;
+        void *move_userdata;
 };
+
+void sync_set_move_ops(Sync *s, const SyncMoveOps *ops, void *userdata) {
+        s->move_ops = ops;
+        s->move_userdata = userdata;
+}
 
 static void start(Sync *s, SyncPhase from);
 
@@ -187,7 +194,12 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
         } else
                 d = device_get(&e->devices, lm.ifindex);
         if (nlh->nlmsg_type == RTM_DELLINK) {
-                if (d) {
+                if (d && lm.moved && source == NETLINK_EVENT && s->move_ops) {
+                        log_dev_debug(d, "moves to another namespace (nsid %d, ifindex %d there)", lm.new_netnsid,
+                                      lm.new_ifindex);
+                        s->move_ops->leaving(s->move_userdata, e, d, lm.new_netnsid, lm.new_ifindex);
+                        lifecycle_gone(e, d);
+                } else if (d) {
                         if (d->has_original)
                                 log_dev_info(d, "device is gone, forgetting its original sizes");
                         else
@@ -222,6 +234,8 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
         d->seen_in_dump = true;
         if (added)
                 event_emit(&e->events, &(Event){.type = EVENT_ADDED, .device = d});
+        if (added && s->move_ops)
+                s->move_ops->arrived(s->move_userdata, e, d);
         if ((changes & LINK_CHANGE_DOWN) && e->policy_uses_routes)
                 s->route_resync_wanted = true;
         if (changes & LINK_CHANGE_MASTER) {

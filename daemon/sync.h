@@ -12,11 +12,21 @@
 
 typedef struct Sync Sync;
 
+/* Devices that move between namespaces (netns.c keeps their records across the move). */
+typedef struct SyncMoveOps {
+        /* `d` leaves this engine's namespace for the one with `nsid` here, where its ifindex is
+         * `new_ifindex`; called before it is forgotten. */
+        void (*leaving)(void *userdata, Engine *e, Device *d, int nsid, int new_ifindex);
+        /* `d` is new in this engine's table (read, not reconciled yet). */
+        void (*arrived)(void *userdata, Engine *e, Device *d);
+} SyncMoveOps;
+
 /* Takes over `nl`'s callbacks. `verify_interval_usec`: re-read every link this often while some
  * device is managed (0: never). `nl` NULL (the fuzzers): no sockets; the caller plays the kernel
  * through sync_netlink_ops and answers the dumps that sync_dump_running() names. */
 int sync_new(Engine *e, Netlink *nl, uint64_t verify_interval_usec, Sync **ret);
 void sync_free(Sync *s);
+void sync_set_move_ops(Sync *s, const SyncMoveOps *ops, void *userdata);
 
 /* Start the first sync; `entries` (the state file of an earlier run, taken over) are attached to
  * their devices when it is complete. */

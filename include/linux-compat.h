@@ -8,6 +8,8 @@
 
 /* enum values in if_link.h cannot be tested with #ifdef, so use our own names. */
 #define BT_IFLA_GSO_MAX_SIZE 41
+#define BT_IFLA_NEW_NETNSID 45
+#define BT_IFLA_NEW_IFINDEX 49
 #define BT_IFLA_PROP_LIST 52
 #define BT_IFLA_ALT_IFNAME 53
 #define BT_IFLA_PERM_ADDRESS 54

@@ -9,13 +9,12 @@ import json
 import os
 import secrets
 import subprocess
-import time
 
 import pytest
 
 import nl
 from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, policy_text, run, set_and_check, sizes4,
-                     write_file_atomic)
+                     wait_file, write_file_atomic)
 from test_bigtcpctl import CTL
 
 HOST_SIZE = 150000
@@ -220,3 +219,96 @@ def test_bigtcpctl_names_the_namespace(ns, pods, daemon, confdir):
     j = json.loads(ctl('--json', 'list'))
     devs = j['devices'] if isinstance(j, dict) else j
     assert {(x['netns'], x['ifname']) for x in devs} >= {(p1, 'eth0'), ('host', h1)}
+
+
+def guarded_policy():
+    return policy_text(f'''
+    version: 1
+    policies:
+      - name: pods
+        match:
+          netns: ["{POD_GLOB}"]
+          name: [eth0]
+        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
+        ipv4: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
+        rollback:
+          window: 20s
+          interval: 200ms
+          guards:
+            - {{counter: Ip.InHdrErrors, max-increase: 10}}
+    ''')
+
+
+def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdir):
+    import inject
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(guarded_policy())
+    p1, h1 = pods.add()
+    p2, h2 = pods.add()
+    for p, h in ((p1, h1), (p2, h2)):
+        ip(ns, 'link', 'set', h, 'up')
+        ip(p, 'link', 'set', 'eth0', 'up')
+    d = start(daemon, ns, cfg)
+    for p in (p1, p2):
+        wait_eth0(p, sizes4(POD_SIZE), p)
+    with Monitor(d, seed=False) as m:
+        def states(m):
+            return {(x['netns'], x['ifname']): x['state'] for x in m.call('ListDevices')['devices']}
+        m.wait_until(lambda m: states(m).get((p1, 'eth0')) == 'probation' and
+                     states(m).get((p2, 'eth0')) == 'probation', T(10), 'both pod ends in probation')
+
+        before = inject.snmp_counter(p1, 'Ip.InHdrErrors')
+        bad = inject.ipv4_frame(inject.mac_of(p1, 'eth0'), inject.mac_of(ns, h1), '10.9.0.1', '10.9.0.2',
+                                bad_header=True)
+        inject.send_frames(ns, h1, [bad] * 50)
+        assert inject.snmp_counter(p1, 'Ip.InHdrErrors') - before >= 40, 'the error source did not work'
+        assert inject.snmp_counter(p2, 'Ip.InHdrErrors') == 0
+
+        wait_eth0(p1, DISTINCT, f'{p1} rolled back')
+        m.wait_until(lambda m: states(m).get((p1, 'eth0')) == 'rolled-back', T(10), f'{p1} rolled back')
+        dev = [x for x in m.call('ListDevices')['devices'] if x['netns'] == p1 and x['ifname'] == 'eth0'][0]
+        assert dev['last_rollback']['counter'] == 'Ip.InHdrErrors'
+        assert dev['last_rollback']['namespace_wide'] is True
+        # the other pod, whose counters did not move, stays where the policy put it
+        assert states(m)[(p2, 'eth0')] == 'probation'
+    assert eth0(p2) == sizes4(POD_SIZE)
+
+
+def test_device_moved_between_namespaces_keeps_its_originals(ns, pods, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    moving = policy().replace('name: [eth0]', 'name: [eth0, "m*"]')
+    cfg.write_text(moving)
+    a, _ = pods.add()
+    b, _ = pods.add()
+    other, _ = pods.add('other')
+    ip(a, 'link', 'add', 'm0', 'type', 'veth', 'peer', 'name', 'm1')
+    ip(a, 'link', 'add', 'm2', 'type', 'veth', 'peer', 'name', 'm3')
+    for dev in ('m0', 'm1', 'm2', 'm3'):
+        set_and_check(a, dev, DISTINCT)
+    d = start(daemon, ns, cfg)
+    nl.wait_links(a, at({dev: sizes4(POD_SIZE) for dev in ('m0', 'm1', 'm2', 'm3')}), T(10), 'written in a')
+
+    ip(a, 'link', 'set', 'm0', 'netns', b)
+    nl.wait_links(b, at({'m0': sizes4(POD_SIZE)}), T(10), 'm0 arrived in b')
+    with Monitor(d, seed=False) as m:
+        def dev(m, netns, name):
+            for x in m.call('ListDevices')['devices']:
+                if x['netns'] == netns and x['ifname'] == name:
+                    return x
+            return None
+        m.wait_until(lambda m: (dev(m, b, 'm0') or {}).get('original') is not None and
+                     dev(m, b, 'm0')['original']['gso_max_size'] == DISTINCT[0], T(10),
+                     'm0 in b with its original from a')
+        assert dev(m, a, 'm0') is None
+
+    # to a namespace no policy names: logged with what is lost
+    ip(a, 'link', 'set', 'm2', 'netns', other)
+    lost = (rf'{a}/m2: moved to a namespace bigtcpd does not manage; its original sizes are lost '
+            r'\(gso_max_size 60000, gro_max_size 60001')
+    wait_file(d.log_path, lambda: d.log_lines(lost), 10, 'the lost originals of m2 logged')
+    assert eth0(other) == DISTINCT   # that namespace still is not entered
+
+    # no policy for pods any more: each device gets its originals back where it lives now
+    d.reload(lambda: write_file_atomic(cfg, policy(pods=False)))
+    nl.wait_links(b, at({'m0': DISTINCT}), T(10), 'm0 restored in b')
+    nl.wait_links(a, at({'m1': DISTINCT, 'm3': DISTINCT}), T(10), 'm1 and m3 restored in a')

@@ -25,10 +25,19 @@ static void metric_header(const char *name, const char *type, const char *help) 
         printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* `NAME{ifname="…",policy="…",` of a device: a device that no policy matches has policy="", which
- * Prometheus takes as no label. */
+/* `NAME{netns="…",ifname="…",policy="…",` of a device: a device that no policy matches has
+ * policy="", which Prometheus takes as no label; one of bigtcpd's own namespace has no netns (its
+ * series are what they were before other namespaces were managed). */
 static void device_series(const char *name, json_object *d) {
-        printf("%s{ifname=\"", name);
+        const char *ns = jstr(d, "netns");
+
+        printf("%s{", name);
+        if (ns && !streq_ptr(ns, "host")) {
+                printf("netns=\"");
+                print_label(ns);
+                printf("\",");
+        }
+        printf("ifname=\"");
         print_label(jstr(d, "ifname"));
         printf("\",policy=\"");
         print_label(jstr(d, "policy"));

@@ -88,6 +88,16 @@ Engine *control_engine_of(const Control *c, const Device *d) {
         return n ? n->engine : c->engine;
 }
 
+char *control_device_name(const Device *d) {
+        char *s;
+
+        if (!d->netns)
+                return strdup(d->ifname);
+        if (asprintf(&s, "%s/%s", d->netns->name, d->ifname) < 0)
+                return NULL;
+        return s;
+}
+
 json_object *control_device_json(const Control *c, const Device *d) {
         const Engine *e = control_engine_of(c, d);
         json_object *o = json_object_new_object();

@@ -31,6 +31,9 @@ const char *control_state(const Engine *e);
 
 /* The engine of the namespace the device lives in. */
 Engine *control_engine_of(const Control *c, const Device *d);
+/* The device's name as control_find_device() takes it back: "eth0" in the daemon's own
+ * namespace, "cni-1/eth0" in another. NULL when out of memory. */
+char *control_device_name(const Device *d);
 
 /* JSON building blocks. */
 json_object *control_sizes_json(const Sizes *s, bool ipv4);

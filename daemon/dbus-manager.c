@@ -284,8 +284,8 @@ static void on_control_event(const Event *e, void *userdata) {
         if (!b->bus)
                 return;
         if (e->type == EVENT_ROLLBACK) {
-                _cleanup_(freep) char *buf1 = NULL, *buf2 = NULL;
-                const char *ifname = utf8_safe(e->device->ifname, &buf1);
+                _cleanup_(freep) char *buf1 = NULL, *buf2 = NULL, *full = control_device_name(e->device);
+                const char *ifname = full ? utf8_safe(full, &buf1) : NULL;
                 const char *counter = utf8_safe(e->rollback->counter ?: "", &buf2);
 
                 if (ifname && counter) {
@@ -410,8 +410,9 @@ static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus
 #define DEVICE_SIGNATURE "(issss(uuuu)(uuuu)u)"
 
 static int append_device(sd_bus_message *reply, const Engine *e, const Device *d) {
-        _cleanup_(freep) char *b1 = NULL, *b2 = NULL, *b3 = NULL;
-        const char *ifname = utf8_safe(d->ifname, &b1), *kind = utf8_safe(d->kind, &b2),
+        _cleanup_(freep) char *b1 = NULL, *b2 = NULL, *b3 = NULL, *full = control_device_name(d);
+        /* the typed struct keeps its signature: another namespace's device is "NETNS/IFNAME" */
+        const char *ifname = full ? utf8_safe(full, &b1) : NULL, *kind = utf8_safe(d->kind, &b2),
                    *policy = utf8_safe(d->policy_name, &b3);
         bool managed = d->state != DEVICE_UNMANAGED && d->policy_name;
         const Sizes none = {}, *cur = &d->current, *want = managed ? &d->desired : &none;

@@ -312,3 +312,19 @@ def test_device_moved_between_namespaces_keeps_its_originals(ns, pods, daemon, c
     d.reload(lambda: write_file_atomic(cfg, policy(pods=False)))
     nl.wait_links(b, at({'m0': DISTINCT}), T(10), 'm0 restored in b')
     nl.wait_links(a, at({'m1': DISTINCT, 'm3': DISTINCT}), T(10), 'm1 and m3 restored in a')
+
+
+def test_metrics_label_the_namespace(ns, pods, daemon, confdir):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, h1 = pods.add()
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    sock = d.runtime_dir / 'io.bigtcpd.Manager'
+    r = subprocess.run(['ip', 'netns', 'exec', ns, str(CTL), '--socket', str(sock), 'metrics'],
+                       capture_output=True, text=True, timeout=T(20))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert any(l.startswith(f'bigtcpd_device_size_bytes{{netns="{p1}",ifname="eth0",policy="pods",') for l in lines), r.stdout
+    # the daemon's own namespace's series are as they were
+    assert any(l.startswith(f'bigtcpd_device_size_bytes{{ifname="{h1}",policy="host-ends",') for l in lines), r.stdout

@@ -68,6 +68,9 @@ struct NetnsSet {
         Netns **items;     /* sorted by name */
         size_t n, cap;
         Sync *host_sync;
+        uint64_t *refused; /* inodes of namespaces that could not be entered: tried again only
+                            * after the next policy change, so a scan never logs them again */
+        size_t n_refused;
         Moving *moving;
         size_t n_moving;
         struct event *moving_timer;
@@ -535,6 +538,25 @@ static bool seen_has(const Seen *v, uint64_t ino) {
         return false;
 }
 
+static bool is_refused(const NetnsSet *s, uint64_t ino) {
+        for (size_t i = 0; i < s->n_refused; i++)
+                if (s->refused[i] == ino)
+                        return true;
+        return false;
+}
+
+static void refuse(NetnsSet *s, uint64_t ino) {
+        uint64_t *t;
+
+        if (s->n_refused >= NETNS_MAX)
+                return;
+        t = realloc(s->refused, (s->n_refused + 1) * sizeof(*t));
+        if (!t)
+                return;
+        s->refused = t;
+        s->refused[s->n_refused++] = ino;
+}
+
 static void scan_dir(NetnsSet *s, const char *dir, Seen *seen) {
         _cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct dirent *de;
@@ -574,11 +596,19 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen) {
                         s->logged_limit = true;
                         continue;
                 }
+                if (is_refused(s, st.st_ino))
+                        continue;
                 r = enter(s, fd, de->d_name, st.st_ino, &n);
-                if (r == -ENOENT || r == -EMEDIUMTYPE)
-                        continue; /* gone again, or not a network namespace */
+                if (r == -ENOENT)
+                        continue; /* gone again */
                 if (r < 0) {
-                        log_warning_errno(r, "netns %s: failed to enter it: %m; ignoring", de->d_name);
+                        refuse(s, st.st_ino);
+                        if (r == -EPERM)
+                                log_error_errno(r, "netns %s: cannot enter it: %m; bigtcpd needs CAP_SYS_ADMIN for "
+                                                   "other namespaces (see NETWORK NAMESPACES in bigtcpd(8))",
+                                                de->d_name);
+                        else if (r != -EMEDIUMTYPE) /* not a network namespace: nothing to say */
+                                log_warning_errno(r, "netns %s: failed to enter it: %m; ignoring", de->d_name);
                         continue;
                 }
                 if (insert(s, n) < 0) {
@@ -627,6 +657,12 @@ static void scan(NetnsSet *s) {
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
                         forget(s, i - 1);
+        /* a refused namespace that went: its inode may come back as another one */
+        size_t k = 0;
+        for (size_t i = 0; i < s->n_refused; i++)
+                if (seen_has(&seen, s->refused[i]))
+                        s->refused[k++] = s->refused[i];
+        s->n_refused = k;
         if (!s->scanned)
                 drop_stale_state(s, &seen);
         s->scanned = true;
@@ -706,6 +742,7 @@ void netns_set_policy_changed(NetnsSet *s) {
 
         if (!s)
                 return;
+        s->n_refused = 0; /* the operator's word: try those again */
         for (size_t i = 0; i < s->n; i++) {
                 Netns *n = s->items[i];
                 if (n->engine->policy == s->host->policy)
@@ -776,6 +813,7 @@ void netns_set_free(NetnsSet *s) {
                 return;
         if (s->host_sync)
                 sync_set_move_ops(s->host_sync, NULL, NULL);
+        free(s->refused);
         for (size_t i = 0; i < s->n_moving; i++)
                 moving_done(&s->moving[i]);
         free(s->moving);

@@ -75,6 +75,33 @@ def test_security_exposure(units):
     assert level <= EXPOSURE_MAX, f'exposure {level} > {EXPOSURE_MAX}:\n{r.stdout}'
 
 
+def test_security_exposure_with_netns_dropin(tree, units, tmp_path):
+    """The example drop-in for other namespaces (installed with the examples) adds CAP_SYS_ADMIN
+    and network namespaces, and nothing more: the exposure it costs is printed."""
+    dropin = tree['dest'] / 'usr/share/doc/bigtcpd/examples/bigtcpd-netns.conf'
+    root = tmp_path / 'root'
+    sysdir = root / 'etc/systemd/system'
+    (sysdir / 'bigtcpd.service.d').mkdir(parents=True)
+    shutil.copy(units / 'bigtcpd.service', sysdir / 'bigtcpd.service')
+
+    def exposure():
+        r = subprocess.run(['systemd-analyze', 'security', '--offline=true', '--no-pager', f'--root={root}',
+                            'bigtcpd.service'], capture_output=True, text=True, timeout=T(60))
+        m = re.search(r'Overall exposure level for bigtcpd\.service: (\d+\.\d+)', r.stdout)
+        assert m, f'no exposure level in:\n{r.stdout}\n{r.stderr}'
+        return float(m.group(1)), r.stdout
+
+    without, out = exposure()
+    assert not re.search(r'✗ CapabilityBoundingSet=~CAP_SYS_ADMIN', out), out
+    shutil.copy(dropin, sysdir / 'bigtcpd.service.d/netns.conf')
+    with_dropin, out = exposure()
+    print(f'systemd-analyze security: exposure {without} without the netns drop-in, {with_dropin} with it')
+    assert re.search(r'✗ CapabilityBoundingSet=~CAP_SYS_ADMIN', out), out
+    assert re.search(r'✗ RestrictNamespaces=~net ', out), out
+    assert not re.search(r'✗ RestrictNamespaces=~(user|mnt|pid|ipc|uts|cgroup) ', out), out
+    assert without < with_dropin <= EXPOSURE_MAX, out
+
+
 def wrapper(tmp_path, name, body):
     """An executable that stands in for the daemon: `body` ends by exec'ing "$REAL" "$@", so
     the pid the harness holds is still the daemon's."""

@@ -27,7 +27,6 @@
 #define SO_NETNS_COOKIE 71
 #endif
 
-#define COOKIE_FILE "cookie"
 /* How long the records of a device that left wait for it to show up in another namespace. The
  * kernel announces the arrival before the move returns, so this only covers the daemon reading
  * the two sockets in either order. */
@@ -46,6 +45,10 @@ typedef struct Moving {
         bool has_last_good;
         uint64_t deadline_usec;
 } Moving;
+
+typedef struct StateDirName {
+        uint64_t ino, cookie;
+} StateDirName;
 
 struct NetnsSet {
         struct event_base *base;
@@ -68,6 +71,9 @@ struct NetnsSet {
         Netns **items;     /* sorted by name */
         size_t n, cap;
         Sync *host_sync;
+        StateDirName *leftover; /* state directories of an earlier run, not taken yet */
+        size_t n_leftover;
+        bool read_leftover;
         uint64_t *refused; /* inodes of namespaces that could not be entered: tried again only
                             * after the next policy change, so a scan never logs them again */
         size_t n_refused;
@@ -120,15 +126,10 @@ Netns *netns_set_find(const NetnsSet *s, const char *name) {
         return found ? s->items[i] : NULL;
 }
 
-static Netns *find_by_ino(const NetnsSet *s, uint64_t ino) {
-        for (size_t i = 0; i < s->n; i++)
-                if (s->items[i]->id.ino == ino)
-                        return s->items[i];
-        return NULL;
-}
 
-/* ---- state directories: <runtime_dir>/netns/<inode>, holding the cookie of the namespace they
- * are for (an inode number is handed out again once a namespace is gone; a cookie is not) ---- */
+/* ---- state directories: <runtime_dir>/netns/<inode>-<cookie>. The inode is what a scan sees
+ * without entering; the cookie tells the namespace from a later one that got its inode (the
+ * kernel hands inode numbers out again, cookies never while the host runs). ---- */
 
 static int remove_state_dir(const char *root, const char *name) {
         _cleanup_(closep) int fd = -1;
@@ -155,48 +156,78 @@ static int remove_state_dir(const char *root, const char *name) {
         return 0;
 }
 
-static bool state_dir_exists(const NetnsSet *s, uint64_t ino) {
-        char name[32];
-        struct stat st;
-        _cleanup_(freep) char *path = NULL;
-
-        snprintf(name, sizeof(name), "%" PRIu64, ino);
-        if (asprintf(&path, "%s/%s", s->state_root, name) < 0)
-                return false;
-        return lstat(path, &st) >= 0 && S_ISDIR(st.st_mode);
+static void state_dir_name(uint64_t ino, uint64_t cookie, char buf[static 48]) {
+        snprintf(buf, 48, "%" PRIu64 "-%" PRIu64, ino, cookie);
 }
 
-/* Make the namespace's state directory; one left by a namespace that had the inode before is
- * emptied first. */
-static int prepare_state_dir(const NetnsSet *s, Netns *n) {
-        _cleanup_(freep) char *cookie_path = NULL, *text = NULL;
-        char name[32], want[32];
-        int r;
+/* The state directories an earlier run left, read once before the first scan. */
+static void read_leftovers(NetnsSet *s) {
+        DIR *d = opendir(s->state_root);
+        struct dirent *de;
 
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                unsigned long long ino, cookie;
+                char tail;
+
+                if (sscanf(de->d_name, "%llu-%llu%c", &ino, &cookie, &tail) != 2) {
+                        if (de->d_name[0] != '.')
+                                (void) remove_state_dir(s->state_root, de->d_name); /* not ours to keep */
+                        continue;
+                }
+                StateDirName *t = realloc(s->leftover, (s->n_leftover + 1) * sizeof(*t));
+                if (!t)
+                        break;
+                s->leftover = t;
+                s->leftover[s->n_leftover++] = (StateDirName){ino, cookie};
+        }
+        closedir(d);
+}
+
+static bool state_dir_exists(const NetnsSet *s, uint64_t ino) {
+        for (size_t i = 0; i < s->n_leftover; i++)
+                if (s->leftover[i].ino == ino)
+                        return true;
+        return false;
+}
+
+static void leftover_drop(NetnsSet *s, size_t i, bool remove) {
+        char name[48];
+
+        if (remove) {
+                state_dir_name(s->leftover[i].ino, s->leftover[i].cookie, name);
+                (void) remove_state_dir(s->state_root, name);
+        }
+        s->leftover[i] = s->leftover[--s->n_leftover];
+}
+
+/* Make the namespace's state directory, or take the one an earlier run left for it; one left
+ * by a namespace that had its inode before goes. */
+static int prepare_state_dir(NetnsSet *s, Netns *n) {
+        char name[48];
+
+        for (size_t i = s->n_leftover; i > 0; i--) {
+                StateDirName *l = &s->leftover[i - 1];
+                if (l->ino != n->id.ino)
+                        continue;
+                if (l->cookie != n->id.cookie)
+                        log_info("netns %s: the state bigtcpd kept for inode %" PRIu64 " is of a namespace that is "
+                                 "gone; dropping it",
+                                 n->id.name, l->ino);
+                leftover_drop(s, i - 1, l->cookie != n->id.cookie);
+        }
         if (mkdir(s->cfg.runtime_dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
         if (mkdir(s->state_root, 0755) < 0 && errno != EEXIST)
                 return -errno;
-        snprintf(name, sizeof(name), "%" PRIu64, n->id.ino);
-        if (asprintf(&n->state_dir, "%s/%s", s->state_root, name) < 0 ||
-            asprintf(&cookie_path, "%s/" COOKIE_FILE, n->state_dir) < 0)
+        state_dir_name(n->id.ino, n->id.cookie, name);
+        if (asprintf(&n->state_dir, "%s/%s", s->state_root, name) < 0) {
+                n->state_dir = NULL;
                 return -ENOMEM;
-        snprintf(want, sizeof(want), "%" PRIu64 "\n", n->id.cookie);
-        r = read_file_bounded(cookie_path, 64, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &text, NULL);
-        if (r >= 0 && streq_ptr(text, want))
-                return 0;
-        if (r >= 0 || r != -ENOENT) {
-                log_info("netns %s: the state in %s is of a namespace that is gone; dropping it", n->id.name,
-                         n->state_dir);
-                (void) remove_state_dir(s->state_root, name);
         }
         if (mkdir(n->state_dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
-        _cleanup_(closep) int fd = open(cookie_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd < 0)
-                return -errno;
-        if (write(fd, want, strlen(want)) != (ssize_t) strlen(want))
-                return errno > 0 ? -errno : -EIO;
         return 0;
 }
 
@@ -266,7 +297,7 @@ static int open_inside(NetnsSet *s, Netns *n) {
         return 0;
 }
 
-static int enter(NetnsSet *s, int dir_fd, const char *name, uint64_t ino, Netns **ret) {
+static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **ret) {
         _cleanup_(netns_freep) Netns *n = calloc(1, sizeof(*n));
         _cleanup_(closep) int fd = -1;
         StateEntry *entries = NULL;
@@ -283,9 +314,18 @@ static int enter(NetnsSet *s, int dir_fd, const char *name, uint64_t ino, Netns 
         n->id.dev = s->nsfs_dev;
         n->id.ino = ino;
 
-        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        _cleanup_(freep) char *path = NULL;
+        if (asprintf(&path, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
+        /* the file may have been replaced since the scan saw it */
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if ((uint64_t) st.st_ino != ino || (uint64_t) st.st_dev != s->nsfs_dev)
+                return -ENOENT;
         r = ioctl(fd, NS_GET_NSTYPE);
         if (r < 0)
                 return -errno;
@@ -370,7 +410,7 @@ static void forget(NetnsSet *s, size_t i) {
         Netns *n = s->items[i];
         _cleanup_(freep) Device **devs = NULL;
         size_t n_devs = 0, n_written = 0;
-        char name[32];
+        char name[48];
 
         if (device_table_sorted(&n->engine->devices, &devs, &n_devs) >= 0)
                 for (size_t j = 0; j < n_devs; j++) {
@@ -379,7 +419,7 @@ static void forget(NetnsSet *s, size_t i) {
                 }
         log_info("netns %s: gone; forgetting its %zu devices (%zu written by bigtcpd)", n->id.name, n_devs,
                  n_written);
-        snprintf(name, sizeof(name), "%" PRIu64, n->id.ino);
+        state_dir_name(n->id.ino, n->id.cookie, name);
         memmove(s->items + i, s->items + i + 1, (s->n - i - 1) * sizeof(*s->items));
         s->n--;
         netns_free(n);
@@ -514,28 +554,78 @@ static void watch_dirs(NetnsSet *s) {
                                                              IN_ONLYDIR | IN_EXCL_UNLINK);
 }
 
+/* Inode → pointer, open addressing: a scan looks up every entry of the directories in it, so
+ * that a scan costs O(entries), not O(entries × namespaces). Inode 0 marks a free slot (nsfs
+ * never hands it out). */
+typedef struct InoMap {
+        uint64_t *keys;
+        void **values;
+        size_t cap, n;
+} InoMap;
+
+static size_t ino_slot(const InoMap *m, uint64_t k) {
+        size_t i = (size_t) ((k * 0x9E3779B97F4A7C15ull) >> 17) & (m->cap - 1);
+
+        while (m->keys[i] != 0 && m->keys[i] != k)
+                i = (i + 1) & (m->cap - 1);
+        return i;
+}
+
+static void *ino_map_get(const InoMap *m, uint64_t k) {
+        if (m->cap == 0 || k == 0)
+                return NULL;
+        size_t i = ino_slot(m, k);
+        return m->keys[i] == k ? m->values[i] : NULL;
+}
+
+static int ino_map_put(InoMap *m, uint64_t k, void *v) {
+        if (k == 0)
+                return -EINVAL;
+        if ((m->n + 1) * 2 > m->cap) {
+                InoMap g = {.cap = m->cap ? m->cap * 2 : 64};
+                g.keys = calloc(g.cap, sizeof(*g.keys));
+                g.values = calloc(g.cap, sizeof(*g.values));
+                if (!g.keys || !g.values) {
+                        free(g.keys);
+                        free(g.values);
+                        return -ENOMEM;
+                }
+                for (size_t i = 0; i < m->cap; i++)
+                        if (m->keys[i]) {
+                                size_t j = ino_slot(&g, m->keys[i]);
+                                g.keys[j] = m->keys[i];
+                                g.values[j] = m->values[i];
+                                g.n++;
+                        }
+                free(m->keys);
+                free(m->values);
+                *m = g;
+        }
+        size_t i = ino_slot(m, k);
+        if (m->keys[i] == 0)
+                m->n++;
+        m->keys[i] = k;
+        m->values[i] = v;
+        return 0;
+}
+
+static void ino_map_done(InoMap *m) {
+        free(m->keys);
+        free(m->values);
+        *m = (InoMap){};
+}
+
 typedef struct Seen {
-        uint64_t *inos;
-        size_t n, cap;
+        InoMap seen;  /* every namespace the scan found (value: itself, unused) */
+        InoMap known; /* the managed ones by inode, from before the scan */
 } Seen;
 
 static void seen_add(Seen *v, uint64_t ino) {
-        if (v->n == v->cap) {
-                size_t cap = v->cap ? v->cap * 2 : 64;
-                uint64_t *t = realloc(v->inos, cap * sizeof(*t));
-                if (!t)
-                        return;
-                v->inos = t;
-                v->cap = cap;
-        }
-        v->inos[v->n++] = ino;
+        (void) ino_map_put(&v->seen, ino, v);
 }
 
 static bool seen_has(const Seen *v, uint64_t ino) {
-        for (size_t i = 0; i < v->n; i++)
-                if (v->inos[i] == ino)
-                        return true;
-        return false;
+        return ino_map_get(&v->seen, ino) != NULL;
 }
 
 static bool is_refused(const NetnsSet *s, uint64_t ino) {
@@ -557,7 +647,26 @@ static void refuse(NetnsSet *s, uint64_t ino) {
         s->refused[s->n_refused++] = ino;
 }
 
-static void scan_dir(NetnsSet *s, const char *dir, Seen *seen) {
+/* A namespace a scan found that is not managed yet. */
+typedef struct Candidate {
+        const char *dir;
+        char *name;
+        uint64_t ino;
+} Candidate;
+
+typedef struct Candidates {
+        Candidate *items;
+        size_t n;
+} Candidates;
+
+static void candidates_done(Candidates *c) {
+        for (size_t i = 0; i < c->n; i++)
+                free(c->items[i].name);
+        free(c->items);
+        *c = (Candidates){};
+}
+
+static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found) {
         _cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct dirent *de;
         DIR *d;
@@ -570,7 +679,6 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen) {
         while ((de = readdir(d))) {
                 struct stat st;
                 Netns *n;
-                int r;
 
                 if (!netns_name_is_valid(de->d_name))
                         continue;
@@ -580,83 +688,88 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen) {
                 if ((uint64_t) st.st_ino == s->host_ino || seen_has(seen, st.st_ino))
                         continue; /* the daemon's own, or a second name of one already found */
                 seen_add(seen, st.st_ino);
-                n = find_by_ino(s, st.st_ino);
+                n = ino_map_get(&seen->known, st.st_ino);
                 if (n) {
                         n->seen = true;
                         continue;
                 }
                 if (!policy_set_takes_netns(s->host->policy, de->d_name) && !state_dir_exists(s, st.st_ino))
                         continue;
-                if (netns_set_find(s, de->d_name))
-                        continue; /* the name of one found in an earlier directory */
-                if (s->n >= NETNS_MAX) {
-                        if (!s->logged_limit)
-                                log_warning("netns %s: already managing %u namespaces; leaving the others alone",
-                                            de->d_name, NETNS_MAX);
-                        s->logged_limit = true;
-                        continue;
-                }
                 if (is_refused(s, st.st_ino))
                         continue;
-                r = enter(s, fd, de->d_name, st.st_ino, &n);
-                if (r == -ENOENT)
-                        continue; /* gone again */
-                if (r < 0) {
-                        refuse(s, st.st_ino);
-                        if (r == -EPERM)
-                                log_error_errno(r, "netns %s: cannot enter it: %m; bigtcpd needs CAP_SYS_ADMIN for "
-                                                   "other namespaces (see NETWORK NAMESPACES in bigtcpd(8))",
-                                                de->d_name);
-                        else if (r != -EMEDIUMTYPE) /* not a network namespace: nothing to say */
-                                log_warning_errno(r, "netns %s: failed to enter it: %m; ignoring", de->d_name);
-                        continue;
-                }
-                if (insert(s, n) < 0) {
-                        netns_free(n);
-                        continue;
-                }
-                n->seen = true;
-                log_info("netns %s: managing it (%s/%s)", n->id.name, dir, n->id.name);
+                Candidate *t = realloc(found->items, (found->n + 1) * sizeof(*t));
+                if (!t)
+                        break;
+                found->items = t;
+                t[found->n] = (Candidate){.dir = dir, .name = strdup(de->d_name), .ino = st.st_ino};
+                if (t[found->n].name)
+                        found->n++;
         }
         closedir(d);
+}
+
+static void take(NetnsSet *s, const Candidate *c) {
+        Netns *n = NULL;
+        int r;
+
+        if (netns_set_find(s, c->name))
+                return; /* the name of one found in an earlier directory */
+        if (s->n >= NETNS_MAX) {
+                if (!s->logged_limit)
+                        log_warning("netns %s: already managing %u namespaces; leaving the others alone", c->name,
+                                    NETNS_MAX);
+                s->logged_limit = true;
+                return;
+        }
+        r = enter(s, c->dir, c->name, c->ino, &n);
+        if (r == -ENOENT)
+                return; /* gone again */
+        if (r < 0) {
+                refuse(s, c->ino);
+                if (r == -EPERM)
+                        log_error_errno(r, "netns %s: cannot enter it: %m; bigtcpd needs CAP_SYS_ADMIN for other "
+                                           "namespaces (see NETWORK NAMESPACES in bigtcpd(8))",
+                                        c->name);
+                else if (r != -EMEDIUMTYPE) /* not a network namespace: nothing to say */
+                        log_warning_errno(r, "netns %s: failed to enter it: %m; ignoring", c->name);
+                return;
+        }
+        if (insert(s, n) < 0) {
+                netns_free(n);
+                return;
+        }
+        n->seen = true;
+        log_info("netns %s: managing it (%s/%s)", n->id.name, c->dir, n->id.name);
 }
 
 /* State directories of namespaces that went while bigtcpd did not run. */
-static void drop_stale_state(NetnsSet *s, const Seen *seen) {
-        DIR *d = opendir(s->state_root);
-        struct dirent *de;
-
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
-                char *end;
-                unsigned long long ino;
-
-                if (de->d_name[0] == '.')
-                        continue;
-                errno = 0;
-                ino = strtoull(de->d_name, &end, 10);
-                if (errno != 0 || *end || seen_has(seen, ino))
-                        continue;
-                log_info("netns: the namespace of inode %llu went while bigtcpd was not running; forgetting "
-                         "its state",
-                         ino);
-                (void) remove_state_dir(s->state_root, de->d_name);
+static void drop_stale_state(NetnsSet *s) {
+        while (s->n_leftover > 0) {
+                log_info("netns: the namespace of inode %" PRIu64 " went while bigtcpd was not running; "
+                         "forgetting its state",
+                         s->leftover[s->n_leftover - 1].ino);
+                leftover_drop(s, s->n_leftover - 1, true);
         }
-        closedir(d);
 }
 
 static void scan(NetnsSet *s) {
+        Candidates found = {};
         Seen seen = {};
 
         watch_dirs(s);
-        for (size_t i = 0; i < s->n; i++)
+        for (size_t i = 0; i < s->n; i++) {
                 s->items[i]->seen = false;
+                (void) ino_map_put(&seen.known, s->items[i]->id.ino, s->items[i]);
+        }
         for (size_t i = 0; i < s->n_dirs; i++)
-                scan_dir(s, s->dirs[i], &seen);
+                scan_dir(s, s->dirs[i], &seen, &found);
+        /* those that went first: a name deleted and made again is a new namespace */
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
                         forget(s, i - 1);
+        for (size_t i = 0; i < found.n; i++)
+                take(s, &found.items[i]);
+        candidates_done(&found);
         /* a refused namespace that went: its inode may come back as another one */
         size_t k = 0;
         for (size_t i = 0; i < s->n_refused; i++)
@@ -664,9 +777,10 @@ static void scan(NetnsSet *s) {
                         s->refused[k++] = s->refused[i];
         s->n_refused = k;
         if (!s->scanned)
-                drop_stale_state(s, &seen);
+                drop_stale_state(s);
         s->scanned = true;
-        free(seen.inos);
+        ino_map_done(&seen.seen);
+        ino_map_done(&seen.known);
 }
 
 static void on_scan(evutil_socket_t fd, short what, void *userdata) {
@@ -724,19 +838,6 @@ static int start_watching(NetnsSet *s) {
         return 0;
 }
 
-static bool has_state_dirs(const NetnsSet *s) {
-        DIR *d = opendir(s->state_root);
-        struct dirent *de;
-        bool any = false;
-
-        if (!d)
-                return false;
-        while (!any && (de = readdir(d)))
-                any = de->d_name[0] != '.';
-        closedir(d);
-        return any;
-}
-
 void netns_set_policy_changed(NetnsSet *s) {
         int r;
 
@@ -753,7 +854,11 @@ void netns_set_policy_changed(NetnsSet *s) {
                 n->engine->settle_pending = true;
                 sync_verify(n->sync);
         }
-        if (!s->watching && !policy_set_wants_other_netns(s->host->policy) && !has_state_dirs(s))
+        if (!s->read_leftover) {
+                read_leftovers(s);
+                s->read_leftover = true;
+        }
+        if (!s->watching && !policy_set_wants_other_netns(s->host->policy) && s->n_leftover == 0)
                 return; /* nothing to look for: the directories are not even watched */
         r = start_watching(s);
         if (r < 0)
@@ -814,6 +919,7 @@ void netns_set_free(NetnsSet *s) {
         if (s->host_sync)
                 sync_set_move_ops(s->host_sync, NULL, NULL);
         free(s->refused);
+        free(s->leftover);
         for (size_t i = 0; i < s->n_moving; i++)
                 moving_done(&s->moving[i]);
         free(s->moving);

@@ -328,3 +328,28 @@ def test_metrics_label_the_namespace(ns, pods, daemon, confdir):
     assert any(l.startswith(f'bigtcpd_device_size_bytes{{netns="{p1}",ifname="eth0",policy="pods",') for l in lines), r.stdout
     # the daemon's own namespace's series are as they were
     assert any(l.startswith(f'bigtcpd_device_size_bytes{{ifname="{h1}",policy="host-ends",') for l in lines), r.stdout
+
+
+def test_pod_deleted_with_writes_in_flight(ns, pods, daemon, confdir):
+    """A pod with many devices, deleted as soon as the daemon begins writing them: its writes are
+    queued or in flight (and the first ones in probation) when the namespace goes."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy().replace('name: [eth0]', 'name: [eth0, "w*"]'))
+    p1, _ = pods.add(distinct=False)
+    p2, _ = pods.add(distinct=False)
+    run('ip', '-n', p1, '-batch', '-', input=''.join(f'link add w{i}a type veth peer name w{i}b\n'
+                                                      for i in range(200)))
+    d = start(daemon, ns, cfg, ready=False)
+    wait_file(d.log_path, lambda: d.log_lines(rf'{p1}/w\d+[ab]: writing'), 20, f'writes into {p1} begun')
+    pods.delete(p1)
+    wait_file(d.log_path, lambda: d.log_lines(rf'netns {p1}: gone'), 20, f'{p1} forgotten')
+    d.wait_notify('READY=1', T(20))
+    wait_eth0(p2, sizes4(POD_SIZE), f'{p2} still managed')
+    assert d.running()
+    assert len(d.log_lines(rf'netns {p1}: gone')) == 1
+    # nothing about the gone namespace's devices after it went: no error loop, no retries
+    log = d.log().splitlines()
+    gone_at = next(i for i, l in enumerate(log) if f'netns {p1}: gone' in l)
+    later = [l for l in log[gone_at + 1:] if p1 in l]
+    assert not later, later
+    assert not [l for l in log if 'error' in l.split(':', 2)[1]], log

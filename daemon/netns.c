@@ -266,10 +266,13 @@ static void on_netns_event(const Event *ev, void *userdata) {
         case EVENT_ROLLOUT:
                 event_emit(&s->host->events, ev);
                 break;
+        case EVENT_SETTLED:
+                /* READY=1 (and the end of a reload) waits for every namespace */
+                engine_check_settled(s->host);
+                break;
         case EVENT_RELOAD:
         case EVENT_RELOADING:
         case EVENT_TRY: /* the daemon's, not a namespace's */
-        case EVENT_SETTLED:
         case _EVENT_TYPE_MAX:
         case _EVENT_TYPE_INVALID:
                 break;
@@ -424,6 +427,7 @@ static void forget(NetnsSet *s, size_t i) {
         s->n--;
         netns_free(n);
         (void) remove_state_dir(s->state_root, name);
+        engine_check_settled(s->host); /* it may have been the one the daemon waited for */
 }
 
 /* ---- devices that move between namespaces ---- */
@@ -867,6 +871,16 @@ void netns_set_policy_changed(NetnsSet *s) {
                 scan(s);
 }
 
+/* Some namespace's engine has not settled yet: its first sync, or a reload, is not done. */
+static bool settle_blocked(void *userdata) {
+        const NetnsSet *s = userdata;
+
+        for (size_t i = 0; i < s->n; i++)
+                if (!s->items[i]->engine->settled_once || s->items[i]->engine->settle_pending)
+                        return true;
+        return false;
+}
+
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, Sync *host_sync, NetnsSet **ret) {
         static const char *const defaults[] = NETNS_DIRS_DEFAULT;
         NetnsSet *s = calloc(1, sizeof(*s));
@@ -906,6 +920,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host,
                 netns_set_free(s);
                 return -ENOMEM;
         }
+        host->settle_blocked = settle_blocked;
+        host->settle_blocked_userdata = s;
         s->host_sync = host_sync;
         if (host_sync)
                 sync_set_move_ops(host_sync, &move_ops, s);
@@ -918,6 +934,8 @@ void netns_set_free(NetnsSet *s) {
                 return;
         if (s->host_sync)
                 sync_set_move_ops(s->host_sync, NULL, NULL);
+        if (s->host && s->host->settle_blocked_userdata == s)
+                s->host->settle_blocked = NULL;
         free(s->refused);
         free(s->leftover);
         for (size_t i = 0; i < s->n_moving; i++)

@@ -14,6 +14,28 @@
 
 #define READ_BUDGET 256            /* datagrams per wakeup, so writes and acks interleave */
 #define RECV_BUFFER (256u * 1024u) /* larger than any rtnetlink datagram */
+
+/* One receive buffer for every Netlink of the process (one per network namespace managed): the
+ * daemon has one thread, and a datagram is handled before the next is read, on any socket, so
+ * they never need it at once; the pages a large dump touches are paid for once, not once per
+ * namespace. */
+static uint8_t *shared_buf;
+static unsigned shared_users;
+
+static uint8_t *buffer_ref(void) {
+        if (!shared_buf)
+                shared_buf = malloc(RECV_BUFFER);
+        if (shared_buf)
+                shared_users++;
+        return shared_buf;
+}
+
+static void buffer_unref(uint8_t *b) {
+        if (!b || --shared_users > 0)
+                return;
+        free(shared_buf);
+        shared_buf = NULL;
+}
 #define WRITE_RCVBUF (8 * 1024 * 1024)
 
 struct Netlink {
@@ -280,7 +302,7 @@ void netlink_free(Netlink *nl) {
                 nl_socket_free(nl->ev_sk);
         if (nl->wr_sk)
                 nl_socket_free(nl->wr_sk);
-        free(nl->buf);
+        buffer_unref(nl->buf);
         free(nl);
 }
 
@@ -290,7 +312,7 @@ int netlink_new(struct event_base *base, int event_rcvbuf, Netlink **ret) {
 
         if (!nl)
                 return -ENOMEM;
-        nl->buf = malloc(RECV_BUFFER);
+        nl->buf = buffer_ref();
         if (!nl->buf) {
                 r = -ENOMEM;
                 goto fail;

@@ -22,8 +22,10 @@ struct Writer {
         unsigned dump_for, dump_next;  /* whom the dump running serves; whom the one after it */
         unsigned dump_id;              /* of the one running, or the last */
         unsigned n_sent; /* writes in flight */
-        WriterRequest ring[WRITER_INFLIGHT_MAX];
-        unsigned head, count;
+        /* grown as needed up to WRITER_INFLIGHT_MAX: a namespace with a handful of devices (a pod)
+         * does not carry room for 256 requests */
+        WriterRequest *ring;
+        unsigned cap, head, count;
         uint64_t next_id;
 };
 
@@ -50,6 +52,7 @@ void writer_free(Writer *w) {
                 writer_unqueue(w, d);
         while ((d = TAILQ_FIRST(&w->waiting)))
                 writer_unqueue(w, d);
+        free(w->ring);
         free(w);
 }
 
@@ -238,9 +241,33 @@ static void ask_baselines(Writer *w) {
         w->n_unasked = 0;
 }
 
+/* Room for one more request in the ring. */
+static int ring_reserve(Writer *w) {
+        WriterRequest *t;
+        unsigned cap;
+
+        if (w->count < w->cap)
+                return 0;
+        if (w->cap >= WRITER_INFLIGHT_MAX)
+                return -EBUSY;
+        cap = w->cap ? w->cap * 2 : 8;
+        if (cap > WRITER_INFLIGHT_MAX)
+                cap = WRITER_INFLIGHT_MAX;
+        t = calloc(cap, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        for (unsigned i = 0; i < w->count; i++)
+                t[i] = w->ring[(w->head + i) % w->cap];
+        free(w->ring);
+        w->ring = t;
+        w->cap = cap;
+        w->head = 0;
+        return 0;
+}
+
 static int ring_push(Writer *w, uint32_t seq, RequestKind kind, Device *d, WriterReadFn fn, void *userdata,
                      uint64_t *ret_id) {
-        WriterRequest *r = &w->ring[(w->head + w->count) % WRITER_INFLIGHT_MAX];
+        WriterRequest *r = &w->ring[(w->head + w->count) % w->cap];
 
         *r = (WriterRequest){.seq = seq, .kind = kind, .device = d, .fn = fn, .userdata = userdata,
                              .id = ++w->next_id};
@@ -258,6 +285,9 @@ static int send_request(Writer *w, struct nl_msg *msg, RequestKind kind, Device 
 
         if (w->count >= WRITER_INFLIGHT_MAX)
                 return -EBUSY;
+        r = ring_reserve(w); /* before the send: a request sent must have its place */
+        if (r < 0)
+                return r;
         r = w->transport.send(w->transport.userdata, msg, &seq);
         if (r < 0)
                 return r;
@@ -291,7 +321,7 @@ int writer_request_read(Writer *w, Device *d, WriterReadFn fn, void *userdata, u
 
 void writer_cancel_read(Writer *w, uint64_t id) {
         for (unsigned i = 0; i < w->count; i++) {
-                WriterRequest *r = &w->ring[(w->head + i) % WRITER_INFLIGHT_MAX];
+                WriterRequest *r = &w->ring[(w->head + i) % w->cap];
                 if (r->id == id) {
                         r->fn = NULL;
                         r->userdata = NULL;
@@ -308,7 +338,7 @@ void writer_cancel_device(Writer *w, Device *d) {
         }
         record_drop(d);
         for (unsigned i = 0; i < w->count && d->n_requests > 0; i++) {
-                WriterRequest *r = &w->ring[(w->head + i) % WRITER_INFLIGHT_MAX];
+                WriterRequest *r = &w->ring[(w->head + i) % w->cap];
                 if (r->device != d)
                         continue;
                 WriterReadFn fn = r->fn;
@@ -363,7 +393,7 @@ void writer_flush(Writer *w) {
 
 const WriterRequest *writer_lookup(const Writer *w, uint32_t seq) {
         for (unsigned i = 0; i < w->count; i++) {
-                const WriterRequest *r = &w->ring[(w->head + i) % WRITER_INFLIGHT_MAX];
+                const WriterRequest *r = &w->ring[(w->head + i) % w->cap];
                 if (r->seq == seq)
                         return r;
         }
@@ -372,7 +402,7 @@ const WriterRequest *writer_lookup(const Writer *w, uint32_t seq) {
 
 static WriterRequest ring_pop(Writer *w) {
         WriterRequest r = w->ring[w->head];
-        w->head = (w->head + 1) % WRITER_INFLIGHT_MAX;
+        w->head = (w->head + 1) % w->cap;
         w->count--;
         if (r.device)
                 r.device->n_requests--;

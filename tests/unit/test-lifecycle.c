@@ -1571,6 +1571,47 @@ static void test_identity_follows_changes(void **state) {
 
 /* Runs last: every transition the table allows was taken by some case above (and none it does not
  * allow: each harness checks every EVENT_STATE against the table). */
+/* The ring of requests in flight grows as it fills (a pod's engine starts small), also while
+ * it has wrapped round: every answer still reaches the request it is for, in order. */
+typedef struct ReadLog {
+        int ids[WRITER_INFLIGHT_MAX + 8];
+        size_t n;
+} ReadLog;
+
+static ReadLog read_log;
+
+static void on_logged_read(Device *d, int error, void *userdata) {
+        assert_non_null(d);
+        assert_int_equal(error, 0);
+        read_log.ids[read_log.n++] = (int) (intptr_t) userdata;
+}
+
+static void test_ring_grows_wrapped(void **state) {
+        Harness *h = started_with(P_ALL, 10, "eth0");
+        Writer *w = h->e->writer;
+        Device *d = h_dev(h, 10);
+        int next = 1, want = 1;
+
+        h_answer_all(h);
+        read_log = (ReadLog){};
+        /* 6 in flight, 4 answered: the head has moved on; 6 more wrap round the first 8 slots,
+         * 4 after them make it grow while wrapped, and so on up to the bound */
+        for (int i = 0; i < 6; i++)
+                assert_int_equal(writer_request_read(w, d, on_logged_read, (void *) (intptr_t) next++, NULL), 0);
+        for (int i = 0; i < 4; i++)
+                h_answer_kernel(h);
+        while (writer_inflight(w) < WRITER_INFLIGHT_MAX)
+                assert_int_equal(writer_request_read(w, d, on_logged_read, (void *) (intptr_t) next++, NULL), 0);
+        assert_int_equal(writer_request_read(w, d, on_logged_read, NULL, NULL), -EBUSY);
+        while (h_unanswered(h) > 0)
+                h_answer_kernel(h);
+        assert_int_equal(writer_inflight(w), 0);
+        assert_int_equal(read_log.n, (size_t) next - 1);
+        for (size_t i = 0; i < read_log.n; i++)
+                assert_int_equal(read_log.ids[i], want++);
+        h_free(h);
+}
+
 static void test_transition_coverage(void **state) {
         unsigned missing = 0;
 
@@ -1626,6 +1667,7 @@ int main(void) {
         ADD_TEST(test_identity_follows_changes);
         ADD_TEST(test_state_refused_retried);
         ADD_TEST(test_entry_before_write_owns_its_sizes);
+        ADD_TEST(test_ring_grows_wrapped);
         ADD_TEST(test_transition_coverage); /* last: it counts what the others did */
         assert_true(n <= ELEMENTSOF(tests));
 

@@ -99,6 +99,39 @@ static void test_traffic(void **state) {
         nlmsg_free(msg);
 }
 
+/* The RTM_DELLINK of a device moving to another namespace says where it goes. */
+static void test_link_moved(void **state) {
+        struct nl_msg *msg = link_msg(RTM_DELLINK, 7, "m0", "veth", NULL);
+        LinkMessage m;
+
+        assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), 0);
+        assert_false(m.moved); /* deleted, not moved */
+        nlmsg_free(msg);
+
+        msg = link_msg(RTM_DELLINK, 7, "m0", "veth", NULL);
+        assert_int_equal(nla_put_u32(msg, BT_IFLA_NEW_NETNSID, 3), 0);
+        assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), 0);
+        assert_true(m.moved);
+        assert_int_equal(m.new_netnsid, 3);
+        assert_int_equal(m.new_ifindex, 7); /* no IFLA_NEW_IFINDEX: it keeps its ifindex */
+        assert_int_equal(nla_put_u32(msg, BT_IFLA_NEW_IFINDEX, 12), 0);
+        assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), 0);
+        assert_int_equal(m.new_ifindex, 12);
+        nlmsg_free(msg);
+
+        /* an ifindex there of 0, or an attribute of the wrong length: malformed */
+        msg = link_msg(RTM_DELLINK, 7, "m0", "veth", NULL);
+        assert_int_equal(nla_put_u32(msg, BT_IFLA_NEW_NETNSID, 3), 0);
+        assert_int_equal(nla_put_u32(msg, BT_IFLA_NEW_IFINDEX, 0), 0);
+        assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), -EBADMSG);
+        nlmsg_free(msg);
+        msg = link_msg(RTM_DELLINK, 7, "m0", "veth", NULL);
+        uint16_t two = 2;
+        assert_int_equal(nla_put(msg, BT_IFLA_NEW_NETNSID, sizeof(two), &two), 0);
+        assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), -EBADMSG);
+        nlmsg_free(msg);
+}
+
 static void test_link_parse_malformed(void **state) {
         struct nl_msg *msg = link_msg(RTM_NEWLINK, 0, "x", NULL, NULL);
         LinkMessage m;
@@ -141,6 +174,7 @@ int main(void) {
                 cmocka_unit_test(test_many_altnames),
                 cmocka_unit_test(test_traffic),
                 cmocka_unit_test(test_link_parse_malformed),
+                cmocka_unit_test(test_link_moved),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

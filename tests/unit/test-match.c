@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "match.h"
+#include "netns.h"
 #include "policy.h"
 #include "test-helpers.h"
 #include "util.h"
@@ -374,6 +375,30 @@ static void test_wants_other_netns(void **state) {
         }
 }
 
+static void test_takes_netns(void **state) {
+        PolicySet *s = policy_from_match("{ netns: [\"cni-*\", \"!cni-kube-system-*\"] }");
+
+        (void) state;
+        s->policies[0].applies_here = true;
+        assert_true(policy_set_takes_netns(s, "cni-1"));
+        assert_false(policy_set_takes_netns(s, "cni-kube-system-1"));
+        assert_false(policy_set_takes_netns(s, "docker-1"));
+        assert_false(policy_set_takes_netns(s, NULL)); /* the host: not named */
+        s->policies[0].applies_here = false;
+        assert_false(policy_set_takes_netns(s, "cni-1"));
+        policy_set_free(s);
+        assert_false(policy_set_takes_netns(NULL, "cni-1"));
+
+        /* the names a namespace file may have */
+        assert_true(netns_name_is_valid("cni-1234"));
+        assert_true(netns_name_is_valid("a"));
+        assert_false(netns_name_is_valid(""));
+        assert_false(netns_name_is_valid(NULL));
+        assert_false(netns_name_is_valid(".tmp-cni"));   /* a tool's temporary file */
+        assert_false(netns_name_is_valid("host"));       /* the daemon's own, in a policy */
+        assert_false(netns_name_is_valid("a/b"));
+}
+
 static void test_route_prefix_covers(void **state) {
         static const struct {
                 const char *prefix;
@@ -441,6 +466,7 @@ int main(void) {
                 cmocka_unit_test(test_policy_set_match),
                 cmocka_unit_test(test_route_prefix_covers),
                 cmocka_unit_test(test_wants_other_netns),
+                cmocka_unit_test(test_takes_netns),
         };
 
         return cmocka_run_group_tests_name("match", tests, NULL, NULL);

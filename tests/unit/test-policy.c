@@ -444,7 +444,16 @@ static void test_netns_key(void **state) {
         assert_int_equal(s->policies[1].match.netns.n, 1); /* a scalar is a list of one */
         assert_string_equal(s->policies[1].match.netns.items[0], "docker-?");
         assert_int_equal(s->policies[2].match.netns.n, 0);
+
+        /* every namespace's engine holds the set: the last one frees it (ASan: no leak, no use
+         * after free) */
+        assert_ptr_equal(policy_set_ref(s), s);
+        assert_int_equal(s->n_ref, 2);
         policy_set_free(s);
+        assert_int_equal(s->n_ref, 1);
+        assert_string_equal(s->policies[0].name, "p");
+        policy_set_free(s);
+        assert_null(policy_set_ref(NULL));
 }
 
 static void test_error_cases(void **state) {

@@ -17,20 +17,30 @@ static bool glob_matches_any_name(const char *glob, const MatchDevice *d) {
         return false;
 }
 
-/* At least one plain glob matches the name or an altname, and no "!" glob matches any of them. */
-static bool name_matches(const StrList *l, const MatchDevice *d) {
+/* A list whose items may be negated with "!": at least one plain item holds, and no "!" item. */
+static bool negatable_list_matches(const StrList *l, bool (*item_matches)(const char *item, const void *what),
+                                   const void *what) {
         bool plain = false;
 
         for (size_t i = 0; i < l->n; i++) {
                 const char *g = l->items[i];
 
                 if (g[0] == '!') {
-                        if (glob_matches_any_name(g + 1, d))
+                        if (item_matches(g + 1, what))
                                 return false;
-                } else if (!plain && glob_matches_any_name(g, d))
+                } else if (!plain && item_matches(g, what))
                         plain = true;
         }
         return plain;
+}
+
+static bool name_item_matches(const char *glob, const void *what) {
+        return glob_matches_any_name(glob, what);
+}
+
+/* At least one plain glob matches the name or an altname, and no "!" glob matches any of them. */
+static bool name_matches(const StrList *l, const MatchDevice *d) {
+        return negatable_list_matches(l, name_item_matches, d);
 }
 
 static bool kind_item_matches(const char *item, const MatchDevice *d) {
@@ -57,7 +67,9 @@ static bool glob_list_matches(const StrList *l, const char *s) {
         return false;
 }
 
-static bool netns_item_matches(const char *item, const char *netns) {
+static bool netns_item_matches(const char *item, const void *what) {
+        const char *netns = what;
+
         if (streq_ptr(item, "host"))
                 return !netns;
         /* "*" means every namespace under the directories, not the daemon's own */
@@ -65,20 +77,9 @@ static bool netns_item_matches(const char *item, const char *netns) {
 }
 
 bool netns_list_matches(const StrList *l, const char *netns) {
-        bool plain = false;
-
         if (!l || l->n == 0)
                 return !netns;
-        for (size_t i = 0; i < l->n; i++) {
-                const char *g = l->items[i];
-
-                if (g[0] == '!') {
-                        if (netns_item_matches(g + 1, netns))
-                                return false;
-                } else if (!plain && netns_item_matches(g, netns))
-                        plain = true;
-        }
-        return plain;
+        return negatable_list_matches(l, netns_item_matches, netns);
 }
 
 bool policy_set_wants_other_netns(const PolicySet *s) {

@@ -33,10 +33,11 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from burst import Bench  # noqa: E402  (processes, namespaces and the temporary directory, cleaned up)
 SIZE = 185000
 CLONE_NEWNET = 0x40000000
 SO_RCVBUFFORCE = 33
@@ -149,46 +150,40 @@ def slab_kib():
     return 0
 
 
-class Run:
+class Run(Bench):
+    """burst.Bench (processes, namespaces and the temporary directory removed at the end) with the
+    runtime directory on a tmpfs and namespaces made and deleted in batches."""
+
     def __init__(self, args):
-        self.args = args
+        super().__init__(args)
         self.tag = "bt-bp" + secrets.token_hex(2)
-        self.namespaces = []
-        self.procs = []
-        self.tmp = tempfile.mkdtemp(prefix="bigtcpd-bench-netns.")
         # The runtime directory on a tmpfs, as /run is on a real host (here it may be a disk, where
         # creating and fsyncing each namespace's state files costs what it would not there).
         self.mounted = False
         if not args.runtime_on_disk:
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m", "bigtcpd-bench", self.tmp], check=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m", "bigtcpd-bench", self.tmp],
+                           check=True)
             self.mounted = True
 
     def cleanup(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        self.procs.clear()
-        if self.namespaces:
+        if self.namespaces:   # one batch; Bench.cleanup() deletes what it left, one by one
             subprocess.run(["ip", "-batch", "-"], input="".join(f"netns del {n}\n" for n in self.namespaces).encode(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-            for n in self.namespaces:   # what the batch left (it stops at the first error)
-                if os.path.exists(f"/run/netns/{n}"):
-                    subprocess.run(["ip", "netns", "del", n], check=False, stderr=subprocess.DEVNULL)
-        self.namespaces.clear()
+            self.namespaces = [n for n in self.namespaces if os.path.exists(f"/run/netns/{n}")]
+        tmp = self.tmp
+        super().cleanup()   # the daemon stopped, so that nothing holds the tmpfs
         if self.mounted:
-            subprocess.run(["umount", self.tmp], check=False)
+            subprocess.run(["umount", tmp], check=False)
             self.mounted = False
-        shutil.rmtree(self.tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
 
-    def ip_batch(self, text, ns=None):
+    def batch(self, text, ns=None):
+        """One `ip [-n NS] -batch -`; returns (start, end) in monotonic ns."""
+        if ns:
+            return self.ip_batch(ns, text)
         start = time.monotonic_ns()
-        r = subprocess.run(["ip", *(["-n", ns] if ns else []), "-batch", "-"], input=text.encode(),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        r = subprocess.run(["ip", "-batch", "-"], input=text.encode(), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
         end = time.monotonic_ns()
         if r.returncode != 0:
             raise RuntimeError(f"ip -batch failed: {r.stderr.decode().strip()[:500]}")
@@ -196,35 +191,7 @@ class Run:
 
     def make_namespaces(self, names):
         self.namespaces.extend(names)
-        return self.ip_batch("".join(f"netns add {n}\n" for n in names))
-
-    def start_daemon(self, host, policy):
-        cfg = os.path.join(self.tmp, "bigtcpd.yaml")
-        with open(cfg, "w") as f:
-            f.write(policy)
-        path = os.path.join(self.tmp, "notify")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(path)
-        sock.settimeout(0.1)
-        log = open(os.path.join(self.tmp, "bigtcpd.log"), "wb")
-        p = subprocess.Popen(["ip", "netns", "exec", host, self.args.bin, "--config", cfg,
-                              "--runtime-dir", os.path.join(self.tmp, "run"), "--netns-dir", "/run/netns",
-                              "--log-level", "notice"],
-                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                             env=dict(os.environ, NOTIFY_SOCKET=path))
-        self.procs.append(p)
-        log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if b"READY=1" in sock.recv(65536).split(b"\n"):
-                    sock.close()
-                    return p
-            except socket.timeout:
-                if p.poll() is not None:
-                    break
-        sock.close()
-        raise RuntimeError(f"bigtcpd did not become ready; log in {self.tmp}/bigtcpd.log")
+        return self.batch("".join(f"netns add {n}\n" for n in names))
 
 
 def burst(run):
@@ -241,7 +208,10 @@ policies:
     ipv6: {{gso-max-size: {SIZE}, gro-max-size: {SIZE}}}
     ipv4: {{gso-max-size: {SIZE}, gro-max-size: {SIZE}}}
 """
-    d = run.start_daemon(host, policy)
+    cfg = os.path.join(run.tmp, "bigtcpd.yaml")
+    with open(cfg, "w") as f:
+        f.write(policy)
+    d = run.start_daemon(host, cfg, ("--netns-dir", "/run/netns", "--log-level", "notice"))
     rss0, fds0 = proc_status(d.pid, "VmRSS"), fds(d.pid)
     perf = None
     if run.args.perf:   # where the daemon's time goes during the burst
@@ -257,8 +227,8 @@ policies:
         with In(p):
             socks[p] = nl_socket()
     sockets_end = time.monotonic_ns()
-    _, veth_end = run.ip_batch("".join(f"link add vh{i} type veth peer name eth0 netns {p}\n"
-                                       for i, p in enumerate(pods)), ns=host)
+    _, veth_end = run.batch("".join(f"link add vh{i} type veth peer name eth0 netns {p}\n"
+                                    for i, p in enumerate(pods)), ns=host)
     left, seq, rounds = set(pods), 0, 0
     done_at = None
     deadline = time.monotonic() + 120
@@ -293,7 +263,7 @@ policies:
           f"({(fds1['netlink'] - fds0['netlink']) / n:.2f} sockets, {(fds1['other'] - fds0['other']) / n:.2f} files)")
     # forgetting them: every namespace deleted in one batch
     t0 = time.monotonic_ns()
-    run.ip_batch("".join(f"netns del {p}\n" for p in pods))
+    run.batch("".join(f"netns del {p}\n" for p in pods))
     run.namespaces = [x for x in run.namespaces if x not in pods]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and fds(d.pid)["total"] > fds0["total"]:
@@ -348,14 +318,14 @@ def sockets(run):
     n = run.args.pods
     pods = [f"{run.tag}-{i}" for i in range(n)]
     run.make_namespaces(pods)
-    run.ip_batch("".join(f"netns exec {p} ip link add d0 type veth peer name d1\n" for p in pods))
+    run.batch("".join(f"netns exec {p} ip link add d0 type veth peer name d1\n" for p in pods))
 
     def change():
         """One link change in every pod; returns the batch's end."""
-        return run.ip_batch("".join(f"netns exec {p} ip link set d0 up\n" for p in pods))[1]
+        return run.batch("".join(f"netns exec {p} ip link set d0 up\n" for p in pods))[1]
 
     def down():
-        run.ip_batch("".join(f"netns exec {p} ip link set d0 down\n" for p in pods))
+        run.batch("".join(f"netns exec {p} ip link set d0 down\n" for p in pods))
 
     results = []
     # (a) three sockets per namespace, as bigtcpd opens them (event, write, statistics)
@@ -411,6 +381,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "daemon", "bigtcpd"))
     ap.add_argument("--pods", type=int, default=500)
+    ap.add_argument("--ready-timeout", type=float, default=30)
     ap.add_argument("--only", choices=("burst", "sockets"))
     ap.add_argument("--runtime-on-disk", action="store_true",
                     help="keep the runtime directory on the disk under /tmp, not on a tmpfs")

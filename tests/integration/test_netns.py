@@ -98,6 +98,24 @@ def wait_eth0(name, sizes, what):
     nl.wait_links(name, at({'eth0': sizes}), T(10), what)
 
 
+def one_pod(ns, pods, daemon, confdir):
+    """The standard policy, one pod, the daemon started and the pod end written."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, h1 = pods.add()
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    return d, p1, h1
+
+
+def ctl(d, ns, *args):
+    """bigtcpctl against the daemon, run in its namespace."""
+    r = subprocess.run(['ip', 'netns', 'exec', ns, str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'),
+                        *args], capture_output=True, text=True, timeout=T(20))
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
 def list_devices(d):
     with Monitor(d, seed=False) as m:
         return m.call('io.bigtcpd.Manager.ListDevices')['devices']
@@ -181,11 +199,8 @@ def test_pod_deleted_while_managed(ns, pods, daemon, confdir):
 
 
 def test_restart_keeps_pod_originals(ns, pods, daemon, confdir):
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy())
-    p1, _ = pods.add()
-    d = start(daemon, ns, cfg)
-    wait_eth0(p1, sizes4(POD_SIZE), p1)
     runtime = d.runtime_dir
     d.stop()
     assert eth0(p1) == sizes4(POD_SIZE)   # a stop leaves the sizes as they are
@@ -196,29 +211,17 @@ def test_restart_keeps_pod_originals(ns, pods, daemon, confdir):
 
 
 def test_bigtcpctl_names_the_namespace(ns, pods, daemon, confdir):
-    cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy())
-    p1, h1 = pods.add()
-    d = start(daemon, ns, cfg)
-    wait_eth0(p1, sizes4(POD_SIZE), p1)
-    sock = d.runtime_dir / 'io.bigtcpd.Manager'
-
-    def ctl(*args):
-        r = subprocess.run(['ip', 'netns', 'exec', ns, str(CTL), '--socket', str(sock), *args],
-                           capture_output=True, text=True, timeout=T(20))
-        assert r.returncode == 0, r.stderr
-        return r.stdout
-
-    out = ctl('list')
+    d, p1, h1 = one_pod(ns, pods, daemon, confdir)
+    out = ctl(d, ns, 'list')
     header = out.splitlines()[0].split()
     assert header[0] == 'NETNS', out
     assert any(line.split()[0] == p1 and line.split()[2] == 'eth0' for line in out.splitlines()[1:]), out
-    shown = ctl('show', f'{p1}/eth0')
+    shown = ctl(d, ns, 'show', f'{p1}/eth0')
     assert p1 in shown and 'pods' in shown, shown
-    j = json.loads(ctl('--json', 'show', f'{p1}/eth0'))
+    j = json.loads(ctl(d, ns, '--json', 'show', f'{p1}/eth0'))
     devs = j['devices'] if isinstance(j, dict) and 'devices' in j else [j]
     assert devs[0]['netns'] == p1 and devs[0]['ifname'] == 'eth0', j
-    j = json.loads(ctl('--json', 'list'))
+    j = json.loads(ctl(d, ns, '--json', 'list'))
     devs = j['devices'] if isinstance(j, dict) else j
     assert {(x['netns'], x['ifname']) for x in devs} >= {(p1, 'eth0'), ('host', h1)}
 
@@ -317,19 +320,12 @@ def test_device_moved_between_namespaces_keeps_its_originals(ns, pods, daemon, c
 
 
 def test_metrics_label_the_namespace(ns, pods, daemon, confdir):
-    cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy())
-    p1, h1 = pods.add()
-    d = start(daemon, ns, cfg)
-    wait_eth0(p1, sizes4(POD_SIZE), p1)
-    sock = d.runtime_dir / 'io.bigtcpd.Manager'
-    r = subprocess.run(['ip', 'netns', 'exec', ns, str(CTL), '--socket', str(sock), 'metrics'],
-                       capture_output=True, text=True, timeout=T(20))
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert any(l.startswith(f'bigtcpd_device_size_bytes{{netns="{p1}",ifname="eth0",policy="pods",') for l in lines), r.stdout
+    d, p1, h1 = one_pod(ns, pods, daemon, confdir)
+    out = ctl(d, ns, 'metrics')
+    lines = out.splitlines()
+    assert any(l.startswith(f'bigtcpd_device_size_bytes{{netns="{p1}",ifname="eth0",policy="pods",') for l in lines), out
     # the daemon's own namespace's series are as they were
-    assert any(l.startswith(f'bigtcpd_device_size_bytes{{ifname="{h1}",policy="host-ends",') for l in lines), r.stdout
+    assert any(l.startswith(f'bigtcpd_device_size_bytes{{ifname="{h1}",policy="host-ends",') for l in lines), out
 
 
 def test_pod_deleted_with_writes_in_flight(ns, pods, daemon, confdir):

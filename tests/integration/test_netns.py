@@ -210,6 +210,34 @@ def test_restart_keeps_pod_originals(ns, pods, daemon, confdir):
     assert f'netns {p1}: original sizes of 1 devices recorded by an earlier run' in d2.log()
 
 
+def test_state_of_a_pod_gone_while_stopped_is_dropped(ns, pods, daemon, confdir):
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    p2, _ = pods.add(distinct=False)   # made while the daemon runs: written at once, from 65536
+    wait_eth0(p2, sizes4(POD_SIZE), p2)
+    runtime = d.runtime_dir
+    assert len(os.listdir(runtime / 'netns')) == 2
+    d.stop()
+    pods.delete(p1)
+    d2 = start(daemon, ns, confdir / 'bigtcpd.yaml', runtime_dir=runtime)
+    # the one that went is forgotten, with its directory; the other one's originals are still known
+    assert len(d2.log_lines('went while bigtcpd was not running; forgetting its state')) == 1, d2.log()
+    assert len(os.listdir(runtime / 'netns')) == 1
+    assert f'netns {p2}: original sizes of 1 devices recorded by an earlier run' in d2.log()
+    dev = [x for x in list_devices(d2) if x['netns'] == p2 and x['ifname'] == 'eth0'][0]
+    assert dev['original']['gso_max_size'] == 65536
+
+
+def test_plan_names_the_namespace(ns, pods, daemon, confdir):
+    d, p1, h1 = one_pod(ns, pods, daemon, confdir)
+    with Monitor(d, seed=False) as m:
+        plan = m.call('Plan', {'policy': policy(pod_size=120000)})
+    by = {(x['netns'], x['ifname']): x for x in plan['devices']}
+    assert by[(p1, 'eth0')]['action'] == 'write', by[(p1, 'eth0')]
+    assert by[(p1, 'eth0')]['desired']['gso_max_size'] == 120000
+    assert by[('host', h1)]['action'] == 'none'
+    assert by[(p1, 'lo')]['policy'] is None
+
+
 def test_bigtcpctl_names_the_namespace(ns, pods, daemon, confdir):
     d, p1, h1 = one_pod(ns, pods, daemon, confdir)
     out = ctl(d, ns, 'list')

@@ -633,7 +633,10 @@ static void refresh_guard_warnings(Engine *e) {
         /* once per counter, not at every probation */
         for (size_t i = 0; i < n; i++)
                 if (!strv_contains(e->guard_warnings, w[i]))
-                        log_warning("guard counter %s does not exist on this kernel: guards on it are inactive", w[i]);
+                        /* the kernel's counters are every namespace's: the daemon's own says it */
+                        log_full_errno(e->cfg.netns ? LOG_DEBUG : LOG_WARNING, 0,
+                                       "%s%sguard counter %s does not exist on this kernel: guards on it are inactive",
+                                       e->cfg.netns ? e->cfg.netns->name : "", e->cfg.netns ? ": " : "", w[i]);
         strv_free(e->guard_warnings);
         e->guard_warnings = w;
         e->n_guard_warnings = n;

@@ -289,9 +289,12 @@ static void set_ipv4(Engine *e) {
 
         DEVICE_FOREACH(d, &e->devices, it)
                 ipv4 = ipv4 || d->has_ipv4_sizes;
+        /* said once for the kernel, by the daemon's own namespace, not once for each pod */
         if (!e->synced || ipv4 != e->ipv4_supported)
-                log_info("kernel %s IPv4 BIG TCP sizes (gso/gro_ipv4_max_size)%s", ipv4 ? "has" : "lacks",
-                         ipv4 ? "" : ": IPv4 parts of the policy are unsupported");
+                log_full_errno(e->cfg.netns ? LOG_DEBUG : LOG_INFO, 0,
+                               "%s%skernel %s IPv4 BIG TCP sizes (gso/gro_ipv4_max_size)%s",
+                               e->cfg.netns ? e->cfg.netns->name : "", e->cfg.netns ? ": " : "",
+                               ipv4 ? "has" : "lacks", ipv4 ? "" : ": IPv4 parts of the policy are unsupported");
         e->ipv4_supported = ipv4;
         writer_set_ipv4(e->writer, ipv4);
 }

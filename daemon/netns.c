@@ -86,7 +86,14 @@ bool netns_name_is_valid(const char *name) {
         size_t n = name ? strlen(name) : 0;
 
         /* hidden files are a tool's temporary ones; "host" is the daemon's own in a policy */
-        return n > 0 && n <= NAME_MAX && name[0] != '.' && !strchr(name, '/') && !streq_ptr(name, "host");
+        if (n == 0 || n > NAME_MAX || name[0] == '.' || streq_ptr(name, "host"))
+                return false;
+        /* the name goes into logs, JSON, D-Bus and metric labels: printable ASCII, no blank (what
+         * ip netns, CNI plugins and Docker make) */
+        for (const char *c = name; *c; c++)
+                if (*c <= ' ' || *c > '~' || *c == '/')
+                        return false;
+        return true;
 }
 
 size_t netns_set_count(const NetnsSet *s) {

@@ -62,5 +62,6 @@ static inline Netns *netns_of_device(const Device *d) {
         return (Netns *) d->netns; /* NetnsId is Netns's first member */
 }
 
-/* Is `name` a file name a namespace may have under the directories? */
+/* Is `name` a file name a namespace may have under the directories (printable ASCII, no blank,
+ * not hidden, not "host")? Others are not looked at. */
 bool netns_name_is_valid(const char *name);

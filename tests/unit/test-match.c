@@ -397,6 +397,10 @@ static void test_takes_netns(void **state) {
         assert_false(netns_name_is_valid(".tmp-cni"));   /* a tool's temporary file */
         assert_false(netns_name_is_valid("host"));       /* the daemon's own, in a policy */
         assert_false(netns_name_is_valid("a/b"));
+        assert_false(netns_name_is_valid("a\nb"));      /* it goes into log lines */
+        assert_false(netns_name_is_valid("a b"));
+        assert_false(netns_name_is_valid("caf\xc3\xa9"));
+        assert_true(netns_name_is_valid("0123456789abcdef0123456789abcdef"));
 }
 
 static void test_route_prefix_covers(void **state) {

@@ -78,10 +78,12 @@ static int print_troubled(const Ctl *c, json_object *devs, json_object *counts) 
                                 continue;
                         if (why_text(d, &why) < 0)
                                 return -ENOMEM;
+                        const char *ns = jstr(d, "netns");
+                        bool other = ns && !streq_ptr(ns, "host");
                         label(shown == 0 ? states[k].label : NULL);
-                        printf("%s%s%s%s%s%s\n", color(c, state_color(states[k].state)),
-                               jstr(d, "ifname") ?: "?", color(c, ANSI_RESET), why ? " (" : "", why ?: "",
-                               why ? ")" : "");
+                        printf("%s%s%s%s%s%s%s%s\n", color(c, state_color(states[k].state)), other ? ns : "",
+                               other ? "/" : "", jstr(d, "ifname") ?: "?", color(c, ANSI_RESET), why ? " (" : "",
+                               why ?: "", why ? ")" : "");
                         shown++;
                 }
                 /* GetStatus names the first few: the count says how many more there are */
@@ -181,6 +183,28 @@ static int print_canaries(const Ctl *c, json_object *s) {
         return 0;
 }
 
+/* "12 total: 10 applied, 2 rolled-back": the counts in the order of the states, non-zero ones. */
+static int counts_line(const Ctl *c, json_object *counts, int64_t total, char **ret) {
+        _cleanup_(freep) char *line = NULL;
+        bool first = true;
+        int r;
+
+        r = strextendf(&line, "%" PRId64 " total", total);
+        for (int i = 0; r >= 0 && i < _DEVICE_STATE_MAX; i++) {
+                const char *st = device_state_to_string((DeviceState) i);
+                int64_t k = jint(counts, st, 0);
+                if (k <= 0)
+                        continue;
+                r = strextendf(&line, "%s%s%" PRId64 " %s%s", first ? ": " : ", ",
+                               color(c, state_color(st) ?: ""), k, st, color(c, ANSI_RESET));
+                first = false;
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(line);
+        return 0;
+}
+
 int verb_status(Ctl *c, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *s = NULL, *list = NULL;
         _cleanup_(freep) char *state = NULL, *line = NULL;
@@ -235,23 +259,24 @@ int verb_status(Ctl *c, char **args, size_t n) {
         if (print_canaries(c, s) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
 
-        /* Counts in the order of the states, non-zero ones only. */
-        r = strextendf(&line, "%" PRId64 " total", jint(s, "devices_total", 0));
-        bool first = true;
-        for (int i = 0; r >= 0 && i < _DEVICE_STATE_MAX; i++) {
-                const char *st = device_state_to_string((DeviceState) i);
-                int64_t k = jint(counts, st, 0);
-                if (k <= 0)
-                        continue;
-                r = strextendf(&line, "%s%s%" PRId64 " %s%s", first ? ": " : ", ",
-                               color(c, state_color(st) ?: ""), k, st, color(c, ANSI_RESET));
-                first = false;
-        }
-        if (r < 0)
+        if (counts_line(c, counts, jint(s, "devices_total", 0), &line) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
         printf("%16s: %s\n", "Devices", line);
         if (print_troubled(c, jarray(s, "problems") ?: devices_of(list), counts) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
+        json_object *ns = jget(s, "netns");
+        if (jint(ns, "managed", 0) > 0) {
+                _cleanup_(freep) char *nsline = NULL;
+                if (counts_line(c, jget(ns, "devices"), jint(ns, "devices_total", 0), &nsline) < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                printf("%16s: %" PRId64 " other %s, devices %s; %" PRId64 " writes (%" PRId64 " refused), %" PRId64
+                       " restores, %" PRId64 " rollbacks\n",
+                       "Namespaces", jint(ns, "managed", 0), jint(ns, "managed", 0) == 1 ? "namespace" : "namespaces",
+                       nsline, jint(ns, "writes", 0), jint(ns, "write_failures", 0), jint(ns, "restores", 0),
+                       jint(ns, "rollbacks", 0));
+                if (print_troubled(c, jarray(ns, "problems"), jget(ns, "devices")) < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+        }
         printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
                "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),
                jint(s, "rollbacks", 0));

@@ -207,22 +207,25 @@ const char *control_state(const Engine *e) {
         return "ready";
 }
 
-/* The devices an operator should look at (rolled back, failed), by ifindex, the first
- * CONTROL_PROBLEMS_MAX: the counts per state say how many there are in all. */
-static json_object *problems_json(const Control *c) {
+/* The devices of one engine an operator should look at (rolled back, failed), by ifindex, the
+ * first `max`, appended to `a`; returns how many. */
+static size_t problems_add(json_object *a, const Engine *e, size_t max) {
         const Device *first[CONTROL_PROBLEMS_MAX], *d;
-        json_object *a = json_object_new_array();
-        bool v4 = c->engine->ipv4_supported;
+        bool v4 = e->ipv4_supported;
         size_t n = 0;
 
+        if (max > CONTROL_PROBLEMS_MAX)
+                max = CONTROL_PROBLEMS_MAX;
+        if (max == 0)
+                return 0;
         /* one pass, keeping the lowest ifindexes: GetStatus must not sort 10000 devices */
-        DEVICE_FOREACH(d, &c->engine->devices, it) {
+        DEVICE_FOREACH(d, &e->devices, it) {
                 size_t k;
                 if (d->state != DEVICE_ROLLED_BACK && d->state != DEVICE_FAILED)
                         continue;
-                if (n == CONTROL_PROBLEMS_MAX && d->ifindex > first[n - 1]->ifindex)
+                if (n == max && d->ifindex > first[n - 1]->ifindex)
                         continue;
-                k = n < CONTROL_PROBLEMS_MAX ? n++ : n - 1;
+                k = n < max ? n++ : n - 1;
                 for (; k > 0 && first[k - 1]->ifindex > d->ifindex; k--)
                         first[k] = first[k - 1];
                 first[k] = d;
@@ -234,6 +237,8 @@ static json_object *problems_json(const Control *c) {
                 if (!o)
                         break;
                 d = first[i];
+                if (d->netns)
+                        json_object_object_add(o, "netns", kernel_string(d->netns->name));
                 json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
                 json_object_object_add(o, "ifname", kernel_string(d->ifname));
                 json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
@@ -243,7 +248,61 @@ static json_object *problems_json(const Control *c) {
                                        h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
                 json_object_array_add(a, o);
         }
+        return n;
+}
+
+/* The daemon's own namespace's devices an operator should look at, the first
+ * CONTROL_PROBLEMS_MAX: the counts per state say how many there are in all. */
+static json_object *problems_json(const Control *c) {
+        json_object *a = json_object_new_array();
+
+        (void) problems_add(a, c->engine, CONTROL_PROBLEMS_MAX);
         return a;
+}
+
+static json_object *state_counts_json(const unsigned n[static _DEVICE_STATE_MAX]) {
+        json_object *counts = json_object_new_object();
+
+        for (int i = 0; counts && i < _DEVICE_STATE_MAX; i++)
+                json_object_object_add(counts, device_state_to_string((DeviceState) i), json_object_new_int((int) n[i]));
+        return counts;
+}
+
+/* The other namespaces, summed: how many, their devices by state, their writes and rollbacks,
+ * and the first CONTROL_PROBLEMS_MAX devices to look at (namespaces by name, each by ifindex). */
+static json_object *netns_status_json(const Control *c) {
+        json_object *o = json_object_new_object(), *problems = json_object_new_array();
+        unsigned n[_DEVICE_STATE_MAX] = {};
+        unsigned long long total = 0, writes = 0, failures = 0, restores = 0, rollbacks = 0;
+        size_t n_problems = 0;
+        const Device *d;
+
+        if (!o || !problems) {
+                json_object_put(o);
+                json_object_put(problems);
+                return NULL;
+        }
+        for (size_t i = 0; i < netns_set_count(c->netns); i++) {
+                const Engine *e = netns_set_get(c->netns, i)->engine;
+                DEVICE_FOREACH(d, &e->devices, it)
+                        if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
+                                n[d->state]++;
+                total += e->devices.n_devices;
+                writes += e->counters.writes;
+                failures += e->counters.write_failures;
+                restores += e->counters.restores;
+                rollbacks += e->counters.rollbacks;
+                n_problems += problems_add(problems, e, CONTROL_PROBLEMS_MAX - n_problems);
+        }
+        json_object_object_add(o, "managed", json_object_new_int((int) netns_set_count(c->netns)));
+        json_object_object_add(o, "devices", state_counts_json(n));
+        json_object_object_add(o, "devices_total", json_object_new_int64((int64_t) total));
+        json_object_object_add(o, "writes", json_object_new_int64((int64_t) writes));
+        json_object_object_add(o, "write_failures", json_object_new_int64((int64_t) failures));
+        json_object_object_add(o, "restores", json_object_new_int64((int64_t) restores));
+        json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) rollbacks));
+        json_object_object_add(o, "problems", problems);
+        return o;
 }
 
 static json_object *last_reload_json(const ReloadResult *r) {
@@ -289,9 +348,7 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(kern, "release", json_object_new_string(e->cfg.kernel_release ?: ""));
         json_object_object_add(kern, "ipv4_sizes", json_object_new_boolean(e->ipv4_supported));
         json_object_object_add(o, "kernel", kern);
-        counts = json_object_new_object();
-        for (int i = 0; i < _DEVICE_STATE_MAX; i++)
-                json_object_object_add(counts, device_state_to_string((DeviceState) i), json_object_new_int((int) n[i]));
+        counts = state_counts_json(n);
         json_object_object_add(o, "devices", counts);
         json_object_object_add(o, "devices_total", json_object_new_int((int) e->devices.n_devices));
         json_object_object_add(o, "writes", json_object_new_int64((int64_t) e->counters.writes));
@@ -323,6 +380,7 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(o, "cohort_source",
                                json_object_new_string(host_identity_cohort_source(&host)));
         json_object_object_add(o, "policies", policy_scopes_json(e->policy));
+        json_object_object_add(o, "netns", netns_status_json(c));
         json_object_object_add(o, "try", control_try_json(c));
         return o;
 }

@@ -305,6 +305,16 @@ def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdi
         # the other pod, whose counters did not move, stays where the policy put it
         assert states(m)[(p2, 'eth0')] == 'probation'
     assert eth0(p2) == sizes4(POD_SIZE)
+    # status counts the other namespaces apart and names the device rolled back
+    with Monitor(d, seed=False) as m:
+        status = m.call('GetStatus')
+    assert status['netns']['managed'] == 2
+    assert status['netns']['devices']['rolled-back'] == 1 and status['netns']['rollbacks'] == 1, status['netns']
+    assert status['devices']['rolled-back'] == 0
+    out = ctl(d, ns, 'status')
+    assert any(l.split(':', 1)[0].strip() == 'Namespaces' and '2 other namespaces' in l and '1 rolled-back' in l
+               for l in out.splitlines()), out
+    assert any(l.split(':', 1)[0].strip() == 'Rolled back' and f'{p1}/eth0' in l for l in out.splitlines()), out
 
 
 def test_device_moved_between_namespaces_keeps_its_originals(ns, pods, daemon, confdir):

@@ -16,6 +16,8 @@ import nl
 from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, policy_text, run, set_and_check, sizes4,
                      wait_file, write_file_atomic)
 from test_bigtcpctl import CTL
+from test_dbus import bus, bus_factory, busdir  # noqa: F401  (the system bus of its own, as fixtures)
+from test_dbus import call, wait_serving
 
 HOST_SIZE = 150000
 POD_SIZE = 185000
@@ -389,3 +391,21 @@ def test_pod_deleted_with_writes_in_flight(ns, pods, daemon, confdir):
     later = [l for l in log[gone_at + 1:] if p1 in l]
     assert not later, later
     assert not [l for l in log if 'error' in l.split(':', 2)[1]], log
+
+
+def test_dbus_names_pod_devices_netns_slash_ifname(ns, pods, daemon, confdir, bus):
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, h1 = pods.add()
+    d = start(daemon, ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+    wait_serving(d, bus)
+    typed = {row[1]: row for row in call(bus, 'ListDevices', user='nobody')[0]}
+    assert f'{p1}/eth0' in typed and h1 in typed, sorted(typed)
+    assert typed[f'{p1}/eth0'][4] == 'pods' and tuple(typed[f'{p1}/eth0'][6]) == sizes4(POD_SIZE)
+    one = call(bus, 'GetDevice', 's', f'{p1}/eth0')[0]
+    assert one[1] == f'{p1}/eth0' and one[4] == 'pods', one
+    j = json.loads(call(bus, 'ListDevicesJSON', 's', f'{p1}/eth0')[0])['devices']
+    assert [(x['netns'], x['ifname']) for x in j] == [(p1, 'eth0')]
+    # an operator's rollback by that name reaches the pod's device
+    call(bus, 'Rollback', 's', f'{p1}/eth0')
+    wait_eth0(p1, DISTINCT, f'{p1}/eth0 rolled back over D-Bus')

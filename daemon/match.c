@@ -185,9 +185,15 @@ int policy_match_explain(const Policy *p, const MatchDevice *d, char **ret) {
         char *s = NULL;
         int r = 0;
 
-        if (m->name.n > 0 && (hit = name_glob_hit(&m->name, d, &name)))
-                r = streq_ptr(name, d->ifname) ? strextendf(&s, "name %s", hit)
-                                               : strextendf(&s, "name %s (altname %s)", hit, name);
+        /* the namespace, when the policy names one: the plain item that took it */
+        for (size_t i = 0; r >= 0 && i < m->netns.n; i++)
+                if (m->netns.items[i][0] != '!' && netns_item_matches(m->netns.items[i], d->netns)) {
+                        r = strextendf(&s, "netns %s", m->netns.items[i]);
+                        break;
+                }
+        if (r >= 0 && m->name.n > 0 && (hit = name_glob_hit(&m->name, d, &name)))
+                r = streq_ptr(name, d->ifname) ? strextendf(&s, "%sname %s", s ? ", " : "", hit)
+                                               : strextendf(&s, "%sname %s (altname %s)", s ? ", " : "", hit, name);
         for (size_t i = 0; r >= 0 && i < m->kind.n; i++)
                 if (kind_item_matches(m->kind.items[i], d)) {
                         r = strextendf(&s, "%skind %s", s ? ", " : "", m->kind.items[i]);

@@ -247,7 +247,7 @@ def test_bigtcpctl_names_the_namespace(ns, pods, daemon, confdir):
     assert header[0] == 'NETNS', out
     assert any(line.split()[0] == p1 and line.split()[2] == 'eth0' for line in out.splitlines()[1:]), out
     shown = ctl(d, ns, 'show', f'{p1}/eth0')
-    assert p1 in shown and 'pods' in shown, shown
+    assert p1 in shown and f'pods (matched by netns {POD_GLOB}, name eth0)' in shown, shown
     j = json.loads(ctl(d, ns, '--json', 'show', f'{p1}/eth0'))
     devs = j['devices'] if isinstance(j, dict) and 'devices' in j else [j]
     assert devs[0]['netns'] == p1 and devs[0]['ifname'] == 'eth0', j

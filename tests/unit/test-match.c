@@ -255,6 +255,9 @@ static void test_match_explain(void **state) {
                  "kind device, mac 0c:42:*, driver mlx5*"},
                 {"{ route: [default] }", &eth0, "route"},
                 {"{}", &br, "every device (no match keys)"},
+                {"{ netns: [\"!cni-kube-*\", \"cni-*\"], name: [eth0] }", &pod, "netns cni-*, name eth0"},
+                {"{ netns: [host, \"cni-*\"], kind: [veth] }", &veth, "netns host, kind veth"},
+                {"{ netns: [\"cni-*\"] }", &pod, "netns cni-*"},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 PolicySet *s = policy_from_match(cases[i].match);

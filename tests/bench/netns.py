@@ -37,7 +37,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from burst import Bench  # noqa: E402  (processes, namespaces and the temporary directory, cleaned up)
+from burst import Bench, parse_links  # noqa: E402  (processes, namespaces, temporary directory: cleaned up)
 SIZE = 185000
 CLONE_NEWNET = 0x40000000
 SO_RCVBUFFORCE = 33
@@ -48,7 +48,6 @@ RTM_NEWLINK, RTM_GETLINK, RTM_NEWNSID = 16, 18, 88
 NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
 NLMSG_ERROR = 2
 IFLA_IFNAME, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS = 3, 29, 1 << 3
-IFLA_GSO_MAX_SIZE, IFLA_GRO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE, IFLA_GRO_IPV4_MAX_SIZE = 41, 58, 63, 64
 NETNSA_NSID, NETNSA_FD = 1, 3
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -96,30 +95,6 @@ def getlink_eth0(seq):
     body = struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)
     body += attr(IFLA_IFNAME, b"eth0\0") + attr(IFLA_EXT_MASK, struct.pack("=I", RTEXT_FILTER_SKIP_STATS))
     return struct.pack("=LHHLL", 16 + len(body), RTM_GETLINK, NLM_F_REQUEST, seq, 0) + body
-
-
-def sizes_in(data):
-    """The four sizes of the RTM_NEWLINK in `data`, or None."""
-    off = 0
-    while off + 16 <= len(data):
-        length, kind = struct.unpack_from("=LH", data, off)
-        if length < 16:
-            return None
-        if kind == RTM_NEWLINK:
-            got = {}
-            a, end = off + 32, off + length
-            while a + 4 <= end:
-                alen, atype = struct.unpack_from("=HH", data, a)
-                if alen < 4:
-                    break
-                atype &= 0x3FFF
-                if atype in (IFLA_GSO_MAX_SIZE, IFLA_GRO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE,
-                             IFLA_GRO_IPV4_MAX_SIZE) and alen >= 8:
-                    got[atype] = struct.unpack_from("=I", data, a + 4)[0]
-                a += (alen + 3) & ~3
-            return got
-        off += (length + 3) & ~3
-    return None
 
 
 def proc_status(pid, key):
@@ -238,8 +213,8 @@ policies:
             seq += 1
             socks[p].send(getlink_eth0(seq))
         for p in list(left):
-            got = sizes_in(socks[p].recv(1 << 16))
-            if got and all(v == SIZE for v in got.values()) and len(got) == 4:
+            got = next(parse_links(socks[p].recv(1 << 16)), None)
+            if got and all(v == SIZE for v in got[2]):
                 left.discard(p)
         if not left:
             done_at = time.monotonic_ns()

@@ -409,3 +409,22 @@ def test_dbus_names_pod_devices_netns_slash_ifname(ns, pods, daemon, confdir, bu
     # an operator's rollback by that name reaches the pod's device
     call(bus, 'Rollback', 's', f'{p1}/eth0')
     wait_eth0(p1, DISTINCT, f'{p1}/eth0 rolled back over D-Bus')
+
+
+def test_try_and_revert_reach_every_pod(ns, pods, daemon, confdir, tmp_path):
+    """bigtcpctl try runs a policy on the pods too, and its revert gives them the running one back."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    names = [pods.add()[0] for _ in range(2)]
+    d = start(daemon, ns, cfg)
+    for p in names:
+        wait_eth0(p, sizes4(POD_SIZE), p)
+    tried = tmp_path / 'tried.yaml'
+    tried.write_text(policy(pod_size=120000))
+    ctl(d, ns, 'try', str(tried), '--timeout', '5m')
+    for p in names:
+        wait_eth0(p, sizes4(120000), f'{p} under the tried policy')
+    ctl(d, ns, 'revert')
+    for p in names:
+        wait_eth0(p, sizes4(POD_SIZE), f'{p} after the revert')
+    assert cfg.read_text() == policy()   # nothing was installed

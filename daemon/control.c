@@ -524,6 +524,7 @@ struct ControlRequest {
         Control *control;
         ControlReadFn fn;
         void *userdata;
+        Writer *writer;   /* … of the device's namespace */
         uint64_t read_id; /* the writer's, for one device */
         uint64_t wait_id; /* sync's, for every device */
         struct event *deferred; /* answers from the loop, never from inside the caller's call */
@@ -563,17 +564,12 @@ static void on_links_read(void *userdata) {
 int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata, ControlRequest **ret) {
         ControlRequest *r;
         Device *d = NULL;
-        bool pod = false;
         int k;
 
         if (name) {
                 d = control_find_device(c, name);
                 if (!d)
                         return -ENODEV;
-                /* Another namespace's device is answered from the table (its verification
-                 * re-reads it): a read in flight must not outlive a namespace that goes. */
-                if (d->netns)
-                        d = NULL, name = NULL, pod = true;
         }
         r = calloc(1, sizeof(*r));
         if (!r)
@@ -584,13 +580,20 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
                 request_free(r);
                 return -ENOMEM;
         }
-        if (pod) {
+        /* One device: one request, through its namespace's writer (a namespace that goes ends
+         * its devices' reads with -ENODEV first: netns.c). When the ring is full, or for every
+         * device, a new dump: of bigtcpd's own namespace; another's device is then answered from
+         * the table, which its verification keeps. */
+        if (d) {
+                r->writer = control_engine_of(c, d)->writer;
+                k = writer_request_read(r->writer, d, on_device_read, r, &r->read_id);
+        } else
+                k = -EBUSY;
+        if (k == -EBUSY && d && d->netns) {
                 finish_request(r, 0);
                 *ret = r;
                 return 0;
         }
-        /* One device: one request. When the ring is full, or for every device, a new dump. */
-        k = d ? writer_request_read(c->engine->writer, d, on_device_read, r, &r->read_id) : -EBUSY;
         if (k == -EBUSY)
                 k = sync_wait_links(c->sync, on_links_read, r, &r->wait_id);
         if (k < 0) {
@@ -605,7 +608,7 @@ void control_request_cancel(ControlRequest *r) {
         if (!r)
                 return;
         if (r->read_id)
-                writer_cancel_read(r->control->engine->writer, r->read_id);
+                writer_cancel_read(r->writer, r->read_id);
         if (r->wait_id)
                 sync_cancel_wait(r->control->sync, r->wait_id);
         request_free(r);

@@ -425,6 +425,8 @@ static void forget(NetnsSet *s, size_t i) {
         if (device_table_sorted(&n->engine->devices, &devs, &n_devs) >= 0)
                 for (size_t j = 0; j < n_devs; j++) {
                         n_written += devs[j]->has_original;
+                        /* reads in flight for it (bigtcpctl show) are answered: the device is gone */
+                        writer_cancel_device(n->engine->writer, devs[j]);
                         event_emit(&s->host->events, &(Event){.type = EVENT_REMOVED, .device = devs[j]});
                 }
         log_info("netns %s: gone; forgetting its %zu devices (%zu written by bigtcpd)", n->id.name, n_devs,

@@ -256,6 +256,20 @@ def test_bigtcpctl_names_the_namespace(ns, pods, daemon, confdir):
     assert {(x['netns'], x['ifname']) for x in devs} >= {(p1, 'eth0'), ('host', h1)}
 
 
+def test_show_reads_a_pod_device_first(ns, pods, daemon, confdir):
+    """The kernel sends no event when only a size changes: show reads the device before it
+    answers, a pod's through the pod's own socket. The pod's lo is unmanaged (no put-back)."""
+    d, p1, h1 = one_pod(ns, pods, daemon, confdir)
+    before = json.loads(ctl(d, ns, '--json', 'show', f'{p1}/lo'))
+    before = (before['devices'] if isinstance(before, dict) and 'devices' in before else [before])[0]
+    assert before['state'] == 'unmanaged' and before['current']['gso_max_size'] != DISTINCT[0], before
+    set_and_check(p1, 'lo', DISTINCT)
+    j = json.loads(ctl(d, ns, '--json', 'show', f'{p1}/lo'))
+    dev = (j['devices'] if isinstance(j, dict) and 'devices' in j else [j])[0]
+    assert sizes4(*[dev['current'][k] for k in nl.SIZES]) == DISTINCT, dev
+    assert eth0(p1) == sizes4(POD_SIZE)
+
+
 def guarded_policy():
     return policy_text(f'''
     version: 1

@@ -196,14 +196,17 @@ static json_object *policy_scopes_json(const PolicySet *s) {
         return a;
 }
 
-const char *control_state(const Engine *e) {
+const char *control_state(const Control *c) {
         const Device *d;
 
-        if (!e->settled_once)
+        if (!c->engine->settled_once)
                 return "starting";
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state == DEVICE_ROLLED_BACK || d->state == DEVICE_FAILED)
-                        return "degraded";
+        for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
+                const Engine *e = i == 0 ? c->engine : netns_set_get(c->netns, i - 1)->engine;
+                DEVICE_FOREACH(d, &e->devices, it)
+                        if (d->state == DEVICE_ROLLED_BACK || d->state == DEVICE_FAILED)
+                                return "degraded";
+        }
         return "ready";
 }
 
@@ -361,7 +364,7 @@ json_object *control_status_json(const Control *c) {
                                        json_object_new_int64((int64_t) e->counters.by_policy[i].rollbacks));
         json_object_object_add(o, "rollbacks_by_policy", by);
         json_object_object_add(o, "ready", json_object_new_boolean(e->settled_once));
-        json_object_object_add(o, "state", json_object_new_string(control_state(e)));
+        json_object_object_add(o, "state", json_object_new_string(control_state(c)));
         json_object_object_add(o, "problems", problems_json(c));
         json_object_object_add(o, "last_reload", last_reload_json(reloader_last(c->reloader)));
         json_object *w = json_object_new_array();

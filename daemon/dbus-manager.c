@@ -140,7 +140,7 @@ static void snapshot_take(const Control *c, Snapshot *ret) {
                 .total = (unsigned) e->devices.n_devices,
                 .digest = e->policy ? e->policy->digest : 0,
                 .rollbacks = e->counters.rollbacks,
-                .overall = control_state(e),
+                .overall = control_state(c),
         };
         const ReloadResult *last = reloader_last(c->reloader);
         if (last) {
@@ -215,7 +215,7 @@ static int property_get_rollbacks(sd_bus *bus, const char *path, const char *int
 static int property_get_state(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         DbusManager *b = userdata;
-        return sd_bus_message_append(reply, "s", control_state(b->engine));
+        return sd_bus_message_append(reply, "s", control_state(b->control));
 }
 
 static int property_get_last_reload(sd_bus *bus, const char *path, const char *interface, const char *property,

@@ -327,6 +327,7 @@ def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdi
     assert status['netns']['managed'] == 2
     assert status['netns']['devices']['rolled-back'] == 1 and status['netns']['rollbacks'] == 1, status['netns']
     assert status['devices']['rolled-back'] == 0
+    assert status['state'] == 'degraded', 'a pod end rolled back is a device rolled back'
     out = ctl(d, ns, 'status')
     assert any(l.split(':', 1)[0].strip() == 'Namespaces' and '2 other namespaces' in l and '1 rolled-back' in l
                for l in out.splitlines()), out

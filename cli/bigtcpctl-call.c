@@ -116,7 +116,8 @@ int call_error_exit(const char *method, json_object *reply) {
  * or, with `raw` and a reply that is not an error, its parameters printed as they came and
  * *ret_reply NULL. bigtcpd sends {"parameters":{…}} with nothing after the parameters, so they
  * are the bytes between, and a reply of 5 MiB is not parsed only to be printed again. */
-static int call_reply(Ctl *c, const char *method, json_object *params, bool raw, json_object **ret_reply) {
+static int call_reply_timeout(Ctl *c, const char *method, json_object *params, bool raw, int timeout_ms,
+                              json_object **ret_reply) {
         static const char prefix[] = "{\"parameters\":";
         const char *data;
         size_t size;
@@ -130,7 +131,7 @@ static int call_reply(Ctl *c, const char *method, json_object *params, bool raw,
         r = varlink_send(c->conn, method, params, false);
         if (r < 0)
                 return call_recv_exit(r);
-        r = varlink_recv_raw(c->conn, CALL_TIMEOUT_MS, &data, &size);
+        r = varlink_recv_raw(c->conn, timeout_ms, &data, &size);
         if (r < 0)
                 return call_recv_exit(r);
         if (raw && size > sizeof(prefix) && memcmp(data, prefix, sizeof(prefix) - 1) == 0 &&
@@ -142,6 +143,10 @@ static int call_reply(Ctl *c, const char *method, json_object *params, bool raw,
         }
         r = varlink_parse(data, size, ret_reply);
         return r < 0 ? call_recv_exit(r) : 0;
+}
+
+static int call_reply(Ctl *c, const char *method, json_object *params, bool raw, json_object **ret_reply) {
+        return call_reply_timeout(c, method, params, raw, CALL_TIMEOUT_MS, ret_reply);
 }
 
 /* A reply from call_reply(): an error as its exit code; else its parameters into *ret, or
@@ -225,6 +230,30 @@ int call_dbus_string(Ctl *c, const char *what, const char *method, char **ret) {
         _cleanup_(freep) char *err = NULL;
         int r = dbus_call(method, NULL, ret, &err);
         return r < 0 ? dbus_exit(r, err, what, NULL) : 0;
+}
+
+int call_watch(Ctl *c, const char *ifname, uint64_t duration_usec, json_object **ret) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        json_object *p;
+        int r;
+
+        if (c->dbus) {
+                _cleanup_(freep) char *err = NULL, *text = NULL;
+                r = dbus_call_watch(ifname, duration_usec, &text, &err);
+                if (r < 0)
+                        return dbus_exit(r, err, "watch", ifname);
+                if (varlink_parse(text, strlen(text), ret) < 0)
+                        return error_exit(EXIT_FAILED, "bigtcpd sent D-Bus JSON that does not parse");
+                return 0;
+        }
+        p = json_object_new_object();
+        if (!p)
+                return error_exit(EXIT_FAILED, "out of memory");
+        json_object_object_add(p, "ifname", json_object_new_string(ifname));
+        json_object_object_add(p, "duration_usec", json_object_new_int64((int64_t) duration_usec));
+        /* answered when the window ends */
+        r = call_reply_timeout(c, IFACE ".Watch", p, false, (int) (duration_usec / 1000) + CALL_TIMEOUT_MS, &reply);
+        return r != 0 ? r : reply_finish("watch", reply, ret);
 }
 
 int fetch_status(Ctl *c, json_object **ret) {

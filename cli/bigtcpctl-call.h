@@ -25,6 +25,10 @@ int call_dbus_privileged(Ctl *c, const char *what, const char *method, const cha
 /* A D-Bus method without arguments that returns one string (Confirm's target): *ret (free it). */
 int call_dbus_string(Ctl *c, const char *what, const char *method, char **ret);
 
+/* Watch: count DEV's packets above 64 KiB for `duration_usec`; *ret gets the reply once the
+ * window is over ({"device": {...}}), over varlink or D-Bus. */
+int call_watch(Ctl *c, const char *ifname, uint64_t duration_usec, json_object **ret);
+
 /* GetStatus, over varlink or D-Bus. */
 int fetch_status(Ctl *c, json_object **ret);
 /* ListDevices ({"devices": [...]}) of every device, or of the one named (which bigtcpd reads

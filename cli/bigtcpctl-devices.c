@@ -7,6 +7,7 @@
 
 #include "bigtcpctl-call.h"
 #include "bigtcpctl-devices.h"
+#include "bigtcpctl-evidence.h"
 #include "table.h"
 
 /* Values older than this are worth saying so: the kernel sends no event when only a size
@@ -264,7 +265,8 @@ static int print_sizes(const Ctl *c, json_object *d) {
 
 int verb_show(Ctl *c, char **args, size_t n) {
         _cleanup_(json_object_putp) json_object *reply = NULL;
-        _cleanup_(freep) char *state = NULL, *owned = NULL, *error = NULL, *rollback = NULL;
+        _cleanup_(freep) char *state = NULL, *owned = NULL, *error = NULL, *rollback = NULL, *packets = NULL,
+                             *effective = NULL;
         json_object *devs, *d, *err, *rb;
         const char *st;
         char buf[64];
@@ -290,7 +292,7 @@ int verb_show(Ctl *c, char **args, size_t n) {
             (err && strextendf(&error, "%s (errno %" PRId64 ")%s%s", jstr(err, "message") ?: "?",
                                jint(err, "errno", 0), jstr(err, "extack") ? ": " : "",
                                jstr(err, "extack") ?: "") < 0) ||
-            (rb && rollback_text(rb, &rollback) < 0))
+            (rb && rollback_text(rb, &rollback) < 0) || evidence_text(d, &packets, &effective) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
 
         const char *ns = jstr(d, "netns");
@@ -329,6 +331,9 @@ int verb_show(Ctl *c, char **args, size_t n) {
         }
         print_field(c, "Last error", error ?: "-", error ? ANSI_RED : NULL);
         print_field(c, "Last rollback", rollback ?: "-", rollback ? ANSI_RED : NULL);
+        print_field(c, "Big packets", packets ?: "not counted (counted in probation, or: bigtcpctl watch DEV)", NULL);
+        if (effective)
+                print_field(c, "In effect", effective, jbool(d, "effective") ? ANSI_GREEN : ANSI_YELLOW);
 
         putchar('\n');
         if (print_sizes(c, d) < 0)

@@ -63,6 +63,49 @@ static void print_device_sizes(json_object *devs, const char *key) {
         }
 }
 
+/* The big-packet counts of the devices ever watched (their last or running watch), and the
+ * verdict of those that had a window with traffic. */
+static void print_evidence(json_object *s, json_object *devs) {
+        static const char *const dirs[] = {"tx", "rx"};
+
+        metric_header("bigtcpd_device_big_packets", "gauge",
+                      "Packets above 64 KiB a device sent (tx) or received (rx) in its last or running watch "
+                      "(its probation window, or bigtcpctl watch).");
+        for (size_t i = 0; i < jlen(devs); i++) {
+                json_object *d = json_object_array_get_idx(devs, i), *b = jget(d, "big_packets");
+                for (size_t k = 0; b && k < ELEMENTSOF(dirs); k++) {
+                        device_series("bigtcpd_device_big_packets", d);
+                        printf("direction=\"%s\"} %" PRId64 "\n", dirs[k], jint(b, dirs[k], 0));
+                }
+        }
+        metric_header("bigtcpd_device_big_packet_largest_bytes", "gauge",
+                      "The largest packet of that watch, per direction (0: none above 64 KiB).");
+        for (size_t i = 0; i < jlen(devs); i++) {
+                json_object *d = json_object_array_get_idx(devs, i), *b = jget(d, "big_packets");
+                for (size_t k = 0; b && k < ELEMENTSOF(dirs); k++) {
+                        char key[16];
+                        snprintf(key, sizeof(key), "%s_largest", dirs[k]);
+                        device_series("bigtcpd_device_big_packet_largest_bytes", d);
+                        printf("direction=\"%s\"} %" PRId64 "\n", dirs[k], jint(b, key, 0));
+                }
+        }
+        metric_header("bigtcpd_device_effective", "gauge",
+                      "1 when the device's last window with traffic had big packets in a family its sizes "
+                      "raise, 0 when it had none (BIG TCP not in effect); absent before such a window.");
+        for (size_t i = 0; i < jlen(devs); i++) {
+                json_object *d = json_object_array_get_idx(devs, i), *e = jget(d, "effective");
+                if (!e || !json_object_is_type(e, json_type_boolean))
+                        continue;
+                printf("bigtcpd_device_effective{ifname=\"");
+                print_label(jstr(d, "ifname"));
+                printf("\",policy=\"");
+                print_label(jstr(d, "policy"));
+                printf("\"} %d\n", json_object_get_boolean(e) ? 1 : 0);
+        }
+        metric_header("bigtcpd_devices_not_effective", "gauge", "Devices found with BIG TCP not in effect.");
+        printf("bigtcpd_devices_not_effective %zu\n", jlen(jarray(jget(s, "evidence"), "not_effective")));
+}
+
 /* Rollbacks per policy: every policy that had one, and every policy of the running set at 0 (a
  * counter Prometheus never saw at 0 hides its first rise from increase()). A bigtcpd from before
  * rollbacks_by_policy: the total alone. */
@@ -202,6 +245,7 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
                 printf("bigtcpd_config_last_reload_successful %d\n", jbool(last, "ok") ? 1 : 0);
         }
         print_policies(s);
+        print_evidence(s, devs);
         json_object *pr = NULL;
         if (json_object_object_get_ex(s, "probation", &pr) && json_object_is_type(pr, json_type_object)) {
                 metric_header("bigtcpd_probation_sample_gap_max_seconds", "gauge",

@@ -277,6 +277,14 @@ int verb_status(Ctl *c, char **args, size_t n) {
                 if (print_troubled(c, jarray(ns, "problems"), jget(ns, "devices")) < 0)
                         return error_exit(EXIT_FAILED, "out of memory");
         }
+        json_object *ev = jget(s, "evidence"), *ne = jarray(ev, "not_effective");
+        if (ev && (jint(ev, "watched", 0) > 0 || jlen(ne) > 0)) {
+                printf("%16s: %" PRId64 " counting packets above 64 KiB", "Evidence", jint(ev, "watched", 0));
+                for (size_t i = 0; i < jlen(ne); i++)
+                        printf("%s%s%s%s", i == 0 ? "; not in effect on " : ", ", color(c, ANSI_YELLOW),
+                               json_object_get_string(json_object_array_get_idx(ne, i)), color(c, ANSI_RESET));
+                printf("%s\n", jlen(ne) > 0 ? " (bigtcpctl show DEV)" : "");
+        }
         printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
                "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),
                jint(s, "rollbacks", 0));

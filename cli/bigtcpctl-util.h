@@ -51,6 +51,7 @@ typedef struct Ctl {
         bool all;
         const char *timeout; /* try --timeout */
         const char *to;      /* try --to */
+        const char *for_duration; /* --for, for watch */
         bool color; /* stdout is a terminal and colour is not turned off */
         Varlink *conn;
 } Ctl;

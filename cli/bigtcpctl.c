@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bigtcpctl-devices.h"
+#include "bigtcpctl-evidence.h"
 #include "bigtcpctl-metrics.h"
 #include "bigtcpctl-monitor.h"
 #include "bigtcpctl-operate.h"
@@ -44,6 +45,8 @@ static void help(void) {
                "  confirm                Keep the tried policy: installed as the main policy\n"
                "                         file, or --to's drop-in (root)\n"
                "  revert                 Go back to the policy that ran before the try (root)\n"
+               "  watch DEV [--for T]    Count DEV's packets above 64 KiB for T (30s), then say\n"
+               "                         whether BIG TCP is in effect (root)\n"
                "  monitor                Print events as they happen (devices added and removed,\n"
                "                         states, writes, rollbacks, rollouts, reloads)\n"
                "  validate FILE...       Check policy files (- for standard input), without the\n"
@@ -61,6 +64,7 @@ static void help(void) {
                "     --no-legend         No header and footer lines\n"
                "     --no-pager          Do not pipe long output (status, list, show, plan,\n"
                "                         metrics) into a pager\n"
+               "     --for T             With watch: how long to count (30s, 5min; at most 1h)\n"
                "     --all               With rollback: every device bigtcpd has written; with\n"
                "                         retry: every rolled-back or failed device; with plan:\n"
                "                         the devices with nothing to do too\n"
@@ -94,6 +98,7 @@ static const Verb verbs[] = {
         {"validate", verb_validate, false, false},  {"metrics", verb_metrics, false, true},
         {"try", verb_try, false, false},            {"confirm", verb_confirm, false, false},
         {"revert", verb_revert, false, false},
+        {"watch", verb_watch, false, false},
 };
 
 static JsonMode json_mode_from_string(const char *s) {
@@ -124,14 +129,15 @@ static size_t output_columns(void) {
 }
 
 int main(int argc, char *argv[]) {
-        enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_NO_PAGER, ARG_ALL, ARG_VERSION, ARG_TIMEOUT, ARG_TO };
+        enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_NO_PAGER, ARG_ALL, ARG_VERSION, ARG_TIMEOUT, ARG_TO, ARG_FOR };
         static const struct option options[] = {
                 {"socket", required_argument, NULL, 's'},    {"dbus", no_argument, NULL, ARG_DBUS},
                 {"json", optional_argument, NULL, ARG_JSON}, {"no-legend", no_argument, NULL, ARG_NO_LEGEND},
                 {"no-pager", no_argument, NULL, ARG_NO_PAGER},
                 {"all", no_argument, NULL, ARG_ALL},         {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION}, {"timeout", required_argument, NULL, ARG_TIMEOUT},
-                {"to", required_argument, NULL, ARG_TO},     {},
+                {"to", required_argument, NULL, ARG_TO},     {"for", required_argument, NULL, ARG_FOR},
+                {},
         };
         Ctl c = {.socket = DEFAULT_SOCKET, .legend = true, .pager = true};
         const char *no_color;
@@ -168,6 +174,9 @@ int main(int argc, char *argv[]) {
                 case ARG_TO:
                         c.to = optarg;
                         break;
+                case ARG_FOR:
+                        c.for_duration = optarg;
+                        break;
                 case 'h':
                         help();
                         return EXIT_OK;
@@ -193,6 +202,8 @@ int main(int argc, char *argv[]) {
                                 return error_exit(EXIT_USAGE, "--all goes with plan, rollback and retry only");
                         if ((c.timeout || c.to) && !streq_ptr(verbs[i].name, "try"))
                                 return error_exit(EXIT_USAGE, "--timeout and --to go with try only");
+                        if (c.for_duration && verbs[i].run != verb_watch)
+                                return error_exit(EXIT_USAGE, "--for goes with watch only");
                         if (verbs[i].pages)
                                 pager_open(c.pager, output_utf8());
                         r = verbs[i].run(&c, argv + optind + 1, (size_t) (argc - optind - 1));

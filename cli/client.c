@@ -217,9 +217,11 @@ static int timed_out_unstarted(sd_bus *bus, char **ret_reason) {
         return 1;
 }
 
-int dbus_call(const char *method, const char *arg, char **ret, char **ret_error) {
+/* `usec` (with `arg`): a second argument, type t; `timeout_usec` 0: the bus's default. */
+static int call_full(const char *method, const char *arg, const uint64_t *usec, uint64_t timeout_usec, char **ret,
+                     char **ret_error) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
-        sd_bus_message *reply = NULL;
+        sd_bus_message *call = NULL, *reply = NULL;
         sd_bus *bus = NULL;
         const char *text, *reason, *detail;
         int r, k;
@@ -228,12 +230,11 @@ int dbus_call(const char *method, const char *arg, char **ret, char **ret_error)
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return r;
-        if (arg)
-                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method,
-                                       &error, &reply, "s", arg);
-        else
-                r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method,
-                                       &error, &reply, "");
+        r = sd_bus_message_new_method_call(bus, &call, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method);
+        if (r >= 0 && arg)
+                r = usec ? sd_bus_message_append(call, "st", arg, *usec) : sd_bus_message_append(call, "s", arg);
+        if (r >= 0)
+                r = sd_bus_call(bus, call, timeout_usec, &error, &reply);
         if (r < 0) {
                 if (r == -ETIMEDOUT && timed_out_unstarted(bus, ret_error)) {
                         r = -ESRCH;
@@ -277,7 +278,17 @@ int dbus_call(const char *method, const char *arg, char **ret, char **ret_error)
         r = 0;
 finish:
         sd_bus_error_free(&error);
+        sd_bus_message_unref(call);
         sd_bus_message_unref(reply);
         sd_bus_flush_close_unref(bus);
         return r;
+}
+
+int dbus_call(const char *method, const char *arg, char **ret, char **ret_error) {
+        return call_full(method, arg, NULL, 0, ret, ret_error);
+}
+
+int dbus_call_watch(const char *ifname, uint64_t duration_usec, char **ret, char **ret_error) {
+        /* answered when the window ends */
+        return call_full("Watch", ifname, &duration_usec, duration_usec + 60 * UINT64_C(1000000), ret, ret_error);
 }

@@ -5,6 +5,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define DEFAULT_SOCKET "/run/bigtcpd/io.bigtcpd.Manager"
 /* The largest reply bigtcpctl accepts (a ListDevices of ~100000 devices). */
@@ -42,3 +43,5 @@ int varlink_parse(const char *data, size_t size, json_object **ret);
  * (Confirm, Revert), -EIO: another D-Bus error)
  * and the error's message (for -ESRCH: why it is not running) in `ret_error` (free() it). */
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error);
+/* Watch(ifname, duration_usec), which answers when the window ends: its JSON in *ret. */
+int dbus_call_watch(const char *ifname, uint64_t duration_usec, char **ret, char **ret_error);

@@ -195,6 +195,7 @@ static void give_back(Engine *e, Device *d, bool unsupported) {
         if (d->state == DEVICE_FAILED && sizes_equal(&target, &device_history_get(d)->failed_desired, e->ipv4_supported))
                 return; /* refused before; waits for a reload or a retry */
         (void) lifecycle_stop(e, d); /* probation, rollout: over; its originals go back */
+        evidence_stop(e->evidence, d);
         lifecycle_queue_write(e, d, WRITE_CAUSE_RESTORE, &target, 0);
 }
 
@@ -517,6 +518,7 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
 static void on_write_done(void *userdata, Device *d, int error, const char *extack, bool lost) {
         Engine *e = userdata;
         char buf[256];
+        int r;
 
         if (lost) {
                 lifecycle_write_lost(e, d);
@@ -536,6 +538,10 @@ static void on_write_done(void *userdata, Device *d, int error, const char *exta
                         log_dev_info(d, "in probation for %llus, %zu guards watching",
                                      (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
                                      d->probation->guards.n);
+                        /* the window is also where the sizes prove themselves on packets */
+                        r = evidence_watch(e->evidence, d, d->probation->window_usec);
+                        if (r < 0)
+                                log_dev_warning_errno(d, r, "cannot count its packets above 64 KiB: %m, ignoring");
                         break;
                 case DEVICE_ROLLED_BACK:
                         log_dev_notice(d, "rolled back to %s", sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));

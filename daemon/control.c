@@ -6,6 +6,7 @@
 
 #include "apply.h"
 #include "control.h"
+#include "evidence.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "reconcile.h"
@@ -98,6 +99,50 @@ char *control_device_name(const Device *d) {
         return s;
 }
 
+/* A family set as names ("ipv6", "ipv4"). */
+static json_object *families_json(unsigned mask) {
+        json_object *a = json_object_new_array();
+
+        for (EvidenceFamily f = 0; a && f < _EVIDENCE_FAMILY_MAX; f++)
+                if (mask & (1u << f))
+                        json_object_array_add(a, json_object_new_string(evidence_family_to_string(f)));
+        return a;
+}
+
+/* big_packets: what the last (or the running) watch of d counted; NULL when never watched.
+ * `now`: CLOCK_MONOTONIC, for the time left of a watch. */
+static json_object *big_packets_json(uint64_t now, const Device *d) {
+        const Evidence *ev = d->evidence;
+        json_object *o;
+
+        if (!ev || !(o = json_object_new_object()))
+                return NULL;
+        json_object_object_add(o, "tx", json_object_new_int64((int64_t) ev->counts.tx));
+        json_object_object_add(o, "rx", json_object_new_int64((int64_t) ev->counts.rx));
+        json_object_object_add(o, "tx_largest", json_object_new_int64(ev->counts.tx_largest));
+        json_object_object_add(o, "rx_largest", json_object_new_int64(ev->counts.rx_largest));
+        json_object_object_add(o, "since", json_object_new_int64((int64_t) ev->since_usec));
+        json_object_object_add(o, "ipv6", json_object_new_int64((int64_t) ev->counts.by_family[EVIDENCE_IPV6]));
+        json_object_object_add(o, "ipv4", json_object_new_int64((int64_t) ev->counts.by_family[EVIDENCE_IPV4]));
+        json_object_object_add(o, "missed", json_object_new_int64((int64_t) ev->counts.missed));
+        json_object_object_add(o, "watching", json_object_new_boolean(evidence_watching(d)));
+        if (evidence_watching(d))
+                json_object_object_add(o, "watch_left_usec",
+                                       json_object_new_int64((int64_t) (ev->until_usec > now ? ev->until_usec - now : 0)));
+        if (ev->verdict != EVIDENCE_UNKNOWN) {
+                json_object_object_add(o, "window_packets", json_object_new_int64((int64_t) ev->traffic));
+                json_object_object_add(o, "raised", families_json(ev->raised));
+                json_object_object_add(o, "quiet", families_json(ev->quiet));
+        }
+        return o;
+}
+
+static json_object *effective_json(const Device *d) {
+        if (!d->evidence || d->evidence->verdict == EVIDENCE_UNKNOWN)
+                return NULL;
+        return json_object_new_boolean(d->evidence->verdict == EVIDENCE_EFFECTIVE);
+}
+
 json_object *control_device_json(const Control *c, const Device *d) {
         const Engine *e = control_engine_of(c, d);
         json_object *o = json_object_new_object();
@@ -131,6 +176,8 @@ json_object *control_device_json(const Control *c, const Device *d) {
         for (size_t i = 0; alt && i < d->n_altnames; i++)
                 json_object_array_add(alt, kernel_string(d->altnames[i]));
         json_object_object_add(o, "altnames", alt);
+        json_object_object_add(o, "big_packets", big_packets_json(now, d));
+        json_object_object_add(o, "effective", effective_json(d));
         return o;
 }
 
@@ -379,6 +426,13 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(pr, "sample_gap_max_usec", json_object_new_int64((int64_t) gap));
         json_object_object_add(pr, "dumps", json_object_new_int64((int64_t) dumps));
         json_object_object_add(o, "probation", pr);
+        json_object *ev = json_object_new_object(), *ne = json_object_new_array();
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->evidence && d->evidence->verdict == EVIDENCE_NOT_EFFECTIVE)
+                        json_object_array_add(ne, kernel_string(d->ifname));
+        json_object_object_add(ev, "watched", json_object_new_int64((int64_t) evidence_watched(e->evidence)));
+        json_object_object_add(ev, "not_effective", ne);
+        json_object_object_add(o, "evidence", ev);
         HostIdentity host = engine_host(e);
         json_object_object_add(o, "cohort_source",
                                json_object_new_string(host_identity_cohort_source(&host)));
@@ -951,6 +1005,16 @@ int control_rollback(Control *c, const char *name) {
         return device_op(c, name, apply_rollback);
 }
 
+int control_watch(Control *c, const char *name, uint64_t duration_usec) {
+        Device *d = name ? control_find_device(c, name) : NULL;
+
+        if (!d)
+                return -ENODEV;
+        if (duration_usec == 0 || duration_usec > EVIDENCE_DURATION_MAX_USEC)
+                return -ERANGE;
+        return evidence_watch(c->engine->evidence, d, duration_usec);
+}
+
 int control_retry(Control *c, const char *name) {
         return device_op(c, name, retry);
 }
@@ -1043,6 +1107,13 @@ json_object *control_event_json(const Event *e) {
                 json_object_object_add(o, "target", json_object_new_string(e->target ?: ""));
                 json_object_object_add(o, "deadline_usec", json_object_new_int64((int64_t) e->deadline));
                 json_object_object_add(o, "digest", json_object_new_string(digest));
+                return o;
+        case EVENT_EVIDENCE:
+                o = device_event_json("evidence", e->device);
+                if (!o)
+                        return NULL;
+                json_object_object_add(o, "big_packets", big_packets_json(now_usec(), e->device));
+                json_object_object_add(o, "effective", effective_json(e->device));
                 return o;
         case EVENT_RELOADING:
         case EVENT_SETTLED:

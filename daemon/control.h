@@ -97,3 +97,6 @@ int control_confirm(Control *c);
 int control_revert(Control *c);
 int control_rollback(Control *c, const char *name);
 int control_retry(Control *c, const char *name);
+/* Count d's packets above 64 KiB for `duration_usec` (1 µs to an hour: else -ERANGE) from now; a
+ * watch running is extended. EVENT_EVIDENCE marks its end. -ENODEV unknown device. */
+int control_watch(Control *c, const char *name, uint64_t duration_usec);

@@ -31,6 +31,7 @@ typedef struct Snapshot {
 
 typedef struct PendingRead PendingRead;
 typedef struct PendingJob PendingJob;
+typedef struct PendingWatch PendingWatch;
 
 struct DbusManager {
         Control *control;
@@ -43,6 +44,7 @@ struct DbusManager {
         Snapshot last;
         LIST_HEAD(, PendingRead) reads;
         LIST_HEAD(, PendingJob) jobs;
+        LIST_HEAD(, PendingWatch) watches;
 };
 
 /* `o` as a D-Bus string reply. */
@@ -769,8 +771,106 @@ static int method_revert(sd_bus_message *call, void *userdata, sd_bus_error *err
         return method_privileged(call, userdata, PRIVILEGED_REVERT, error);
 }
 
+/* ---- Watch: answered when the device's watch ends ---- */
+
+struct PendingWatch {
+        DbusManager *manager;
+        char *ifname;
+        uint64_t duration_usec;
+        sd_bus_message *call; /* while it runs */
+        const Device *device;
+        unsigned watch_id;
+        bool running; /* in manager->watches, owned there; before, owned by dbus_call_identified() */
+        LIST_ENTRY(PendingWatch) link;
+};
+
+static void pending_watch_free(PendingWatch *p) {
+        if (p->running) {
+                LIST_REMOVE(p, link);
+                event_watch_remove(&p->manager->engine->events, p->watch_id);
+        }
+        sd_bus_message_unref(p->call);
+        free(p->ifname);
+        free(p);
+}
+
+static void pending_watch_release(void *userdata) {
+        PendingWatch *p = userdata;
+        if (!p->running)
+                pending_watch_free(p);
+}
+
+static void on_watch_event(const Event *e, void *userdata) {
+        PendingWatch *p = userdata;
+        DbusManager *b = p->manager;
+        int r;
+
+        if (e->device != p->device || (e->type != EVENT_EVIDENCE && e->type != EVENT_REMOVED))
+                return;
+        if (e->type == EVENT_REMOVED)
+                r = reply_control_error(p->call, -ENODEV, p->ifname);
+        else {
+                _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+                if (o)
+                        json_object_object_add(o, "device", control_device_json(b->control, e->device));
+                r = reply_json(p->call, o);
+        }
+        if (r < 0)
+                log_debug_errno(r, "D-Bus: failed to reply to Watch(): %m, ignoring");
+        pending_watch_free(p);
+        dbus_kick(b->dbus);
+}
+
+static void run_watch(sd_bus_message *call, uid_t uid, void *userdata) {
+        PendingWatch *p = userdata;
+        DbusManager *b = p->manager;
+        int r;
+
+        p->device = control_find_device(b->control, p->ifname);
+        r = control_watch(b->control, p->ifname, p->duration_usec);
+        if (r >= 0) {
+                p->watch_id = event_watch_add(&b->engine->events, on_watch_event, p);
+                r = p->watch_id == 0 ? -ENOMEM : 0;
+        }
+        if (r < 0) {
+                r = r == -ERANGE ? sd_bus_reply_method_errorf(call, SD_BUS_ERROR_INVALID_ARGS,
+                                                              "duration_usec must be 1 to %llu",
+                                                              (unsigned long long) EVIDENCE_DURATION_MAX_USEC)
+                                 : reply_control_error(call, r, p->ifname);
+                if (r < 0)
+                        log_debug_errno(r, "D-Bus: failed to reply to Watch(): %m, ignoring");
+                return; /* pending_watch_release() frees it */
+        }
+        log_dev_info(p->device, "watching for %llus, asked for over D-Bus by %s",
+                     (unsigned long long) (p->duration_usec / USEC_PER_SEC), sd_bus_message_get_sender(call) ?: "?");
+        p->call = sd_bus_message_ref(call);
+        p->running = true;
+        LIST_INSERT_HEAD(&b->watches, p, link);
+}
+
+static int method_watch(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        const char *ifname;
+        uint64_t duration;
+        PendingWatch *p;
+        int r;
+
+        r = sd_bus_message_read(call, "st", &ifname, &duration);
+        if (r < 0)
+                return r;
+        p = calloc(1, sizeof(*p));
+        if (!p || !(p->ifname = strdup(ifname))) {
+                free(p);
+                return -ENOMEM;
+        }
+        p->manager = b;
+        p->duration_usec = duration ?: EVIDENCE_DURATION_DEFAULT_USEC;
+        return dbus_call_identified(b->dbus, call, "Watch", true, run_watch, p, pending_watch_release, error);
+}
+
 /* Every method is UNPRIVILEGED for sd-bus, which would otherwise check CAP_SYS_ADMIN with a
- * synchronous call; Reload, Rollback, Retry, Try, Confirm and Revert check the caller themselves. The bus policy
+ * synchronous call; Reload, Rollback, Retry, Try, Confirm, Revert and Watch check the caller
+ * themselves. The bus policy
  * (io.bigtcpd1.conf) lets only root send them in the first place. */
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
@@ -821,6 +921,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Revert", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_revert,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Watch", SD_BUS_ARGS("s", ifname, "t", duration_usec), SD_BUS_RESULT("s", device),
+                                method_watch, SD_BUS_VTABLE_UNPRIVILEGED),
 
         SD_BUS_SIGNAL_WITH_ARGS("RolledBack", SD_BUS_ARGS("s", ifname, "s", counter, "t", rise), 0),
         SD_BUS_VTABLE_END,
@@ -853,6 +955,8 @@ static void on_detach(void *userdata) {
                 pending_read_free(LIST_FIRST(&b->reads));
         while (!LIST_EMPTY(&b->jobs))
                 pending_job_free(LIST_FIRST(&b->jobs));
+        while (!LIST_EMPTY(&b->watches))
+                pending_watch_free(LIST_FIRST(&b->watches));
         if (b->watch_id != 0) {
                 event_watch_remove(&b->engine->events, b->watch_id);
                 b->watch_id = 0;
@@ -876,6 +980,7 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
         b->engine = control->engine;
         LIST_INIT(&b->reads);
         LIST_INIT(&b->jobs);
+        LIST_INIT(&b->watches);
         b->changed = evtimer_new(base, on_changed_timer, b);
         if (!b->changed)
                 return -ENOMEM;

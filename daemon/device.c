@@ -137,6 +137,7 @@ void device_free(Device *d) {
         intern_put(d->policy_name);
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
+        free(d->evidence); /* its watch, if any, was stopped by its owner (evidence_forget()) */
         pool_free(&device_pool, d);
 }
 

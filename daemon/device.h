@@ -117,6 +117,7 @@ typedef struct NetnsId {
 
 struct Probation;
 struct Rollout;
+struct Evidence;
 typedef struct Device Device;
 
 /* What went wrong with a device and what was done about it: rollbacks, refused writes, sizes
@@ -227,6 +228,9 @@ struct Device {
         /* ---- state.c ---- */
         uint32_t state_dirty_index;
         bool state_dirty;
+
+        /* ---- evidence.c: allocated the first time it is watched, freed with it ---- */
+        struct Evidence *evidence;
 
         /* ---- apply.c: not written, its originals could not be recorded: tried again once the
          * state file is written again ---- */

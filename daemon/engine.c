@@ -24,6 +24,8 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
                 r = probation_set_new(base, e->writer, &snmp, clock, probation_ops, e,
                                       &e->probation);
         if (r >= 0)
+                r = evidence_set_new(base, e->writer, &e->events, clock, &e->evidence);
+        if (r >= 0)
                 r = state_store_new(base, cfg->runtime_dir, &e->devices, &e->state);
         if (r < 0) {
                 engine_free(e);
@@ -39,6 +41,7 @@ void engine_free(Engine *e) {
         /* Saved while the devices are still there; the others hold pointers into the table. */
         state_store_free(e->state);
         probation_set_free(e->probation);
+        evidence_set_free(e->evidence);
         rollout_table_done(&e->rollouts);
         writer_free(e->writer);
         if (e->throttle_timer)

@@ -11,6 +11,7 @@
 
 #include "device.h"
 #include "event.h"
+#include "evidence.h"
 #include "policy.h"
 #include "probation.h"
 #include "rollout.h"
@@ -58,6 +59,7 @@ typedef struct Engine {
 
         Writer *writer;
         ProbationSet *probation;
+        EvidenceSet *evidence;
         RolloutTable rollouts;
         StateStore *state;
         EventList events;

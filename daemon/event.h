@@ -23,6 +23,8 @@ typedef enum EventType {
         EVENT_RELOADING, /* a reload begins (for sd_notify; not an operator's event) */
         EVENT_SETTLED,   /* a sync or reload is complete and every write it caused answered */
         EVENT_TRY,       /* a tried policy: try_action, try_reason; file, target, deadline; digest */
+        EVENT_EVIDENCE,  /* a watch of the device ended (d->evidence has its counts and verdict);
+                          * ok: not found ineffective */
         _EVENT_TYPE_MAX,
         _EVENT_TYPE_INVALID = -EINVAL,
 } EventType;

@@ -276,6 +276,7 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
         d->held = true;
         h->held_desired = d->desired;
         (void) lifecycle_stop(e, d);
+        evidence_stop(e->evidence, d); /* a verdict on sizes it no longer has would mislead */
         state_store_mark(e->state, d);
         event_emit(&e->events, &(Event){.type = EVENT_ROLLBACK, .device = d, .rollback = r, .from = &r->from,
                                         .to = &r->to, .ipv4 = e->ipv4_supported});
@@ -366,6 +367,7 @@ void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
 void lifecycle_gone(Engine *e, Device *d) {
         writer_cancel_device(e->writer, d);
         (void) lifecycle_stop(e, d);
+        evidence_forget(e->evidence, d);
         state_store_forget(e->state, d);
         event_emit(&e->events, &(Event){.type = EVENT_REMOVED, .device = d});
         device_remove(&e->devices, d);

@@ -137,6 +137,7 @@ static void on_event(const Event *e, void *userdata) {
         case EVENT_RELOAD:
         case EVENT_ROLLOUT:
         case EVENT_TRY:
+        case EVENT_EVIDENCE:
                 /* the counts may have changed: look again soon, once for a burst */
                 if (n->ready_sent)
                         schedule_status(n, 250000);

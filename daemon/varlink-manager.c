@@ -511,6 +511,86 @@ static int method_retry(VarlinkCall *call, json_object *params, void *userdata) 
         return device_op(call, params, userdata, "retry", control_retry);
 }
 
+/* A Watch: answered when the device's watch ends (EVENT_EVIDENCE), or it goes away. Each call
+ * watches the engine's events itself; its device is known by pointer, which EVENT_REMOVED ends. */
+typedef struct PendingWatch {
+        VarlinkManager *manager;
+        VarlinkCall *call;
+        const Device *device;
+        unsigned watch_id;
+} PendingWatch;
+
+static void pending_watch_free(PendingWatch *p) {
+        event_watch_remove(&p->manager->control->engine->events, p->watch_id);
+        free(p);
+}
+
+static void on_watch_cancel(void *userdata) {
+        pending_watch_free(userdata);
+}
+
+static void on_watch_event(const Event *e, void *userdata) {
+        PendingWatch *p = userdata;
+        VarlinkCall *call = p->call;
+        json_object *o;
+
+        if (e->device != p->device || (e->type != EVENT_EVIDENCE && e->type != EVENT_REMOVED))
+                return;
+        varlink_call_set_cancel(call, NULL, NULL);
+        if (e->type == EVENT_REMOVED)
+                (void) reply_no_such_device(call, e->device->ifname);
+        else {
+                o = control_device_json(p->manager->control, e->device);
+                (void) (o ? varlink_call_reply(call, varlink_params1("device", o)) : reply_errno(call, -ENOMEM));
+        }
+        pending_watch_free(p);
+}
+
+static int method_watch(VarlinkCall *call, json_object *params, void *userdata) {
+        static const VarlinkParam spec[] = {
+                {"ifname", json_type_string, true},
+                {"duration_usec", json_type_int, false},
+        };
+        VarlinkManager *m = userdata;
+        json_object *v[ELEMENTSOF(spec)];
+        const char *name;
+        int64_t duration = EVIDENCE_DURATION_DEFAULT_USEC;
+        PendingWatch *p;
+        Device *d;
+        int r;
+
+        if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0)
+                return 0;
+        name = json_object_get_string(v[0]);
+        if (v[1])
+                duration = json_object_get_int64(v[1]);
+        if (duration <= 0 || (uint64_t) duration > EVIDENCE_DURATION_MAX_USEC)
+                return varlink_call_error(call, "org.varlink.service.InvalidParameter",
+                                          varlink_params1("parameter", json_object_new_string("duration_usec")));
+        d = control_find_device(m->control, name);
+        if (!d)
+                return reply_no_such_device(call, name);
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return reply_errno(call, -ENOMEM);
+        *p = (PendingWatch){.manager = m, .call = call, .device = d};
+        /* an earlier window that closes now says so before this call listens: it waits for its own */
+        r = control_watch(m->control, name, (uint64_t) duration);
+        if (r >= 0) {
+                p->watch_id = event_watch_add(&m->control->engine->events, on_watch_event, p);
+                r = p->watch_id == 0 ? -ENOMEM : 0;
+        }
+        if (r < 0) {
+                free(p);
+                log_dev_warning_errno(d, r, "cannot watch it: %m");
+                return r == -ENODEV ? reply_no_such_device(call, name) : reply_errno(call, r);
+        }
+        log_dev_info(d, "watching for %llus, asked for over varlink by pid %d",
+                     (unsigned long long) (duration / USEC_PER_SEC), (int) varlink_call_pid(call));
+        varlink_call_set_cancel(call, on_watch_cancel, p);
+        return 0;
+}
+
 static const VarlinkMethod methods[] = {
         {VARLINK_INTERFACE, "GetStatus", false, method_get_status},
         {VARLINK_INTERFACE, "ListDevices", false, method_list_devices},
@@ -523,6 +603,7 @@ static const VarlinkMethod methods[] = {
         {VARLINK_INTERFACE, "Try", true, method_try},
         {VARLINK_INTERFACE, "Confirm", true, method_confirm},
         {VARLINK_INTERFACE, "Revert", true, method_revert},
+        {VARLINK_INTERFACE, "Watch", true, method_watch},
 };
 
 int varlink_manager_new(struct event_base *base, Control *control, const char *path, VarlinkManager **ret) {

@@ -62,6 +62,7 @@ typedef struct WriterTransport {
 typedef enum StatsDumpFor {
         STATS_DUMP_SAMPLES = 1u << 0,   /* probation's samples of a tick */
         STATS_DUMP_BASELINES = 1u << 1, /* the writes waiting for their baselines */
+        STATS_DUMP_EVIDENCE = 1u << 2,  /* the packet counters of watched windows (evidence.c) */
 } StatsDumpFor;
 
 typedef struct Writer Writer;

@@ -458,7 +458,8 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
 
         a, b = both('list', '--json')
         clocks = ('probation_left_usec', 'current_age_usec')
-        timeless = lambda j: [{k: v for k, v in x.items() if k not in clocks} for x in j['devices']]
+        timeless = lambda j: [{k: ({**v, 'watch_left_usec': None} if k == 'big_packets' and v else v)
+                               for k, v in x.items() if k not in clocks} for x in j['devices']]
         assert timeless(json.loads(a)) == timeless(json.loads(b))
         # Over D-Bus there is no refresh: how old the sizes are may be said, and differ.
         ageless = lambda out: [l for l in out.splitlines() if not re.match(r'^(Sizes as read| +Current read:)', l)]

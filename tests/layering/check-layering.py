@@ -18,7 +18,7 @@ LAYERS = [
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
               'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker']),
-    ('engine parts', ['event', 'writer', 'rollout', 'probation', 'state']),
+    ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
     ('decisions', ['lifecycle', 'apply']),
     ('kernel side', ['sync']),

@@ -1,0 +1,10 @@
+/* bigtcpctl-evidence.h — `bigtcpctl watch DEV [--for T]`, and the big-packet counts in words. */
+#pragma once
+
+#include "bigtcpctl-util.h"
+
+/* A device's big_packets ("54954 sent above 64 KiB, largest 183962; …") and its verdict ("yes, …",
+ * "no: …"), each NULL when the daemon has none. 0, or -ENOMEM. */
+int evidence_text(json_object *d, char **ret_packets, char **ret_effective);
+
+int verb_watch(Ctl *c, char **args, size_t n);

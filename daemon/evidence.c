@@ -1,0 +1,448 @@
+/* evidence.c — the watched devices: one filtered packet socket each, the window timer, the
+ * statistics that tell a window with traffic, and the verdicts. */
+#include <arpa/inet.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_link.h>
+#include <linux/if_packet.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "counters.h"
+#include "evidence.h"
+#include "log.h"
+
+/* Reads per wakeup of one socket, so that a flood on one device never holds the loop. */
+#define EVIDENCE_BATCH 32
+#define EVIDENCE_READS_MAX 8
+
+struct EvidenceSet {
+        struct event_base *base;
+        Writer *writer;
+        EventList *events;
+        const Clock *clock;
+        struct event *timer;
+        TAILQ_HEAD(, Evidence) watched;
+        size_t n;
+        bool dump_asked; /* a statistics dump for us is asked for or runs */
+};
+
+static const char *const family_table[_EVIDENCE_FAMILY_MAX] = {
+        [EVIDENCE_IPV6] = "ipv6",
+        [EVIDENCE_IPV4] = "ipv4",
+};
+
+const char *evidence_family_to_string(EvidenceFamily f) {
+        return f >= 0 && f < _EVIDENCE_FAMILY_MAX ? family_table[f] : NULL;
+}
+
+unsigned evidence_raised(const Sizes *s, bool ipv4) {
+        unsigned m = 0;
+
+        if (s->gso_max_size > EVIDENCE_BIG || s->gro_max_size > EVIDENCE_BIG)
+                m |= 1u << EVIDENCE_IPV6;
+        if (ipv4 && (s->gso_ipv4_max_size > EVIDENCE_BIG || s->gro_ipv4_max_size > EVIDENCE_BIG))
+                m |= 1u << EVIDENCE_IPV4;
+        return m;
+}
+
+void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_t len) {
+        if (len <= EVIDENCE_BIG)
+                return; /* the filter passes none; a length the kernel cut is not ours to count */
+        if (outgoing) {
+                c->tx++;
+                if (len > c->tx_largest)
+                        c->tx_largest = len;
+        } else {
+                c->rx++;
+                if (len > c->rx_largest)
+                        c->rx_largest = len;
+        }
+        c->by_family[protocol == ETH_P_IP ? EVIDENCE_IPV4 : EVIDENCE_IPV6]++;
+}
+
+EvidenceVerdict evidence_judge(const EvidenceCounts *c, uint64_t traffic, unsigned raised, unsigned *ret_quiet) {
+        unsigned quiet = 0;
+
+        for (EvidenceFamily f = 0; f < _EVIDENCE_FAMILY_MAX; f++)
+                if ((raised & (1u << f)) && c->by_family[f] == 0)
+                        quiet |= 1u << f;
+        *ret_quiet = quiet;
+        /* big packets the socket missed are big packets all the same (of some family) */
+        if (raised != 0 && (quiet != raised || c->missed > 0))
+                return EVIDENCE_EFFECTIVE;
+        /* an idle device proves nothing either way */
+        if (traffic == UINT64_MAX || traffic < EVIDENCE_TRAFFIC_MIN)
+                return EVIDENCE_UNKNOWN;
+        /* with nothing raised BIG TCP is not in effect either, by its sizes */
+        return EVIDENCE_NOT_EFFECTIVE;
+}
+
+/* A = skb->len; longer than EVIDENCE_BIG: keep 1 byte of it, else drop it in the kernel. */
+static struct sock_filter filter_code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+        BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, EVIDENCE_BIG, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+};
+static const struct sock_fprog filter_prog = {
+        .len = ELEMENTSOF(filter_code),
+        .filter = filter_code,
+};
+
+const struct sock_fprog *evidence_filter(void) {
+        return &filter_prog;
+}
+
+static uint64_t now(const EvidenceSet *s) {
+        return clock_now(s->clock, CLOCK_MONOTONIC);
+}
+
+static void emit(EvidenceSet *s, Evidence *ev) {
+        event_emit(s->events, &(Event){.type = EVENT_EVIDENCE, .device = ev->device,
+                                       .ok = ev->verdict != EVIDENCE_NOT_EFFECTIVE});
+}
+
+/* The socket's drop counter (reset by reading): big packets its buffer had no room for. */
+static void read_drops(Evidence *ev) {
+        struct tpacket_stats st = {};
+        socklen_t len = sizeof(st);
+
+        if (getsockopt(ev->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0)
+                ev->counts.missed += st.tp_drops;
+}
+
+/* Read what is queued, at most EVIDENCE_READS_MAX batches: true when more may be left. */
+static bool read_socket(Evidence *ev) {
+        for (unsigned k = 0; k < EVIDENCE_READS_MAX; k++) {
+                struct mmsghdr msgs[EVIDENCE_BATCH] = {};
+                struct sockaddr_ll from[EVIDENCE_BATCH];
+                union {
+                        char buf[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+                        struct cmsghdr align;
+                } control[EVIDENCE_BATCH];
+                char byte[EVIDENCE_BATCH];
+                struct iovec iov[EVIDENCE_BATCH];
+                int n;
+
+                for (unsigned i = 0; i < EVIDENCE_BATCH; i++) {
+                        iov[i] = (struct iovec){&byte[i], 1};
+                        msgs[i].msg_hdr = (struct msghdr){
+                                .msg_name = &from[i],
+                                .msg_namelen = sizeof(from[i]),
+                                .msg_iov = &iov[i],
+                                .msg_iovlen = 1,
+                                .msg_control = control[i].buf,
+                                .msg_controllen = sizeof(control[i].buf),
+                        };
+                }
+                n = recvmmsg(ev->fd, msgs, EVIDENCE_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+                if (n <= 0)
+                        return false; /* EAGAIN, or an error that the next wakeup sees again */
+                for (int i = 0; i < n; i++) {
+                        struct msghdr *h = &msgs[i].msg_hdr;
+                        uint32_t len = msgs[i].msg_len; /* with MSG_TRUNC: the cut length */
+
+                        if (h->msg_namelen < offsetof(struct sockaddr_ll, sll_addr))
+                                continue;
+                        for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c))
+                                if (c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_AUXDATA &&
+                                    c->cmsg_len >= CMSG_LEN(sizeof(struct tpacket_auxdata))) {
+                                        struct tpacket_auxdata aux;
+                                        memcpy(&aux, CMSG_DATA(c), sizeof(aux));
+                                        len = aux.tp_len; /* before the filter cut it */
+                                }
+                        evidence_count(&ev->counts, from[i].sll_pkttype == PACKET_OUTGOING, ntohs(from[i].sll_protocol),
+                                       len);
+                }
+                if (n < EVIDENCE_BATCH)
+                        return false;
+        }
+        return true;
+}
+
+static void on_io(evutil_socket_t fd, short what, void *userdata) {
+        Evidence *ev = userdata;
+        (void) read_socket(ev); /* what is left wakes the loop again: it is level-triggered */
+}
+
+/* Close the socket (after reading what it holds). */
+static void detach(EvidenceSet *s, Evidence *ev) {
+        if (ev->fd < 0)
+                return;
+        while (read_socket(ev))
+                ;
+        read_drops(ev);
+        if (ev->io)
+                event_free(ev->io);
+        ev->io = NULL;
+        close(ev->fd);
+        ev->fd = -1;
+        TAILQ_REMOVE(&s->watched, ev, link);
+        s->n--;
+}
+
+static int attach(EvidenceSet *s, Evidence *ev) {
+        _cleanup_(closep) int fd = -1;
+        struct sockaddr_ll sa = {
+                .sll_family = AF_PACKET,
+                .sll_protocol = htons(ETH_P_ALL),
+                .sll_ifindex = ev->device->ifindex,
+        };
+        int one = 1, size = EVIDENCE_RCVBUF;
+
+        /* protocol 0: nothing is received before the filter is on and the socket is bound */
+        fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &filter_prog, sizeof(filter_prog)) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0 ||
+            setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0)
+                return -errno;
+        /* each queued packet is charged its whole buffer, not the byte kept */
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+                (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return -errno;
+        ev->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
+        if (!ev->io || event_add(ev->io, NULL) < 0) {
+                if (ev->io)
+                        event_free(ev->io);
+                ev->io = NULL;
+                return -ENOMEM;
+        }
+        ev->fd = TAKE_FD(fd);
+        TAILQ_INSERT_TAIL(&s->watched, ev, link);
+        s->n++;
+        return 0;
+}
+
+static void arm(EvidenceSet *s) {
+        uint64_t first = UINT64_MAX, t = now(s);
+        Evidence *ev;
+
+        evtimer_del(s->timer);
+        TAILQ_FOREACH(ev, &s->watched, link)
+                if (!ev->ending && ev->until_usec < first)
+                        first = ev->until_usec;
+        if (first == UINT64_MAX)
+                return;
+        first = first > t ? first - t : 0;
+        struct timeval tv = {.tv_sec = (time_t) (first / USEC_PER_SEC), .tv_usec = (suseconds_t) (first % USEC_PER_SEC)};
+        evtimer_add(s->timer, &tv);
+}
+
+static void ask_dump(EvidenceSet *s) {
+        if (s->dump_asked)
+                return;
+        if (writer_request_stats_dump(s->writer, STATS_DUMP_EVIDENCE) >= 0)
+                s->dump_asked = true;
+}
+
+static void judge(EvidenceSet *s, Evidence *ev) {
+        Device *d = ev->device;
+        uint64_t traffic = ev->have_start && ev->have_end && ev->end_packets >= ev->start_packets
+                                   ? ev->end_packets - ev->start_packets
+                                   : UINT64_MAX;
+        bool ipv4 = d->has_ipv4_sizes;
+        unsigned quiet;
+        EvidenceVerdict v;
+
+        ev->ending = false;
+        detach(s, ev);
+        ev->raised = evidence_raised(&d->current, ipv4);
+        v = evidence_judge(&ev->counts, traffic, ev->raised, &quiet);
+        ev->traffic = traffic == UINT64_MAX ? 0 : traffic;
+        /* an idle window keeps the verdict of the last one with traffic */
+        if (v != EVIDENCE_UNKNOWN) {
+                ev->verdict = v;
+                ev->quiet = quiet;
+        }
+        if (v == EVIDENCE_NOT_EFFECTIVE && ev->raised == 0 && !ev->logged) {
+                log_dev_info(d, "BIG TCP not in effect: %llu packets in the window, none above 64 KiB; its sizes are "
+                                "at 64 KiB or less (the policy, or the device's tso_max_size %u)",
+                             (unsigned long long) traffic, d->tso_max_size);
+                ev->logged = true;
+        } else if (v == EVIDENCE_NOT_EFFECTIVE && !ev->logged) {
+                log_dev_warning(d,
+                                "BIG TCP not in effect: %llu packets in the window, none above 64 KiB although "
+                                "%s%s%s raised; check that the peer and every device on the path (tunnels, "
+                                "bridges, offloads: ethtool -k) take big packets, and the kernel (6.7-6.x "
+                                "segments IPv4 above gso_max_size in software)",
+                                (unsigned long long) traffic, (quiet & (1u << EVIDENCE_IPV6)) ? "IPv6" : "",
+                                quiet == ((1u << EVIDENCE_IPV6) | (1u << EVIDENCE_IPV4)) ? " and " : "",
+                                (quiet & (1u << EVIDENCE_IPV4)) ? "IPv4" : "");
+                ev->logged = true;
+        } else if (v == EVIDENCE_EFFECTIVE) {
+                if (ev->logged)
+                        log_dev_info(d, "BIG TCP in effect again: %llu packets above 64 KiB",
+                                     (unsigned long long) (ev->counts.tx + ev->counts.rx));
+                ev->logged = false;
+        }
+        log_dev_debug(d, "evidence: %llu sent above 64 KiB (largest %u), %llu received (largest %u), %llu missed, "
+                         "%llu packets of traffic",
+                      (unsigned long long) ev->counts.tx, ev->counts.tx_largest, (unsigned long long) ev->counts.rx,
+                      ev->counts.rx_largest, (unsigned long long) ev->counts.missed, (unsigned long long) ev->traffic);
+        emit(s, ev);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *userdata) {
+        EvidenceSet *s = userdata;
+        uint64_t t = now(s);
+        Evidence *ev;
+        bool any = false;
+
+        TAILQ_FOREACH(ev, &s->watched, link)
+                if (!ev->ending && ev->until_usec <= t) {
+                        ev->ending = true;
+                        ev->have_end = false;
+                        any = true;
+                }
+        if (any) {
+                s->dump_asked = false; /* the one that closes these windows starts after now */
+                ask_dump(s);
+                if (!s->dump_asked)
+                        evidence_stats_done(s, -EAGAIN); /* nothing comes: judged without traffic */
+        }
+        arm(s);
+}
+
+int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
+                     EvidenceSet **ret) {
+        EvidenceSet *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return -ENOMEM;
+        *s = (EvidenceSet){.base = base, .writer = writer, .events = events, .clock = clock};
+        TAILQ_INIT(&s->watched);
+        s->timer = evtimer_new(base, on_timer, s);
+        if (!s->timer) {
+                free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+void evidence_set_free(EvidenceSet *s) {
+        Evidence *ev;
+
+        if (!s)
+                return;
+        while ((ev = TAILQ_FIRST(&s->watched)))
+                detach(s, ev);
+        event_free(s->timer);
+        free(s);
+}
+
+int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
+        Evidence *ev = d->evidence;
+        uint64_t until = now(s) + duration_usec;
+        int r;
+
+        if (!ev) {
+                ev = calloc(1, sizeof(*ev));
+                if (!ev)
+                        return -ENOMEM;
+                *ev = (Evidence){.device = d, .fd = -1};
+                d->evidence = ev;
+        }
+        if (ev->fd >= 0 && !ev->ending) {
+                if (until > ev->until_usec)
+                        ev->until_usec = until;
+                arm(s);
+                return 0;
+        }
+        if (ev->ending)
+                judge(s, ev); /* the window that just closed is judged as it is */
+        r = attach(s, ev);
+        if (r < 0)
+                return r;
+        ev->counts = (EvidenceCounts){};
+        ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
+        ev->until_usec = until;
+        ev->have_start = ev->have_end = false;
+        ask_dump(s); /* the packet counters at the start */
+        arm(s);
+        return 0;
+}
+
+void evidence_stop(EvidenceSet *s, Device *d) {
+        Evidence *ev = d->evidence;
+
+        if (!ev || ev->fd < 0)
+                return;
+        ev->ending = false;
+        detach(s, ev);
+        arm(s);
+        emit(s, ev);
+}
+
+void evidence_forget(EvidenceSet *s, Device *d) {
+        Evidence *ev = d->evidence;
+
+        if (!ev)
+                return;
+        detach(s, ev);
+        arm(s);
+        free(ev);
+        d->evidence = NULL;
+}
+
+size_t evidence_watched(const EvidenceSet *s) {
+        return s->n;
+}
+
+void evidence_drain(EvidenceSet *s) {
+        Evidence *ev;
+
+        TAILQ_FOREACH(ev, &s->watched, link) {
+                while (read_socket(ev))
+                        ;
+                read_drops(ev);
+        }
+}
+
+void evidence_stats_entry(EvidenceSet *s, Device *d, const void *stats, size_t size) {
+        Evidence *ev = d->evidence;
+        uint64_t tx, rx;
+
+        if (!ev || ev->fd < 0)
+                return;
+        if (link_counter_get(stats, size, offsetof(struct rtnl_link_stats64, tx_packets), &tx) < 0 ||
+            link_counter_get(stats, size, offsetof(struct rtnl_link_stats64, rx_packets), &rx) < 0)
+                return;
+        if (!ev->have_start) {
+                ev->have_start = true;
+                ev->start_packets = tx + rx;
+        } else if (ev->ending) {
+                ev->have_end = true;
+                ev->end_packets = tx + rx;
+        }
+}
+
+void evidence_stats_done(EvidenceSet *s, int error) {
+        Evidence *ev, *next;
+        bool waiting = false;
+
+        s->dump_asked = false;
+        if (error < 0)
+                log_debug_errno(error, "evidence: the statistics dump failed: %m; windows end without traffic figures");
+        for (ev = TAILQ_FIRST(&s->watched); ev; ev = next) {
+                next = TAILQ_NEXT(ev, link);
+                if (!ev->ending)
+                        continue;
+                if (ev->have_end || error < 0)
+                        judge(s, ev);
+                else
+                        waiting = true; /* its end came while this dump ran: the next one */
+        }
+        if (waiting) {
+                ask_dump(s);
+                if (!s->dump_asked)
+                        evidence_stats_done(s, -EAGAIN);
+        }
+}

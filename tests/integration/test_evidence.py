@@ -1,0 +1,238 @@
+"""Evidence that BIG TCP is in effect: while a device is in probation (or watched on request)
+bigtcpd counts the packets above 64 KiB it really sends and receives, with a filtered packet
+socket bound to that device alone. A veth pair across two namespaces, iperf3 between them; the
+daemon's figures are checked against what the policy makes possible, its sockets against
+/proc/net/packet of its namespace."""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+import varlink_client
+import varlink_idl
+from helpers import BIN, REPO, Monitor, T, ip, policy_text, wait_file
+from varlink_client import Client, VarlinkError
+
+IFACE = 'io.bigtcpd.Manager'
+BIG = 185000
+IPERF_SECONDS = 2
+
+
+@pytest.fixture(scope='module')
+def iface():
+    return varlink_idl.parse((REPO / 'conf' / 'io.bigtcpd.Manager.varlink').read_text())
+
+
+def policy(ipv6=None, ipv4=None, window='6s'):
+    """e0 at these sizes (a family left out stays as it is), with a guard that never trips: a
+    probation window needs one."""
+    fam = ''.join(f'    {k}: {{gso-max-size: {v}, gro-max-size: {v}}}\n' for k, v in (('ipv6', ipv6), ('ipv4', ipv4))
+                  if v)
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: evidence
+            match: {{name: [e0]}}
+            rollback:
+              window: {window}
+              interval: 500ms
+              guards:
+                - counter: link.tx_errors
+                  max-increase: 1000000
+        ''') + fam
+
+
+def pair(netns, peer_sizes=None):
+    """e0 in the daemon's namespace, its peer e1 in another, both with IPv4 and IPv6 addresses."""
+    a, b = netns(), netns()
+    ip(a, 'link', 'add', 'e0', 'type', 'veth', 'peer', 'name', 'e1', 'netns', b)
+    ip(a, 'addr', 'add', '10.13.0.1/24', 'dev', 'e0')
+    ip(a, 'addr', 'add', 'fd13::1/64', 'dev', 'e0', 'nodad')
+    ip(b, 'addr', 'add', '10.13.0.2/24', 'dev', 'e1')
+    ip(b, 'addr', 'add', 'fd13::2/64', 'dev', 'e1', 'nodad')
+    if peer_sizes:
+        # the peer sends big packets too, so that e0 receives some
+        ip(b, 'link', 'set', 'e1', 'gso_max_size', str(peer_sizes), 'gro_max_size', str(peer_sizes))
+    ip(a, 'link', 'set', 'e0', 'up')
+    ip(b, 'link', 'set', 'e1', 'up')
+    return a, b
+
+
+class Iperf:
+    """An iperf3 server in `ns` for one test (-1: one client), stopped by pid."""
+
+    def __init__(self, ns):
+        self.proc = subprocess.Popen(['ip', 'netns', 'exec', ns, 'iperf3', '-s', '-1', '--forceflush'],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # "-----" then "Server listening on 5201": it listens (read lines, not a sleep)
+        lines = [self.proc.stdout.readline() for _ in range(2)]
+        assert any('listening' in line for line in lines), lines
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+
+def iperf(ns, server, *extra, seconds=IPERF_SECONDS):
+    srv = Iperf(server[0])
+    try:
+        r = subprocess.run(['ip', 'netns', 'exec', ns, 'iperf3', '-c', server[1], '-t', str(seconds), '-J', *extra],
+                           capture_output=True, text=True, timeout=seconds + 30)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)
+    finally:
+        srv.close()
+
+
+def call(d, method, params=None):
+    return varlink_client.call(d.runtime_dir / IFACE, f'{IFACE}.{method}', params, timeout=T(10))
+
+
+def device(d, name='e0'):
+    return call(d, 'ListDevices', {'ifname': name})['devices'][0]
+
+
+def packet_sockets(ns, ifindex=None):
+    """The packet sockets of `ns` (/proc/net/packet there), optionally those bound to ifindex."""
+    out = subprocess.run(['ip', 'netns', 'exec', ns, 'cat', '/proc/net/packet'], capture_output=True, text=True,
+                         check=True).stdout.splitlines()[1:]
+    rows = [line.split() for line in out]     # sk RefCnt Type Proto Iface R Rmem User Inode
+    return [r for r in rows if ifindex is None or int(r[4]) == ifindex]
+
+
+def wait_evidence(mon, ifname, timeout, since=0):
+    """The Monitor's "evidence" event of `ifname`: its watch ended."""
+    return mon.wait_for(lambda e: e.get('event') == 'evidence' and e.get('ifname') == ifname, T(timeout),
+                        'evidence event', since=since)
+
+
+@pytest.mark.parametrize('family', ['ipv4', 'ipv6'])
+def test_big_packets_counted_in_probation(netns, daemon, confdir, iface, family):
+    """At 185000 for one family only (the other stays at 65536: for IPv4 this is IPv4-only BIG TCP,
+    gso_max_size 65536), iperf3 in both directions during probation: big packets sent and
+    received, of that family, the largest above 65536; the window ends effective."""
+    a, b = pair(netns, peer_sizes=BIG if family == 'ipv6' else None)
+    if family == 'ipv4':
+        import nl
+        nl.set_sizes(b, 'e1', gso_ipv4_max_size=BIG, gro_ipv4_max_size=BIG)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(**{family: BIG}))
+    d = daemon(a, cfg)
+    with Monitor(d) as mon:
+        mon.wait_state('e0', ['probation'], T(10))
+        e0 = device(d)
+        assert e0['big_packets'] is not None and e0['big_packets']['watching'] is True, e0
+        assert len(packet_sockets(a, e0['ifindex'])) == 1, 'one packet socket bound to e0'
+        server = (b, '10.13.0.2' if family == 'ipv4' else 'fd13::2')
+        iperf(a, server, '--bidir')
+        e0 = device(d)
+        varlink_idl.check_reply(iface, 'ListDevices', {'devices': [e0]})
+        bp = e0['big_packets']
+        assert e0['state'] == 'probation', 'counted while in probation'
+        assert bp['tx'] > 0 and bp['tx_largest'] > 65536, bp
+        assert bp['rx'] > 0 and bp['rx_largest'] > 65536, bp
+        assert bp['tx_largest'] <= BIG + 14 and bp['rx_largest'] <= BIG + 14, bp
+        other = 'ipv6' if family == 'ipv4' else 'ipv4'
+        assert bp[family] == bp['tx'] + bp['rx'] and bp[other] == 0, bp
+        print(f'{family}: {bp}')
+
+        ev = wait_evidence(mon, 'e0', 15)
+        varlink_idl.check_reply(iface, 'Monitor', ev)
+        assert ev['effective'] is True, ev
+        mon.wait_state('e0', ['applied'], T(10))
+    e0 = device(d)
+    assert e0['state'] == 'applied' and e0['effective'] is True, e0
+    assert e0['big_packets']['watching'] is False and e0['big_packets']['raised'] == [family], e0
+    assert packet_sockets(a, e0['ifindex']) == [], 'the window is over: nothing attached'
+    assert not d.log_lines('not in effect')
+    st = call(d, 'GetStatus')
+    assert st['evidence'] == {'watched': 0, 'not_effective': []}, st['evidence']
+    d.stop()
+
+
+def test_legacy_counts_zero_and_is_not_effective(netns, daemon, confdir, iface):
+    """At 65536 the same traffic has not one packet above 64 KiB: zero, and after the window (with
+    traffic) not effective — shown by ListDevices, status, show and metrics, logged once."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(ipv6=65536, ipv4=65536))
+    ip(a, 'link', 'set', 'e0', 'gso_max_size', str(BIG), 'gro_max_size', str(BIG))  # so that 65536 is a write
+    d = daemon(a, cfg)
+    with Monitor(d) as mon:
+        mon.wait_state('e0', ['probation'], T(10))
+        iperf(a, (b, '10.13.0.2'), '--bidir')
+        iperf(a, (b, 'fd13::2'), '--bidir', seconds=1)
+        bp = device(d)['big_packets']
+        assert (bp['tx'], bp['rx'], bp['tx_largest'], bp['rx_largest']) == (0, 0, 0, 0), bp
+        ev = wait_evidence(mon, 'e0', 15)
+        assert ev['effective'] is False, ev
+        mon.wait_state('e0', ['applied'], T(10))    # information, not a rollback
+    e0 = device(d)
+    varlink_idl.check_reply(iface, 'ListDevices', {'devices': [e0]})
+    assert e0['effective'] is False and e0['big_packets']['window_packets'] >= 1000, e0
+    assert e0['state'] == 'applied', 'information, not a rollback'
+    st = call(d, 'GetStatus')
+    varlink_idl.check_reply(iface, 'GetStatus', st)
+    assert st['evidence']['not_effective'] == ['e0'], st['evidence']
+    assert len(d.log_lines(r'e0: BIG TCP not in effect')) == 1, d.log_tail()
+
+    ctl = [str(BIN.parent.parent / 'cli' / 'bigtcpctl'), '--socket', str(d.runtime_dir / IFACE)]
+    if True:
+        show = subprocess.run([*ctl, 'show', 'e0'], capture_output=True, text=True, check=True).stdout
+        assert '0 sent above 64 KiB' in show and 'In effect: no' in show, show
+        status = subprocess.run([*ctl, 'status'], capture_output=True, text=True, check=True).stdout
+        assert 'not in effect on e0' in status, status
+        metrics = subprocess.run([*ctl, 'metrics'], capture_output=True, text=True, check=True).stdout
+        assert 'bigtcpd_device_effective{ifname="e0",policy="evidence"} 0' in metrics, metrics
+        assert 'bigtcpd_device_big_packets{ifname="e0",policy="evidence",direction="tx"} 0' in metrics
+        assert 'bigtcpd_devices_not_effective 1' in metrics
+    d.stop()
+
+
+def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
+    """A device that matches no policy (never in probation) and is not watched has no packet
+    socket; one in probation has exactly one, bound to it; a Watch() attaches one for its time,
+    answers with the counts when it is over, and leaves nothing behind."""
+    a, b = pair(netns)
+    ip(a, 'link', 'add', 'u0', 'type', 'veth', 'peer', 'name', 'u1')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(ipv6=BIG, ipv4=BIG, window='3s'))
+    d = daemon(a, cfg)
+    u0 = device(d, 'u0')
+    assert u0['state'] == 'unmanaged' and u0['big_packets'] is None and u0['effective'] is None, u0
+    e0 = device(d)
+    socks = packet_sockets(a)
+    assert [int(r[4]) for r in socks] == ([e0['ifindex']] if e0['state'] == 'probation' else []), socks
+    assert packet_sockets(a, u0['ifindex']) == []
+
+    # A watch on request: attached for its time, an answer when it is over, then nothing.
+    c = Client(d.runtime_dir / IFACE, timeout=T(20))
+    c.send(f'{IFACE}.Watch', {'ifname': 'u0', 'duration_usec': 1500000})
+    wait_file(d.log_path, lambda: 'u0: watching for 1s' in d.log(), 5, 'the watch set up')
+    assert len(packet_sockets(a, u0['ifindex'])) == 1, 'Watch attached one socket to u0'
+    t0 = time.monotonic()
+    reply = c.recv(timeout=T(20))
+    took = time.monotonic() - t0
+    dev = reply['parameters']['device']
+    assert dev['ifname'] == 'u0' and dev['big_packets']['watching'] is False, reply
+    assert dev['big_packets']['tx'] == 0 and dev['effective'] is None, 'idle: no verdict'
+    assert took < T(5), f'Watch answered {took:.1f}s after it attached, for a 1.5 s window'
+    assert packet_sockets(a, u0['ifindex']) == [], 'the watch is over: nothing attached'
+
+    with pytest.raises(VarlinkError) as ex:
+        c.call(f'{IFACE}.Watch', {'ifname': 'nosuch0'})
+    assert ex.value.error == f'{IFACE}.NoSuchDevice'
+    with pytest.raises(VarlinkError) as ex:
+        c.call(f'{IFACE}.Watch', {'ifname': 'u0', 'duration_usec': 0})
+    assert ex.value.error == 'org.varlink.service.InvalidParameter'
+    c.close()
+    assert packet_sockets(a, u0['ifindex']) == []
+    d.stop()

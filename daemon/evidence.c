@@ -71,8 +71,10 @@ EvidenceVerdict evidence_judge(const EvidenceCounts *c, uint64_t traffic, unsign
                 if ((raised & (1u << f)) && c->by_family[f] == 0)
                         quiet |= 1u << f;
         *ret_quiet = quiet;
-        /* big packets the socket missed are big packets all the same (of some family) */
-        if (raised != 0 && (quiet != raised || c->missed > 0))
+        /* big packets the socket missed are big packets all the same (of some family); with
+         * nothing raised, any big packet (a peer's, received) shows them on this device */
+        if (raised != 0 ? quiet != raised || c->missed > 0
+                        : c->by_family[EVIDENCE_IPV6] + c->by_family[EVIDENCE_IPV4] + c->missed > 0)
                 return EVIDENCE_EFFECTIVE;
         /* an idle device proves nothing either way */
         if (traffic == UINT64_MAX || traffic < EVIDENCE_TRAFFIC_MIN)

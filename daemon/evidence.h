@@ -11,7 +11,8 @@
  * effective when not one big packet came in a family its sizes raise above 65536 — with both
  * families raised, the counters cannot tell which family the traffic was, so only when neither
  * had one — and, with no family raised, when none came at all (BIG TCP is not in effect there
- * either; logged as information, not as a warning). Information, never a rollback. */
+ * either; logged as information, not as a warning; a big packet received from a peer makes it
+ * effective). Information, never a rollback. */
 #pragma once
 
 #include <event2/event.h>

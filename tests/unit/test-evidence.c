@@ -1,0 +1,138 @@
+/* test-evidence.c — the evidence that BIG TCP is in effect: the families sizes raise, how a
+ * packet that passed the filter is counted, the verdict of a window (table-driven), and the
+ * classic BPF filter itself, run by the kernel on a unix datagram socket pair: it passes only
+ * packets longer than 65536 bytes, cut to one byte. */
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "evidence.h"
+
+#define V6 (1u << EVIDENCE_IPV6)
+#define V4 (1u << EVIDENCE_IPV4)
+
+static void test_raised(void **state) {
+        static const struct {
+                Sizes s;
+                bool ipv4;
+                unsigned want;
+        } cases[] = {
+                {{65536, 65536, 65536, 65536}, true, 0},
+                {{65537, 65536, 65536, 65536}, true, V6},
+                {{65536, 185000, 65536, 65536}, true, V6},       /* GRO alone raises it too */
+                {{65536, 65536, 185000, 65536}, true, V4},       /* IPv4-only BIG TCP */
+                {{65536, 65536, 65536, 185000}, true, V4},
+                {{185000, 185000, 185000, 185000}, true, V6 | V4},
+                {{185000, 185000, 185000, 185000}, false, V6}, /* no IPv4 sizes on this kernel */
+                {{0, 0, 0, 0}, true, 0},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                assert_int_equal(evidence_raised(&cases[i].s, cases[i].ipv4), cases[i].want);
+}
+
+static void test_count(void **state) {
+        EvidenceCounts c = {};
+
+        evidence_count(&c, true, ETH_P_IP, 183962);
+        evidence_count(&c, true, ETH_P_IP, 70000);
+        evidence_count(&c, false, ETH_P_IPV6, 184306);
+        evidence_count(&c, false, ETH_P_8021Q, 90000); /* not IPv4: the IPv6/legacy sizes' */
+        evidence_count(&c, true, ETH_P_IPV6, 65536);   /* not above: not counted */
+        evidence_count(&c, false, ETH_P_IP, 1);
+        assert_int_equal(c.tx, 2);
+        assert_int_equal(c.rx, 2);
+        assert_int_equal(c.tx_largest, 183962);
+        assert_int_equal(c.rx_largest, 184306);
+        assert_int_equal(c.by_family[EVIDENCE_IPV4], 2);
+        assert_int_equal(c.by_family[EVIDENCE_IPV6], 2);
+        assert_int_equal(c.missed, 0);
+}
+
+static void test_judge(void **state) {
+        static const struct {
+                const char *what;
+                uint64_t v6, v4, missed, traffic;
+                unsigned raised;
+                EvidenceVerdict want;
+                unsigned quiet;
+        } cases[] = {
+                {"IPv4 raised, IPv4 big packets", 0, 10, 0, 50000, V4, EVIDENCE_EFFECTIVE, 0},
+                {"IPv4 raised, none (the 6.7 fallback)", 0, 0, 0, 50000, V4, EVIDENCE_NOT_EFFECTIVE, V4},
+                {"IPv4 raised, only IPv6 ones (GRO of a peer)", 5, 0, 0, 50000, V4, EVIDENCE_NOT_EFFECTIVE, V4},
+                {"IPv6 raised, IPv6 big packets", 7, 0, 0, 50000, V6, EVIDENCE_EFFECTIVE, 0},
+                {"both raised, IPv6 only: traffic of one family", 7, 0, 0, 50000, V6 | V4, EVIDENCE_EFFECTIVE, V4},
+                {"both raised, none", 0, 0, 0, 50000, V6 | V4, EVIDENCE_NOT_EFFECTIVE, V6 | V4},
+                {"raised, none, idle", 0, 0, 0, 10, V6, EVIDENCE_UNKNOWN, V6},
+                {"raised, none, traffic unknown", 0, 0, 0, UINT64_MAX, V6, EVIDENCE_UNKNOWN, V6},
+                {"raised, just enough traffic", 0, 0, 0, EVIDENCE_TRAFFIC_MIN, V6, EVIDENCE_NOT_EFFECTIVE, V6},
+                {"raised, one short of it", 0, 0, 0, EVIDENCE_TRAFFIC_MIN - 1, V6, EVIDENCE_UNKNOWN, V6},
+                {"raised, only missed ones: big all the same", 0, 0, 3, 50000, V4, EVIDENCE_EFFECTIVE, V4},
+                {"nothing raised, traffic: not in effect", 0, 0, 0, 50000, 0, EVIDENCE_NOT_EFFECTIVE, 0},
+                {"nothing raised, idle", 0, 0, 0, 0, 0, EVIDENCE_UNKNOWN, 0},
+                {"nothing raised, big packets of a peer, received", 3, 0, 0, 50000, 0, EVIDENCE_EFFECTIVE, 0},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                EvidenceCounts c = {.by_family = {cases[i].v6, cases[i].v4}, .missed = cases[i].missed};
+                unsigned quiet = 0xff;
+                EvidenceVerdict v = evidence_judge(&c, cases[i].traffic, cases[i].raised, &quiet);
+                if (v != cases[i].want || quiet != cases[i].quiet)
+                        fail_msg("%s: verdict %d quiet %u, want %d quiet %u", cases[i].what, v, quiet, cases[i].want,
+                                 cases[i].quiet);
+        }
+}
+
+/* The filter, as the kernel runs it: `len` bytes sent, what arrives (-1: nothing). */
+static ssize_t through_filter(int pair[2], size_t len) {
+        static char out[70000], in[70000];
+        ssize_t n;
+
+        assert_true(len <= sizeof(out));
+        memset(out, 'x', len);
+        assert_int_equal(send(pair[0], out, len, 0), (ssize_t) len);
+        n = recv(pair[1], in, sizeof(in), MSG_DONTWAIT | MSG_TRUNC);
+        return n < 0 && errno == EAGAIN ? -1 : n;
+}
+
+static void test_filter(void **state) {
+        const struct sock_fprog *prog = evidence_filter();
+        int pair[2], size = 1 << 20;
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0);
+        assert_int_equal(setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)), 0);
+        assert_int_equal(setsockopt(pair[1], SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)), 0);
+        assert_int_equal(setsockopt(pair[1], SOL_SOCKET, SO_ATTACH_FILTER, prog, sizeof(*prog)), 0);
+        assert_int_equal(through_filter(pair, 60), -1);
+        assert_int_equal(through_filter(pair, 1500), -1);
+        assert_int_equal(through_filter(pair, 65536), -1);
+        assert_int_equal(through_filter(pair, 65537), 1); /* kept, cut to one byte */
+        assert_int_equal(through_filter(pair, 69999), 1);
+        close(pair[0]);
+        close(pair[1]);
+}
+
+static void test_family_names(void **state) {
+        assert_string_equal(evidence_family_to_string(EVIDENCE_IPV6), "ipv6");
+        assert_string_equal(evidence_family_to_string(EVIDENCE_IPV4), "ipv4");
+        assert_null(evidence_family_to_string(_EVIDENCE_FAMILY_MAX));
+        assert_null(evidence_family_to_string(_EVIDENCE_FAMILY_INVALID));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_raised),       cmocka_unit_test(test_count),
+                cmocka_unit_test(test_judge),        cmocka_unit_test(test_filter),
+                cmocka_unit_test(test_family_names),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -93,8 +93,10 @@ def test_installed_contents(tree):
     assert re.search(r'^ExecStart=/usr/sbin/bigtcpd$', unit, re.M), unit
     assert '@SBINDIR@' not in unit, 'unsubstituted @SBINDIR@'
     for line in ('Type=notify', 'ExecReload=/bin/kill -HUP $MAINPID', 'Restart=on-failure', 'WatchdogSec=30s',
-                 'RuntimeDirectory=bigtcpd', 'RuntimeDirectoryPreserve=yes', 'CapabilityBoundingSet=CAP_NET_ADMIN',
-                 'RestrictAddressFamilies=AF_UNIX AF_NETLINK', 'NoNewPrivileges=yes', 'ProtectSystem=strict',
+                 'RuntimeDirectory=bigtcpd', 'RuntimeDirectoryPreserve=yes',
+                 # AF_PACKET and CAP_NET_RAW: the evidence's packet sockets, nothing more
+                 'CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW',
+                 'RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_PACKET', 'NoNewPrivileges=yes', 'ProtectSystem=strict',
                  'ProtectHome=yes', 'PrivateTmp=yes', 'SystemCallFilter=@system-service',
                  # the socket comes with the service, in any order (test_systemd_boot.py boots it)
                  'Wants=bigtcpd.socket', 'After=bigtcpd.socket', 'PartOf=bigtcpd.socket', 'Also=bigtcpd.socket'):

@@ -10,8 +10,8 @@ bt_require_root
 bash scripts/setup.sh
 bash scripts/build.sh release >/dev/null || bash scripts/build.sh release
 
-NS_A=bt-demo-a
-NS_B=bt-demo-b
+NS_A=${BT_NETNS_PREFIX:-bt-}demo-a
+NS_B=${BT_NETNS_PREFIX:-bt-}demo-b
 A6=2001:db8:b16::1 B6=2001:db8:b16::2
 A4=192.0.2.1 B4=192.0.2.2
 SECONDS_PER_RUN=${DEMO_SECONDS:-5}
@@ -59,6 +59,21 @@ print("%.1f" % (r["end"]["sum_received"]["bits_per_second"] / 1e9))' "$tmp/iperf
                 echo "iperf3 to $1 failed (try $try of 2)" >&2
         done
         bt_die "iperf3 to $1 failed"
+}
+
+# big_packets NS DEV: what bigtcpd in NS counted of DEV's packets above 64 KiB (during its
+# probation window, in which the runs after the change fall), in one line.
+big_packets() {
+        "${BIGTCPCTL_BIN:-$BT_ROOT/build/cli/bigtcpctl}" --socket "$tmp/run-$1/io.bigtcpd.Manager" --json \
+                show "$2" | "$BT_PY" -c 'import json, sys
+d = json.load(sys.stdin)
+b = d.get("big_packets")
+if not b:
+    sys.exit(print("not counted (no probation window?)"))
+e = d.get("effective")
+print("%d sent above 64 KiB (largest %d), %d received (largest %d); IPv6 %d, IPv4 %d; in effect: %s" % (
+    b["tx"], b["tx_largest"], b["rx"], b["rx_largest"], b["ipv6"], b["ipv4"],
+    "window still open" if e is None and b["watching"] else {True: "yes", False: "NO", None: "-"}[e]))'
 }
 
 # sizes NS DEV: "gso/gro ipv4 gso/gro" as read back from the kernel.
@@ -113,3 +128,7 @@ for fam in 6 4; do
                 "$(awk -v b="${!b}" -v a="${!a}" 'BEGIN { printf "%+.0f", (b > 0) ? (a - b) * 100 / b : 0 }')"
 done
 echo "(one ${SECONDS_PER_RUN}-second run each; expect a few percent of noise between runs)"
+echo
+echo "Packets above 64 KiB that bigtcpd counted during the runs after the change (its probation window):"
+echo "  veth-a ($NS_A, sends): $(big_packets "$NS_A" veth-a)"
+echo "  veth-b ($NS_B, receives): $(big_packets "$NS_B" veth-b)"

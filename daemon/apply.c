@@ -540,7 +540,10 @@ static void on_write_done(void *userdata, Device *d, int error, const char *exta
                                      d->probation->guards.n);
                         /* the window is also where the sizes prove themselves on packets */
                         r = evidence_watch(e->evidence, d, d->probation->window_usec);
-                        if (r < 0)
+                        if (r == -EUSERS)
+                                log_dev_debug(d, "not counting its packets above 64 KiB: %u devices are counted already",
+                                              EVIDENCE_WATCHED_MAX);
+                        else if (r < 0)
                                 log_dev_warning_errno(d, r, "cannot count its packets above 64 KiB: %m, ignoring");
                         break;
                 case DEVICE_ROLLED_BACK:

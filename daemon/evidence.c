@@ -7,6 +7,7 @@
 #include <linux/if_packet.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,10 +15,6 @@
 #include "counters.h"
 #include "evidence.h"
 #include "log.h"
-
-/* Reads per wakeup of one socket, so that a flood on one device never holds the loop. */
-#define EVIDENCE_BATCH 32
-#define EVIDENCE_READS_MAX 8
 
 struct EvidenceSet {
         struct event_base *base;
@@ -108,79 +105,68 @@ static void emit(EvidenceSet *s, Evidence *ev) {
                                        .ok = ev->verdict != EVIDENCE_NOT_EFFECTIVE});
 }
 
-/* The socket's drop counter (reset by reading): big packets its buffer had no room for. */
+/* The socket's drop counter (reset by reading): big packets its ring had no room for. */
 static void read_drops(Evidence *ev) {
-        struct tpacket_stats st = {};
+        struct tpacket_stats_v3 st = {};
         socklen_t len = sizeof(st);
 
         if (getsockopt(ev->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0)
                 ev->counts.missed += st.tp_drops;
 }
 
-/* Read what is queued, at most EVIDENCE_READS_MAX batches: true when more may be left. */
-static bool read_socket(Evidence *ev) {
-        for (unsigned k = 0; k < EVIDENCE_READS_MAX; k++) {
-                struct mmsghdr msgs[EVIDENCE_BATCH] = {};
-                struct sockaddr_ll from[EVIDENCE_BATCH];
-                union {
-                        char buf[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
-                        struct cmsghdr align;
-                } control[EVIDENCE_BATCH];
-                char byte[EVIDENCE_BATCH];
-                struct iovec iov[EVIDENCE_BATCH];
-                int n;
+/* Count the packets of the blocks the kernel handed over, and hand them back. Each frame's
+ * header is the kernel's; its offsets are checked against the block all the same. */
+static void read_ring(Evidence *ev) {
+        for (unsigned k = 0; k < EVIDENCE_BLOCKS; k++) {
+                uint8_t *block = ev->ring + (size_t) ev->block * EVIDENCE_BLOCK_SIZE;
+                struct tpacket_block_desc *bd = (struct tpacket_block_desc *) block;
+                size_t off;
 
-                for (unsigned i = 0; i < EVIDENCE_BATCH; i++) {
-                        iov[i] = (struct iovec){&byte[i], 1};
-                        msgs[i].msg_hdr = (struct msghdr){
-                                .msg_name = &from[i],
-                                .msg_namelen = sizeof(from[i]),
-                                .msg_iov = &iov[i],
-                                .msg_iovlen = 1,
-                                .msg_control = control[i].buf,
-                                .msg_controllen = sizeof(control[i].buf),
-                        };
-                }
-                n = recvmmsg(ev->fd, msgs, EVIDENCE_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
-                if (n <= 0)
-                        return false; /* EAGAIN, or an error that the next wakeup sees again */
-                for (int i = 0; i < n; i++) {
-                        struct msghdr *h = &msgs[i].msg_hdr;
-                        uint32_t len = msgs[i].msg_len; /* with MSG_TRUNC: the cut length */
+                if (!(__atomic_load_n(&bd->hdr.bh1.block_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
+                        return;
+                off = bd->hdr.bh1.offset_to_first_pkt;
+                for (uint32_t i = 0; i < bd->hdr.bh1.num_pkts; i++) {
+                        const struct tpacket3_hdr *h;
+                        const struct sockaddr_ll *sll;
+                        size_t sll_off = TPACKET_ALIGN(sizeof(struct tpacket3_hdr));
 
-                        if (h->msg_namelen < offsetof(struct sockaddr_ll, sll_addr))
-                                continue;
-                        for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c))
-                                if (c->cmsg_level == SOL_PACKET && c->cmsg_type == PACKET_AUXDATA &&
-                                    c->cmsg_len >= CMSG_LEN(sizeof(struct tpacket_auxdata))) {
-                                        struct tpacket_auxdata aux;
-                                        memcpy(&aux, CMSG_DATA(c), sizeof(aux));
-                                        len = aux.tp_len; /* before the filter cut it */
-                                }
-                        evidence_count(&ev->counts, from[i].sll_pkttype == PACKET_OUTGOING, ntohs(from[i].sll_protocol),
-                                       len);
+                        if (off < sizeof(*bd) || off + sll_off + sizeof(*sll) > EVIDENCE_BLOCK_SIZE)
+                                break;
+                        h = (const struct tpacket3_hdr *) (block + off);
+                        sll = (const struct sockaddr_ll *) (block + off + sll_off);
+                        evidence_count(&ev->counts, sll->sll_pkttype == PACKET_OUTGOING, ntohs(sll->sll_protocol),
+                                       h->tp_len);
+                        if (h->tp_next_offset == 0)
+                                break;
+                        off += h->tp_next_offset;
                 }
-                if (n < EVIDENCE_BATCH)
-                        return false;
+                __atomic_store_n(&bd->hdr.bh1.block_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+                ev->block = (ev->block + 1) % EVIDENCE_BLOCKS;
         }
-        return true;
 }
 
 static void on_io(evutil_socket_t fd, short what, void *userdata) {
-        Evidence *ev = userdata;
-        (void) read_socket(ev); /* what is left wakes the loop again: it is level-triggered */
+        read_ring(userdata);
 }
 
-/* Close the socket (after reading what it holds). */
+static void unmap(Evidence *ev) {
+        if (ev->ring)
+                (void) munmap(ev->ring, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE);
+        ev->ring = NULL;
+}
+
+/* Close the socket, after counting what its ring holds. The block being filled is not handed
+ * over before its time: its packets count as missed only if its timer never ran (at most
+ * EVIDENCE_BLOCK_MSEC of a window). */
 static void detach(EvidenceSet *s, Evidence *ev) {
         if (ev->fd < 0)
                 return;
-        while (read_socket(ev))
-                ;
+        read_ring(ev);
         read_drops(ev);
         if (ev->io)
                 event_free(ev->io);
         ev->io = NULL;
+        unmap(ev);
         close(ev->fd);
         ev->fd = -1;
         TAILQ_REMOVE(&s->watched, ev, link);
@@ -194,26 +180,43 @@ static int attach(EvidenceSet *s, Evidence *ev) {
                 .sll_protocol = htons(ETH_P_ALL),
                 .sll_ifindex = ev->device->ifindex,
         };
-        int one = 1, size = EVIDENCE_RCVBUF;
+        struct tpacket_req3 req = {
+                .tp_block_size = EVIDENCE_BLOCK_SIZE,
+                .tp_block_nr = EVIDENCE_BLOCKS,
+                .tp_frame_size = TPACKET_ALIGNMENT << 7,
+                .tp_frame_nr = EVIDENCE_BLOCK_SIZE / (TPACKET_ALIGNMENT << 7) * EVIDENCE_BLOCKS,
+                .tp_retire_blk_tov = EVIDENCE_BLOCK_MSEC,
+        };
+        int one = 1, version = TPACKET_V3;
+        void *ring;
 
+        if (s->n >= EVIDENCE_WATCHED_MAX)
+                return -EUSERS;
         /* protocol 0: nothing is received before the filter is on and the socket is bound */
         fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
         if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &filter_prog, sizeof(filter_prog)) < 0 ||
             setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0 ||
-            setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0)
+            setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) < 0 ||
+            setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0)
                 return -errno;
-        /* each queued packet is charged its whole buffer, not the byte kept */
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
-                (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+        ring = mmap(NULL, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (ring == MAP_FAILED)
                 return -errno;
+        ev->ring = ring;
+        ev->block = 0;
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                int r = -errno;
+                unmap(ev);
+                return r;
+        }
         ev->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
         if (!ev->io || event_add(ev->io, NULL) < 0) {
                 if (ev->io)
                         event_free(ev->io);
                 ev->io = NULL;
+                unmap(ev);
                 return -ENOMEM;
         }
         ev->fd = TAKE_FD(fd);
@@ -227,9 +230,11 @@ static void arm(EvidenceSet *s) {
         Evidence *ev;
 
         evtimer_del(s->timer);
-        TAILQ_FOREACH(ev, &s->watched, link)
-                if (!ev->ending && ev->until_usec < first)
-                        first = ev->until_usec;
+        TAILQ_FOREACH(ev, &s->watched, link) {
+                uint64_t due = !ev->ending ? ev->until_usec : ev->dumped ? ev->settle_usec : UINT64_MAX;
+                if (due < first)
+                        first = due;
+        }
         if (first == UINT64_MAX)
                 return;
         first = first > t ? first - t : 0;
@@ -253,7 +258,7 @@ static void judge(EvidenceSet *s, Evidence *ev) {
         unsigned quiet;
         EvidenceVerdict v;
 
-        ev->ending = false;
+        ev->ending = ev->dumped = false;
         detach(s, ev);
         ev->raised = evidence_raised(&d->current, ipv4);
         v = evidence_judge(&ev->counts, traffic, ev->raised, &quiet);
@@ -294,15 +299,19 @@ static void judge(EvidenceSet *s, Evidence *ev) {
 static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         EvidenceSet *s = userdata;
         uint64_t t = now(s);
-        Evidence *ev;
+        Evidence *ev, *next;
         bool any = false;
 
-        TAILQ_FOREACH(ev, &s->watched, link)
+        for (ev = TAILQ_FIRST(&s->watched); ev; ev = next) {
+                next = TAILQ_NEXT(ev, link);
                 if (!ev->ending && ev->until_usec <= t) {
                         ev->ending = true;
-                        ev->have_end = false;
+                        ev->have_end = ev->dumped = false;
+                        ev->settle_usec = t + EVIDENCE_SETTLE_USEC;
                         any = true;
-                }
+                } else if (ev->ending && ev->dumped && ev->settle_usec <= t)
+                        judge(s, ev);
+        }
         if (any) {
                 s->dump_asked = false; /* the one that closes these windows starts after now */
                 ask_dump(s);
@@ -377,7 +386,7 @@ void evidence_stop(EvidenceSet *s, Device *d) {
 
         if (!ev || ev->fd < 0)
                 return;
-        ev->ending = false;
+        ev->ending = ev->dumped = false;
         detach(s, ev);
         arm(s);
         emit(s, ev);
@@ -402,8 +411,7 @@ void evidence_drain(EvidenceSet *s) {
         Evidence *ev;
 
         TAILQ_FOREACH(ev, &s->watched, link) {
-                while (read_socket(ev))
-                        ;
+                read_ring(ev);
                 read_drops(ev);
         }
 }
@@ -435,16 +443,21 @@ void evidence_stats_done(EvidenceSet *s, int error) {
                 log_debug_errno(error, "evidence: the statistics dump failed: %m; windows end without traffic figures");
         for (ev = TAILQ_FIRST(&s->watched); ev; ev = next) {
                 next = TAILQ_NEXT(ev, link);
-                if (!ev->ending)
+                if (!ev->ending || ev->dumped)
                         continue;
-                if (ev->have_end || error < 0)
-                        judge(s, ev);
-                else
+                if (ev->have_end || error < 0) {
+                        ev->dumped = true;
+                        if (ev->settle_usec <= now(s))
+                                judge(s, ev);
+                } else
                         waiting = true; /* its end came while this dump ran: the next one */
         }
         if (waiting) {
                 ask_dump(s);
-                if (!s->dump_asked)
+                if (!s->dump_asked) {
                         evidence_stats_done(s, -EAGAIN);
+                        return;
+                }
         }
+        arm(s);
 }

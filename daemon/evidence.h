@@ -2,8 +2,10 @@
  * sends and receives, counted while it is watched (its probation window, or an operator's
  * `bigtcpctl watch`). A watched device has one AF_PACKET socket bound to it whose classic BPF
  * filter passes only packets longer than 65536 bytes, cut to 1 byte: a small packet is never
- * copied to user space, and a device that is not watched has nothing attached. The direction
- * comes from the packet type, the family from the protocol, the length from PACKET_AUXDATA.
+ * copied to user space, and a device that is not watched has nothing attached. What passes lands
+ * in a small TPACKET_V3 ring (the packet's header only: its length before the cut, its type —
+ * the direction — and its protocol — the family), read a block at a time: the daemon wakes when
+ * a block is full or EVIDENCE_BLOCK_MSEC passed, not for every packet.
  *
  * At the end of a window the device is judged, if it carried traffic: its own tx+rx packet
  * counters, read by a statistics dump at the start and at the end of the window, rose by at least
@@ -27,7 +29,18 @@
 #define EVIDENCE_TRAFFIC_MIN UINT64_C(1000) /* packets in a window that make it one with traffic */
 #define EVIDENCE_DURATION_DEFAULT_USEC (30 * USEC_PER_SEC)
 #define EVIDENCE_DURATION_MAX_USEC (3600 * USEC_PER_SEC) /* Watch(): at most an hour */
-#define EVIDENCE_RCVBUF (8 * 1024 * 1024) /* a queued big packet is charged its whole skb */
+/* The ring of one watched device: 4 blocks of 16 KiB, about 170 packets each (96 bytes per
+ * packet with its header); a block is handed over when full or after EVIDENCE_BLOCK_MSEC. At
+ * 20000 big packets a second that leaves the loop 35 ms to come round before packets are
+ * missed (counted as such). */
+#define EVIDENCE_BLOCK_SIZE (16u * 1024u)
+#define EVIDENCE_BLOCKS 4u
+#define EVIDENCE_BLOCK_MSEC 200u
+/* A window is judged this long after its end, when the kernel has handed over its last block. */
+#define EVIDENCE_SETTLE_USEC ((EVIDENCE_BLOCK_MSEC + 50u) * USEC_PER_MSEC)
+/* Devices watched at once, at most (64 KiB of ring each, 16 MiB in all): beyond, a device is
+ * not counted. */
+#define EVIDENCE_WATCHED_MAX 256u
 
 typedef enum EvidenceFamily {
         EVIDENCE_IPV6, /* and every other protocol of the IPv6/legacy sizes */
@@ -70,10 +83,14 @@ typedef struct Evidence {
         /* while watched */
         int fd; /* -1: not watched */
         struct event *io;
+        uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
+        unsigned block; /* the next to read */
         uint64_t until_usec; /* CLOCK_MONOTONIC */
         bool have_start;     /* the packet counters at the window's start came */
         uint64_t start_packets;
         bool ending;    /* its window is over: waits for the closing statistics dump */
+        bool dumped;    /* … which came (or failed); and for the last block of its ring: */
+        uint64_t settle_usec; /* CLOCK_MONOTONIC */
         bool have_end;
         uint64_t end_packets;
         TAILQ_ENTRY(Evidence) link;
@@ -103,7 +120,8 @@ int evidence_set_new(struct event_base *base, Writer *writer, EventList *events,
 void evidence_set_free(EvidenceSet *s);
 
 /* Watch `d` for `duration_usec` from now (a watch running is extended, never shortened; a new
- * one starts a new count). -errno when the socket cannot be set up (nothing is left attached). */
+ * one starts a new count). -errno when the socket cannot be set up (nothing is left attached),
+ * -EUSERS when EVIDENCE_WATCHED_MAX devices are watched already. */
 int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec);
 /* End d's watch now, without a verdict (a rollback, leaving its policy); EVENT_EVIDENCE goes out. */
 void evidence_stop(EvidenceSet *s, Device *d);

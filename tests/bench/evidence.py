@@ -122,6 +122,8 @@ class Bench:
         nl.set_sizes(b, "ev1", gso_max_size=BIG, gro_max_size=BIG, gso_ipv4_max_size=BIG, gro_ipv4_max_size=BIG)
         sh("ip", "-n", a, "link", "set", "ev0", "up")
         sh("ip", "-n", b, "link", "set", "ev1", "up")
+        for ns, name in ((a, "ev0"), (b, "ev1")):   # the carrier: until then, "no route to host"
+            nl.wait_links(ns, lambda links: name in links and links[name]["flags"] & 0x40, 10, f"{name} running")
 
         config = os.path.join(self.tmp, "bench.yaml")
         with open(config, "w") as f:
@@ -176,6 +178,8 @@ class Bench:
         if reverse:
             argv.append("-R")
         r = json.loads(sh(*argv, timeout=self.args.seconds + 30))
+        if "error" in r:
+            raise RuntimeError(f"iperf3: {r['error']}")
         return r["end"]["sum_received"]["bits_per_second"] / 1e9
 
     def watched(self, fam, reverse):

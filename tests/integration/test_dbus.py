@@ -486,6 +486,31 @@ def test_try_confirm_revert(served):
     assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None
 
 
+def test_watch(served):
+    """Watch(s ifname, t duration_usec) counts a device's big packets for that time and answers
+    then, with the device's JSON; bigtcpctl --dbus watch says it in words. Root only."""
+    ns, d, bus, _ = served
+    t0 = time.monotonic()
+    data = call(bus, 'Watch', 'st', 'vc', '1000000')
+    took = time.monotonic() - t0
+    dev = json.loads(data[0])['device']
+    assert dev['ifname'] == 'vc' and dev['big_packets']['watching'] is False, dev
+    assert dev['big_packets']['tx'] == 0 and dev['effective'] is None, 'idle: counted nothing, no verdict'
+    assert 1.0 <= took < T(5), f'answered after {took:.2f}s for a 1 s window'
+    assert d.log_lines(r'vc: watching for 1s, asked for over D-Bus')
+    ctl = Path(os.environ.get('BIGTCPD_BIN', REPO / 'build' / 'daemon' / 'bigtcpd')).resolve().parent.parent
+    r = subprocess.run([str(ctl / 'cli' / 'bigtcpctl'), '--dbus', 'watch', 'vd', '--for',
+                        '500ms'], capture_output=True, text=True, timeout=T(30),
+                       env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address))
+    assert r.returncode == 0, r.stderr
+    assert 'vd: 0 sent above 64 KiB; 0 received; since ' in r.stdout, r.stdout
+    assert call_error(bus, 'Watch', 'nosuch0')[0] == 'org.freedesktop.DBus.Error.InvalidArgs'  # no duration
+    name, _ = call_error(bus, 'Watch', 'vc', user='nobody')
+    assert name == 'org.freedesktop.DBus.Error.AccessDenied'
+    r = call(bus, 'Watch', 'st', 'nosuch0', '1000000', check=False)
+    assert r.returncode != 0 and 'nosuch0' in r.stderr, r.stderr
+
+
 def test_privileged_refused_by_bus_policy(served):
     ns, d, bus, _ = served
     for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Rollback', ('',)), ('Retry', ('va',)),

@@ -24,7 +24,7 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
                 r = probation_set_new(base, e->writer, &snmp, clock, probation_ops, e,
                                       &e->probation);
         if (r >= 0)
-                r = evidence_set_new(base, e->writer, &e->events, clock, &e->evidence);
+                r = evidence_set_new(base, e->writer, &e->events, clock, cfg->count_packets, &e->evidence);
         if (r >= 0)
                 r = state_store_new(base, cfg->runtime_dir, &e->devices, &e->state);
         if (r < 0) {

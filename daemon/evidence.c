@@ -25,6 +25,7 @@ struct EvidenceSet {
         TAILQ_HEAD(, Evidence) watched;
         size_t n;
         bool dump_asked; /* a statistics dump for us is asked for or runs */
+        bool enabled;
 };
 
 static const char *const family_table[_EVIDENCE_FAMILY_MAX] = {
@@ -190,6 +191,8 @@ static int attach(EvidenceSet *s, Evidence *ev) {
         int one = 1, version = TPACKET_V3;
         void *ring;
 
+        if (!s->enabled)
+                return -EOPNOTSUPP;
         if (s->n >= EVIDENCE_WATCHED_MAX)
                 return -EUSERS;
         /* protocol 0: nothing is received before the filter is on and the socket is bound */
@@ -321,13 +324,13 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         arm(s);
 }
 
-int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
+int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock, bool enabled,
                      EvidenceSet **ret) {
         EvidenceSet *s = calloc(1, sizeof(*s));
 
         if (!s)
                 return -ENOMEM;
-        *s = (EvidenceSet){.base = base, .writer = writer, .events = events, .clock = clock};
+        *s = (EvidenceSet){.base = base, .writer = writer, .events = events, .clock = clock, .enabled = enabled};
         TAILQ_INIT(&s->watched);
         s->timer = evtimer_new(base, on_timer, s);
         if (!s->timer) {
@@ -352,6 +355,7 @@ void evidence_set_free(EvidenceSet *s) {
 int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         Evidence *ev = d->evidence;
         uint64_t until = now(s) + duration_usec;
+        bool made = false;
         int r;
 
         if (!ev) {
@@ -360,6 +364,7 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
                         return -ENOMEM;
                 *ev = (Evidence){.device = d, .fd = -1};
                 d->evidence = ev;
+                made = true;
         }
         if (ev->fd >= 0 && !ev->ending) {
                 if (until > ev->until_usec)
@@ -370,8 +375,11 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         if (ev->ending)
                 judge(s, ev); /* the window that just closed is judged as it is */
         r = attach(s, ev);
-        if (r < 0)
+        if (r < 0) {
+                if (made)
+                        d->evidence = mfree(ev); /* never counted: nothing to report */
                 return r;
+        }
         ev->counts = (EvidenceCounts){};
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
         ev->until_usec = until;

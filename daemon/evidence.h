@@ -113,15 +113,16 @@ const struct sock_fprog *evidence_filter(void);
 
 typedef struct EvidenceSet EvidenceSet;
 
-/* `events` gets EVENT_EVIDENCE at the end of each window. */
-int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
+/* `events` gets EVENT_EVIDENCE at the end of each window. Without `enabled`, nothing is ever
+ * watched (-EOPNOTSUPP). */
+int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock, bool enabled,
                      EvidenceSet **ret);
 /* Stops every watch (the records stay with their devices). */
 void evidence_set_free(EvidenceSet *s);
 
 /* Watch `d` for `duration_usec` from now (a watch running is extended, never shortened; a new
  * one starts a new count). -errno when the socket cannot be set up (nothing is left attached),
- * -EUSERS when EVIDENCE_WATCHED_MAX devices are watched already. */
+ * -EUSERS when EVIDENCE_WATCHED_MAX devices are watched already, -EOPNOTSUPP when counting is off. */
 int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec);
 /* End d's watch now, without a verdict (a rollback, leaving its policy); EVENT_EVIDENCE goes out. */
 void evidence_stop(EvidenceSet *s, Device *d);

@@ -104,6 +104,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 .hostname = m->uts.nodename,
                 .kernel_release = m->uts.release,
                 .machine_id = m->machine_id[0] ? m->machine_id : NULL,
+                .count_packets = true,
         };
         WriterTransport transport = {netlink_send_request, m->nl, netlink_stats_dump_request};
         r = engine_new(m->base, &ec, NULL, netlink_ioctl_fd(m->nl), &transport, &apply_writer_ops,

@@ -299,13 +299,16 @@ def test_completion_commands_and_options(with_bc, tmp_path):
         pytest.skip('bash-completion not installed')
     assert complete(['bigtcpctl', 're'], with_bash_completion=with_bc) == ['reload', 'retry', 'revert']
     assert complete(['bigtcpctl', ''], with_bash_completion=with_bc) == sorted(
-        'status list show plan reload rollback retry try confirm revert monitor validate metrics'.split())
+        'status list show plan reload rollback retry try confirm revert watch monitor validate metrics'.split())
     assert complete(['bigtcpctl', '--j'], with_bash_completion=with_bc) == ['--json', '--json=pretty', '--json=short']
     assert complete(['bigtcpctl', 'status', '--no'], with_bash_completion=with_bc) == ['--no-legend', '--no-pager']
     assert complete(['bigtcpctl', 'plan', '--a'], with_bash_completion=with_bc) == ['--all']
     assert complete(['bigtcpctl', 'status', '--a'], with_bash_completion=with_bc) == []
     assert complete(['bigtcpctl', 'try', 'x.yaml', '--t'], with_bash_completion=with_bc) == ['--timeout', '--to']
     assert complete(['bigtcpctl', 'status', '--t'], with_bash_completion=with_bc) == []
+    assert complete(['bigtcpctl', 'watch', 'x', '--f'], with_bash_completion=with_bc) == ['--for']
+    assert complete(['bigtcpctl', 'status', '--f'], with_bash_completion=with_bc) == []
+    assert complete(['bigtcpctl', 'watch', '--for', ''], with_bash_completion=with_bc) == ['10s', '1min', '30s', '5min']
     (tmp_path / 'a.yaml').write_text('')
     (tmp_path / 'b.txt').write_text('')
     got = complete(['bigtcpctl', 'validate', f'{tmp_path}/'], with_bash_completion=with_bc)

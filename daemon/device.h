@@ -229,9 +229,6 @@ struct Device {
         uint32_t state_dirty_index;
         bool state_dirty;
 
-        /* ---- evidence.c: allocated the first time it is watched, freed with it ---- */
-        struct Evidence *evidence;
-
         /* ---- apply.c: not written, its originals could not be recorded: tried again once the
          * state file is written again ---- */
         bool state_refused;
@@ -243,6 +240,9 @@ struct Device {
 
         /* ---- probation.c ---- */
         struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */
+
+        /* ---- evidence.c: allocated the first time it is watched, freed with it ---- */
+        struct Evidence *evidence;
 
         /* ---- rollout.c ---- */
         struct {

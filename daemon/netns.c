@@ -271,6 +271,7 @@ static void on_netns_event(const Event *ev, void *userdata) {
         case EVENT_WRITE:
         case EVENT_ROLLBACK:
         case EVENT_ROLLOUT:
+        case EVENT_EVIDENCE:
                 event_emit(&s->host->events, ev);
                 break;
         case EVENT_SETTLED:
@@ -362,6 +363,9 @@ static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, N
         ec.proc_net = NULL;
         ec.snmp = &n->snmp;
         ec.netns = &n->id;
+        /* Packet sockets are opened in bigtcpd's own namespace, where this namespace's ifindexes
+         * are other devices: its devices are not counted (evidence) until they can be opened in it. */
+        ec.count_packets = false;
         WriterTransport transport = {netlink_send_request, n->nl, netlink_stats_dump_request};
         r = engine_new(s->base, &ec, s->host->clock, netlink_ioctl_fd(n->nl), &transport, &apply_writer_ops,
                        &apply_probation_ops, &n->engine);

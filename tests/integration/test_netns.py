@@ -18,6 +18,7 @@ from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, policy_text
 from test_bigtcpctl import CTL
 from test_dbus import bus, bus_factory, busdir  # noqa: F401  (the system bus of its own, as fixtures)
 from test_dbus import call, wait_serving
+from test_evidence import packet_sockets
 
 HOST_SIZE = 150000
 POD_SIZE = 185000
@@ -305,6 +306,10 @@ def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdi
             return {(x['netns'], x['ifname']): x['state'] for x in m.call('ListDevices')['devices']}
         m.wait_until(lambda m: states(m).get((p1, 'eth0')) == 'probation' and
                      states(m).get((p2, 'eth0')) == 'probation', T(10), 'both pod ends in probation')
+        # Evidence counts the daemon's own namespace's devices only: a packet socket opens there,
+        # where a pod's ifindex is another device (here, likely a host end of these veths)
+        for where in (ns, p1, p2):
+            assert packet_sockets(where) == [], f'a packet socket in {where} for a pod end in probation'
 
         before = inject.snmp_counter(p1, 'Ip.InHdrErrors')
         bad = inject.ipv4_frame(inject.mac_of(p1, 'eth0'), inject.mac_of(ns, h1), '10.9.0.1', '10.9.0.2',

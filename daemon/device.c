@@ -263,6 +263,8 @@ static void set_ifname(Device *d, const char *name, bool *changed) {
 }
 
 static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
+        if (m->n_altnames > UINT16_MAX)
+                return -E2BIG; /* a netlink message of 64 KiB holds far fewer */
         bool same = d->n_altnames == m->n_altnames;
         for (size_t i = 0; same && i < m->n_altnames; i++)
                 same = streq_ptr(d->altnames[i], link_message_altname(m, i));
@@ -278,7 +280,7 @@ static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
         }
         strv_free(d->altnames);
         d->altnames = TAKE_PTR(l);
-        d->n_altnames = n;
+        d->n_altnames = (uint16_t) n;
         *changed = true;
         return 0;
 }

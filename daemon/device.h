@@ -177,7 +177,6 @@ struct Device {
         uint32_t tso_max_size; /* 0: the kernel does not report it (before 5.19): GSO stays legacy */
         char ifname[DEVICE_IFNAMSIZ]; /* "" until the kernel names it */
         char **altnames;
-        size_t n_altnames;
         const char *kind; /* interned (intern.h); NULL: no IFLA_INFO_KIND */
         char *driver;     /* ethtool.c, looked up when a policy asks */
         RouteEntry *routes; /* routes whose output is this device (match.route) */
@@ -197,6 +196,7 @@ struct Device {
         bool has_sizes;       /* the kernel reported the sizes at least once */
         bool has_ipv4_sizes;  /* … and attributes 63/64 */
         bool carried_traffic; /* some stats of it counted packets */
+        uint16_t n_altnames;  /* (device_update() refuses more) */
 
         /* ---- the lifecycle (lifecycle.c; apply.c decides which transition) ---- */
         DeviceState state;
@@ -213,6 +213,15 @@ struct Device {
         bool original_unsaved; /* not on disk yet: the device must not be written before */
         bool has_last_good;
         bool held; /* rolled back, held against the policy's sizes of then (history->held_desired) */
+        /* Flags of other owners, here where they fill what would be padding: state.c's, */
+        bool state_dirty;
+        /* apply.c's (not written, its originals could not be recorded: tried again once the
+         * state file is written again), */
+        bool state_refused;
+        /* and sync.c's. */
+        bool seen_in_dump;
+        bool need_reconcile; /* held until the sync is done */
+        bool sizes_moved;    /* … and its sizes changed meanwhile */
         struct DeviceHistory *history; /* NULL until something went wrong: device_history() */
 
         /* ---- writer.c ---- */
@@ -225,18 +234,8 @@ struct Device {
         } write;
         unsigned n_requests; /* requests of any kind in flight for this device */
 
-        /* ---- state.c ---- */
+        /* ---- state.c (and state_dirty above) ---- */
         uint32_t state_dirty_index;
-        bool state_dirty;
-
-        /* ---- apply.c: not written, its originals could not be recorded: tried again once the
-         * state file is written again ---- */
-        bool state_refused;
-
-        /* ---- sync.c ---- */
-        bool seen_in_dump;
-        bool need_reconcile; /* held until the sync is done */
-        bool sizes_moved;    /* … and its sizes changed meanwhile */
 
         /* ---- probation.c ---- */
         struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */

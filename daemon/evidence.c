@@ -147,6 +147,12 @@ static void read_ring(Evidence *ev) {
 }
 
 static void on_io(evutil_socket_t fd, short what, void *userdata) {
+        int error = 0;
+        socklen_t len = sizeof(error);
+
+        /* A socket bound to a device that is down (or goes down) holds ENETDOWN, which makes it
+         * readable until the error is read; it counts again once the device is up. */
+        (void) getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
         read_ring(userdata);
 }
 

@@ -5,6 +5,7 @@ daemon's figures are checked against what the policy makes possible, its sockets
 /proc/net/packet of its namespace."""
 
 import json
+import os
 import subprocess
 import time
 
@@ -103,6 +104,13 @@ def iperf(ns, server, *extra, seconds=IPERF_SECONDS):
 
 def call(d, method, params=None):
     return varlink_client.call(d.runtime_dir / IFACE, f'{IFACE}.{method}', params, timeout=T(10))
+
+
+def cpu_seconds(pid):
+    """The CPU time (user + system) of pid so far, from /proc/PID/stat."""
+    with open(f'/proc/{pid}/stat') as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def device(d, name='e0'):
@@ -222,8 +230,11 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     assert [int(r[4]) for r in socks] == ([e0['ifindex']] if e0['state'] == 'probation' else []), socks
     assert packet_sockets(a, u0['ifindex']) == []
 
-    # A watch on request: attached for its time, an answer when it is over, then nothing.
+    # A watch on request: attached for its time, an answer when it is over, then nothing. u0 is
+    # down: its socket holds ENETDOWN from the bind, which the daemon must read and not spin on
+    # (it did: epoll said readable until the error was read).
     c = Client(d.runtime_dir / IFACE, timeout=T(20))
+    cpu0 = cpu_seconds(d.proc.pid)
     c.send(f'{IFACE}.Watch', {'ifname': 'u0', 'duration_usec': 1500000})
     wait_file(d.log_path, lambda: 'u0: watching for 1s' in d.log(), 5, 'the watch set up')
     assert len(packet_sockets(a, u0['ifindex'])) == 1, 'Watch attached one socket to u0'
@@ -232,6 +243,9 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     took = time.monotonic() - t0
     dev = reply['parameters']['device']
     assert dev['ifname'] == 'u0' and dev['big_packets']['watching'] is False, reply
+    busy = cpu_seconds(d.proc.pid) - cpu0
+    assert busy < 0.5 * took, f'the daemon was busy {busy:.2f} s of the {took:.2f} s a watch of a down device took'
+
     assert dev['big_packets']['tx'] == 0 and dev['effective'] is None, 'idle: no verdict'
     assert took < T(5), f'Watch answered {took:.1f}s after it attached, for a 1.5 s window'
     assert packet_sockets(a, u0['ifindex']) == [], 'the watch is over: nothing attached'

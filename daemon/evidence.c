@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "closer.h"
 #include "counters.h"
 #include "evidence.h"
 #include "log.h"
@@ -26,6 +27,7 @@ struct EvidenceSet {
         size_t n;
         bool dump_asked; /* a statistics dump for us is asked for or runs */
         bool enabled;
+        Closer *closer; /* the sockets' last close waits for the kernel: not in the loop */
 };
 
 static const char *const family_table[_EVIDENCE_FAMILY_MAX] = {
@@ -174,7 +176,7 @@ static void detach(EvidenceSet *s, Evidence *ev) {
                 event_free(ev->io);
         ev->io = NULL;
         unmap(ev);
-        close(ev->fd);
+        closer_close(s->closer, ev->fd);
         ev->fd = -1;
         TAILQ_REMOVE(&s->watched, ev, link);
         s->n--;
@@ -343,6 +345,12 @@ int evidence_set_new(struct event_base *base, Writer *writer, EventList *events,
                 free(s);
                 return -ENOMEM;
         }
+        if (enabled) {
+                int r = closer_new(&s->closer);
+                if (r < 0)
+                        log_warning_errno(r, "evidence: no process to close packet sockets in (%m): each watch's end "
+                                             "stalls the loop for a grace period of the kernel's");
+        }
         *ret = s;
         return 0;
 }
@@ -355,6 +363,7 @@ void evidence_set_free(EvidenceSet *s) {
         while ((ev = TAILQ_FIRST(&s->watched)))
                 detach(s, ev);
         event_free(s->timer);
+        closer_free(s->closer);
         free(s);
 }
 

@@ -17,7 +17,7 @@ LAYERS = [
     ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8', 'intern', 'pool']),
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
-              'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker']),
+              'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
     ('decisions', ['lifecycle', 'apply']),
@@ -29,7 +29,7 @@ LAYERS = [
     ('composition root', ['manager', 'main']),
 ]
 # The protocol halves and the worker pool know nothing of bigtcpd.
-ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'},
+ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util'},
         'worker': {'util', 'log', 'sandbox'}}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'

@@ -1,0 +1,137 @@
+/* closer.c — a child that closes what it is sent. It keeps nothing of the daemon's but its end of
+ * the socket pair (and stderr, for a sanitizer's report), dies with the daemon (PR_SET_PDEATHSIG)
+ * and ends when its socket does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "closer.h"
+#include "util.h"
+
+#define CLOSER_FD 3     /* the child's end, once it has set itself up */
+#define CLOSER_BATCH 16 /* descriptors one message may carry */
+
+struct Closer {
+        int fd;
+        pid_t pid;
+};
+
+__attribute__((noreturn)) static void child(int fd, pid_t parent) {
+        static const int sigs[] = {SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGALRM};
+        sigset_t none;
+
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+                _exit(0);
+        /* the daemon's handlers are not the child's: a stop signal ends it */
+        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+                (void) signal(sigs[i], SIG_DFL);
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        if (fd != CLOSER_FD && dup2(fd, CLOSER_FD) < 0)
+                _exit(1);
+        if (syscall(SYS_close_range, CLOSER_FD + 1, ~0u, 0) < 0)
+                _exit(1);
+        (void) close(STDIN_FILENO);
+        (void) close(STDOUT_FILENO);
+        for (;;) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * CLOSER_BATCH)];
+                        struct cmsghdr align;
+                } control;
+                char byte;
+                struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+                struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                                     .msg_controllen = sizeof(control.buf)};
+                ssize_t n = recvmsg(CLOSER_FD, &msg, MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        _exit(0); /* the daemon closed its end, or is gone */
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                                continue;
+                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        int fds[CLOSER_BATCH];
+                        memcpy(fds, CMSG_DATA(c), k * sizeof(int));
+                        for (size_t i = 0; i < k && i < CLOSER_BATCH; i++)
+                                (void) close(fds[i]); /* here it may wait for the kernel */
+                }
+        }
+}
+
+int closer_new(Closer **ret) {
+        _cleanup_(freep) Closer *c = calloc(1, sizeof(*c));
+        pid_t parent = getpid(), pid;
+        int sv[2];
+
+        if (!c)
+                return -ENOMEM;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+                (void) close(sv[0]);
+                (void) close(sv[1]);
+                return r;
+        }
+        if (pid == 0) {
+                (void) close(sv[0]);
+                child(sv[1], parent);
+        }
+        (void) close(sv[1]);
+        if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
+                int r = -errno;
+                (void) close(sv[0]);
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                return r;
+        }
+        c->fd = sv[0];
+        c->pid = pid;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+void closer_close(Closer *c, int fd) {
+        if (fd < 0)
+                return;
+        if (c && c->fd >= 0) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int))];
+                        struct cmsghdr align;
+                } control = {};
+                char byte = 0;
+                struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+                struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                                     .msg_controllen = sizeof(control.buf)};
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+                /* in flight, the message holds the socket: the close below is not its last */
+                (void) sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+        (void) close(fd);
+}
+
+void closer_free(Closer *c) {
+        if (!c)
+                return;
+        (void) close(c->fd);
+        while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        free(c);
+}
+
+pid_t closer_pid(const Closer *c) {
+        return c ? c->pid : -1;
+}

@@ -29,6 +29,7 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
 
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
                 _exit(0);
+        (void) prctl(PR_SET_NAME, "bigtcpd-closer", 0, 0, 0); /* for ps, and the tests */
         /* the daemon's handlers are not the child's: a stop signal ends it */
         for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
                 (void) signal(sigs[i], SIG_DFL);

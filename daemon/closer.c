@@ -8,14 +8,13 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "closer.h"
+#include "sandbox.h"
 #include "util.h"
 
-#define CLOSER_FD 3     /* the child's end, once it has set itself up */
 #define CLOSER_BATCH 16 /* descriptors one message may carry */
 
 struct Closer {
@@ -24,23 +23,11 @@ struct Closer {
 };
 
 __attribute__((noreturn)) static void child(int fd, pid_t parent) {
-        static const int sigs[] = {SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE, SIGALRM};
-        sigset_t none;
-
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+        /* its socket (as SANDBOX_OUTPUT_FD) and stderr, the daemon's handlers gone: a stop signal
+         * ends it, and so does the daemon's death */
+        if (sandbox_detach(fd, parent) < 0)
                 _exit(0);
         (void) prctl(PR_SET_NAME, "bigtcpd-closer", 0, 0, 0); /* for ps, and the tests */
-        /* the daemon's handlers are not the child's: a stop signal ends it */
-        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
-                (void) signal(sigs[i], SIG_DFL);
-        sigemptyset(&none);
-        (void) sigprocmask(SIG_SETMASK, &none, NULL);
-        if (fd != CLOSER_FD && dup2(fd, CLOSER_FD) < 0)
-                _exit(1);
-        if (syscall(SYS_close_range, CLOSER_FD + 1, ~0u, 0) < 0)
-                _exit(1);
-        (void) close(STDIN_FILENO);
-        (void) close(STDOUT_FILENO);
         for (;;) {
                 union {
                         char buf[CMSG_SPACE(sizeof(int) * CLOSER_BATCH)];
@@ -50,7 +37,7 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
                 struct iovec iov = {.iov_base = &byte, .iov_len = 1};
                 struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
                                      .msg_controllen = sizeof(control.buf)};
-                ssize_t n = recvmsg(CLOSER_FD, &msg, MSG_CMSG_CLOEXEC);
+                ssize_t n = recvmsg(SANDBOX_OUTPUT_FD, &msg, MSG_CMSG_CLOEXEC);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)

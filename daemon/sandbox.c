@@ -76,9 +76,7 @@ static int install_filter(void) {
 }
 #endif
 
-int sandbox_enter(int output_fd, pid_t parent) {
-        int fl;
-
+int sandbox_detach(int output_fd, pid_t parent) {
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return -errno;
         if (getppid() != parent) /* it died before the line above */
@@ -93,14 +91,23 @@ int sandbox_enter(int output_fd, pid_t parent) {
                 if (dup2(output_fd, SANDBOX_OUTPUT_FD) < 0)
                         return -errno;
         }
-        fl = fcntl(SANDBOX_OUTPUT_FD, F_GETFL);
-        if (fl < 0 || fcntl(SANDBOX_OUTPUT_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
-                return -errno;
         /* stdin and stdout go too: only stderr, for a sanitizer's report */
         if (syscall(SYS_close_range, SANDBOX_OUTPUT_FD + 1, ~0u, 0) < 0)
                 return -errno;
         (void) close(STDIN_FILENO);
         (void) close(STDOUT_FILENO);
+        return 0;
+}
+
+int sandbox_enter(int output_fd, pid_t parent) {
+        int fl, r;
+
+        r = sandbox_detach(output_fd, parent);
+        if (r < 0)
+                return r;
+        fl = fcntl(SANDBOX_OUTPUT_FD, F_GETFL);
+        if (fl < 0 || fcntl(SANDBOX_OUTPUT_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                return -errno;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
         return install_filter();

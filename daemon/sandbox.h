@@ -8,6 +8,10 @@
 
 #define SANDBOX_OUTPUT_FD 3
 
-/* In the child, right after fork(). `output_fd` becomes SANDBOX_OUTPUT_FD, blocking. `parent` is
+/* In a child, right after fork(): killed with its parent, the parent's signal handlers reset,
+ * every descriptor closed but stderr and `output_fd`, which becomes SANDBOX_OUTPUT_FD. `parent` is
+ * the pid that forked it. 0, or -errno: the child must then exit. */
+int sandbox_detach(int output_fd, pid_t parent);
+/* sandbox_detach(), then the rest: in the child, right after fork(). `output_fd` becomes SANDBOX_OUTPUT_FD, blocking. `parent` is
  * the pid that forked it. 0, or -errno: the child must then exit without running anything. */
 int sandbox_enter(int output_fd, pid_t parent);

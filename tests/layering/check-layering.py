@@ -29,7 +29,7 @@ LAYERS = [
     ('composition root', ['manager', 'main']),
 ]
 # The protocol halves and the worker pool know nothing of bigtcpd.
-ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util'},
+ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util', 'sandbox'},
         'worker': {'util', 'log', 'sandbox'}}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'

@@ -79,11 +79,6 @@ static void to_queue(Writer *w, Device *d) {
         TAILQ_INSERT_TAIL(&w->queue, d, write.on->link);
 }
 
-/* The record of a write that is over. */
-static void record_drop(Device *d) {
-        device_write_end(d);
-}
-
 int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
         DeviceWrite *o;
         bool wait;
@@ -127,7 +122,7 @@ void writer_unqueue(Writer *w, Device *d) {
         if (d->write.phase != WRITE_QUEUED)
                 return;
         dequeue(w, d);
-        record_drop(d);
+        device_write_end(d);
 }
 
 /* ---- baselines and the statistics dump ---- */
@@ -336,7 +331,7 @@ void writer_cancel_device(Writer *w, Device *d) {
                 w->n_sent--;
                 d->write.phase = WRITE_IDLE;
         }
-        record_drop(d);
+        device_write_end(d);
         for (unsigned i = 0; i < w->count && d->n_requests > 0; i++) {
                 WriterRequest *r = &w->ring[(w->head + i) % w->cap];
                 if (r->device != d)
@@ -382,7 +377,7 @@ void writer_flush(Writer *w) {
                 if (r < 0) {
                         w->ops->write_done(w->userdata, d, r, NULL, false);
                         if (d->write.phase == WRITE_IDLE)
-                                record_drop(d);
+                                device_write_end(d);
                         continue;
                 }
                 d->write.phase = WRITE_SENT;
@@ -422,7 +417,7 @@ static void request_done(Writer *w, const WriterRequest *r, int error, const cha
                         w->n_sent--;
                         w->ops->write_done(w->userdata, d, error, extack, lost);
                         if (d->write.phase == WRITE_IDLE)
-                                record_drop(d); /* not queued again meanwhile */
+                                device_write_end(d); /* not queued again meanwhile */
                 }
                 break;
         case REQUEST_READ:

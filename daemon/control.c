@@ -84,6 +84,11 @@ static json_object *write_error_json(const Device *d) {
         return x;
 }
 
+/* The engines, for i up to netns_set_count(): bigtcpd's own namespace's (0), then each other's. */
+static Engine *engine_at(const Control *c, size_t i) {
+        return i == 0 ? c->engine : netns_set_get(c->netns, i - 1)->engine;
+}
+
 Engine *control_engine_of(const Control *c, const Device *d) {
         Netns *n = netns_of_device(d);
         return n ? n->engine : c->engine;
@@ -249,7 +254,7 @@ const char *control_state(const Control *c) {
         if (!c->engine->settled_once)
                 return "starting";
         for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
-                const Engine *e = i == 0 ? c->engine : netns_set_get(c->netns, i - 1)->engine;
+                const Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
                         if (d->state == DEVICE_ROLLED_BACK || d->state == DEVICE_FAILED)
                                 return "degraded";
@@ -524,7 +529,7 @@ int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n) {
                 return -ENOMEM;
         /* the daemon's own namespace first, then the others by name; in each, by ifindex */
         for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
-                const DeviceTable *t = i == 0 ? &c->engine->devices : &netns_set_get(c->netns, i - 1)->engine->devices;
+                const DeviceTable *t = &engine_at(c, i)->devices;
                 _cleanup_(freep) Device **l = NULL;
                 size_t n = 0;
 
@@ -988,7 +993,7 @@ static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *
                 return r;
         }
         for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
-                Engine *e = i == 0 ? c->engine : netns_set_get(c->netns, i - 1)->engine;
+                Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
                         if (op(e, d, NULL) >= 0)
                                 n++;

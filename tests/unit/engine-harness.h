@@ -682,6 +682,42 @@ static inline Harness *h_new_started(const char *yaml) {
         return h;
 }
 
+/* A restart: the state file this run leaves (saved, as at a clean stop) is loaded, the harness
+ * goes, and a new one on `yaml` starts from those entries with the same links, at the sizes the
+ * kernel kept, as bigtcpd's next run would. Returns the new harness; `h` is freed. */
+static inline Harness *h_restart(Harness *h, const char *yaml) {
+        FakeLink links[ELEMENTSOF(h->links)];
+        size_t n_links = h->n_links;
+        StateEntry *entries = NULL;
+        StateStore *peek;
+        size_t n = 0;
+
+        assert_int_equal(state_store_save(h->e->state), 0);
+        assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
+        assert_int_equal(state_store_load(peek, &entries, &n, NULL), 0);
+        state_store_free(peek);
+        memcpy(links, h->links, sizeof(links));
+        h_free(h);
+
+        h = h_new(yaml);
+        for (size_t i = 0; i < n_links; i++) {
+                if (!links[i].present || links[i].ifindex == 1)
+                        continue; /* lo: every harness has its own */
+                FakeLink *l = h_link_add_full(h, links[i].ifindex, links[i].name, links[i].kind, links[i].ipv4);
+                unsigned id = l->id;
+                *l = links[i];
+                l->id = id;
+        }
+        h->started = true;
+        sync_start(h->s, entries, n); /* takes the entries */
+        for (size_t i = 0; i < h->n_links; i++)
+                h_feed(h, RTM_NEWLINK, &h->links[i], NULL, NETLINK_DUMP, 0);
+        sync_netlink_ops.dump_done(h->s, RTM_GETLINK, 0, false);
+        sync_netlink_ops.dump_done(h->s, RTM_GETROUTE, 0, false);
+        h_batch_end(h);
+        return h;
+}
+
 /* A device's pending reason as the API shows it; "-" when it is not pending. */
 static inline const char *h_pending_reason(Harness *h, int ifindex) {
         const char *s = pending_reason_to_string(lifecycle_pending_reason(h_dev(h, ifindex)));

@@ -673,6 +673,75 @@ static void test_guard_trip(void **state) {
         h_free(h);
 }
 
+/* A guard trips in the window of policy B's change: the device goes back to its last good sizes,
+ * policy A's if A's window had passed, else the last that did pass (here the originals). Held
+ * there, also across a restart on the same policy. A rollback to the originals instead of A's
+ * sizes, or a restart that forgets the hold and writes B again, fails here. */
+typedef struct LastGoodCase {
+        const char *what;
+        bool a_passed;
+        Sizes to;
+} LastGoodCase;
+
+static const LastGoodCase last_good_cases[] = {
+        {"A passed its window: back to A's sizes", true, BIG},
+        {"A still in its window: back to the originals", false, H_LEGACY},
+};
+
+static void test_last_good_after_guard_trip(void **state) {
+        const LastGoodCase *c = *state;
+        const Sizes b = H_SIZES(150000, 150000, 150000, 150000);
+
+        Harness *h = started_with(P_ALL, 2, "eth0");
+        h_answer_all(h);
+        h_run(h, (c->a_passed ? 11 : 2) * USEC_PER_SEC, USEC_PER_SEC);
+        assert_state(h_state(h, 2), c->a_passed ? DEVICE_APPLIED : DEVICE_PROBATION);
+        h_reload(h, P_ALL_150);
+        h_answer_all(h);
+        assert_sizes_equal(h_link(h, 2)->sizes, b);
+        assert_state(h_state(h, 2), DEVICE_PROBATION);
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        size_t mark = h->n_ev, reqs = h->n_reqs;
+
+        h_link(h, 2)->stats.tx_errors = 1; /* over B's max-increase of 0 */
+        h_tick(h, USEC_PER_SEC);
+        const Recorded *rb = h_find_event(h, EVENT_ROLLBACK, 2, mark);
+        assert_non_null(rb);
+        assert_string_equal(rb->counter, "link.tx_errors");
+        assert_sizes_equal(rb->from, b);
+        assert_sizes_equal(rb->to, c->to);
+        assert_int_equal(h_count_writes(h, 2, reqs), 1);
+        assert_sizes_equal(h_last_write(h, 2)->sizes, c->to);
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_sizes_equal(h_link(h, 2)->sizes, c->to);
+        assert_sizes_equal(h_dev(h, 2)->original, H_LEGACY);
+
+        /* held: time and a re-read write nothing */
+        reqs = h->n_reqs;
+        h_run(h, 30 * USEC_PER_SEC, USEC_PER_SEC);
+        h_dump(h);
+        h_answer_all(h);
+        assert_int_equal(h_count_writes(h, 2, reqs), 0);
+
+        /* a restart on the same policy holds it where the rollback took it */
+        h = h_restart(h, P_ALL_150);
+        h_answer_all(h);
+        h_run(h, 30 * USEC_PER_SEC, USEC_PER_SEC);
+        Device *d = h_dev(h, 2);
+        assert_true(d->held);
+        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+        assert_sizes_equal(h_link(h, 2)->sizes, c->to);
+        assert_sizes_equal(d->original, H_LEGACY);
+        /* and a retry releases it: B again */
+        assert_int_equal(apply_retry(h->e, d), 0);
+        h_flush(h);
+        h_answer_all(h);
+        assert_sizes_equal(h_link(h, 2)->sizes, b);
+        assert_state(d->state, DEVICE_PROBATION);
+        h_free(h);
+}
+
 /* A namespace-wide rise trips only the devices whose own window saw it: each has its baseline from
  * just before its own write. */
 enum { BEFORE_BOTH, BETWEEN, AFTER_BOTH };
@@ -1653,6 +1722,7 @@ int main(void) {
         ADD_CASES("leaving the match in probation", test_leave_match_in_probation,
                   leave_match_in_probation_cases);
         ADD_CASES("guard trips", test_guard_trip, guard_trip_cases);
+        ADD_CASES("last good after a guard trip", test_last_good_after_guard_trip, last_good_cases);
         ADD_CASES("namespace-wide rise", test_namespace_rise, namespace_rise_cases);
         ADD_CASES("operator rollback", test_operator_rollback, operator_rollback_cases);
         ADD_CASES("deleted with a request in flight", test_deleted_in_flight, deleted_in_flight_cases);

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import helpers  # noqa: E402
 from helpers import Daemon, ip, run  # noqa: E402
+from pause import Pause  # noqa: E402
 
 
 def pytest_configure(config):
@@ -119,6 +120,23 @@ def daemon(netns, tmp_path, request):
                 print(f'notify: {d.notes}')
         shutil.rmtree(sockdir, ignore_errors=True)
         assert not problems, '\n'.join(problems)
+
+
+@pytest.fixture
+def pause(tmp_path):
+    """Factory: pause(ifindex, on) -> a Pause (pause.py) for one daemon, its `env` to pass to
+    daemon(). Requested after `daemon`, it is torn down first: a daemon still held is released
+    before it is stopped."""
+    made = []
+
+    def make(ifindex, on):
+        p = Pause(tmp_path, ifindex, on)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.close()
 
 
 @pytest.fixture(scope='session')

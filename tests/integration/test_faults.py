@@ -1,4 +1,4 @@
-"""Faults: the daemon killed at random points of an apply storm and of a rollback, devices and
+"""Faults: the daemon killed at random points of an apply storm and in the middle of a rollback, devices and
 namespaces vanishing under it, a corrupt state file, the policy directory swapped while it is
 read, an unwritable runtime directory. The promise each time: every device ends at its desired
 or its original sizes, the originals are never lost, the state file is never left corrupt."""
@@ -73,15 +73,20 @@ def test_sigkill_at_random_points_of_an_apply_storm(ns, daemon, confdir, rng):
     d.stop()
 
 
-def test_sigkill_during_a_rollback(ns, daemon, confdir, rng):
+def test_sigkill_during_a_rollback(ns, daemon, confdir, pause):
+    """Killed in the middle of ~400 rollback writes, at a point that does not depend on timing:
+    the netlink-pause shim holds the daemon right after it sent the rollback write of one device
+    (r100a), and the test checks that the kill lands there: that device back at its originals,
+    others still at the policy's sizes."""
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(POLICY)
     ip(ns, 'link', 'add', 'src', 'type', 'veth', 'peer', 'name', 'dst')
     for dev in ('src', 'dst'):
         ip(ns, 'link', 'set', dev, 'up')
     ip_batch(ns, [f'link add r{i}a type veth peer name r{i}b' for i in range(200)])
-    d = daemon(ns, cfg)
     names = ['src', 'dst'] + [f'r{i}{x}' for i in range(200) for x in 'ab']
+    p = pause(nl.read_links(ns)['r100a']['ifindex'], 'write')
+    d = daemon(ns, cfg, env=p.env)
     nl.wait_links(ns, at({n: BIG for n in names}), T(20), 'all written')
     with Monitor(d) as mon:
         mon.wait_until(lambda m: all(m.state(n) == 'probation' for n in names), 10, 'all in probation')
@@ -98,14 +103,30 @@ def test_sigkill_during_a_rollback(ns, daemon, confdir, rng):
         raise AssertionError(f'{e}: {len(seen)} of {len(names)}, {set(names) - set(seen)} missing, '
                              f'{set(seen.values())}') from None
 
+    p.arm()
     bad = inject.ipv4_frame(inject.mac_of(ns, 'dst'), inject.mac_of(ns, 'src'), '10.9.0.1', '10.9.0.2',
                             bad_header=True)
     inject.send_frames(ns, 'src', [bad] * 20)
-    time.sleep(rng.uniform(0.15, 0.5))     # somewhere in the middle of ~400 rollback writes
+    p.wait_paused(10, d)
+    # Where the kill lands: r100a's rollback write done, ack unread; some devices back, some not.
+    links = nl.read_links(ns)
+    back = [n for n in names if nl.sizes_of(links[n]) == ORIG]
+    ahead = [n for n in names if nl.sizes_of(links[n]) == BIG]
+    assert 'r100a' in back, f'the write the shim holds on is not r100a\'s rollback: {nl.sizes_of(links["r100a"])}'
+    assert ahead and len(back) + len(ahead) == len(names), \
+        f'not in the middle of the rollback: {len(back)} back, {len(ahead)} still at the policy'
+    recorded = check_state_file(d.runtime_dir)
+    assert 'held' in recorded['r100a'], f'r100a\'s rollback is not on disk before its write: {recorded["r100a"]}'
+    print(f'killed with {len(back)} of {len(names)} devices rolled back')
     d.kill(signal.SIGKILL)
+    p.held = False   # the process it held is gone
     check_state_file(d.runtime_dir)
 
     d2 = daemon(ns, cfg, runtime_dir=d.runtime_dir)
+    # READY=1 comes once the restart has converged: those rolled back before the kill are held.
+    links = nl.read_links(ns)
+    rewritten = [n for n in back if nl.sizes_of(links[n]) != ORIG]
+    assert not rewritten, f'{len(rewritten)} devices rolled back before the kill written again, e.g. {rewritten[:5]}'
     nl.wait_links(ns, at({n: ORIG for n in names}), T(20), 'every device rolled back after the restart')
     # The kernel holds them; the state file follows within the daemon's save delay: wait for it.
     states = {}
@@ -118,6 +139,8 @@ def test_sigkill_during_a_rollback(ns, daemon, confdir, rng):
               lambda: str({n: states.get(n, {}).get('state') for n in names
                            if states.get(n, {}).get('state') != 'rolled-back'}),
               directory=True)
+    # Held: the devices rolled back before the kill are not written the policy's sizes again.
+    assert not [n for n in back if d2.log_lines(rf'(^|\s){n}: writing')], 'a rolled-back device written again'
     d2.stop()
 
 

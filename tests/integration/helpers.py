@@ -711,7 +711,9 @@ class Monitor:
     def no_event(self, pred, duration, since=None):
         """Watch for `duration` seconds (not scaled: it is what the test claims, not a
         deadline) for an event at or after `since` (default: the cursor) with pred(event) true.
-        Returns the first such event as soon as it arrives, or None when none came."""
+        Returns the first such event as soon as it arrives, or None when none came over a stream
+        that stayed open: a stream that closed (or a daemon that died) saw nothing, which says
+        nothing, so that fails."""
         deadline = time.monotonic() + duration
         with self.cond:
             i = self.cursor if since is None else since
@@ -720,8 +722,13 @@ class Monitor:
                     if pred(self.events[i]):
                         return self.events[i]
                     i += 1
+                if self.closed:
+                    raise AssertionError(f'no_event: {self.closed} while watching for {duration}s: what it did '
+                                         f'not see says nothing')
+                if self.daemon is not None and not self.daemon.running():
+                    raise DaemonDied(f'bigtcpd exited while no_event watched\n{self.daemon.log_tail()}')
                 left = deadline - time.monotonic()
-                if left <= 0 or self.closed:
+                if left <= 0:
                     return None
                 self.cond.wait(min(left, 0.5))
 

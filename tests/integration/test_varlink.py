@@ -682,3 +682,34 @@ def test_random_garbage_does_not_hurt(ns, daemon, confdir):
             assert_responsive(d, 'random input')
     assert d.running()
     assert_responsive(d, 'after random input')
+
+
+def test_monitor_no_event_fails_on_a_closed_stream():
+    """The suite's own Monitor.no_event: a stream that ended saw no event, which proves nothing;
+    it must fail, not answer "nothing happened". A fake server answers the subscription, then
+    closes the connection."""
+    where = Path(tempfile.mkdtemp(prefix='bt-fake.', dir='/tmp'))
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        srv.bind(str(where / 'sock'))
+        srv.listen(1)
+
+        def serve():
+            conn, _ = srv.accept()
+            with conn:
+                buf = b''
+                while b'\0' not in buf:
+                    buf += conn.recv(4096)
+                conn.sendall(json.dumps({'parameters': {'event': 'subscribed'}, 'continues': True}).encode() + b'\0')
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        mon = helpers.Monitor(where / 'sock', seed=False)
+        try:
+            t.join(T(5))
+            with pytest.raises(AssertionError, match='closed'):
+                mon.no_event(lambda e: True, 5)
+        finally:
+            mon.close()
+    finally:
+        srv.close()
+        shutil.rmtree(where, ignore_errors=True)

@@ -5,7 +5,8 @@ include each other, directly or through others. Lower layers reach up only throu
 and events, never through a header. Run by meson test; prints every breach and exits 1.
 
     check-layering.py SOURCE-ROOT
-    check-layering.py --self-test    (the check finds breaches planted in a copy of a tree)
+    check-layering.py --self-test    (a clean tree passes; each breach planted in it is found as
+                                      exactly what it is: SELF_TEST_CASES)
 """
 
 import re
@@ -35,7 +36,20 @@ ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface'}
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
+# Where the compiler's -I finds the project's headers (meson.build: include_directories), before
+# the system's: an #include <…> of one of them is the project's header too.
+INCLUDE_DIRS = ['include', 'daemon']
+
+
+def includes(path, root):
+    """The headers `path` includes that can be the project's: every "…" one, and each <…> one
+    that names a file of INCLUDE_DIRS."""
+    for quoted, angled in INCLUDE.findall(path.read_text()):
+        if quoted:
+            yield quoted
+        elif any((root / d / angled).is_file() for d in INCLUDE_DIRS):
+            yield angled
 
 
 def check(root):
@@ -51,7 +65,7 @@ def check(root):
         if mod not in rank:
             problems.append(f'daemon/{path.name}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
             continue
-        for inc in INCLUDE.findall(path.read_text()):
+        for inc in includes(path, root):
             dep = Path(inc).stem
             if dep in GENERATED or dep == mod:
                 continue
@@ -66,7 +80,7 @@ def check(root):
                                 f'({layer_name[rank[dep]]}): calls must point down')
 
     for path in sorted((root / 'cli').glob('*.[ch]')):
-        for inc in INCLUDE.findall(path.read_text()):
+        for inc in includes(path, root):
             dep = Path(inc).stem
             if dep in rank and rank[dep] > cli_max:
                 problems.append(f'cli/{path.name} includes {inc} ({layer_name[rank[dep]]}): bigtcpctl shares '
@@ -92,37 +106,67 @@ def check(root):
     return problems, len(daemon)
 
 
+# The self-test: a small tree that keeps every rule, then one breach planted in it at a time, with
+# exactly what the check must say about it (and nothing else). A new rule adds its case here.
+CLEAN_TREE = {
+    'include/util.h': '',
+    'daemon/util.c': '#include <util.h>\n#include <stdio.h>\n',
+    'daemon/device.h': '#include "util.h"\n',
+    'daemon/device.c': '#include "device.h"\n#include <errno.h>\n',
+    'daemon/writer.h': '#include "device.h"\n',
+    'daemon/writer.c': '#include "writer.h"\n#include <event2/event.h>\n',
+    'daemon/engine.h': '#include "writer.h"\n',
+    'daemon/control.h': '#include "engine.h"\n',
+    'daemon/varlink.h': '#include "util.h"\n',
+    'daemon/varlink.c': '#include "varlink.h"\n#include "log.h"\n',
+    'daemon/log.h': '',
+    'daemon/lifecycle.h': '#include "engine.h"\n',
+    'daemon/lifecycle.c': '#include "lifecycle.h"\n',
+    'daemon/apply.h': '#include "engine.h"\n',
+    'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\n',
+    'cli/x.c': '#include "device.h"\n#include <util.h>\n',
+}
+
+SELF_TEST_CASES = [
+    ('a call up two layers', {'daemon/writer.c': '#include "writer.h"\n#include "control.h"\n'},
+     ['daemon/writer.c (engine parts) includes control.h (control): calls must point down',
+      'include circle: engine → writer → control → engine']),
+    ('a call up, written #include <…>', {'daemon/writer.c': '#include "writer.h"\n#include <control.h>\n'},
+     ['daemon/writer.c (engine parts) includes control.h (control): calls must point down',
+      'include circle: engine → writer → control → engine']),
+    ('a protocol half that knows of bigtcpd', {'daemon/varlink.c': '#include "varlink.h"\n#include "device.h"\n'},
+     ['daemon/varlink.c: includes device.h; the protocol half includes only log, util']),
+    ('a circle within a layer', {'daemon/lifecycle.c': '#include "lifecycle.h"\n#include "apply.h"\n'},
+     ['include circle: apply → lifecycle → apply']),
+    ('a file in no layer', {'daemon/frobnicate.c': ''},
+     ['daemon/frobnicate.c: in no layer; add "frobnicate" to LAYERS in check-layering.py']),
+    ('bigtcpctl reaching into the engine', {'cli/x.c': '#include "engine.h"\n'},
+     ['cli/x.c includes engine.h (engine): bigtcpctl shares only the pure layer of the daemon']),
+    ('bigtcpctl reaching into the engine, written #include <…>', {'cli/x.c': '#include <engine.h>\n'},
+     ['cli/x.c includes engine.h (engine): bigtcpctl shares only the pure layer of the daemon']),
+]
+
+
 def self_test():
-    """Breaches planted in a small tree must each be found."""
+    """The clean tree passes; each planted breach is found as exactly what it is."""
     import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        t = Path(tmp)
-        (t / 'daemon').mkdir()
-        (t / 'cli').mkdir()
-        files = {
-            'daemon/writer.h': '#include "device.h"\n',
-            'daemon/writer.c': '#include "writer.h"\n#include "control.h"\n',  # up two layers
-            'daemon/control.h': '#include "engine.h"\n',
-            'daemon/engine.h': '#include "writer.h"\n',
-            'daemon/device.h': '#include "util.h"\n',
-            'daemon/varlink.c': '#include "varlink.h"\n#include "device.h"\n',  # protocol half
-            'daemon/lifecycle.c': '#include "apply.h"\n',  # a circle within a layer
-            'daemon/apply.c': '#include "lifecycle.h"\n',
-            'daemon/frobnicate.c': '',  # in no layer
-            'cli/x.c': '#include "engine.h"\n',
-        }
-        for name, text in files.items():
-            (t / name).write_text(text)
-        problems, _ = check(t)
-        expect = ['writer.c (engine parts) includes control.h', 'protocol half', 'include circle',
-                  'frobnicate.c: in no layer', 'cli/x.c includes engine.h']
-        missing = [e for e in expect if not any(e in p for p in problems)]
-        if missing:
-            print('check-layering --self-test: not found: ' + '; '.join(missing))
-            print('\n'.join(problems))
-            return 1
-        print(f'check-layering --self-test: {len(expect)} planted breaches found')
-        return 0
+    failures = []
+    for what, change, expect in [('the clean tree', {}, [])] + SELF_TEST_CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            t = Path(tmp)
+            for d in ('daemon', 'cli', 'include'):
+                (t / d).mkdir()
+            for name, text in {**CLEAN_TREE, **change}.items():
+                (t / name).write_text(text)
+            problems, _ = check(t)
+        if problems != expect:
+            failures.append(f'{what}: expected {expect}, found {problems}')
+    if failures:
+        print('check-layering --self-test:\n  ' + '\n  '.join(failures))
+        return 1
+    print(f'check-layering --self-test: the clean tree passes, {len(SELF_TEST_CASES)} planted breaches found '
+          f'as planted')
+    return 0
 
 
 def main():

@@ -19,6 +19,7 @@ from test_bigtcpctl import CTL
 from test_dbus import bus, bus_factory, busdir  # noqa: F401  (the system bus of its own, as fixtures)
 from test_dbus import call, wait_serving
 from test_evidence import packet_sockets
+from inject import mac_of
 
 HOST_SIZE = 150000
 POD_SIZE = 185000
@@ -228,6 +229,37 @@ def test_state_of_a_pod_gone_while_stopped_is_dropped(ns, pods, daemon, confdir)
     assert f'netns {p2}: original sizes of 1 devices recorded by an earlier run' in d2.log()
     dev = [x for x in list_devices(d2) if x['netns'] == p2 and x['ifname'] == 'eth0'][0]
     assert dev['original']['gso_max_size'] == 65536
+
+
+def test_pod_recreated_under_the_same_name_while_stopped_gets_no_originals_of_the_old(ns, pods, daemon, confdir):
+    """p1 (eth0, originals DISTINCT) is written; bigtcpd stops; p1 is deleted and a new pod made
+    under the same name, its eth0 with the same name, ifindex and MAC as the old one (a device
+    that looks the same in every way but its namespace) and other originals. The restarted
+    daemon must not take the old pod's records for the new one: the new eth0's originals are its
+    own, and it gets them back when the policy stops matching."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    cfg = confdir / 'bigtcpd.yaml'
+    runtime = d.runtime_dir
+    old = nl.read_links(p1)['eth0']
+    old_mac = mac_of(p1, 'eth0')
+    d.stop()
+    pods.delete(p1)
+
+    run('ip', 'netns', 'add', p1)
+    pods.names.append(p1)
+    ip(ns, 'link', 'add', 'vhnew', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', p1)
+    ip(p1, 'link', 'set', 'eth0', 'address', old_mac.hex(':'))
+    mine = sizes4(50000, 50001, 50002, 50003)
+    set_and_check(p1, 'eth0', mine)
+    assert nl.read_links(p1)['eth0']['ifindex'] == old['ifindex'] and mac_of(p1, 'eth0') == old_mac
+
+    d2 = start(daemon, ns, cfg, runtime_dir=runtime)
+    assert eth0(p1) == sizes4(POD_SIZE), 'the new pod end right after READY=1'
+    dev = [x for x in list_devices(d2) if x.get('netns') == p1 and x['ifname'] == 'eth0'][0]
+    assert nl.sizes_of(dev['original']) == mine, f'the new eth0 took the old pod\'s originals: {dev}'
+    d2.reload(lambda: write_file_atomic(cfg, policy(pods=False)))
+    wait_eth0(p1, mine, f'the new eth0 of {p1} back at its own originals, not the old pod\'s')
+    d2.stop()
 
 
 def test_plan_names_the_namespace(ns, pods, daemon, confdir):

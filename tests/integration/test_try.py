@@ -301,11 +301,18 @@ def test_retry_all_releases_every_rolled_back_device(ns, daemon, confdir):
     one_line_error(ctl('retry', '--all', sock=sock), 1, 'nothing to retry: no device is rolled back or failed')
 
 
-def test_guards_work_during_a_try_and_revert_goes_back(ns, daemon, confdir, tmp_path):
-    """A guard of the tried policy trips during the try and rolls its devices back; the revert then
-    takes them to the configured policy, device by device, as a reload would."""
+@pytest.mark.parametrize('configured_passed', [False, True], ids=['configured-in-probation', 'configured-passed'])
+def test_guards_work_during_a_try_and_revert_goes_back(ns, daemon, confdir, tmp_path, configured_passed):
+    """A guard of the tried policy trips during the try and rolls its devices back to their last
+    good sizes; the revert then takes them to the configured policy, device by device, as a
+    reload would. The last good sizes are the configured policy's once its window passed, the
+    originals while it had not."""
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(CONFIGURED.replace('"v*"', '"x*"'))
+    configured = CONFIGURED.replace('"v*"', '"x*"')
+    if configured_passed:
+        configured += ('    rollback: {window: 1s, interval: 200ms,\n'
+                       '               guards: [{counter: Ip.InHdrErrors, max-increase: 1000000}]}\n')
+    cfg.write_text(configured)
     veth(ns, 'x0', 'x1')
     for dev in ('x0', 'x1'):
         ip(ns, 'link', 'set', dev, 'up')
@@ -314,16 +321,23 @@ def test_guards_work_during_a_try_and_revert_goes_back(ns, daemon, confdir, tmp_
     nl.wait_links(ns, at({'x0': sizes4(150000)}), T(10), 'the configured policy')
     tried = tmp_path / 'guarded.yaml'
     tried.write_text(guarded('x*', 185000))
+    last_good = sizes4(150000) if configured_passed else sizes4(65536)
     with Monitor(d) as mon:
+        if configured_passed:
+            for dev in ('x0', 'x1'):
+                mon.wait_state(dev, 'applied', 10)
         ctl('try', tried, sock=sock, check_rc=0)
         for dev in ('x0', 'x1'):
             mon.wait_state(dev, 'probation', 10)
+        mark = mon.mark()
         trip_inhdrerrors(ns)
         for dev in ('x0', 'x1'):
             mon.wait_state(dev, 'rolled-back', 10)
-        # back to their last-known-good sizes, and held: the originals, since the configured
-        # 150000 had not passed its probation window yet when the try wrote over it
-        nl.wait_links(ns, at({'x0': sizes4(65536), 'x1': sizes4(65536)}), T(10), 'rolled back in the try')
+        # back to their last good sizes, in one step, and held
+        nl.wait_links(ns, at({'x0': last_good, 'x1': last_good}), T(10), 'rolled back in the try')
+        for dev in ('x0', 'x1'):
+            rb = mon.device_events(dev, 'rollback', since=mark)
+            assert len(rb) == 1 and nl.sizes_of(rb[0]['to']) == last_good, rb
         assert status(d)['try']['file'] == str(tried)
         ctl('revert', sock=sock, check_rc=0)
         mon.wait_for(is_try('reverted', 'revert'), 5, 'reverted')

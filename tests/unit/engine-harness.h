@@ -682,6 +682,18 @@ static inline Harness *h_new_started(const char *yaml) {
         return h;
 }
 
+/* The first sync of a run that finds `entries` (an earlier run's state file, taken over): the
+ * link dump, the route dump, then the engine decides. */
+static inline void h_start_from(Harness *h, StateEntry *entries, size_t n) {
+        h->started = true;
+        sync_start(h->s, entries, n); /* takes the entries */
+        for (size_t i = 0; i < h->n_links; i++)
+                h_feed(h, RTM_NEWLINK, &h->links[i], NULL, NETLINK_DUMP, 0);
+        sync_netlink_ops.dump_done(h->s, RTM_GETLINK, 0, false);
+        sync_netlink_ops.dump_done(h->s, RTM_GETROUTE, 0, false);
+        h_batch_end(h);
+}
+
 /* A restart: the state file this run leaves (saved, as at a clean stop) is loaded, the harness
  * goes, and a new one on `yaml` starts from those entries with the same links, at the sizes the
  * kernel kept, as bigtcpd's next run would. Returns the new harness; `h` is freed. */
@@ -708,13 +720,7 @@ static inline Harness *h_restart(Harness *h, const char *yaml) {
                 *l = links[i];
                 l->id = id;
         }
-        h->started = true;
-        sync_start(h->s, entries, n); /* takes the entries */
-        for (size_t i = 0; i < h->n_links; i++)
-                h_feed(h, RTM_NEWLINK, &h->links[i], NULL, NETLINK_DUMP, 0);
-        sync_netlink_ops.dump_done(h->s, RTM_GETLINK, 0, false);
-        sync_netlink_ops.dump_done(h->s, RTM_GETROUTE, 0, false);
-        h_batch_end(h);
+        h_start_from(h, entries, n);
         return h;
 }
 

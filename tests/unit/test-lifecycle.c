@@ -1405,13 +1405,7 @@ static void test_resume_held_mid_rollback(void **state) {
         *entry = (StateEntry){.ifindex = 2, .ifname = strdup("eth0"), .original = H_LEGACY,
                               .written = SIZE_BITS_ALL, .state = DEVICE_PENDING, .has_last_good = true,
                               .last_good = H_LEGACY, .held = true, .held_desired = BIG};
-        h->started = true;
-        sync_start(h->s, entry, 1); /* takes the entries */
-        for (size_t i = 0; i < h->n_links; i++)
-                h_feed(h, RTM_NEWLINK, &h->links[i], NULL, NETLINK_DUMP, 0);
-        sync_netlink_ops.dump_done(h->s, RTM_GETLINK, 0, false);
-        sync_netlink_ops.dump_done(h->s, RTM_GETROUTE, 0, false);
-        h_batch_end(h);
+        h_start_from(h, entry, 1);
 
         Device *d = h_dev(h, 2);
         assert_true(d->held);
@@ -1568,13 +1562,7 @@ static void test_identity(void **state) {
                 entry->kind = strdup(c->entry_kind);
                 entry->mac = strdup(c->entry_mac);
         }
-        h->started = true;
-        sync_start(h->s, entry, 1); /* takes the entries */
-        for (size_t i = 0; i < h->n_links; i++)
-                h_feed(h, RTM_NEWLINK, &h->links[i], NULL, NETLINK_DUMP, 0);
-        sync_netlink_ops.dump_done(h->s, RTM_GETLINK, 0, false);
-        sync_netlink_ops.dump_done(h->s, RTM_GETROUTE, 0, false);
-        h_batch_end(h);
+        h_start_from(h, entry, 1);
         h_answer_all(h);
 
         Device *d = h_dev(h, 2);

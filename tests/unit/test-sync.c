@@ -4,14 +4,6 @@
  * cost), then sync_netlink_ops.lost() is called, as netlink.c does on ENOBUFS. */
 #include "engine-harness.h"
 
-#define ALL4(v)                                                                                             \
-        "    ipv6:\n"                                                                                       \
-        "      gso-max-size: " v "\n"                                                                       \
-        "      gro-max-size: " v "\n"                                                                       \
-        "    ipv4:\n"                                                                                       \
-        "      gso-max-size: " v "\n"                                                                       \
-        "      gro-max-size: " v "\n"
-
 static const char P_ETH[] = "version: 1\n"
                             "rollback:\n"
                             "  window: 10s\n"
@@ -22,7 +14,13 @@ static const char P_ETH[] = "version: 1\n"
                             "policies:\n"
                             "  - name: fabric\n"
                             "    match:\n"
-                            "      name: [\"eth*\"]\n" ALL4("185000");
+                            "      name: [\"eth*\"]\n"
+                            "    ipv6:\n"
+                            "      gso-max-size: 185000\n"
+                            "      gro-max-size: 185000\n"
+                            "    ipv4:\n"
+                            "      gso-max-size: 185000\n"
+                            "      gro-max-size: 185000\n";
 
 static const Sizes BIG = H_SIZES(185000, 185000, 185000, 185000);
 

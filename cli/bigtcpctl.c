@@ -18,6 +18,7 @@
 #include "bigtcpctl-try.h"
 #include "bigtcpctl-util.h"
 #include "pager.h"
+#include "version.h"
 
 static void help(void) {
         printf("bigtcpctl [OPTIONS] COMMAND ...\n\n"
@@ -181,7 +182,7 @@ int main(int argc, char *argv[]) {
                         help();
                         return EXIT_OK;
                 case ARG_VERSION:
-                        printf("bigtcpctl %s\n", BIGTCPD_VERSION);
+                        printf("bigtcpctl %s\n", bigtcpd_version);
                         return EXIT_OK;
                 default:
                         return EXIT_USAGE;

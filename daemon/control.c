@@ -11,6 +11,7 @@
 #include "log.h"
 #include "reconcile.h"
 #include "utf8.h"
+#include "version.h"
 
 json_object *control_sizes_json(const Sizes *s, bool ipv4) {
         json_object *o = json_object_new_object();
@@ -388,7 +389,7 @@ json_object *control_status_json(const Control *c) {
                 if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
                         n[d->state]++;
 
-        json_object_object_add(o, "version", json_object_new_string(BIGTCPD_VERSION));
+        json_object_object_add(o, "version", json_object_new_string(bigtcpd_version));
         json_object_object_add(o, "hostname", json_object_new_string(e->cfg.hostname ?: ""));
         pol = json_object_new_object();
         files = json_object_new_array();

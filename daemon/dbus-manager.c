@@ -9,6 +9,7 @@
 #include "dbus-manager.h"
 #include "log.h"
 #include "utf8.h"
+#include "version.h"
 
 #define DBUS_ERROR_NO_SUCH_DEVICE DBUS_MANAGER_INTERFACE ".NoSuchDevice"
 #define DBUS_ERROR_POLICY_INVALID DBUS_MANAGER_INTERFACE ".PolicyInvalid"
@@ -184,7 +185,7 @@ static void format_digest(uint64_t digest, char buf[static 17]) {
 
 static int property_get_version(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        return sd_bus_message_append(reply, "s", BIGTCPD_VERSION);
+        return sd_bus_message_append(reply, "s", bigtcpd_version);
 }
 
 static int property_get_digest(sd_bus *bus, const char *path, const char *interface, const char *property,

@@ -7,6 +7,7 @@
 #include "manager.h"
 #include "parse-util.h"
 #include "policy-files.h"
+#include "version.h"
 
 #define DEFAULT_RUNTIME_DIR "/run/bigtcpd"
 #define DEFAULT_NETLINK_RCVBUF (32 * 1024 * 1024)
@@ -105,7 +106,7 @@ int main(int argc, char *argv[]) {
                         help();
                         return 0;
                 case ARG_VERSION:
-                        printf("bigtcpd %s\n", BIGTCPD_VERSION);
+                        printf("bigtcpd %s\n", bigtcpd_version);
                         return 0;
                 default:
                         return 2;

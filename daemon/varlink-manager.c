@@ -5,6 +5,7 @@
 
 #include "log.h"
 #include "varlink-manager.h"
+#include "version.h"
 
 typedef struct MonitorStream MonitorStream;
 
@@ -619,7 +620,7 @@ int varlink_manager_new(struct event_base *base, Control *control, const char *p
         m->info = (VarlinkServerInfo){
                 .vendor = "bigtcpd",
                 .product = "bigtcpd",
-                .version = BIGTCPD_VERSION,
+                .version = bigtcpd_version,
                 .url = "https://github.com/bigtcpd/bigtcpd",
                 .interfaces = m->interfaces,
                 .n_interfaces = ELEMENTSOF(m->interfaces),

@@ -23,8 +23,18 @@ done
 work=$(mktemp -d /tmp/bigtcpd-package.XXXXXX)
 trap 'rm -rf -- "$work"' EXIT
 
-version=$(dpkg-parsechangelog -l debian/changelog -S Version)
-src=$work/bigtcpd-${version%-*}
+# The version: scripts/version.sh's (meson.build's project version, with the git description
+# between releases). A release has its entry in debian/changelog already; a build between
+# releases gets one of its own on top, in the copy: 0.2.0~git20261201.196.bff9c03-1 sorts
+# after the previous release's package (0.1.0-1) and the previous snapshot's, and before 0.2.0-1.
+upstream=$(sh scripts/version.sh "$root")
+released=$(dpkg-parsechangelog -l debian/changelog -S Version)
+if [[ ${released%-*} == "$upstream" ]]; then
+        version=$released
+else
+        version=$upstream-1
+fi
+src=$work/bigtcpd-$upstream
 mkdir "$src"
 # The tracked files and the new ones not ignored, as a commit would have them; no build
 # directories, no .git.
@@ -33,6 +43,22 @@ if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
                 (cd "$root" && xargs -0 cp --parents -a -t "$src" --)
 else
         tar -C "$root" --exclude='./build*' --exclude=./debs --exclude=./.git -cf - . | tar -C "$src" -xf -
+fi
+# The copy has no .git: the build (vcs_tag, scripts/version.sh) reads the version from here.
+echo "$upstream" >"$src/.tarball-version"
+if [[ $version != "$released" ]]; then
+        maintainer=$(dpkg-parsechangelog -l debian/changelog -S Maintainer)
+        commit=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+        # The commit's date, not the build's: two builds of one commit are the same package.
+        when=$(git -C "$root" log -1 --format=%cD HEAD 2>/dev/null || date -R)
+        {
+                printf 'bigtcpd (%s) UNRELEASED; urgency=medium\n\n' "$version"
+                printf '  * Snapshot between releases (scripts/package.sh), commit\n'
+                printf '    %s%s.\n' "$commit" "$([[ $upstream == *.dirty ]] && echo ' with uncommitted changes')"
+                printf '    What changed for operators: /usr/share/doc/bigtcpd/NEWS.gz.\n\n'
+                printf ' -- %s  %s\n\n' "$maintainer" "$when"
+                cat debian/changelog
+        } >"$src/debian/changelog"
 fi
 
 echo "== dpkg-buildpackage -us -uc -b (bigtcpd $version)"

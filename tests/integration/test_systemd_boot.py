@@ -436,6 +436,11 @@ def rebuilt(deb, version, into):
     return out
 
 
+def deb_version(deb):
+    return subprocess.run(['dpkg-deb', '-f', str(deb), 'Version'], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def test_upgrade_keeps_state_and_edited_policy(box, tmp_path):
     c = box
     policy = c.path('/etc/bigtcpd/bigtcpd.yaml')
@@ -447,12 +452,14 @@ def test_upgrade_keeps_state_and_edited_policy(box, tmp_path):
     originals = {d['ifname']: d['original'] for d in devices(c).values() if d['original']}
     assert set(originals) == {'va', 'vb', 'wa', 'wb'}, originals
     pid = main_pid(c)
-    new = rebuilt(c.deb, '0.1.0-2', tmp_path)
+    old = deb_version(c.deb)
+    newer = old + '+rebuilt'   # a later Debian revision of the same upstream version
+    new = rebuilt(c.deb, newer, tmp_path)
     shutil.copy(new, c.path('/var/tmp') / new.name)
     cursor = c.journal_cursor()
     r = c.run('apt-get', 'install', '-y', f'/var/tmp/{new.name}', timeout=300)
-    assert 'Unpacking bigtcpd (0.1.0-2) over (0.1.0-1)' in r.stdout, r.stdout
-    assert c.run('dpkg-query', '-W', '-f=${Version}', 'bigtcpd').stdout == '0.1.0-2'
+    assert f'Unpacking bigtcpd ({newer}) over ({old})' in r.stdout, r.stdout
+    assert c.run('dpkg-query', '-W', '-f=${Version}', 'bigtcpd').stdout == newer
     assert policy.read_text() == mine, 'the upgrade changed the operator\'s policy'
     assert active(c) == ('active', 'active')
     assert main_pid(c) != pid, 'the upgrade did not restart the daemon'

@@ -12,6 +12,8 @@ fi
 # clang and libclang-rt-14-dev (libFuzzer, the sanitizer runtimes): scripts/fuzz.sh
 # build-essential, dpkg-dev, debhelper, lintian: scripts/package.sh (the Debian package);
 # systemd-container (systemd-nspawn): tests/integration/test_systemd_boot.py
+# ansible-core, python3-apt (its apt module), git: test_systemd_fleet.py runs conf/ansible/ and
+# builds the previous release's package from its commit
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libnl-3-dev libnl-route-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
@@ -19,6 +21,7 @@ packages=(
         iperf3 iproute2 socat procps util-linux strace
         dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml
         build-essential dpkg-dev debhelper lintian systemd-container
+        ansible-core python3-apt git
 )
 
 missing=()

@@ -22,6 +22,7 @@ nspawn gets SIGTERM (its parent-death signal) and powers the container off, and 
 Container() removes the WORK that nobody holds locked any more. Needs systemd-container
 (scripts/setup.sh)."""
 
+import contextlib
 import fcntl
 import os
 import re
@@ -35,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers import NETNS_PREFIX, T
+from helpers import NETNS_PREFIX, REPO, T, read_state
 
 # What commands inside see: nothing of the test's environment (ASAN_OPTIONS, BIGTCPD_BIN...).
 ENV = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8',
@@ -251,6 +252,16 @@ class Container:
         assert p.parts[1] in ('etc', 'var'), p
         return self.work / p.relative_to('/')
 
+    def state_devices(self, into):
+        """The devices of bigtcpd's state file in the container (/run/bigtcpd: the snapshot and
+        the journal, copied into the new directory `into`), as the daemon would load them."""
+        into.mkdir()
+        for f in ('state.json', 'state.journal'):
+            r = self.run('cat', f'/run/bigtcpd/{f}', check=False)
+            if r.returncode == 0:
+                (into / f).write_text(r.stdout)
+        return read_state(into)['devices']
+
     def journal_cursor(self):
         out = self.run('journalctl', '--show-cursor', '-n', '0', '-q').stdout
         for line in out.splitlines():
@@ -294,3 +305,57 @@ class Container:
                 p.wait()
             p.stdout.close()
         return lines
+
+
+# --- what the real-systemd test modules share ------------------------------------------------
+
+def package_deb(tmp_path_factory):
+    """The package under test: the one bigtcpd_*.deb in BIGTCPD_DEB_DIR (scripts/test.sh builds
+    it with scripts/package.sh), or built here."""
+    d = os.environ.get('BIGTCPD_DEB_DIR')
+    if d:
+        d = Path(d)
+    else:
+        d = tmp_path_factory.mktemp('debs')
+        r = subprocess.run(['bash', str(REPO / 'scripts' / 'package.sh'), str(d)], capture_output=True, text=True,
+                           timeout=T(1200), stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, f'scripts/package.sh failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}'
+    found = sorted(d.glob('bigtcpd_*.deb'))
+    assert len(found) == 1, f'expected one bigtcpd_*.deb in {d} (did scripts/package.sh fail?): {found}'
+    return found[0]
+
+
+@contextlib.contextmanager
+def booted(logdir, what, budget, prepare=None):
+    """A Container, prepare(container) run on its /etc and /var before the boot, booted, with
+    Docker's policy-rc.d (exit 101: never start a service; on this host's /usr) gone from its
+    overlay, as on any real Debian system, or nothing would start. Stopped and removed at the
+    end, also on a CI timeout's SIGTERM; fails when the whole took more than `budget` seconds."""
+    def terminated(signum, frame):
+        # Through the finally below, so that the container goes too.
+        raise KeyboardInterrupt(f'signal {signum}')
+
+    started = time.monotonic()
+    c = Container(logdir)
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        if prepare:
+            prepare(c)
+        c.boot()
+        c.run('rm', '-f', '/usr/sbin/policy-rc.d')
+        yield c
+    finally:
+        problems = c.stop()
+        signal.signal(signal.SIGTERM, previous)
+        took = time.monotonic() - started
+        print(f'\n{what}: {took:.0f} s (boots: {c.boots})')
+        assert not problems, problems
+    assert took <= T(budget), f'the {what} took {took:.0f} s, more than {T(budget)} s'
+
+
+def journal_on_failure(request, c):
+    """After a failed test (conftest.py's rep_call): the container's journal, last 150 lines."""
+    rep = getattr(request.node, 'rep_call', None)
+    if rep is not None and rep.failed and c.leader:
+        r = c.run('journalctl', '-b', '--no-pager', '-n', '150', check=False)
+        print(f'===== journal of {c.name} (last 150 lines) =====\n{r.stdout}')

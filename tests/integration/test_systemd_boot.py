@@ -28,19 +28,16 @@ The package comes from BIGTCPD_DEB_DIR (scripts/test.sh builds it with scripts/p
 is built here. Needs systemd-container, dpkg-dev, debhelper, lintian (scripts/setup.sh)."""
 
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 import nl
-from helpers import REPO, T, read_state, sizes4
-from nspawn import Container
+from helpers import REPO, T, sizes4
+from nspawn import booted, journal_on_failure, package_deb
 
 EXPOSURE_MAX = 2.0
 BUDGET = 180               # seconds for the whole module, the container's boots included
@@ -53,17 +50,7 @@ UNITS = ('bigtcpd.service', 'bigtcpd.socket')
 
 @pytest.fixture(scope='module')
 def deb(tmp_path_factory):
-    d = os.environ.get('BIGTCPD_DEB_DIR')
-    if d:
-        d = Path(d)
-    else:
-        d = tmp_path_factory.mktemp('debs')
-        r = subprocess.run(['bash', str(REPO / 'scripts' / 'package.sh'), str(d)], capture_output=True, text=True,
-                           timeout=T(1200), stdin=subprocess.DEVNULL)
-        assert r.returncode == 0, f'scripts/package.sh failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}'
-    found = sorted(d.glob('bigtcpd_*.deb'))
-    assert len(found) == 1, f'expected one bigtcpd_*.deb in {d} (did scripts/package.sh fail?): {found}'
-    return found[0]
+    return package_deb(tmp_path_factory)
 
 
 @pytest.fixture(scope='module')
@@ -72,41 +59,19 @@ def box(deb, tmp_path_factory):
     for tool in ('systemd-nspawn', 'dpkg-deb'):
         if not shutil.which(tool):
             pytest.fail(f'{tool} is missing: bash scripts/setup.sh installs it')
-
-    def terminated(signum, frame):
-        # A CI timeout's SIGTERM: through the finally below, so that the container goes too.
-        raise KeyboardInterrupt(f'signal {signum}')
-
-    started = time.monotonic()
-    c = Container(tmp_path_factory.mktemp('nspawn'))
-    previous = signal.signal(signal.SIGTERM, terminated)
-    try:
-        c.boot()
-        # Docker's policy-rc.d (exit 101: never start a service) is on this host's /usr: gone
-        # from the container's overlay, as on any real Debian system, or nothing would start.
-        c.run('rm', '-f', '/usr/sbin/policy-rc.d')
+    with booted(tmp_path_factory.mktemp('nspawn'), 'real-systemd tests', BUDGET) as c:
         for a, b in (('va', 'vb'), ('wa', 'wb')):
             subprocess.run(['ip', '-n', c.name, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b], check=True)
         shutil.copy(deb, c.path('/var/tmp') / deb.name)
         c.deb = deb
         c.install = c.run('apt-get', 'install', '-y', f'/var/tmp/{deb.name}', timeout=300)
         yield c
-    finally:
-        problems = c.stop()
-        signal.signal(signal.SIGTERM, previous)
-        took = time.monotonic() - started
-        print(f'\nreal-systemd tests: {took:.0f} s (boots: {c.boots})')
-        assert not problems, problems
-    assert took <= T(BUDGET), f'the real-systemd tests took {took:.0f} s, more than {T(BUDGET)} s'
 
 
 @pytest.fixture(autouse=True)
-def journal_on_failure(request, box):
+def journal_after_failure(request, box):
     yield
-    rep = getattr(request.node, 'rep_call', None)
-    if rep is not None and rep.failed and box.leader:
-        r = box.run('journalctl', '-b', '--no-pager', '-n', '150', check=False)
-        print(f'===== journal of {box.name} (last 150 lines) =====\n{r.stdout}')
+    journal_on_failure(request, box)
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -141,12 +106,7 @@ def main_pid(c):
 
 def state_originals(c, into):
     """The original sizes in the container's state file (snapshot and journal), by device."""
-    into.mkdir()
-    for f in ('state.json', 'state.journal'):
-        r = c.run('cat', f'/run/bigtcpd/{f}', check=False)
-        if r.returncode == 0:
-            (into / f).write_text(r.stdout)
-    return {d['ifname']: d['original'] for d in read_state(into)['devices']}
+    return {d['ifname']: d['original'] for d in c.state_devices(into)}
 
 
 def wait_sizes(c, expected, what, timeout=20):

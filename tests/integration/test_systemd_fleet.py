@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -42,8 +41,8 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import REPO, T, read_state, sizes4
-from nspawn import Container
+from helpers import REPO, T, sizes4
+from nspawn import booted, journal_on_failure, package_deb
 
 BUDGET = 240               # seconds for the module: the previous build, the boot, apt, four plays
 BIG = sizes4(185000)       # the shipped policy: every veth at 185000; the fleet's k8s-pods too
@@ -79,18 +78,7 @@ def previous_release_commit():
 
 @pytest.fixture(scope='module')
 def debs(tmp_path_factory):
-    d = os.environ.get('BIGTCPD_DEB_DIR')
-    if d:
-        d = Path(d)
-    else:
-        d = tmp_path_factory.mktemp('debs')
-        r = subprocess.run(['bash', str(REPO / 'scripts' / 'package.sh'), str(d)], capture_output=True, text=True,
-                           timeout=T(1200), stdin=subprocess.DEVNULL)
-        assert r.returncode == 0, f'scripts/package.sh failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}'
-    found = sorted(d.glob('bigtcpd_*.deb'))
-    assert len(found) == 1, f'expected one bigtcpd_*.deb in {d}: {found}'
-    new = found[0]
-
+    new = package_deb(tmp_path_factory)
     prev = os.environ.get('BIGTCPD_PREVIOUS_DEB')
     if prev:
         prev = Path(prev)
@@ -115,13 +103,7 @@ def box(debs, tmp_path_factory):
         if not shutil.which(tool):
             pytest.fail(f'{tool} is missing: bash scripts/setup.sh installs it')
 
-    def terminated(signum, frame):
-        raise KeyboardInterrupt(f'signal {signum}')
-
-    started = time.monotonic()
-    c = Container(tmp_path_factory.mktemp('nspawn'))
-    previous = signal.signal(signal.SIGTERM, terminated)
-    try:
+    def prepare(c):
         # A Kubernetes node, as fleet.yaml's k8s-pods policy knows them by name.
         c.path('/etc/hostname').write_text(f'k8s-{c.id}\n')
         # Only the local repository: an offline host of the fleet.
@@ -130,28 +112,18 @@ def box(debs, tmp_path_factory):
             p.unlink()
         c.path('/etc/apt/sources.list.d/bigtcpd.list').write_text(f'deb [trusted=yes] file:{REPO_DIR} ./\n')
         c.path(REPO_DIR).mkdir()
-        c.boot()
-        c.run('rm', '-f', '/usr/sbin/policy-rc.d')   # Docker's, on this host's /usr (test_systemd_boot.py)
+
+    with booted(tmp_path_factory.mktemp('nspawn'), 'fleet tests', BUDGET, prepare) as c:
         for a, b in (('va', 'vb'), ('lxca', 'lxcb')):
             subprocess.run(['ip', '-n', c.name, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b], check=True)
         c.prev, c.new = debs
         yield c
-    finally:
-        problems = c.stop()
-        signal.signal(signal.SIGTERM, previous)
-        took = time.monotonic() - started
-        print(f'\nfleet tests: {took:.0f} s (boots: {c.boots})')
-        assert not problems, problems
-    assert took <= T(BUDGET), f'the fleet tests took {took:.0f} s, more than {T(BUDGET)} s'
 
 
 @pytest.fixture(autouse=True)
-def journal_on_failure(request, box):
+def journal_after_failure(request, box):
     yield
-    rep = getattr(request.node, 'rep_call', None)
-    if rep is not None and rep.failed and box.leader:
-        r = box.run('journalctl', '-b', '--no-pager', '-n', '150', check=False)
-        print(f'===== journal of {box.name} (last 150 lines) =====\n{r.stdout}')
+    journal_on_failure(request, box)
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -185,12 +157,7 @@ def main_pid(c):
 
 def state(c, into):
     """The container's state file (snapshot and journal), by device name."""
-    into.mkdir()
-    for f in ('state.json', 'state.journal'):
-        r = c.run('cat', f'/run/bigtcpd/{f}', check=False)
-        if r.returncode == 0:
-            (into / f).write_text(r.stdout)
-    return {d['ifname']: d for d in read_state(into)['devices']}
+    return {d['ifname']: d for d in c.state_devices(into)}
 
 
 def wait_sizes(c, expected, what, timeout=20):

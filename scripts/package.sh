@@ -27,7 +27,7 @@ trap 'rm -rf -- "$work"' EXIT
 # between releases). A release has its entry in debian/changelog already; a build between
 # releases gets one of its own on top, in the copy: 0.2.0~git20261201.196.bff9c03-1 sorts
 # after the previous release's package (0.1.0-1) and the previous snapshot's, and before 0.2.0-1.
-upstream=$(sh scripts/version.sh "$root")
+upstream=$(BIGTCPD_VERSION_STRICT=1 sh scripts/version.sh "$root")
 released=$(dpkg-parsechangelog -l debian/changelog -S Version)
 if [[ ${released%-*} == "$upstream" ]]; then
         version=$released

@@ -17,7 +17,8 @@
 #     the plain <version>.
 #
 # After a release is tagged, meson.build's version becomes the next one (0.2.0 -> 0.3.0), so that
-# the snapshots after the release sort after it. meson's vcs_tag() runs this at every build
+# the snapshots after the release sort after it; until it does, this says so on standard error
+# (and fails with BIGTCPD_VERSION_STRICT=1, as scripts/package.sh runs it). meson's vcs_tag() runs this at every build
 # (daemon/meson.build), so a new commit is a new version without reconfiguring.
 set -eu
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -51,6 +52,15 @@ git -C "$root" diff-index --quiet HEAD -- 2>/dev/null || dirty=.dirty
 if [ -z "$dirty" ] && [ "$(git -C "$root" tag --points-at HEAD -l "v$base")" = "v$base" ]; then
         echo "$base"
         exit 0
+fi
+
+# A snapshot after the release it names would sort before that release: meson.build's version
+# was not moved on after the tag.
+if git -C "$root" rev-parse -q --verify "refs/tags/v$base" >/dev/null &&
+        git -C "$root" merge-base --is-ancestor "refs/tags/v$base" HEAD; then
+        echo "version.sh: v$base is released (tag v$base is in HEAD's history): make meson.build's version the next one," \
+                "or this build's version sorts before the release" >&2
+        [ -z "${BIGTCPD_VERSION_STRICT:-}" ] || exit 1
 fi
 
 date=$(TZ=UTC0 git -C "$root" log -1 --date=format-local:%Y%m%d --format=%cd HEAD)

@@ -114,6 +114,21 @@ def test_the_tagged_release_is_the_plain_version(repo):
     assert SNAPSHOT.match(version(repo)), version(repo)
 
 
+def test_a_snapshot_after_its_release_is_refused_where_it_matters(repo):
+    """After the tag v<version>, a snapshot of <version> would sort before the release: said on
+    standard error, and an error with BIGTCPD_VERSION_STRICT (scripts/package.sh)."""
+    git(repo, 'tag', f'v{base_version()}')
+    (repo / 'f').write_text('after the release')
+    git(repo, 'add', 'f')
+    git(repo, 'commit', '-q', '-m', 'after')
+    argv = ['sh', str(repo / 'scripts' / 'version.sh'), str(repo)]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    assert r.returncode == 0 and SNAPSHOT.match(r.stdout.strip()), r
+    assert f'v{base_version()} is released' in r.stderr, r.stderr
+    r = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, BIGTCPD_VERSION_STRICT='1'))
+    assert r.returncode == 1 and not r.stdout and 'make meson.build' in r.stderr, r
+
+
 def test_without_git_the_tarball_version_else_the_plain_one(repo, tmp_path):
     tree = tmp_path / 'tarball'
     (tree / 'scripts').mkdir(parents=True)

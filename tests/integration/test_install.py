@@ -64,6 +64,8 @@ def expected_files(t):
         '/usr/share/doc/bigtcpd/examples/bigtcpd-daemonset.yaml': 0o644,
         '/usr/share/doc/bigtcpd/examples/bigtcpd.yml': 0o644,
         '/usr/share/doc/bigtcpd/examples/bigtcpd.rules.yml': 0o644,
+        '/usr/share/doc/bigtcpd/NEWS': 0o644,
+        '/usr/share/bigtcpd/bigtcpd.yaml': 0o644,   # the shipped default, as Debian's postinst copies it
     }
 
 

@@ -22,9 +22,10 @@ file order, each on what the ones before left:
 The previous build is the package of the commit that released the newest version in
 debian/changelog (0.1.0-1 until the next release: a1862bc, the first package, the one fleets
 run), built from that commit with its own scripts/package.sh (git archive, DEB_BUILD_OPTIONS=
-nocheck: its unit tests are not under test here) — not this tree re-stamped with an older
-version, which would test none of what an upgrade meets: the old maintainer scripts, the policy
-as the old package's conffile, the state file the old daemon wrote. BIGTCPD_PREVIOUS_DEB gives a
+nocheck: its unit tests are not under test here), once per machine (kept in
+/var/cache/bigtcpd-tests/previous/COMMIT/) — not this tree re-stamped with an older version,
+which would test none of what an upgrade meets: the old maintainer scripts, the policy as the
+old package's conffile, the state file the old daemon wrote. BIGTCPD_PREVIOUS_DEB gives a
 prebuilt one. The new package comes from BIGTCPD_DEB_DIR (scripts/test.sh), or is built here.
 Needs systemd-container, dpkg-dev, debhelper, lintian, ansible-core, python3-apt, git and the
 repository's history (scripts/setup.sh; CI clones in full)."""
@@ -34,6 +35,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -52,6 +54,7 @@ SHIPPED = ('va', 'vb')     # veths that only the shipped policy matches
 PODS = ('lxca', 'lxcb')    # veths that the fleet policy's k8s-pods matches (lxc*) too
 ALL = SHIPPED + PODS
 REPO_DIR = '/var/tmp/repo'
+CACHE = Path('/var/cache/bigtcpd-tests/previous')   # the previous release's package, by commit
 PLAY_DIR = '/var/tmp/play'  # conf/ as in the tree: ansible/bigtcpd.yml finds ../fleet.yaml
 ANSIBLE_ENV = {'HOME': '/var/tmp/play-home', 'ANSIBLE_LOCAL_TEMP': '/var/tmp/play-home/tmp',
                'ANSIBLE_REMOTE_TEMP': '/var/tmp/play-home/tmp', 'ANSIBLE_NOCOLOR': '1',
@@ -76,24 +79,41 @@ def previous_release_commit():
     return r.stdout.strip()
 
 
+def previous_package(commit, tmp_path_factory):
+    """The package of `commit`, built with that commit's own scripts/package.sh from `git archive`
+    (no .git: the version its debian/changelog says), once per machine: kept in CACHE/<commit>/,
+    which appears whole (a rename) or not at all."""
+    cached = CACHE / commit
+    found = sorted(cached.glob('bigtcpd_*.deb'))
+    if found:
+        print(f'previous package: {found[0].name} from {commit[:7]} ({cached})')
+        return found[0]
+    src = tmp_path_factory.mktemp('previous-src')
+    started = time.monotonic()
+    subprocess.run(f'git -C {REPO} archive {commit} | tar -x -C {src}', shell=True, check=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f'.{commit}.', dir=CACHE))
+    os.chmod(out, 0o755)
+    try:
+        r = subprocess.run(['bash', str(src / 'scripts' / 'package.sh'), str(out)], capture_output=True, text=True,
+                           timeout=T(1200), stdin=subprocess.DEVNULL, env=dict(os.environ, DEB_BUILD_OPTIONS='nocheck'))
+        assert r.returncode == 0, f'the package of {commit} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}'
+        deb = sorted(out.glob('bigtcpd_*.deb'))[0]
+        try:
+            out.rename(cached)
+        except OSError:
+            pass   # another run put it there first: the same commit, the same package
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print(f'previous package: {deb.name} from {commit[:7]}, built in {time.monotonic() - started:.0f} s')
+    return sorted(cached.glob('bigtcpd_*.deb'))[0]
+
+
 @pytest.fixture(scope='module')
 def debs(tmp_path_factory):
     new = package_deb(tmp_path_factory)
     prev = os.environ.get('BIGTCPD_PREVIOUS_DEB')
-    if prev:
-        prev = Path(prev)
-    else:
-        commit = previous_release_commit()
-        src = tmp_path_factory.mktemp('previous-src')
-        out = tmp_path_factory.mktemp('previous-debs')
-        started = time.monotonic()
-        subprocess.run(f'git -C {REPO} archive {commit} | tar -x -C {src}', shell=True, check=True)
-        r = subprocess.run(['bash', str(src / 'scripts' / 'package.sh'), str(out)], capture_output=True, text=True,
-                           timeout=T(1200), stdin=subprocess.DEVNULL,
-                           env=dict(os.environ, DEB_BUILD_OPTIONS='nocheck'))
-        assert r.returncode == 0, f'the package of {commit} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}'
-        prev = sorted(out.glob('bigtcpd_*.deb'))[0]
-        print(f'previous package: {prev.name} from {commit[:7]}, built in {time.monotonic() - started:.0f} s')
+    prev = Path(prev) if prev else previous_package(previous_release_commit(), tmp_path_factory)
     return prev, new
 
 

@@ -737,14 +737,13 @@ struct ControlJob {
         Control *control;
         WorkerJob *job;
         bool plan;
-        char *policy; /* NULL: the loaded one (Plan only) */
+        const char *policy; /* the caller's, until fn or the cancel; NULL: the loaded one (Plan only) */
         char *source;
         ControlJobFn fn;
         void *userdata;
 };
 
 static void control_job_free(ControlJob *j) {
-        free(j->policy);
         free(j->source);
         free(j);
 }
@@ -927,8 +926,8 @@ static int job_start(Control *c, bool plan, uid_t uid, const char *policy_yaml, 
         j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (ControlJob){.control = c, .plan = plan, .fn = fn, .userdata = userdata};
-        if ((policy_yaml && !(j->policy = strdup(policy_yaml))) || (source && !(j->source = strdup(source)))) {
+        *j = (ControlJob){.control = c, .plan = plan, .policy = policy_yaml, .fn = fn, .userdata = userdata};
+        if (source && !(j->source = strdup(source))) {
                 control_job_free(j);
                 return -ENOMEM;
         }

@@ -73,7 +73,8 @@ void control_request_cancel(ControlRequest *r);
  * would hold for it — what the given policy (the loaded one when `policy_yaml` is NULL) would do
  * on this host, device by device — and "policies", where each of its policies is in force here
  * (a canary's cohort included). A job is cancelled (and `fn` never called) when its caller goes
- * away first. */
+ * away first. `policy_yaml` is the caller's, not copied: it stays valid until `fn` is called or
+ * the job is cancelled (a caller's text is held once, where it came in). */
 typedef struct ControlJob ControlJob;
 typedef void (*ControlJobFn)(int error, const PolicyErrors *errs, const char *plan, size_t size, void *userdata);
 int control_plan(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,

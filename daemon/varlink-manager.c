@@ -250,12 +250,18 @@ typedef struct PendingJob {
         VarlinkCall *call;
         ControlJob *job;
         bool plan;
+        json_object *policy; /* the text the job reads (control_plan() does not copy it) */
 } PendingJob;
+
+static void pending_job_free(PendingJob *p) {
+        json_object_put(p->policy);
+        free(p);
+}
 
 static void on_job_cancel(void *userdata) {
         PendingJob *p = userdata;
         control_job_cancel(p->job);
-        free(p);
+        pending_job_free(p);
 }
 
 /* The worker's reply object as the parameters, as it is. */
@@ -290,7 +296,7 @@ static void on_job_done(int error, const PolicyErrors *errs, const char *plan_re
         bool plan = p->plan;
 
         varlink_call_set_cancel(call, NULL, NULL);
-        free(p);
+        pending_job_free(p);
         if (error == -EINVAL && errs->n > 0)
                 (void) (plan ? reply_policy_invalid(call, errs) : reply_validate(call, error, errs));
         else if (error < 0)
@@ -299,7 +305,7 @@ static void on_job_done(int error, const PolicyErrors *errs, const char *plan_re
                 (void) (plan ? reply_plan(call, plan_reply, size) : reply_validate(call, 0, errs));
 }
 
-static int start_job(VarlinkCall *call, VarlinkManager *m, bool plan, const char *policy, const char *source) {
+static int start_job(VarlinkCall *call, VarlinkManager *m, bool plan, json_object *policy, const char *source) {
         PendingJob *p = calloc(1, sizeof(*p));
         int r;
 
@@ -307,10 +313,11 @@ static int start_job(VarlinkCall *call, VarlinkManager *m, bool plan, const char
                 return reply_errno(call, -ENOMEM);
         p->call = call;
         p->plan = plan;
-        r = (plan ? control_plan : control_validate)(m->control, varlink_call_uid(call), policy, source, on_job_done,
-                                                     p, &p->job);
+        p->policy = json_object_get(policy);
+        r = (plan ? control_plan : control_validate)(m->control, varlink_call_uid(call), opt_string(policy), source,
+                                                     on_job_done, p, &p->job);
         if (r < 0) {
-                free(p);
+                pending_job_free(p);
                 return reply_job_error(call, r);
         }
         varlink_call_set_cancel(call, on_job_cancel, p);
@@ -326,7 +333,7 @@ static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        return start_job(call, userdata, true, opt_string(v[0]), opt_string(v[1]));
+        return start_job(call, userdata, true, v[0], opt_string(v[1]));
 }
 
 static int method_validate(VarlinkCall *call, json_object *params, void *userdata) {
@@ -338,7 +345,7 @@ static int method_validate(VarlinkCall *call, json_object *params, void *userdat
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        return start_job(call, userdata, false, json_object_get_string(v[0]), opt_string(v[1]));
+        return start_job(call, userdata, false, v[0], opt_string(v[1]));
 }
 
 static int reply_try_running(VarlinkCall *call, const PolicyTry *t) {

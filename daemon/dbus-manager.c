@@ -2,6 +2,7 @@
  * signal, and the methods, each a call of control.h and its typed reply. */
 #include <event2/event.h>
 #include <limits.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <sys/queue.h>
 #include <systemd/sd-bus.h>
@@ -19,6 +20,9 @@
 #define DBUS_ERROR_NO_TRY DBUS_MANAGER_INTERFACE ".NoTry"
 #define DBUS_ERROR_TARGET_NOT_READ DBUS_MANAGER_INTERFACE ".TargetNotRead"
 
+/* A device name: "IFNAME", or "NETNS/IFNAME" of another namespace. */
+#define DEVICE_NAME_MAX (NAME_MAX + IFNAMSIZ)
+
 /* What PropertiesChanged compares: the emitting properties' values when last announced. */
 typedef struct Snapshot {
         unsigned state[_DEVICE_STATE_MAX];
@@ -35,6 +39,7 @@ typedef struct PendingJob PendingJob;
 typedef struct PendingWatch PendingWatch;
 
 struct DbusManager {
+        struct event_base *base;
         Control *control;
         Engine *engine;
         Dbus *dbus;
@@ -44,9 +49,23 @@ struct DbusManager {
         struct event *changed; /* coalesces PropertiesChanged */
         Snapshot last;
         LIST_HEAD(, PendingRead) reads;
-        LIST_HEAD(, PendingJob) jobs;
-        LIST_HEAD(, PendingWatch) watches;
+        size_t n_reads;
 };
+
+/* Arguments are checked for size before anything else is done for the call. */
+static int check_name(const char *name, sd_bus_error *error) {
+        if (strlen(name) > DEVICE_NAME_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "ifname: more than %u bytes",
+                                         (unsigned) DEVICE_NAME_MAX);
+        return 0;
+}
+
+static int check_policy(const char *policy, sd_bus_error *error) {
+        if (strlen(policy) > POLICY_FILE_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "policy: more than %u MiB",
+                                         POLICY_FILE_MAX >> 20);
+        return 0;
+}
 
 /* `o` as a D-Bus string reply. */
 static int reply_json(sd_bus_message *call, json_object *o) {
@@ -334,6 +353,7 @@ struct PendingRead {
 
 static void pending_read_free(PendingRead *p) {
         LIST_REMOVE(p, link);
+        p->owner->n_reads--;
         control_request_cancel(p->request);
         sd_bus_message_unref(p->call);
         free(p->name);
@@ -387,6 +407,7 @@ static int read_then_reply(DbusManager *b, sd_bus_message *call, const char *nam
         p->typed = typed;
         p->call = sd_bus_message_ref(call);
         LIST_INSERT_HEAD(&b->reads, p, link);
+        b->n_reads++;
         r = control_read(b->control, name, on_device_read, p, &p->request);
         if (r < 0) {
                 pending_read_free(p);
@@ -401,6 +422,9 @@ static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus
         int r;
 
         r = sd_bus_message_read(call, "s", &ifname);
+        if (r < 0)
+                return r;
+        r = check_name(ifname, error);
         if (r < 0)
                 return r;
         if (!strempty(ifname))
@@ -466,34 +490,27 @@ static int method_get_device(sd_bus_message *call, void *userdata, sd_bus_error 
         r = sd_bus_message_read(call, "s", &ifname);
         if (r < 0)
                 return r;
+        r = check_name(ifname, error);
+        if (r < 0)
+                return r;
         return read_then_reply(b, call, ifname, true);
 }
 
 /* A Plan or Validate: first the bus is asked who sent it (the worker's slots are counted by UID),
- * then the worker runs. */
+ * then the worker runs. Owned by dbus.c's DbusCall, which holds the call (and so the text). */
 struct PendingJob {
         DbusManager *manager;
-        sd_bus_message *call; /* while the worker runs */
+        DbusCall *dc;         /* from run_job() on, */
+        sd_bus_message *call; /*   and its call */
         ControlJob *job;
         bool plan;
-        bool running; /* in manager->jobs, owned there; before, owned by dbus_call_identified() */
-        char *policy; /* NULL: the loaded one (Plan only) */
-        LIST_ENTRY(PendingJob) link;
+        const char *policy; /* in the call's message; NULL: the loaded one (Plan only) */
 };
 
-static void pending_job_free(PendingJob *p) {
-        if (p->running)
-                LIST_REMOVE(p, link);
-        control_job_cancel(p->job);
-        sd_bus_message_unref(p->call);
-        free(p->policy);
-        free(p);
-}
-
-static void pending_job_release(void *userdata) {
+static void pending_job_free(void *userdata) {
         PendingJob *p = userdata;
-        if (!p->running)
-                pending_job_free(p);
+        control_job_cancel(p->job);
+        free(p);
 }
 
 static int reply_job_error(sd_bus_message *call, int r) {
@@ -549,24 +566,23 @@ static void on_job_done(int error, const PolicyErrors *errs, const char *plan, s
         if (r < 0)
                 log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", p->plan ? "Plan" : "Validate");
         DbusManager *b = p->manager;
-        pending_job_free(p);
+        dbus_call_end(p->dc);
         dbus_kick(b->dbus);
 }
 
-static void run_job(sd_bus_message *call, uid_t uid, void *userdata) {
+static void run_job(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
         PendingJob *p = userdata;
         DbusManager *b = p->manager;
         int r;
 
+        p->dc = dc;
+        p->call = call;
         r = (p->plan ? control_plan : control_validate)(b->control, uid, p->policy, "<policy>", on_job_done, p,
                                                           &p->job);
         if (r < 0) {
-                (void) reply_job_error(call, r); /* and pending_job_release() frees it */
-                return;
+                (void) reply_job_error(call, r);
+                dbus_call_end(dc);
         }
-        p->call = sd_bus_message_ref(call);
-        p->running = true;
-        LIST_INSERT_HEAD(&b->jobs, p, link);
 }
 
 static int method_job(sd_bus_message *call, DbusManager *b, bool plan, sd_bus_error *error) {
@@ -577,17 +593,15 @@ static int method_job(sd_bus_message *call, DbusManager *b, bool plan, sd_bus_er
         r = sd_bus_message_read(call, "s", &policy);
         if (r < 0)
                 return r;
+        r = check_policy(policy, error);
+        if (r < 0)
+                return r;
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        p->manager = b;
-        p->plan = plan;
-        if (!(plan && strempty(policy)) && !(p->policy = strdup(policy))) {
-                free(p);
-                return -ENOMEM;
-        }
-        return dbus_call_identified(b->dbus, call, plan ? "Plan" : "Validate", false, run_job, p,
-                                    pending_job_release, error);
+        *p = (PendingJob){.manager = b, .plan = plan, .policy = plan && strempty(policy) ? NULL : policy};
+        return dbus_call_identified(b->dbus, call, plan ? "Plan" : "Validate", false, strlen(policy), run_job, p,
+                                    pending_job_free, error);
 }
 
 static int method_plan(sd_bus_message *call, void *userdata, sd_bus_error *error) {
@@ -620,24 +634,16 @@ static const char *const privileged_op_table[_PRIVILEGED_OP_MAX] = {
         [PRIVILEGED_REVERT] = "Revert",
 };
 
-/* What a privileged call carries while the bus is asked who sent it. */
+/* What a privileged call carries while the bus is asked who sent it; the strings are in the
+ * call's message, which dbus.c holds. */
 typedef struct PrivilegedCall {
         DbusManager *manager;
         PrivilegedOp op;
-        char *ifname; /* NULL: Reload, or every device */
+        const char *ifname; /* NULL: Reload, or every device */
         /* Try */
-        char *policy, *file, *target;
+        const char *policy, *file, *target;
         uint64_t timeout_usec;
 } PrivilegedCall;
-
-static void privileged_call_free(void *userdata) {
-        PrivilegedCall *p = userdata;
-        free(p->ifname);
-        free(p->policy);
-        free(p->file);
-        free(p->target);
-        free(p);
-}
 
 static int run_try(sd_bus_message *call, PrivilegedCall *p) {
         Control *c = p->manager->control;
@@ -659,7 +665,7 @@ static int run_try(sd_bus_message *call, PrivilegedCall *p) {
         return r;
 }
 
-static void run_privileged(sd_bus_message *call, uid_t uid, void *userdata) {
+static void run_privileged(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
         PrivilegedCall *p = userdata;
         Control *c = p->manager->control;
         const char *sender = sd_bus_message_get_sender(call);
@@ -710,6 +716,7 @@ static void run_privileged(sd_bus_message *call, uid_t uid, void *userdata) {
         }
         if (r < 0)
                 log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", privileged_op_table[p->op]);
+        dbus_call_end(dc);
 }
 
 static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp op, sd_bus_error *error) {
@@ -722,8 +729,9 @@ static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp 
                 r = sd_bus_message_read(call, "stss", &policy, &timeout, &file, &target);
                 if (r < 0)
                         return r;
-                if (strlen(policy) > POLICY_FILE_MAX)
-                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "policy: more than 1 MiB");
+                r = check_policy(policy, error);
+                if (r < 0)
+                        return r;
                 if (timeout != 0 && (timeout < TRY_TIMEOUT_MIN_USEC || timeout > TRY_TIMEOUT_MAX_USEC))
                         return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "timeout_usec: 1s to 24h, or 0");
                 if (strlen(file) > 4096 || (!strempty(target) && (target[0] != '/' || strlen(target) > 4096)))
@@ -732,20 +740,21 @@ static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp 
                 r = sd_bus_message_read(call, "s", &ifname);
                 if (r < 0)
                         return r;
+                r = check_name(ifname, error);
+                if (r < 0)
+                        return r;
                 if (strempty(ifname))
                         ifname = NULL; /* every device */
         }
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        *p = (PrivilegedCall){.manager = b, .op = op, .timeout_usec = timeout};
-        if ((ifname && !(p->ifname = strdup(ifname))) || (policy && !(p->policy = strdup(policy))) ||
-            (!strempty(file) && !(p->file = strdup(file))) || (!strempty(target) && !(p->target = strdup(target)))) {
-                privileged_call_free(p);
-                return -ENOMEM;
-        }
-        return dbus_call_identified(b->dbus, call, privileged_op_table[op], true, run_privileged, p,
-                                    privileged_call_free, error);
+        *p = (PrivilegedCall){.manager = b, .op = op, .ifname = ifname, .policy = policy,
+                              .file = strempty(file) ? NULL : file, .target = strempty(target) ? NULL : target,
+                              .timeout_usec = timeout};
+        return dbus_call_identified(b->dbus, call, privileged_op_table[op], true,
+                                    (policy ? strlen(policy) : 0) + (ifname ? strlen(ifname) : 0), run_privileged,
+                                    p, free, error);
 }
 
 static int method_reload(sd_bus_message *call, void *userdata, sd_bus_error *error) {
@@ -772,81 +781,99 @@ static int method_revert(sd_bus_message *call, void *userdata, sd_bus_error *err
         return method_privileged(call, userdata, PRIVILEGED_REVERT, error);
 }
 
-/* ---- Watch: answered when the device's watch ends ---- */
+/* ---- Watch: answered when the device's watch ends, or its own duration ---- */
 
+/* A window that outlasts the call's own by more than this (the device is in probation, or
+ * someone watches it longer) is not waited for: the call is answered with the counts so far. */
+#define WATCH_OUTLASTS_USEC (200 * USEC_PER_MSEC)
+
+/* Owned by dbus.c's DbusCall, which holds the call (and so the name). */
 struct PendingWatch {
         DbusManager *manager;
-        char *ifname;
+        DbusCall *dc;          /* from run_watch() on, */
+        sd_bus_message *call;  /*   and its call */
+        const char *ifname;
         uint64_t duration_usec;
-        sd_bus_message *call; /* while it runs */
+        uint64_t until_usec; /* CLOCK_MONOTONIC of the engine's clock: the end of its own duration */
         const Device *device;
         unsigned watch_id;
-        bool running; /* in manager->watches, owned there; before, owned by dbus_call_identified() */
-        LIST_ENTRY(PendingWatch) link;
+        struct event *timer;
 };
 
-static void pending_watch_free(PendingWatch *p) {
-        if (p->running) {
-                LIST_REMOVE(p, link);
+static void pending_watch_free(void *userdata) {
+        PendingWatch *p = userdata;
+
+        if (p->watch_id != 0)
                 event_watch_remove(&p->manager->engine->events, p->watch_id);
-        }
-        sd_bus_message_unref(p->call);
-        free(p->ifname);
+        if (p->timer)
+                event_free(p->timer);
         free(p);
 }
 
-static void pending_watch_release(void *userdata) {
-        PendingWatch *p = userdata;
-        if (!p->running)
-                pending_watch_free(p);
-}
-
-static void on_watch_event(const Event *e, void *userdata) {
-        PendingWatch *p = userdata;
+static void watch_reply(PendingWatch *p, const Device *d) {
         DbusManager *b = p->manager;
         int r;
 
-        if (e->device != p->device || (e->type != EVENT_EVIDENCE && e->type != EVENT_REMOVED))
-                return;
-        if (e->type == EVENT_REMOVED)
+        if (!d)
                 r = reply_control_error(p->call, -ENODEV, p->ifname);
         else {
                 _cleanup_(json_object_putp) json_object *o = json_object_new_object();
                 if (o)
-                        json_object_object_add(o, "device", control_device_json(b->control, e->device));
+                        json_object_object_add(o, "device", control_device_json(b->control, d));
                 r = reply_json(p->call, o);
         }
         if (r < 0)
                 log_debug_errno(r, "D-Bus: failed to reply to Watch(): %m, ignoring");
-        pending_watch_free(p);
+        dbus_call_end(p->dc);
         dbus_kick(b->dbus);
 }
 
-static void run_watch(sd_bus_message *call, uid_t uid, void *userdata) {
+static void on_watch_event(const Event *e, void *userdata) {
+        PendingWatch *p = userdata;
+
+        if (e->device != p->device || (e->type != EVENT_EVIDENCE && e->type != EVENT_REMOVED))
+                return;
+        watch_reply(p, e->type == EVENT_REMOVED ? NULL : e->device);
+}
+
+/* The call's own duration is over: a window that goes on longer is not waited for. */
+static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
         PendingWatch *p = userdata;
         DbusManager *b = p->manager;
+        const Evidence *ev = p->device->evidence;
+
+        if (!evidence_watching(p->device) || ev->ending || ev->until_usec <= p->until_usec + WATCH_OUTLASTS_USEC)
+                return; /* it ends now: EVENT_EVIDENCE comes with the verdict */
+        evidence_drain(b->engine->evidence);
+        watch_reply(p, p->device);
+}
+
+static void run_watch(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
+        PendingWatch *p = userdata;
+        DbusManager *b = p->manager;
+        struct timeval tv = {.tv_sec = (time_t) (p->duration_usec / USEC_PER_SEC),
+                             .tv_usec = (suseconds_t) (p->duration_usec % USEC_PER_SEC)};
         int r;
 
+        p->dc = dc;
+        p->call = call;
         p->device = control_find_device(b->control, p->ifname);
+        p->until_usec = clock_now(b->engine->clock, CLOCK_MONOTONIC) + p->duration_usec;
         r = control_watch(b->control, p->ifname, p->duration_usec);
         if (r >= 0) {
                 p->watch_id = event_watch_add(&b->engine->events, on_watch_event, p);
-                r = p->watch_id == 0 ? -ENOMEM : 0;
+                p->timer = evtimer_new(b->base, on_watch_timer, p);
+                r = p->watch_id == 0 || !p->timer || evtimer_add(p->timer, &tv) < 0 ? -ENOMEM : 0;
         }
         if (r < 0) {
-                r = r == -ERANGE ? sd_bus_reply_method_errorf(call, SD_BUS_ERROR_INVALID_ARGS,
-                                                              "duration_usec must be 1 to %llu",
-                                                              (unsigned long long) EVIDENCE_DURATION_MAX_USEC)
-                                 : reply_control_error(call, r, p->ifname);
+                r = reply_control_error(call, r, p->ifname);
                 if (r < 0)
                         log_debug_errno(r, "D-Bus: failed to reply to Watch(): %m, ignoring");
-                return; /* pending_watch_release() frees it */
+                dbus_call_end(dc);
+                return;
         }
         log_dev_info(p->device, "watching for %llus, asked for over D-Bus by %s",
                      (unsigned long long) (p->duration_usec / USEC_PER_SEC), sd_bus_message_get_sender(call) ?: "?");
-        p->call = sd_bus_message_ref(call);
-        p->running = true;
-        LIST_INSERT_HEAD(&b->watches, p, link);
 }
 
 static int method_watch(sd_bus_message *call, void *userdata, sd_bus_error *error) {
@@ -859,14 +886,18 @@ static int method_watch(sd_bus_message *call, void *userdata, sd_bus_error *erro
         r = sd_bus_message_read(call, "st", &ifname, &duration);
         if (r < 0)
                 return r;
+        r = check_name(ifname, error);
+        if (r < 0)
+                return r;
+        if (duration > EVIDENCE_DURATION_MAX_USEC)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "duration_usec must be 1 to %llu",
+                                         (unsigned long long) EVIDENCE_DURATION_MAX_USEC);
         p = calloc(1, sizeof(*p));
-        if (!p || !(p->ifname = strdup(ifname))) {
-                free(p);
+        if (!p)
                 return -ENOMEM;
-        }
-        p->manager = b;
-        p->duration_usec = duration ?: EVIDENCE_DURATION_DEFAULT_USEC;
-        return dbus_call_identified(b->dbus, call, "Watch", true, run_watch, p, pending_watch_release, error);
+        *p = (PendingWatch){.manager = b, .ifname = ifname, .duration_usec = duration ?: EVIDENCE_DURATION_DEFAULT_USEC};
+        return dbus_call_identified(b->dbus, call, "Watch", true, strlen(ifname), run_watch, p, pending_watch_free,
+                                    error);
 }
 
 /* Every method is UNPRIVILEGED for sd-bus, which would otherwise check CAP_SYS_ADMIN with a
@@ -954,10 +985,6 @@ static void on_detach(void *userdata) {
         evtimer_del(b->changed);
         while (!LIST_EMPTY(&b->reads))
                 pending_read_free(LIST_FIRST(&b->reads));
-        while (!LIST_EMPTY(&b->jobs))
-                pending_job_free(LIST_FIRST(&b->jobs));
-        while (!LIST_EMPTY(&b->watches))
-                pending_watch_free(LIST_FIRST(&b->watches));
         if (b->watch_id != 0) {
                 event_watch_remove(&b->engine->events, b->watch_id);
                 b->watch_id = 0;
@@ -966,9 +993,16 @@ static void on_detach(void *userdata) {
         b->bus = NULL;
 }
 
+/* Reads of the kernel in flight: no more calls are read meanwhile. */
+static bool on_busy(void *userdata) {
+        const DbusManager *b = userdata;
+        return b->n_reads >= DBUS_READS_MAX;
+}
+
 static const DbusOps manager_dbus_ops = {
         .attach = on_attach,
         .detach = on_detach,
+        .busy = on_busy,
 };
 
 int dbus_manager_new(struct event_base *base, Control *control, DbusManager **ret) {
@@ -979,9 +1013,8 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
                 return -ENOMEM;
         b->control = control;
         b->engine = control->engine;
+        b->base = base;
         LIST_INIT(&b->reads);
-        LIST_INIT(&b->jobs);
-        LIST_INIT(&b->watches);
         b->changed = evtimer_new(base, on_changed_timer, b);
         if (!b->changed)
                 return -ENOMEM;

@@ -14,6 +14,7 @@
 #define DBUS_OBJECT_PATH "/io/bigtcpd1"
 #define DBUS_MANAGER_INTERFACE "io.bigtcpd1.Manager"
 #define DBUS_CHANGED_DELAY_USEC 100000ull /* PropertiesChanged: at most one per 100 ms */
+#define DBUS_READS_MAX 64u /* ListDevicesJSON(ifname), GetDevice: reads of the kernel at once */
 
 typedef struct DbusManager DbusManager;
 

@@ -1,8 +1,14 @@
 /* dbus.h — one connection to the D-Bus system bus, driven by a libevent loop: connecting without
  * blocking, owning a well-known name, reconnecting when the bus goes away or comes back (waiting
- * for its socket with inotify, not a timer), and the check of calls only root may make (the
- * caller's UID asked of the bus asynchronously). What is served on it is given to it through
- * DbusOps (dbus-manager.c). Without a system bus nothing fails: it waits for one. */
+ * for its socket with inotify, not a timer), and who sent a call: the caller's UID, asked of the
+ * bus asynchronously on a second connection of its own, cached by unique name, with limits per
+ * UID and the check of calls only root may make. What is served on it is given to it through
+ * DbusOps (dbus-manager.c). Without a system bus nothing fails: it waits for one.
+ *
+ * Nothing a caller sends is held without a bound: calls that expect no reply are dropped as they
+ * are read, calls wait for their caller's UID only so many (then no more is read until the bus
+ * has answered), a UID other than 0 has only so many calls in progress, and no more calls are
+ * read while sd-bus holds too many replies the bus has not taken yet. */
 #pragma once
 
 #include <event2/event.h>
@@ -13,9 +19,16 @@
 #include "util.h"
 
 /* Limits. */
-#define DBUS_PENDING_CALLS_MAX 64u          /* calls waiting for their caller's UID, */
-#define DBUS_PENDING_PER_SENDER_MAX 8u      /*   of them from one connection */
-#define DBUS_MESSAGES_PER_WAKEUP 64u        /* messages dispatched per loop turn */
+#define DBUS_WAITING_MAX 64u                  /* calls waiting for their caller's UID, */
+#define DBUS_WAITING_BYTES_MAX (8u << 20)     /*   or their bytes: no more calls read */
+#define DBUS_CALLS_PER_UID_MAX 32u            /* calls in progress per UID other than 0, */
+#define DBUS_BYTES_PER_UID_MAX (8u << 20)     /*   their bytes; beyond: LimitsExceeded */
+#define DBUS_CALLS_UNPRIVILEGED_MAX 512u      /* of all UIDs other than 0 together, */
+#define DBUS_BYTES_UNPRIVILEGED_MAX (32u << 20) /*   their bytes */
+#define DBUS_SENDERS_CACHED 1024u             /* unique names whose UID is remembered */
+#define DBUS_LOOKUP_ATTEMPTS 3u               /* a UID the bus did not give in time: asked again */
+#define DBUS_WRITE_QUEUE_MAX 256u             /* replies sd-bus holds: no more calls read */
+#define DBUS_MESSAGES_PER_WAKEUP 64u          /* messages dispatched per loop turn */
 #define DBUS_RECONNECT_MIN_USEC 1000000ull  /* no bus, or the bus went away: retry after 1 s, */
 #define DBUS_RECONNECT_MAX_USEC 60000000ull /*   doubling up to a minute */
 
@@ -26,6 +39,9 @@ typedef struct DbusOps {
         int (*attach)(void *userdata, sd_bus *bus);
         /* The connection goes: drop everything tied to it (slots, calls waiting for a reply). */
         void (*detach)(void *userdata);
+        /* What is served holds as much as it may of calls in progress: read no more calls until
+         * dbus_kick() (asked before each message; may be NULL). */
+        bool (*busy)(void *userdata);
 } DbusOps;
 
 /* Connect to the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else the standard socket) and own `name`.
@@ -41,12 +57,20 @@ bool dbus_serving(const Dbus *b);
  * seen there rather than inside whoever sent. */
 void dbus_kick(Dbus *b);
 
-/* A call whose caller must be known: the bus is asked for the UID of the sender, and `run` is
- * called with it — for a `root_only` call only when it is 0; anyone else gets
- * org.freedesktop.DBus.Error.AccessDenied (and a log line, rate-limited). `free_userdata` (may be
- * NULL) frees `userdata` in every case, also when the connection goes first. Returns 1 (answered
- * later) or sets `error` (LimitsExceeded when too many calls wait for their UID, in total or of
- * this sender). */
-typedef void (*DbusIdentifiedFn)(sd_bus_message *call, uid_t uid, void *userdata);
-int dbus_call_identified(Dbus *b, sd_bus_message *call, const char *method, bool root_only, DbusIdentifiedFn run,
-                         void *userdata, void (*free_userdata)(void *userdata), sd_bus_error *error);
+/* A call whose caller must be known. The bus is asked for the UID of the sender (once per unique
+ * name: names are never reused on a bus) and `run` is called with it — for a `root_only` call
+ * only when it is 0; anyone else gets org.freedesktop.DBus.Error.AccessDenied. A UID other than
+ * 0 gets LimitsExceeded beyond DBUS_CALLS_PER_UID_MAX calls or DBUS_BYTES_PER_UID_MAX bytes in
+ * progress (`bytes`: what the call holds, its strings). From `run` on the call is in progress
+ * until dbus_call_end(): `run` or what it starts answers the call, then ends it. `free_userdata`
+ * (may be NULL) frees `userdata` in every case: at dbus_call_end(), when the call is refused,
+ * when its caller is gone before it was identified, and when the connection goes (the call
+ * unanswered). `method` is a static string. Returns 1 (answered later) or < 0 (then `userdata`
+ * is freed already and `error` may be set). */
+typedef struct DbusCall DbusCall;
+typedef void (*DbusIdentifiedFn)(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata);
+int dbus_call_identified(Dbus *b, sd_bus_message *call, const char *method, bool root_only, size_t bytes,
+                         DbusIdentifiedFn run, void *userdata, void (*free_userdata)(void *userdata),
+                         sd_bus_error *error);
+/* The call is answered (or dropped): its userdata freed, its share of its UID's limits back. */
+void dbus_call_end(DbusCall *dc);

@@ -511,6 +511,29 @@ def test_watch(served):
     assert r.returncode != 0 and 'nosuch0' in r.stderr, r.stderr
 
 
+def test_watch_in_probation_answers_after_its_own_duration(ns, confdir, bus, daemon):
+    """A device in a 60 s probation is watched already, and longer than a Watch(1 s) asks: the
+    call answers after its own second (D-Bus clients give up after 25 s) with what the running
+    window counted so far, which goes on."""
+    veth(ns, 'va', 'vb')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY.replace('  guards: []', '  window: 60s\n  guards:\n    - counter: link.tx_errors\n'
+                                  '      max-increase: 1000000'))
+    d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+    wait_serving(d, bus)
+    assert json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices'][0]['state'] == 'probation'
+    t0 = time.monotonic()
+    dev = json.loads(call(bus, 'Watch', 'st', 'va', '1000000')[0])['device']
+    took = time.monotonic() - t0
+    assert 1.0 <= took < 1.0 + T(1), f'answered after {took:.2f}s for a 1 s watch'
+    packets = dev['big_packets']
+    assert dev['state'] == 'probation' and packets['watching'] is True, dev
+    assert packets['watch_left_usec'] > 50_000_000, packets
+    # the window goes on: still in probation, still counting
+    again = json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices'][0]
+    assert again['state'] == 'probation' and again['big_packets']['watching'] is True, again
+
+
 def test_privileged_refused_by_bus_policy(served):
     ns, d, bus, _ = served
     for method, args in (('Reload', ()), ('Rollback', ('va',)), ('Rollback', ('',)), ('Retry', ('va',)),

@@ -239,11 +239,18 @@ static void lookup_free(Lookup *lk) {
 static int on_sender_uid(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error);
 
 static int lookup_send(Lookup *lk) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
         lk->slot = sd_bus_slot_unref(lk->slot);
         lk->attempts++;
-        return sd_bus_call_method_async(lk->owner->ident, &lk->slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                        "org.freedesktop.DBus", "GetConnectionUnixUser", on_sender_uid, lk, "s",
-                                        lk->sender);
+        r = sd_bus_message_new_method_call(lk->owner->ident, &m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                           "org.freedesktop.DBus", "GetConnectionUnixUser");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", lk->sender);
+        if (r >= 0)
+                r = sd_bus_call_async(lk->owner->ident, &lk->slot, m, on_sender_uid, lk, DBUS_LOOKUP_TIMEOUT_USEC);
+        return r;
 }
 
 static int on_sender_uid(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
@@ -251,20 +258,26 @@ static int on_sender_uid(sd_bus_message *reply, void *userdata, sd_bus_error *re
         Dbus *b = lk->owner;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
         uint32_t uid = UINT32_MAX;
+        bool timeout = false;
         DbusCall *dc;
         int r = 0;
 
         if (!e)
                 r = sd_bus_message_read(reply, "u", &uid);
-        if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY))
-                /* the second connection is going: the whole connection goes with it, and so do the
-                 * calls waiting (bus_lost()) */
-                return 0;
-        if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_TIMEOUT) && lk->attempts < DBUS_LOOKUP_ATTEMPTS) {
-                /* the bus is slow: ask again rather than refuse someone it did not name */
-                r = lookup_send(lk);
-                if (r >= 0)
+        if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY)) {
+                /* sd-bus answers NoReply both to a call that timed out and to every call when the
+                 * connection closes: then the whole connection goes, and with it the calls
+                 * waiting (bus_lost()) */
+                if (sd_bus_is_open(b->ident) <= 0)
                         return 0;
+                timeout = true;
+                if (lk->attempts < DBUS_LOOKUP_ATTEMPTS) {
+                        /* the bus is slow: ask again rather than refuse someone it did not name */
+                        log_debug("D-Bus: no answer in time to who %s is, asking again", lk->sender);
+                        r = lookup_send(lk);
+                        if (r >= 0)
+                                return 0;
+                }
         }
         if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_NAME_HAS_NO_OWNER)) {
                 /* the caller is gone: no one to answer, nothing worth a line */
@@ -274,7 +287,6 @@ static int on_sender_uid(sd_bus_message *reply, void *userdata, sd_bus_error *re
                 return 0;
         }
         if (e || r < 0) {
-                bool timeout = e && sd_bus_error_has_name(e, SD_BUS_ERROR_TIMEOUT);
                 dc = TAILQ_FIRST(&lk->calls);
                 log_call(LOG_WARNING, "cannot tell who called %s() (%s): %s", dc ? dc->method : "?", lk->sender,
                          e ? e->message : strerror(-r));

@@ -26,7 +26,8 @@
 #define DBUS_CALLS_UNPRIVILEGED_MAX 512u      /* of all UIDs other than 0 together, */
 #define DBUS_BYTES_UNPRIVILEGED_MAX (32u << 20) /*   their bytes */
 #define DBUS_SENDERS_CACHED 1024u             /* unique names whose UID is remembered */
-#define DBUS_LOOKUP_ATTEMPTS 3u               /* a UID the bus did not give in time: asked again */
+#define DBUS_LOOKUP_TIMEOUT_USEC 10000000ull /* a UID the bus did not give in 10 s */
+#define DBUS_LOOKUP_ATTEMPTS 3u               /*   is asked for again, three times in all */
 #define DBUS_WRITE_QUEUE_MAX 256u             /* replies sd-bus holds: no more calls read */
 #define DBUS_MESSAGES_PER_WAKEUP 64u          /* messages dispatched per loop turn */
 #define DBUS_RECONNECT_MIN_USEC 1000000ull  /* no bus, or the bus went away: retry after 1 s, */

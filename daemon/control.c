@@ -1020,6 +1020,22 @@ int control_watch(Control *c, const char *name, uint64_t duration_usec) {
         return evidence_watch(c->engine->evidence, d, duration_usec);
 }
 
+/* A window that outlasts a call's own by more than this is not waited for. */
+#define WATCH_OUTLASTS_USEC (200 * USEC_PER_MSEC)
+
+bool control_watch_outlasts(Control *c, Device *d, uint64_t until_usec) {
+        const Evidence *ev = d->evidence;
+
+        if (!evidence_watching(d) || ev->ending || ev->until_usec <= until_usec + WATCH_OUTLASTS_USEC)
+                return false;
+        evidence_drain(c->engine->evidence);
+        return true;
+}
+
+uint64_t control_now_usec(const Control *c) {
+        return clock_now(c->engine->clock, CLOCK_MONOTONIC);
+}
+
 int control_retry(Control *c, const char *name) {
         return device_op(c, name, retry);
 }

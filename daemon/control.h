@@ -101,3 +101,9 @@ int control_retry(Control *c, const char *name);
 /* Count d's packets above 64 KiB for `duration_usec` (1 µs to an hour: else -ERANGE) from now; a
  * watch running is extended. EVENT_EVIDENCE marks its end. -ENODEV unknown device. */
 int control_watch(Control *c, const char *name, uint64_t duration_usec);
+/* A Watch call's own duration ends at `until_usec` (CLOCK_MONOTONIC of control_now_usec()), and
+ * d's window goes on longer (its probation, a longer watch): then d's counts are read up to now
+ * and true is returned, the call is answered with them and the window goes on; false when the
+ * window ends about then (EVENT_EVIDENCE comes with its verdict). */
+bool control_watch_outlasts(Control *c, Device *d, uint64_t until_usec);
+uint64_t control_now_usec(const Control *c);

@@ -783,10 +783,6 @@ static int method_revert(sd_bus_message *call, void *userdata, sd_bus_error *err
 
 /* ---- Watch: answered when the device's watch ends, or its own duration ---- */
 
-/* A window that outlasts the call's own by more than this (the device is in probation, or
- * someone watches it longer) is not waited for: the call is answered with the counts so far. */
-#define WATCH_OUTLASTS_USEC (200 * USEC_PER_MSEC)
-
 /* Owned by dbus.c's DbusCall, which holds the call (and so the name). */
 struct PendingWatch {
         DbusManager *manager;
@@ -794,8 +790,8 @@ struct PendingWatch {
         sd_bus_message *call;  /*   and its call */
         const char *ifname;
         uint64_t duration_usec;
-        uint64_t until_usec; /* CLOCK_MONOTONIC of the engine's clock: the end of its own duration */
-        const Device *device;
+        uint64_t until_usec; /* control_now_usec(): the end of its own duration */
+        Device *device;
         unsigned watch_id;
         struct event *timer;
 };
@@ -837,33 +833,36 @@ static void on_watch_event(const Event *e, void *userdata) {
 }
 
 /* The call's own duration is over: a window that goes on longer is not waited for. */
+static int watch_arm(PendingWatch *p, uint64_t usec) {
+        struct timeval tv = {.tv_sec = (time_t) (usec / USEC_PER_SEC), .tv_usec = (suseconds_t) (usec % USEC_PER_SEC)};
+        return evtimer_add(p->timer, &tv) < 0 ? -ENOMEM : 0;
+}
+
 static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
         PendingWatch *p = userdata;
-        DbusManager *b = p->manager;
-        const Evidence *ev = p->device->evidence;
+        uint64_t now = control_now_usec(p->manager->control);
 
-        if (!evidence_watching(p->device) || ev->ending || ev->until_usec <= p->until_usec + WATCH_OUTLASTS_USEC)
-                return; /* it ends now: EVENT_EVIDENCE comes with the verdict */
-        evidence_drain(b->engine->evidence);
-        watch_reply(p, p->device);
+        /* libevent's clock is coarse: its timer may come a few ms early */
+        if (now < p->until_usec && watch_arm(p, p->until_usec - now) >= 0)
+                return;
+        if (control_watch_outlasts(p->manager->control, p->device, p->until_usec))
+                watch_reply(p, p->device);
 }
 
 static void run_watch(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
         PendingWatch *p = userdata;
         DbusManager *b = p->manager;
-        struct timeval tv = {.tv_sec = (time_t) (p->duration_usec / USEC_PER_SEC),
-                             .tv_usec = (suseconds_t) (p->duration_usec % USEC_PER_SEC)};
         int r;
 
         p->dc = dc;
         p->call = call;
         p->device = control_find_device(b->control, p->ifname);
-        p->until_usec = clock_now(b->engine->clock, CLOCK_MONOTONIC) + p->duration_usec;
+        p->until_usec = control_now_usec(b->control) + p->duration_usec;
         r = control_watch(b->control, p->ifname, p->duration_usec);
         if (r >= 0) {
                 p->watch_id = event_watch_add(&b->engine->events, on_watch_event, p);
                 p->timer = evtimer_new(b->base, on_watch_timer, p);
-                r = p->watch_id == 0 || !p->timer || evtimer_add(p->timer, &tv) < 0 ? -ENOMEM : 0;
+                r = p->watch_id == 0 || !p->timer ? -ENOMEM : watch_arm(p, p->duration_usec);
         }
         if (r < 0) {
                 r = reply_control_error(call, r, p->ifname);

@@ -217,7 +217,7 @@ def test_root_never_refused_while_users_flood(served, attackers, n_users):
     attacks = []
     for uid in users(n_users):
         attacks += [(uid, 'noreply', 16), (uid, 'validate', 16, 8)]
-    prober, reports, grown = flood(served, attackers, 5, *attacks)
+    prober, reports, grown = flood(served, attackers, 4, *attacks)
     print(f'{n_users} user(s) flooding: {reports}; daemon peak memory +{grown / 2**20:.1f} MiB; {prober.figures()}')
     assert not prober.refused, prober.refused
     assert prober.dbus, prober.figures()
@@ -230,7 +230,7 @@ def test_memory_bounded_under_400_connections(served, attackers):
     """4 users × 100 connections × 128 GetStatusJSON calls in flight: the daemon stops reading
     while sd-bus holds DBUS_WRITE_QUEUE_MAX (256) replies, so its memory grows by less than
     32 MiB (it grew by 126 MiB without that ceiling)."""
-    prober, reports, grown = flood(served, attackers, 8, *[(uid, 'status', 100, 128) for uid in users(4)])
+    prober, reports, grown = flood(served, attackers, 5, *[(uid, 'status', 100, 128) for uid in users(4)])
     print(f'400 connections × 128 in flight: {[r["sent"] for r in reports]} calls sent; '
           f'daemon peak memory +{grown / 2**20:.1f} MiB; {prober.figures()}')
     assert not prober.refused, prober.refused
@@ -238,15 +238,15 @@ def test_memory_bounded_under_400_connections(served, attackers):
 
 
 def test_hit_and_run_does_not_flood_the_log(served, attackers):
-    """Validate and close, in a loop, from 4 processes for 10 s: at most 10 lines in the log
-    (the daemon at its production level, info)."""
+    """Validate and close, in a loop, from 4 threads for 5 s: at most 10 lines in the log (the
+    daemon at its production level, info; it logged one warning for each before)."""
     d, bus = served
     before = len(d.log().splitlines())
     a = attackers(bus, users(1)[0], 'hit-and-run', 4)
     assert a.line()['event'] == 'ready'
-    time.sleep(10)   # the flood's length, as the issue measured it
+    time.sleep(5)   # the flood's length: nothing to wait for, it is the load itself
     got = a.finish()
     lines = d.log().splitlines()[before:]
-    print(f'hit and run: {got["sent"]} Validate calls and closes in 10 s; {len(lines)} log lines')
+    print(f'hit and run: {got["sent"]} Validate calls and closes in 5 s; {len(lines)} log lines')
     assert got['sent'] > 100, got
     assert len(lines) <= 10, lines

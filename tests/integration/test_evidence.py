@@ -259,3 +259,22 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     c.close()
     assert packet_sockets(a, u0['ifindex']) == []
     d.stop()
+
+
+def test_watch_in_probation_answers_after_its_own_duration(netns, daemon, confdir):
+    """e0 in a 60 s probation is watched already, longer than a Watch of 1 s asks: the call
+    answers after its own second, with what the running window counted so far, which goes on."""
+    a, _ = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(ipv6=BIG, ipv4=BIG, window='60s'))
+    d = daemon(a, cfg)
+    assert device(d)['state'] == 'probation'
+    t0 = time.monotonic()
+    with Client(d.runtime_dir / IFACE, timeout=T(20)) as c:
+        dev = c.call(f'{IFACE}.Watch', {'ifname': 'e0', 'duration_usec': 1000000})['device']
+    took = time.monotonic() - t0
+    assert 1.0 <= took < 1.0 + T(1), f'answered after {took:.2f}s for a 1 s watch'
+    assert dev['state'] == 'probation' and dev['big_packets']['watching'] is True, dev
+    assert dev['big_packets']['watch_left_usec'] > 50_000_000, dev
+    again = device(d)
+    assert again['state'] == 'probation' and again['big_packets']['watching'] is True, again

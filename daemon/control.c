@@ -1010,30 +1010,94 @@ int control_rollback(Control *c, const char *name) {
         return device_op(c, name, apply_rollback);
 }
 
-int control_watch(Control *c, const char *name, uint64_t duration_usec) {
+/* A window that outlasts a call's own by more than this is not waited for. */
+#define WATCH_OUTLASTS_USEC (200 * USEC_PER_MSEC)
+
+struct ControlWatch {
+        Control *control;
+        Device *device;
+        uint64_t until_usec; /* CLOCK_MONOTONIC of the engine's clock: the end of the call's own time */
+        unsigned watch_id;
+        struct event *timer;
+        ControlWatchFn fn;
+        void *userdata;
+};
+
+void control_watch_cancel(ControlWatch *w) {
+        if (!w)
+                return;
+        if (w->watch_id != 0)
+                event_watch_remove(&w->control->engine->events, w->watch_id);
+        if (w->timer)
+                event_free(w->timer);
+        free(w);
+}
+
+static void watch_done(ControlWatch *w, int error) {
+        ControlWatchFn fn = w->fn;
+        void *userdata = w->userdata;
+        const Device *d = w->device;
+
+        control_watch_cancel(w);
+        fn(error, d, userdata);
+}
+
+static int watch_arm(ControlWatch *w, uint64_t usec) {
+        struct timeval tv = {.tv_sec = (time_t) (usec / USEC_PER_SEC), .tv_usec = (suseconds_t) (usec % USEC_PER_SEC)};
+        return evtimer_add(w->timer, &tv) < 0 ? -ENOMEM : 0;
+}
+
+static void on_watch_event(const Event *e, void *userdata) {
+        ControlWatch *w = userdata;
+
+        if (e->device != w->device || (e->type != EVENT_EVIDENCE && e->type != EVENT_REMOVED))
+                return;
+        watch_done(w, e->type == EVENT_REMOVED ? -ENODEV : 0);
+}
+
+/* The call's own time is over: a window that goes on longer is not waited for. */
+static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
+        ControlWatch *w = userdata;
+        uint64_t now = clock_now(w->control->engine->clock, CLOCK_MONOTONIC);
+        const Evidence *ev = w->device->evidence;
+
+        /* libevent's clock is coarse: its timer may come a few ms early */
+        if (now < w->until_usec && watch_arm(w, w->until_usec - now) >= 0)
+                return;
+        if (!evidence_watching(w->device) || ev->ending || ev->until_usec <= w->until_usec + WATCH_OUTLASTS_USEC)
+                return; /* it ends about now: EVENT_EVIDENCE comes with the verdict */
+        evidence_drain(w->control->engine->evidence);
+        watch_done(w, 0);
+}
+
+int control_watch(Control *c, const char *name, uint64_t duration_usec, ControlWatchFn fn, void *userdata,
+                  ControlWatch **ret) {
         Device *d = name ? control_find_device(c, name) : NULL;
+        ControlWatch *w;
+        int r;
 
         if (!d)
                 return -ENODEV;
         if (duration_usec == 0 || duration_usec > EVIDENCE_DURATION_MAX_USEC)
                 return -ERANGE;
-        return evidence_watch(c->engine->evidence, d, duration_usec);
-}
-
-/* A window that outlasts a call's own by more than this is not waited for. */
-#define WATCH_OUTLASTS_USEC (200 * USEC_PER_MSEC)
-
-bool control_watch_outlasts(Control *c, Device *d, uint64_t until_usec) {
-        const Evidence *ev = d->evidence;
-
-        if (!evidence_watching(d) || ev->ending || ev->until_usec <= until_usec + WATCH_OUTLASTS_USEC)
-                return false;
-        evidence_drain(c->engine->evidence);
-        return true;
-}
-
-uint64_t control_now_usec(const Control *c) {
-        return clock_now(c->engine->clock, CLOCK_MONOTONIC);
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (ControlWatch){.control = c, .device = d, .fn = fn, .userdata = userdata,
+                            .until_usec = clock_now(c->engine->clock, CLOCK_MONOTONIC) + duration_usec};
+        /* an earlier window that closes now says so before this call listens: it waits for its own */
+        r = evidence_watch(c->engine->evidence, d, duration_usec);
+        if (r >= 0) {
+                w->watch_id = event_watch_add(&c->engine->events, on_watch_event, w);
+                w->timer = evtimer_new(c->engine->base, on_watch_timer, w);
+                r = w->watch_id == 0 || !w->timer ? -ENOMEM : watch_arm(w, duration_usec);
+        }
+        if (r < 0) {
+                control_watch_cancel(w);
+                return r;
+        }
+        *ret = w;
+        return 0;
 }
 
 int control_retry(Control *c, const char *name) {

@@ -98,12 +98,15 @@ int control_confirm(Control *c);
 int control_revert(Control *c);
 int control_rollback(Control *c, const char *name);
 int control_retry(Control *c, const char *name);
-/* Count d's packets above 64 KiB for `duration_usec` (1 µs to an hour: else -ERANGE) from now; a
- * watch running is extended. EVENT_EVIDENCE marks its end. -ENODEV unknown device. */
-int control_watch(Control *c, const char *name, uint64_t duration_usec);
-/* A Watch call's own duration ends at `until_usec` (CLOCK_MONOTONIC of control_now_usec()), and
- * d's window goes on longer (its probation, a longer watch): then d's counts are read up to now
- * and true is returned, the call is answered with them and the window goes on; false when the
- * window ends about then (EVENT_EVIDENCE comes with its verdict). */
-bool control_watch_outlasts(Control *c, Device *d, uint64_t until_usec);
-uint64_t control_now_usec(const Control *c);
+/* Count the device's packets above 64 KiB for `duration_usec` (1 µs to an hour: else -ERANGE)
+ * from now; a watch running is extended. `fn` is called once: with the device when its window
+ * ends (its counts and verdict), or when `duration_usec` is over and the window goes on longer
+ * (its probation, a longer watch: the counts so far; the window goes on); with -ENODEV when the
+ * device goes away (`d` valid during the call). -ENODEV unknown device, -EUSERS too many devices
+ * watched, -EOPNOTSUPP counting is off. control_watch_cancel() before `fn`: the caller went
+ * away. */
+typedef struct ControlWatch ControlWatch;
+typedef void (*ControlWatchFn)(int error, const Device *d, void *userdata);
+int control_watch(Control *c, const char *name, uint64_t duration_usec, ControlWatchFn fn, void *userdata,
+                  ControlWatch **ret);
+void control_watch_cancel(ControlWatch *w);

@@ -39,7 +39,6 @@ typedef struct PendingJob PendingJob;
 typedef struct PendingWatch PendingWatch;
 
 struct DbusManager {
-        struct event_base *base;
         Control *control;
         Engine *engine;
         Dbus *dbus;
@@ -781,37 +780,32 @@ static int method_revert(sd_bus_message *call, void *userdata, sd_bus_error *err
         return method_privileged(call, userdata, PRIVILEGED_REVERT, error);
 }
 
-/* ---- Watch: answered when the device's watch ends, or its own duration ---- */
+/* ---- Watch: answered when control_watch() says ---- */
 
 /* Owned by dbus.c's DbusCall, which holds the call (and so the name). */
 struct PendingWatch {
         DbusManager *manager;
-        DbusCall *dc;          /* from run_watch() on, */
-        sd_bus_message *call;  /*   and its call */
+        DbusCall *dc;         /* from run_watch() on, */
+        sd_bus_message *call; /*   and its call */
         const char *ifname;
         uint64_t duration_usec;
-        uint64_t until_usec; /* control_now_usec(): the end of its own duration */
-        Device *device;
-        unsigned watch_id;
-        struct event *timer;
+        ControlWatch *watch;
 };
 
 static void pending_watch_free(void *userdata) {
         PendingWatch *p = userdata;
-
-        if (p->watch_id != 0)
-                event_watch_remove(&p->manager->engine->events, p->watch_id);
-        if (p->timer)
-                event_free(p->timer);
+        control_watch_cancel(p->watch);
         free(p);
 }
 
-static void watch_reply(PendingWatch *p, const Device *d) {
+static void on_watch_done(int error, const Device *d, void *userdata) {
+        PendingWatch *p = userdata;
         DbusManager *b = p->manager;
         int r;
 
-        if (!d)
-                r = reply_control_error(p->call, -ENODEV, p->ifname);
+        p->watch = NULL; /* over: not to be cancelled */
+        if (error < 0)
+                r = reply_control_error(p->call, error, p->ifname);
         else {
                 _cleanup_(json_object_putp) json_object *o = json_object_new_object();
                 if (o)
@@ -824,31 +818,6 @@ static void watch_reply(PendingWatch *p, const Device *d) {
         dbus_kick(b->dbus);
 }
 
-static void on_watch_event(const Event *e, void *userdata) {
-        PendingWatch *p = userdata;
-
-        if (e->device != p->device || (e->type != EVENT_EVIDENCE && e->type != EVENT_REMOVED))
-                return;
-        watch_reply(p, e->type == EVENT_REMOVED ? NULL : e->device);
-}
-
-/* The call's own duration is over: a window that goes on longer is not waited for. */
-static int watch_arm(PendingWatch *p, uint64_t usec) {
-        struct timeval tv = {.tv_sec = (time_t) (usec / USEC_PER_SEC), .tv_usec = (suseconds_t) (usec % USEC_PER_SEC)};
-        return evtimer_add(p->timer, &tv) < 0 ? -ENOMEM : 0;
-}
-
-static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
-        PendingWatch *p = userdata;
-        uint64_t now = control_now_usec(p->manager->control);
-
-        /* libevent's clock is coarse: its timer may come a few ms early */
-        if (now < p->until_usec && watch_arm(p, p->until_usec - now) >= 0)
-                return;
-        if (control_watch_outlasts(p->manager->control, p->device, p->until_usec))
-                watch_reply(p, p->device);
-}
-
 static void run_watch(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
         PendingWatch *p = userdata;
         DbusManager *b = p->manager;
@@ -856,14 +825,7 @@ static void run_watch(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userd
 
         p->dc = dc;
         p->call = call;
-        p->device = control_find_device(b->control, p->ifname);
-        p->until_usec = control_now_usec(b->control) + p->duration_usec;
-        r = control_watch(b->control, p->ifname, p->duration_usec);
-        if (r >= 0) {
-                p->watch_id = event_watch_add(&b->engine->events, on_watch_event, p);
-                p->timer = evtimer_new(b->base, on_watch_timer, p);
-                r = p->watch_id == 0 || !p->timer ? -ENOMEM : watch_arm(p, p->duration_usec);
-        }
+        r = control_watch(b->control, p->ifname, p->duration_usec, on_watch_done, p, &p->watch);
         if (r < 0) {
                 r = reply_control_error(call, r, p->ifname);
                 if (r < 0)
@@ -871,7 +833,7 @@ static void run_watch(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userd
                 dbus_call_end(dc);
                 return;
         }
-        log_dev_info(p->device, "watching for %llus, asked for over D-Bus by %s",
+        log_dev_info(control_find_device(b->control, p->ifname), "watching for %llus, asked for over D-Bus by %s",
                      (unsigned long long) (p->duration_usec / USEC_PER_SEC), sd_bus_message_get_sender(call) ?: "?");
 }
 
@@ -1012,7 +974,6 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
                 return -ENOMEM;
         b->control = control;
         b->engine = control->engine;
-        b->base = base;
         LIST_INIT(&b->reads);
         b->changed = evtimer_new(base, on_changed_timer, b);
         if (!b->changed)

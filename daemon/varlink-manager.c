@@ -10,7 +10,6 @@
 typedef struct MonitorStream MonitorStream;
 
 struct VarlinkManager {
-        struct event_base *base;
         Control *control;
         VarlinkServer *server;
         LIST_HEAD(, MonitorStream) streams;
@@ -520,66 +519,33 @@ static int method_retry(VarlinkCall *call, json_object *params, void *userdata) 
         return device_op(call, params, userdata, "retry", control_retry);
 }
 
-/* A Watch: answered when the device's watch ends (EVENT_EVIDENCE), when its own duration is over
- * and the device's window goes on longer (probation), or when the device goes. Each call watches
- * the engine's events itself; its device is known by pointer, which EVENT_REMOVED ends. */
+/* A Watch: answered when control_watch() says (the device's window is over, or the call's own
+ * time and the window goes on), or when the device goes. */
 typedef struct PendingWatch {
         VarlinkManager *manager;
         VarlinkCall *call;
-        Device *device;
-        unsigned watch_id;
-        uint64_t until_usec; /* control_now_usec(): the end of its own duration */
-        struct event *timer;
+        ControlWatch *watch;
 } PendingWatch;
 
-static void pending_watch_free(PendingWatch *p) {
-        if (p->watch_id != 0)
-                event_watch_remove(&p->manager->control->engine->events, p->watch_id);
-        if (p->timer)
-                event_free(p->timer);
-        free(p);
-}
-
-static void watch_reply(PendingWatch *p, const Device *d) {
+static void on_watch_done(int error, const Device *d, void *userdata) {
+        PendingWatch *p = userdata;
         VarlinkCall *call = p->call;
         json_object *o;
 
         varlink_call_set_cancel(call, NULL, NULL);
-        if (!d)
-                (void) reply_no_such_device(call, p->device->ifname);
+        if (error == -ENODEV)
+                (void) reply_no_such_device(call, d->ifname);
         else {
                 o = control_device_json(p->manager->control, d);
                 (void) (o ? varlink_call_reply(call, varlink_params1("device", o)) : reply_errno(call, -ENOMEM));
         }
-        pending_watch_free(p);
-}
-
-static int watch_arm(PendingWatch *p, uint64_t usec) {
-        struct timeval tv = {.tv_sec = (time_t) (usec / USEC_PER_SEC), .tv_usec = (suseconds_t) (usec % USEC_PER_SEC)};
-        return evtimer_add(p->timer, &tv) < 0 ? -ENOMEM : 0;
-}
-
-static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
-        PendingWatch *p = userdata;
-        uint64_t now = control_now_usec(p->manager->control);
-
-        /* libevent's clock is coarse: its timer may come a few ms early */
-        if (now < p->until_usec && watch_arm(p, p->until_usec - now) >= 0)
-                return;
-        if (control_watch_outlasts(p->manager->control, p->device, p->until_usec))
-                watch_reply(p, p->device);
+        free(p);
 }
 
 static void on_watch_cancel(void *userdata) {
-        pending_watch_free(userdata);
-}
-
-static void on_watch_event(const Event *e, void *userdata) {
         PendingWatch *p = userdata;
-
-        if (e->device != p->device || (e->type != EVENT_EVIDENCE && e->type != EVENT_REMOVED))
-                return;
-        watch_reply(p, e->type == EVENT_REMOVED ? NULL : e->device);
+        control_watch_cancel(p->watch);
+        free(p);
 }
 
 static int method_watch(VarlinkCall *call, json_object *params, void *userdata) {
@@ -609,17 +575,10 @@ static int method_watch(VarlinkCall *call, json_object *params, void *userdata) 
         p = calloc(1, sizeof(*p));
         if (!p)
                 return reply_errno(call, -ENOMEM);
-        *p = (PendingWatch){.manager = m, .call = call, .device = d,
-                            .until_usec = control_now_usec(m->control) + (uint64_t) duration};
-        /* an earlier window that closes now says so before this call listens: it waits for its own */
-        r = control_watch(m->control, name, (uint64_t) duration);
-        if (r >= 0) {
-                p->watch_id = event_watch_add(&m->control->engine->events, on_watch_event, p);
-                p->timer = evtimer_new(m->base, on_watch_timer, p);
-                r = p->watch_id == 0 || !p->timer ? -ENOMEM : watch_arm(p, (uint64_t) duration);
-        }
+        *p = (PendingWatch){.manager = m, .call = call};
+        r = control_watch(m->control, name, (uint64_t) duration, on_watch_done, p, &p->watch);
         if (r < 0) {
-                pending_watch_free(p);
+                free(p);
                 log_dev_warning_errno(d, r, "cannot watch it: %m");
                 return r == -ENODEV ? reply_no_such_device(call, name) : reply_errno(call, r);
         }
@@ -650,7 +609,6 @@ int varlink_manager_new(struct event_base *base, Control *control, const char *p
 
         if (!m)
                 return -ENOMEM;
-        m->base = base;
         m->control = control;
         LIST_INIT(&m->streams);
         m->interfaces[0] = (VarlinkInterface){VARLINK_INTERFACE, varlink_interface_description,

@@ -116,13 +116,14 @@ def attackers():
 
 
 class Prober(threading.Thread):
-    """Root's Reload over D-Bus (a connection of its own each time) and GetStatus over varlink,
-    every 50 ms, until stopped: every latency, and every D-Bus answer that was not a reply."""
+    """Root's Reload over D-Bus (a connection of its own each time), the bus's own GetId the same
+    way (what the bus alone takes) and GetStatus over varlink, every 50 ms, until stopped: every
+    latency, and every D-Bus answer that was not a reply."""
 
     def __init__(self, d, bus, member='Reload'):
         super().__init__(daemon=True)
         self.d, self.bus, self.member = d, bus, member
-        self.dbus, self.varlink, self.refused = [], [], []
+        self.dbus, self.bus_only, self.varlink, self.refused = [], [], [], []
         self.done = threading.Event()
         self.error = None
 
@@ -134,6 +135,11 @@ class Prober(threading.Thread):
                     self.refused.append(f'{m.error}: {m.first_string()}')
                 else:
                     self.dbus.append(dt)
+                # the bus alone: the same connection and Hello, and a call dbus-daemon answers
+                t0 = time.monotonic()
+                with dbus_wire.Connection(str(self.bus.socket), timeout=T(60)) as c:
+                    c.call(*dbus_wire.BUS, 'GetId')
+                self.bus_only.append(time.monotonic() - t0)
                 dt, _ = varlink_timed_call(str(self.d.runtime_dir / 'io.bigtcpd.Manager'), timeout=T(30))
                 self.varlink.append(dt)
                 self.done.wait(0.05)
@@ -152,7 +158,8 @@ class Prober(threading.Thread):
                 return 'none'
             return (f'{len(lat)} calls, p50 {statistics.median(lat) * 1000:.1f} ms, '
                     f'max {max(lat) * 1000:.1f} ms')
-        return f'root D-Bus {self.member}: {f(self.dbus)}; varlink GetStatus: {f(self.varlink)}'
+        return (f'root D-Bus {self.member}: {f(self.dbus)}; the bus alone (GetId): {f(self.bus_only)}; '
+                f'varlink GetStatus: {f(self.varlink)}')
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -62,7 +63,8 @@ struct NetnsSet {
         uint64_t nsfs_dev, host_ino;
         int inotify_fd;
         struct event *inotify_event;
-        int mounts_fd; /* /proc/self/mountinfo: polls as changed when a mount comes or goes */
+        int mountinfo_fd; /* /proc/self/mountinfo: polls as "priority" once for each mount change */
+        int mounts_fd;    /* an epoll of that for EPOLLPRI alone: readable only after a change */
         struct event *mounts_event;
         struct event *scan_event; /* one scan per loop iteration, however many events asked */
         bool watching;
@@ -827,30 +829,80 @@ static void on_inotify(evutil_socket_t fd, short what, void *userdata) {
         event_active(s->scan_event, EV_TIMEOUT, 0);
 }
 
+/* The mount table polls as readable always, and as "priority, error" once after each change
+ * (its poll consumes the change). libevent asks only for readable, so the mount table is watched
+ * through an epoll of its own that asks for EPOLLPRI alone: that one is readable once per change
+ * and rests otherwise. Whoever polls first consumes the change (the loop's poll of the inner
+ * epoll, here), so the inner epoll_wait() may report nothing: it only drains. */
 static void on_mounts(evutil_socket_t fd, short what, void *userdata) {
         NetnsSet *s = userdata;
+        struct epoll_event ev[4];
+
+        while (epoll_wait(s->mounts_fd, ev, ELEMENTSOF(ev), 0) > 0)
+                ;
         event_active(s->scan_event, EV_TIMEOUT, 0);
 }
 
+static int watch_mounts(NetnsSet *s) {
+        struct epoll_event ev = {.events = EPOLLPRI};
+
+        s->mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        if (s->mountinfo_fd < 0)
+                return -errno;
+        s->mounts_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (s->mounts_fd < 0)
+                return -errno;
+        if (epoll_ctl(s->mounts_fd, EPOLL_CTL_ADD, s->mountinfo_fd, &ev) < 0)
+                return -errno;
+        s->mounts_event = event_new(s->base, s->mounts_fd, EV_READ | EV_PERSIST, on_mounts, s);
+        if (!s->mounts_event || event_add(s->mounts_event, NULL) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static void stop_watching(NetnsSet *s) {
+        if (s->inotify_event)
+                event_free(s->inotify_event);
+        if (s->mounts_event)
+                event_free(s->mounts_event);
+        s->inotify_event = s->mounts_event = NULL;
+        s->inotify_fd = safe_close(s->inotify_fd);
+        s->mounts_fd = safe_close(s->mounts_fd);
+        s->mountinfo_fd = safe_close(s->mountinfo_fd);
+        for (size_t i = 0; i < s->n_dirs; i++)
+                s->wd[i] = -1;
+        if (s->watching)
+                log_debug("netns: no policy names another namespace: the namespace directories are not watched");
+        s->watching = false;
+}
+
 static int start_watching(NetnsSet *s) {
+        int r;
+
         if (s->watching)
                 return 0;
         s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (s->inotify_fd < 0)
                 return -errno;
         s->inotify_event = event_new(s->base, s->inotify_fd, EV_READ | EV_PERSIST, on_inotify, s);
-        /* the mount table polls as "error, priority" once for each change: epoll gives libevent
-         * EPOLLERR, which it hands on as a read event */
-        s->mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        if (s->mounts_fd >= 0)
-                s->mounts_event = event_new(s->base, s->mounts_fd, EV_READ | EV_PERSIST, on_mounts, s);
-        if (!s->inotify_event || (s->mounts_fd >= 0 && !s->mounts_event))
+        if (!s->inotify_event || event_add(s->inotify_event, NULL) < 0) {
+                stop_watching(s);
                 return -ENOMEM;
-        if (event_add(s->inotify_event, NULL) < 0 || (s->mounts_event && event_add(s->mounts_event, NULL) < 0))
-                return -ENOMEM;
-        if (s->mounts_fd < 0)
-                log_warning_errno(errno, "Failed to open /proc/self/mountinfo: %m; namespaces are found when "
-                                         "their files appear, not when they are mounted");
+        }
+        r = watch_mounts(s);
+        if (r == -ENOMEM) {
+                stop_watching(s);
+                return r;
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Failed to watch /proc/self/mountinfo: %m; namespaces are found when their "
+                                     "files appear, not when they are mounted");
+                if (s->mounts_event)
+                        event_free(s->mounts_event);
+                s->mounts_event = NULL;
+                s->mounts_fd = safe_close(s->mounts_fd);
+                s->mountinfo_fd = safe_close(s->mountinfo_fd);
+        }
         s->watching = true;
         return 0;
 }
@@ -875,8 +927,10 @@ void netns_set_policy_changed(NetnsSet *s) {
                 read_leftovers(s);
                 s->read_leftover = true;
         }
-        if (!s->watching && !policy_set_wants_other_netns(s->host->policy) && s->n_leftover == 0)
-                return; /* nothing to look for: the directories are not even watched */
+        if (!policy_set_wants_other_netns(s->host->policy) && s->n_leftover == 0 && s->n == 0) {
+                stop_watching(s); /* nothing to look for: the directories are not even watched */
+                return;
+        }
         r = start_watching(s);
         if (r < 0)
                 log_error_errno(r, "Failed to watch the namespace directories: %m; other namespaces are not managed");
@@ -901,7 +955,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host,
 
         if (!s)
                 return -ENOMEM;
-        *s = (NetnsSet){.base = base, .host = host, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mounts_fd = -1};
+        *s = (NetnsSet){.base = base, .host = host, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mountinfo_fd = -1,
+                         .mounts_fd = -1};
         s->n_dirs = cfg->dirs ? cfg->n_dirs : ELEMENTSOF(defaults);
         s->dirs = calloc(s->n_dirs + 1, sizeof(char *));
         s->wd = calloc(s->n_dirs + 1, sizeof(int));
@@ -961,14 +1016,7 @@ void netns_set_free(NetnsSet *s) {
         free(s->items);
         if (s->scan_event)
                 event_free(s->scan_event);
-        if (s->inotify_event)
-                event_free(s->inotify_event);
-        if (s->mounts_event)
-                event_free(s->mounts_event);
-        if (s->inotify_fd >= 0)
-                close(s->inotify_fd);
-        if (s->mounts_fd >= 0)
-                close(s->mounts_fd);
+        stop_watching(s);
         if (s->host_fd >= 0)
                 close(s->host_fd);
         for (size_t i = 0; s->dirs && i < s->n_dirs; i++)

@@ -65,6 +65,12 @@ static inline void closep(int *fd) {
         }
 }
 
+/* Close `fd` if it is one; -1 to store back. */
+static inline int safe_close(int fd) {
+        closep(&fd);
+        return -1;
+}
+
 DEFINE_TRIVIAL_CLEANUP_FUNC(FILE *, fclose);
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 

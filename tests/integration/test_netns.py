@@ -9,6 +9,8 @@ import json
 import os
 import secrets
 import subprocess
+import tempfile
+import time
 
 import pytest
 
@@ -18,7 +20,7 @@ from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, policy_text
 from test_bigtcpctl import CTL
 from test_dbus import bus, bus_factory, busdir  # noqa: F401  (the system bus of its own, as fixtures)
 from test_dbus import call, wait_serving
-from test_evidence import packet_sockets
+from test_evidence import cpu_seconds, packet_sockets
 from inject import mac_of
 
 HOST_SIZE = 150000
@@ -480,3 +482,30 @@ def test_try_and_revert_reach_every_pod(ns, pods, daemon, confdir, tmp_path):
     for p in names:
         wait_eth0(p, sizes4(POD_SIZE), f'{p} after the revert')
     assert cfg.read_text() == policy()   # nothing was installed
+
+
+IDLE_CPU_MAX = 0.05   # seconds of CPU over IDLE_WINDOW with nothing happening
+IDLE_WINDOW = 10
+
+
+def idle_cpu(d):
+    cpu0 = cpu_seconds(d.pid)
+    time.sleep(IDLE_WINDOW)   # the measurement itself: nothing happens, and nothing is waited for
+    return cpu_seconds(d.pid) - cpu0
+
+
+def test_discovery_rests_with_a_netns_policy(ns, pods, daemon, confdir, tmp_path):
+    """The mount table polls as readable always: the daemon watches it for its "priority" alone,
+    scans once per change and uses no CPU while nothing changes, before and after a change."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    busy = idle_cpu(d)
+    assert busy < IDLE_CPU_MAX, f'{busy:.2f} s of CPU in {IDLE_WINDOW} s idle with a netns policy'
+    # a mount of nothing bigtcpd looks at, then a pod (ip netns add mounts its file): found, then rest
+    with tempfile.TemporaryDirectory(dir=tmp_path) as where:
+        run('mount', '-t', 'tmpfs', 'none', where)
+        run('umount', where)
+    p2, _ = pods.add()
+    wait_eth0(p2, sizes4(POD_SIZE), f'{p2}, found by the mount that made it')
+    busy = idle_cpu(d)
+    assert busy < IDLE_CPU_MAX, f'{busy:.2f} s of CPU in {IDLE_WINDOW} s idle after mount changes'
+    assert d.running()

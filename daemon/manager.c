@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,26 @@ static int machine_id_read(const char *root, char ret[static 33]) {
         if (r < 0)
                 return r == -EFBIG ? -EINVAL : r;
         return machine_id_parse(text, n, ret);
+}
+
+/* Every managed namespace holds descriptors (NETNS_FDS): the soft RLIMIT_NOFILE goes up to the
+ * hard one, as systemd advises daemons that need many (the default soft 1024 is for select(),
+ * which bigtcpd does not use; its workers are forked, never exec'ed). */
+static void raise_nofile(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warning_errno(errno, "Failed to raise RLIMIT_NOFILE from %llu to %llu: %m; at most about %llu "
+                                         "namespaces are managed",
+                                  (unsigned long long) was, (unsigned long long) rl.rlim_max,
+                                  (unsigned long long) was / NETNS_FDS);
+        else
+                log_debug("RLIMIT_NOFILE raised from %llu to %llu", (unsigned long long) was,
+                          (unsigned long long) rl.rlim_max);
 }
 
 /* How long a stop waits for the revert of a try to be written. */
@@ -80,6 +101,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (!m)
                 return -ENOMEM;
         m->cfg = *cfg;
+        raise_nofile();
         if (uname(&m->uts) < 0)
                 memset(&m->uts, 0, sizeof(m->uts));
         r = machine_id_read(cfg->root, m->machine_id);

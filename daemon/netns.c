@@ -14,6 +14,7 @@
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,6 +71,10 @@ struct NetnsSet {
         bool watching;
         bool scanned;      /* the first scan is done: state directories of gone namespaces went */
         bool logged_limit; /* NETNS_MAX was reached */
+        size_t fd_budget;  /* while a scan takes namespaces: descriptors it may still use */
+        unsigned n_starved; /* namespaces the last scan left for want of descriptors */
+        bool logged_starved;
+        struct event *starved_timer; /* tries those again while descriptors may have freed up */
         Netns **items;     /* sorted by name */
         size_t n, cap;
         Sync *host_sync;
@@ -442,6 +447,8 @@ static void forget(NetnsSet *s, size_t i) {
         s->n--;
         netns_free(n);
         (void) remove_state_dir(s->state_root, name);
+        if (s->n_starved > 0)
+                event_active(s->scan_event, EV_TIMEOUT, 0); /* its descriptors are free now */
         engine_check_settled(s->host); /* it may have been the one the daemon waited for */
 }
 
@@ -727,6 +734,59 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found
         closedir(d);
 }
 
+/* ---- descriptors: each namespace holds NETNS_FDS of them for as long as it is managed; the
+ * namespaces never take the last FDS_RESERVE of RLIMIT_NOFILE, which stay for root's control
+ * connections, the state files and the workers. A namespace left for want of them is tried again
+ * when a namespace goes, and every STARVED_RETRY_SEC while some wait. ---- */
+
+#define FDS_RESERVE 64u
+#define STARVED_RETRY_SEC 5
+
+static int count_open_fds(void) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        int n = 0;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d)))
+                n += de->d_name[0] != '.';
+        closedir(d);
+        return n - 1; /* the directory's own */
+}
+
+/* What the namespaces taken by this scan may use: the soft limit less what is open and the
+ * reserve (SIZE_MAX when that cannot be told: then EMFILE itself says it). */
+static size_t fd_budget(void) {
+        struct rlimit rl;
+        int open_now = count_open_fds();
+
+        if (open_now < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+                return SIZE_MAX;
+        if (rl.rlim_cur <= (rlim_t) open_now + FDS_RESERVE)
+                return 0;
+        return (size_t) (rl.rlim_cur - (rlim_t) open_now - FDS_RESERVE);
+}
+
+static void starve(NetnsSet *s, const char *name) {
+        struct rlimit rl = {};
+
+        s->n_starved++;
+        if (s->logged_starved)
+                return;
+        s->logged_starved = true;
+        (void) getrlimit(RLIMIT_NOFILE, &rl);
+        log_warning("netns %s: not managed for now: its %u descriptors would leave fewer than %u of bigtcpd's "
+                    "%llu (RLIMIT_NOFILE) free; it is tried again when descriptors free up (raise LimitNOFILE= "
+                    "of bigtcpd.service)",
+                    name, NETNS_FDS, FDS_RESERVE, (unsigned long long) rl.rlim_cur);
+}
+
+static void on_starved_timer(evutil_socket_t fd, short what, void *userdata) {
+        NetnsSet *s = userdata;
+        event_active(s->scan_event, EV_TIMEOUT, 0);
+}
+
 static void take(NetnsSet *s, const Candidate *c) {
         Netns *n = NULL;
         int r;
@@ -740,9 +800,20 @@ static void take(NetnsSet *s, const Candidate *c) {
                 s->logged_limit = true;
                 return;
         }
+        if (s->fd_budget < NETNS_FDS) {
+                starve(s, c->name);
+                return;
+        }
         r = enter(s, c->dir, c->name, c->ino, &n);
         if (r == -ENOENT)
                 return; /* gone again */
+        if (r == -EMFILE || r == -ENFILE) {
+                s->fd_budget = 0; /* the count was wrong: nothing more this scan */
+                starve(s, c->name);
+                return;
+        }
+        if (s->fd_budget != SIZE_MAX)
+                s->fd_budget -= NETNS_FDS;
         if (r < 0) {
                 refuse(s, c->ino);
                 if (r == -EPERM)
@@ -762,12 +833,14 @@ static void take(NetnsSet *s, const Candidate *c) {
 }
 
 /* State directories of namespaces that went while bigtcpd did not run. */
-static void drop_stale_state(NetnsSet *s) {
-        while (s->n_leftover > 0) {
+static void drop_stale_state(NetnsSet *s, const Seen *seen) {
+        for (size_t i = s->n_leftover; i > 0; i--) {
+                if (seen_has(seen, s->leftover[i - 1].ino))
+                        continue; /* there, but not entered yet (descriptors) */
                 log_info("netns: the namespace of inode %" PRIu64 " went while bigtcpd was not running; "
                          "forgetting its state",
-                         s->leftover[s->n_leftover - 1].ino);
-                leftover_drop(s, s->n_leftover - 1, true);
+                         s->leftover[i - 1].ino);
+                leftover_drop(s, i - 1, true);
         }
 }
 
@@ -786,9 +859,19 @@ static void scan(NetnsSet *s) {
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
                         forget(s, i - 1);
+        s->n_starved = 0;
+        s->fd_budget = found.n > 0 ? fd_budget() : 0;
         for (size_t i = 0; i < found.n; i++)
                 take(s, &found.items[i]);
         candidates_done(&found);
+        if (s->n_starved > 0)
+                evtimer_add(s->starved_timer, &(struct timeval){.tv_sec = STARVED_RETRY_SEC});
+        else {
+                if (s->logged_starved)
+                        log_info("netns: no namespace waits for descriptors any more");
+                s->logged_starved = false;
+                evtimer_del(s->starved_timer);
+        }
         /* a refused namespace that went: its inode may come back as another one */
         size_t k = 0;
         for (size_t i = 0; i < s->n_refused; i++)
@@ -796,7 +879,7 @@ static void scan(NetnsSet *s) {
                         s->refused[k++] = s->refused[i];
         s->n_refused = k;
         if (!s->scanned)
-                drop_stale_state(s);
+                drop_stale_state(s, &seen);
         s->scanned = true;
         ino_map_done(&seen.seen);
         ino_map_done(&seen.known);
@@ -871,8 +954,6 @@ static void stop_watching(NetnsSet *s) {
         s->mountinfo_fd = safe_close(s->mountinfo_fd);
         for (size_t i = 0; i < s->n_dirs; i++)
                 s->wd[i] = -1;
-        if (s->watching)
-                log_debug("netns: no policy names another namespace: the namespace directories are not watched");
         s->watching = false;
 }
 
@@ -928,7 +1009,11 @@ void netns_set_policy_changed(NetnsSet *s) {
                 s->read_leftover = true;
         }
         if (!policy_set_wants_other_netns(s->host->policy) && s->n_leftover == 0 && s->n == 0) {
-                stop_watching(s); /* nothing to look for: the directories are not even watched */
+                /* nothing to look for: the directories are not even watched */
+                if (s->watching)
+                        log_debug("netns: no policy names another namespace: the namespace directories are not "
+                                  "watched any more");
+                stop_watching(s);
                 return;
         }
         r = start_watching(s);
@@ -984,7 +1069,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host,
         s->host_ino = st.st_ino;
         s->scan_event = event_new(base, -1, 0, on_scan, s);
         s->moving_timer = evtimer_new(base, on_moving_timer, s);
-        if (!s->scan_event || !s->moving_timer) {
+        s->starved_timer = evtimer_new(base, on_starved_timer, s);
+        if (!s->scan_event || !s->moving_timer || !s->starved_timer) {
                 netns_set_free(s);
                 return -ENOMEM;
         }
@@ -1011,6 +1097,8 @@ void netns_set_free(NetnsSet *s) {
         free(s->moving);
         if (s->moving_timer)
                 event_free(s->moving_timer);
+        if (s->starved_timer)
+                event_free(s->starved_timer);
         for (size_t i = 0; i < s->n; i++)
                 netns_free(s->items[i]);
         free(s->items);

@@ -20,6 +20,10 @@
 #define NETNS_DIRS_MAX 16u
 /* The most namespaces managed at once; more are logged once and left alone. */
 #define NETNS_MAX 8192u
+/* The descriptors one namespace holds while it is managed: its three rtnetlink sockets (events,
+ * writes, statistics; the ioctls go through the events one), its three SNMP files and its state
+ * directory. */
+#define NETNS_FDS 7u
 
 typedef struct Netns {
         NetnsId id; /* first: devices point to it */

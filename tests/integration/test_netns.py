@@ -15,8 +15,8 @@ import time
 import pytest
 
 import nl
-from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, policy_text, run, set_and_check, sizes4,
-                     wait_file, write_file_atomic)
+from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, ip_batch, policy_text, run, set_and_check,
+                     sizes4, wait_file, write_file_atomic)
 from test_bigtcpctl import CTL
 from test_dbus import bus, bus_factory, busdir  # noqa: F401  (the system bus of its own, as fixtures)
 from test_dbus import call, wait_serving
@@ -509,3 +509,70 @@ def test_discovery_rests_with_a_netns_policy(ns, pods, daemon, confdir, tmp_path
     busy = idle_cpu(d)
     assert busy < IDLE_CPU_MAX, f'{busy:.2f} s of CPU in {IDLE_WINDOW} s idle after mount changes'
     assert d.running()
+
+
+def add_many(pods, n):
+    """n pods from two batches (the namespaces, then one veth each, whose host ends vm<i> no policy
+    names): eth0 in each at 65536."""
+    names = [f'{NETNS_PREFIX}pod-{secrets.token_hex(4)}' for _ in range(n)]
+    run('ip', '-batch', '-', input=''.join(f'netns add {x}\n' for x in names))
+    pods.names.extend(names)
+    ip_batch(pods.host, [f'link add vm{i} type veth peer name eth0 netns {x}' for i, x in enumerate(names)])
+    return names
+
+
+def pods_at(d, names, size):
+    """The names of those pods whose eth0 the daemon knows at `size` (read from the kernel)."""
+    want = set(names)
+    return {x['netns'] for x in list_devices(d)
+            if x.get('netns') in want and x['ifname'] == 'eth0' and set(x['current'].values()) == {size}}
+
+
+def status(d):
+    with Monitor(d, seed=False) as m:
+        return m.call('io.bigtcpd.Manager.GetStatus')
+
+
+def test_300_pods_under_a_soft_nofile_of_1024(ns, pods, daemon, confdir):
+    """systemd's default soft RLIMIT_NOFILE (1024) holds about 140 namespaces: the daemon raises it to
+    the hard limit at start, and every pod is managed."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    names = add_many(pods, 300)
+    d = start(daemon, ns, cfg, wrapper=('prlimit', '--nofile=1024:8192', '--'))
+    with Monitor(d, seed=False) as m:
+        m.wait_until(lambda m: pods_at(d, names, POD_SIZE) == set(names), 30, 'all 300 pod ends written')
+    assert status(d)['netns']['managed'] == 300
+    assert not d.log_lines('not managed for now'), d.log_tail()
+
+
+def test_pods_beyond_the_descriptors_wait_and_are_taken_when_some_go(ns, pods, daemon, confdir):
+    """With a hard limit of 256 descriptors, the pods that would eat into the reserve kept for
+    control connections wait (status and control still answer), and are taken once others go."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    names = add_many(pods, 40)
+    d = start(daemon, ns, cfg, wrapper=('prlimit', '--nofile=256:256', '--'))
+    with Monitor(d, seed=False) as m:
+        m.wait_until(lambda m: len(pods_at(d, names, POD_SIZE)) > 0, 10, 'some pod ends written')
+    managed = pods_at(d, names, POD_SIZE)
+    # the set is stable (no namespace is entered past the budget), and far from all of them
+    assert status(d)['netns']['managed'] == len(managed) < 30, len(managed)
+    assert len(d.log_lines('not managed for now')) == 1, d.log_tail()
+    # the reserve: many control connections at once still get answers
+    monitors = [Monitor(d, seed=False) for _ in range(20)]
+    try:
+        for m in monitors:
+            assert m.call('io.bigtcpd.Manager.GetStatus')['netns']['managed'] == len(managed)
+    finally:
+        for m in monitors:
+            m.close()
+    gone = sorted(managed)[:len(managed) - 2]
+    run('ip', '-batch', '-', input=''.join(f'netns del {x}\n' for x in gone))
+    for x in gone:
+        pods.names.remove(x)
+    left = [x for x in names if x not in gone]
+    assert len(left) * 7 < 256 - 64 - 40, 'the test must leave room for every pod left'
+    with Monitor(d, seed=False) as m:
+        m.wait_until(lambda m: pods_at(d, left, POD_SIZE) == set(left), 20, 'the waiting pods taken once others went')
+    assert d.log_lines('no namespace waits for descriptors any more'), d.log_tail()

@@ -1,7 +1,8 @@
 /* netns.c — the other network namespaces: scanning the namespace directories, entering each
  * namespace once (setns there, open its sockets and SNMP files, setns back: the daemon has no
  * threads, and nothing but this file ever leaves its own namespace), an engine and a sync for
- * each, their state directories, and forgetting them when they go. */
+ * each, their state directories, and letting them go (their originals given back first) when
+ * their file goes or no policy names them any more. */
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -77,6 +78,9 @@ struct NetnsSet {
         struct event *starved_timer; /* tries those again while descriptors may have freed up */
         Netns **items;     /* sorted by name */
         size_t n, cap;
+        Netns **releasing; /* let go, giving back what bigtcpd wrote */
+        size_t n_releasing;
+        struct event *reap_event; /* frees the released ones, outside their engines' events */
         Sync *host_sync;
         StateDirName *leftover; /* state directories of an earlier run, not taken yet */
         size_t n_leftover;
@@ -254,6 +258,8 @@ static void netns_free(Netns *n) {
                 return;
         if (n->engine && n->forward_watch)
                 event_watch_remove(&n->engine->events, n->forward_watch);
+        if (n->release_timer)
+                event_free(n->release_timer);
         sync_free(n->sync);
         engine_free(n->engine);
         netlink_free(n->nl);
@@ -268,8 +274,12 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Netns *, netns_free);
 
 /* Device events reach the watchers of the daemon (Monitor, D-Bus); the namespace's own
  * bookkeeping (settled, reloads) does not. */
+static void released(Netns *n);
+static void maybe_release(Netns *n);
+
 static void on_netns_event(const Event *ev, void *userdata) {
-        NetnsSet *s = userdata;
+        Netns *n = userdata;
+        NetnsSet *s = n->set;
 
         switch (ev->type) {
         case EVENT_ADDED:
@@ -282,6 +292,11 @@ static void on_netns_event(const Event *ev, void *userdata) {
                 event_emit(&s->host->events, ev);
                 break;
         case EVENT_SETTLED:
+                if (n->releasing) {
+                        released(n);
+                        break;
+                }
+                maybe_release(n);
                 /* READY=1 (and the end of a reload) waits for every namespace */
                 engine_check_settled(s->host);
                 break;
@@ -384,7 +399,8 @@ static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, N
         if (r < 0)
                 return r;
         sync_set_move_ops(n->sync, &move_ops, s);
-        n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, s);
+        n->set = s;
+        n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, n);
         if (n->forward_watch == 0)
                 return -ENOMEM;
 
@@ -425,31 +441,158 @@ static int insert(NetnsSet *s, Netns *n) {
         return 0;
 }
 
-/* The namespace is gone, or its file is: its devices go with it, quietly (nothing can be given
- * back to a namespace bigtcpd cannot reach any more). */
-static void forget(NetnsSet *s, size_t i) {
+/* ---- letting a namespace go ---- */
+
+#define RELEASE_TIMEOUT_SEC 10
+
+static size_t count_originals(const Engine *e) {
+        const Device *d;
+        size_t n = 0;
+
+        DEVICE_FOREACH(d, &e->devices, it)
+                n += d->has_original;
+        return n;
+}
+
+static void released(Netns *n) {
+        n->released = true;
+        event_active(n->set->reap_event, EV_TIMEOUT, 0);
+}
+
+static void on_release_timeout(evutil_socket_t fd, short what, void *userdata) {
+        Netns *n = userdata;
+
+        log_warning("netns %s: its original sizes are not all back after %ds; letting it go anyway", n->id.name,
+                    RELEASE_TIMEOUT_SEC);
+        released(n);
+}
+
+/* Out of the list, and what bigtcpd wrote goes back: the engine runs a policy of nothing, which
+ * gives every device its originals. Done once the engine settles (or after a bound). */
+static void release(NetnsSet *s, size_t i, const char *why) {
         Netns *n = s->items[i];
+        size_t held = count_originals(n->engine);
+        PolicySet *none;
+        Device *d;
+
+        Netns **t = realloc(s->releasing, (s->n_releasing + 1) * sizeof(*t));
+        if (!t) {
+                log_error("netns %s: out of memory; keeping it", n->id.name);
+                return;
+        }
+        s->releasing = t;
+        memmove(s->items + i, s->items + i + 1, (s->n - i - 1) * sizeof(*s->items));
+        s->n--;
+        s->releasing[s->n_releasing++] = n;
+        n->releasing = true;
+        if (held > 0)
+                log_info("netns %s: %s; giving its %zu devices bigtcpd wrote their original sizes back before letting "
+                         "it go",
+                         n->id.name, why, held);
+        else
+                log_info("netns %s: %s; letting it go", n->id.name, why);
+        n->release_timer = evtimer_new(s->base, on_release_timeout, n);
+        none = policy_set_new();
+        if (held == 0 || !none || !n->release_timer ||
+            evtimer_add(n->release_timer, &(struct timeval){.tv_sec = RELEASE_TIMEOUT_SEC}) < 0) {
+                policy_set_free(none);
+                released(n);
+                return;
+        }
+        policy_set_free(n->engine->policy);
+        n->engine->policy = none;
+        apply_policy_changed(n->engine);
+        n->engine->settle_pending = true;
+        DEVICE_FOREACH(d, &n->engine->devices, it)
+                apply_reconcile(n->engine, d, REASON_SYNC);
+        apply_flush(n->engine);
+        engine_check_settled(n->engine); /* nothing to write after all: released() */
+        engine_check_settled(s->host);   /* it may have been the one the daemon waited for */
+}
+
+/* A namespace no policy names any more, once it holds nothing of bigtcpd's (its originals given
+ * back, or those of an earlier run, for which it was entered). */
+static void maybe_release(Netns *n) {
+        NetnsSet *s = n->set;
+
+        if (policy_set_takes_netns(s->host->policy, n->id.name) || count_originals(n->engine) > 0)
+                return;
+        for (size_t i = 0; i < s->n; i++)
+                if (s->items[i] == n) {
+                        release(s, i, "no policy names it");
+                        return;
+                }
+}
+
+static void leftover_keep(NetnsSet *s, uint64_t ino, uint64_t cookie) {
+        StateDirName *t = realloc(s->leftover, (s->n_leftover + 1) * sizeof(*t));
+
+        if (!t)
+                return;
+        s->leftover = t;
+        s->leftover[s->n_leftover++] = (StateDirName){ino, cookie};
+}
+
+static void refuse(NetnsSet *s, uint64_t ino);
+
+/* Its devices go; its state directory with them when they are all at their originals, else it
+ * stays for the namespace coming back (same inode and cookie). */
+static void reap_one(NetnsSet *s, Netns *n) {
         _cleanup_(freep) Device **devs = NULL;
-        size_t n_devs = 0, n_written = 0;
+        size_t n_devs = 0, left = count_originals(n->engine);
+        uint64_t ino = n->id.ino, cookie = n->id.cookie;
         char name[48];
 
         if (device_table_sorted(&n->engine->devices, &devs, &n_devs) >= 0)
                 for (size_t j = 0; j < n_devs; j++) {
-                        n_written += devs[j]->has_original;
                         /* reads in flight for it (bigtcpctl show) are answered: the device is gone */
                         writer_cancel_device(n->engine->writer, devs[j]);
                         event_emit(&s->host->events, &(Event){.type = EVENT_REMOVED, .device = devs[j]});
                 }
-        log_info("netns %s: gone; forgetting its %zu devices (%zu written by bigtcpd)", n->id.name, n_devs,
-                 n_written);
-        state_dir_name(n->id.ino, n->id.cookie, name);
-        memmove(s->items + i, s->items + i + 1, (s->n - i - 1) * sizeof(*s->items));
-        s->n--;
+        state_dir_name(ino, cookie, name);
+        _cleanup_(freep) char *what = strdup(n->id.name);
         netns_free(n);
-        (void) remove_state_dir(s->state_root, name);
-        if (s->n_starved > 0)
-                event_active(s->scan_event, EV_TIMEOUT, 0); /* its descriptors are free now */
-        engine_check_settled(s->host); /* it may have been the one the daemon waited for */
+        if (left == 0) {
+                (void) remove_state_dir(s->state_root, name);
+                log_info("netns %s: let go (%zu devices, none left at sizes of bigtcpd's)", what ?: "?", n_devs);
+                return;
+        }
+        leftover_keep(s, ino, cookie);
+        refuse(s, ino); /* not entered again before the operator's next word */
+        log_warning("netns %s: let go with %zu devices not at their original sizes; their state stays in %s/%s for "
+                    "when the namespace is back",
+                    what ?: "?", left, s->state_root, name);
+}
+
+static void stop_watching(NetnsSet *s);
+
+/* No policy names another namespace, and none is managed, being let go, or has state left. */
+static bool nothing_to_look_for(const NetnsSet *s) {
+        return !policy_set_wants_other_netns(s->host->policy) && s->n_leftover == 0 && s->n == 0 &&
+               s->n_releasing == 0;
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *userdata) {
+        NetnsSet *s = userdata;
+        bool any = false;
+
+        for (size_t i = s->n_releasing; i > 0; i--) {
+                Netns *n = s->releasing[i - 1];
+                if (!n->released)
+                        continue;
+                s->releasing[i - 1] = s->releasing[--s->n_releasing];
+                reap_one(s, n);
+                any = true;
+        }
+        if (!any)
+                return;
+        if (nothing_to_look_for(s)) {
+                log_debug("netns: no policy names another namespace and none is managed: the namespace directories "
+                          "are not watched any more");
+                stop_watching(s);
+        } else if (s->watching)
+                event_active(s->scan_event, EV_TIMEOUT, 0); /* a file that came back; descriptors free */
+        engine_check_settled(s->host);
 }
 
 /* ---- devices that move between namespaces ---- */
@@ -832,16 +975,16 @@ static void take(NetnsSet *s, const Candidate *c) {
         log_info("netns %s: managing it (%s/%s)", n->id.name, c->dir, n->id.name);
 }
 
-/* State directories of namespaces that went while bigtcpd did not run. */
-static void drop_stale_state(NetnsSet *s, const Seen *seen) {
-        for (size_t i = s->n_leftover; i > 0; i--) {
-                if (seen_has(seen, s->leftover[i - 1].ino))
-                        continue; /* there, but not entered yet (descriptors) */
-                log_info("netns: the namespace of inode %" PRIu64 " went while bigtcpd was not running; "
-                         "forgetting its state",
-                         s->leftover[i - 1].ino);
-                leftover_drop(s, i - 1, true);
-        }
+/* State directories of namespaces not visible at start: the namespace may live on without a
+ * file here (a bind-mount elsewhere, a later mount, another --netns-dir), and nothing tells a
+ * gone one from that but a namespace that has its inode with another cookie (prepare_state_dir).
+ * They stay, and are used when their namespace appears. */
+static void log_unseen_state(NetnsSet *s, const Seen *seen) {
+        for (size_t i = 0; i < s->n_leftover; i++)
+                if (!seen_has(seen, s->leftover[i].ino))
+                        log_info("netns: the namespace of inode %" PRIu64 " (cookie %" PRIu64 ") that bigtcpd wrote "
+                                 "to before is not in the namespace directories; keeping its state for when it is",
+                                 s->leftover[i].ino, s->leftover[i].cookie);
 }
 
 static void scan(NetnsSet *s) {
@@ -853,12 +996,15 @@ static void scan(NetnsSet *s) {
                 s->items[i]->seen = false;
                 (void) ino_map_put(&seen.known, s->items[i]->id.ino, s->items[i]);
         }
+        /* one being let go is not entered again before that is done (a scan follows) */
+        for (size_t i = 0; i < s->n_releasing; i++)
+                (void) ino_map_put(&seen.known, s->releasing[i]->id.ino, s->releasing[i]);
         for (size_t i = 0; i < s->n_dirs; i++)
                 scan_dir(s, s->dirs[i], &seen, &found);
         /* those that went first: a name deleted and made again is a new namespace */
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
-                        forget(s, i - 1);
+                        release(s, i - 1, "its file is gone");
         s->n_starved = 0;
         s->fd_budget = found.n > 0 ? fd_budget() : 0;
         for (size_t i = 0; i < found.n; i++)
@@ -879,7 +1025,7 @@ static void scan(NetnsSet *s) {
                         s->refused[k++] = s->refused[i];
         s->n_refused = k;
         if (!s->scanned)
-                drop_stale_state(s, &seen);
+                log_unseen_state(s, &seen);
         s->scanned = true;
         ino_map_done(&seen.seen);
         ino_map_done(&seen.known);
@@ -1008,8 +1154,8 @@ void netns_set_policy_changed(NetnsSet *s) {
                 read_leftovers(s);
                 s->read_leftover = true;
         }
-        if (!policy_set_wants_other_netns(s->host->policy) && s->n_leftover == 0 && s->n == 0) {
-                /* nothing to look for: the directories are not even watched */
+        if (nothing_to_look_for(s)) {
+                /* the directories are not even watched */
                 if (s->watching)
                         log_debug("netns: no policy names another namespace: the namespace directories are not "
                                   "watched any more");
@@ -1070,7 +1216,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host,
         s->scan_event = event_new(base, -1, 0, on_scan, s);
         s->moving_timer = evtimer_new(base, on_moving_timer, s);
         s->starved_timer = evtimer_new(base, on_starved_timer, s);
-        if (!s->scan_event || !s->moving_timer || !s->starved_timer) {
+        s->reap_event = event_new(base, -1, 0, on_reap, s);
+        if (!s->scan_event || !s->moving_timer || !s->starved_timer || !s->reap_event) {
                 netns_set_free(s);
                 return -ENOMEM;
         }
@@ -1102,6 +1249,11 @@ void netns_set_free(NetnsSet *s) {
         for (size_t i = 0; i < s->n; i++)
                 netns_free(s->items[i]);
         free(s->items);
+        for (size_t i = 0; i < s->n_releasing; i++)
+                netns_free(s->releasing[i]);
+        free(s->releasing);
+        if (s->reap_event)
+                event_free(s->reap_event);
         if (s->scan_event)
                 event_free(s->scan_event);
         stop_watching(s);

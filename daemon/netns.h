@@ -2,7 +2,8 @@
  * namespace directories (inotify on them, and the mount table for the bind-mount that makes a
  * file there a namespace), entered once each to open what the daemon needs inside (its rtnetlink
  * sockets, its SNMP files), run each by an engine, a sync and a state directory of their own,
- * and forgotten with their devices when they go. The daemon's own namespace is the manager's
+ * and let go when their file goes or no policy names them (what bigtcpd wrote given back first:
+ * its sockets keep the namespace alive until then). The daemon's own namespace is the manager's
  * engine; this set only reaches it to forward device events to its watchers. */
 #pragma once
 
@@ -34,6 +35,13 @@ typedef struct Netns {
         char *state_dir;
         unsigned forward_watch;
         bool seen; /* by the scan that runs */
+        /* Let go: its file went, or no policy names it and bigtcpd holds nothing of it. What bigtcpd
+         * wrote goes back first (its sockets keep the namespace and its devices alive meanwhile);
+         * it is out of the set's list from then on. */
+        bool releasing;
+        bool released; /* … and that is done (freed from the loop, not from its own event) */
+        struct NetnsSet *set;
+        struct event *release_timer;
 } Netns;
 
 typedef struct NetnsConfig {

@@ -202,14 +202,15 @@ def _setns(fd):
 
 
 def netns_socket(netns, groups=0, rcvbuf=None):
-    """A NETLINK_ROUTE socket created inside /run/netns/<netns> (or here when netns is None).
+    """A NETLINK_ROUTE socket created inside /run/netns/<netns> (a path when it begins with /; here
+    when netns is None).
     A socket stays bound to the namespace it was created in, so we switch only for socket()."""
     if netns is None:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_ROUTE)
     else:
         orig = os.open('/proc/thread-self/ns/net', os.O_RDONLY | os.O_CLOEXEC)
         try:
-            target = os.open(f'/run/netns/{netns}', os.O_RDONLY | os.O_CLOEXEC)
+            target = os.open(netns if netns.startswith('/') else f'/run/netns/{netns}', os.O_RDONLY | os.O_CLOEXEC)
             try:
                 _setns(target)
                 try:

@@ -194,14 +194,68 @@ def test_pod_deleted_while_managed(ns, pods, daemon, confdir):
         m.wait_until(lambda m: not any(x.get('netns') == p1 for x in
                                      m.call('io.bigtcpd.Manager.ListDevices')['devices']),
                      T(10), f'{p1} forgotten')
+    wait_file(d.log_path, lambda: d.log_lines(f'netns {p1}: let go'), 10, f'{p1} let go')
     # the other pod is still managed: a size changed there is put back by a reload's re-read
     set_and_check(p2, 'eth0', DISTINCT)
     d.reload()
     wait_eth0(p2, sizes4(POD_SIZE), f'{p2} still managed')
     assert d.running()
-    lines = d.log_lines(f'netns {p1}: gone')
+    lines = d.log_lines(f'netns {p1}: its file is gone')
     assert len(lines) == 1, d.log()
-    assert not (d.runtime_dir / 'netns').exists() or len(os.listdir(d.runtime_dir / 'netns')) == 1
+    # its device was given its originals back (it lived on in bigtcpd's sockets), and its state went
+    assert d.log_lines(f'{p1}/eth0: original sizes restored'), d.log()
+    assert len(os.listdir(d.runtime_dir / 'netns')) == 1
+
+
+class Kept:
+    """A namespace's file bind-mounted at `path` as well, so that it lives on without /run/netns."""
+
+    def __init__(self, name, path):
+        self.path = path
+        path.touch()
+        run('mount', '--bind', f'/run/netns/{name}', path)
+
+    def close(self):
+        run('umount', self.path)
+
+
+def test_pod_file_gone_while_the_namespace_lives_gets_its_originals_back(ns, pods, daemon, confdir, tmp_path):
+    """ip netns del while the namespace lives on (here: a bind-mount elsewhere): bigtcpd's sockets
+    are still in it, so what it wrote goes back before it lets the namespace go."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    kept = Kept(p1, tmp_path / 'kept')
+    try:
+        pods.delete(p1)
+        nl.wait_links(str(kept.path), at({'eth0': DISTINCT}), T(10), 'the originals back once the file went')
+        wait_file(d.log_path, lambda: d.log_lines(f'netns {p1}: let go'), 10, f'{p1} let go')
+        assert not os.listdir(d.runtime_dir / 'netns')   # every device restored: no state to keep
+        assert d.running()
+    finally:
+        kept.close()
+
+
+def test_state_of_a_pod_not_visible_at_start_is_kept_and_used_when_it_appears(ns, pods, daemon, confdir, tmp_path):
+    """A namespace bigtcpd wrote to, whose file is not there when bigtcpd starts (mounted later,
+    elsewhere): its state survives the start and gives its devices their originals when it is."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    cfg = confdir / 'bigtcpd.yaml'
+    runtime = d.runtime_dir
+    d.stop()
+    kept = Kept(p1, tmp_path / 'kept')
+    try:
+        run('umount', f'/run/netns/{p1}')   # an empty file is left: not a namespace
+        cfg.write_text(policy(pods=False))
+        d2 = start(daemon, ns, cfg, runtime_dir=runtime)
+        assert len(os.listdir(runtime / 'netns')) == 1, 'the state of a namespace not visible survives the start'
+        assert len(d2.log_lines('keeping its state for when it is')) == 1, d2.log()
+        run('mount', '--bind', kept.path, f'/run/netns/{p1}')
+        wait_eth0(p1, DISTINCT, 'its originals, from the state kept, once it appeared')
+        assert f'netns {p1}: original sizes of 1 devices recorded by an earlier run' in d2.log()
+        # no policy names it: once restored it is let go, with its state
+        wait_file(d2.log_path, lambda: d2.log_lines(f'netns {p1}: let go'), 10, f'{p1} let go')
+        assert not os.listdir(runtime / 'netns')
+    finally:
+        kept.close()
 
 
 def test_restart_keeps_pod_originals(ns, pods, daemon, confdir):
@@ -216,7 +270,9 @@ def test_restart_keeps_pod_originals(ns, pods, daemon, confdir):
     assert f'netns {p1}: original sizes of 1 devices recorded by an earlier run' in d2.log()
 
 
-def test_state_of_a_pod_gone_while_stopped_is_dropped(ns, pods, daemon, confdir):
+def test_state_of_a_pod_gone_while_stopped_is_kept(ns, pods, daemon, confdir):
+    """Nothing tells a namespace that went from one that lives on without its file: the state of
+    one that is not there at start stays (and the others' originals are known)."""
     d, p1, _ = one_pod(ns, pods, daemon, confdir)
     p2, _ = pods.add(distinct=False)   # made while the daemon runs: written at once, from 65536
     wait_eth0(p2, sizes4(POD_SIZE), p2)
@@ -225,9 +281,8 @@ def test_state_of_a_pod_gone_while_stopped_is_dropped(ns, pods, daemon, confdir)
     d.stop()
     pods.delete(p1)
     d2 = start(daemon, ns, confdir / 'bigtcpd.yaml', runtime_dir=runtime)
-    # the one that went is forgotten, with its directory; the other one's originals are still known
-    assert len(d2.log_lines('went while bigtcpd was not running; forgetting its state')) == 1, d2.log()
-    assert len(os.listdir(runtime / 'netns')) == 1
+    assert len(d2.log_lines('keeping its state for when it is')) == 1, d2.log()
+    assert len(os.listdir(runtime / 'netns')) == 2
     assert f'netns {p2}: original sizes of 1 devices recorded by an earlier run' in d2.log()
     dev = [x for x in list_devices(d2) if x['netns'] == p2 and x['ifname'] == 'eth0'][0]
     assert dev['original']['gso_max_size'] == 65536
@@ -434,14 +489,14 @@ def test_pod_deleted_with_writes_in_flight(ns, pods, daemon, confdir):
     d = start(daemon, ns, cfg, ready=False)
     wait_file(d.log_path, lambda: d.log_lines(rf'{p1}/w\d+[ab]: writing'), 20, f'writes into {p1} begun')
     pods.delete(p1)
-    wait_file(d.log_path, lambda: d.log_lines(rf'netns {p1}: gone'), 20, f'{p1} forgotten')
+    wait_file(d.log_path, lambda: d.log_lines(rf'netns {p1}: let go'), 20, f'{p1} let go')
     d.wait_notify('READY=1', T(20))
     wait_eth0(p2, sizes4(POD_SIZE), f'{p2} still managed')
     assert d.running()
-    assert len(d.log_lines(rf'netns {p1}: gone')) == 1
-    # nothing about the gone namespace's devices after it went: no error loop, no retries
+    assert len(d.log_lines(rf'netns {p1}: its file is gone')) == 1
+    # nothing about the gone namespace's devices after it was let go: no error loop, no retries
     log = d.log().splitlines()
-    gone_at = next(i for i, l in enumerate(log) if f'netns {p1}: gone' in l)
+    gone_at = next(i for i, l in enumerate(log) if f'netns {p1}: let go' in l)
     later = [l for l in log[gone_at + 1:] if p1 in l]
     assert not later, later
     assert not [l for l in log if 'error' in l.split(':', 2)[1]], log
@@ -504,7 +559,7 @@ def test_discovery_rests_with_a_netns_policy(ns, pods, daemon, confdir, tmp_path
     with tempfile.TemporaryDirectory(dir=tmp_path) as where:
         run('mount', '-t', 'tmpfs', 'none', where)
         run('umount', where)
-    p2, _ = pods.add()
+    p2, _ = pods.add(distinct=False)   # written as soon as it is found: left at 65536 until then
     wait_eth0(p2, sizes4(POD_SIZE), f'{p2}, found by the mount that made it')
     busy = idle_cpu(d)
     assert busy < IDLE_CPU_MAX, f'{busy:.2f} s of CPU in {IDLE_WINDOW} s idle after mount changes'
@@ -576,3 +631,20 @@ def test_pods_beyond_the_descriptors_wait_and_are_taken_when_some_go(ns, pods, d
     with Monitor(d, seed=False) as m:
         m.wait_until(lambda m: pods_at(d, left, POD_SIZE) == set(left), 20, 'the waiting pods taken once others went')
     assert d.log_lines('no namespace waits for descriptors any more'), d.log_tail()
+
+
+def test_pod_policy_removed_gives_back_and_lets_go(ns, pods, daemon, confdir):
+    """A reload that names no namespace any more: every pod end gets its originals, the namespaces
+    are let go (their sockets closed) and the directories are not watched any more."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    d.reload(write=lambda: write_file_atomic(confdir / 'bigtcpd.yaml', policy(pods=False)))
+    wait_eth0(p1, DISTINCT, 'the original back once no policy names the pod')
+    wait_file(d.log_path, lambda: d.log_lines(f'netns {p1}: let go'), 10, f'{p1} let go')
+    wait_file(d.log_path, lambda: d.log_lines('namespace directories are not watched any more'), 10, 'the watch ended')
+    assert not os.listdir(d.runtime_dir / 'netns')
+    assert status(d)['netns']['managed'] == 0
+    # a pod made now is not looked at
+    p2, _ = pods.add()
+    d.reload()
+    assert eth0(p2) == DISTINCT
+    assert not d.log_lines(f'netns {p2}')

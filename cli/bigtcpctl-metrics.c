@@ -214,6 +214,13 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
                 const char *st = device_state_to_string((DeviceState) k);
                 printf("bigtcpd_devices{state=\"%s\"} %" PRId64 "\n", st, jint(counts, st, 0));
         }
+        json_object *ns = jget(s, "netns");
+        metric_header("bigtcpd_netns_managed", "gauge", "Network namespaces other than bigtcpd's own it manages.");
+        printf("bigtcpd_netns_managed %" PRId64 "\n", jint(ns, "managed", 0));
+        metric_header("bigtcpd_netns_problems", "gauge",
+                      "Network namespaces a policy names that are not managed as they should be (bigtcpctl status "
+                      "names them).");
+        printf("bigtcpd_netns_problems %" PRId64 "\n", jint(ns, "namespace_problems_total", 0));
         metric_header("bigtcpd_writes_total", "counter",
                       "Size writes sent to the kernel since bigtcpd started.");
         printf("bigtcpd_writes_total %" PRId64 "\n", jint(s, "writes", 0));

@@ -21,13 +21,17 @@ static void label(const char *name) {
 static int state_text(const Ctl *c, json_object *s, char **ret) {
         _cleanup_(freep) char *t = NULL;
         int64_t held = jint(jget(s, "devices"), "rolled-back", 0),
-                failed = jint(jget(s, "devices"), "failed", 0);
+                failed = jint(jget(s, "devices"), "failed", 0),
+                namespaces = jint(jget(s, "netns"), "namespace_problems_total", 0);
         int r;
 
         if (!jbool(s, "ready"))
                 r = strextendf(&t, "%sstarting%s", color(c, ANSI_YELLOW), color(c, ANSI_RESET));
-        else if (held <= 0 && failed <= 0)
+        else if (held <= 0 && failed <= 0 && namespaces <= 0)
                 r = strextendf(&t, "%sready%s", color(c, ANSI_GREEN), color(c, ANSI_RESET));
+        else if (held <= 0 && failed <= 0)
+                r = strextendf(&t, "%sdegraded%s (%" PRId64 " %s not managed as it should be)", color(c, ANSI_YELLOW),
+                               color(c, ANSI_RESET), namespaces, namespaces == 1 ? "namespace" : "namespaces");
         else {
                 const char *devices = (held > 0 ? held : failed) == 1 ? "device" : "devices";
                 r = strextendf(&t, "%sdegraded%s (", color(c, ANSI_YELLOW), color(c, ANSI_RESET));
@@ -276,6 +280,17 @@ int verb_status(Ctl *c, char **args, size_t n) {
                        jint(ns, "rollbacks", 0));
                 if (print_troubled(c, jarray(ns, "problems"), jget(ns, "devices")) < 0)
                         return error_exit(EXIT_FAILED, "out of memory");
+        }
+        json_object *np = jarray(ns, "namespace_problems");
+        for (size_t i = 0; i < jlen(np); i++) {
+                json_object *p = json_object_array_get_idx(np, i);
+                label(i == 0 ? "Netns problems" : NULL);
+                printf("%s%s%s: %s\n", color(c, ANSI_YELLOW), jstr(p, "netns") ?: "?", color(c, ANSI_RESET),
+                       jstr(p, "message") ?: jstr(p, "problem") ?: "?");
+        }
+        if (jint(ns, "namespace_problems_total", 0) > (int64_t) jlen(np)) {
+                label(NULL);
+                printf("… and %" PRId64 " more\n", jint(ns, "namespace_problems_total", 0) - (int64_t) jlen(np));
         }
         json_object *ev = jget(s, "evidence"), *ne = jarray(ev, "not_effective");
         if (ev && (jint(ev, "watched", 0) > 0 || jlen(ne) > 0)) {

@@ -254,6 +254,8 @@ const char *control_state(const Control *c) {
 
         if (!c->engine->settled_once)
                 return "starting";
+        if (netns_set_problem_count(c->netns) > 0)
+                return "degraded";
         for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
                 const Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
@@ -324,6 +326,58 @@ static json_object *state_counts_json(const unsigned n[static _DEVICE_STATE_MAX]
         return counts;
 }
 
+/* What a namespace's problem means, and what to do about it. */
+static char *netns_problem_message(const NetnsProblem *p) {
+        char *m = NULL;
+        int r = -1;
+
+        switch (p->kind) {
+        case NETNS_PROBLEM_CANNOT_ENTER:
+                if (p->error == -EPERM)
+                        r = asprintf(&m, "cannot enter it: %s; bigtcpd needs CAP_SYS_ADMIN for other namespaces: "
+                                         "install the drop-in bigtcpd-netns.conf (see NETWORK NAMESPACES in bigtcpd(8))",
+                                     strerror(-p->error));
+                else
+                        r = asprintf(&m, "cannot enter it: %s; tried again at the next reload", strerror(-p->error));
+                break;
+        case NETNS_PROBLEM_DESCRIPTORS:
+                r = asprintf(&m, "not managed for now: too few free file descriptors (RLIMIT_NOFILE); it is taken "
+                                 "when some free up; raise LimitNOFILE= of bigtcpd.service");
+                break;
+        case NETNS_PROBLEM_NOT_RESTORED:
+                r = asprintf(&m, "let go with %zu devices not at their original sizes; their state is kept for when "
+                                 "the namespace is back",
+                             p->devices);
+                break;
+        case _NETNS_PROBLEM_MAX:
+        case _NETNS_PROBLEM_INVALID:
+                break;
+        }
+        return r < 0 ? NULL : m;
+}
+
+/* The namespaces a policy names that are not managed as they should be, the first
+ * CONTROL_PROBLEMS_MAX. */
+static json_object *netns_problems_json(const Control *c) {
+        json_object *a = json_object_new_array();
+        size_t n = netns_set_problem_count(c->netns);
+
+        for (size_t i = 0; a && i < n && i < CONTROL_PROBLEMS_MAX; i++) {
+                const NetnsProblem *p = netns_set_problem(c->netns, i);
+                _cleanup_(freep) char *m = netns_problem_message(p);
+                json_object *o = json_object_new_object();
+
+                if (!o)
+                        break;
+                json_object_object_add(o, "netns", json_object_new_string(p->name));
+                json_object_object_add(o, "problem", json_object_new_string(netns_problem_kind_to_string(p->kind)));
+                json_object_object_add(o, "errno", p->error < 0 ? json_object_new_int(-p->error) : NULL);
+                json_object_object_add(o, "message", m ? json_object_new_string(m) : NULL);
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
 /* The other namespaces, summed: how many, their devices by state, their writes and rollbacks,
  * and the first CONTROL_PROBLEMS_MAX devices to look at (namespaces by name, each by ifindex). */
 static json_object *netns_status_json(const Control *c) {
@@ -358,6 +412,9 @@ static json_object *netns_status_json(const Control *c) {
         json_object_object_add(o, "restores", json_object_new_int64((int64_t) restores));
         json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) rollbacks));
         json_object_object_add(o, "problems", problems);
+        json_object_object_add(o, "namespace_problems", netns_problems_json(c));
+        json_object_object_add(o, "namespace_problems_total",
+                               json_object_new_int64((int64_t) netns_set_problem_count(c->netns)));
         return o;
 }
 

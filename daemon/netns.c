@@ -85,9 +85,9 @@ struct NetnsSet {
         StateDirName *leftover; /* state directories of an earlier run, not taken yet */
         size_t n_leftover;
         bool read_leftover;
-        uint64_t *refused; /* inodes of namespaces that could not be entered: tried again only
-                            * after the next policy change, so a scan never logs them again */
-        size_t n_refused;
+        NetnsProblem *problems; /* those that could not be entered are tried again only after the
+                                 * next policy change, so a scan never logs them again */
+        size_t n_problems;
         Moving *moving;
         size_t n_moving;
         struct event *moving_timer;
@@ -144,6 +144,85 @@ Netns *netns_set_find(const NetnsSet *s, const char *name) {
         return found ? s->items[i] : NULL;
 }
 
+
+/* ---- problems to report ---- */
+
+static const char *const problem_kind_table[_NETNS_PROBLEM_MAX] = {
+        [NETNS_PROBLEM_CANNOT_ENTER] = "cannot-enter",
+        [NETNS_PROBLEM_DESCRIPTORS] = "descriptors",
+        [NETNS_PROBLEM_NOT_RESTORED] = "not-restored",
+};
+
+const char *netns_problem_kind_to_string(NetnsProblemKind k) {
+        return k >= 0 && k < _NETNS_PROBLEM_MAX ? problem_kind_table[k] : NULL;
+}
+
+static bool is_refused(const NetnsSet *s, uint64_t ino) {
+        for (size_t i = 0; i < s->n_problems; i++)
+                if (s->problems[i].ino == ino && s->problems[i].blocks)
+                        return true;
+        return false;
+}
+
+static void problem_drop(NetnsSet *s, size_t i) {
+        free(s->problems[i].name);
+        memmove(s->problems + i, s->problems + i + 1, (s->n_problems - i - 1) * sizeof(*s->problems));
+        s->n_problems--;
+}
+
+/* Drop those for which keep() says no. */
+static void problems_filter(NetnsSet *s, bool (*keep)(NetnsProblem *p, const void *userdata), const void *userdata) {
+        for (size_t i = s->n_problems; i > 0; i--)
+                if (!keep(&s->problems[i - 1], userdata))
+                        problem_drop(s, i - 1);
+}
+
+static void problem_add(NetnsSet *s, NetnsProblemKind kind, const char *name, uint64_t ino, int error,
+                        size_t devices, bool blocks) {
+        NetnsProblem *t;
+        char *copy;
+
+        for (size_t i = 0; i < s->n_problems; i++)
+                if (s->problems[i].ino == ino && s->problems[i].kind == kind) {
+                        problem_drop(s, i);
+                        break;
+                }
+        if (s->n_problems >= NETNS_MAX || !(copy = strdup(name)))
+                return;
+        t = realloc(s->problems, (s->n_problems + 1) * sizeof(*t));
+        if (!t) {
+                free(copy);
+                return;
+        }
+        s->problems = t;
+        s->problems[s->n_problems++] = (NetnsProblem){.name = copy, .ino = ino, .kind = kind, .error = error,
+                                                      .devices = devices, .blocks = blocks,
+                                                      .quiet = kind == NETNS_PROBLEM_CANNOT_ENTER && error == -EMEDIUMTYPE};
+}
+
+size_t netns_set_problem_count(const NetnsSet *s) {
+        size_t n = 0;
+
+        for (size_t i = 0; s && i < s->n_problems; i++)
+                n += !s->problems[i].quiet;
+        return n;
+}
+
+const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i) {
+        for (size_t j = 0; s && j < s->n_problems; j++)
+                if (!s->problems[j].quiet && i-- == 0)
+                        return &s->problems[j];
+        return NULL;
+}
+
+static bool keep_not_descriptors(NetnsProblem *p, const void *userdata) {
+        return p->kind != NETNS_PROBLEM_DESCRIPTORS;
+}
+
+static bool keep_other_than(NetnsProblem *p, const void *userdata) {
+        const uint64_t *ino = userdata;
+        return !(p->kind == NETNS_PROBLEM_NOT_RESTORED && p->ino == *ino);
+}
 
 /* ---- state directories: <runtime_dir>/netns/<inode>-<cookie>. The inode is what a scan sees
  * without entering; the cookie tells the namespace from a later one that got its inode (the
@@ -234,6 +313,7 @@ static int prepare_state_dir(NetnsSet *s, Netns *n) {
                                  "gone; dropping it",
                                  n->id.name, l->ino);
                 leftover_drop(s, i - 1, l->cookie != n->id.cookie);
+                problems_filter(s, keep_other_than, &n->id.ino); /* back: what was not restored is tried now */
         }
         if (mkdir(s->cfg.runtime_dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
@@ -533,8 +613,6 @@ static void leftover_keep(NetnsSet *s, uint64_t ino, uint64_t cookie) {
         s->leftover[s->n_leftover++] = (StateDirName){ino, cookie};
 }
 
-static void refuse(NetnsSet *s, uint64_t ino);
-
 /* Its devices go; its state directory with them when they are all at their originals, else it
  * stays for the namespace coming back (same inode and cookie). */
 static void reap_one(NetnsSet *s, Netns *n) {
@@ -558,7 +636,8 @@ static void reap_one(NetnsSet *s, Netns *n) {
                 return;
         }
         leftover_keep(s, ino, cookie);
-        refuse(s, ino); /* not entered again before the operator's next word */
+        /* not entered again while its file is there, before the operator's next word */
+        problem_add(s, NETNS_PROBLEM_NOT_RESTORED, what ?: "?", ino, 0, left, true);
         log_warning("netns %s: let go with %zu devices not at their original sizes; their state stays in %s/%s for "
                     "when the namespace is back",
                     what ?: "?", left, s->state_root, name);
@@ -797,24 +876,23 @@ static bool seen_has(const Seen *v, uint64_t ino) {
         return ino_map_get(&v->seen, ino) != NULL;
 }
 
-static bool is_refused(const NetnsSet *s, uint64_t ino) {
-        for (size_t i = 0; i < s->n_refused; i++)
-                if (s->refused[i] == ino)
-                        return true;
-        return false;
+/* After a scan: one that could not be entered and went may come back as another namespace; one let
+ * go with devices not restored whose file went may be entered again when it is back. */
+static bool keep_seen(NetnsProblem *p, const void *userdata) {
+        const Seen *seen = userdata;
+
+        if (seen_has(seen, p->ino))
+                return true;
+        p->blocks = false;
+        return p->kind == NETNS_PROBLEM_NOT_RESTORED;
 }
 
-static void refuse(NetnsSet *s, uint64_t ino) {
-        uint64_t *t;
-
-        if (s->n_refused >= NETNS_MAX)
-                return;
-        t = realloc(s->refused, (s->n_refused + 1) * sizeof(*t));
-        if (!t)
-                return;
-        s->refused = t;
-        s->refused[s->n_refused++] = ino;
+/* The operator's word: those that could not be entered are tried again. */
+static bool keep_after_policy_change(NetnsProblem *p, const void *userdata) {
+        p->blocks = false;
+        return p->kind == NETNS_PROBLEM_NOT_RESTORED;
 }
+
 
 /* A namespace a scan found that is not managed yet. */
 typedef struct Candidate {
@@ -911,10 +989,11 @@ static size_t fd_budget(void) {
         return (size_t) (rl.rlim_cur - (rlim_t) open_now - FDS_RESERVE);
 }
 
-static void starve(NetnsSet *s, const char *name) {
+static void starve(NetnsSet *s, const char *name, uint64_t ino) {
         struct rlimit rl = {};
 
         s->n_starved++;
+        problem_add(s, NETNS_PROBLEM_DESCRIPTORS, name, ino, -EMFILE, 0, false);
         if (s->logged_starved)
                 return;
         s->logged_starved = true;
@@ -944,7 +1023,7 @@ static void take(NetnsSet *s, const Candidate *c) {
                 return;
         }
         if (s->fd_budget < NETNS_FDS) {
-                starve(s, c->name);
+                starve(s, c->name, c->ino);
                 return;
         }
         r = enter(s, c->dir, c->name, c->ino, &n);
@@ -952,13 +1031,13 @@ static void take(NetnsSet *s, const Candidate *c) {
                 return; /* gone again */
         if (r == -EMFILE || r == -ENFILE) {
                 s->fd_budget = 0; /* the count was wrong: nothing more this scan */
-                starve(s, c->name);
+                starve(s, c->name, c->ino);
                 return;
         }
         if (s->fd_budget != SIZE_MAX)
                 s->fd_budget -= NETNS_FDS;
         if (r < 0) {
-                refuse(s, c->ino);
+                problem_add(s, NETNS_PROBLEM_CANNOT_ENTER, c->name, c->ino, r, 0, true);
                 if (r == -EPERM)
                         log_error_errno(r, "netns %s: cannot enter it: %m; bigtcpd needs CAP_SYS_ADMIN for other "
                                            "namespaces (see NETWORK NAMESPACES in bigtcpd(8))",
@@ -1006,6 +1085,7 @@ static void scan(NetnsSet *s) {
                 if (!s->items[i - 1]->seen)
                         release(s, i - 1, "its file is gone");
         s->n_starved = 0;
+        problems_filter(s, keep_not_descriptors, NULL);
         s->fd_budget = found.n > 0 ? fd_budget() : 0;
         for (size_t i = 0; i < found.n; i++)
                 take(s, &found.items[i]);
@@ -1018,12 +1098,7 @@ static void scan(NetnsSet *s) {
                 s->logged_starved = false;
                 evtimer_del(s->starved_timer);
         }
-        /* a refused namespace that went: its inode may come back as another one */
-        size_t k = 0;
-        for (size_t i = 0; i < s->n_refused; i++)
-                if (seen_has(&seen, s->refused[i]))
-                        s->refused[k++] = s->refused[i];
-        s->n_refused = k;
+        problems_filter(s, keep_seen, &seen);
         if (!s->scanned)
                 log_unseen_state(s, &seen);
         s->scanned = true;
@@ -1139,7 +1214,7 @@ void netns_set_policy_changed(NetnsSet *s) {
 
         if (!s)
                 return;
-        s->n_refused = 0; /* the operator's word: try those again */
+        problems_filter(s, keep_after_policy_change, NULL);
         for (size_t i = 0; i < s->n; i++) {
                 Netns *n = s->items[i];
                 if (n->engine->policy == s->host->policy)
@@ -1237,7 +1312,9 @@ void netns_set_free(NetnsSet *s) {
                 sync_set_move_ops(s->host_sync, NULL, NULL);
         if (s->host && s->host->settle_blocked_userdata == s)
                 s->host->settle_blocked = NULL;
-        free(s->refused);
+        while (s->n_problems > 0)
+                problem_drop(s, s->n_problems - 1);
+        free(s->problems);
         free(s->leftover);
         for (size_t i = 0; i < s->n_moving; i++)
                 moving_done(&s->moving[i]);

@@ -54,6 +54,29 @@ typedef struct NetnsConfig {
 
 typedef struct NetnsSet NetnsSet;
 
+/* What keeps a namespace a policy names (or one with state of an earlier run) from being
+ * managed as it should. */
+typedef enum NetnsProblemKind {
+        NETNS_PROBLEM_CANNOT_ENTER, /* setns or its sockets failed (EPERM: no CAP_SYS_ADMIN); tried
+                                     * again after the next policy change */
+        NETNS_PROBLEM_DESCRIPTORS,  /* waits for free descriptors (RLIMIT_NOFILE) */
+        NETNS_PROBLEM_NOT_RESTORED, /* let go with devices not at their originals: its state is kept */
+        _NETNS_PROBLEM_MAX,
+        _NETNS_PROBLEM_INVALID = -EINVAL,
+} NetnsProblemKind;
+
+typedef struct NetnsProblem {
+        char *name;
+        uint64_t ino;
+        NetnsProblemKind kind;
+        int error;      /* CANNOT_ENTER: what failed (negative errno) */
+        size_t devices; /* NOT_RESTORED: how many */
+        bool blocks;    /* not entered again while it is there (until the next policy change) */
+        bool quiet;     /* not a problem to report (a file there that is no network namespace) */
+} NetnsProblem;
+
+const char *netns_problem_kind_to_string(NetnsProblemKind k);
+
 /* `host` is the daemon's own namespace's engine: its configuration (hostname, kernel, machine id)
  * and running policy are the others' too, and their device events go to its watchers. Devices
  * that move between any two namespaces it manages, `host_sync`'s included, keep their records. */
@@ -64,6 +87,10 @@ void netns_set_free(NetnsSet *s);
  * directories are scanned for namespaces it names. Namespaces with a state directory of an
  * earlier run are entered whatever the policy says, so that their originals can go back. */
 void netns_set_policy_changed(NetnsSet *s);
+
+/* The problems to report, in the order they arose; at most NETNS_MAX. */
+size_t netns_set_problem_count(const NetnsSet *s);
+const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i);
 
 /* The managed namespaces, sorted by name. */
 size_t netns_set_count(const NetnsSet *s);

@@ -5,6 +5,7 @@ namespace, read back inside each pod with the tests' own netlink code.
 The daemon looks in /run/netns (where `ip netns add` puts them); the policies name only this
 run's namespaces (BT_NETNS_PREFIX), so namespaces of other runs there are never entered."""
 
+import errno
 import json
 import os
 import secrets
@@ -612,7 +613,15 @@ def test_pods_beyond_the_descriptors_wait_and_are_taken_when_some_go(ns, pods, d
         m.wait_until(lambda m: len(pods_at(d, names, POD_SIZE)) > 0, 10, 'some pod ends written')
     managed = pods_at(d, names, POD_SIZE)
     # the set is stable (no namespace is entered past the budget), and far from all of them
-    assert status(d)['netns']['managed'] == len(managed) < 30, len(managed)
+    st = status(d)
+    assert st['netns']['managed'] == len(managed) < 30, len(managed)
+    # the others are problems of the status, by name
+    assert st['state'] == 'degraded'
+    assert st['netns']['namespace_problems_total'] == 40 - len(managed)
+    waiting = {p['netns'] for p in st['netns']['namespace_problems']}
+    assert len(waiting) == 10 and not waiting & managed
+    assert all(p['problem'] == 'descriptors' and 'LimitNOFILE' in p['message']
+               for p in st['netns']['namespace_problems'])
     assert len(d.log_lines('not managed for now')) == 1, d.log_tail()
     # the reserve: many control connections at once still get answers
     monitors = [Monitor(d, seed=False) for _ in range(20)]
@@ -631,6 +640,8 @@ def test_pods_beyond_the_descriptors_wait_and_are_taken_when_some_go(ns, pods, d
     with Monitor(d, seed=False) as m:
         m.wait_until(lambda m: pods_at(d, left, POD_SIZE) == set(left), 20, 'the waiting pods taken once others went')
     assert d.log_lines('no namespace waits for descriptors any more'), d.log_tail()
+    st = status(d)
+    assert st['state'] == 'ready' and st['netns']['namespace_problems'] == [], st['netns']
 
 
 def test_pod_policy_removed_gives_back_and_lets_go(ns, pods, daemon, confdir):
@@ -648,3 +659,26 @@ def test_pod_policy_removed_gives_back_and_lets_go(ns, pods, daemon, confdir):
     d.reload()
     assert eth0(p2) == DISTINCT
     assert not d.log_lines(f'netns {p2}')
+
+
+def test_without_cap_sys_admin_status_is_degraded_and_names_the_namespace(ns, pods, daemon, confdir):
+    """The unit without the netns drop-in: a pod a policy names cannot be entered. GetStatus, bigtcpctl
+    status and the metrics say so, with the namespace and the fix."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add()
+    d = start(daemon, ns, cfg, wrapper=('setpriv', '--inh-caps=-sys_admin', '--bounding-set=-sys_admin', '--'))
+    st = status(d)
+    assert st['state'] == 'degraded', st
+    [p] = st['netns']['namespace_problems']
+    assert (p['netns'], p['problem'], p['errno']) == (p1, 'cannot-enter', errno.EPERM), p
+    assert 'CAP_SYS_ADMIN' in p['message'] and 'bigtcpd-netns.conf' in p['message'], p
+    assert st['netns']['managed'] == 0 and eth0(p1) == DISTINCT
+    out = ctl(d, ns, 'status')
+    assert 'degraded (1 namespace not managed as it should be)' in out, out
+    assert p1 in out and 'bigtcpd-netns.conf' in out, out
+    assert 'bigtcpd_netns_problems 1' in ctl(d, ns, 'metrics').splitlines()
+    # logged once, however many scans follow
+    pods.add()
+    d.reload()
+    assert len(d.log_lines(f'netns {p1}: cannot enter it')) == 2   # the reload is the operator's word: tried again

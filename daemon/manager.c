@@ -117,25 +117,25 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (!m->base)
                 return -ENOMEM;
 
-        r = netlink_new(m->base, cfg->netlink_rcvbuf, &m->nl);
+        /* bigtcpd's own namespace, made as every other one is */
+        NamespaceConfig own = {
+                .fd = -1,
+                .home_fd = -1,
+                .runtime_dir = cfg->runtime_dir,
+                .engine = {
+                        .hostname = m->uts.nodename,
+                        .kernel_release = m->uts.release,
+                        .machine_id = m->machine_id[0] ? m->machine_id : NULL,
+                        .count_packets = true,
+                },
+                .netlink_rcvbuf = cfg->netlink_rcvbuf,
+                .verify_interval_usec = cfg->verify_interval_usec,
+        };
+        r = netns_new(m->base, &own, &m->host);
         if (r < 0)
                 return log_error_errno(r, "Failed to open rtnetlink sockets: %m");
-        EngineConfig ec = {
-                .runtime_dir = cfg->runtime_dir,
-                .proc_net = "/proc/net",
-                .hostname = m->uts.nodename,
-                .kernel_release = m->uts.release,
-                .machine_id = m->machine_id[0] ? m->machine_id : NULL,
-                .count_packets = true,
-        };
-        WriterTransport transport = {netlink_send_request, m->nl, netlink_stats_dump_request};
-        r = engine_new(m->base, &ec, NULL, netlink_ioctl_fd(m->nl), &transport, &apply_writer_ops,
-                       &apply_probation_ops, &m->engine);
-        if (r < 0)
-                return r;
-        r = sync_new(m->engine, m->nl, cfg->verify_interval_usec, &m->sync);
-        if (r < 0)
-                return r;
+        m->engine = m->host->engine;
+        m->sync = m->host->sync;
         NetnsConfig nc = {
                 .dirs = cfg->netns_dirs,
                 .n_dirs = cfg->n_netns_dirs,
@@ -185,9 +185,7 @@ void manager_free(Manager *m) {
         policy_try_free(m->trial);
         reloader_free(m->reloader);
         netns_set_free(m->netns);
-        sync_free(m->sync);
-        engine_free(m->engine);
-        netlink_free(m->nl);
+        netns_free(m->host);
         if (m->base)
                 event_base_free(m->base);
         free(m);

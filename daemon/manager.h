@@ -36,8 +36,8 @@ typedef struct Manager {
         ManagerConfig cfg;
         struct utsname uts;
         char machine_id[33]; /* "" when the host has none: cohorts come from the hostname */
-        Netlink *nl;
-        Engine *engine;
+        Netns *host;    /* bigtcpd's own namespace */
+        Engine *engine; /* its engine and sync, which reloads, tries and control work on */
         Sync *sync;
         NetnsSet *netns; /* the other namespaces */
         Reloader *reloader;

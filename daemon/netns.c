@@ -7,8 +7,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/nsfs.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +23,6 @@
 #include "log.h"
 #include "match.h"
 #include "netns.h"
-
-#ifndef SO_NETNS_COOKIE
-#define SO_NETNS_COOKIE 71
-#endif
 
 /* How long the records of a device that left wait for it to show up in another namespace. The
  * kernel announces the arrival before the move returns, so this only covers the daemon reading
@@ -253,10 +247,6 @@ static int remove_state_dir(const char *root, const char *name) {
         return 0;
 }
 
-static void state_dir_name(uint64_t ino, uint64_t cookie, char buf[static 48]) {
-        snprintf(buf, 48, "%" PRIu64 "-%" PRIu64, ino, cookie);
-}
-
 /* The state directories an earlier run left, read once before the first scan. */
 static void read_leftovers(NetnsSet *s) {
         DIR *d = opendir(s->state_root);
@@ -293,7 +283,7 @@ static void leftover_drop(NetnsSet *s, size_t i, bool remove) {
         char name[48];
 
         if (remove) {
-                state_dir_name(s->leftover[i].ino, s->leftover[i].cookie, name);
+                netns_state_dir_name(s->leftover[i].ino, s->leftover[i].cookie, name);
                 (void) remove_state_dir(s->state_root, name);
         }
         s->leftover[i] = s->leftover[--s->n_leftover];
@@ -302,8 +292,6 @@ static void leftover_drop(NetnsSet *s, size_t i, bool remove) {
 /* Make the namespace's state directory, or take the one an earlier run left for it; one left
  * by a namespace that had its inode before goes. */
 static int prepare_state_dir(NetnsSet *s, Netns *n) {
-        char name[48];
-
         for (size_t i = s->n_leftover; i > 0; i--) {
                 StateDirName *l = &s->leftover[i - 1];
                 if (l->ino != n->id.ino)
@@ -319,11 +307,6 @@ static int prepare_state_dir(NetnsSet *s, Netns *n) {
                 return -errno;
         if (mkdir(s->state_root, 0755) < 0 && errno != EEXIST)
                 return -errno;
-        state_dir_name(n->id.ino, n->id.cookie, name);
-        if (asprintf(&n->state_dir, "%s/%s", s->state_root, name) < 0) {
-                n->state_dir = NULL;
-                return -ENOMEM;
-        }
         if (mkdir(n->state_dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
         return 0;
@@ -332,25 +315,6 @@ static int prepare_state_dir(NetnsSet *s, Netns *n) {
 static const SyncMoveOps move_ops;
 
 /* ---- one namespace ---- */
-
-static void netns_free(Netns *n) {
-        if (!n)
-                return;
-        if (n->engine && n->forward_watch)
-                event_watch_remove(&n->engine->events, n->forward_watch);
-        if (n->release_timer)
-                event_free(n->release_timer);
-        sync_free(n->sync);
-        engine_free(n->engine);
-        netlink_free(n->nl);
-        for (size_t i = 0; i < ELEMENTSOF(n->snmp.fd); i++)
-                if (n->snmp.fd[i] >= 0)
-                        close(n->snmp.fd[i]);
-        free(n->state_dir);
-        free(n->id.name);
-        free(n);
-}
-DEFINE_TRIVIAL_CLEANUP_FUNC(Netns *, netns_free);
 
 /* Device events reach the watchers of the daemon (Monitor, D-Bus); the namespace's own
  * bookkeeping (settled, reloads) does not. */
@@ -389,95 +353,41 @@ static void on_netns_event(const Event *ev, void *userdata) {
         }
 }
 
-/* Inside the namespace: its sockets, its SNMP files and its cookie. The caller comes back. */
-static int open_inside(NetnsSet *s, Netns *n) {
-        socklen_t len = sizeof(n->id.cookie);
-        int r;
-
-        r = netlink_new(s->base, s->cfg.netlink_rcvbuf, &n->nl);
-        if (r < 0)
-                return r;
-        if (getsockopt(netlink_ioctl_fd(n->nl), SOL_SOCKET, SO_NETNS_COOKIE, &n->id.cookie, &len) < 0)
-                return -errno;
-        n->snmp.opened = true;
-        for (size_t i = 0; i < ELEMENTSOF(n->snmp.fd); i++) {
-                _cleanup_(freep) char *path = NULL;
-                if (asprintf(&path, "/proc/thread-self/net/%s", snmp_file_names[i]) < 0)
-                        return -ENOMEM;
-                /* a namespace without IPv6 has no snmp6: read as absent */
-                n->snmp.fd[i] = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        }
-        return 0;
-}
-
 static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **ret) {
-        _cleanup_(netns_freep) Netns *n = calloc(1, sizeof(*n));
+        _cleanup_(netns_freep) Netns *n = NULL;
         _cleanup_(closep) int fd = -1;
+        _cleanup_(freep) char *path = NULL;
         StateEntry *entries = NULL;
         StateLoadReport report;
         size_t n_entries = 0;
         int r, k;
 
-        if (!n)
-                return -ENOMEM;
-        n->snmp.fd[0] = n->snmp.fd[1] = n->snmp.fd[2] = -1;
-        n->id.name = strdup(name);
-        if (!n->id.name)
-                return -ENOMEM;
-        n->id.dev = s->nsfs_dev;
-        n->id.ino = ino;
-
-        _cleanup_(freep) char *path = NULL;
         if (asprintf(&path, "%s/%s", dir, name) < 0)
                 return -ENOMEM;
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
-        /* the file may have been replaced since the scan saw it */
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if ((uint64_t) st.st_ino != ino || (uint64_t) st.st_dev != s->nsfs_dev)
-                return -ENOENT;
-        r = ioctl(fd, NS_GET_NSTYPE);
-        if (r < 0)
-                return -errno;
-        if (r != CLONE_NEWNET)
-                return -EMEDIUMTYPE;
-        if (setns(fd, CLONE_NEWNET) < 0)
-                return -errno;
-        r = open_inside(s, n);
-        if (setns(s->host_fd, CLONE_NEWNET) < 0) {
-                /* Everything the daemon opens from here on would belong to another namespace:
-                 * there is no running on from that. */
-                log_error_errno(errno, "Failed to return to bigtcpd's own network namespace: %m");
-                abort();
-        }
+        NamespaceConfig nc = {
+                .fd = fd,
+                .home_fd = s->host_fd,
+                .name = name,
+                .dev = s->nsfs_dev,
+                .ino = ino,
+                .runtime_dir = s->cfg.runtime_dir,
+                .engine = s->host->cfg,
+                .clock = s->host->clock,
+                .netlink_rcvbuf = s->cfg.netlink_rcvbuf,
+                .verify_interval_usec = s->cfg.verify_interval_usec,
+        };
+        r = netns_new(s->base, &nc, &n);
         if (r < 0)
                 return r;
-
         r = prepare_state_dir(s, n);
         if (r < 0)
                 return log_error_errno(r, "netns %s: failed to set up its state directory: %m", name);
 
-        EngineConfig ec = s->host->cfg;
-        ec.runtime_dir = n->state_dir;
-        ec.proc_net = NULL;
-        ec.snmp = &n->snmp;
-        ec.netns = &n->id;
-        /* Packet sockets are opened in bigtcpd's own namespace, where this namespace's ifindexes
-         * are other devices: its devices are not counted (evidence) until they can be opened in it. */
-        ec.count_packets = false;
-        WriterTransport transport = {netlink_send_request, n->nl, netlink_stats_dump_request};
-        r = engine_new(s->base, &ec, s->host->clock, netlink_ioctl_fd(n->nl), &transport, &apply_writer_ops,
-                       &apply_probation_ops, &n->engine);
-        if (r < 0)
-                return r;
         n->engine->policy = policy_set_ref(s->host->policy);
         apply_policy_changed(n->engine);
-        r = sync_new(n->engine, n->nl, s->cfg.verify_interval_usec, &n->sync);
-        if (r < 0)
-                return r;
         sync_set_move_ops(n->sync, &move_ops, s);
         n->set = s;
         n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, n);
@@ -627,7 +537,7 @@ static void reap_one(NetnsSet *s, Netns *n) {
                         writer_cancel_device(n->engine->writer, devs[j]);
                         event_emit(&s->host->events, &(Event){.type = EVENT_REMOVED, .device = devs[j]});
                 }
-        state_dir_name(ino, cookie, name);
+        netns_state_dir_name(ino, cookie, name);
         _cleanup_(freep) char *what = strdup(n->id.name);
         netns_free(n);
         if (left == 0) {

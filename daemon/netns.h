@@ -11,10 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "counters.h"
-#include "engine.h"
-#include "netlink.h"
-#include "sync.h"
+#include "namespace.h"
 
 /* Where namespaces are looked for when no --netns-dir is given. */
 #define NETNS_DIRS_DEFAULT {"/run/netns", "/run/docker/netns"}
@@ -26,23 +23,6 @@
  * directory. */
 #define NETNS_FDS 7u
 
-typedef struct Netns {
-        NetnsId id; /* first: devices point to it */
-        Netlink *nl;
-        Engine *engine;
-        Sync *sync;
-        SnmpFiles snmp;
-        char *state_dir;
-        unsigned forward_watch;
-        bool seen; /* by the scan that runs */
-        /* Let go: its file went, or no policy names it and bigtcpd holds nothing of it. What bigtcpd
-         * wrote goes back first (its sockets keep the namespace and its devices alive meanwhile);
-         * it is out of the set's list from then on. */
-        bool releasing;
-        bool released; /* … and that is done (freed from the loop, not from its own event) */
-        struct NetnsSet *set;
-        struct event *release_timer;
-} Netns;
 
 typedef struct NetnsConfig {
         char *const *dirs; /* NULL: NETNS_DIRS_DEFAULT */
@@ -51,8 +31,6 @@ typedef struct NetnsConfig {
         int netlink_rcvbuf;
         uint64_t verify_interval_usec;
 } NetnsConfig;
-
-typedef struct NetnsSet NetnsSet;
 
 /* What keeps a namespace a policy names (or one with state of an earlier run) from being
  * managed as it should. */
@@ -96,10 +74,6 @@ const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i);
 size_t netns_set_count(const NetnsSet *s);
 Netns *netns_set_get(const NetnsSet *s, size_t i);
 Netns *netns_set_find(const NetnsSet *s, const char *name);
-/* The namespace a device lives in (NULL for one of the daemon's own). */
-static inline Netns *netns_of_device(const Device *d) {
-        return (Netns *) d->netns; /* NetnsId is Netns's first member */
-}
 
 /* Is `name` a file name a namespace may have under the directories (printable ASCII, no blank,
  * not hidden, not "host")? Others are not looked at. */

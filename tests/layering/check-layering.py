@@ -23,6 +23,7 @@ LAYERS = [
     ('engine', ['engine']),
     ('decisions', ['lifecycle', 'apply']),
     ('kernel side', ['sync']),
+    ('namespace', ['namespace']),
     ('policy reload', ['reload', 'try']),
     ('namespaces', ['netns']),
     ('control', ['control']),
@@ -50,6 +51,10 @@ def includes(path, root):
             yield quoted
         elif any((root / d / angled).is_file() for d in INCLUDE_DIRS):
             yield angled
+# A namespace's sockets, engine and sync are made in one place, for bigtcpd's own namespace and
+# every other one alike (the review's step 1: FRR's zebra_ns_new for the default and the others).
+NAMESPACE_PARTS = ('netlink_new', 'engine_new', 'sync_new')
+NAMESPACE_MAKER = 'namespace'
 
 
 def check(root):
@@ -78,6 +83,19 @@ def check(root):
             if rank[dep] > rank[mod]:
                 problems.append(f'daemon/{path.name} ({layer_name[rank[mod]]}) includes {inc} '
                                 f'({layer_name[rank[dep]]}): calls must point down')
+
+    # Outside the files that define them, the constructors of a namespace's parts are called by
+    # namespace.c alone.
+    for path in daemon:
+        if path.suffix != '.c' or path.stem == NAMESPACE_MAKER:
+            continue
+        text = re.sub(r'/\*.*?\*/', '', path.read_text(), flags=re.S)
+        for part in NAMESPACE_PARTS:
+            if path.stem == part.rsplit('_', 1)[0]:
+                continue  # its own definition
+            if re.search(rf'\b{part}\s*\(', text):
+                problems.append(f'daemon/{path.name} calls {part}(): a namespace\'s netlink, engine and sync are '
+                                f'made by {NAMESPACE_MAKER}.c alone (netns_new), for bigtcpd\'s own namespace too')
 
     for path in sorted((root / 'cli').glob('*.[ch]')):
         for inc in includes(path, root):
@@ -144,6 +162,10 @@ SELF_TEST_CASES = [
      ['cli/x.c includes engine.h (engine): bigtcpctl shares only the pure layer of the daemon']),
     ('bigtcpctl reaching into the engine, written #include <…>', {'cli/x.c': '#include <engine.h>\n'},
      ['cli/x.c includes engine.h (engine): bigtcpctl shares only the pure layer of the daemon']),
+    ('a second place that makes a namespace\'s engine',
+     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nr = engine_new(b, &c, NULL, -1, &t, &w, &p, &e);\n'},
+     ["daemon/apply.c calls engine_new(): a namespace's netlink, engine and sync are made by namespace.c alone "
+      "(netns_new), for bigtcpd's own namespace too"]),
 ]
 
 

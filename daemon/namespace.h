@@ -1,0 +1,72 @@
+/* namespace.h — one network namespace as bigtcpd runs it: its rtnetlink sockets (events and
+ * dumps, writes, statistics), its SNMP files, the engine that decides for its devices and the
+ * sync that keeps that engine's table the kernel's, and its state directory. The daemon's own
+ * namespace and every other one are made by the one constructor here; only a namespace other
+ * than the daemon's own is entered (setns there, open, setns back: the daemon has no threads,
+ * and nothing but this file ever leaves its own namespace). What the set of them does (finding
+ * them, letting them go, devices moving between them) is netns.c's. */
+#pragma once
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "counters.h"
+#include "engine.h"
+#include "netlink.h"
+#include "sync.h"
+
+typedef struct NetnsSet NetnsSet;
+
+typedef struct Netns {
+        NetnsId id; /* first: devices point to it (only those of namespaces not the daemon's own) */
+        bool own;   /* the daemon's own: its devices carry no NetnsId, its SNMP files are /proc/net */
+        Netlink *nl;
+        Engine *engine;
+        Sync *sync;
+        SnmpFiles snmp;
+        char *state_dir;
+
+        /* The set's (netns.c) */
+        NetnsSet *set;
+        unsigned forward_watch;
+        bool seen; /* by the scan that runs */
+        /* Let go: its file went, or no policy names it and bigtcpd holds nothing of it. What bigtcpd
+         * wrote goes back first (its sockets keep the namespace and its devices alive meanwhile);
+         * it is out of the set's list from then on. */
+        bool releasing;
+        bool released; /* … and that is done (freed from the loop, not from its own event) */
+        struct event *release_timer;
+} Netns;
+
+typedef struct NamespaceConfig {
+        /* The namespace: an nsfs file of it open in `fd`, with the daemon's own in `home_fd` to
+         * come back to, its file name and the dev/inode of its file; fd -1 for the daemon's own. */
+        int fd, home_fd;
+        const char *name;
+        uint64_t dev, ino;
+        /* The state: the daemon's own keeps it in `runtime_dir`, another namespace in
+         * <runtime_dir>/netns/<inode>-<cookie> (made by the caller). */
+        const char *runtime_dir;
+        /* The host as policies see it, shared by every namespace; count_packets for the daemon's
+         * own only (packet sockets open there, where another namespace's ifindexes are other
+         * devices). The engine's paths and namespace are filled in here. */
+        EngineConfig engine;
+        const Clock *clock;
+        int netlink_rcvbuf;
+        uint64_t verify_interval_usec;
+} NamespaceConfig;
+
+/* -ENOENT: the file is not that namespace any more; -EMEDIUMTYPE: not a network namespace;
+ * -EPERM: no CAP_SYS_ADMIN to enter it; -EMFILE: out of descriptors. */
+int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret);
+void netns_free(Netns *n);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Netns *, netns_free);
+
+/* "<inode>-<cookie>", the name of another namespace's state directory. */
+void netns_state_dir_name(uint64_t ino, uint64_t cookie, char buf[static 48]);
+
+/* The namespace a device lives in (NULL for one of the daemon's own). */
+static inline Netns *netns_of_device(const Device *d) {
+        return (Netns *) d->netns; /* NetnsId is Netns's first member */
+}

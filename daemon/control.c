@@ -85,14 +85,19 @@ static json_object *write_error_json(const Device *d) {
         return x;
 }
 
-/* The engines, for i up to netns_set_count(): bigtcpd's own namespace's (0), then each other's. */
+/* The engines, for i < namespaces(): bigtcpd's own namespace's (0), then each other's (a control
+ * without the set, the tests', has its own engine alone). */
+static size_t namespaces(const Control *c) {
+        return c->netns ? netns_set_size(c->netns) : 1;
+}
+
 static Engine *engine_at(const Control *c, size_t i) {
-        return i == 0 ? c->engine : netns_set_get(c->netns, i - 1)->engine;
+        return c->netns ? netns_set_at(c->netns, i)->engine : c->engine;
 }
 
 Engine *control_engine_of(const Control *c, const Device *d) {
         Netns *n = netns_of_device(d);
-        return n ? n->engine : c->engine;
+        return n ? n->engine : engine_at(c, 0);
 }
 
 char *control_device_name(const Device *d) {
@@ -256,7 +261,7 @@ const char *control_state(const Control *c) {
                 return "starting";
         if (netns_set_problem_count(c->netns) > 0)
                 return "degraded";
-        for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
+        for (size_t i = 0; i < namespaces(c); i++) {
                 const Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
                         if (d->state == DEVICE_ROLLED_BACK || d->state == DEVICE_FAILED)
@@ -392,8 +397,8 @@ static json_object *netns_status_json(const Control *c) {
                 json_object_put(problems);
                 return NULL;
         }
-        for (size_t i = 0; i < netns_set_count(c->netns); i++) {
-                const Engine *e = netns_set_get(c->netns, i)->engine;
+        for (size_t i = 1; i < namespaces(c); i++) { /* the others */
+                const Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
                         if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
                                 n[d->state]++;
@@ -577,16 +582,16 @@ Device *control_find_device(const Control *c, const char *name) {
 
 int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n) {
         _cleanup_(freep) Device **all = NULL;
-        size_t n_all = 0, total = c->engine->devices.n_devices;
+        size_t n_all = 0, total = 0;
         int r;
 
-        for (size_t i = 0; i < netns_set_count(c->netns); i++)
-                total += netns_set_get(c->netns, i)->engine->devices.n_devices;
+        for (size_t i = 0; i < namespaces(c); i++)
+                total += engine_at(c, i)->devices.n_devices;
         all = calloc(total + 1, sizeof(Device *));
         if (!all)
                 return -ENOMEM;
         /* the daemon's own namespace first, then the others by name; in each, by ifindex */
-        for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
+        for (size_t i = 0; i < namespaces(c); i++) {
                 const DeviceTable *t = &engine_at(c, i)->devices;
                 _cleanup_(freep) Device **l = NULL;
                 size_t n = 0;
@@ -1049,7 +1054,7 @@ static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *
                 apply_flush(e);
                 return r;
         }
-        for (size_t i = 0; i <= netns_set_count(c->netns); i++) {
+        for (size_t i = 0; i < namespaces(c); i++) {
                 Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
                         if (op(e, d, NULL) >= 0)

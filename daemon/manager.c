@@ -143,7 +143,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 .netlink_rcvbuf = cfg->netlink_rcvbuf,
                 .verify_interval_usec = cfg->verify_interval_usec,
         };
-        r = netns_set_new(m->base, &nc, m->engine, m->sync, &m->netns);
+        r = netns_set_new(m->base, &nc, m->host, &m->netns);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the network namespaces: %m");
         r = reloader_new(m->base, &(ReloadConfig){.config_path = cfg->config_path, .root = cfg->root}, m->engine,

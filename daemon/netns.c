@@ -49,7 +49,8 @@ typedef struct StateDirName {
 
 struct NetnsSet {
         struct event_base *base;
-        Engine *host;
+        Netns *own;
+        Engine *host; /* own's */
         NetnsConfig cfg;
         char **dirs;
         size_t n_dirs;
@@ -607,8 +608,12 @@ static void adopt(Engine *e, Device *d, const Moving *m) {
                      m->new_ifindex);
 }
 
-static Engine *engine_at(const NetnsSet *s, size_t i) {
-        return i == 0 ? s->host : s->items[i - 1]->engine;
+size_t netns_set_size(const NetnsSet *s) {
+        return s ? s->n + 1 : 0;
+}
+
+Netns *netns_set_at(const NetnsSet *s, size_t i) {
+        return !s ? NULL : i == 0 ? s->own : i <= s->n ? s->items[i - 1] : NULL;
 }
 
 static void on_moving_timer(evutil_socket_t fd, short what, void *userdata) {
@@ -650,7 +655,7 @@ static void on_leaving(void *userdata, Engine *from, Device *d, int nsid, int ne
         }
         /* read there already? (the sockets of two namespaces are read in no set order) */
         for (size_t i = 0; i <= s->n; i++) {
-                Engine *e = engine_at(s, i);
+                Engine *e = netns_set_at(s, i)->engine;
                 Device *there = e == from ? NULL : device_get(&e->devices, new_ifindex);
                 char mac2[DEVICE_MAC_STRLEN];
 
@@ -1164,14 +1169,15 @@ static bool settle_blocked(void *userdata) {
         return false;
 }
 
-int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, Sync *host_sync, NetnsSet **ret) {
+int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret) {
+        Engine *host = own->engine;
         static const char *const defaults[] = NETNS_DIRS_DEFAULT;
         NetnsSet *s = calloc(1, sizeof(*s));
         struct stat st;
 
         if (!s)
                 return -ENOMEM;
-        *s = (NetnsSet){.base = base, .host = host, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mountinfo_fd = -1,
+        *s = (NetnsSet){.base = base, .own = own, .host = host, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mountinfo_fd = -1,
                          .mounts_fd = -1};
         s->n_dirs = cfg->dirs ? cfg->n_dirs : ELEMENTSOF(defaults);
         s->dirs = calloc(s->n_dirs + 1, sizeof(char *));
@@ -1208,9 +1214,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host,
         }
         host->settle_blocked = settle_blocked;
         host->settle_blocked_userdata = s;
-        s->host_sync = host_sync;
-        if (host_sync)
-                sync_set_move_ops(host_sync, &move_ops, s);
+        s->host_sync = own->sync;
+        sync_set_move_ops(own->sync, &move_ops, s);
         *ret = s;
         return 0;
 }

@@ -55,10 +55,10 @@ typedef struct NetnsProblem {
 
 const char *netns_problem_kind_to_string(NetnsProblemKind k);
 
-/* `host` is the daemon's own namespace's engine: its configuration (hostname, kernel, machine id)
- * and running policy are the others' too, and their device events go to its watchers. Devices
- * that move between any two namespaces it manages, `host_sync`'s included, keep their records. */
-int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Engine *host, Sync *host_sync, NetnsSet **ret);
+/* `own` is the daemon's own namespace, the set's first entry: its engine's configuration
+ * (hostname, kernel, machine id) and running policy are the others' too, and their device events
+ * go to its watchers. Devices that move between any two namespaces of the set keep their records. */
+int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret);
 void netns_set_free(NetnsSet *s);
 
 /* The host's engine has a new policy (or its first): every namespace runs it, and the
@@ -70,7 +70,12 @@ void netns_set_policy_changed(NetnsSet *s);
 size_t netns_set_problem_count(const NetnsSet *s);
 const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i);
 
-/* The managed namespaces, sorted by name. */
+/* Every namespace bigtcpd runs, for i < netns_set_size(): its own first, then the others by name
+ * (netns_set_get(s, i - 1)). */
+size_t netns_set_size(const NetnsSet *s);
+Netns *netns_set_at(const NetnsSet *s, size_t i);
+
+/* The managed namespaces other than bigtcpd's own, sorted by name. */
 size_t netns_set_count(const NetnsSet *s);
 Netns *netns_set_get(const NetnsSet *s, size_t i);
 Netns *netns_set_find(const NetnsSet *s, const char *name);

@@ -645,13 +645,21 @@ int control_devices_json(const Control *c, const char *name, json_object **ret) 
 
 /* ---- reads before an answer ---- */
 
+/* A dump of one namespace's links that a request waits for. */
+typedef struct ControlWait {
+        ControlRequest *request;
+        Sync *sync;
+        uint64_t id; /* 0 once answered */
+} ControlWait;
+
 struct ControlRequest {
         Control *control;
         ControlReadFn fn;
         void *userdata;
         Writer *writer;   /* … of the device's namespace */
         uint64_t read_id; /* the writer's, for one device */
-        uint64_t wait_id; /* sync's, for every device */
+        ControlWait *waits; /* the dumps, of the device's namespace or of every one */
+        size_t n_waits, n_pending;
         struct event *deferred; /* answers from the loop, never from inside the caller's call */
         int error;
 };
@@ -659,6 +667,7 @@ struct ControlRequest {
 static void request_free(ControlRequest *r) {
         if (r->deferred)
                 event_free(r->deferred);
+        free(r->waits);
         free(r);
 }
 
@@ -674,7 +683,13 @@ static void on_deferred(evutil_socket_t fd, short what, void *userdata) {
 
 static void finish_request(ControlRequest *r, int error) {
         r->error = error;
-        r->read_id = r->wait_id = 0;
+        r->read_id = 0;
+        for (size_t i = 0; i < r->n_waits; i++)
+                if (r->waits[i].id != 0) {
+                        sync_cancel_wait(r->waits[i].sync, r->waits[i].id);
+                        r->waits[i].id = 0;
+                }
+        r->n_pending = 0;
         event_active(r->deferred, EV_TIMEOUT, 0);
 }
 
@@ -682,8 +697,27 @@ static void on_device_read(Device *d, int error, void *userdata) {
         finish_request(userdata, d ? error : -ENODEV);
 }
 
+/* One namespace's dump is done (or its namespace went, sync_free): the last one answers. */
 static void on_links_read(void *userdata) {
-        finish_request(userdata, 0);
+        ControlWait *w = userdata;
+        ControlRequest *r = w->request;
+
+        w->id = 0;
+        if (r->n_pending > 0 && --r->n_pending == 0)
+                finish_request(r, 0);
+}
+
+static int wait_links(ControlRequest *r, Sync *sync) {
+        ControlWait *w = &r->waits[r->n_waits];
+        int k;
+
+        *w = (ControlWait){.request = r, .sync = sync};
+        k = sync_wait_links(sync, on_links_read, w, &w->id);
+        if (k < 0)
+                return k;
+        r->n_waits++;
+        r->n_pending++;
+        return 0;
 }
 
 int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata, ControlRequest **ret) {
@@ -701,28 +735,29 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
                 return -ENOMEM;
         *r = (ControlRequest){.control = c, .fn = fn, .userdata = userdata};
         r->deferred = event_new(c->engine->base, -1, 0, on_deferred, r);
-        if (!r->deferred) {
+        r->waits = calloc(d ? 1 : namespaces(c), sizeof(*r->waits));
+        if (!r->deferred || !r->waits) {
                 request_free(r);
                 return -ENOMEM;
         }
         /* One device: one request, through its namespace's writer (a namespace that goes ends
-         * its devices' reads with -ENODEV first: netns.c). When the ring is full, or for every
-         * device, a new dump: of bigtcpd's own namespace; another's device is then answered from
-         * the table, which its verification keeps. */
+         * its devices' reads with -ENODEV first: netns.c); when the ring is full, a new dump of
+         * its namespace. Every device: a new dump of every namespace. */
         if (d) {
+                Netns *n = netns_of_device(d);
                 r->writer = control_engine_of(c, d)->writer;
                 k = writer_request_read(r->writer, d, on_device_read, r, &r->read_id);
-        } else
-                k = -EBUSY;
-        if (k == -EBUSY && d && d->netns) {
-                finish_request(r, 0);
-                *ret = r;
-                return 0;
+                if (k == -EBUSY)
+                        k = wait_links(r, n ? n->sync : c->sync);
+        } else {
+                k = 0;
+                for (size_t i = 0; k >= 0 && i < namespaces(c); i++) {
+                        Netns *n = c->netns ? netns_set_at(c->netns, i) : NULL;
+                        k = wait_links(r, n ? n->sync : c->sync);
+                }
         }
-        if (k == -EBUSY)
-                k = sync_wait_links(c->sync, on_links_read, r, &r->wait_id);
         if (k < 0) {
-                request_free(r);
+                control_request_cancel(r); /* takes back the waits made */
                 return k;
         }
         *ret = r;
@@ -734,8 +769,9 @@ void control_request_cancel(ControlRequest *r) {
                 return;
         if (r->read_id)
                 writer_cancel_read(r->writer, r->read_id);
-        if (r->wait_id)
-                sync_cancel_wait(r->control->sync, r->wait_id);
+        for (size_t i = 0; i < r->n_waits; i++)
+                if (r->waits[i].id != 0)
+                        sync_cancel_wait(r->waits[i].sync, r->waits[i].id);
         request_free(r);
 }
 
@@ -1142,6 +1178,10 @@ int control_watch(Control *c, const char *name, uint64_t duration_usec, ControlW
                 return -ENODEV;
         if (duration_usec == 0 || duration_usec > EVIDENCE_DURATION_MAX_USEC)
                 return -ERANGE;
+        /* Packet sockets open in bigtcpd's own namespace, where another namespace's ifindexes are
+         * other devices: a pod's device is not counted (yet), and says so at once. */
+        if (d->netns)
+                return -EOPNOTSUPP;
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;

@@ -610,7 +610,13 @@ void sync_free(Sync *s) {
         if (s->stall_timer)
                 event_free(s->stall_timer);
         state_entries_free(s->loaded, s->n_loaded);
-        free(s->waiters);
+        /* the dump they wait for never comes: they are answered now (with what the table has) */
+        SyncWaiter *waiters = TAKE_PTR(s->waiters);
+        size_t n_waiters = s->n_waiters;
+        s->n_waiters = 0;
+        for (size_t i = 0; i < n_waiters; i++)
+                waiters[i].fn(waiters[i].userdata);
+        free(waiters);
         free(s);
 }
 

@@ -682,3 +682,37 @@ def test_without_cap_sys_admin_status_is_degraded_and_names_the_namespace(ns, po
     pods.add()
     d.reload()
     assert len(d.log_lines(f'netns {p1}: cannot enter it')) == 2   # the reload is the operator's word: tried again
+
+
+def test_list_refresh_and_show_read_every_namespace_first(ns, pods, daemon, confdir):
+    """The kernel sends no event when only a size changes: ListDevices with refresh dumps every
+    namespace before it answers, a pod's included, and show NETNS/DEV after an outside
+    `ip -n NS link set` matches the kernel."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    p2, _ = pods.add(distinct=False)
+    wait_eth0(p2, sizes4(POD_SIZE), p2)
+    for p in (p1, p2):
+        set_and_check(p, 'lo', DISTINCT)   # unmanaged: bigtcpd puts nothing back
+    with Monitor(d, seed=False) as m:
+        devs = m.call('io.bigtcpd.Manager.ListDevices', {'refresh': True})['devices']
+    for p in (p1, p2):
+        [lo] = [x for x in devs if x.get('netns') == p and x['ifname'] == 'lo']
+        assert sizes4(*[lo['current'][k] for k in nl.SIZES]) == DISTINCT, lo
+    ip(p2, 'link', 'set', 'lo', 'gso_max_size', '61000')
+    j = json.loads(ctl(d, ns, '--json', 'show', f'{p2}/lo'))
+    dev = (j['devices'] if isinstance(j, dict) and 'devices' in j else [j])[0]
+    assert dev['current']['gso_max_size'] == 61000 == nl.sizes_of(nl.read_links(p2)['lo'])[0], dev
+
+
+def test_watch_of_a_pod_device_is_refused_at_once(ns, pods, daemon, confdir):
+    """Packet sockets open in bigtcpd's own namespace, where a pod's ifindex is another device: a
+    Watch of a pod's device is refused at once, never counted on the wrong device nor left hanging."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    import varlink_client
+    start_at = time.monotonic()
+    with pytest.raises(varlink_client.VarlinkError) as e:
+        varlink_client.call(d.runtime_dir / 'io.bigtcpd.Manager', 'io.bigtcpd.Manager.Watch',
+                            {'ifname': f'{p1}/eth0', 'duration_usec': 60_000_000}, timeout=T(5))
+    assert time.monotonic() - start_at < T(1)
+    assert 'not supported' in str(e.value).lower(), e.value
+    assert not d.log_lines(rf'{p1}/eth0: watching'), d.log_tail()

@@ -16,7 +16,7 @@ fi
 # builds the previous release's package from its commit
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-        libnl-3-dev libnl-route-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
+        libnl-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
         libcmocka-dev python3-pytest
         iperf3 iproute2 socat procps util-linux strace
         dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml

@@ -68,8 +68,10 @@ static int open_socket(struct nl_sock **ret) {
         nl_socket_disable_seq_check(sk);
         nl_socket_disable_auto_ack(sk);
         if (nl_connect(sk, NETLINK_ROUTE) < 0) {
+                /* libnl's own code says only "failed": out of descriptors is worth telling */
+                int e = errno;
                 nl_socket_free(sk);
-                return -EIO;
+                return e == EMFILE || e == ENFILE ? -e : -EIO;
         }
         if (nl_socket_set_nonblocking(sk) < 0) {
                 nl_socket_free(sk);

@@ -383,6 +383,28 @@ static json_object *netns_problems_json(const Control *c) {
         return a;
 }
 
+/* One namespace's own counts. */
+static json_object *namespace_counts_json(const Netns *ns) {
+        const Engine *e = ns->engine;
+        unsigned n[_DEVICE_STATE_MAX] = {};
+        json_object *o = json_object_new_object();
+        const Device *d;
+
+        if (!o)
+                return NULL;
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
+                        n[d->state]++;
+        json_object_object_add(o, "netns", kernel_string(ns->id.name));
+        json_object_object_add(o, "devices", state_counts_json(n));
+        json_object_object_add(o, "devices_total", json_object_new_int64((int64_t) e->devices.n_devices));
+        json_object_object_add(o, "writes", json_object_new_int64((int64_t) e->counters.writes));
+        json_object_object_add(o, "write_failures", json_object_new_int64((int64_t) e->counters.write_failures));
+        json_object_object_add(o, "restores", json_object_new_int64((int64_t) e->counters.restores));
+        json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) e->counters.rollbacks));
+        return o;
+}
+
 /* The other namespaces, summed: how many, their devices by state, their writes and rollbacks,
  * and the first CONTROL_PROBLEMS_MAX devices to look at (namespaces by name, each by ifindex). */
 static json_object *netns_status_json(const Control *c) {
@@ -417,6 +439,10 @@ static json_object *netns_status_json(const Control *c) {
         json_object_object_add(o, "restores", json_object_new_int64((int64_t) restores));
         json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) rollbacks));
         json_object_object_add(o, "problems", problems);
+        json_object *each = json_object_new_array();
+        for (size_t i = 0; each && i < netns_set_count(c->netns) && i < CONTROL_NAMESPACES_MAX; i++)
+                json_object_array_add(each, namespace_counts_json(netns_set_get(c->netns, i)));
+        json_object_object_add(o, "namespaces", each);
         json_object_object_add(o, "namespace_problems", netns_problems_json(c));
         json_object_object_add(o, "namespace_problems_total",
                                json_object_new_int64((int64_t) netns_set_problem_count(c->netns)));

@@ -29,6 +29,8 @@ typedef struct Control {
 const char *control_state(const Control *c);
 /* GetStatus names at most this many rolled-back or failed devices. */
 #define CONTROL_PROBLEMS_MAX 10u
+/* The namespaces GetStatus counts one by one (by name); `managed` says how many there are. */
+#define CONTROL_NAMESPACES_MAX 64u
 
 /* The engine of the namespace the device lives in. */
 Engine *control_engine_of(const Control *c, const Device *d);

@@ -716,3 +716,18 @@ def test_watch_of_a_pod_device_is_refused_at_once(ns, pods, daemon, confdir):
     assert time.monotonic() - start_at < T(1)
     assert 'not supported' in str(e.value).lower(), e.value
     assert not d.log_lines(rf'{p1}/eth0: watching'), d.log_tail()
+
+
+def test_status_counts_each_namespace(ns, pods, daemon, confdir):
+    """GetStatus sums the other namespaces and counts each one by name: its devices by state and its
+    writes."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    p2, _ = pods.add(distinct=False)
+    wait_eth0(p2, sizes4(POD_SIZE), p2)
+    st = status(d)['netns']
+    each = {x['netns']: x for x in st['namespaces']}
+    assert set(each) == {p1, p2} and [x['netns'] for x in st['namespaces']] == sorted(each), st
+    for p in (p1, p2):
+        assert each[p]['devices_total'] == 2 and each[p]['writes'] == 1, each[p]   # lo and eth0; eth0 written
+        assert each[p]['devices']['unmanaged'] == 1, each[p]
+    assert sum(x['writes'] for x in each.values()) == st['writes']

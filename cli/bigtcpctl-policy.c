@@ -129,7 +129,13 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                 if (scoped == npol)
                         printf("Every policy is scoped away from this host: its devices match none.\n");
         }
-        if (canaries > 0 || scoped > 0)
+        json_object *unplanned = jarray(reply, "netns_not_entered");
+        for (size_t i = 0; c->legend && i < jlen(unplanned); i++)
+                printf("%s%s", i == 0 ? "Not in this plan (bigtcpd has not entered them): namespace " : ", ",
+                       json_object_get_string(json_object_array_get_idx(unplanned, i)));
+        if (c->legend && jlen(unplanned) > 0)
+                printf(".\n");
+        if (canaries > 0 || scoped > 0 || (c->legend && jlen(unplanned) > 0))
                 putchar('\n');
         if (table_new(headers, &t) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");

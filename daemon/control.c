@@ -9,6 +9,7 @@
 #include "evidence.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "match.h"
 #include "reconcile.h"
 #include "utf8.h"
 #include "version.h"
@@ -893,6 +894,14 @@ static int plan_reply(Control *c, const PolicySet *set, json_object **ret) {
         }
         json_object_object_add(o, "devices", a);
         json_object_object_add(o, "policies", policy_scopes_json(set));
+        /* Namespaces the policy would take whose devices bigtcpd does not know: not entered (yet) */
+        json_object *unplanned = json_object_new_array();
+        for (size_t i = 0; unplanned && i < netns_set_visible_count(c->netns); i++) {
+                const char *name = netns_set_visible(c->netns, i);
+                if (policy_set_takes_netns(set, name) && !netns_set_find(c->netns, name))
+                        json_object_array_add(unplanned, json_object_new_string(name));
+        }
+        json_object_object_add(o, "netns_not_entered", unplanned);
         *ret = o;
         return 0;
 }

@@ -73,6 +73,8 @@ struct NetnsSet {
         struct event *starved_timer; /* tries those again while descriptors may have freed up */
         Netns **items;     /* sorted by name */
         size_t n, cap;
+        char **visible; /* every network namespace's name the last scan saw (one per namespace) */
+        size_t n_visible;
         Netns **releasing; /* let go, giving back what bigtcpd wrote */
         size_t n_releasing;
         struct event *reap_event; /* frees the released ones, outside their engines' events */
@@ -828,6 +830,38 @@ static void candidates_done(Candidates *c) {
         *c = (Candidates){};
 }
 
+static void visible_clear(NetnsSet *s) {
+        for (size_t i = 0; i < s->n_visible; i++)
+                free(s->visible[i]);
+        s->n_visible = 0;
+}
+
+static void visible_add(NetnsSet *s, const char *name) {
+        char **t, *copy;
+
+        if (s->n_visible >= NETNS_MAX || !(copy = strdup(name)))
+                return;
+        t = realloc(s->visible, (s->n_visible + 1) * sizeof(*t));
+        if (!t) {
+                free(copy);
+                return;
+        }
+        s->visible = t;
+        s->visible[s->n_visible++] = copy;
+}
+
+static int cmp_names(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+size_t netns_set_visible_count(const NetnsSet *s) {
+        return s ? s->n_visible : 0;
+}
+
+const char *netns_set_visible(const NetnsSet *s, size_t i) {
+        return s && i < s->n_visible ? s->visible[i] : NULL;
+}
+
 static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found) {
         _cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct dirent *de;
@@ -850,6 +884,7 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found
                 if ((uint64_t) st.st_ino == s->host_ino || seen_has(seen, st.st_ino))
                         continue; /* the daemon's own, or a second name of one already found */
                 seen_add(seen, st.st_ino);
+                visible_add(s, de->d_name);
                 n = ino_map_get(&seen->known, st.st_ino);
                 if (n) {
                         n->seen = true;
@@ -993,8 +1028,11 @@ static void scan(NetnsSet *s) {
         /* one being let go is not entered again before that is done (a scan follows) */
         for (size_t i = 0; i < s->n_releasing; i++)
                 (void) ino_map_put(&seen.known, s->releasing[i]->id.ino, s->releasing[i]);
+        visible_clear(s);
         for (size_t i = 0; i < s->n_dirs; i++)
                 scan_dir(s, s->dirs[i], &seen, &found);
+        if (s->n_visible > 1)
+                qsort(s->visible, s->n_visible, sizeof(*s->visible), cmp_names);
         /* those that went first: a name deleted and made again is a new namespace */
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
@@ -1090,6 +1128,7 @@ static void stop_watching(NetnsSet *s) {
         s->mountinfo_fd = safe_close(s->mountinfo_fd);
         for (size_t i = 0; i < s->n_dirs; i++)
                 s->wd[i] = -1;
+        visible_clear(s); /* not known any more */
         s->watching = false;
 }
 
@@ -1244,6 +1283,8 @@ void netns_set_free(NetnsSet *s) {
         for (size_t i = 0; i < s->n_releasing; i++)
                 netns_free(s->releasing[i]);
         free(s->releasing);
+        visible_clear(s);
+        free(s->visible);
         if (s->reap_event)
                 event_free(s->reap_event);
         if (s->scan_event)

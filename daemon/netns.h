@@ -75,6 +75,11 @@ const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i);
 size_t netns_set_size(const NetnsSet *s);
 Netns *netns_set_at(const NetnsSet *s, size_t i);
 
+/* The names of every network namespace in the directories as the last scan saw them, sorted, one
+ * per namespace, managed or not (none while the directories are not watched). */
+size_t netns_set_visible_count(const NetnsSet *s);
+const char *netns_set_visible(const NetnsSet *s, size_t i);
+
 /* The managed namespaces other than bigtcpd's own, sorted by name. */
 size_t netns_set_count(const NetnsSet *s);
 Netns *netns_set_get(const NetnsSet *s, size_t i);

@@ -731,3 +731,22 @@ def test_status_counts_each_namespace(ns, pods, daemon, confdir):
         assert each[p]['devices_total'] == 2 and each[p]['writes'] == 1, each[p]   # lo and eth0; eth0 written
         assert each[p]['devices']['unmanaged'] == 1, each[p]
     assert sum(x['writes'] for x in each.values()) == st['writes']
+
+
+def test_plan_names_the_namespaces_it_does_not_cover(ns, pods, daemon, confdir, tmp_path):
+    """A policy that names namespaces bigtcpd has not entered: Plan lists their devices it knows
+    and names the others, and bigtcpctl plan says so."""
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    other, _ = pods.add(kind='other')
+    d.reload()   # a scan has seen it (the running policy does not name it)
+    wider = policy().replace(f'netns: ["{POD_GLOB}"]', f'netns: ["{POD_GLOB}", "{NETNS_PREFIX}other-*"]')
+    with Monitor(d, seed=False) as m:
+        plan = m.call('Plan', {'policy': wider})
+        assert m.call('Plan')['netns_not_entered'] == []
+    assert plan['netns_not_entered'] == [other], plan['netns_not_entered']
+    assert any(x.get('netns') == p1 for x in plan['devices'])
+    assert not any(x.get('netns') == other for x in plan['devices'])
+    f = tmp_path / 'wider.yaml'
+    f.write_text(wider)
+    out = ctl(d, ns, 'plan', str(f))
+    assert f'Not in this plan (bigtcpd has not entered them): namespace {other}.' in out, out

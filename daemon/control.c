@@ -384,18 +384,24 @@ static json_object *netns_problems_json(const Control *c) {
         return a;
 }
 
+/* Add the engine's devices, by state, to n. */
+static void count_states(const Engine *e, unsigned n[static _DEVICE_STATE_MAX]) {
+        const Device *d;
+
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
+                        n[d->state]++;
+}
+
 /* One namespace's own counts. */
 static json_object *namespace_counts_json(const Netns *ns) {
         const Engine *e = ns->engine;
         unsigned n[_DEVICE_STATE_MAX] = {};
         json_object *o = json_object_new_object();
-        const Device *d;
 
         if (!o)
                 return NULL;
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
-                        n[d->state]++;
+        count_states(e, n);
         json_object_object_add(o, "netns", kernel_string(ns->id.name));
         json_object_object_add(o, "devices", state_counts_json(n));
         json_object_object_add(o, "devices_total", json_object_new_int64((int64_t) e->devices.n_devices));
@@ -413,7 +419,6 @@ static json_object *netns_status_json(const Control *c) {
         unsigned n[_DEVICE_STATE_MAX] = {};
         unsigned long long total = 0, writes = 0, failures = 0, restores = 0, rollbacks = 0;
         size_t n_problems = 0;
-        const Device *d;
 
         if (!o || !problems) {
                 json_object_put(o);
@@ -422,9 +427,7 @@ static json_object *netns_status_json(const Control *c) {
         }
         for (size_t i = 1; i < namespaces(c); i++) { /* the others */
                 const Engine *e = engine_at(c, i);
-                DEVICE_FOREACH(d, &e->devices, it)
-                        if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
-                                n[d->state]++;
+                count_states(e, n);
                 total += e->devices.n_devices;
                 writes += e->counters.writes;
                 failures += e->counters.write_failures;
@@ -474,9 +477,7 @@ json_object *control_status_json(const Control *c) {
 
         if (!o)
                 return NULL;
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
-                        n[d->state]++;
+        count_states(e, n);
 
         json_object_object_add(o, "version", json_object_new_string(bigtcpd_version));
         json_object_object_add(o, "hostname", json_object_new_string(e->cfg.hostname ?: ""));

@@ -16,7 +16,7 @@ import pytest
 
 import helpers
 import nl
-from helpers import T, policy_text, sizes4, veth, write_file_atomic
+from helpers import Monitor, T, policy_text, sizes4, veth, write_file_atomic
 from varlink_client import Client
 
 CTL = Path(os.environ.get('BIGTCPCTL_BIN', helpers.BIN.parent.parent / 'cli' / 'bigtcpctl'))
@@ -443,10 +443,18 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
     bus.start()
     try:
         cfg = confdir / 'bigtcpd.yaml'
-        cfg.write_text(POLICY)
+        # a short window, over before the transports are compared: while a device is in
+        # probation its guards are sampled, and the metrics of two reads a sample apart differ
+        cfg.write_text(POLICY + 'rollback: {window: 1s, interval: 200ms}\n')
         veth(ns, 'v0', 'v1')
         veth(ns, 'k0', 'k1')
         d = daemon(ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+        with Monitor(d) as mon:
+            for name in ('v0', 'v1'):
+                mon.wait_state(name, 'applied', 10)
+                # the window's count of big packets ends with it: status counts it while it runs
+                mon.wait_for(lambda e, name=name: e.get('event') == 'evidence' and e.get('ifname') == name,
+                             10, f'{name}: its count ended', since=0)
         wait_serving(d, bus)
         sock = d.runtime_dir / IFACE
         env = {'DBUS_SYSTEM_BUS_ADDRESS': bus.address}

@@ -44,6 +44,29 @@ static void device_series(const char *name, json_object *d) {
         printf("\",");
 }
 
+/* The policy files' errors: how many, and where (the first 20, as status has them). */
+static void print_policy_errors(json_object *last) {
+        json_object *errors = jarray(last, "errors");
+        bool ok = jbool(last, "ok");
+
+        metric_header("bigtcpd_policy_errors", "gauge",
+                      "Errors in the policy files (0 when they run as they are; else the policy that ran "
+                      "before runs on, or none).");
+        printf("bigtcpd_policy_errors %" PRId64 "\n", ok ? 0 : jint(last, "errors_total", (int64_t) jlen(errors)));
+        if (ok || jlen(errors) == 0)
+                return;
+        metric_header("bigtcpd_policy_error", "gauge", "One error of the policy files, where it is (the first 20).");
+        for (size_t i = 0; i < jlen(errors); i++) {
+                json_object *e = json_object_array_get_idx(errors, i);
+                printf("bigtcpd_policy_error{file=\"");
+                print_label(jstr(e, "file"));
+                printf("\",line=\"%" PRId64 "\",column=\"%" PRId64 "\",message=\"", jint(e, "line", 0),
+                       jint(e, "column", 0));
+                print_label(jstr(e, "message"));
+                printf("\"} 1\n");
+        }
+}
+
 static void print_device_sizes(json_object *devs, const char *key) {
         const char *name = streq_ptr(key, "desired") ? "bigtcpd_device_desired_size_bytes"
                                                      : "bigtcpd_device_size_bytes";
@@ -250,6 +273,7 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
                               "0 when the last reload of the policy was refused (the policy before it runs "
                               "on), else 1.");
                 printf("bigtcpd_config_last_reload_successful %d\n", jbool(last, "ok") ? 1 : 0);
+                print_policy_errors(last);
         }
         print_policies(s);
         print_evidence(s, devs);

@@ -17,24 +17,33 @@ static void label(const char *name) {
 #define NAMES_MAX 10
 
 /* "ready" (green), "starting", or "degraded (2 devices rolled back, 1 failed)": ready is not
- * the word while devices are held back or refused by the kernel. */
+ * the word while devices are held back or refused by the kernel, nor while the policy files have
+ * errors ("degraded (the policy files have errors, …; 1 device rolled back)"). */
 static int state_text(const Ctl *c, json_object *s, char **ret) {
         _cleanup_(freep) char *t = NULL;
         int64_t held = jint(jget(s, "devices"), "rolled-back", 0),
                 failed = jint(jget(s, "devices"), "failed", 0),
                 namespaces = jint(jget(s, "netns"), "namespace_problems_total", 0);
+        const char *source = jstr(jget(s, "policy"), "source");
+        bool broken = source && !streq_ptr(source, "files");
         int r;
 
         if (!jbool(s, "ready"))
                 r = strextendf(&t, "%sstarting%s", color(c, ANSI_YELLOW), color(c, ANSI_RESET));
-        else if (held <= 0 && failed <= 0 && namespaces <= 0)
+        else if (!broken && held <= 0 && failed <= 0 && namespaces <= 0)
                 r = strextendf(&t, "%sready%s", color(c, ANSI_GREEN), color(c, ANSI_RESET));
-        else if (held <= 0 && failed <= 0)
+        else if (!broken && held <= 0 && failed <= 0)
                 r = strextendf(&t, "%sdegraded%s (%" PRId64 " %s not managed as it should be)", color(c, ANSI_YELLOW),
                                color(c, ANSI_RESET), namespaces, namespaces == 1 ? "namespace" : "namespaces");
         else {
                 const char *devices = (held > 0 ? held : failed) == 1 ? "device" : "devices";
-                r = strextendf(&t, "%sdegraded%s (", color(c, ANSI_YELLOW), color(c, ANSI_RESET));
+                r = strextendf(&t, "%sdegraded%s (", color(c, broken ? ANSI_RED : ANSI_YELLOW),
+                               color(c, ANSI_RESET));
+                if (r >= 0 && broken)
+                        r = strextendf(&t, "the policy files have errors, %s%s",
+                                       streq_ptr(source, "none") ? "no policy runs: bigtcpd writes no device"
+                                                                 : "the last policy that ran runs on",
+                                       held > 0 || failed > 0 ? "; " : "");
                 if (r >= 0 && held > 0)
                         r = strextendf(&t, "%" PRId64 " %s rolled back", held, devices);
                 if (r >= 0 && failed > 0)
@@ -130,7 +139,7 @@ static void print_rollouts(const Ctl *c, json_object *rollouts) {
 
 /* GetStatus.last_reload: "ok at 14:02:11" or "refused at …", then the refused policy's errors as
  * file:line:column: message, one a line. */
-static void print_last_reload(const Ctl *c, json_object *r) {
+static void print_last_reload(const Ctl *c, json_object *r, const char *source) {
         time_t when = (time_t) (jint(r, "time_usec", 0) / 1000000);
         json_object *errors = jarray(r, "errors");
         int64_t total = jint(r, "errors_total", (int64_t) jlen(errors));
@@ -146,8 +155,9 @@ static void print_last_reload(const Ctl *c, json_object *r) {
                 printf("ok at %s\n", ts);
                 return;
         }
-        printf("%srefused%s at %s: %" PRId64 " %s; the policy before it runs on\n", color(c, ANSI_RED),
-               color(c, ANSI_RESET), ts, total, total == 1 ? "error" : "errors");
+        printf("%srefused%s at %s: %" PRId64 " %s; %s\n", color(c, ANSI_RED), color(c, ANSI_RESET), ts, total,
+               total == 1 ? "error" : "errors",
+               streq_ptr(source, "none") ? "no policy runs" : "the policy before it runs on");
         for (size_t i = 0; i < jlen(errors); i++) {
                 json_object *e = json_object_array_get_idx(errors, i);
                 label(NULL);
@@ -303,7 +313,7 @@ int verb_status(Ctl *c, char **args, size_t n) {
         printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
                "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),
                jint(s, "rollbacks", 0));
-        print_last_reload(c, jget(s, "last_reload"));
+        print_last_reload(c, jget(s, "last_reload"), jstr(pol, "source"));
         print_rollouts(c, jarray(s, "rollouts"));
         inactive = jget(s, "inactive_guard_counters");
         size_t ni = inactive && json_object_is_type(inactive, json_type_array)

@@ -248,6 +248,8 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         d->sizes_moved = false;
         if (!d->ifname[0] || !d->has_sizes)
                 return; /* not yet fully known */
+        if (e->policy->frozen)
+                return; /* no policy runs: nothing is decided, what was written stays */
         p = apply_match(e, e->policy, d);
         if (d->write.phase == WRITE_SENT) {
                 /* Reconciled again when its ack comes. A device that left its policy meanwhile

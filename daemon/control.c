@@ -262,6 +262,8 @@ const char *control_state(const Control *c) {
                 return "starting";
         if (netns_set_problem_count(c->netns) > 0)
                 return "degraded";
+        if (reloader_source(c->reloader) != POLICY_SOURCE_FILES)
+                return "degraded"; /* the policy files have errors */
         for (size_t i = 0; i < namespaces(c); i++) {
                 const Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
@@ -489,6 +491,8 @@ json_object *control_status_json(const Control *c) {
         snprintf(digest, sizeof(digest), "%016llx", e->policy ? (unsigned long long) e->policy->digest : 0ull);
         json_object_object_add(pol, "digest", json_object_new_string(digest));
         json_object_object_add(pol, "policies", json_object_new_int((int) (e->policy ? e->policy->n_policies : 0)));
+        json_object_object_add(pol, "source",
+                               json_object_new_string(policy_source_to_string(reloader_source(c->reloader))));
         json_object_object_add(o, "policy", pol);
         kern = json_object_new_object();
         json_object_object_add(kern, "release", json_object_new_string(e->cfg.kernel_release ?: ""));

@@ -24,8 +24,8 @@ typedef struct Control {
 } Control;
 
 /* The daemon in one word, as networkctl says of a link: "starting" (before the first full
- * reconcile), "degraded" (a device is rolled back or failed, in any namespace it manages), else
- * "ready". */
+ * reconcile), "degraded" (a device is rolled back or failed, in any namespace it manages, or the
+ * policy files have errors), else "ready". */
 const char *control_state(const Control *c);
 /* GetStatus names at most this many rolled-back or failed devices. */
 #define CONTROL_PROBLEMS_MAX 10u

@@ -146,8 +146,11 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         r = netns_set_new(m->base, &nc, m->host, &m->netns);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the network namespaces: %m");
-        r = reloader_new(m->base, &(ReloadConfig){.config_path = cfg->config_path, .root = cfg->root}, m->engine,
-                         m->sync, &m->reloader);
+        r = reloader_new(m->base,
+                         &(ReloadConfig){.config_path = cfg->config_path,
+                                         .root = cfg->root,
+                                         .runtime_dir = cfg->runtime_dir},
+                         m->engine, m->sync, &m->reloader);
         if (r < 0)
                 return r;
         r = policy_try_new(m->base, m->engine, m->reloader, cfg->runtime_dir, &m->trial);
@@ -279,11 +282,11 @@ int manager_start(Manager *m) {
         size_t n = 0;
         int r;
 
-        r = reloader_load(m->reloader);
+        /* first: the last policy that ran is recorded there */
+        r = open_runtime_dir(m);
         if (r < 0)
                 return r;
-
-        r = open_runtime_dir(m);
+        r = reloader_load(m->reloader);
         if (r < 0)
                 return r;
         /* a try of an earlier run is over: the configured policy just loaded is its revert */

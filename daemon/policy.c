@@ -10,7 +10,7 @@
 #include "policy.h"
 #include "util.h"
 
-#define FNV1A64_OFFSET UINT64_C(0xcbf29ce484222325)
+#define FNV1A64_OFFSET POLICY_DIGEST_EMPTY
 #define FNV1A64_PRIME UINT64_C(0x100000001b3)
 
 /* ---- string tables ---- */
@@ -313,10 +313,13 @@ int policy_set_add_file(PolicySet *s, const char *file, const char *data, size_t
                 *defaults = (RollbackSpec){};
         }
         s->files[s->n_files++] = fn;
-        s->digest =
-                fnv1a64(s->digest, file, strlen(file) + 1); /* with the NUL: name and content stay apart */
-        s->digest = fnv1a64(s->digest, data, size);
+        s->digest = policy_digest_add(s->digest, file, data, size);
         return 0;
+}
+
+uint64_t policy_digest_add(uint64_t digest, const char *file, const char *data, size_t size) {
+        digest = fnv1a64(digest, file, strlen(file) + 1); /* with the NUL: name and content stay apart */
+        return fnv1a64(digest, data, size);
 }
 
 /* ---- scope: hosts, kernel, cohorts ---- */

@@ -120,6 +120,10 @@ typedef struct PolicySet {
         RollbackSpec defaults; /* built-in defaults overridden by the first file's `rollback` */
         uint64_t digest;       /* FNV-1a 64 over the files' names and contents, in order */
         unsigned n_ref;        /* the engines of every namespace run one set */
+        /* No policy: the files have errors and no policy ran before (reload.c). The engine
+         * decides nothing and writes nothing, not even a restore: what an earlier run wrote
+         * stays as it is until a policy runs. */
+        bool frozen;
 } PolicySet;
 
 typedef struct PolicyError {
@@ -174,6 +178,9 @@ int rollback_spec_copy(const RollbackSpec *src, RollbackSpec *ret);
  * file — its rollback defaults (moved out of `defaults`). On failure nothing has changed. */
 int policy_set_add_file(PolicySet *s, const char *file, const char *data, size_t size, Policy *policies,
                         size_t n_policies, RollbackSpec *defaults);
+/* The digest a set has after one more file: policy_set_new()'s starts at POLICY_DIGEST_EMPTY. */
+#define POLICY_DIGEST_EMPTY UINT64_C(0xcbf29ce484222325)
+uint64_t policy_digest_add(uint64_t digest, const char *file, const char *data, size_t size);
 
 /* Parse one YAML document held in memory and append its policies to `s`. `file` names it in
  * errors. Returns 0 when it parsed clean, -EINVAL when errors were appended to `errs` (all of

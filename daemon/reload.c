@@ -4,6 +4,7 @@
 #include "apply.h"
 #include "guard.h"
 #include "policy-files.h"
+#include "policy-record.h"
 #include "policy-watch.h"
 #include "log.h"
 #include "reload.h"
@@ -18,6 +19,9 @@ struct Reloader {
         bool has_last;
         bool held;             /* a try runs: reloads wait for its end */
         bool owed;             /* … and one was asked for meanwhile */
+        PolicySource source;
+        bool recorded;            /* the record holds … */
+        uint64_t recorded_digest; /* … this policy */
         void (*swapped)(void *userdata);
         void *swapped_userdata;
 };
@@ -42,6 +46,41 @@ static void remember(Reloader *r, bool ok, const PolicyErrors *errs) {
 
 const ReloadResult *reloader_last(const Reloader *r) {
         return r && r->has_last ? &r->last : NULL;
+}
+
+static const char *const policy_source_table[_POLICY_SOURCE_MAX] = {
+        [POLICY_SOURCE_FILES] = "files",
+        [POLICY_SOURCE_RECORDED] = "recorded",
+        [POLICY_SOURCE_NONE] = "none",
+};
+
+const char *policy_source_to_string(PolicySource s) {
+        return s >= 0 && s < _POLICY_SOURCE_MAX ? policy_source_table[s] : NULL;
+}
+
+PolicySource reloader_source(const Reloader *r) {
+        return r ? r->source : POLICY_SOURCE_FILES;
+}
+
+/* Keep `set` (read from the files a moment ago) as the last policy that ran. */
+static void record(Reloader *r, const PolicySet *set) {
+        int k;
+
+        if (!r->cfg.runtime_dir || set->frozen || (r->recorded && r->recorded_digest == set->digest))
+                return;
+        k = policy_record_save(r->cfg.runtime_dir, set);
+        if (k == -ESTALE) {
+                log_debug("policy files changed while being recorded: recorded with the reload that follows");
+                return;
+        }
+        if (k < 0) {
+                log_warning_errno(k, "Failed to record the policy in %s/" POLICY_RECORD_FILE ": %m; a start whose "
+                                     "policy has errors would run none, ignoring",
+                                  r->cfg.runtime_dir);
+                return;
+        }
+        r->recorded = true;
+        r->recorded_digest = set->digest;
 }
 
 int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, PolicySet **ret, char ***ret_paths,
@@ -210,6 +249,53 @@ void reloader_free(Reloader *r) {
         free(r);
 }
 
+/* The files have errors at start: the last policy that ran, or none. */
+static int load_degraded(Reloader *r, const PolicyErrors *errs) {
+        Engine *e = r->engine;
+        HostIdentity host = engine_host(e);
+        PolicySet *set = NULL;
+        uint64_t when = 0;
+        int k;
+
+        k = r->cfg.runtime_dir ? policy_record_load(r->cfg.runtime_dir, &set, &when) : -ENOENT;
+        if (k == -ENOMEM)
+                return log_error_errno(ENOMEM, "Failed to load the policy: %m");
+        if (k >= 0) {
+                char ts[64] = "at an unknown time";
+                time_t t = (time_t) (when / USEC_PER_SEC);
+                struct tm tm;
+
+                if (when > 0 && localtime_r(&t, &tm))
+                        strftime(ts, sizeof(ts), "on %Y-%m-%d at %H:%M:%S", &tm);
+                policy_set_scope(set, &host);
+                r->source = POLICY_SOURCE_RECORDED;
+                r->recorded = true;
+                r->recorded_digest = set->digest;
+                log_error("the policy has %zu %s: running the policy that ran last (digest %016llx, recorded %s) "
+                          "until they are fixed",
+                          errs->n, errs->n == 1 ? "error" : "errors", (unsigned long long) set->digest, ts);
+        } else {
+                if (k != -ENOENT)
+                        log_warning_errno(k, "Failed to read the last policy that ran from %s/" POLICY_RECORD_FILE
+                                             ": %m, ignoring",
+                                          r->cfg.runtime_dir);
+                set = policy_set_new();
+                if (!set)
+                        return log_error_errno(ENOMEM, "Failed to load the policy: %m");
+                set->frozen = true;
+                r->source = POLICY_SOURCE_NONE;
+                log_error("the policy has %zu %s and no policy ran before: bigtcpd writes no device (what it "
+                          "wrote before stays as it is) until they are fixed",
+                          errs->n, errs->n == 1 ? "error" : "errors");
+        }
+        e->policy = set;
+        describe_policy(set, &host);
+        apply_policy_changed(e);
+        watch_again(r);
+        remember(r, false, errs);
+        return 0;
+}
+
 int reloader_load(Reloader *r) {
         Engine *e = r->engine;
         _cleanup_(strv_freep) char **paths = NULL;
@@ -219,18 +305,32 @@ int reloader_load(Reloader *r) {
         int k;
 
         k = reload_read_policy(&r->cfg, &host, &e->policy, &paths, &n, &errs);
-        if (k == -EINVAL)
-                log_policy_errors(&errs, false);
-        policy_errors_clear(&errs);
+        if (k == -ENOMEM) {
+                policy_errors_clear(&errs);
+                return log_error_errno(ENOMEM, "Failed to load the policy: %m");
+        }
         if (k < 0) {
                 if (k == -EINVAL)
-                        return log_error_errno(k, "the policy has errors, not starting");
-                return log_error_errno(k, "Failed to load the policy: %m");
+                        log_policy_errors(&errs, false);
+                else {
+                        /* no file to name a position in: the error is about the policy as a whole */
+                        _cleanup_(freep) char *target = NULL;
+                        char *m = strdup(strerror(-k));
+                        log_error_errno(k, "Failed to load the policy: %m");
+                        if (!m || reloader_default_target(r, &target) < 0 ||
+                            policy_errors_append(&errs, target, 0, 0, m) < 0)
+                                free(m);
+                }
+                k = load_degraded(r, &errs);
+                policy_errors_clear(&errs);
+                return k;
         }
+        r->source = POLICY_SOURCE_FILES;
         describe_policy(e->policy, &host);
         apply_policy_changed(e);
         watch(r, paths, n);
         remember(r, true, NULL);
+        record(r, e->policy);
         return 0;
 }
 
@@ -261,8 +361,13 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                         log_policy_errors(&errs, false);
                 else
                         log_error_errno(k, "Failed to load the policy: %m");
-                log_error("refusing the new policy, keeping the running one (digest %016llx)",
-                          (unsigned long long) e->policy->digest);
+                if (r->source == POLICY_SOURCE_NONE)
+                        log_error("refusing the new policy; still no policy runs");
+                else
+                        log_error("refusing the new policy, keeping the running one (digest %016llx)",
+                                  (unsigned long long) e->policy->digest);
+                if (r->source == POLICY_SOURCE_FILES)
+                        r->source = POLICY_SOURCE_RECORDED;
                 watch_again(r);
                 remember(r, false, &errs);
                 emit_reload(e, false, &errs);
@@ -278,17 +383,25 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                 return k;
         }
         watch(r, paths, n);
-        if (!forced && set->digest == e->policy->digest) {
-                policy_set_free(set);
+        if (!forced && set->digest == e->policy->digest && !e->policy->frozen) {
                 /* the files are back at the running policy: a refusal before is over */
-                if (r->has_last && !r->last.ok)
+                if (r->has_last && !r->last.ok) {
+                        log_info("the policy files are fixed: they make up the running policy (digest %016llx)",
+                                 (unsigned long long) set->digest);
                         remember(r, true, NULL);
+                        emit_reload(e, true, NULL);
+                }
+                r->source = POLICY_SOURCE_FILES;
+                record(r, set);
+                policy_set_free(set);
                 return 0;
         }
         if (!forced)
                 event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
         reloader_swap(r, set, NULL);
+        r->source = POLICY_SOURCE_FILES;
         remember(r, true, NULL);
+        record(r, set);
         emit_reload(e, true, NULL);
         return 0;
 }

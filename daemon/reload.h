@@ -14,7 +14,20 @@
 typedef struct ReloadConfig {
         const char *config_path; /* NULL: the standard files and drop-ins */
         const char *root;        /* prefix for the standard paths; "" in production */
+        const char *runtime_dir; /* where the last policy that ran is recorded; NULL: nowhere */
 } ReloadConfig;
+
+/* Where the running policy comes from. */
+typedef enum PolicySource {
+        POLICY_SOURCE_FILES,    /* the policy files, as they are */
+        POLICY_SOURCE_RECORDED, /* the files have errors: the last policy that ran runs on */
+        POLICY_SOURCE_NONE,     /* the files have errors and no policy ran before: nothing is
+                                 * decided or written until they are fixed */
+        _POLICY_SOURCE_MAX,
+        _POLICY_SOURCE_INVALID = -EINVAL,
+} PolicySource;
+
+const char *policy_source_to_string(PolicySource s);
 
 typedef struct Reloader Reloader;
 
@@ -37,8 +50,13 @@ void reloader_free(Reloader *r);
  * namespaces' engines follow it there). */
 void reloader_on_swap(Reloader *r, void (*fn)(void *userdata), void *userdata);
 
-/* The first policy, before the engine starts: -EINVAL (every error logged) when it has errors. */
+/* The first policy, before the engine starts. Files with errors never stop the daemon: every
+ * error is logged, and the last policy that ran (recorded in the runtime directory) runs instead,
+ * or none (PolicySource NONE) when there is no record; the files are watched, and the fixed ones
+ * run as a reload. Fails only for want of memory. */
 int reloader_load(Reloader *r);
+/* Where the running policy comes from (NULL: a test's engine without a reloader, "files"). */
+PolicySource reloader_source(const Reloader *r);
 /* Re-read the policy. `forced` (SIGHUP, Reload()) always reloads and is announced before the
  * files are read; a file change reloads only when the contents differ from the running policy.
  * -EINVAL with every error in `ret_errs` (if given) when the new policy is refused and the running

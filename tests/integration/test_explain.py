@@ -73,7 +73,9 @@ def test_status_names_a_rolled_back_device_and_a_refused_reload(ns, daemon, conf
 
     out = ctl('status', sock=d.sock, check_rc=0).stdout
     f = status_fields(out)
-    assert f['State'] == ['degraded (1 device rolled back)'], out
+    # the policy's trouble first, then the devices'
+    assert f['State'] == ['degraded (the policy files have errors, the last policy that ran runs on; '
+                          '1 device rolled back)'], out
     assert f['Rolled back'] == ['v0 (by an operator)'], out
     assert re.fullmatch(r'refused at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d: \d+ errors?; the policy before it runs on',
                         f['Last reload'][0]), out

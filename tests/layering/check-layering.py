@@ -17,7 +17,7 @@ from pathlib import Path
 LAYERS = [
     ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8', 'intern', 'pool']),
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
-              'policy-parse', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
+              'policy-parse', 'policy-record', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
               'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),

@@ -18,12 +18,49 @@ static int connect_exit(const Ctl *c, int r) {
         return error_exit(EXIT_FAILED, "cannot connect to %s: %s", c->socket, strerror(-r));
 }
 
-int call_connect(Ctl *c) {
+/* A socket that accepts is not yet a daemon that answers: while bigtcpd.service is down or
+ * crash-loops, systemd holds bigtcpd.socket and queues the connection, and nobody reads it. So a
+ * new connection asks GetInfo first, which bigtcpd answers at once whatever it is doing, and
+ * waits that long for it. */
+#define ANSWER_TIMEOUT_MS 5000
+
+static int not_answering_exit(const Ctl *c) {
+        return error_exit(EXIT_NOT_RUNNING,
+                          "bigtcpd does not answer on %s within %d s: it is not running, or stuck (see "
+                          "journalctl -u bigtcpd)",
+                          c->socket, ANSWER_TIMEOUT_MS / 1000);
+}
+
+int call_connect_answered(Ctl *c, int timeout_ms) {
+        _cleanup_(json_object_putp) json_object *reply = NULL;
         int r;
+
         if (c->conn)
                 return 0;
         r = varlink_connect(c->socket, &c->conn);
-        return r < 0 ? connect_exit(c, r) : 0;
+        if (r < 0)
+                return connect_exit(c, r);
+        r = varlink_send(c->conn, "org.varlink.service.GetInfo", NULL, false);
+        if (r >= 0)
+                r = varlink_recv(c->conn, timeout_ms, &reply);
+        if (r == -ETIMEDOUT) {
+                varlink_close(TAKE_PTR(c->conn));
+                return not_answering_exit(c);
+        }
+        if (r < 0) {
+                varlink_close(TAKE_PTR(c->conn));
+                return call_recv_exit(r);
+        }
+        /* any answer says somebody reads; only a refusal of the connection ends it here */
+        if (streq_ptr(jstr(reply, "error"), IFACE ".TooManyConnections")) {
+                varlink_close(TAKE_PTR(c->conn));
+                return call_error_exit("connect", reply);
+        }
+        return 0;
+}
+
+int call_connect(Ctl *c) {
+        return call_connect_answered(c, ANSWER_TIMEOUT_MS);
 }
 
 int call_recv_exit(int r) {

@@ -9,8 +9,11 @@
 /* Every function below returns 0 on success, or an exit code once the problem is printed.
  * `what` is the verb, for messages ("permission denied: reload needs root"). */
 
-/* Opens the varlink connection (c->conn) unless it is open. */
+/* Opens the varlink connection (c->conn) unless it is open, and checks that bigtcpd answers on
+ * it (GetInfo) within a few seconds: exit 3 (EXIT_NOT_RUNNING) when it does not. */
 int call_connect(Ctl *c);
+/* The same, waiting `timeout_ms` for the answer (< 0: as long as it takes). */
+int call_connect_answered(Ctl *c, int timeout_ms);
 /* The exit code for a failed varlink send or receive (-errno). */
 int call_recv_exit(int r);
 /* The exit code for a varlink error reply. */

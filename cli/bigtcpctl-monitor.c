@@ -2,9 +2,12 @@
  * (or the daemon's JSON, one line per event): devices added and removed, state changes, writes
  * and their cause, rollbacks, halted rollouts, reloads, tries. */
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
+#include <sys/inotify.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bigtcpctl-call.h"
 #include "bigtcpctl-monitor.h"
@@ -139,6 +142,78 @@ static void print_event(const Ctl *c, json_object *e) {
                                                                          JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
+/* The stream of one connection: 0 when the daemon ended it, 1 when the connection went (the
+ * daemon stopped or restarted), or an exit code. */
+static int stream(Ctl *c, bool again) {
+        int r;
+
+        r = varlink_send(c->conn, IFACE ".Monitor", NULL, true);
+        if (r == -ECONNRESET || r == -EPIPE)
+                return 1;
+        if (r < 0)
+                return call_recv_exit(r);
+        for (;;) {
+                _cleanup_(json_object_putp) json_object *reply = NULL;
+                json_object *e;
+
+                r = varlink_recv(c->conn, -1, &reply);
+                if (r == -ECONNRESET || r == -EPIPE)
+                        return 1;
+                if (r < 0)
+                        return call_recv_exit(r);
+                if (jget(reply, "error"))
+                        return call_error_exit("monitor", reply);
+                e = jget(reply, "parameters");
+                if (c->json)
+                        printf("%s\n", json_object_to_json_string_ext(
+                                               e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                else if (streq_ptr(jstr(e, "event"), "subscribed")) {
+                        if (c->legend && !again)
+                                printf("Monitoring bigtcpd (Ctrl-C to stop).\n");
+                } else
+                        print_event(c, e);
+                if (!jbool(reply, "continues"))
+                        return 0;
+        }
+}
+
+/* Wait for bigtcpd to listen and answer again: a socket that appears in its directory (inotify)
+ * is tried at once, and every second in any case (the directory may be gone, or held by
+ * systemd's bigtcpd.socket, where a connection waits until the service runs). */
+static int reconnect(Ctl *c) {
+        _cleanup_(freep) char *dir = strdup(c->socket);
+        _cleanup_(closep) int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        char *slash;
+
+        if (!dir)
+                return error_exit(EXIT_FAILED, "out of memory");
+        slash = strrchr(dir, '/');
+        if (slash)
+                *(slash == dir ? slash + 1 : slash) = '\0';
+        if (fd >= 0)
+                (void) inotify_add_watch(fd, slash ? dir : ".", IN_CREATE | IN_MOVED_TO | IN_ATTRIB);
+        for (;;) {
+                _cleanup_(json_object_putp) json_object *reply = NULL;
+                char buf[4096];
+                int r;
+
+                r = varlink_connect(c->socket, &c->conn);
+                if (r >= 0) {
+                        r = varlink_send(c->conn, "org.varlink.service.GetInfo", NULL, false);
+                        if (r >= 0)
+                                r = varlink_recv(c->conn, -1, &reply);
+                        if (r >= 0 && !streq_ptr(jstr(reply, "error"), IFACE ".TooManyConnections"))
+                                return 0;
+                        varlink_close(TAKE_PTR(c->conn));
+                } else if (r == -EACCES || r == -EPERM)
+                        return error_exit(EXIT_DENIED, "permission denied connecting to %s", c->socket);
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                if (poll(&p, fd >= 0 ? 1 : 0, 1000) > 0)
+                        while (read(fd, buf, sizeof(buf)) > 0)
+                                ;
+        }
+}
+
 int verb_monitor(Ctl *c, char **args, size_t n) {
         int r;
 
@@ -149,29 +224,17 @@ int verb_monitor(Ctl *c, char **args, size_t n) {
         r = call_connect(c);
         if (r != 0)
                 return r;
-        r = varlink_send(c->conn, IFACE ".Monitor", NULL, true);
-        if (r < 0)
-                return call_recv_exit(r);
         setvbuf(stdout, NULL, _IOLBF, 0);
-        for (;;) {
-                _cleanup_(json_object_putp) json_object *reply = NULL;
-                json_object *e;
-
-                r = varlink_recv(c->conn, -1, &reply);
-                if (r < 0)
-                        return call_recv_exit(r);
-                if (jget(reply, "error"))
-                        return call_error_exit("monitor", reply);
-                e = jget(reply, "parameters");
-                if (c->json)
-                        printf("%s\n", json_object_to_json_string_ext(
-                                               e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-                else if (streq_ptr(jstr(e, "event"), "subscribed")) {
-                        if (c->legend)
-                                printf("Monitoring bigtcpd (Ctrl-C to stop).\n");
-                } else
-                        print_event(c, e);
-                if (!jbool(reply, "continues"))
-                        return EXIT_OK;
+        /* As journalctl -f: a restart of bigtcpd does not end it; it says so, and goes on. */
+        for (bool again = false;; again = true) {
+                r = stream(c, again);
+                if (r != 1)
+                        return r;
+                varlink_close(TAKE_PTR(c->conn));
+                fprintf(stderr, "bigtcpctl: bigtcpd closed the connection; waiting for it to come back\n");
+                r = reconnect(c);
+                if (r != 0)
+                        return r;
+                fprintf(stderr, "bigtcpctl: bigtcpd is back; monitoring again (events meanwhile are not shown)\n");
         }
 }

@@ -5,6 +5,8 @@ the fixed file when it appears (inotify) or on SIGHUP. --check-config still exit
 
 import json
 import os
+import select
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -177,3 +179,59 @@ def test_a_record_that_does_not_add_up_is_not_run(ns, daemon, confdir):
     assert d2.log_lines(r'Failed to read the last policy that ran from .*policy\.json: .*ignoring'), d2.log_tail()
     assert_sizes(ns, {'v0': sizes4(185000), 'v1': sizes4(185000)})
     d2.stop()
+
+
+def test_a_socket_nobody_answers_is_not_running(tmp_path):
+    """What systemd's bigtcpd.socket is while the service is down: it accepts, nobody reads.
+    bigtcpctl says so within seconds, exit 3, and where to look; not a 60 s wait and exit 1."""
+    path = tmp_path / 'io.bigtcpd.Manager'
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        srv.bind(str(path))
+        srv.listen(16)
+        for args in (['status'], ['list'], ['reload'], ['monitor']):
+            r, took = ctl(*args, sock=path)
+            assert r.returncode == 3, (args, r)
+            assert r.stderr == (f'bigtcpctl: bigtcpd does not answer on {path} within 5 s: it is not running, '
+                                'or stuck (see journalctl -u bigtcpd)\n'), (args, r.stderr)
+            assert r.stdout == ''
+            assert 4.5 < took < 5 + T(2), (args, took)
+    finally:
+        srv.close()
+
+
+def test_monitor_follows_a_restart(ns, daemon, confdir):
+    """monitor goes on across a restart of bigtcpd, saying when it lost it and when it is back,
+    and shows the new daemon's events."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(185000))
+    d1 = daemon(ns, cfg)
+    rundir = d1.runtime_dir
+    p = subprocess.Popen([str(CTL), '--socket', str(sock_of(d1)), 'monitor'], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+    def line(f, what):
+        assert select.select([f], [], [], T(10))[0], f'{what}: nothing'
+        return f.readline()
+
+    try:
+        assert line(p.stdout, 'legend') == 'Monitoring bigtcpd (Ctrl-C to stop).\n'
+        d1.stop()
+        assert line(p.stderr, 'gone') == 'bigtcpctl: bigtcpd closed the connection; waiting for it to come back\n'
+        d2 = daemon(ns, cfg, runtime_dir=rundir)
+        assert line(p.stderr, 'back') == \
+            'bigtcpctl: bigtcpd is back; monitoring again (events meanwhile are not shown)\n'
+        veth(ns, 'v0', 'v1')
+        seen = []
+        deadline = time.monotonic() + T(10)
+        while not any(' v0: added (ifindex ' in l for l in seen):
+            assert time.monotonic() < deadline, seen
+            seen.append(line(p.stdout, 'v0 added'))
+        # the legend once, not again after the restart
+        assert not any('Monitoring bigtcpd' in l for l in seen), seen
+        d2.stop()
+    finally:
+        p.terminate()
+        p.wait(T(10))
+        p.stdout.close()
+        p.stderr.close()

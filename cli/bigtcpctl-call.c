@@ -116,6 +116,8 @@ int call_error_exit(const char *method, json_object *reply) {
                 if (streq_ptr(method, "retry") && streq_ptr(jstr(p, "parameter"), "ifname"))
                         return error_exit(EXIT_FAILED, "this bigtcpd cannot retry every device at once "
                                                        "(older version?): retry DEV, one by one");
+                if (streq_ptr(method, "watch") && streq_ptr(jstr(p, "parameter"), "duration_usec"))
+                        return error_exit(EXIT_USAGE, "watch --for: more than this bigtcpd counts at once");
                 return error_exit(EXIT_FAILED, "%s: bigtcpd refused the parameter \"%s\" (older version?)",
                                   method, jstr(p, "parameter") ?: "?");
         }
@@ -132,7 +134,8 @@ int call_error_exit(const char *method, json_object *reply) {
         if (streq_ptr(error, IFACE ".NoTry"))
                 return error_exit(EXIT_FAILED, "no try runs");
         if (streq_ptr(error, IFACE ".TargetNotRead"))
-                return error_exit(EXIT_FAILED,
+                /* a usage error, found by the daemon: only it knows where it reads its policy */
+                return error_exit(EXIT_USAGE,
                                   "--to %s: bigtcpd reads no policy there (the main policy file, or a *.yaml "
                                   "right in /etc/bigtcpd/bigtcpd.d)",
                                   jstr(p, "target") ?: "?");

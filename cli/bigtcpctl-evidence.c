@@ -9,6 +9,9 @@
 #include "parse-util.h"
 
 #define WATCH_DEFAULT_USEC (30 * UINT64_C(1000000))
+/* The daemon's bound on one Watch() (EVIDENCE_DURATION_MAX_USEC): checked here first, so that a
+ * --for above it is a usage error before anything is printed. */
+#define WATCH_MAX_USEC (3600 * UINT64_C(1000000))
 
 /* "ipv4 and ipv6", from a list of family names. */
 static int families_text(json_object *a, char **s) {
@@ -82,6 +85,13 @@ int verb_watch(Ctl *c, char **args, size_t n) {
         if (c->for_duration && (parse_duration_usec(c->for_duration, &usec) < 0 || usec == 0))
                 return error_exit(EXIT_USAGE, "--for wants a duration such as 30s or 5min, not \"%s\"",
                                   c->for_duration);
+        if (usec > WATCH_MAX_USEC)
+                return error_exit(EXIT_USAGE, "--for %s: at most 1h", c->for_duration);
+        /* the device first: an unknown one is said before "Counting…" */
+        r = fetch_devices(c, args[0], false, &reply);
+        if (r != 0)
+                return r;
+        json_object_put(TAKE_PTR(reply));
         if (!c->json)
                 printf("Counting the packets above 64 KiB of %s for %s…\n", args[0],
                        format_duration(buf, sizeof(buf), (int64_t) usec));

@@ -138,15 +138,17 @@ static int countdown(Ctl *c, Varlink *mon, int64_t deadline_usec) {
                 }
                 if (interrupted) {
                         printf("\n");
-                        r = do_revert(c);
+                        r = do_revert(c) ?: EXIT_FAILED; /* 0 only when the tried policy is kept */
                         break;
                 }
                 if (k > 0 && p[1].revents) {
                         int e = try_ended(mon, &end);
                         if (e > 0) {
                                 printf("\nThe try ended: %s.\n", end);
-                                if (strncmp(end, "reverted", 8) == 0)
+                                if (strncmp(end, "reverted", 8) == 0) {
                                         printf("The policy that ran before is back.\n");
+                                        r = EXIT_FAILED;
+                                }
                                 break;
                         }
                         if (e < 0) {
@@ -160,7 +162,7 @@ static int countdown(Ctl *c, Varlink *mon, int64_t deadline_usec) {
                         printf("\n");
                         if (!fgets(line, sizeof(line), stdin)) {
                                 /* the terminal went away: nobody confirms */
-                                r = do_revert(c);
+                                r = do_revert(c) ?: EXIT_FAILED;
                                 break;
                         }
                         r = do_confirm(c);

@@ -20,6 +20,10 @@ one container, each on what the ones before left:
                 D-Bus activation starts it once the service is enabled; exit 3 too when it is
                 enabled but exits at once (the call times out with nobody on the bus)
   reboot        both units up after a reboot of the container
+  varlink not running  `bigtcpctl status` exits 3 within seconds while the daemon does not come up
+                (bigtcpd.socket accepts, nobody answers), pointing at the journal
+  broken policy a typo and a restart: running, degraded, no crash loop; after a reboot with it, no
+                policy and nothing written; the fixed file taken at once
   upgrade       to a rebuilt package: the state file and the operator's edited policy kept, the
                 restarted daemon writes nothing
   purge         apt purge stops it, gives every device its original sizes back, leaves nothing
@@ -386,6 +390,86 @@ def test_reboot(box):
     for a, b in (('va', 'vb'), ('wa', 'wb')):
         subprocess.run(['ip', '-n', c.name, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b], check=True)
     wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'new devices after the reboot')
+
+
+def test_varlink_daemon_that_does_not_come_up_exits_3(box):
+    """Enabled, but the daemon exits at once: systemd's bigtcpd.socket accepts bigtcpctl's
+    connection and nobody answers. bigtcpctl says bigtcpd is not running (exit 3) within seconds,
+    pointing at the journal; it does not wait 60 s."""
+    c = box
+    dropin = Path('/run/systemd/system/bigtcpd.service.d')
+    c.run('mkdir', '-p', dropin)
+    c.run('sh', '-c', f'printf "[Service]\\nExecStart=\\nExecStart=/bin/false\\n" >{dropin}/false.conf')
+    try:
+        c.run('systemctl', 'daemon-reload')
+        c.run('systemctl', 'restart', 'bigtcpd.socket', check=False)
+        start = time.monotonic()
+        r = ctl(c, 'status')
+        took = time.monotonic() - start
+        assert r.returncode == 3, (r.returncode, r.stderr)
+        assert took < T(10), took
+        assert re.fullmatch(r'bigtcpctl: (bigtcpd does not answer on /run/bigtcpd/io\.bigtcpd\.Manager within 5 s: it '
+                            r'is not running, or stuck \(see journalctl -u bigtcpd\)|bigtcpd closed the connection|'
+                            r'bigtcpd is not running \(nothing listens on /run/bigtcpd/io\.bigtcpd\.Manager\))\n',
+                            r.stderr), r.stderr
+        print(f'bigtcpctl status with a daemon that does not come up: {took:.1f} s: {r.stderr.strip()}')
+    finally:
+        c.run('rm', '-rf', dropin)
+        c.run('systemctl', 'daemon-reload')
+        c.run('systemctl', 'stop', *UNITS)
+        c.run('systemctl', 'reset-failed', *UNITS, check=False)
+    c.run('systemctl', 'start', 'bigtcpd')
+    assert active(c) == ('active', 'active')
+
+
+def test_broken_policy_never_takes_it_down(box):
+    """A typo in the policy, then `systemctl restart`: the daemon starts (no crash loop) on the
+    last policy that ran, degraded with the error's place; after a reboot with the typo (the
+    record in /run is gone) it runs with no policy and writes nothing; the fixed file is taken
+    when it is written."""
+    c = box
+    policy = c.path('/etc/bigtcpd/bigtcpd.yaml')
+    good = policy.read_text()
+    broken = good + 'colour: blue\n'
+    line = len(broken.splitlines())
+    where = f'/etc/bigtcpd/bigtcpd.yaml:{line}:1'
+
+    def degraded(source):
+        start = time.monotonic()
+        s = status_json(c)
+        took = time.monotonic() - start
+        assert took < T(1), f'status took {took:.2f} s'
+        assert s['state'] == 'degraded' and s['policy']['source'] == source, s
+        errors = [(e['file'], e['line'], e['column']) for e in s['last_reload']['errors']]
+        assert errors == [('/etc/bigtcpd/bigtcpd.yaml', line, 1)], s['last_reload']
+        assert c.run('systemctl', 'show', '-P', 'NRestarts', 'bigtcpd.service').stdout.strip() == '0'
+        assert active(c) == ('active', 'active')
+
+    try:
+        policy.write_text(broken)
+        c.run('systemctl', 'restart', 'bigtcpd')
+        degraded('recorded')
+        assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: BIG for n in ('va', 'vb', 'wa', 'wb')}
+        log = c.run('journalctl', '-u', 'bigtcpd', '-b', '-o', 'cat', '--no-pager').stdout
+        assert f'{where}: unknown key "colour"' in log, log[-3000:]
+        assert 'running the policy that ran last' in log, log[-3000:]
+
+        c.reboot()
+        degraded('none')
+        for a, b in (('va', 'vb'), ('wa', 'wb')):
+            subprocess.run(['ip', '-n', c.name, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b], check=True)
+        nl.wait_links(c.name, lambda links: 'wb' in links, T(10), 'the veths')
+        deadline = time.monotonic() + T(10)
+        while not {'va', 'vb', 'wa', 'wb'} <= set(devices(c)):
+            assert time.monotonic() < deadline, devices(c)
+        assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: ORIG for n in ('va', 'vb', 'wa', 'wb')}
+
+        policy.write_text(good)
+        wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'the fixed policy')
+        s = status_json(c)
+        assert s['policy']['source'] == 'files' and s['last_reload']['ok'], s
+    finally:
+        policy.write_text(good)
 
 
 def rebuilt(deb, version, into):

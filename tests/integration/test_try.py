@@ -127,7 +127,7 @@ def test_revert_at_once_and_what_a_try_refuses(configured, ns, tmp_path):
         'bigtcpctl: the policy has errors; nothing was tried'], r.stderr
     assert status(d)['try'] is None
     one_line_error(ctl('try', d.tried, '--timeout', '0.5s', sock=d.sock), 2, '--timeout: "0.5s" is not a duration')
-    one_line_error(ctl('try', d.tried, '--to', tmp_path / 'elsewhere.yaml', sock=d.sock), 1,
+    one_line_error(ctl('try', d.tried, '--to', tmp_path / 'elsewhere.yaml', sock=d.sock), 2,
                    r'--to .*elsewhere\.yaml: bigtcpd reads no policy there')
     one_line_error(ctl('revert', sock=d.sock), 1, r'^bigtcpctl: no try runs$')
     one_line_error(ctl('status', '--timeout', '3s', sock=d.sock), 2, '--timeout and --to go with try only')
@@ -227,7 +227,7 @@ def test_try_to_a_dropin_is_installed_there(ns, daemon, tmp_path):
     tried = tmp_path / 'k.yaml'
     tried.write_text(TRIED_K)
 
-    one_line_error(ctl('try', tried, '--to', root / 'etc/bigtcpd/other.yaml', sock=sock), 1,
+    one_line_error(ctl('try', tried, '--to', root / 'etc/bigtcpd/other.yaml', sock=sock), 2,
                    'bigtcpd reads no policy there')
     ctl('try', tried, '--to', dropin, sock=sock, check_rc=0)
     # the main file's policy still runs beside the tried drop-in
@@ -394,7 +394,7 @@ def test_terminal_countdown_enter_confirms_ctrl_c_reverts_or_it_times_out(config
             nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
             t.proc.send_signal(signal.SIGINT)
             t.expect('Reverted: the policy that ran before is back.', 10)
-            assert t.finish() == 0
+            assert t.finish() == 1, 'try exits 0 only when the tried policy is kept'
         finally:
             t.finish(0)
         mon.wait_for(is_try('reverted', 'revert'), 5, 'reverted by Ctrl-C')
@@ -405,7 +405,7 @@ def test_terminal_countdown_enter_confirms_ctrl_c_reverts_or_it_times_out(config
         try:
             t.expect('Changes will revert in', 10)
             t.expect('The try ended: reverted timeout.', 15)
-            assert t.finish() == 0
+            assert t.finish() == 1
         finally:
             t.finish(0)
         nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'back on the configured policy')

@@ -32,16 +32,6 @@ static void add_size_cell(Table *t, json_object *sizes, const char *key) {
                 (void) table_add(t, "-", NULL);
 }
 
-/* Does any device live outside the daemon's own namespace? */
-static bool other_netns(json_object *devs, size_t nd) {
-        for (size_t i = 0; i < nd; i++) {
-                const char *ns = jstr(json_object_array_get_idx(devs, i), "netns");
-                if (ns && !streq_ptr(ns, "host"))
-                        return true;
-        }
-        return false;
-}
-
 int verb_list(Ctl *c, char **args, size_t n) {
         static const char *const headers[] = {"NETNS", "IDX",  "LINK", "KIND", "STATE", "POLICY",
                                               "GSO",   "GRO",  "GSO4", "GRO4", "TSO",   NULL};
@@ -65,18 +55,18 @@ int verb_list(Ctl *c, char **args, size_t n) {
         }
         devs = devices_of(reply);
         nd = devs ? json_object_array_length(devs) : 0;
-        /* the namespace column only where there is more than one namespace to tell apart */
-        size_t ns_col = other_netns(devs, nd) ? 1 : 0;
-        if (table_new(headers + 1 - ns_col, &t) < 0)
+        /* NETNS always, "host" for bigtcpd's own: the columns are the same whatever the policy,
+         * so that a script's $3 is the LINK everywhere (bigtcpctl(8) --no-legend) */
+        if (table_new(headers, &t) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
-        table_set_align(t, ns_col, TABLE_RIGHT);
-        for (size_t col = 5; col <= 9; col++)
-                table_set_align(t, col + ns_col, TABLE_RIGHT);
+        table_set_align(t, 1, TABLE_RIGHT);
+        for (size_t col = 6; col <= 10; col++)
+                table_set_align(t, col, TABLE_RIGHT);
+        table_set_keep(t, 4); /* STATE */
         for (size_t i = 0; i < nd; i++) {
                 json_object *d = json_object_array_get_idx(devs, i), *cur = jget(d, "current");
                 const char *st = jstr(d, "state");
-                if (ns_col)
-                        (void) table_add(t, jstr(d, "netns") ?: "host", NULL);
+                (void) table_add(t, jstr(d, "netns") ?: "host", NULL);
                 (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
                 (void) table_add(t, jstr(d, "ifname"), NULL);
                 (void) table_add(t, jstr(d, "kind") ?: "-", NULL);

@@ -62,7 +62,7 @@ static int describe_changes(json_object *cur, json_object *want, json_object *cl
 }
 
 int verb_plan(Ctl *c, char **args, size_t n) {
-        static const char *const headers[] = {"IDX", "LINK", "POLICY", "ACTION", "CHANGES", NULL};
+        static const char *const headers[] = {"NETNS", "IDX", "LINK", "POLICY", "ACTION", "CHANGES", NULL};
         _cleanup_(json_object_putp) json_object *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         json_object *p = NULL, *devs;
@@ -139,7 +139,8 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                 putchar('\n');
         if (table_new(headers, &t) < 0)
                 return error_exit(EXIT_FAILED, "out of memory");
-        table_set_align(t, 0, TABLE_RIGHT);
+        table_set_align(t, 1, TABLE_RIGHT);
+        table_set_keep(t, 4); /* ACTION */
         for (size_t i = 0; i < nd; i++) {
                 json_object *d = json_object_array_get_idx(devs, i);
                 const char *action = jstr(d, "action") ?: "?";
@@ -152,6 +153,8 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                                      &changes) <
                     0)
                         return error_exit(EXIT_FAILED, "out of memory");
+                /* a pod's IDX 2 is not the host's: the same columns as list */
+                (void) table_add(t, jstr(d, "netns") ?: "host", NULL);
                 (void) table_addf(t, NULL, "%" PRId64, jint(d, "ifindex", 0));
                 (void) table_add(t, jstr(d, "ifname"), NULL);
                 (void) table_add(t, jstr(d, "policy") ?: "-", NULL);

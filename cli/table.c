@@ -15,6 +15,7 @@ struct Table {
         size_t n_columns;
         char **headers;
         TableAlign *align;
+        bool *keep; /* never cut */
         Cell *cells;
         size_t n_cells, size;
         size_t width;         /* what the whole table may take; 0: no limit */
@@ -42,7 +43,8 @@ int table_new(const char *const *headers, Table **ret) {
         t->n_columns = n;
         t->headers = calloc(n, sizeof(char *));
         t->align = calloc(n, sizeof(TableAlign));
-        if (!t->headers || !t->align) {
+        t->keep = calloc(n, sizeof(bool));
+        if (!t->headers || !t->align || !t->keep) {
                 table_free(t);
                 return -ENOMEM;
         }
@@ -66,6 +68,7 @@ void table_free(Table *t) {
                 free(t->cells[i].text);
         free(t->headers);
         free(t->align);
+        free(t->keep);
         free(t->cells);
         free(t);
 }
@@ -75,8 +78,9 @@ void table_set_width(Table *t, size_t width, const char *ellipsis) {
         t->ellipsis = ellipsis;
 }
 
-/* Cuts the widest left-aligned columns (names, policies, notes; numbers are right-aligned and
- * never cut) until the table fits t->width, or nothing more can go. */
+/* Cuts the widest left-aligned columns (names, policies, notes; numbers are right-aligned, and
+ * they and the columns kept whole are never cut) until the table fits t->width, or nothing more
+ * can go. */
 static void fit_width(const Table *t, size_t *width, const size_t *floor) {
         size_t total = t->n_columns > 0 ? t->n_columns - 1 : 0;
 
@@ -85,7 +89,7 @@ static void fit_width(const Table *t, size_t *width, const size_t *floor) {
         while (t->width > 0 && total > t->width) {
                 size_t widest = t->n_columns;
                 for (size_t i = 0; i < t->n_columns; i++)
-                        if (t->align[i] == TABLE_LEFT && width[i] > floor[i] &&
+                        if (t->align[i] == TABLE_LEFT && !t->keep[i] && width[i] > floor[i] &&
                             (widest == t->n_columns || width[i] > width[widest]))
                                 widest = i;
                 if (widest == t->n_columns)
@@ -108,6 +112,11 @@ static size_t utf8_prefix_bytes(const char *s, size_t n) {
 void table_set_align(Table *t, size_t column, TableAlign align) {
         if (column < t->n_columns)
                 t->align[column] = align;
+}
+
+void table_set_keep(Table *t, size_t column) {
+        if (column < t->n_columns)
+                t->keep[column] = true;
 }
 
 int table_add(Table *t, const char *text, const char *color) {

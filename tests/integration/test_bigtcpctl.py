@@ -178,9 +178,12 @@ def test_list_and_show(running):
     d = running
     r = ctl('list', sock=d.sock, check_rc=0)
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ['IDX', 'LINK', 'KIND', 'STATE', 'POLICY', 'GSO', 'GRO', 'GSO4', 'GRO4', 'TSO']
+    # NETNS always, also where no policy names a namespace: the columns scripts read are stable
+    assert lines[0].split() == ['NETNS', 'IDX', 'LINK', 'KIND', 'STATE', 'POLICY', 'GSO', 'GRO', 'GSO4', 'GRO4',
+                                'TSO']
     assert lines[-2:] == ['', '5 links listed.']
-    rows = {l.split()[1]: l.split() for l in lines[1:-2]}
+    assert all(l.split()[0] == 'host' for l in lines[1:-2]), r.stdout
+    rows = {l.split()[2]: l.split()[1:] for l in lines[1:-2]}
     assert set(rows) == {'lo', 'v0', 'v1', 'k0', 'k1'}
     assert rows['v0'][2:5] in (['veth', 'probation', 'big'], ['veth', 'applied', 'big'])
     assert rows['v0'][5:] == ['185000'] * 4 + ['524280']
@@ -189,10 +192,13 @@ def test_list_and_show(running):
     # Columns line up: every row is as wide as the header up to the last column.
     starts = [m.start() for m in re.finditer(r'\S+', lines[0])]
     for l in lines[1:-2]:
-        assert l[starts[1]:].split()[0] in rows and l[starts[1] - 1] == ' '
+        assert l[starts[2]:].split()[0] in rows and l[starts[2] - 1] == ' '
 
     r = ctl('list', '--no-legend', sock=d.sock, check_rc=0)
     assert len(r.stdout.splitlines()) == 5 and 'IDX' not in r.stdout and 'listed' not in r.stdout
+    # what bigtcpctl(8) documents for scripts: $1 NETNS, $3 LINK, $5 STATE
+    assert {(l.split()[0], l.split()[2], l.split()[4]) for l in r.stdout.splitlines()} == {
+        ('host', n, rows[n][3]) for n in rows}
 
     j = json.loads(ctl('list', '--json', sock=d.sock, check_rc=0).stdout)
     assert [x['ifname'] for x in j['devices']] == [x['ifname'] for x in
@@ -226,8 +232,8 @@ def test_plan(running, tmp_path):
     other.write_text(OTHER)
     r = ctl('plan', other, sock=d.sock, check_rc=0)
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ['IDX', 'LINK', 'POLICY', 'ACTION', 'CHANGES']
-    rows = {l.split()[1]: l for l in lines[1:-2]}
+    assert lines[0].split() == ['NETNS', 'IDX', 'LINK', 'POLICY', 'ACTION', 'CHANGES']
+    rows = {l.split()[2]: l for l in lines[1:-2]}
     assert set(rows) == {'v0', 'v1', 'k0', 'k1'}
     assert re.search(r'k0\s+other\s+write\s+gso_max_size 65536→100000, gro_max_size 65536→100000, '
                      r'gso_ipv4_max_size 65536→100000, gro_ipv4_max_size 65536→100000$', rows['k0'])
@@ -634,7 +640,8 @@ def fake(tmp_path):
 
 def list_rows(out):
     lines = out.splitlines()
-    return {l.split()[1]: l.split() for l in lines[1:] if l and not l.endswith('.') and l.split()[0].isdigit()}
+    return {l.split()[2]: l.split()[1:] for l in lines[1:]
+            if l and not l.endswith('.') and l.split()[1].isdigit()}
 
 
 def test_list_refresh_and_age(fake):

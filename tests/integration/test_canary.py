@@ -93,11 +93,11 @@ def test_status_and_plan_name_the_cohort(netns, daemon, tmp_path, iface):
         first = out.splitlines()[0]
         if inside:
             assert first == f'{CANARY}: not here, cohort {want} is not below hosts-percent 0', out
-            assert re.search(r'^ +\d+ v0 +web +write +gso_ipv4_max_size 185000→65536, gro_ipv4_max_size '
+            assert re.search(r'^host +\d+ v0 +web +write +gso_ipv4_max_size 185000→65536, gro_ipv4_max_size '
                              r'185000→65536$', out, re.M), out
         else:
             assert first == f'{CANARY}: applies here, cohort {want} is below hosts-percent 100', out
-            assert re.search(rf'^ +\d+ v0 +{CANARY} +write +gso_ipv4_max_size 65536→185000, gro_ipv4_max_size '
+            assert re.search(rf'^host +\d+ v0 +{CANARY} +write +gso_ipv4_max_size 65536→185000, gro_ipv4_max_size '
                              r'65536→185000$', out, re.M), out
         d.stop()
 

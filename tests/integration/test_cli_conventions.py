@@ -140,7 +140,8 @@ def test_tables_fit_the_terminal(running):
     sock = running.sock
     wide = ctl('list', sock=sock, env={'COLUMNS': '300'}, check_rc=0).stdout
     assert 'a-policy-with-a-rather-long-name-for-a-narrow-terminal' in wide
-    for env, cols, via in (({'COLUMNS': '60', 'LC_ALL': 'C.UTF-8'}, 60, 'pipe'), ({}, 70, 'pty')):
+    # 69 columns at the least: NETNS, IDX, LINK, KIND at their widths, STATE and the numbers whole
+    for env, cols, via in (({'COLUMNS': '72', 'LC_ALL': 'C.UTF-8'}, 72, 'pipe'), ({}, 70, 'pty')):
         if via == 'pipe':
             out = ctl('list', sock=sock, env=env, check_rc=0).stdout
         else:
@@ -153,3 +154,10 @@ def test_tables_fit_the_terminal(running):
         row = next(l for l in table if ' v0 ' in l)
         assert 'a-policy-with-a-rather' not in row or '…' in row, row
         assert row.split()[-5:] == ['185000', '185000', '65536', '65536', '524280'], row   # numbers never cut
+        assert row.split()[4] in ('probation', 'applied'), row   # nor the state
+        assert '…' in row.split()[5], row   # the widest text column is the one cut
+    # narrower than the least: the lines overflow rather than cut STATE (it was "appli…")
+    out = ctl('list', sock=sock, env={'COLUMNS': '60', 'LC_ALL': 'C.UTF-8'}, check_rc=0).stdout
+    row = next(l for l in out.splitlines() if ' v0 ' in l)
+    assert row.split()[4] in ('probation', 'applied') and row.split()[-5:] == [
+        '185000', '185000', '65536', '65536', '524280'], row

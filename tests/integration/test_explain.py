@@ -192,8 +192,9 @@ def test_plan_says_what_clamps_what_is_scoped_away_and_all(ns, daemon, confdir, 
     d = start(ns, daemon, confdir, POLICY.replace('185000', '300000').replace('gro-max-size: 300000', ''))
     out = ctl('plan', '--all', sock=d.sock, check_rc=0).stdout
     table = out.split('\n\n')[0].splitlines()   # the header, a row per device, then a blank line
-    assert table[0].split() == ['IDX', 'LINK', 'POLICY', 'ACTION', 'CHANGES'], out
-    rows = {l.split()[1]: l for l in table[1:]}
+    assert table[0].split() == ['NETNS', 'IDX', 'LINK', 'POLICY', 'ACTION', 'CHANGES'], out
+    rows = {l.split()[2]: l for l in table[1:]}
+    assert all(l.split()[0] == 'host' for l in table[1:]), out
     assert set(rows) == {'lo', 'vbr', 'v0', 'v1'}, out
     assert re.search(r'vbr\s+big\s+none\s+\(clamped: gso_max_size asked 300000, the device takes 65536\)$',
                      rows['vbr']), out

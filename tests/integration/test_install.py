@@ -314,6 +314,13 @@ def test_completion_commands_and_options(with_bc, tmp_path):
     assert complete(['bigtcpctl', 'watch', 'x', '--f'], with_bash_completion=with_bc) == ['--for']
     assert complete(['bigtcpctl', 'status', '--f'], with_bash_completion=with_bc) == []
     assert complete(['bigtcpctl', 'watch', '--for', ''], with_bash_completion=with_bc) == ['10s', '1min', '30s', '5min']
+    # --to: the places a confirm may install, not the whole file system
+    assert complete(['bigtcpctl', 'try', 'x.yaml', '--to', ''], with_bash_completion=with_bc) == [
+        '/etc/bigtcpd/bigtcpd.d/', '/etc/bigtcpd/bigtcpd.yaml']
+    assert complete(['bigtcpctl', 'try', 'x.yaml', '--to', '/'], with_bash_completion=with_bc) == [
+        '/etc/bigtcpd/bigtcpd.d/', '/etc/bigtcpd/bigtcpd.yaml']
+    assert complete(['bigtcpctl', 'try', 'x.yaml', '--to', '/etc/bigtcpd/bigtcpd.d'],
+                    with_bash_completion=with_bc) == ['/etc/bigtcpd/bigtcpd.d/']
     (tmp_path / 'a.yaml').write_text('')
     (tmp_path / 'b.txt').write_text('')
     got = complete(['bigtcpctl', 'validate', f'{tmp_path}/'], with_bash_completion=with_bc)

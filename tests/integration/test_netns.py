@@ -337,6 +337,14 @@ def test_bigtcpctl_names_the_namespace(ns, pods, daemon, confdir):
     header = out.splitlines()[0].split()
     assert header[0] == 'NETNS', out
     assert any(line.split()[0] == p1 and line.split()[2] == 'eth0' for line in out.splitlines()[1:]), out
+    # the columns of --no-legend are those of a host without namespaces (test_bigtcpctl.py):
+    # NETNS IDX LINK KIND STATE POLICY GSO GRO GSO4 GRO4 TSO, "host" for bigtcpd's own
+    rows = [l.split() for l in ctl(d, ns, '--no-legend', 'list').splitlines()]
+    assert rows and all(len(r) == 11 for r in rows), rows
+    assert {r[0] for r in rows} >= {'host', p1} and [r[2] for r in rows if r[0] == p1].count('eth0') == 1, rows
+    plan = ctl(d, ns, 'plan', '--all').split('\n\n')[0].splitlines()
+    assert plan[0].split()[:3] == ['NETNS', 'IDX', 'LINK'], plan
+    assert any(l.split()[0] == p1 and l.split()[2] == 'eth0' for l in plan[1:]), plan
     shown = ctl(d, ns, 'show', f'{p1}/eth0')
     assert p1 in shown and f'pods (matched by netns {POD_GLOB}, name eth0)' in shown, shown
     j = json.loads(ctl(d, ns, '--json', 'show', f'{p1}/eth0'))

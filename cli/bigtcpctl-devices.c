@@ -110,18 +110,22 @@ static const char *pending_text(const char *reason) {
         return reason;
 }
 
-/* "probation (58.4s left)", "pending (write queued)". */
+/* "probation (58.4s left)", "pending (write queued)", "pending (waiting for a slot of its
+ * rollout; probation 17.0s left)": a pending device always says why, first. */
 static int state_text(json_object *d, char **ret) {
         _cleanup_(freep) char *s = NULL;
         const char *st = jstr(d, "state");
+        bool why = streq_ptr(st, "pending") && jstr(d, "pending");
         char buf[64];
         int r = strextendf(&s, "%s", st ?: "?");
 
+        if (r >= 0 && why)
+                r = strextendf(&s, " (%s", pending_text(jstr(d, "pending")));
         if (r >= 0 && jhas_int(d, "probation_left_usec"))
-                r = strextendf(&s, " (%s left)",
+                r = strextendf(&s, "%s%s left", why ? "; probation " : " (",
                                format_duration(buf, sizeof(buf), jint(d, "probation_left_usec", 0)));
-        else if (r >= 0 && streq_ptr(st, "pending") && jstr(d, "pending"))
-                r = strextendf(&s, " (%s)", pending_text(jstr(d, "pending")));
+        if (r >= 0 && (why || jhas_int(d, "probation_left_usec")))
+                r = strextendf(&s, ")");
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(s);

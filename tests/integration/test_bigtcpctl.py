@@ -718,6 +718,11 @@ def test_show_owned_pending_and_age(fake):
                           ('throttled', 'throttled'), ('new-reason', 'new-reason')):
         moved['pending'] = reason
         assert f'State: pending ({words})\n' in ctl('show', 'v0', sock=f.path, check_rc=0).stdout
+    # pending with a probation running (a put-back waiting for its slot): the reason first
+    moved['pending'] = 'rollout-slot'
+    moved['probation_left_usec'] = 17_000_000
+    assert 'State: pending (waiting for a slot of its rollout; probation 17.0s left)\n' in ctl(
+        'show', 'v0', sock=f.path, check_rc=0).stdout
 
 
 def status_fields(out):

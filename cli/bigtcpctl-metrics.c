@@ -198,6 +198,10 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
 
         if (n > 0)
                 return error_exit(EXIT_USAGE, "metrics takes no arguments");
+        if (c->json)
+                /* not JSON dressed as text: the figures are status's and list's, in JSON there */
+                return error_exit(EXIT_USAGE, "metrics prints the Prometheus text format only; for JSON, "
+                                              "status --json and list --json have the same figures");
         r = fetch_status(c, &s);
         if (r == 0)
                 r = fetch_devices(c, NULL, true, &reply);

@@ -175,14 +175,20 @@ int verb_plan(Ctl *c, char **args, size_t n) {
         return EXIT_OK;
 }
 
-static json_object *local_errors_json(const PolicyErrors *errs) {
+/* `warnings`: they are in their own field, so their messages go without the "warning: " that
+ * marks them in the text. */
+static json_object *local_errors_json(const PolicyErrors *errs, bool warnings) {
         json_object *a = json_object_new_array();
         for (size_t i = 0; a && i < errs->n; i++) {
                 json_object *o = json_object_new_object();
+                const char *m = errs->items[i].message ?: "";
+
+                if (warnings && strncmp(m, "warning: ", 9) == 0)
+                        m += 9;
                 json_object_object_add(o, "file", json_object_new_string(errs->items[i].file ?: ""));
                 json_object_object_add(o, "line", json_object_new_int((int) errs->items[i].line));
                 json_object_object_add(o, "column", json_object_new_int((int) errs->items[i].column));
-                json_object_object_add(o, "message", json_object_new_string(errs->items[i].message ?: ""));
+                json_object_object_add(o, "message", json_object_new_string(m));
                 json_object_array_add(a, o);
         }
         return a;
@@ -209,8 +215,8 @@ int verb_validate(Ctl *c, char **args, size_t n) {
                 if (r >= 0)
                         (void) guard_counter_warnings_here(set, NULL, &warnings);
                 json_object_object_add(o, "valid", json_object_new_boolean(r >= 0));
-                json_object_object_add(o, "errors", local_errors_json(&errs));
-                json_object_object_add(o, "warnings", local_errors_json(&warnings));
+                json_object_object_add(o, "errors", local_errors_json(&errs, false));
+                json_object_object_add(o, "warnings", local_errors_json(&warnings, true));
                 print_json(o);
                 json_object_put(o);
                 policy_errors_clear(&warnings);

@@ -70,6 +70,14 @@ int link_stats_field_offset(const char *field) {
         return -ENOENT;
 }
 
+const char *link_stats_field_suggest(const char *field) {
+        const char *names[ELEMENTSOF(link_stats_fields)];
+
+        for (size_t i = 0; i < ELEMENTSOF(link_stats_fields); i++)
+                names[i] = link_stats_fields[i].name;
+        return nearest_word_n(field, names, ELEMENTSOF(names));
+}
+
 /* ---- numbers and durations ---- */
 
 int parse_duration_usec(const char *s, uint64_t *ret) {

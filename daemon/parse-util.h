@@ -73,6 +73,8 @@ int route_prefix_parse(const char *s, RoutePrefix *ret);
 /* The byte offset of the field `field` ("tx_errors") in struct rtnl_link_stats64, or -ENOENT when
  * it is no field a link guard may watch. */
 int link_stats_field_offset(const char *field);
+/* The field a misspelt one ("tx_erors") most likely meant, or NULL. */
+const char *link_stats_field_suggest(const char *field);
 /* Is `name` a valid guard counter ("link.tx_errors", "Tcp.RetransSegs")? Returns 0 and its kind,
  * or -EINVAL. */
 int guard_counter_parse(const char *name, GuardCounterKind *ret);

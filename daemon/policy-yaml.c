@@ -364,7 +364,12 @@ void parser_counter(Parser *p, yaml_node_t *n, const char *key, char **ret, Guar
         if (parser_string(p, n, key, &s) < 0)
                 return;
         if (guard_counter_parse(s, ret_kind) < 0) {
-                parser_error(p, n, "%s: bad counter %s", key, parser_quote(s, q, sizeof(q)));
+                const char *near = strncmp(s, "link.", 5) == 0 ? link_stats_field_suggest(s + 5) : NULL;
+                if (near)
+                        parser_error(p, n, "%s: bad counter %s (did you mean \"link.%s\"?)", key,
+                                     parser_quote(s, q, sizeof(q)), near);
+                else
+                        parser_error(p, n, "%s: bad counter %s", key, parser_quote(s, q, sizeof(q)));
                 return;
         }
         *ret = strdup(s);

@@ -36,6 +36,7 @@ def test_exit_codes(running, tmp_path):
     check(ctl('try', tried, '--timeout', '0.5s', sock=d.sock), 2, r'--timeout')
     check(ctl('try', tried, '--to', tmp_path / 'elsewhere.yaml', sock=d.sock), 2, 'bigtcpd reads no policy there')
     check(ctl('monitor', 'extra', sock=d.sock), 2)
+    check(ctl('metrics', '--json', sock=d.sock), 2, 'Prometheus text format only')
     # 3: not running
     check(ctl('status', sock=tmp_path / 'nobody.sock'), 3, 'bigtcpd is not running')
     # 4: not allowed

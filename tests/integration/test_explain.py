@@ -174,6 +174,13 @@ def test_validate_reads_stdin_and_warns_of_counters_this_host_lacks(tmp_path):
     assert r.stdout == '1 file valid: 1 policy, 1 warning.\n'
     j = json.loads(ctl_stdin(['validate', '--json', '-'], text).stdout)
     assert j['valid'] is True and [w['line'] for w in j['warnings']] == [4], j
+    # a warning is a warning by its field; its message is the words alone
+    assert j['warnings'][0]['message'] == ('guard counter "Tcp.RetransSeg" is not on this host (did you mean '
+                                           '"Tcp.RetransSegs"?): guards on it never trip'), j
+    # and the link counters have their did-you-mean too (a parse error: their names are fixed)
+    r = ctl_stdin(['validate', '-'], text.replace('Tcp.RetransSeg', 'link.tx_erors'))
+    assert r.returncode == 1 and r.stderr.splitlines()[0] == (
+        '<stdin>:4:16: counter: bad counter "link.tx_erors" (did you mean "link.tx_errors"?)'), r.stderr
     r = ctl_stdin(['validate', '-'], TYPO)
     assert r.returncode == 1 and r.stderr.startswith('<stdin>:'), r.stderr
 

@@ -378,6 +378,9 @@ static const ErrorCase error_cases[] = {
          "t.yaml:6:18: counter: bad counter \"1p.X\"\n"
          "t.yaml:7:18: counter: bad counter \"Ip.In-Hdr\"\n"
          "t.yaml:8:54: per: bad counter \"link.\"\n"},
+        {"guard misspelt link counter",
+         V1 "rollback:\n  guards:\n    - { counter: link.tx_erors, max-increase: 0 }\npolicies: []\n",
+         "t.yaml:4:18: counter: bad counter \"link.tx_erors\" (did you mean \"link.tx_errors\"?)\n"},
         {"guard bad numbers",
          V1 "rollback:\n  guards:\n    - { counter: link.rx_errors, max-increase: -1 }\n"
             "    - { counter: link.rx_errors, max-increase: 1.5 }\n"

@@ -112,9 +112,15 @@ static void halt_rollout(Engine *e, Device *d) {
                 rollout_wait_first(r, x);
                 lifecycle_wait(e, x, &x->desired, x->owned);
         }
-        log_warning("rollout of policy \"%s\" halted: %s was rolled back; %u devices wait until the policy changes "
-                    "or `bigtcpctl retry %s`",
-                    r->policy, d->ifname[0] ? d->ifname : "?", r->waiting, d->ifname[0] ? d->ifname : "?");
+        log_fields_full_errno(LOG_WARNING, 0,
+                              &((LogFields){.message_id = LOG_ID_ROLLOUT_HALTED,
+                                            .ifname = d->ifname[0] ? d->ifname : NULL,
+                                            .netns = d->netns ? d->netns->name : NULL,
+                                            .policy = r->policy}),
+                              "rollout of policy \"%s\" halted: %s was rolled back; %u %s until the policy changes "
+                              "or `bigtcpctl retry %s`",
+                              r->policy, d->ifname[0] ? d->ifname : "?", r->waiting,
+                              PLURAL(r->waiting, "device waits", "devices wait"), d->ifname[0] ? d->ifname : "?");
         event_emit(&e->events, &(Event){.type = EVENT_ROLLOUT, .device = d, .policy = r->policy});
 }
 
@@ -348,16 +354,26 @@ int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
         if (r < 0)
                 return r;
         const RollbackRecord *rec = d->history->last_rollback; /* lifecycle_roll_back() recorded it */
+        /* the one line of a rollback: what rose, by how much, against what, and where it goes */
         if (why)
-                log_dev_warning(d, "rolling back: %s rose by %llu%s%s (threshold %g)%s; going back to %s", rec->counter,
-                                (unsigned long long) rec->rise, rec->per ? " per " : "", rec->per ?: "", rec->threshold,
-                                rec->namespace_wide ? ", a namespace-wide counter: every device in probation whose "
-                                                      "window saw the rise goes back"
-                                                    : "",
-                                sizes_format(&rec->to, e->ipv4_supported, buf, sizeof(buf)));
+                log_dev_fields_errno(d, LOG_WARNING, 0,
+                                     LOG_DEV_FIELDS(d, .message_id = LOG_ID_ROLLBACK, .from = &d->current, .to = &rec->to,
+                                                    .ipv4 = e->ipv4_supported, .counter = rec->counter,
+                                                    .rise = (unsigned long long) rec->rise,
+                                                    .threshold = rec->threshold),
+                                     "rolling back: %s rose by %llu%s%s (threshold %g)%s; going back to %s",
+                                     rec->counter, (unsigned long long) rec->rise, rec->per ? " per " : "",
+                                     rec->per ?: "", rec->threshold,
+                                     rec->namespace_wide ? ", a namespace-wide counter: every device in probation "
+                                                           "whose window saw the rise goes back"
+                                                         : "",
+                                     sizes_format(&rec->to, e->ipv4_supported, buf, sizeof(buf)));
         else
-                log_dev_notice(d, "rolling back on request to %s, the sizes before bigtcpd's last change",
-                               sizes_format(&rec->to, e->ipv4_supported, buf, sizeof(buf)));
+                log_dev_fields_errno(d, LOG_NOTICE, 0,
+                                     LOG_DEV_FIELDS(d, .message_id = LOG_ID_ROLLBACK, .from = &d->current, .to = &rec->to,
+                                                    .ipv4 = e->ipv4_supported, .counter = "operator"),
+                                     "rolling back on request to %s, the sizes before bigtcpd's last change",
+                                     sizes_format(&rec->to, e->ipv4_supported, buf, sizeof(buf)));
         halt_rollout(e, d);
         return 0;
 }
@@ -372,7 +388,7 @@ int apply_retry(Engine *e, Device *d) {
         r = lifecycle_release(e, d);
         if (r < 0)
                 return r;
-        log_dev_info(d, "released by request from %s", device_state_to_string(was));
+        log_dev_info(d, "released from %s on request: its policy applies again", device_state_to_string(was));
         ro = rollout_find(&e->rollouts, d->policy_name);
         if (ro && rollout_is_halted(ro) && ro->halted_by_ifindex == d->ifindex) {
                 log_info("rollout of policy \"%s\" resumes: %s was retried", ro->policy, d->ifname[0] ? d->ifname : "?");
@@ -386,13 +402,20 @@ int apply_retry(Engine *e, Device *d) {
 
 static void log_write(const Engine *e, const Device *d) {
         char buf[256];
-        const char *what = d->write.cause == WRITE_CAUSE_ROLLBACK  ? "rolling back:"
-                           : d->write.cause == WRITE_CAUSE_RESTORE ? "restoring original sizes:"
-                                                                   : "writing";
+        bool rollback = d->write.cause == WRITE_CAUSE_ROLLBACK, restore = d->write.cause == WRITE_CAUSE_RESTORE;
+        const char *what = rollback ? "rolling back:" : restore ? "restoring original sizes:" : "writing";
 
-        log_dev_info(d, "%s %s (%s)", what,
-                     sizes_change_format(&d->current, &d->write.on->target, e->ipv4_supported, buf, sizeof(buf)),
-                     write_cause_to_string(d->write.cause));
+        /* a rollback's write: its decision said it in one line already (apply_rollback()) */
+        log_dev_fields_errno(d, rollback ? LOG_DEBUG : LOG_INFO, 0,
+                             LOG_DEV_FIELDS(d, .message_id = rollback  ? NULL
+                                                             : restore ? LOG_ID_RESTORE
+                                                                       : LOG_ID_WRITE,
+                                            .cause = write_cause_to_string(d->write.cause), .from = &d->current,
+                                            .to = &d->write.on->target, .ipv4 = e->ipv4_supported),
+                             "%s %s (%s)", what,
+                             sizes_change_format(&d->current, &d->write.on->target, e->ipv4_supported, buf,
+                                                 sizeof(buf)),
+                             write_cause_to_string(d->write.cause));
 }
 
 /* ---- devices refused because their originals could not be recorded ---- */
@@ -530,16 +553,21 @@ static void on_write_done(void *userdata, Device *d, int error, const char *exta
                                         .from = &d->write.on->before, .to = &d->write.on->target, .ipv4 = e->ipv4_supported,
                                         .error = error, .extack = extack});
         if (error < 0) {
-                log_dev_error_errno(d, error, "write (%s) refused: %m%s%s%s", write_cause_to_string(d->write.cause),
-                                    extack ? " (" : "", extack ?: "", extack ? ")" : "");
+                log_dev_fields_errno(d, LOG_ERR, error,
+                                     LOG_DEV_FIELDS(d, .message_id = LOG_ID_WRITE_REFUSED,
+                                                    .cause = write_cause_to_string(d->write.cause),
+                                                    .from = &d->write.on->before, .to = &d->write.on->target,
+                                                    .ipv4 = e->ipv4_supported),
+                                     "write (%s) refused: %m%s%s%s", write_cause_to_string(d->write.cause),
+                                     extack ? " (" : "", extack ?: "", extack ? ")" : "");
                 lifecycle_write_refused(e, d, error, extack);
         } else {
                 lifecycle_write_done(e, d);
                 switch (d->state) {
                 case DEVICE_PROBATION:
-                        log_dev_info(d, "in probation for %llus, %zu guards watching",
+                        log_dev_info(d, "in probation for %llus, %zu %s watching",
                                      (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
-                                     d->probation->guards.n);
+                                     d->probation->guards.n, PLURAL(d->probation->guards.n, "guard", "guards"));
                         /* the window is also where the sizes prove themselves on packets */
                         r = evidence_watch(e->evidence, d, d->probation->window_usec);
                         if (r == -EOPNOTSUPP)
@@ -551,7 +579,8 @@ static void on_write_done(void *userdata, Device *d, int error, const char *exta
                                 log_dev_warning_errno(d, r, "cannot count its packets above 64 KiB: %m, ignoring");
                         break;
                 case DEVICE_ROLLED_BACK:
-                        log_dev_notice(d, "rolled back to %s", sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
+                        /* the rollback's one line came with its decision */
+                        log_dev_debug(d, "rolled back to %s", sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
                         break;
                 case DEVICE_UNMANAGED:
                         log_dev_info(d, "original sizes restored (%s)",
@@ -595,7 +624,9 @@ static void on_passed(void *userdata, Device *d) {
         Engine *e = userdata;
         char buf[256];
 
-        log_dev_info(d, "probation passed, no guard tripped in %llus: %s is applied",
+        log_dev_fields_errno(d, LOG_INFO, 0,
+                             LOG_DEV_FIELDS(d, .message_id = LOG_ID_APPLIED, .to = &d->current, .ipv4 = e->ipv4_supported),
+                             "probation passed, no guard tripped in %llus: %s is applied",
                      (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
                      sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
         lifecycle_passed(e, d);

@@ -1,11 +1,17 @@
-/* log.c — writes log lines to stderr; under journald (JOURNAL_STREAM names stderr) each line
- * carries a "<N>" priority prefix instead of a level word. */
+/* log.c — writes log lines to stderr ("bigtcpd: info: …"); under journald (JOURNAL_STREAM names
+ * stderr, as systemd sets it for a service) each is a journal entry of its own, sent with
+ * sd_journal_sendv() with its priority and fields. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <systemd/sd-journal.h>
 
 #include "log.h"
+
+/* The fields of one entry other than MESSAGE, all together. */
+#define LOG_FIELDS_BUF 2048
 
 int log_max_level = LOG_INFO;
 static bool log_to_journal;
@@ -36,27 +42,110 @@ int log_level_from_string(const char *s) {
         return -EINVAL;
 }
 
-int log_internal(int level, int error, const char *format, ...) {
-        char line[4096];
+bool log_journal(void) {
+        return log_to_journal;
+}
+
+/* One "KEY=value" field in `buf` (at `*used`), as iovec `iov[(*n)++]`: fields are short (names,
+ * numbers); one that does not fit is left out. */
+_printf_(5, 6) static void field(struct iovec *iov, size_t *n, char *buf, size_t *used, const char *format, ...) {
+        size_t size = LOG_FIELDS_BUF - *used;
         va_list ap;
+        int k;
+
+        va_start(ap, format);
+        k = vsnprintf(buf + *used, size, format, ap);
+        va_end(ap);
+        if (k < 0 || (size_t) k >= size)
+                return;
+        iov[(*n)++] = (struct iovec){.iov_base = buf + *used, .iov_len = (size_t) k};
+        *used += (size_t) k + 1;
+}
+
+/* The entry for the journal; false when it could not be sent (then stderr has the line). */
+static bool send_journal(int level, int error, const LogFields *f, const char *line, int n) {
+        struct iovec iov[32];
+        char buf[LOG_FIELDS_BUF];
+        size_t k = 0, used = 0;
+        _cleanup_(freep) char *message = NULL;
+
+        if (asprintf(&message, "MESSAGE=%.*s", n, line) < 0)
+                return false;
+        iov[k++] = (struct iovec){.iov_base = message, .iov_len = strlen(message)};
+        field(iov, &k, buf, &used, "PRIORITY=%d", level);
+        field(iov, &k, buf, &used, "SYSLOG_IDENTIFIER=bigtcpd");
+        if (error > 0)
+                field(iov, &k, buf, &used, "ERRNO=%d", error);
+        if (f && f->message_id)
+                field(iov, &k, buf, &used, "MESSAGE_ID=%s", f->message_id);
+        if (f && f->ifname)
+                field(iov, &k, buf, &used, "INTERFACE=%s", f->ifname);
+        if (f && f->ifindex > 0)
+                field(iov, &k, buf, &used, "BIGTCPD_IFINDEX=%d", f->ifindex);
+        if (f && f->netns)
+                field(iov, &k, buf, &used, "BIGTCPD_NETNS=%s", f->netns);
+        if (f && f->policy)
+                field(iov, &k, buf, &used, "BIGTCPD_POLICY=%s", f->policy);
+        if (f && f->cause)
+                field(iov, &k, buf, &used, "BIGTCPD_CAUSE=%s", f->cause);
+        for (unsigned i = 0; f && i < SIZES_COUNT; i++) {
+                if (i >= 2 && !f->ipv4)
+                        break;
+                if (f->from)
+                        field(iov, &k, buf, &used, "BIGTCPD_FROM_%s=%u", size_field_name(i), sizes_get(f->from, i));
+                if (f->to)
+                        field(iov, &k, buf, &used, "BIGTCPD_TO_%s=%u", size_field_name(i), sizes_get(f->to, i));
+        }
+        if (f && f->counter) {
+                field(iov, &k, buf, &used, "BIGTCPD_COUNTER=%s", f->counter);
+                field(iov, &k, buf, &used, "BIGTCPD_RISE=%llu", f->rise);
+                field(iov, &k, buf, &used, "BIGTCPD_THRESHOLD=%g", f->threshold);
+        }
+        if (f && f->has_digest)
+                field(iov, &k, buf, &used, "BIGTCPD_POLICY_DIGEST=%016llx", (unsigned long long) f->digest);
+        return sd_journal_sendv(iov, (int) k) >= 0;
+}
+
+static int log_vfields(int level, int error, const LogFields *f, const char *format, va_list ap) {
+        char line[4096];
         int n;
 
         if (error < 0)
                 error = -error;
         errno = error;
-        va_start(ap, format);
         n = vsnprintf(line, sizeof(line), format, ap);
-        va_end(ap);
         if (n < 0)
                 n = 0;
         if ((size_t) n >= sizeof(line))
                 n = sizeof(line) - 1;
 
+        if (log_to_journal && send_journal(level, error, f, line, n))
+                return -error;
         if (log_to_journal)
                 fprintf(stderr, "<%d>%.*s\n", level, n, line);
         else
                 fprintf(stderr, "bigtcpd: %s: %.*s\n", level_names[level & 7], n, line);
         return -error;
+}
+
+int log_internal(int level, int error, const char *format, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = log_vfields(level, error, NULL, format, ap);
+        va_end(ap);
+        return r;
+}
+
+int log_fields_internal(int level, int error, const LogFields *fields, const char *format, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = log_vfields(level, error, fields, format, ap);
+        va_end(ap);
+        return r;
 }
 
 bool log_ratelimit(LogRateLimit *rl, unsigned *ret_suppressed) {

@@ -271,7 +271,7 @@ static void log_load(Manager *m, int r, const StateLoadReport *rep, size_t n) {
         else if (rep->journal.torn_tail)
                 log_info("%s/state.journal ends in a line cut short by a crash: dropped it", dir);
         if (n > 0)
-                log_info("state: original sizes of %zu devices recorded by an earlier run", n);
+                log_info("state: original sizes of %zu %s recorded by an earlier run", n, PLURAL(n, "device", "devices"));
 }
 
 int manager_start(Manager *m) {

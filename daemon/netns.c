@@ -408,7 +408,8 @@ static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, N
                                   "netns %s: failed to read its state in %s: %m; starting without recorded originals",
                                   name, n->state_dir);
         else if (n_entries > 0)
-                log_info("netns %s: original sizes of %zu devices recorded by an earlier run", name, n_entries);
+                log_info("netns %s: original sizes of %zu %s recorded by an earlier run", name, n_entries,
+                         PLURAL(n_entries, "device", "devices"));
         sync_start(n->sync, entries, n_entries);
         *ret = TAKE_PTR(n);
         return 0;

@@ -122,7 +122,8 @@ static void on_event(const Event *e, void *userdata) {
         switch (e->type) {
         case EVENT_SETTLED:
                 if (!n->ready_sent)
-                        log_info("initial reconcile done: %zu devices", n->engine->devices.n_devices);
+                        log_info("initial reconcile done: %zu %s", n->engine->devices.n_devices,
+                                 PLURAL(n->engine->devices.n_devices, "device", "devices"));
                 n->ready_sent = true;
                 send_status(n, "READY=1\n");
                 return;

@@ -143,8 +143,11 @@ static void describe_policy(const PolicySet *s, const HostIdentity *host) {
         size_t here = 0;
         for (size_t i = 0; i < s->n_policies; i++)
                 here += s->policies[i].applies_here;
-        log_info("policy: %zu policies from %zu files (%zu apply to this host), digest %016llx", s->n_policies,
-                 s->n_files, here, (unsigned long long) s->digest);
+        log_fields_full_errno(LOG_INFO, 0,
+                              &((LogFields){.message_id = LOG_ID_POLICY_LOADED, .digest = s->digest, .has_digest = true}),
+                              "policy: %zu %s from %zu %s (%zu %s to this host), digest %016llx", s->n_policies,
+                              PLURAL(s->n_policies, "policy", "policies"), s->n_files, PLURAL(s->n_files, "file", "files"),
+                              here, PLURAL(here, "applies", "apply"), (unsigned long long) s->digest);
         /* the fleet canaries: where this host stands in each */
         for (size_t i = 0; i < s->n_policies; i++) {
                 const Policy *p = &s->policies[i];
@@ -271,9 +274,12 @@ static int load_degraded(Reloader *r, const PolicyErrors *errs) {
                 r->source = POLICY_SOURCE_RECORDED;
                 r->recorded = true;
                 r->recorded_digest = set->digest;
-                log_error("the policy has %zu %s: running the policy that ran last (digest %016llx, recorded %s) "
-                          "until they are fixed",
-                          errs->n, errs->n == 1 ? "error" : "errors", (unsigned long long) set->digest, ts);
+                log_fields_full_errno(LOG_ERR, 0,
+                                      &((LogFields){.message_id = LOG_ID_POLICY_BROKEN, .digest = set->digest,
+                                                    .has_digest = true}),
+                                      "the policy has %zu %s: running the policy that ran last (digest %016llx, "
+                                      "recorded %s) until they are fixed",
+                                      errs->n, PLURAL(errs->n, "error", "errors"), (unsigned long long) set->digest, ts);
         } else {
                 if (k != -ENOENT)
                         log_warning_errno(k, "Failed to read the last policy that ran from %s/" POLICY_RECORD_FILE
@@ -284,9 +290,10 @@ static int load_degraded(Reloader *r, const PolicyErrors *errs) {
                         return log_error_errno(ENOMEM, "Failed to load the policy: %m");
                 set->frozen = true;
                 r->source = POLICY_SOURCE_NONE;
-                log_error("the policy has %zu %s and no policy ran before: bigtcpd writes no device (what it "
-                          "wrote before stays as it is) until they are fixed",
-                          errs->n, errs->n == 1 ? "error" : "errors");
+                log_fields_full_errno(LOG_ERR, 0, &((LogFields){.message_id = LOG_ID_POLICY_BROKEN}),
+                                      "the policy has %zu %s and no policy ran before: bigtcpd writes no device (what "
+                                      "it wrote before stays as it is) until they are fixed",
+                                      errs->n, PLURAL(errs->n, "error", "errors"));
         }
         e->policy = set;
         describe_policy(set, &host);
@@ -361,11 +368,19 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                         log_policy_errors(&errs, false);
                 else
                         log_error_errno(k, "Failed to load the policy: %m");
+                char count[64] = "";
+                if (errs.n > 0)
+                        snprintf(count, sizeof(count), " (%zu %s)", errs.n, PLURAL(errs.n, "error", "errors"));
                 if (r->source == POLICY_SOURCE_NONE)
-                        log_error("refusing the new policy; still no policy runs");
+                        log_fields_full_errno(LOG_ERR, 0, &((LogFields){.message_id = LOG_ID_POLICY_REFUSED}),
+                                              "refusing the new policy%s; still no policy runs", count);
                 else
-                        log_error("refusing the new policy, keeping the running one (digest %016llx)",
-                                  (unsigned long long) e->policy->digest);
+                        log_fields_full_errno(LOG_ERR, 0,
+                                              &((LogFields){.message_id = LOG_ID_POLICY_REFUSED,
+                                                            .digest = e->policy->digest,
+                                                            .has_digest = true}),
+                                              "refusing the new policy%s, keeping the running one (digest %016llx)",
+                                              count, (unsigned long long) e->policy->digest);
                 if (r->source == POLICY_SOURCE_FILES)
                         r->source = POLICY_SOURCE_RECORDED;
                 watch_again(r);

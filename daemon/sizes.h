@@ -37,6 +37,13 @@ static inline const char *size_name(unsigned i) {
         return i < SIZES_COUNT ? names[i] : NULL;
 }
 
+/* The same in upper case, for journal field names. */
+static inline const char *size_field_name(unsigned i) {
+        static const char *const names[SIZES_COUNT] = {"GSO_MAX_SIZE", "GRO_MAX_SIZE", "GSO_IPV4_MAX_SIZE",
+                                                       "GRO_IPV4_MAX_SIZE"};
+        return i < SIZES_COUNT ? names[i] : NULL;
+}
+
 static inline uint32_t *sizes_at(Sizes *s, unsigned i) {
         uint32_t *f[SIZES_COUNT] = {&s->gso_max_size, &s->gro_max_size, &s->gso_ipv4_max_size,
                                     &s->gro_ipv4_max_size};

@@ -55,6 +55,7 @@ def expected_files(t):
         '/usr/share/dbus-1/system.d/io.bigtcpd1.conf': 0o644,
         '/usr/share/dbus-1/system-services/io.bigtcpd1.service': 0o644,
         '/usr/share/varlink/io.bigtcpd.Manager.varlink': 0o644,
+        '/usr/lib/systemd/catalog/bigtcpd.catalog': 0o644,
         '/usr/share/man/man8/bigtcpd.8': 0o644,
         '/usr/share/man/man8/bigtcpctl.8': 0o644,
         '/usr/share/man/man5/bigtcpd.yaml.5': 0o644,

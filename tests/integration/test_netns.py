@@ -251,7 +251,7 @@ def test_state_of_a_pod_not_visible_at_start_is_kept_and_used_when_it_appears(ns
         assert len(d2.log_lines('keeping its state for when it is')) == 1, d2.log()
         run('mount', '--bind', kept.path, f'/run/netns/{p1}')
         wait_eth0(p1, DISTINCT, 'its originals, from the state kept, once it appeared')
-        assert f'netns {p1}: original sizes of 1 devices recorded by an earlier run' in d2.log()
+        assert f'netns {p1}: original sizes of 1 device recorded by an earlier run' in d2.log()
         # no policy names it: once restored it is let go, with its state
         wait_file(d2.log_path, lambda: d2.log_lines(f'netns {p1}: let go'), 10, f'{p1} let go')
         assert not os.listdir(runtime / 'netns')
@@ -268,7 +268,7 @@ def test_restart_keeps_pod_originals(ns, pods, daemon, confdir):
     cfg.write_text(policy(pods=False))
     d2 = start(daemon, ns, cfg, runtime_dir=runtime)
     wait_eth0(p1, DISTINCT, 'the original back after a restart without the pod policy')
-    assert f'netns {p1}: original sizes of 1 devices recorded by an earlier run' in d2.log()
+    assert f'netns {p1}: original sizes of 1 device recorded by an earlier run' in d2.log()
 
 
 def test_state_of_a_pod_gone_while_stopped_is_kept(ns, pods, daemon, confdir):
@@ -284,7 +284,7 @@ def test_state_of_a_pod_gone_while_stopped_is_kept(ns, pods, daemon, confdir):
     d2 = start(daemon, ns, confdir / 'bigtcpd.yaml', runtime_dir=runtime)
     assert len(d2.log_lines('keeping its state for when it is')) == 1, d2.log()
     assert len(os.listdir(runtime / 'netns')) == 2
-    assert f'netns {p2}: original sizes of 1 devices recorded by an earlier run' in d2.log()
+    assert f'netns {p2}: original sizes of 1 device recorded by an earlier run' in d2.log()
     dev = [x for x in list_devices(d2) if x['netns'] == p2 and x['ifname'] == 'eth0'][0]
     assert dev['original']['gso_max_size'] == 65536
 

@@ -9,7 +9,8 @@ one container, each on what the ones before left:
                 each: both come up every time, and systemd never refuses the socket
   masked socket the service alone; unmasked, `systemctl restart bigtcpd.socket` brings both up
   transports    status and list over varlink and over D-Bus on the real bus, busctl introspect
-  journal       the decisions in `journalctl -u bigtcpd`
+  journal       the decisions in `journalctl -u bigtcpd`; found by INTERFACE= and MESSAGE_ID=,
+                explained by the package's catalog (journalctl -x), one line per rollback
   reload        `systemctl reload`: RELOADING=1, then READY=1, as systemd saw them
   watchdog      a SIGSTOPped daemon is killed by the watchdog and restarted, originals kept
   restart       `systemctl restart` writes nothing when the devices are converged
@@ -220,7 +221,7 @@ def test_transports(box):
         r = ctl(c, *dbus, 'list')
         assert r.returncode == 0, r.stderr
         for dev in ('va', 'vb', 'wa', 'wb'):
-            assert re.search(rf'^ *\d+ {dev} +veth +(probation|applied) +veth +185000 +185000 +185000 +185000 ', r.stdout,
+            assert re.search(rf'^host +\d+ {dev} +veth +(probation|applied) +veth +185000 +185000 +185000 +185000 ', r.stdout,
                              re.M), r.stdout
     a = json.loads(ctl(c, 'status', '--json').stdout)
     b = json.loads(ctl(c, '--dbus', 'status', '--json').stdout)
@@ -239,6 +240,49 @@ def test_journal_has_the_decisions(box):
                  'initial reconcile done: 5 devices', 'D-Bus: serving io.bigtcpd1 on the system bus',
                  'varlink: listening on the socket passed by systemd'):
         assert line in log, f'{line!r} not in journalctl -u bigtcpd:\n{log[-3000:]}'
+
+
+LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # daemon/log.h
+LOG_ID_ROLLBACK = 'dead71caba744ee4a84e55d96f6e3464'
+
+
+def test_journal_can_be_queried(box):
+    """Each decision is a journal entry with fields: found by `journalctl INTERFACE=va` and by its
+    MESSAGE_ID, with the policy and the sizes; `journalctl -x` explains it from the catalog the
+    package installed; a rollback is one line, with its counter."""
+    c = box
+
+    def entries(*match):
+        out = c.run('journalctl', '-b', '-o', 'json', '--no-pager', *match).stdout
+        return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+    writes = entries('INTERFACE=va', f'MESSAGE_ID={LOG_ID_WRITE}')
+    assert writes, entries('INTERFACE=va')
+    w = writes[0]
+    assert (w['_SYSTEMD_UNIT'], w['PRIORITY'], w['BIGTCPD_POLICY'], w['BIGTCPD_TO_GSO_MAX_SIZE'],
+            w['BIGTCPD_FROM_GSO_MAX_SIZE'], w['BIGTCPD_TO_GRO_IPV4_MAX_SIZE']) == (
+        'bigtcpd.service', '6', 'veth', '185000', '65536', '185000'), w
+    assert w['MESSAGE'].startswith('va: writing gso_max_size 65536→185000'), w
+    assert {e.get('INTERFACE') for e in entries(f'MESSAGE_ID={LOG_ID_WRITE}')} >= {'va', 'vb', 'wa', 'wb'}
+    assert f'-- {LOG_ID_WRITE}' in c.run('journalctl', '--list-catalog', LOG_ID_WRITE).stdout
+
+    cursor = c.journal_cursor()
+    r = ctl(c, 'rollback', 'va')
+    assert r.returncode == 0, r.stderr
+    wait_sizes(c, {'va': ORIG}, 'va rolled back')
+    c.journal_wait(cursor, [r'va: rolling back on request'])
+    after = c.run('journalctl', f'--after-cursor={cursor}', '-o', 'json', '--no-pager', 'INTERFACE=va').stdout
+    rolls = [e for e in map(json.loads, after.splitlines()) if e.get('MESSAGE_ID') == LOG_ID_ROLLBACK]
+    assert len(rolls) == 1 and rolls[0]['BIGTCPD_COUNTER'] == 'operator', rolls
+    assert rolls[0]['BIGTCPD_TO_GSO_MAX_SIZE'] == '65536' and rolls[0]['BIGTCPD_FROM_GSO_MAX_SIZE'] == '185000'
+    # one line per rollback at the default level
+    lines = c.run('journalctl', f'--after-cursor={cursor}', '-u', 'bigtcpd', '-o', 'cat', '--no-pager',
+                  'INTERFACE=va').stdout.splitlines()
+    assert [l for l in lines if 'roll' in l] == [l for l in lines if 'rolling back on request' in l], lines
+    explained = c.run('journalctl', '-x', '--no-pager', '-n', '1', f'MESSAGE_ID={LOG_ID_ROLLBACK}').stdout
+    assert 'Subject: bigtcpd rolled va back (operator)' in explained, explained
+    assert ctl(c, 'retry', 'va').returncode == 0
+    wait_sizes(c, {'va': BIG}, 'va retried')
 
 
 def test_reload(box):

@@ -294,7 +294,11 @@ int verb_show(Ctl *c, char **args, size_t n) {
         printf("%s%s%s %" PRId64 ": %s%s%s\n", color(c, state_color(st) ?: ""), glyph(GLYPH_BULLET), color(c, ANSI_RESET),
                jint(d, "ifindex", 0), other ? ns : "", other ? "/" : "", jstr(d, "ifname") ?: "?");
         print_field(c, "Namespace", ns ?: "host", NULL);
-        print_field(c, "Kind", jstr(d, "kind") ?: "device (no kind)", NULL);
+        /* in the policy's words: "loopback", "device (no kind)" for a physical NIC */
+        const char *mk = jstr(d, "match_kind");
+        print_field(c, "Kind",
+                    streq_ptr(mk, "device") || (!mk && !jstr(d, "kind")) ? "device (no kind)" : mk ?: jstr(d, "kind"),
+                    NULL);
         print_field(c, "State", state, state_color(st));
         if (jlen(jarray(d, "altnames")) > 0) {
                 _cleanup_(freep) char *alt = NULL;

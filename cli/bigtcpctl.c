@@ -53,16 +53,21 @@ static void help(void) {
                "  validate FILE...       Check policy files (- for standard input), without the\n"
                "                         daemon; errors as file:line:column: message, and guard\n"
                "                         counters this host lacks as warnings\n"
-               "  metrics                Prometheus text format (node_exporter textfile collector)\n\n"
+               "  metrics                Prometheus text format (node_exporter textfile collector)\n"
+               "  help                   Show this help\n"
+               "Without a command: list, as networkctl does.\n\n"
                "Options:\n"
                "  -s --socket PATH       Varlink socket (default %s)\n"
                "     --dbus              Use D-Bus (io.bigtcpd1 on the system bus) instead of\n"
                "                         varlink; all but plan, monitor, try (and validate, local)\n"
-               "     --json[=pretty|short]\n"
+               "     --json[=pretty|short|off]\n"
                "                         The daemon's JSON (io.bigtcpd.Manager.varlink schema); one\n"
                "                         document, or one line per event for monitor. Plain --json:\n"
-               "                         pretty on a terminal, one line into a pipe\n"
+               "                         pretty on a terminal, one line into a pipe; off: text\n"
                "     --no-legend         No header and footer lines\n"
+               "  -l --full              Do not cut table cells to fit the terminal\n"
+               "  -q --quiet             No messages on success (reload, rollback, retry, confirm,\n"
+               "                         revert; validate's summary, monitor's banner)\n"
                "     --no-pager          Do not pipe long output (status, list, show, plan,\n"
                "                         metrics) into a pager\n"
                "     --for T             With watch: how long to count (30s, 5min; at most 1h)\n"
@@ -79,8 +84,10 @@ static void help(void) {
                "terminal, long output goes through $SYSTEMD_PAGER or $PAGER (default less; \"\" or\n"
                "\"cat\": none) and tables fit its width ($COLUMNS into a pipe). Outside a UTF-8\n"
                "locale (LC_ALL=C) the output is ASCII.\n\n"
-               "Exit status: 0 success; 1 failure (including policy errors and unknown devices);\n"
-               "2 usage error; 3 bigtcpd is not running; 4 permission denied.\n",
+               "Exit status: 0 success; 1 failure (including policy errors, unknown devices and a\n"
+               "try not kept); 2 usage error; 3 bigtcpd is not running or does not answer; 4\n"
+               "permission denied.\n\n"
+               "See the bigtcpctl(8) man page for details.\n",
                DEFAULT_SOCKET);
 }
 
@@ -89,18 +96,26 @@ typedef struct Verb {
         int (*run)(Ctl *c, char **args, size_t n);
         bool takes_all; /* --all */
         bool pages;     /* long output: through the pager on a terminal */
+        bool messages;  /* prints only messages on success, which --quiet drops */
 } Verb;
 
+static int verb_help(Ctl *c, char **args, size_t n);
+
 static const Verb verbs[] = {
-        {"status", verb_status, false, true},       {"list", verb_list, false, true},
-        {"show", verb_show, false, true},           {"plan", verb_plan, true, true},
-        {"reload", verb_reload, false, false},      {"rollback", verb_rollback, true, false},
-        {"retry", verb_retry, true, false},         {"monitor", verb_monitor, false, false},
-        {"validate", verb_validate, false, false},  {"metrics", verb_metrics, false, true},
-        {"try", verb_try, false, false},            {"confirm", verb_confirm, false, false},
-        {"revert", verb_revert, false, false},
-        {"watch", verb_watch, false, false},
+        {"status", verb_status, false, true, false},     {"list", verb_list, false, true, false},
+        {"show", verb_show, false, true, false},         {"plan", verb_plan, true, true, false},
+        {"reload", verb_reload, false, false, true},     {"rollback", verb_rollback, true, false, true},
+        {"retry", verb_retry, true, false, true},        {"monitor", verb_monitor, false, false, false},
+        {"validate", verb_validate, false, false, false}, {"metrics", verb_metrics, false, true, false},
+        {"try", verb_try, false, false, false},          {"confirm", verb_confirm, false, false, true},
+        {"revert", verb_revert, false, false, true},     {"watch", verb_watch, false, false, false},
+        {"help", verb_help, false, false, false},
 };
+
+static int verb_help(Ctl *c, char **args, size_t n) {
+        help();
+        return EXIT_OK;
+}
 
 static JsonMode json_mode_from_string(const char *s) {
         if (!s)
@@ -109,6 +124,8 @@ static JsonMode json_mode_from_string(const char *s) {
                 return JSON_PRETTY;
         if (streq_ptr(s, "short"))
                 return JSON_SHORT;
+        if (streq_ptr(s, "off"))
+                return JSON_OFF;
         return _JSON_MODE_INVALID;
 }
 
@@ -131,6 +148,8 @@ static size_t output_columns(void) {
 
 int main(int argc, char *argv[]) {
         enum { ARG_DBUS = 0x100, ARG_JSON, ARG_NO_LEGEND, ARG_NO_PAGER, ARG_ALL, ARG_VERSION, ARG_TIMEOUT, ARG_TO, ARG_FOR };
+        /* what runs without a command, as networkctl lists */
+        static char *default_verb[] = {(char *) "list", NULL};
         static const struct option options[] = {
                 {"socket", required_argument, NULL, 's'},    {"dbus", no_argument, NULL, ARG_DBUS},
                 {"json", optional_argument, NULL, ARG_JSON}, {"no-legend", no_argument, NULL, ARG_NO_LEGEND},
@@ -138,14 +157,15 @@ int main(int argc, char *argv[]) {
                 {"all", no_argument, NULL, ARG_ALL},         {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION}, {"timeout", required_argument, NULL, ARG_TIMEOUT},
                 {"to", required_argument, NULL, ARG_TO},     {"for", required_argument, NULL, ARG_FOR},
+                {"full", no_argument, NULL, 'l'},            {"quiet", no_argument, NULL, 'q'},
                 {},
         };
         Ctl c = {.socket = DEFAULT_SOCKET, .legend = true, .pager = true};
         const char *no_color;
-        bool socket_given = false;
+        bool socket_given = false, full = false, quiet = false;
         int opt, r;
 
-        while ((opt = getopt_long(argc, argv, "s:h", options, NULL)) >= 0)
+        while ((opt = getopt_long(argc, argv, "s:hlq", options, NULL)) >= 0)
                 switch (opt) {
                 case 's':
                         c.socket = optarg;
@@ -158,7 +178,13 @@ int main(int argc, char *argv[]) {
                         c.json_mode = json_mode_from_string(optarg);
                         if (c.json_mode < 0)
                                 return error_exit(EXIT_USAGE, "--json takes pretty or short, not \"%s\"", optarg);
-                        c.json = true;
+                        c.json = c.json_mode != JSON_OFF;
+                        break;
+                case 'l':
+                        full = true;
+                        break;
+                case 'q':
+                        quiet = true;
                         break;
                 case ARG_NO_PAGER:
                         c.pager = false;
@@ -189,13 +215,16 @@ int main(int argc, char *argv[]) {
                 }
         if (socket_given && c.dbus)
                 return error_exit(EXIT_USAGE, "--socket and --dbus exclude each other");
-        if (optind >= argc)
-                return error_exit(EXIT_USAGE, "no command given (try --help)");
+        if (optind >= argc) {
+                argv = default_verb;
+                argc = 1;
+                optind = 0;
+        }
 
         /* no-color.org: set and not empty */
         no_color = getenv("NO_COLOR");
         c.color = isatty(STDOUT_FILENO) && strempty(no_color) && !streq_ptr(getenv("TERM"), "dumb");
-        c.columns = output_columns();
+        c.columns = full ? 0 : output_columns();
         output_init(&c);
         for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
                 if (streq_ptr(argv[optind], verbs[i].name)) {
@@ -205,6 +234,12 @@ int main(int argc, char *argv[]) {
                                 return error_exit(EXIT_USAGE, "--timeout and --to go with try only");
                         if (c.for_duration && verbs[i].run != verb_watch)
                                 return error_exit(EXIT_USAGE, "--for goes with watch only");
+                        if (quiet) {
+                                c.legend = false;
+                                /* the messages of a success go; errors stay on stderr */
+                                if (verbs[i].messages && !c.json && !freopen("/dev/null", "w", stdout))
+                                        return error_exit(EXIT_FAILED, "--quiet: /dev/null: %m");
+                        }
                         if (verbs[i].pages)
                                 pager_open(c.pager, output_utf8());
                         r = verbs[i].run(&c, argv + optind + 1, (size_t) (argc - optind - 1));

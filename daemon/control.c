@@ -1,5 +1,6 @@
 /* control.c — the control surface: JSON views of the engine, reads of the kernel before an
  * answer, plan and validate, the privileged operations, and events as Monitor's JSON. */
+#include <net/if.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -167,6 +168,10 @@ json_object *control_device_json(const Control *c, const Device *d) {
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
         json_object_object_add(o, "ifname", kernel_string(d->ifname));
         json_object_object_add(o, "kind", kernel_string(d->kind));
+        /* the word match.kind has for it */
+        json_object_object_add(o, "match_kind", d->flags & IFF_LOOPBACK ? json_object_new_string("loopback")
+                                                : d->kind               ? kernel_string(d->kind)
+                                                                        : json_object_new_string("device"));
         json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
         json_object_object_add(o, "policy", string_or_null(d->policy_name));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));

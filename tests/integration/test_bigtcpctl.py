@@ -125,7 +125,8 @@ def test_usage_errors_and_no_daemon(tmp_path):
     r = ctl('--help', check_rc=0)
     assert 'Exit status' in r.stdout and '3 bigtcpd is not running' in r.stdout
     assert ctl('--version', check_rc=0).stdout.startswith('bigtcpctl ')
-    one_line_error(ctl(), 2, 'no command')
+    # no command is list, as networkctl does: here without a daemon
+    one_line_error(ctl('--socket', tmp_path / 'none.sock'), 3, 'bigtcpd is not running')
     one_line_error(ctl('frobnicate'), 2, 'unknown command "frobnicate"')
     one_line_error(ctl('show'), 2, 'show takes one device: a name, an altname or an ifindex')
     one_line_error(ctl('rollback'), 2, 'rollback takes one device name, or --all')
@@ -189,6 +190,9 @@ def test_list_and_show(running):
     assert rows['v0'][5:] == ['185000'] * 4 + ['524280']
     assert rows['k0'][2:] == ['veth', 'unmanaged', '-'] + ['65536'] * 4 + ['524280']
     assert rows['lo'][2] == '-'
+    # show says kinds in the policy's words (match.kind)
+    assert re.search(r'^ +Kind: loopback$', ctl('show', 'lo', sock=d.sock, check_rc=0).stdout, re.M)
+    assert re.search(r'^ +Kind: veth$', ctl('show', 'v0', sock=d.sock, check_rc=0).stdout, re.M)
     # Columns line up: every row is as wide as the header up to the last column.
     starts = [m.start() for m in re.finditer(r'\S+', lines[0])]
     for l in lines[1:-2]:

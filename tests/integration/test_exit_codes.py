@@ -41,3 +41,25 @@ def test_exit_codes(running, tmp_path):
     check(ctl('status', sock=tmp_path / 'nobody.sock'), 3, 'bigtcpd is not running')
     # 4: not allowed
     check(ctl('reload', sock=d.sock, nobody=True), 4, 'permission denied')
+
+
+def test_networkctl_habits(running):
+    """No command lists (as networkctl does); `help` is --help, which points at the man page;
+    -q drops the messages of a success; -l/--full never cuts a cell; --json=off is text."""
+    d = running
+    assert ctl(sock=d.sock, check_rc=0).stdout == ctl('list', sock=d.sock, check_rc=0).stdout
+    h = ctl('help', check_rc=0).stdout
+    assert h == ctl('--help', check_rc=0).stdout
+    assert h.splitlines()[-1] == 'See the bigtcpctl(8) man page for details.', h
+    r = ctl('-q', 'reload', sock=d.sock, check_rc=0)
+    assert r.stdout == '' and r.stderr == ''
+    r = ctl('--quiet', 'rollback', 'v0', sock=d.sock, check_rc=0)
+    assert r.stdout == ''
+    ctl('-q', 'retry', 'v0', sock=d.sock, check_rc=0)
+    check(ctl('-q', 'show', 'nosuch0', sock=d.sock), 1, 'no device "nosuch0"')  # errors stay
+    narrow = ctl('-l', 'list', sock=d.sock, env={'COLUMNS': '20'}, check_rc=0).stdout
+    assert '…' not in narrow and narrow == ctl('list', sock=d.sock, env={'COLUMNS': '1000'}, check_rc=0).stdout
+    assert ctl('--full', 'list', sock=d.sock, env={'COLUMNS': '20'}, check_rc=0).stdout == narrow
+    r = ctl('--json=off', 'status', sock=d.sock, check_rc=0)
+    assert r.stdout.lstrip().startswith('State: '), r.stdout
+    assert ctl('--json', '--json=off', 'list', sock=d.sock, check_rc=0).stdout == narrow

@@ -305,15 +305,17 @@ def test_completion_commands_and_options(with_bc, tmp_path):
         pytest.fail('bash-completion not installed (scripts/setup.sh installs it)')
     assert complete(['bigtcpctl', 're'], with_bash_completion=with_bc) == ['reload', 'retry', 'revert']
     assert complete(['bigtcpctl', ''], with_bash_completion=with_bc) == sorted(
-        'status list show plan reload rollback retry try confirm revert watch monitor validate metrics'.split())
-    assert complete(['bigtcpctl', '--j'], with_bash_completion=with_bc) == ['--json', '--json=pretty', '--json=short']
+        'status list show plan reload rollback retry try confirm revert watch monitor validate metrics help'.split())
+    assert complete(['bigtcpctl', '--j'], with_bash_completion=with_bc) == ['--json', '--json=off', '--json=pretty',
+                                                                             '--json=short']
     assert complete(['bigtcpctl', 'status', '--no'], with_bash_completion=with_bc) == ['--no-legend', '--no-pager']
     assert complete(['bigtcpctl', 'plan', '--a'], with_bash_completion=with_bc) == ['--all']
     assert complete(['bigtcpctl', 'status', '--a'], with_bash_completion=with_bc) == []
     assert complete(['bigtcpctl', 'try', 'x.yaml', '--t'], with_bash_completion=with_bc) == ['--timeout', '--to']
     assert complete(['bigtcpctl', 'status', '--t'], with_bash_completion=with_bc) == []
-    assert complete(['bigtcpctl', 'watch', 'x', '--f'], with_bash_completion=with_bc) == ['--for']
-    assert complete(['bigtcpctl', 'status', '--f'], with_bash_completion=with_bc) == []
+    assert complete(['bigtcpctl', 'watch', 'x', '--f'], with_bash_completion=with_bc) == ['--for', '--full']
+    assert complete(['bigtcpctl', 'status', '--f'], with_bash_completion=with_bc) == ['--full']
+    assert {'-l', '-q', '--quiet', '--full'} <= set(complete(['bigtcpctl', '-'], with_bash_completion=with_bc))
     assert complete(['bigtcpctl', 'watch', '--for', ''], with_bash_completion=with_bc) == ['10s', '1min', '30s', '5min']
     # --to: the places a confirm may install, not the whole file system
     assert complete(['bigtcpctl', 'try', 'x.yaml', '--to', ''], with_bash_completion=with_bc) == [

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bigtcpctl-call.h"
+#include "bigtcpctl-evidence.h"
 #include "bigtcpctl-monitor.h"
 
 /* " gso_max_size 65536 → 185000, gro_max_size 65536 → 185000" for the sizes that change. */
@@ -137,6 +138,15 @@ static void print_event(const Ctl *c, json_object *e) {
                 print_reload(c, e);
         else if (streq_ptr(ev, "try"))
                 print_try(c, e);
+        else if (streq_ptr(ev, "evidence")) {
+                /* the end of a count: what was counted, and whether BIG TCP is in effect */
+                _cleanup_(freep) char *packets = NULL, *effective = NULL;
+                if (evidence_text(e, &packets, &effective) < 0)
+                        printf("%s: evidence (out of memory)\n", ifname);
+                else
+                        printf("%s: evidence: %s%s%s\n", ifname, packets ?: "nothing counted",
+                               effective ? "; in effect: " : "", effective ?: "");
+        }
         else
                 printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
                                                                          JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -296,7 +296,8 @@ static int load_degraded(Reloader *r, const PolicyErrors *errs) {
                                       errs->n, PLURAL(errs->n, "error", "errors"));
         }
         e->policy = set;
-        describe_policy(set, &host);
+        if (!set->frozen)
+                describe_policy(set, &host); /* none runs: there is nothing to describe */
         apply_policy_changed(e);
         watch_again(r);
         remember(r, false, errs);

@@ -3,7 +3,6 @@ failure (an unknown device, a try that was not kept); 2 a usage error, found bef
 printed (watch's limit, try --to a file bigtcpd does not read); 3 not running (nothing listens,
 or nobody answers: test_broken_start.py); 4 permission denied."""
 
-import pytest
 
 from test_bigtcpctl import POLICY, ctl, running  # noqa: F401 (the fixture)
 

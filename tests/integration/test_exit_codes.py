@@ -3,12 +3,12 @@ failure (an unknown device, a try that was not kept); 2 a usage error, found bef
 printed (watch's limit, try --to a file bigtcpd does not read); 3 not running (nothing listens,
 or nobody answers: test_broken_start.py); 4 permission denied."""
 
+import re
 
 from test_bigtcpctl import POLICY, ctl, running  # noqa: F401 (the fixture)
 
 
 def check(r, rc, stderr_pattern=None):
-    import re
     assert r.returncode == rc, (r.args, r.returncode, r.stdout, r.stderr)
     if rc != 0:
         assert r.stdout == '', f'{r.args}: exit {rc} after printing {r.stdout!r}'

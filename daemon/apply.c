@@ -458,6 +458,19 @@ static void state_refused(Engine *e, Device *d) {
         }
 }
 
+/* Does the write need its device's entry on disk before it is sent? One of the policy's sizes
+ * does, whenever the entry on disk may not say all that a restart needs to give everything back:
+ * originals not recorded yet, sizes the write takes that bigtcpd did not own (the entry saved
+ * before the write owns them already: written_or_writing() in state.c), a new last-good and
+ * new baselines (a new window). A put-back of sizes owned already needs nothing new. A write
+ * that takes sizes back (a restore, a rollback) never does: what it writes is in the entry that
+ * made bigtcpd own them. */
+static bool needs_record(const Device *d) {
+        if (!write_cause_is_policy(d->write.cause))
+                return false;
+        return d->original_unsaved || d->write.cause != WRITE_CAUSE_PUT_BACK || (d->write.owned & ~d->written) != 0;
+}
+
 static void on_prepare(void *userdata, Device *const *batch, size_t n) {
         Engine *e = userdata;
         SnmpSnapshot snap = {};
@@ -475,7 +488,10 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                         continue;
                 }
                 /* a rollback is on disk before its write: a kill right after must not undo it */
-                save = save || d->original_unsaved || d->write.cause == WRITE_CAUSE_ROLLBACK;
+                if (needs_record(d) || d->write.cause == WRITE_CAUSE_ROLLBACK) {
+                        state_store_mark(e->state, d);
+                        save = true;
+                }
                 d->write.epoch = e->dump_epoch;
                 log_write(e, d);
                 if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
@@ -508,36 +524,62 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 else if (!p)
                         probation_end(e->probation, d);
                 state_store_mark(e->state, d);
-                save = true;
         }
         snmp_done(&snap);
         if (!save)
                 return;
 
-        /* Originals (and probation baselines) go to disk before the write, or the device is not
-         * written: a daemon killed right after the write must still know both. Only these: what
-         * else changed goes with the next save. */
+        /* What a restart needs goes to disk before the write, or the device is not written: a
+         * daemon killed right after the write must still know its originals, every size it owns,
+         * its last-good sizes and its baselines. Only these: what else changed goes with the next
+         * save. A save that fails saved none of the batch's entries. */
         r = state_store_save_devices(e->state, batch, n);
+        if (r >= 0) {
+                for (size_t i = 0; i < n; i++)
+                        batch[i]->original_unsaved = false;
+                return;
+        }
+        unsigned refused = 0, rollbacks = 0;
         for (size_t i = 0; i < n; i++) {
                 Device *d = batch[i];
-                if (!d->original_unsaved)
+                bool unsaved = d->original_unsaved;
+                if (d->write.phase != WRITE_QUEUED) {
+                        d->original_unsaved = false;
                         continue;
-                d->original_unsaved = false;
-                if (r >= 0 || d->write.phase != WRITE_QUEUED)
+                }
+                if (d->write.cause == WRITE_CAUSE_ROLLBACK) {
+                        /* Not held back: sizes that trip a guard must go. A kill before the entry
+                         * is saved loses the hold, not the originals (the entry owns the sizes). */
+                        rollbacks++;
                         continue;
-                log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
+                }
+                if (!needs_record(d))
+                        continue;
+                if (unsaved)
+                        log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
+                else
+                        log_dev_error_errno(d, r, "not writing: what a restart needs to give its sizes back cannot "
+                                                  "be recorded: %m");
+                /* its last-good sizes and its window go back to what they were (they are the write's) */
+                lifecycle_write_refused(e, d, r, unsaved ? "cannot record original sizes" : "cannot record its state");
                 writer_unqueue(e->writer, d);
-                probation_end(e->probation, d);
-                d->has_original = false;
-                d->has_last_good = false;
-                d->written = 0;
-                lifecycle_write_refused(e, d, r, "cannot record original sizes");
+                if (unsaved) {
+                        d->original_unsaved = false;
+                        d->has_original = false;
+                        d->has_last_good = false;
+                        d->written = 0;
+                }
                 state_refused(e, d);
+                refused++;
         }
-        if (r < 0)
-                log_error_errno(r, "Failed to write %s/state.json: %m; devices whose originals are not recorded are not "
-                                   "written until it can be written again",
-                                state_store_dir(e->state));
+        if (refused > 0)
+                log_error_errno(r, "Failed to write the state file in %s: %m; %u devices are not written until it "
+                                   "can be written again",
+                                state_store_dir(e->state), refused);
+        if (rollbacks > 0)
+                log_error_errno(r, "Failed to write the state file in %s: %m; rolling back %u devices anyway (a kill "
+                                   "before it is written again loses their hold)",
+                                state_store_dir(e->state), rollbacks);
 }
 
 static void on_write_done(void *userdata, Device *d, int error, const char *extack, bool lost) {

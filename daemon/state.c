@@ -30,6 +30,16 @@ static int io_ftruncate(const StateIo *io, int fd, off_t length) {
         return io && io->ftruncate ? io->ftruncate(io->userdata, fd, length) : ftruncate(fd, length);
 }
 
+static int io_fsync(const StateIo *io, int fd, bool data_only) {
+        if (io && io->fsync)
+                return io->fsync(io->userdata, fd, data_only);
+        return data_only ? fdatasync(fd) : fsync(fd);
+}
+
+static int io_renameat(const StateIo *io, int dir_fd, const char *from, const char *to) {
+        return io && io->renameat ? io->renameat(io->userdata, dir_fd, from, to) : renameat(dir_fd, from, dir_fd, to);
+}
+
 static int write_all(const StateIo *io, int fd, const char *p, size_t n) {
         while (n > 0) {
                 ssize_t k = io_write(io, fd, p, n);
@@ -301,9 +311,9 @@ static int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generati
         r = state_format(t, generation, &o);
         free(o.buf);
         size = o.flushed;
-        if (r >= 0 && fsync(fd) < 0)
+        if (r >= 0 && io_fsync(io, fd, false) < 0)
                 r = -errno;
-        if (r >= 0 && renameat(dir_fd, STATE_TMP, dir_fd, STATE_FILE) < 0)
+        if (r >= 0 && io_renameat(io, dir_fd, STATE_TMP, STATE_FILE) < 0)
                 r = -errno;
         if (r < 0) {
                 (void) unlinkat(dir_fd, STATE_TMP, 0);
@@ -354,10 +364,10 @@ static int journal_append(int dir_fd, const char *buf, size_t len, const StateIo
         if (!S_ISREG(st.st_mode))
                 return -EBADF;
         r = write_all(io, fd, buf, len);
-        if (r >= 0 && fdatasync(fd) < 0)
+        if (r >= 0 && io_fsync(io, fd, true) < 0)
                 r = -errno;
         if (r < 0) {
-                if (io_ftruncate(io, fd, st.st_size) < 0 || fdatasync(fd) < 0)
+                if (io_ftruncate(io, fd, st.st_size) < 0 || io_fsync(io, fd, true) < 0)
                         *torn = true;
                 return r;
         }

@@ -86,11 +86,15 @@ int state_write_journal(const char *dir, uint64_t generation, const Device *cons
 
 typedef struct StateStore StateStore;
 
-/* What the store writes with: write(2) and ftruncate(2), unless a test puts in its own (to run
- * out of space halfway through a line). They return what the system calls do, errno set. */
+/* What the store writes with: write(2), ftruncate(2), fsync(2) (fdatasync(2) for the journal) and
+ * renameat(2), unless a test puts in its own (to run out of space halfway through a line, or fail
+ * at any other point of a save). They return what the system calls do, errno set; a NULL one is
+ * the system call. */
 typedef struct StateIo {
         ssize_t (*write)(void *userdata, int fd, const void *buf, size_t n);
         int (*ftruncate)(void *userdata, int fd, off_t length);
+        int (*fsync)(void *userdata, int fd, bool data_only);
+        int (*renameat)(void *userdata, int dir_fd, const char *from, const char *to);
         void *userdata;
 } StateIo;
 

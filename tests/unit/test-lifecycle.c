@@ -1501,6 +1501,226 @@ static void test_entry_before_write_owns_its_sizes(void **state) {
         h_free(h);
 }
 
+/* ---- ownership on disk before every write, with the disk failing at every point of a save ---- */
+
+/* Every system call of a save counted; from the `fail_at`-th on (0-based), each fails as a full
+ * disk fails (writes ENOSPC, fsync and ftruncate EIO, rename ENOSPC) until `healed`. */
+typedef struct FaultDisk {
+        unsigned calls, fail_at, failed;
+        bool healed;
+} FaultDisk;
+
+static bool fault_now(FaultDisk *f) {
+        bool fail = !f->healed && f->calls >= f->fail_at;
+        f->calls++;
+        f->failed += fail;
+        return fail;
+}
+
+static ssize_t fault_write(void *userdata, int fd, const void *buf, size_t n) {
+        FaultDisk *f = userdata;
+        if (!fault_now(f))
+                return write(fd, buf, n);
+        /* a full disk takes part of what it is given first */
+        if (n > 1 && f->failed == 1)
+                return write(fd, buf, n / 2);
+        errno = ENOSPC;
+        return -1;
+}
+
+static int fault_ftruncate(void *userdata, int fd, off_t length) {
+        if (fault_now(userdata)) {
+                errno = EIO;
+                return -1;
+        }
+        return ftruncate(fd, length);
+}
+
+static int fault_fsync(void *userdata, int fd, bool data_only) {
+        if (fault_now(userdata)) {
+                errno = EIO;
+                return -1;
+        }
+        return data_only ? fdatasync(fd) : fsync(fd);
+}
+
+static int fault_renameat(void *userdata, int dir_fd, const char *from, const char *to) {
+        if (fault_now(userdata)) {
+                errno = ENOSPC;
+                return -1;
+        }
+        return renameat(dir_fd, from, dir_fd, to);
+}
+
+static const StateIo fault_io = {.write = fault_write, .ftruncate = fault_ftruncate, .fsync = fault_fsync,
+                                 .renameat = fault_renameat};
+
+/* What a restart would read now: snapshot and journal as they are on disk, read only. */
+static void read_disk(Harness *h, StateEntry **ret, size_t *ret_n) {
+        char path[128];
+        _cleanup_(freep) char *data = NULL, *jdata = NULL;
+        size_t size = 0, jsize = 0;
+        uint64_t generation = 0;
+        int r;
+
+        *ret = NULL;
+        *ret_n = 0;
+        snprintf(path, sizeof(path), "%s/state.json", h->runtime_dir);
+        r = read_file_bounded(path, STATE_READ_MAX, READ_FILE_REGULAR, &data, &size);
+        if (r == -ENOENT)
+                return;
+        assert_int_equal(r, 0);
+        assert_int_equal(state_parse(data, size, ret, ret_n, &generation), 0);
+        snprintf(path, sizeof(path), "%s/state.journal", h->runtime_dir);
+        r = read_file_bounded(path, STATE_READ_MAX, READ_FILE_REGULAR, &jdata, &jsize);
+        if (r == -ENOENT)
+                return;
+        assert_int_equal(r, 0);
+        StateJournalReport rep;
+        assert_int_equal(state_journal_apply(jdata, jsize, generation, ret, ret_n, &rep), 0);
+        assert_int_equal(rep.bad_line, 0);
+}
+
+typedef struct OwnershipCase {
+        const char *what;
+        const char *before; /* the policy the devices settle under (applied) */
+        const char *after;  /* then the step: this policy (NULL: see `step`) */
+        enum { STEP_RELOAD, STEP_OUTSIDE, STEP_TRIP } step;
+        bool needs_record; /* the write is refused while the disk fails */
+        bool window;       /* … and opens a window: last-good and baselines on disk too */
+        Sizes target;
+} OwnershipCase;
+
+static const OwnershipCase ownership_cases[] = {
+        {"a first write", P_NONE, P_ALL, STEP_RELOAD, true, true, BIG},
+        {"IPv4 sizes owned as well as IPv6 ones", P_V6, P_ALL, STEP_RELOAD, true, true, BIG},
+        {"new sizes of the same set: new last-good and baselines", P_ALL_150, P_ALL, STEP_RELOAD, true, true, BIG},
+        {"a put-back of owned sizes: nothing new to record", P_ALL, NULL, STEP_OUTSIDE, false, false, BIG},
+        {"a rollback: never held back", P_ALL, NULL, STEP_TRIP, false, false, BIG},
+};
+
+static const OwnershipCase *ownership_case;
+
+/* At every write the engine sends, what is on disk gives everything back: the originals, and every
+ * size the write changes among the sizes owned; a write that opens a window has its last-good
+ * (the sizes it leaves) and its window there too. */
+static void check_record_at_send(Harness *h, const Request *r) {
+        StateEntry *e = NULL, *x = NULL;
+        size_t n = 0;
+
+        const Sizes legacy = H_LEGACY;
+
+        if (r->kind != REQUEST_WRITE || sizes_equal(&r->sizes, &legacy, true))
+                return; /* a read, or one that gives the sizes back */
+        read_disk(h, &e, &n);
+        for (size_t i = 0; i < n; i++)
+                if (e[i].ifindex == r->ifindex)
+                        x = &e[i];
+        assert_non_null(x);
+        assert_sizes_equal(x->original, H_LEGACY);
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (sizes_get(&r->sizes, i) != sizes_get(&legacy, i) && (i < 2 || r->ipv4)) {
+                        if (!(x->written & (1u << i)))
+                                fail_msg("%s written to ifindex %d, but the entry on disk does not own it", size_name(i),
+                                         r->ifindex);
+                }
+        if (ownership_case->window) {
+                assert_true(x->has_last_good);
+                assert_sizes_equal(x->last_good, h_link(h, r->ifindex)->sizes);
+                assert_non_null(x->probation);
+        }
+        state_entries_free(e, n);
+}
+
+static void run_ownership(const OwnershipCase *c, bool snapshot, unsigned fail_at, FaultDisk *disk) {
+        Harness *h = h_new(c->before);
+        size_t from;
+
+        ownership_case = c;
+        h_link_add(h, 2, "eth0");
+        h_link_add(h, 3, "eth1");
+        h_start(h);
+        h_answer_all(h);
+        h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC); /* out of probation: applied */
+        assert_int_equal(state_store_save(h->e->state), 0);
+        if (c->step == STEP_TRIP) {
+                h_reload(h, P_ALL_150);
+                h_answer_all(h);
+                assert_state(h_state(h, 2), DEVICE_PROBATION);
+                assert_int_equal(state_store_save(h->e->state), 0);
+        }
+
+        if (snapshot)
+                state_store_compact(h->e->state); /* the next save is a whole snapshot */
+        *disk = (FaultDisk){.fail_at = fail_at};
+        h->on_send = check_record_at_send;
+        /* fault_io's userdata: the disk of this run */
+        static StateIo io;
+        io = fault_io;
+        io.userdata = disk;
+        state_store_set_io(h->e->state, &io);
+        from = h->n_reqs;
+        switch (c->step) {
+        case STEP_RELOAD:
+                h_reload(h, c->after);
+                break;
+        case STEP_OUTSIDE:
+                h_link_set_sizes(h, 2, H_LEGACY);
+                h_link_set_sizes(h, 3, H_LEGACY);
+                h_dump(h);
+                break;
+        case STEP_TRIP:
+                h->ip_in_hdr_errors += 1000;
+                h_write_snmp(h);
+                h_tick(h, USEC_PER_SEC);
+                break;
+        }
+        h_answer_all(h);
+
+        size_t writes = h_count_writes(h, 0, from);
+        if (disk->failed > 0 && c->needs_record) {
+                /* nothing written while nothing could be recorded */
+                assert_int_equal(writes, 0);
+                for (int i = 2; i <= 3; i++) {
+                        assert_state(h_state(h, i), DEVICE_FAILED);
+                        assert_true(h_dev(h, i)->state_refused);
+                }
+                /* the disk is freed: the first save that succeeds has them tried again */
+                disk->healed = true;
+                assert_int_equal(state_store_save(h->e->state), 0);
+                assert_int_equal(event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+                h_answer_all(h);
+        } else
+                assert_int_equal(writes, 2);
+        for (int i = 2; i <= 3; i++)
+                assert_sizes_equal(h_link(h, i)->sizes, c->target);
+        h->on_send = NULL;
+        state_store_set_io(h->e->state, NULL);
+        h_free(h);
+}
+
+/* Fails each system call of the save before the write in turn (and every one after it), until the
+ * save has no call left to fail, with the save a journal append and a whole snapshot. It wrote
+ * the new sizes once with the IPv4 ones not on disk. */
+static void test_ownership_before_every_write(void **state) {
+        const OwnershipCase *c = *state;
+        FaultDisk disk;
+
+        for (int snapshot = 0; snapshot <= 1; snapshot++) {
+                run_ownership(c, snapshot, ~0u, &disk);
+                assert_int_equal(disk.failed, 0);
+                unsigned calls = disk.calls;
+                assert_true(calls > 0 || !c->needs_record);
+                /* with no call to fail (a put-back): the disk fails all the same */
+                for (unsigned k = 0; k < calls || k == 0; k++) {
+                        print_message("%s: failing from system call %u of %u\n", snapshot ? "snapshot" : "journal",
+                                      k + 1, calls);
+                        run_ownership(c, snapshot, k, &disk);
+                        assert_true(disk.failed > 0 || calls == 0);
+                }
+        }
+}
+
 /* ---- a restart: is the device at an entry's ifindex the one it was written for? ---- */
 
 typedef struct IdentityCase {
@@ -1725,6 +1945,7 @@ int main(void) {
         ADD_TEST(test_identity_follows_changes);
         ADD_TEST(test_state_refused_retried);
         ADD_TEST(test_entry_before_write_owns_its_sizes);
+        ADD_CASES("ownership on disk before the write", test_ownership_before_every_write, ownership_cases);
         ADD_TEST(test_ring_grows_wrapped);
         ADD_TEST(test_transition_coverage); /* last: it counts what the others did */
         assert_true(n <= ELEMENTSOF(tests));

@@ -378,7 +378,7 @@ static void test_enospc_cut_back(void **state) {
         DeviceTable t;
         StateStore *s;
         Disk disk = {.budget = -1};
-        StateIo io = {disk_write, disk_ftruncate, &disk};
+        StateIo io = {.write = disk_write, .ftruncate = disk_ftruncate, .userdata = &disk};
         StateEntry *e = NULL;
         size_t n = 0;
         unsigned recovered = 0;
@@ -435,7 +435,7 @@ static void test_enospc_not_cut_back(void **state) {
         DeviceTable t;
         StateStore *s;
         Disk disk = {.budget = -1};
-        StateIo io = {disk_write, disk_ftruncate, &disk};
+        StateIo io = {.write = disk_write, .ftruncate = disk_ftruncate, .userdata = &disk};
         StateEntry *e = NULL;
         size_t n = 0;
         Device *a, *b;
@@ -475,7 +475,7 @@ static void test_retry_backoff(void **state) {
         DeviceTable t;
         StateStore *s;
         Disk disk = {.budget = 0};
-        StateIo io = {disk_write, disk_ftruncate, &disk};
+        StateIo io = {.write = disk_write, .ftruncate = disk_ftruncate, .userdata = &disk};
         StateEntry *e = NULL;
         size_t n = 0;
         unsigned recovered = 0;

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import Monitor, T, at, ip, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
+from helpers import Monitor, T, at, current, ip, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
 from varlink_client import call
 
 IFACE = 'io.bigtcpd.Manager'
@@ -136,6 +136,58 @@ def test_full_runtime_dir_during_a_burst(ns, small_tmpfs, daemon, confdir):
     d2 = daemon(ns, cfg, runtime_dir=small_tmpfs)
     originals = {**full, **later}
     nl.wait_links(ns, at(originals), T(20), 'every device back at its own originals after the SIGKILL')
+    d2.stop()
+
+
+def policy_v6(names):
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: big
+            match:
+              name: {names}
+            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}
+            rollback:
+              guards: []
+        ''')
+
+
+def test_full_runtime_dir_when_a_policy_owns_more(ns, small_tmpfs, daemon, confdir):
+    """Every device's originals are on disk and its IPv6 sizes written; the runtime directory fills
+    up (one free page) and a reload has the policy name the IPv4 sizes too. A device whose entry
+    owning them cannot be saved is not written; after a SIGKILL and with the room back, a restart
+    with a policy that matches nothing gives every size of every device back. (The IPv4 sizes
+    were written all the same once, with the entry on disk owning IPv6 only: the restart gave back
+    IPv6 and left IPv4 at 185000 for good.)"""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy_v6('["o*"]'))
+    lines, originals = pairs('o', 0, 30)
+    ip_batch(ns, lines)
+    d = daemon(ns, cfg, runtime_dir=small_tmpfs)
+    v6 = {n: (185000, 185000, o[2], o[3]) for n, o in originals.items()}
+    nl.wait_links(ns, at(v6), T(20), 'the IPv6 sizes written')
+    mon = Monitor(d)
+    try:
+        mon.wait_until(lambda m: all(m.state(n) == 'applied' for n in originals), T(20), 'every device applied')
+        filler = fill(small_tmpfs)
+        d.reload(lambda: write_file_atomic(cfg, policy('["o*"]')))
+        mon.wait_until(lambda m: all(m.state(n) == 'failed' or (m.state(n) == 'applied' and
+                                                                current(ns, [n])[n] == BIG) for n in originals),
+                       T(30), 'every device written or refused')
+        refused = [n for n in originals if mon.state(n) == 'failed']
+        assert refused, 'no device was refused: the disk never filled up'
+        assert d.log_lines('cannot be recorded')
+        now = current(ns, refused)
+        for n in refused:
+            assert now[n] == v6[n], f'{n}: refused, but its sizes are {now[n]}, not {v6[n]}'
+    finally:
+        mon.close()
+    d.kill()
+    os.unlink(filler)
+
+    cfg.write_text(policy('["nomatch"]'))
+    d2 = daemon(ns, cfg, runtime_dir=small_tmpfs)
+    nl.wait_links(ns, at(originals), T(20), 'every size of every device back at its original after the SIGKILL')
     d2.stop()
 
 

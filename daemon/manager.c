@@ -263,13 +263,7 @@ static void log_load(Manager *m, int r, const StateLoadReport *rep, size_t n) {
         if (rep->journal_error < 0)
                 log_bad_file(dir, "state.journal", rep->journal_error, rep->journal_moved,
                              "starting from state.json alone");
-        else if (rep->journal.bad_line > 0)
-                log_warning("%s/state.journal: line %zu is damaged; replay stopped there: the %zu lines before it "
-                            "are kept, the %zu after it ignored (%s)",
-                            dir, rep->journal.bad_line, rep->journal.lines, rep->journal.ignored,
-                            rep->journal_moved ? "journal kept as state.journal.corrupt" : "cannot move it aside");
-        else if (rep->journal.torn_tail)
-                log_info("%s/state.journal ends in a line cut short by a crash: dropped it", dir);
+        state_load_log(dir, rep);
         if (n > 0)
                 log_info("state: original sizes of %zu %s recorded by an earlier run", n, PLURAL(n, "device", "devices"));
 }

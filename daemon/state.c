@@ -442,14 +442,21 @@ void state_entries_free(StateEntry *e, size_t n) {
         free(e);
 }
 
+/* Four sizes, each within what a kernel takes (GSO never 0): what a write may be given. */
 static int get_sizes(json_object *o, const char *key, Sizes *ret) {
         json_object *v;
+        Sizes s;
+
         if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_object))
                 return -EBADMSG;
-        if (get_u32(v, "gso_max_size", &ret->gso_max_size) < 0 || get_u32(v, "gro_max_size", &ret->gro_max_size) < 0 ||
-            get_u32(v, "gso_ipv4_max_size", &ret->gso_ipv4_max_size) < 0 ||
-            get_u32(v, "gro_ipv4_max_size", &ret->gro_ipv4_max_size) < 0)
+        if (get_u32(v, "gso_max_size", &s.gso_max_size) < 0 || get_u32(v, "gro_max_size", &s.gro_max_size) < 0 ||
+            get_u32(v, "gso_ipv4_max_size", &s.gso_ipv4_max_size) < 0 ||
+            get_u32(v, "gro_ipv4_max_size", &s.gro_ipv4_max_size) < 0)
                 return -EBADMSG;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (sizes_get(&s, i) > STATE_SIZE_MAX || (i % 2 == 0 && sizes_get(&s, i) == 0))
+                        return -ERANGE;
+        *ret = s;
         return 0;
 }
 
@@ -526,7 +533,7 @@ static int probation_from_json(json_object *o, Probation **ret) {
         return 0;
 fail:
         probation_free(p);
-        return r;
+        return r == -ENOMEM ? r : -EBADMSG;
 }
 
 static int rollback_from_json(json_object *o, RollbackRecord **ret) {
@@ -557,42 +564,57 @@ static int rollback_from_json(json_object *o, RollbackRecord **ret) {
         return 0;
 }
 
-
-/* One device's entry; -EBADMSG when malformed. */
-static int parse_entry(json_object *e, StateEntry *s) {
-        json_object *orig, *fam, *name, *pv;
+/* One device's entry. -EBADMSG when what a restart needs to give its sizes back (the ifindex, the
+ * originals, the sizes written) is missing or malformed, or an original out of what a kernel takes
+ * (*why says which); a damaged last-good, hold or probation is dropped alone (*partial, *why). */
+static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *partial) {
+        json_object *fam, *name, *pv;
         uint32_t ifindex;
+        int r;
 
         *s = (StateEntry){};
-        if (!json_object_is_type(e, json_type_object) || get_u32(e, "ifindex", &ifindex) < 0 || ifindex == 0 ||
-            ifindex > INT32_MAX || !json_object_object_get_ex(e, "original", &orig) ||
-            !json_object_is_type(orig, json_type_object) ||
-            get_u32(orig, "gso_max_size", &s->original.gso_max_size) < 0 ||
-            get_u32(orig, "gro_max_size", &s->original.gro_max_size) < 0 ||
-            get_u32(orig, "gso_ipv4_max_size", &s->original.gso_ipv4_max_size) < 0 ||
-            get_u32(orig, "gro_ipv4_max_size", &s->original.gro_ipv4_max_size) < 0)
+        *partial = false;
+        if (!json_object_is_type(e, json_type_object)) {
+                *why = "not an object";
                 return -EBADMSG;
-        bool families = !json_object_object_get_ex(e, "written", &fam);
-        if ((families && !json_object_object_get_ex(e, "families", &fam)) || !json_object_is_type(fam, json_type_array))
+        }
+        if (get_u32(e, "ifindex", &ifindex) < 0 || ifindex == 0 || ifindex > INT32_MAX) {
+                *why = "no ifindex, or not one (1..2147483647)";
                 return -EBADMSG;
+        }
         s->ifindex = (int) ifindex;
+        r = get_sizes(e, "original", &s->original);
+        if (r < 0) {
+                *why = r == -ERANGE ? "an original size out of what the kernel takes (GSO 1..524280, GRO 0..524280)"
+                                    : "no original sizes, or not four numbers 0..4294967295";
+                return -EBADMSG;
+        }
+        bool families = !json_object_object_get_ex(e, "written", &fam);
+        if ((families && !json_object_object_get_ex(e, "families", &fam)) || !json_object_is_type(fam, json_type_array)) {
+                *why = "no list of the sizes written";
+                return -EBADMSG;
+        }
         for (size_t j = 0; j < json_object_array_length(fam); j++) {
-                const char *f = json_object_get_string(json_object_array_get_idx(fam, j));
+                json_object *f = json_object_array_get_idx(fam, j);
+                const char *size = json_object_is_type(f, json_type_string) ? json_object_get_string(f) : NULL;
+                unsigned bit = 0;
                 if (families) {
                         /* written by an earlier version: whole families */
-                        if (streq_ptr(f, "ipv6"))
-                                s->written |= SIZE_BITS_IPV6;
-                        else if (streq_ptr(f, "ipv4"))
-                                s->written |= SIZE_BITS_IPV4;
-                        continue;
+                        bit = streq_ptr(size, "ipv6") ? SIZE_BITS_IPV6 : streq_ptr(size, "ipv4") ? SIZE_BITS_IPV4 : 0;
+                } else
+                        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                                if (streq_ptr(size, size_name(i)))
+                                        bit = 1u << i;
+                if (bit == 0) {
+                        /* giving back less than was written is what this reader is there to prevent */
+                        *why = "a size written that is not one of the four";
+                        return -EBADMSG;
                 }
-                for (unsigned i = 0; i < SIZES_COUNT; i++)
-                        if (streq_ptr(f, size_name(i)))
-                                s->written |= 1u << i;
+                s->written |= bit;
         }
         if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string) &&
             !(s->ifname = strdup(json_object_get_string(name))))
-                return -ENOMEM;
+                goto oom;
         /* Written since entries carry an identity; an entry without one is of an earlier version
          * and taken to be its ifindex's device, as it always was (state_entry_is_device()). */
         const char *kind = get_str(e, "kind"), *mac = get_str(e, "mac");
@@ -600,27 +622,40 @@ static int parse_entry(json_object *e, StateEntry *s) {
                 s->has_identity = true;
                 s->kind = strdup(kind);
                 s->mac = strdup(mac);
-                if (!s->kind || !s->mac) {
-                        state_entries_free_one(s);
-                        return -ENOMEM;
-                }
+                if (!s->kind || !s->mac)
+                        goto oom;
         }
         const char *st = get_str(e, "state");
         s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
-        s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
-        s->held = get_sizes(e, "held", &s->held_desired) >= 0;
-        if (json_object_object_get_ex(e, "probation", &pv) && probation_from_json(pv, &s->probation) < 0) {
-                state_entries_free_one(s);
-                return -EBADMSG;
+        /* What follows only says where a rollback goes and what runs: without it the device is
+         * resumed as applied, its originals kept. */
+        if (json_object_object_get_ex(e, "last_good", &pv)) {
+                s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
+                if (!s->has_last_good)
+                        *partial = true, *why = "its last-good sizes (dropped: a rollback goes to the originals)";
+        }
+        if (json_object_object_get_ex(e, "held", &pv)) {
+                s->held = get_sizes(e, "held", &s->held_desired) >= 0;
+                if (!s->held)
+                        *partial = true, *why = "its hold (dropped)";
+        }
+        if (json_object_object_get_ex(e, "probation", &pv)) {
+                r = probation_from_json(pv, &s->probation);
+                if (r == -ENOMEM)
+                        goto oom;
+                if (r < 0)
+                        *partial = true, *why = "its probation (dropped: resumed as applied)";
         }
         if (json_object_object_get_ex(e, "last_rollback", &pv) && json_object_is_type(pv, json_type_object) &&
-            rollback_from_json(pv, &s->last_rollback) < 0) {
-                state_entries_free_one(s);
-                return -ENOMEM;
-        }
+            rollback_from_json(pv, &s->last_rollback) < 0)
+                goto oom;
         return 0;
+oom:
+        state_entries_free_one(s);
+        return -ENOMEM;
 }
 
+/* A JSON object of its own: a line of the journal, an entry of the snapshot, a header. */
 static json_object *parse_json(const char *data, size_t size) {
         json_tokener *tok;
         json_object *root;
@@ -632,6 +667,12 @@ static json_object *parse_json(const char *data, size_t size) {
                 return NULL;
         root = json_tokener_parse_ex(tok, data, (int) size);
         bool ok = json_tokener_get_error(tok) == json_tokener_success;
+        /* nothing after it but white space: a line is one object, not the start of two */
+        for (size_t i = ok ? json_tokener_get_parse_end(tok) : size; i < size; i++)
+                if (!strchr(" \t\r\n", data[i]) || data[i] == '\0') {
+                        ok = false;
+                        break;
+                }
         json_tokener_free(tok);
         if (!ok || !root || !json_object_is_type(root, json_type_object)) {
                 json_object_put(root);
@@ -686,7 +727,8 @@ static int entries_reserve(Entries *x) {
         return 0;
 }
 
-/* Replace the entry of the same device, or add it. Takes *e on success. */
+/* Replace the entry of the same device, or add it. Takes *e on success. The list grows by half
+ * (not twice) its size: at 10000 devices it is the largest thing a load holds. */
 static int entries_put(Entries *x, StateEntry *e) {
         size_t k;
 
@@ -700,7 +742,7 @@ static int entries_put(Entries *x, StateEntry *e) {
                 return 0;
         }
         if (x->n == x->cap) {
-                size_t c = x->cap ? x->cap * 2 : 64;
+                size_t c = x->cap < 64 ? 64 : x->cap + x->cap / 2;
                 StateEntry *items = reallocarray(x->items, c, sizeof(StateEntry));
                 if (!items)
                         return -ENOMEM;
@@ -748,107 +790,457 @@ static void entries_done(Entries *x, StateEntry **ret, size_t *ret_n) {
         *x = (Entries){};
 }
 
-int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation) {
-        _cleanup_(json_object_putp) json_object *root = parse_json(data, size);
-        json_object *list, *v;
-        Entries x = {};
-        uint64_t generation = 0;
+static void entries_free(Entries *x) {
+        state_entries_free(x->items, x->n);
+        free(x->slots);
+        *x = (Entries){};
+}
 
-        if (size > STATE_READ_MAX || size > INT32_MAX)
-                return -EFBIG;
-        if (!root)
-                return -EBADMSG;
-        if (!json_object_object_get_ex(root, "version", &v) || !json_object_is_type(v, json_type_int) ||
-            json_object_get_int(v) != 1)
-                return -EBADMSG;
-        if (!json_object_object_get_ex(root, "devices", &list) || !json_object_is_type(list, json_type_array))
-                return -EBADMSG;
-        if (json_object_object_get_ex(root, "generation", &v) && get_u64(root, "generation", &generation) < 0)
-                return -EBADMSG;
+/* ---- reading a line at a time ---- */
 
-        size_t len = json_object_array_length(list);
-        for (size_t i = 0; i < len; i++) {
-                StateEntry s;
-                int r = parse_entry(json_object_array_get_idx(list, i), &s);
-                if (r >= 0 && (r = entries_put(&x, &s)) < 0)
-                        state_entries_free_one(&s);
-                if (r < 0) {
-                        state_entries_free(x.items, x.n);
-                        free(x.slots);
-                        return r;
-                }
+/* Text from a file (read in pieces of READ_CHUNK) or from memory, cut into lines. */
+typedef struct Lines {
+        int fd; /* -1: from memory */
+        const char *mem;
+        size_t mem_size, mem_off;
+        char *buf;
+        size_t start, len, cap; /* the unread text is buf[start, len) */
+        bool eof;
+        size_t line; /* 1-based, of the last line returned */
+} Lines;
+
+#define READ_CHUNK (64u * 1024u)
+
+static void lines_init_fd(Lines *l, int fd) {
+        *l = (Lines){.fd = fd};
+}
+
+static void lines_init_mem(Lines *l, const char *data, size_t size) {
+        *l = (Lines){.fd = -1, .mem = data, .mem_size = size};
+}
+
+static void lines_done(Lines *l) {
+        free(l->buf);
+        l->buf = NULL;
+}
+
+/* The next line, without its newline, in *ret (not NUL-terminated), *ret_whole when a newline ended
+ * it. 1: a line; 0: the end; -errno. A line longer than STATE_LINE_MAX comes back as *ret NULL
+ * (the rest of it skipped): no entry is ever that long. */
+static int lines_next(Lines *l, const char **ret, size_t *ret_len, bool *ret_whole) {
+        bool too_long = false;
+
+        if (l->fd < 0) {
+                const char *p = l->mem + l->mem_off, *end = l->mem + l->mem_size, *nl;
+                if (p >= end)
+                        return 0;
+                nl = memchr(p, '\n', (size_t) (end - p));
+                *ret_len = (size_t) ((nl ?: end) - p);
+                *ret = *ret_len > STATE_LINE_MAX ? NULL : p;
+                *ret_whole = nl != NULL;
+                l->mem_off = nl ? (size_t) (nl - l->mem) + 1 : l->mem_size;
+                l->line++;
+                return 1;
         }
-        entries_done(&x, ret, ret_n);
-        if (ret_generation)
-                *ret_generation = generation;
+        for (;;) {
+                char *p = l->buf + l->start, *nl = l->len > l->start ? memchr(p, '\n', l->len - l->start) : NULL;
+                if (nl || (l->eof && l->len > l->start)) {
+                        size_t n = (size_t) ((nl ?: l->buf + l->len) - p);
+                        *ret = too_long || n > STATE_LINE_MAX ? NULL : p;
+                        *ret_len = n;
+                        *ret_whole = nl != NULL;
+                        l->start += n + (nl != NULL);
+                        l->line++;
+                        return 1;
+                }
+                if (l->eof && !too_long)
+                        return 0;
+                if (l->eof) {
+                        /* the end of a line too long to keep */
+                        *ret = NULL;
+                        *ret_len = 0;
+                        *ret_whole = false;
+                        l->line++;
+                        return 1;
+                }
+                if (l->len - l->start > STATE_LINE_MAX) {
+                        too_long = true; /* what is read of it goes */
+                        l->start = l->len;
+                }
+                if (l->start > 0) {
+                        memmove(l->buf, l->buf + l->start, l->len - l->start);
+                        l->len -= l->start;
+                        l->start = 0;
+                }
+                if (l->cap - l->len < READ_CHUNK) {
+                        size_t cap = l->len + READ_CHUNK;
+                        char *b = realloc(l->buf, cap);
+                        if (!b)
+                                return -ENOMEM;
+                        l->buf = b;
+                        l->cap = cap;
+                }
+                ssize_t k = read(l->fd, l->buf + l->len, l->cap - l->len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        l->eof = true;
+                l->len += (size_t) k;
+        }
+}
+
+static int lines_rewind(Lines *l) {
+        if (l->fd < 0) {
+                l->mem_off = 0;
+        } else {
+                if (lseek(l->fd, 0, SEEK_SET) < 0)
+                        return -errno;
+                l->start = l->len = 0;
+                l->eof = false;
+        }
+        l->line = 0;
         return 0;
 }
 
-/* One whole line of the journal: 0 when applied or of another generation (a whole line from before
- * the last snapshot, safely passed over), -EBADMSG when it does not say what a line says. */
-static int journal_line_apply(const char *line, size_t len, uint64_t generation, Entries *x) {
-        _cleanup_(json_object_putp) json_object *o = parse_json(line, len);
-        uint64_t g;
-        uint32_t ifindex;
-        json_object *e;
+static void set_aside(StateReadReport *rep, size_t line, int ifindex, bool partial, const char *reason) {
+        if (rep->n_aside < STATE_ASIDE_MAX)
+                rep->aside[rep->n_aside] = (StateAside){line, ifindex, partial, reason};
+        rep->n_aside++;
+}
+
+/* Parse and keep one entry; a bad one is set aside. Only -ENOMEM fails. */
+static int take_entry(Entries *x, json_object *o, size_t line, StateReadReport *rep) {
+        const char *why = NULL;
+        bool partial;
+        uint32_t ifindex = 0;
         StateEntry s;
         int r;
 
-        if (!o || get_u64(o, "g", &g) < 0)
-                return -EBADMSG;
-        if (g != generation)
-                return 0;
-        if (get_bool(o, "forget")) {
-                if (get_u32(o, "ifindex", &ifindex) >= 0)
-                        entries_drop(x, (int) ifindex);
+        r = parse_entry(o, &s, &why, &partial);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                if (json_object_is_type(o, json_type_object))
+                        (void) get_u32(o, "ifindex", &ifindex);
+                set_aside(rep, line, ifindex <= INT32_MAX ? (int) ifindex : 0, false, why);
                 return 0;
         }
-        if (!json_object_object_get_ex(o, "device", &e))
-                return -EBADMSG;
-        r = parse_entry(e, &s);
-        if (r < 0)
-                return r;
+        if (partial)
+                set_aside(rep, line, s.ifindex, true, why);
         r = entries_put(x, &s);
         if (r < 0)
                 state_entries_free_one(&s);
         return r;
 }
 
-/* Apply the journal's lines of `generation` in order. Appends are whole lines (a failed one is cut
- * back), so a line that does not parse is damage: what follows it cannot be put in order with
- * what it lost, and the replay ends there. A last line without its newline was cut short by a
- * kill or a crash; it never protected a write (the write waits for the fdatasync). */
+/* ---- the snapshot ----
+ *
+ * As state_format() writes it, one entry a line:
+ *   {"version":1,"generation":7,"devices":[
+ *   {…entry…},
+ *   {…entry…}]}
+ * (an empty one all on its first line). A file of another layout (all on one line, as earlier
+ * versions wrote it, or reformatted by hand) is read whole, if it is small enough to be: a json-c
+ * tree costs some 13 times the text. */
+
+#define SNAPSHOT_TREE_MAX (4u * 1024u * 1024u)
+#define HEADER_TAIL "\"devices\":["
+
+static int header_of(json_object *o, uint64_t *ret_generation) {
+        json_object *v;
+        uint64_t g = 0;
+
+        if (!json_object_object_get_ex(o, "version", &v) || !json_object_is_type(v, json_type_int) ||
+            json_object_get_int64(v) != 1)
+                return -EBADMSG;
+        if (json_object_object_get_ex(o, "generation", &v) && get_u64(o, "generation", &g) < 0)
+                return -EBADMSG;
+        *ret_generation = g;
+        return 0;
+}
+
+/* A document read whole: its header, then each entry of "devices" on its own. */
+static int snapshot_tree(json_object *root, Entries *x, uint64_t *ret_generation, StateReadReport *rep) {
+        json_object *list;
+        int r;
+
+        if (header_of(root, ret_generation) < 0) {
+                rep->bad_header = true;
+                *ret_generation = STATE_GENERATION_UNKNOWN;
+        }
+        if (!json_object_object_get_ex(root, "devices", &list) || !json_object_is_type(list, json_type_array)) {
+                rep->bad_header = true;
+                *ret_generation = STATE_GENERATION_UNKNOWN;
+                return 0;
+        }
+        size_t len = json_object_array_length(list);
+        for (size_t i = 0; i < len; i++) {
+                r = take_entry(x, json_object_array_get_idx(list, i), 0, rep);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* The text of the first line up to its "devices":[ as an object of its own: {"version":1,…}. */
+static json_object *parse_header_line(const char *p, size_t n) {
+        _cleanup_(freep) char *h = NULL;
+        size_t tail = strlen(HEADER_TAIL);
+
+        if (n < tail + 1 || memcmp(p + n - tail, HEADER_TAIL, tail) != 0)
+                return NULL;
+        n -= tail;
+        h = malloc(n + 1);
+        if (!h)
+                return NULL;
+        memcpy(h, p, n);
+        if (n > 1 && h[n - 1] == ',')
+                n--;
+        h[n++] = '}';
+        return parse_json(h, n);
+}
+
+static void trim(const char **p, size_t *n) {
+        while (*n > 0 && (**p == ' ' || **p == '\t' || **p == '\r'))
+                (*p)++, (*n)--;
+        while (*n > 0 && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t' || (*p)[*n - 1] == '\r'))
+                (*n)--;
+}
+
+/* A whole snapshot, a line at a time. `size` is the file's (a tree is read only of a small one). */
+static int read_snapshot(Lines *l, size_t size, Entries *x, uint64_t *ret_generation, StateReadReport *rep) {
+        const char *p;
+        size_t n;
+        bool whole, ended = false;
+        int r;
+
+        *rep = (StateReadReport){};
+        *ret_generation = 0;
+        r = lines_next(l, &p, &n, &whole);
+        if (r <= 0)
+                return r; /* empty: no entries */
+        rep->lines += whole;
+        {
+                _cleanup_(json_object_putp) json_object *o = p ? parse_json(p, n) : NULL;
+                if (o) {
+                        /* all of it on one line: an empty table, or an earlier version's file */
+                        r = snapshot_tree(o, x, ret_generation, rep);
+                        ended = true;
+                        goto rest;
+                }
+        }
+        {
+                _cleanup_(json_object_putp) json_object *h = p ? parse_header_line(p, n) : NULL;
+                if (h && header_of(h, ret_generation) >= 0)
+                        goto entries;
+        }
+        if (size <= SNAPSHOT_TREE_MAX) {
+                /* another layout of the whole document? */
+                _cleanup_(freep) char *all = NULL;
+                size_t len = 0;
+                if (l->fd >= 0) {
+                        r = lines_rewind(l);
+                        if (r < 0)
+                                return r;
+                        all = malloc(size + 1);
+                        if (!all)
+                                return -ENOMEM;
+                        while (len < size) {
+                                ssize_t k = read(l->fd, all + len, size - len);
+                                if (k < 0 && errno == EINTR)
+                                        continue;
+                                if (k < 0)
+                                        return -errno;
+                                if (k == 0)
+                                        break;
+                                len += (size_t) k;
+                        }
+                }
+                _cleanup_(json_object_putp) json_object *o = l->fd >= 0 ? parse_json(all, len)
+                                                                         : parse_json(l->mem, l->mem_size);
+                if (o) {
+                        *rep = (StateReadReport){};
+                        return snapshot_tree(o, x, ret_generation, rep);
+                }
+                r = lines_rewind(l);
+                if (r < 0)
+                        return r;
+                r = lines_next(l, &p, &n, &whole);
+                if (r <= 0)
+                        return r;
+        }
+        /* Not a header this version reads (damaged, or a later version's): the entries that follow
+         * are read all the same, each checked as any is. */
+        rep->bad_header = true;
+        *ret_generation = STATE_GENERATION_UNKNOWN;
+
+entries:
+        while (!ended) {
+                r = lines_next(l, &p, &n, &whole);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                rep->lines += whole;
+                if (!whole)
+                        rep->torn_tail = true;
+                if (!p) {
+                        set_aside(rep, l->line, 0, false, "longer than any entry");
+                        continue;
+                }
+                trim(&p, &n);
+                if (n > 0 && *p == ',')
+                        p++, n--;
+                if (n >= 2 && memcmp(p + n - 2, "]}", 2) == 0)
+                        n -= 2, ended = true;
+                else if (n > 0 && p[n - 1] == ',')
+                        n--;
+                trim(&p, &n);
+                if (n == 0)
+                        continue;
+                _cleanup_(json_object_putp) json_object *o = parse_json(p, n);
+                if (!o) {
+                        set_aside(rep, l->line, 0, false, whole ? "not a JSON object" : "cut short");
+                        continue;
+                }
+                r = take_entry(x, o, l->line, rep);
+                if (r < 0)
+                        return r;
+        }
+        rep->truncated = !ended;
+        r = 0;
+rest:
+        /* whatever follows the end was not written with it */
+        while (r >= 0 && (r = lines_next(l, &p, &n, &whole)) > 0) {
+                if (p)
+                        trim(&p, &n);
+                if (p && n == 0)
+                        continue;
+                rep->trailing++;
+        }
+        return r < 0 ? r : 0;
+}
+
+int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation,
+                StateReadReport *ret_report) {
+        StateReadReport rep;
+        Entries x = {};
+        Lines l;
+        uint64_t generation;
+        int r;
+
+        if (size > STATE_READ_MAX)
+                return -EFBIG;
+        lines_init_mem(&l, data, size);
+        r = read_snapshot(&l, size, &x, &generation, &rep);
+        lines_done(&l);
+        if (r < 0) {
+                entries_free(&x);
+                return r;
+        }
+        entries_done(&x, ret, ret_n);
+        if (ret_generation)
+                *ret_generation = generation;
+        if (ret_report)
+                *ret_report = rep;
+        return 0;
+}
+
+/* ---- the journal ---- */
+
+/* One whole line of the journal: 0 when applied, of another generation (a whole line from before
+ * the last snapshot, safely passed over) or set aside. */
+static int journal_line_apply(const char *line, size_t len, size_t line_no, uint64_t generation, Entries *x,
+                              StateReadReport *rep) {
+        _cleanup_(json_object_putp) json_object *o = line ? parse_json(line, len) : NULL;
+        uint64_t g;
+        uint32_t ifindex;
+        json_object *e;
+
+        if (!o || get_u64(o, "g", &g) < 0) {
+                set_aside(rep, line_no, 0, false, !line ? "longer than any line" : !o ? "not a JSON object" : "no generation");
+                return 0;
+        }
+        if (g != generation)
+                return 0;
+        if (get_bool(o, "forget")) {
+                if (get_u32(o, "ifindex", &ifindex) >= 0 && ifindex > 0 && ifindex <= INT32_MAX)
+                        entries_drop(x, (int) ifindex);
+                else
+                        set_aside(rep, line_no, 0, false, "a forget line without an ifindex");
+                return 0;
+        }
+        if (!json_object_object_get_ex(o, "device", &e)) {
+                set_aside(rep, line_no, 0, false, "neither an entry nor a forget line");
+                return 0;
+        }
+        return take_entry(x, e, line_no, rep);
+}
+
+/* The generation of the journal's last line that has one: its newest. */
+static int journal_newest(Lines *l, uint64_t *ret) {
+        const char *p;
+        size_t n;
+        bool whole;
+        int r;
+
+        *ret = 0;
+        while ((r = lines_next(l, &p, &n, &whole)) > 0) {
+                if (!whole || !p)
+                        continue;
+                _cleanup_(json_object_putp) json_object *o = parse_json(p, n);
+                uint64_t g;
+                if (o && get_u64(o, "g", &g) >= 0 && g > *ret)
+                        *ret = g;
+        }
+        return r < 0 ? r : lines_rewind(l);
+}
+
+static int read_journal(Lines *l, uint64_t generation, Entries *x, StateReadReport *rep) {
+        const char *p;
+        size_t n;
+        bool whole;
+        int r;
+
+        *rep = (StateReadReport){};
+        if (generation == STATE_GENERATION_UNKNOWN) {
+                r = journal_newest(l, &generation);
+                if (r < 0)
+                        return r;
+        }
+        while ((r = lines_next(l, &p, &n, &whole)) > 0) {
+                if (!whole) {
+                        rep->torn_tail = true; /* a write cut short: it never protected a write */
+                        break;
+                }
+                rep->lines++;
+                r = journal_line_apply(p, n, l->line, generation, x, rep);
+                if (r < 0)
+                        return r;
+        }
+        return r;
+}
+
 int state_journal_apply(const char *data, size_t size, uint64_t generation, StateEntry **entries, size_t *n,
-                        StateJournalReport *ret_report) {
-        StateJournalReport rep = {};
-        const char *p = data, *end = data + size;
+                        StateReadReport *ret_report) {
+        StateReadReport rep;
         Entries x;
+        Lines l;
+        int r;
 
         if (entries_init(&x, *entries, *n) < 0) {
                 free(x.slots);
                 return -ENOMEM;
         }
-        while (p < end) {
-                const char *nl = memchr(p, '\n', (size_t) (end - p));
-                if (!nl) {
-                        rep.torn_tail = true;
-                        break;
-                }
-                int r = journal_line_apply(p, (size_t) (nl - p), generation, &x);
-                p = nl + 1;
-                if (r == -ENOMEM) {
-                        entries_done(&x, entries, n);
-                        return r;
-                }
-                if (r < 0) {
-                        rep.bad_line = rep.lines + 1;
-                        for (const char *q = p; q < end && (q = memchr(q, '\n', (size_t) (end - q))); q++)
-                                rep.ignored++;
-                        break;
-                }
-                rep.lines++;
-        }
+        lines_init_mem(&l, data, size);
+        r = read_journal(&l, generation, &x, &rep);
+        lines_done(&l);
         entries_done(&x, entries, n);
+        if (r < 0)
+                return r;
         if (ret_report)
                 *ret_report = rep;
         return 0;
@@ -1027,67 +1419,156 @@ static int done(StateStore *s, int r) {
         return r;
 }
 
+/* A copy of a damaged file for whoever investigates, over whatever an earlier one left there: a hard
+ * link, so that the file itself stays where it is until a save replaces it (a kill before then
+ * loads it again, with the same result). */
+static int keep_aside(int dir_fd, const char *name) {
+        _cleanup_(freep) char *to = NULL;
+
+        if (asprintf(&to, "%s" STATE_CORRUPT, name) < 0)
+                return -ENOMEM;
+        if (unlinkat(dir_fd, to, 0) < 0 && errno == EISDIR)
+                (void) unlinkat(dir_fd, to, AT_REMOVEDIR);
+        return linkat(dir_fd, name, dir_fd, to, 0) < 0 ? -errno : 0;
+}
+
+/* Open one of the state files to read: a regular file of at most STATE_READ_MAX, never through a
+ * symlink (-ELOOP), never waiting on a FIFO (-EBADF, as anything else that is not a regular file;
+ * -EISDIR for a directory). */
+static int open_state_file(int dir_fd, const char *name, size_t *ret_size) {
+        _cleanup_(closep) int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+        struct stat st;
+
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (!S_ISREG(st.st_mode))
+                return -EBADF;
+        if ((uint64_t) st.st_size > STATE_READ_MAX)
+                return -EFBIG;
+        *ret_size = (size_t) st.st_size;
+        return TAKE_FD(fd);
+}
+
+static bool damaged(const StateReadReport *r) {
+        return r->n_aside > 0 || r->truncated || r->bad_header || r->trailing > 0;
+}
+
 int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadReport *ret_report) {
-        _cleanup_(freep) char *data = NULL, *jdata = NULL;
+        _cleanup_(closep) int fd = -1;
         StateLoadReport rep = {};
-        StateEntry *entries = NULL;
-        size_t size, n = 0;
+        Entries x = {};
+        Lines l;
+        size_t size = 0;
         uint64_t generation = 0;
-        int fd, r;
+        int dir_fd, r;
 
         /* the first save after a start compacts snapshot and journal into a new snapshot */
         s->compact = true;
         *ret = NULL;
         *ret_n = 0;
-        fd = store_dir(s);
-        if (fd == -ENOENT)
+        dir_fd = store_dir(s);
+        if (dir_fd == -ENOENT)
                 goto finish; /* no directory, no state */
-        if (fd < 0)
-                return fd;
+        if (dir_fd < 0)
+                return dir_fd;
 
-        r = read_file_bounded_at(fd, STATE_FILE, STATE_READ_MAX, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &data, &size);
-        if (r >= 0)
-                r = state_parse(data, size, &entries, &n, &generation);
-        if (r == -ENOMEM)
+        fd = open_state_file(dir_fd, STATE_FILE, &size);
+        r = fd;
+        if (fd >= 0) {
+                lines_init_fd(&l, fd);
+                r = read_snapshot(&l, size, &x, &generation, &rep.snapshot);
+                lines_done(&l);
+        }
+        if (r == -ENOMEM) {
+                entries_free(&x);
                 return r;
+        }
         if (r < 0 && r != -ENOENT) {
-                /* Kept for whoever investigates (a symlink or FIFO itself, never what it leads to); a
-                 * new snapshot takes its place at the next save. The journal's lines are of its
-                 * generation: without it they say nothing, and the next snapshot drops them. */
+                /* Not a file of the daemon's (a symlink or FIFO itself, never what it leads to), or
+                 * one that cannot be read: kept for whoever investigates; a new snapshot takes its
+                 * place at the next save. The journal's lines are of its generation: without it
+                 * they say nothing, and the next snapshot drops them. */
+                entries_free(&x);
                 rep.snapshot_error = r;
-                rep.snapshot_moved = move_aside(fd, STATE_FILE) >= 0;
+                rep.snapshot_moved = move_aside(dir_fd, STATE_FILE) >= 0;
                 if (ret_report)
                         *ret_report = rep;
                 return r;
         }
+        if (r >= 0 && damaged(&rep.snapshot))
+                rep.snapshot_kept = keep_aside(dir_fd, STATE_FILE) >= 0;
+        closep(&fd);
 
-        r = read_file_bounded_at(fd, STATE_JOURNAL, STATE_READ_MAX, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &jdata,
-                                 &size);
-        if (r >= 0) {
-                r = state_journal_apply(jdata, size, generation, &entries, &n, &rep.journal);
-                if (r < 0) {
-                        state_entries_free(entries, n);
-                        return r;
-                }
-                /* what follows the bad line is not replayed, and the next snapshot would drop it */
-                if (rep.journal.bad_line > 0)
-                        rep.journal_moved = move_aside(fd, STATE_JOURNAL) >= 0;
-        } else if (r == -ENOMEM) {
-                state_entries_free(entries, n);
-                return r;
-        } else if (r != -ENOENT) {
-                /* A directory, a FIFO, a symlink, more than a journal ever grows to: not the
-                 * daemon's journal, and no reason to doubt the snapshot. */
-                rep.journal_error = r;
-                rep.journal_moved = move_aside(fd, STATE_JOURNAL) >= 0;
+        fd = open_state_file(dir_fd, STATE_JOURNAL, &size);
+        r = fd;
+        if (fd >= 0) {
+                lines_init_fd(&l, fd);
+                r = read_journal(&l, generation, &x, &rep.journal);
+                lines_done(&l);
+                if (r >= 0 && damaged(&rep.journal))
+                        rep.journal_kept = keep_aside(dir_fd, STATE_JOURNAL) >= 0;
         }
-        s->generation = generation;
-        *ret = entries;
-        *ret_n = n;
+        if (r == -ENOMEM) {
+                entries_free(&x);
+                return r;
+        }
+        if (r < 0 && r != -ENOENT) {
+                /* A directory, a FIFO, a symlink, more than a journal ever grows to, an I/O error:
+                 * not the daemon's journal, and no reason to doubt the snapshot. */
+                rep.journal_error = r;
+                rep.journal_moved = move_aside(dir_fd, STATE_JOURNAL) >= 0;
+        }
+        s->generation = generation == STATE_GENERATION_UNKNOWN ? 0 : generation;
+        entries_done(&x, ret, ret_n);
 finish:
         if (ret_report)
                 *ret_report = rep;
         return 0;
+}
+
+static void log_read(const char *dir, const char *name, const StateReadReport *r, bool kept) {
+        const char *copy = kept ? ", a copy kept as " : "";
+
+        for (size_t i = 0; i < r->n_aside && i < STATE_ASIDE_MAX; i++) {
+                const StateAside *a = &r->aside[i];
+                char where[64] = "", dev[32] = "";
+                if (a->line > 0)
+                        snprintf(where, sizeof(where), " line %zu", a->line);
+                if (a->ifindex > 0)
+                        snprintf(dev, sizeof(dev), " (ifindex %d)", a->ifindex);
+                if (a->partial)
+                        log_warning("%s/%s%s%s: damaged: %s; its original sizes are kept", dir, name, where, dev,
+                                    a->reason);
+                else
+                        log_warning("%s/%s%s%s: entry set aside: %s; %s", dir, name, where, dev, a->reason,
+                                    a->ifindex > 0 ? "the device keeps what it had before it, if anything"
+                                                   : "the others are loaded");
+        }
+        if (r->n_aside > STATE_ASIDE_MAX)
+                log_warning("%s/%s: %zu more entries set aside", dir, name, r->n_aside - STATE_ASIDE_MAX);
+        if (r->bad_header)
+                log_warning("%s/%s: its first line is not a header bigtcpd reads: its entries were read all the "
+                            "same, each checked, and the journal's newest lines replayed", dir, name);
+        if (r->truncated)
+                log_warning("%s/%s is cut short after line %zu: the entries up to there are loaded", dir, name,
+                            r->lines);
+        if (r->trailing > 0)
+                log_warning("%s/%s: %zu lines after its end ignored", dir, name, r->trailing);
+        if (r->torn_tail && !r->truncated)
+                log_info("%s/%s ends in a line cut short by a crash: dropped it", dir, name);
+        if (damaged(r))
+                log_notice("%s/%s: damaged%s%s%s", dir, name, copy, kept ? name : "", kept ? STATE_CORRUPT : "");
+}
+
+void state_load_log(const char *dir, const StateLoadReport *rep) {
+        if (rep->snapshot_error >= 0)
+                log_read(dir, STATE_FILE, &rep->snapshot, rep->snapshot_kept);
+        if (rep->journal_error >= 0)
+                log_read(dir, STATE_JOURNAL, &rep->journal, rep->journal_kept);
 }
 
 /* What must be on disk before a write is saved then (state_store_save_devices()); everything

@@ -53,27 +53,59 @@ void state_entries_free_one(StateEntry *e);
 bool state_entry_is_device(const StateEntry *e, const Device *d, const char **ret_why);
 
 /* The most either file may hold when it is read back. A journal is compacted into a new snapshot
- * long before it gets near this (STATE_JOURNAL_BYTES_MAX). */
+ * long before it gets near this (STATE_JOURNAL_BYTES_MAX). Both are read a line at a time (the
+ * snapshot has one entry a line): what a load holds at once is the entries, and one line of at
+ * most STATE_LINE_MAX. */
 #define STATE_READ_MAX (256u * 1024u * 1024u)
 #define STATE_JOURNAL_BYTES_MAX (64u * 1024u * 1024u)
+#define STATE_LINE_MAX (1024u * 1024u)
 
-/* Parse a snapshot held in memory (for the loader and the fuzzer). Each ifindex appears once in
- * the result: of several entries for one device, the last is kept (as in the journal). */
-int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation);
+/* The most a size read back may be (what any kernel takes: 524280), and the least a GSO one may
+ * be (the kernel refuses 0); a GRO size of 0 is one the kernel takes. An entry with an original
+ * outside is damage: set aside, never written. */
+#define STATE_SIZE_MAX 524280u
 
-/* How a journal replay went. */
-typedef struct StateJournalReport {
-        size_t lines;    /* whole lines read, of any generation, up to the end or the bad line */
-        size_t bad_line; /* 1-based: the whole line that does not parse and ended the replay; 0: none */
-        size_t ignored;  /* whole lines after the bad one, not replayed */
-        bool torn_tail;  /* the text ends in a line without its newline (a write cut short): dropped */
-} StateJournalReport;
+/* An entry (or a journal line) that was set aside, or of which a part was (`partial`: its
+ * originals loaded, its last-good, hold or probation not). */
+typedef struct StateAside {
+        size_t line;        /* 1-based; 0: not known (a snapshot not written one entry a line) */
+        int ifindex;        /* 0: not readable */
+        bool partial;
+        const char *reason; /* static */
+} StateAside;
 
-/* Replay journal text of `generation` onto `entries`. The first whole line that does not parse
- * ends the replay: nothing after it can be proven to be in order. A last line without its
- * newline is a write cut short and dropped. `ret_report` may be NULL. */
+#define STATE_ASIDE_MAX 8u
+
+/* How reading one file went. */
+typedef struct StateReadReport {
+        size_t lines;   /* whole lines read */
+        size_t n_aside; /* entries or lines set aside (or partly), the first STATE_ASIDE_MAX of them: */
+        StateAside aside[STATE_ASIDE_MAX];
+        bool torn_tail;  /* it ends in a line without its newline (a write cut short) */
+        bool truncated;  /* a snapshot that ends before its end ("]}"): its entries up to there loaded */
+        bool bad_header; /* a snapshot whose first line is not a header of this version: its entries
+                          * read all the same, each checked, and the journal's newest lines replayed */
+        size_t trailing; /* lines after a snapshot's end, ignored */
+} StateReadReport;
+
+/* Journal lines are of this generation when the snapshot's is not known (its header is damaged):
+ * the journal's newest lines are replayed. */
+#define STATE_GENERATION_UNKNOWN UINT64_MAX
+
+/* Parse a snapshot held in memory (for the loader's tests and the fuzzer). Each ifindex appears
+ * once in the result: of several entries for one device, the last is kept (as in the journal).
+ * A bad entry costs only itself: it is set aside (in `ret_report`, may be NULL) and the others
+ * load. *ret_generation is STATE_GENERATION_UNKNOWN when the header is damaged. -EFBIG: larger
+ * than a snapshot may be; -ENOMEM. */
+int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, uint64_t *ret_generation,
+                StateReadReport *ret_report);
+
+/* Replay journal text of `generation` onto `entries`, in order. A whole line that does not parse
+ * is set aside and costs only its device (which keeps what it had before the line); a last line
+ * without its newline is a write cut short and dropped (it never protected a write: the write
+ * waits for the fdatasync). `ret_report` may be NULL. */
 int state_journal_apply(const char *data, size_t size, uint64_t generation, StateEntry **entries, size_t *n,
-                        StateJournalReport *ret_report);
+                        StateReadReport *ret_report);
 
 /* Write every device with recorded originals to a new snapshot (write, fsync, rename) of
  * `generation`, then drop the journal. */
@@ -112,21 +144,32 @@ int state_store_open_dir(StateStore *s, struct stat *ret_st);
 
 /* How a load went, for the log. */
 typedef struct StateLoadReport {
-        int snapshot_error;  /* state.json could not be read or parsed; moved aside: */
+        int snapshot_error;  /* state.json could not be read at all (not a regular file, too large, an
+                              * I/O error); moved aside: */
         bool snapshot_moved; /* … as state.json.corrupt */
+        bool snapshot_kept;  /* it was read, but damaged: a copy kept as state.json.corrupt */
+        StateReadReport snapshot;
         int journal_error;   /* state.journal could not be read (not a regular file, too large): not replayed, */
-        bool journal_moved;  /* … and moved aside as state.journal.corrupt (also after a bad line) */
-        StateJournalReport journal;
+        bool journal_moved;  /* … and moved aside as state.journal.corrupt */
+        bool journal_kept;   /* it was replayed, but had damaged lines: a copy kept as state.journal.corrupt */
+        StateReadReport journal;
 } StateLoadReport;
 
-/* Read the snapshot and replay the journal. Missing files: no entries. A snapshot that cannot be
- * read is moved aside as state.json.corrupt and -EBADMSG (or the read error) returned with no
- * entries; the daemon then starts from what the kernel shows. A journal that cannot be read, or
- * one with a bad line, never costs the snapshot: it is moved aside as state.journal.corrupt and
- * the entries of the snapshot (and of the journal's lines before the bad one) are returned.
- * -ENOMEM: nothing was moved. The first save after a load writes a new snapshot. `ret_report`
- * may be NULL. */
+/* Read the snapshot and replay the journal, a line at a time. Missing files: no entries. A bad
+ * entry costs only itself; a snapshot cut short or with a damaged header gives what it has (and
+ * the journal's newest lines). A damaged file is kept as <name>.corrupt for whoever investigates
+ * (a hard link: the file itself stays until the first save replaces it). A snapshot that cannot
+ * be read at all (a symlink, a FIFO, larger than STATE_READ_MAX, an I/O error) is moved aside as
+ * state.json.corrupt and its error returned with no entries; the daemon then starts from what the
+ * kernel shows. A journal that cannot be read never costs the snapshot: moved aside, the
+ * snapshot's entries returned. -ENOMEM: nothing was moved. The first save after a load writes a
+ * new snapshot. `ret_report` may be NULL. */
 int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadReport *ret_report);
+
+/* Say in the log what of the files was damaged: each entry or line set aside (its line and why,
+ * the first STATE_ASIDE_MAX of them), a snapshot cut short, a damaged header. Not the files
+ * that could not be read at all (snapshot_error, journal_error): the caller says what follows. */
+void state_load_log(const char *dir, const StateLoadReport *rep);
 
 /* The device's entry changed (or it lost its originals): journal it at the next save. */
 void state_store_mark(StateStore *s, Device *d);

@@ -212,8 +212,9 @@ static void read_back(StateEntry **ret, size_t *ret_n, uint64_t *ret_generation)
 
         FUZZ_ASSERT(asprintf(&path, "%s/state.json", runtime_dir) >= 0);
         FUZZ_ASSERT(read_file_bounded(path, 64u * 1024u * 1024u, READ_FILE_REGULAR, &text, &size) >= 0);
-        r = state_parse(text, size, ret, ret_n, ret_generation);
-        if (r < 0) {
+        StateReadReport rep;
+        r = state_parse(text, size, ret, ret_n, ret_generation, &rep);
+        if (r < 0 || rep.n_aside > 0 || rep.bad_header || rep.truncated || rep.trailing > 0) {
                 fprintf(stderr, "fuzz-state: the snapshot the daemon wrote does not parse (%d):\n%s\n", r, text);
                 abort();
         }
@@ -323,7 +324,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (nul)
                 memcpy(journal_text, nul + 1, journal_size);
 
-        r = state_parse(snap_text, snap_size, &entries, &n, &generation);
+        r = state_parse(snap_text, snap_size, &entries, &n, &generation, NULL);
         FUZZ_ASSERT(r == 0 || r == -EBADMSG || r == -ENOMEM || r == -EFBIG);
         if (r == 0 && nul) {
                 r = state_journal_apply(journal_text, journal_size, generation, &entries, &n, NULL);

@@ -191,6 +191,78 @@ def test_full_runtime_dir_when_a_policy_owns_more(ns, small_tmpfs, daemon, confd
     d2.stop()
 
 
+def snapshot_lines(entries, generation=1):
+    """A snapshot as the daemon writes it: its header line, then one entry a line."""
+    head = json.dumps({'version': 1, 'generation': generation}, separators=(',', ':'))[:-1] + ',"devices":['
+    body = ',\n'.join(json.dumps(e, separators=(',', ':')) for e in entries)
+    return [head] + body.split('\n'), ']}'
+
+
+DAMAGE = {
+    'a wrong type': lambda e: e['original'].update(gso_max_size='x'),
+    'a negative size': lambda e: e['original'].update(gro_max_size=-1),
+    '2^40': lambda e: e['original'].update(gso_ipv4_max_size=2 ** 40),
+    'a GRO size the kernel refuses': lambda e: e['original'].update(gro_max_size=600000),
+    'a GSO size of 0': lambda e: e['original'].update(gso_max_size=0),
+    'a null': None,
+}
+
+
+@pytest.mark.parametrize('damage', [*DAMAGE, 'version 999', 'a garbage header', 'cut in half'])
+def test_a_bad_entry_costs_only_itself(ns, daemon, confdir, damage):
+    """The state file of 10 devices, one entry damaged (or the header, or the file cut in half
+    through an entry): a restart with a policy that matches nothing gives every device whose entry
+    is whole its originals back, and says which line it set aside and why. Once, any of these sent
+    the whole file to state.json.corrupt and no device got its originals back."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["e*"]'))
+    lines, originals = pairs('e', 0, 5)
+    ip_batch(ns, lines)
+    d = daemon(ns, cfg)
+    nl.wait_links(ns, at({n: BIG for n in originals}), T(20), 'written')
+    rd = d.runtime_dir
+    d.kill()
+    entries = sorted(read_state(rd)['devices'], key=lambda e: e['ifname'])
+    assert len(entries) == len(originals)
+    victim = entries[3]['ifname']
+    if damage in DAMAGE:
+        if DAMAGE[damage] is None:
+            entries[3] = None
+        else:
+            DAMAGE[damage](entries[3])
+    head, tail = snapshot_lines(entries)
+    text = head + [tail]
+    if damage == 'version 999':
+        text[0] = text[0].replace('"version":1', '"version":999')
+    elif damage == 'a garbage header':
+        text[0] = '{"vers\x01#'
+    body = '\n'.join(text[:-2]) + '\n' + text[-2] + text[-1] + '\n'
+    if damage == 'cut in half':
+        # through the line of the fourth entry (line 5: the header is line 1)
+        cut = body.index('\n'.join(text[:5])) + len('\n'.join(text[:4])) + 1 + len(text[4]) // 2
+        body = body[:cut]
+    (rd / 'state.json').write_text(body)
+    (rd / 'state.journal').unlink(missing_ok=True)
+
+    cfg.write_text(policy('["nomatch"]'))
+    d2 = daemon(ns, cfg, runtime_dir=rd)
+    if damage in DAMAGE or damage == 'cut in half':
+        lost = {victim} if damage in DAMAGE else {e['ifname'] for e in entries[3:]}
+        back = {n: o for n, o in originals.items() if n not in lost}
+        nl.wait_links(ns, at(back), T(20), 'every device of a whole entry back at its originals')
+        # the others' are not known: left as they are (nothing restored blindly)
+        assert all(current(ns, [n])[n] == BIG for n in lost), current(ns, lost)
+        if damage in DAMAGE:
+            assert d2.log_lines(r'state\.json line 5.*entry set aside'), d2.log_tail()
+        else:
+            assert d2.log_lines(r'state\.json is cut short'), d2.log_tail()
+    else:
+        nl.wait_links(ns, at(originals), T(20), 'every device back at its originals')
+        assert d2.log_lines(r'state\.json: its first line is not a header'), d2.log_tail()
+    assert (rd / 'state.json.corrupt').read_text() == body
+    d2.stop()
+
+
 def test_planted_symlinks_are_not_followed(ns, daemon, confdir, tmp_path):
     """A `.state.json.tmp` symlink (before the start and while it runs) and a `state.journal`
     symlink planted while it runs: their targets are never written, the links are moved aside or

@@ -1570,15 +1570,17 @@ static void read_disk(Harness *h, StateEntry **ret, size_t *ret_n) {
         if (r == -ENOENT)
                 return;
         assert_int_equal(r, 0);
-        assert_int_equal(state_parse(data, size, ret, ret_n, &generation), 0);
+        StateReadReport rep;
+        assert_int_equal(state_parse(data, size, ret, ret_n, &generation, &rep), 0);
+        assert_int_equal(rep.n_aside, 0);
+        assert_false(rep.bad_header);
         snprintf(path, sizeof(path), "%s/state.journal", h->runtime_dir);
         r = read_file_bounded(path, STATE_READ_MAX, READ_FILE_REGULAR, &jdata, &jsize);
         if (r == -ENOENT)
                 return;
         assert_int_equal(r, 0);
-        StateJournalReport rep;
         assert_int_equal(state_journal_apply(jdata, jsize, generation, ret, ret_n, &rep), 0);
-        assert_int_equal(rep.bad_line, 0);
+        assert_int_equal(rep.n_aside, 0);
 }
 
 typedef struct OwnershipCase {

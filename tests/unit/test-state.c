@@ -189,13 +189,13 @@ static void test_snapshot_roundtrip(void **state) {
         state_entries_free(e, n);
         device_table_done(&t);
 
-        /* A snapshot that does not parse is kept aside and reported. */
+        /* A snapshot that does not parse is loaded as far as it goes, and a copy kept aside. */
         snprintf(path, sizeof(path), "%s/state.json", dir.path);
         FILE *f = fopen(path, "we");
         fputs("{\"version\":1,\"devices\":[{\"ifindex\":", f); /* truncated */
         fclose(f);
         assert_int_equal(device_table_init(&t), 0);
-        load(&dir, &t, &e, &n, -EBADMSG);
+        load(&dir, &t, &e, &n, 0);
         assert_int_equal(n, 0);
         snprintf(path, sizeof(path), "%s/state.json.corrupt", dir.path);
         assert_int_equal(access(path, F_OK), 0);
@@ -212,7 +212,7 @@ static void test_old_families(void **state) {
         size_t n = 0;
         uint64_t g = 0;
 
-        assert_int_equal(state_parse(text, strlen(text), &e, &n, &g), 0);
+        assert_int_equal(state_parse(text, strlen(text), &e, &n, &g, NULL), 0);
         assert_int_equal(n, 1);
         assert_int_equal(g, 3);
         assert_int_equal(e[0].written, SIZE_BITS_IPV6);
@@ -510,9 +510,10 @@ static void test_retry_backoff(void **state) {
         dir_close(&dir);
 }
 
-/* A line in the middle that does not parse ends the replay: what is before it is kept, what is
- * after it cannot be put in order with what the damaged line said. A torn last line is dropped. */
-static void test_replay_stops_at_bad_line(void **state) {
+/* A line in the middle that does not parse costs only itself: what is before it and what is after
+ * it are replayed. (Its device keeps what it had before: here, device 1 keeps its entry, whose
+ * "forget" line was in the damaged one.) A torn last line is dropped. */
+static void test_bad_journal_line_costs_itself(void **state) {
         const char snap[] = "{\"version\":1,\"generation\":4,\"devices\":[{\"ifindex\":1,\"ifname\":\"a\",\"original\":"
                             "{\"gso_max_size\":1,\"gro_max_size\":1,\"gso_ipv4_max_size\":1,\"gro_ipv4_max_size\":1},"
                             "\"written\":[]}]}";
@@ -521,30 +522,34 @@ static void test_replay_stops_at_bad_line(void **state) {
         const char journal[] = LINE(2) "{\"g\":3,\"ifindex\":2,\"forget\":true}\n" /* older: passed over */
                 "{\"g\":4,\"devi{\"g\":4,\"ifindex\":1,\"forget\":true}\n" LINE(3) LINE(5);
         const char torn[] = LINE(2) "{\"g\":4,\"device\":{\"ifindex\":3";
-        StateJournalReport rep;
+        StateReadReport rep;
         StateEntry *e = NULL;
         size_t n = 0;
 
-        assert_int_equal(state_parse(snap, strlen(snap), &e, &n, NULL), 0);
+        assert_int_equal(state_parse(snap, strlen(snap), &e, &n, NULL, NULL), 0);
         assert_int_equal(state_journal_apply(journal, strlen(journal), 4, &e, &n, &rep), 0);
-        assert_int_equal(n, 2); /* 1 (its forget line was in the damaged one), 2 */
+        assert_int_equal(n, 4);
         assert_non_null(find_entry(e, n, 1));
         assert_non_null(find_entry(e, n, 2));
-        assert_int_equal(rep.bad_line, 3);
-        assert_int_equal(rep.lines, 2);
-        assert_int_equal(rep.ignored, 2);
+        assert_non_null(find_entry(e, n, 3));
+        assert_non_null(find_entry(e, n, 5));
+        assert_int_equal(rep.n_aside, 1);
+        assert_int_equal(rep.aside[0].line, 3);
+        assert_string_equal(rep.aside[0].reason, "not a JSON object");
+        assert_int_equal(rep.lines, 5);
         assert_false(rep.torn_tail);
         state_entries_free(e, n);
 
-        assert_int_equal(state_parse(snap, strlen(snap), &e, &n, NULL), 0);
+        assert_int_equal(state_parse(snap, strlen(snap), &e, &n, NULL, NULL), 0);
         assert_int_equal(state_journal_apply(torn, strlen(torn), 4, &e, &n, &rep), 0);
         assert_int_equal(n, 2);
-        assert_int_equal(rep.bad_line, 0);
+        assert_int_equal(rep.n_aside, 0);
         assert_int_equal(rep.lines, 1);
         assert_true(rep.torn_tail);
         state_entries_free(e, n);
 
-        /* through the store: the snapshot stays, the damaged journal is kept aside */
+        /* through the store: the snapshot stays, a copy of the damaged journal is kept aside, and
+         * the journal itself until the first save replaces both */
         Dir dir;
         DeviceTable t;
         StateStore *s;
@@ -556,19 +561,205 @@ static void test_replay_stops_at_bad_line(void **state) {
         put_file(dir_file(&dir, "state.journal", p, sizeof(p)), journal);
         assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
         assert_int_equal(state_store_load(s, &e, &n, &lr), 0);
-        assert_int_equal(n, 2);
+        assert_int_equal(n, 4);
         assert_int_equal(lr.snapshot_error, 0);
-        assert_int_equal(lr.journal.bad_line, 3);
-        assert_true(lr.journal_moved);
+        assert_int_equal(lr.journal.n_aside, 1);
+        assert_int_equal(lr.journal.aside[0].line, 3);
+        assert_true(lr.journal_kept);
+        assert_false(lr.journal_moved);
         assert_true(dir_has(&dir, "state.journal.corrupt"));
-        assert_false(dir_has(&dir, "state.journal"));
+        assert_true(dir_has(&dir, "state.journal"));
         assert_true(dir_has(&dir, "state.json"));
         assert_false(dir_has(&dir, "state.json.corrupt"));
         state_entries_free(e, n);
+        assert_int_equal(state_store_save(s), 0);
+        assert_false(dir_has(&dir, "state.journal"));
         state_store_free(s);
         device_table_done(&t);
         dir_close(&dir);
 #undef LINE
+}
+
+/* ---- a bad entry of the snapshot costs only itself ---- */
+
+#define SIZES_OF(v) "{\"gso_max_size\":" v ",\"gro_max_size\":" v ",\"gso_ipv4_max_size\":" v ",\"gro_ipv4_max_size\":" v "}"
+#define ENTRY_WITH(i, orig, more) \
+        "{\"ifindex\":" #i ",\"ifname\":\"v" #i "\",\"original\":" orig ",\"written\":[\"gso_max_size\",\"gro_max_size\"]" more "}"
+#define ENTRY(i) ENTRY_WITH(i, SIZES_OF("6000" #i), "")
+#define HEADER "{\"version\":1,\"generation\":5,\"devices\":[\n"
+
+typedef struct BadEntryCase {
+        const char *what;
+        const char *middle; /* line 3, between device 1's and device 3's */
+        int ifindex;        /* what the report says of it (0: not readable) */
+        bool partial;       /* … its originals loaded all the same */
+} BadEntryCase;
+
+static const BadEntryCase bad_entry_cases[] = {
+        {"a wrong type", ENTRY_WITH(2, "{\"gso_max_size\":\"x\",\"gro_max_size\":1,\"gso_ipv4_max_size\":1,"
+                                       "\"gro_ipv4_max_size\":1}", ""), 2, false},
+        {"a negative size", ENTRY_WITH(2, SIZES_OF("-1"), ""), 2, false},
+        {"2^40", ENTRY_WITH(2, SIZES_OF("1099511627776"), ""), 2, false},
+        {"4294967295", ENTRY_WITH(2, SIZES_OF("4294967295"), ""), 2, false},
+        {"a GRO size of 600000", ENTRY_WITH(2, "{\"gso_max_size\":65536,\"gro_max_size\":600000,"
+                                               "\"gso_ipv4_max_size\":65536,\"gro_ipv4_max_size\":65536}", ""), 2, false},
+        {"a GSO size of 0", ENTRY_WITH(2, SIZES_OF("0"), ""), 2, false},
+        {"a null", "null", 0, false},
+        {"no ifindex", "{\"original\":" SIZES_OF("1") ",\"written\":[]}", 0, false},
+        {"ifindex 0", ENTRY_WITH(0, SIZES_OF("1"), ""), 0, false},
+        {"a size written that is not one", "{\"ifindex\":2,\"original\":" SIZES_OF("1") ",\"written\":[\"mtu\"]}", 2, false},
+        {"not JSON", "{\"ifindex\":2,\"orig", 0, false},
+        {"a bad last-good: dropped alone", ENTRY_WITH(2, SIZES_OF("60002"), ",\"last_good\":" SIZES_OF("700000")), 2, true},
+        {"a bad probation: dropped alone", ENTRY_WITH(2, SIZES_OF("60002"), ",\"probation\":{\"guards\":7}"), 2, true},
+};
+
+/* Each through the parser and through the store (a file read in pieces). */
+static void load_text(const char *text, StateEntry **e, size_t *n, uint64_t *g, StateReadReport *rep, bool file) {
+        if (!file) {
+                assert_int_equal(state_parse(text, strlen(text), e, n, g, rep), 0);
+                return;
+        }
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        StateLoadReport lr;
+        char p[128];
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        put_file(dir_file(&dir, "state.json", p, sizeof(p)), text);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        assert_int_equal(state_store_load(s, e, n, &lr), 0);
+        assert_int_equal(lr.snapshot_error, 0);
+        *rep = lr.snapshot;
+        *g = lr.snapshot.bad_header ? STATE_GENERATION_UNKNOWN : 5;
+        assert_true(lr.snapshot_kept == (rep->n_aside > 0 || rep->truncated || rep->bad_header));
+        assert_true(dir_has(&dir, "state.json")); /* still there until a save replaces it */
+        state_store_free(s);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+static void check_bad_entry(const BadEntryCase *c) {
+        _cleanup_(freep) char *text = NULL;
+
+        print_message("case: %s\n", c->what);
+        assert_true(asprintf(&text, HEADER ENTRY(1) ",\n%s,\n" ENTRY(3) "]}\n", c->middle) > 0);
+        for (int file = 0; file <= 1; file++) {
+                StateReadReport rep;
+                StateEntry *e = NULL;
+                size_t n = 0;
+                uint64_t g = 0;
+                load_text(text, &e, &n, &g, &rep, file);
+                assert_int_equal(g, 5);
+                assert_int_equal(n, c->partial ? 3 : 2);
+                assert_int_equal(find_entry(e, n, 1)->original.gso_max_size, 60001);
+                assert_int_equal(find_entry(e, n, 3)->original.gso_max_size, 60003);
+                assert_int_equal(rep.n_aside, 1);
+                assert_int_equal(rep.aside[0].line, 3);
+                assert_int_equal(rep.aside[0].ifindex, c->ifindex);
+                assert_true(rep.aside[0].partial == c->partial);
+                assert_non_null(rep.aside[0].reason);
+                print_message("%s: %s\n", file ? "file" : "text", rep.aside[0].reason);
+                if (c->partial) {
+                        StateEntry *x = find_entry(e, n, 2);
+                        assert_int_equal(x->original.gso_max_size, 60002);
+                        assert_false(x->has_last_good);
+                        assert_null(x->probation);
+                }
+                assert_false(rep.truncated);
+                assert_false(rep.bad_header);
+                state_entries_free(e, n);
+        }
+}
+
+static void test_bad_entry_costs_itself(void **state) {
+        for (size_t i = 0; i < ELEMENTSOF(bad_entry_cases); i++)
+                check_bad_entry(&bad_entry_cases[i]);
+}
+
+/* The file's other damage: a header this version does not read (a later version's, garbage, cut
+ * off), a file cut in half, lines after its end. What it holds is loaded as far as it goes. */
+static void test_damaged_snapshot(void **state) {
+        static const struct {
+                const char *what, *text;
+                int loaded[4];  /* the ifindexes loaded, 0-terminated */
+                bool bad_header, truncated;
+        } cases[] = {
+                {"version 999", "{\"version\":999,\"generation\":5,\"devices\":[\n" ENTRY(1) ",\n" ENTRY(2) "]}\n", {1, 2},
+                 true, false},
+                {"a garbage header", "{\"versi#@!\n" ENTRY(1) ",\n" ENTRY(2) "]}\n", {1, 2}, true, false},
+                {"cut in half", HEADER ENTRY(1) ",\n" ENTRY(2) ",\n{\"ifindex\":3,\"ifname\":\"v", {1, 2}, false, true},
+                {"cut after a whole entry", HEADER ENTRY(1) ",\n", {1}, false, true},
+                {"devices not a list (one line)", "{\"version\":1,\"generation\":5,\"devices\":7}\n", {0}, true, false},
+                {"version 999 on one line", "{\"version\":999,\"devices\":[" ENTRY(1) "]}", {1}, true, false},
+                {"an earlier version's layout, pretty", "{\n  \"version\": 1,\n  \"generation\": 5,\n  \"devices\": [\n    "
+                 ENTRY(1) ",\n    " ENTRY(2) "\n  ]\n}\n", {1, 2}, false, false},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                for (int file = 0; file <= 1; file++) {
+                        StateReadReport rep;
+                        StateEntry *e = NULL;
+                        size_t n = 0, want = 0;
+                        uint64_t g = 0;
+                        print_message("%s (%s)\n", cases[i].what, file ? "file" : "text");
+                        load_text(cases[i].text, &e, &n, &g, &rep, file);
+                        for (; want < 4 && cases[i].loaded[want]; want++)
+                                assert_non_null(find_entry(e, n, cases[i].loaded[want]));
+                        assert_int_equal(n, want);
+                        assert_true(rep.bad_header == cases[i].bad_header);
+                        assert_true(rep.truncated == cases[i].truncated);
+                        if (!file)
+                                assert_true(g == (cases[i].bad_header ? STATE_GENERATION_UNKNOWN : 5));
+                        state_entries_free(e, n);
+                }
+}
+
+/* With the snapshot's generation unknown, the journal's newest lines are replayed (not those of a
+ * generation before them, which the snapshot already holds). */
+static void test_unknown_generation_takes_newest_journal(void **state) {
+        const char snap[] = "garbage\n" ENTRY(1) "]}\n";
+        const char journal[] = "{\"g\":4,\"device\":" ENTRY_WITH(1, SIZES_OF("1"), "") "}\n"
+                               "{\"g\":5,\"device\":" ENTRY_WITH(2, SIZES_OF("2"), "") "}\n"
+                               "{\"g\":4,\"ifindex\":1,\"forget\":true}\n";
+        StateEntry *e = NULL;
+        size_t n = 0;
+        uint64_t g;
+
+        assert_int_equal(state_parse(snap, strlen(snap), &e, &n, &g, NULL), 0);
+        assert_true(g == STATE_GENERATION_UNKNOWN);
+        assert_int_equal(state_journal_apply(journal, strlen(journal), g, &e, &n, NULL), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(find_entry(e, n, 1)->original.gso_max_size, 60001);
+        assert_int_equal(find_entry(e, n, 2)->original.gso_max_size, 2);
+        state_entries_free(e, n);
+}
+
+/* Lines longer than a read (64 KiB) are whole entries all the same; one longer than any entry
+ * (STATE_LINE_MAX) is set aside, and the lines after it read. */
+static void test_long_lines(void **state) {
+        size_t big = 200 * 1024, huge = STATE_LINE_MAX + 4096;
+        _cleanup_(freep) char *name = malloc(huge + 1), *text = NULL;
+        StateReadReport rep;
+        StateEntry *e = NULL;
+        size_t n = 0;
+        uint64_t g;
+
+        assert_non_null(name);
+        memset(name, 'x', huge);
+        name[huge] = '\0';
+        assert_true(asprintf(&text, HEADER ENTRY_WITH(1, SIZES_OF("1"), ",\"kind\":\"%.*s\",\"mac\":\"\"") ",\n"
+                                    ENTRY_WITH(2, SIZES_OF("2"), ",\"kind\":\"%s\",\"mac\":\"\"") ",\n" ENTRY(3) "]}\n",
+                             (int) big, name, name) > 0);
+        for (int file = 0; file <= 1; file++) {
+                load_text(text, &e, &n, &g, &rep, file);
+                assert_int_equal(n, 2);
+                assert_int_equal(strlen(find_entry(e, n, 1)->kind), big);
+                assert_non_null(find_entry(e, n, 3));
+                assert_int_equal(rep.n_aside, 1);
+                assert_int_equal(rep.aside[0].line, 3);
+                state_entries_free(e, n);
+        }
 }
 
 /* A journal the daemon cannot have written never costs the snapshot: moved aside, the snapshot's
@@ -813,9 +1004,9 @@ static void test_compact_by_bytes(void **state) {
         dir_close(&dir);
 }
 
-static void test_parse_rejects(void **state) {
+/* What earlier versions refused whole: each loads what it can (here, nothing), and says why. */
+static void test_parse_damage(void **state) {
         const char *bad[] = {
-                "",
                 "[]",
                 "{\"version\":2,\"devices\":[]}",
                 "{\"version\":1}",
@@ -827,10 +1018,23 @@ static void test_parse_rejects(void **state) {
                  "\"gso_ipv4_max_size\":1,\"gro_ipv4_max_size\":1}}]}"),
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                StateReadReport rep;
                 StateEntry *e = NULL;
                 size_t n = 0;
-                assert_int_equal(state_parse(bad[i], strlen(bad[i]), &e, &n, NULL), -EBADMSG);
+                assert_int_equal(state_parse(bad[i], strlen(bad[i]), &e, &n, NULL, &rep), 0);
+                assert_int_equal(n, 0);
+                assert_true(rep.n_aside > 0 || rep.bad_header || rep.truncated);
+                state_entries_free(e, n);
         }
+        /* nothing at all: no entries, no damage */
+        StateReadReport rep;
+        StateEntry *e = NULL;
+        size_t n = 0;
+        assert_int_equal(state_parse("", 0, &e, &n, NULL, &rep), 0);
+        assert_int_equal(n, 0);
+        assert_int_equal(rep.n_aside, 0);
+        assert_false(rep.bad_header);
+        free(e);
 }
 
 int main(void) {
@@ -840,11 +1044,15 @@ int main(void) {
                 cmocka_unit_test(test_journal),
                 cmocka_unit_test(test_store_forget_then_reuse),
                 cmocka_unit_test(test_store_save_devices),
-                cmocka_unit_test(test_parse_rejects),
+                cmocka_unit_test(test_parse_damage),
+                cmocka_unit_test(test_bad_entry_costs_itself),
+                cmocka_unit_test(test_damaged_snapshot),
+                cmocka_unit_test(test_unknown_generation_takes_newest_journal),
+                cmocka_unit_test(test_long_lines),
                 cmocka_unit_test(test_enospc_cut_back),
                 cmocka_unit_test(test_enospc_not_cut_back),
                 cmocka_unit_test(test_retry_backoff),
-                cmocka_unit_test(test_replay_stops_at_bad_line),
+                cmocka_unit_test(test_bad_journal_line_costs_itself),
                 cmocka_unit_test(test_bad_journal_keeps_snapshot),
                 cmocka_unit_test(test_planted_files),
                 cmocka_unit_test(test_untrusted_dir),

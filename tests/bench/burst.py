@@ -239,14 +239,15 @@ class Bench:
             raise RuntimeError(f"ip -n {ns} -batch failed: {r.stderr.decode().strip()[:500]}")
         return start, end
 
-    def start_daemon(self, ns, config, extra_args=()):
-        """Starts bigtcpd in ns (with `extra_args`) and waits for READY=1 on its NOTIFY_SOCKET."""
+    def start_daemon(self, ns, config, extra_args=(), prefix=()):
+        """Starts bigtcpd in ns (with `extra_args`, its command line after `prefix`, which must
+        exec it) and waits for READY=1 on its NOTIFY_SOCKET."""
         path = os.path.join(self.tmp, f"notify-{ns}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.bind(path)
         sock.settimeout(0.1)
         log = open(os.path.join(self.tmp, f"bigtcpd-{ns}.log"), "wb")
-        cmd = ["ip", "netns", "exec", ns, self.args.bin, "--config", config,
+        cmd = [*prefix, "ip", "netns", "exec", ns, self.args.bin, "--config", config,
                "--runtime-dir", os.path.join(self.tmp, f"run-{ns}"), *extra_args]
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                              env=dict(os.environ, NOTIFY_SOCKET=path))

@@ -26,13 +26,17 @@ router solicitations into veths whose peer is down):
     all of them in the state file: the time to READY=1 and the RSS once they are applied again;
   * burst lag against `ip -batch` at 1000 and 5000 pairs, median of --lag-runs runs each.
 
+Then a restart with 10000 devices in the state file, applied and all in probation (issue 22):
+the time to READY=1 and the new daemon's VmHWM against the RSS of the one before, unconfined and
+in a memory cgroup of --memory-max (32 MiB: a DaemonSet's limit).
+
 Targets (issue 6): burst lag <= ip-batch write time; single-link p99 < 2 ms; RSS < 8 MiB;
 zero idle wakeups (a watchdog aside). Issue 10: sample gap <= 1.5 x interval at 10000; 10000
 two-second windows closed within window + 3 s of the burst's end; a rise rolled back within 2
 intervals; CPU per tick <= 5 ms at 1000 and <= 30 ms at 10000; RSS < 12 MiB at the peak.
 Run as root:
     /usr/bin/python3 tests/bench/scale.py [--bin build/daemon/bigtcpd] [--pairs 5000] [--idle 60]
-        [--only probation|lag|scale]
+        [--only restart|probation|lag|scale] [--memory-max BYTES]
 """
 
 import argparse
@@ -353,6 +357,80 @@ class Scale(Bench):
         finally:
             self.done_with(ns, daemon)
 
+    def restart_footprint(self, pairs, window):
+        """A restart with 2 x `pairs` devices in the state file, applied (a short window) or all in
+        probation (a window longer than the benchmark): SIGKILL, then the time to READY=1 and the
+        peak (VmHWM) of the new daemon against the RSS of the one before; then the same restart
+        in a memory cgroup of --memory-max (cgroup v1 memory.limit_in_bytes, or v2 memory.max):
+        it must reach READY=1 and have every device back."""
+        ns = f"bt-bench-rs{window}"
+        n = 2 * pairs
+        state = "probation" if window != "2s" else "applied"
+        daemon, _ = self.guarded_namespace(ns, pairs, "rs", window, "1s")
+        try:
+            self.wait_status(ns, lambda st: st["devices"].get(state, 0) == n, 180, f"{n} {state}")
+            time.sleep(1)
+            before = proc_status(daemon.pid)
+            size = os.path.getsize(os.path.join(self.tmp, f"run-{ns}", "state.json"))
+            journal = os.path.join(self.tmp, f"run-{ns}", "state.journal")
+            jsize = os.path.getsize(journal) if os.path.exists(journal) else 0
+            daemon.kill()
+            daemon.wait()
+            self.procs.remove(daemon)
+            for limit in (None, self.args.memory_max):
+                cg = self.memory_cgroup(limit) if limit else None
+                t0 = time.monotonic()
+                try:
+                    daemon = self.start_daemon_in(ns, os.path.join(self.tmp, f"{ns}.yaml"), cg)
+                    ready = time.monotonic() - t0
+                    self.wait_status(ns, lambda st: st["devices"].get(state, 0) == n, 120, f"{n} {state} again")
+                    after = proc_status(daemon.pid)
+                    where = f"in a cgroup of {limit >> 20} MiB" if limit else "unconfined"
+                    print(f"restart with {n} devices {state} (state.json {size / 1e6:.2f} MB, journal "
+                          f"{jsize / 1e6:.2f} MB), {where}: READY=1 after {ready:.2f} s; VmHWM {after['VmHWM']}, "
+                          f"VmRSS {after['VmRSS']} with all {state} again; the daemon before it: VmRSS "
+                          f"{before['VmRSS']}, VmHWM {before['VmHWM']}", flush=True)
+                    daemon.kill()
+                    daemon.wait()
+                    self.procs.remove(daemon)
+                except RuntimeError as e:
+                    print(f"restart with {n} devices {state} in a cgroup of {limit >> 20} MiB: FAILED: {e}",
+                          flush=True)
+                    daemon = None
+                finally:
+                    if cg:
+                        self.memory_cgroup_done(cg)
+        finally:
+            if daemon is not None and daemon in self.procs:
+                self.stop(daemon)
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+            self.namespaces.remove(ns)
+
+    @staticmethod
+    def memory_cgroup(limit):
+        v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+        path = f"/sys/fs/cgroup/bt-bench-{os.getpid()}" if v2 else f"/sys/fs/cgroup/memory/bt-bench-{os.getpid()}"
+        os.mkdir(path)
+        with open(os.path.join(path, "memory.max" if v2 else "memory.limit_in_bytes"), "w") as f:
+            f.write(str(limit))
+        return path
+
+    @staticmethod
+    def memory_cgroup_done(path):
+        for _ in range(100):
+            try:
+                os.rmdir(path)
+                return
+            except OSError:
+                time.sleep(0.05)  # its last process is still being reaped
+
+    def start_daemon_in(self, ns, config, cgroup):
+        """In `cgroup` from its first instruction (joined before `ip netns exec`, whose own /sys
+        has no cgroup tree)."""
+        if not cgroup:
+            return self.start_daemon(ns, config)
+        return self.start_daemon(ns, config, prefix=("sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh"))
+
     def lag_runs(self):
         lagger = burst.Bench(argparse.Namespace(bin=self.args.bin, ready_timeout=self.args.ready_timeout,
                                                 timeout=120, poll_gap=0.002))
@@ -392,6 +470,9 @@ class Scale(Bench):
         self.windows_close(5000)
 
     def run(self):
+        if self.args.only in (None, "restart"):
+            self.restart_footprint(self.args.pairs, "2s")
+            self.restart_footprint(self.args.pairs, "3600s")
         if self.args.only in (None, "probation"):
             self.run_probation()
         if self.args.only in (None, "lag"):
@@ -469,7 +550,9 @@ def main():
     ap.add_argument("--cpu-window", type=float, default=10)
     ap.add_argument("--rises", type=int, default=3)
     ap.add_argument("--lag-runs", type=int, default=3)
-    ap.add_argument("--only", choices=("probation", "lag", "scale"))
+    ap.add_argument("--memory-max", type=int, default=32 << 20,
+                    help="the memory cgroup limit of the restart part, in bytes (MemoryMax=32M)")
+    ap.add_argument("--only", choices=("restart", "probation", "lag", "scale"))
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("scale.py: must run as root")

@@ -10,12 +10,13 @@ import os
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 import nl
-from helpers import Monitor, T, at, current, ip, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
+from helpers import BIN, Monitor, T, at, current, ip, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
 from varlink_client import call
 
 IFACE = 'io.bigtcpd.Manager'
@@ -260,6 +261,106 @@ def test_a_bad_entry_costs_only_itself(ns, daemon, confdir, damage):
         nl.wait_links(ns, at(originals), T(20), 'every device back at its originals')
         assert d2.log_lines(r'state\.json: its first line is not a header'), d2.log_tail()
     assert (rd / 'state.json.corrupt').read_text() == body
+    d2.stop()
+
+
+@pytest.fixture
+def memory_cgroup():
+    """A memory cgroup of the test's own (cgroup v2 memory.max, or v1 memory.limit_in_bytes):
+    set(limit) puts the limit, join(pid) moves a process in; removed at teardown."""
+    v2 = os.path.exists('/sys/fs/cgroup/cgroup.controllers')
+    path = Path('/sys/fs/cgroup' if v2 else '/sys/fs/cgroup/memory') / f'bt-test-{os.getpid()}'
+    path.mkdir()
+
+    class Cgroup:
+        def set(self, limit):
+            (path / ('memory.max' if v2 else 'memory.limit_in_bytes')).write_text(str(limit))
+
+        def join(self, pid):
+            (path / 'cgroup.procs').write_text(str(pid))
+
+        def oom_kills(self):
+            if v2:
+                ev = dict(l.split() for l in (path / 'memory.events').read_text().splitlines())
+                return int(ev.get('oom_kill', 0))
+            return int((path / 'memory.failcnt').read_text())
+
+    try:
+        yield Cgroup()
+    finally:
+        for _ in range(200):
+            try:
+                path.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)   # its last process is still being reaped: no event for that
+
+
+def vm(pid, key):
+    """VmHWM or VmRSS of a process, in bytes."""
+    for line in Path(f'/proc/{pid}/status').read_text().splitlines():
+        if line.startswith(key + ':'):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def test_restart_under_a_memory_limit(ns, daemon, confdir, memory_cgroup, tmp_path):
+    """10000 devices, all in probation (the longest entries), then a SIGKILL: the restart, in a
+    memory cgroup of 32 MiB (a DaemonSet's limit; for a sanitizer build, the first daemon's peak
+    and 8 MiB), gets to READY=1 and resumes every probation. Once, the load made the whole
+    snapshot a json-c tree first: 60 MB from a 4.4 MB file, and every restart was OOM-killed."""
+    pairs = 5000
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy_text('''
+        version: 1
+        policies:
+          - name: big
+            match:
+              name: ["m*"]
+            ipv6: {gso-max-size: 185000, gro-max-size: 185000}
+            ipv4: {gso-max-size: 185000, gro-max-size: 185000}
+            rollback:
+              window: 1h
+              interval: 1s
+              guards:
+                - {counter: link.tx_dropped, max-increase: 10}
+        '''))
+    for k in ('all', 'default'):   # no router solicitations into 10000 veths
+        run('ip', 'netns', 'exec', ns, 'sysctl', '-qw', f'net.ipv6.conf.{k}.disable_ipv6=1')
+    ip_batch(ns, [f'link add m{i}a type veth peer name m{i}b' for i in range(pairs)])
+    names = [f'm{i}{e}' for i in range(pairs) for e in 'ab']
+    # a sanitizer's quarantine keeps what is freed: kept small, as the release build keeps none
+    env = {'ASAN_OPTIONS': ':'.join(filter(None, [os.environ.get('ASAN_OPTIONS'), 'quarantine_size_mb=1']))}
+    d = daemon(ns, cfg, env=env, ready_timeout=60)
+    mon = Monitor(d)
+    try:
+        mon.wait_until(lambda m: all(m.state(n) == 'probation' for n in names), T(120), 'all in probation')
+    finally:
+        mon.close()
+    peak = vm(d.pid, 'VmHWM')
+    rd = d.runtime_dir
+    d.kill()
+
+    sanitized = b'__asan_init' in BIN.read_bytes()
+    limit = peak + (8 << 20) if sanitized else 32 << 20
+    memory_cgroup.set(limit)
+    fifo = tmp_path / 'go'
+    os.mkfifo(fifo)
+    # joins the cgroup before it execs the daemon: the test moves it in, then lets it go on
+    d2 = daemon(ns, cfg, env=env, runtime_dir=rd, ready=False, wrapper=['sh', '-c', 'read _ < "$0"; exec "$@"', str(fifo)])
+    memory_cgroup.join(d2.pid)
+    with open(fifo, 'w') as f:
+        f.write('go\n')
+    d2.wait_notify('READY=1', T(60))
+    mon = Monitor(d2)
+    try:
+        mon.wait_until(lambda m: all(m.state(n) == 'probation' for n in names), T(120), 'every probation resumed')
+    finally:
+        mon.close()
+    again = vm(d2.pid, 'VmHWM')
+    print(f'first daemon VmHWM {peak >> 10} kB; restart in {limit >> 20} MiB: VmHWM {again >> 10} kB')
+    assert d2.running()
+    assert again <= peak + (4 << 20), f'the restart peaked at {again >> 10} kB, the daemon before it at {peak >> 10} kB'
     d2.stop()
 
 

@@ -187,12 +187,31 @@ static void end(PolicyTry *t, TryAction action, TryReason why) {
         reloader_hold(t->reloader, false);
 }
 
+const char *policy_try_install_problem(int r) {
+        switch (r) {
+        case -ELOOP:
+                return "the target is a symlink, which bigtcpd neither replaces nor writes through: its file is "
+                       "another's to manage (in a Kubernetes ConfigMap mount every file is one, and the kubelet "
+                       "puts back the ConfigMap's at its next update); change the policy where it is managed, or "
+                       "try it again with --to naming a file of its own";
+        case -EPERM:
+                return "the target's directory may be written by others than root: nothing is installed there";
+        case -EISDIR:
+                return "the target is a directory";
+        default:
+                return NULL;
+        }
+}
+
 int policy_try_confirm(PolicyTry *t) {
         int r;
 
         if (!t->running)
                 return -ENOENT;
         r = install(t);
+        if (r < 0 && policy_try_install_problem(r))
+                return log_error_errno(r, "Failed to install %s as %s: %s; the try goes on", t->file, t->target,
+                                       policy_try_install_problem(r));
         if (r < 0)
                 return log_error_errno(r, "Failed to install %s as %s: %m; the try goes on", t->file, t->target);
         log_info("the try of %s is confirmed: installed as %s", t->file, t->target);

@@ -52,6 +52,9 @@ int policy_try_start(PolicyTry *t, const char *text, size_t size, const char *fi
 /* Keep the tried policy: installed at its target atomically, and the try ends. -ENOENT when no
  * try runs; the -errno of the install (then the try goes on, to be confirmed again or reverted). */
 int policy_try_confirm(PolicyTry *t);
+/* What a confirm's error says of its target, in words, for those the install refuses (a symlink,
+ * a directory others may write, a directory); NULL for any other. */
+const char *policy_try_install_problem(int r);
 /* Go back to the policy that ran before. -ENOENT when no try runs. */
 int policy_try_revert(PolicyTry *t, TryReason why);
 /* The deadline's timer: reverts once the engine's clock says the deadline passed, re-arms for the

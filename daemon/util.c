@@ -4,6 +4,7 @@
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -158,6 +159,21 @@ int strextendf(char **s, const char *format, ...) {
         return 0;
 }
 
+/* A name no one can guess: another user who may not write the directory cannot, and one who
+ * could would be refused before (write_file_atomic()); O_EXCL refuses whatever is there anyway. */
+static int temp_name(const char *base, char **ret) {
+        uint64_t x;
+
+        if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t) sizeof(x)) {
+                struct timespec ts;
+                (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+                /* no entropy yet (early boot): unguessable enough with O_EXCL behind it */
+                x = ((uint64_t) ts.tv_nsec << 32) ^ (uint64_t) ts.tv_sec ^ ((uint64_t) getpid() << 16) ^ (uintptr_t) &x;
+        }
+        /* hidden: policy discovery and the watch's "*.yaml" never take it for a drop-in */
+        return asprintf(ret, ".#%s.%016llx", base, (unsigned long long) x) < 0 ? -ENOMEM : 0;
+}
+
 int write_file_atomic(const char *path, const char *data, size_t size, mode_t mode) {
         _cleanup_(freep) char *dir_copy = NULL, *base_copy = NULL, *tmp = NULL;
         _cleanup_(closep) int dir_fd = -1, fd = -1;
@@ -178,16 +194,34 @@ int write_file_atomic(const char *path, const char *data, size_t size, mode_t mo
         dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir_fd < 0)
                 return -errno;
-        if (fstatat(dir_fd, base, &st, 0) == 0 && S_ISREG(st.st_mode))
-                mode = st.st_mode & 07777;
-        /* hidden: policy discovery and the watch's "*.yaml" never take it for a drop-in */
-        if (asprintf(&tmp, ".#%s.%ld", base, (long) getpid()) < 0) {
-                tmp = NULL;
-                return -ENOMEM;
-        }
-        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-        if (fd < 0)
+        /* Whoever else may write the directory could swap the file between the write and the
+         * rename, or put a symlink where it goes: only root's (or the daemon's own user's). */
+        if (fstat(dir_fd, &st) < 0)
                 return -errno;
+        if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH)))
+                return -EPERM;
+        if (fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                /* a symlink is another's file (a Kubernetes ConfigMap mount is a farm of them):
+                 * neither replaced by a file nor written through */
+                if (S_ISLNK(st.st_mode))
+                        return -ELOOP;
+                if (S_ISDIR(st.st_mode))
+                        return -EISDIR;
+                if (S_ISREG(st.st_mode))
+                        mode = st.st_mode & 07777;
+        } else if (errno != ENOENT)
+                return -errno;
+        for (unsigned attempt = 0;; attempt++) {
+                tmp = mfree(tmp);
+                r = temp_name(base, &tmp);
+                if (r < 0)
+                        return r;
+                fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd >= 0)
+                        break;
+                if (errno != EEXIST || attempt >= 16)
+                        return -errno;
+        }
         for (size_t done = 0; done < size;) {
                 ssize_t k = write(fd, data + done, size - done);
                 if (k < 0) {

@@ -443,6 +443,14 @@ static int method_confirm(VarlinkCall *call, json_object *params, void *userdata
         r = control_confirm(m->control);
         if (r == -ENOENT)
                 return reply_no_try(call);
+        if (r < 0 && policy_try_install_problem(r)) {
+                json_object *p = json_object_new_object();
+                if (!p)
+                        return -ENOMEM;
+                json_object_object_add(p, "errno", json_object_new_int(-r));
+                json_object_object_add(p, "message", json_object_new_string(policy_try_install_problem(r)));
+                return varlink_call_error(call, VARLINK_INTERFACE ".Failed", p);
+        }
         if (r < 0)
                 return reply_errno(call, r);
         return varlink_call_reply(call, varlink_params1("target", json_object_new_string(target ?: "")));

@@ -132,8 +132,12 @@ typedef enum ReadFileFlags {
  * Works for /proc files (which report size 0). */
 int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **ret, size_t *ret_size);
 /* Replace `path` with `data` so that a reader (or a crash) sees the old file or the new one,
- * never a part: a hidden temporary file in the same directory, fsync, rename over `path`, fsync
- * of the directory. `mode` for a new file; a file that exists keeps its mode. */
+ * never a part: a hidden temporary file of a name no one can guess in the same directory (made
+ * with O_EXCL), fsync, rename over `path`, fsync of the directory. `mode` for a new file; a file
+ * that exists keeps its mode. -EPERM: the directory is not root's (or the caller's user's), or
+ * its group or others may write it; -ELOOP: `path` is a symlink, which is neither replaced nor
+ * written through (its file is another's to manage: a Kubernetes ConfigMap mount is such a farm);
+ * -EISDIR: it is a directory. */
 int write_file_atomic(const char *path, const char *data, size_t size, mode_t mode);
 /* The same, `path` relative to the directory `dir_fd` (or AT_FDCWD). */
 int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,

@@ -241,6 +241,76 @@ def test_try_to_a_dropin_is_installed_there(ns, daemon, tmp_path):
     nl.wait_links(ns, at(want), T(10), 'the drop-in in force after a restart')
 
 
+def test_confirm_into_a_configmap_mount_is_refused(ns, daemon, tmp_path):
+    """The configured file is a symlink, as in a Kubernetes ConfigMap mount (bigtcpd.yaml ->
+    ..data/bigtcpd.yaml -> ..<timestamp>/bigtcpd.yaml): confirm neither replaces the link by a file
+    (the ConfigMap's next update would never be seen) nor writes through it (the kubelet puts its
+    own back); it says so, and the try goes on until reverted. Once, the link became a file."""
+    cm = tmp_path / 'cm'
+    ts = cm / '..2024_01_01_00_00_00.1'
+    ts.mkdir(parents=True)
+    (ts / 'bigtcpd.yaml').write_text(CONFIGURED)
+    os.symlink(ts.name, cm / '..data')
+    os.symlink('..data/bigtcpd.yaml', cm / 'bigtcpd.yaml')
+    veth(ns, 'v0', 'v1')
+    veth(ns, 'k0', 'k1')
+    d = daemon(ns, cm / 'bigtcpd.yaml')
+    sock = d.runtime_dir / IFACE
+    nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'the configured policy')
+    tried = tmp_path / 'tried.yaml'
+    tried.write_text(TRIED)
+    ctl('try', tried, '--timeout', '60s', sock=sock, check_rc=0)
+    nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+    one_line_error(ctl('confirm', sock=sock), 1, r'symlink, which bigtcpd neither replaces nor writes through.*'
+                                                 r'ConfigMap')
+    assert (cm / 'bigtcpd.yaml').is_symlink() and os.readlink(cm / 'bigtcpd.yaml') == '..data/bigtcpd.yaml'
+    assert (ts / 'bigtcpd.yaml').read_text() == CONFIGURED
+    assert sorted(p.name for p in cm.iterdir()) == ['..2024_01_01_00_00_00.1', '..data', 'bigtcpd.yaml']
+    assert sorted(p.name for p in ts.iterdir()) == ['bigtcpd.yaml']
+    assert status(d)['try'] is not None, 'the try goes on'
+    ctl('revert', sock=sock, check_rc=0)
+    nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'reverted')
+
+
+@pytest.mark.parametrize('mode', [0o777, 0o1777, 0o775])
+def test_confirm_into_a_directory_others_may_write_is_refused(ns, daemon, tmp_path, mode):
+    """A drop-in directory that another user may write: they could put a file of theirs where the
+    policy goes (once, the temporary file's name was .#NAME.<daemon pid>, opened without O_EXCL:
+    theirs, if they made it first, became the installed policy, owned by them). Refused, nothing
+    left behind."""
+    root = tmp_path / 'root'
+    (root / 'etc/bigtcpd/bigtcpd.d').mkdir(parents=True)
+    (root / 'etc/bigtcpd/bigtcpd.yaml').write_text(CONFIGURED)
+    dropins = root / 'etc/bigtcpd/bigtcpd.d'
+    os.chmod(dropins, mode)
+    veth(ns, 'k0', 'k1')
+    d = daemon(ns, None, env={'BIGTCPD_ROOT': str(root)})
+    sock = d.runtime_dir / IFACE
+    tried = tmp_path / 'k.yaml'
+    tried.write_text(TRIED_K)
+    ctl('try', tried, '--to', dropins / '50-k.yaml', sock=sock, check_rc=0)
+    nl.wait_links(ns, at({'k0': sizes4(100000)}), T(10), 'the tried drop-in')
+    one_line_error(ctl('confirm', sock=sock), 1, r'directory may be written by others than root')
+    assert list(dropins.iterdir()) == []
+    ctl('revert', sock=sock, check_rc=0)
+
+
+def test_confirm_installs_through_an_unguessable_temporary_file(configured):
+    """What another process plants at any name beside the target is never written to nor
+    installed: the temporary file is made anew (O_EXCL) under a name of 64 random bits."""
+    d = configured
+    planted = [d.cfg.parent / f'.#bigtcpd.yaml.{d.pid}', d.cfg.parent / '.#bigtcpd.yaml.tmp']
+    for p in planted:
+        p.write_text('planted\n')
+    ctl('try', d.tried, '--timeout', '60s', sock=d.sock, check_rc=0)
+    ctl('confirm', sock=d.sock, check_rc=0)
+    assert d.cfg.read_text() == TRIED
+    assert d.cfg.stat().st_uid == 0
+    for p in planted:
+        assert p.read_text() == 'planted\n'
+    assert sorted(p.name for p in d.cfg.parent.iterdir()) == sorted(['bigtcpd.yaml', *(p.name for p in planted)])
+
+
 def test_try_confirm_revert_need_root(configured):
     d = configured
     os.chmod(d.runtime_dir.parent, 0o755)   # the harness makes it 0700

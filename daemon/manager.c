@@ -80,7 +80,7 @@ static void on_signal(evutil_socket_t sig, short what, void *userdata) {
                 return;
         }
         log_info("%s: stopping", strsignal((int) sig));
-        notify_stopping();
+        notify_stopping(m->notify);
         /* An unconfirmed policy never outlives the daemon: back to the policy that ran before,
          * and stop once the kernel has answered its writes (or after a bound). */
         if (policy_try_revert(m->trial, TRY_REASON_STOP) < 0) {

@@ -16,8 +16,11 @@ struct Notify {
         struct event *watchdog_timer; /* only when WatchdogSec= is set */
         struct event *status_timer;
         char *status_sent; /* the STATUS= text last sent */
-        int status_fd;     /* connected to $NOTIFY_SOCKET for STATUS= updates; -1 */
+        int fd;            /* connected to $NOTIFY_SOCKET, non-blocking; -1 */
+        struct event *writable; /* while `queued` waits for room in the receiver's queue */
+        char *queued;      /* READY=1, RELOADING=1, STOPPING=1 not sent yet: the queue was full */
         bool ready_sent;
+        bool dropping;     /* a WATCHDOG=1 was dropped, and said so; until one goes again */
 };
 
 char *notify_status_text(const Engine *e) {
@@ -52,38 +55,91 @@ char *notify_status_text(const Engine *e) {
         return text;
 }
 
-/* A STATUS= update must never stall the loop, nor fill the receiver's queue: sd_notify() blocks
- * while that queue is full (net.unix.max_dgram_qlen datagrams, 10 by default), and a queue full
- * of STATUS= lines would then block the READY=1 or RELOADING=1 that follows. So plain updates go
- * out non-blocking on a socket of their own, and only when the previous one has been read
- * (SIOCOUTQ: the kernel charges an unread datagram to its sender); otherwise they wait. */
-static int send_status_only(Notify *n, const char *text) {
+/* Every notification goes out on a socket of the daemon's own, connected to $NOTIFY_SOCKET and
+ * non-blocking: sd_notify() blocks while the receiver's queue is full (net.unix.max_dgram_qlen
+ * datagrams, 10 by default), and a service manager that stops reading would freeze the loop.
+ * -ENOTCONN: no service manager, or one we cannot reach (nothing to say). */
+static int notify_socket(Notify *n) {
         const char *path = getenv("NOTIFY_SOCKET");
-        _cleanup_(freep) char *msg = NULL;
-        int unread = 0;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        size_t len = path ? strlen(path) : 0;
 
-        if (n->status_fd < 0) {
-                struct sockaddr_un sa = {.sun_family = AF_UNIX};
-                size_t len = path ? strlen(path) : 0;
+        if (n && n->fd >= 0)
+                return n->fd;
+        if (len < 2 || (path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path))
+                return -ENOTCONN;
+        memcpy(sa.sun_path, path, len);
+        if (path[0] == '@')
+                sa.sun_path[0] = '\0';
+        _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+                return -ENOTCONN;
+        if (n)
+                n->fd = fd;
+        return TAKE_FD(fd);
+}
 
-                if (len < 2 || (path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path))
-                        return 0; /* no service manager, or one we cannot reach: nothing to say */
-                memcpy(sa.sun_path, path, len);
-                if (path[0] == '@')
-                        sa.sun_path[0] = '\0';
-                _cleanup_(closep) int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-                if (fd < 0 || connect(fd, (struct sockaddr *) &sa,
-                                      (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len)) < 0)
-                        return 0;
-                n->status_fd = TAKE_FD(fd);
+/* 0: sent (or nowhere to send it), -EAGAIN: the receiver's queue is full. */
+static int send_now(int fd, const char *msg) {
+        if (send(fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+                return 0;
+        return errno == EAGAIN ? -EAGAIN : 0;
+}
+
+/* What must reach the service manager (READY=1, RELOADING=1, STOPPING=1) and found its queue
+ * full waits, in order, until the socket is writable again (a connected datagram socket is
+ * writable once its peer's queue has room). */
+#define QUEUED_MAX 4096u
+
+static void on_writable(evutil_socket_t fd, short what, void *userdata) {
+        Notify *n = userdata;
+
+        if (!n->queued)
+                return;
+        if (send_now(n->fd, n->queued) == -EAGAIN) {
+                (void) event_add(n->writable, NULL);
+                return;
         }
-        if (ioctl(n->status_fd, SIOCOUTQ, &unread) < 0 || unread > 0)
+        n->queued = mfree(n->queued);
+        log_info("notify: the service manager reads its notifications again; what waited is sent");
+}
+
+static void send_or_queue(Notify *n, const char *msg) {
+        int fd = notify_socket(n);
+
+        if (fd < 0)
+                return;
+        if (!n->queued && send_now(fd, msg) != -EAGAIN)
+                return;
+        if (!n->writable && !(n->writable = event_new(n->engine->base, fd, EV_WRITE, on_writable, n))) {
+                log_warning("notify: no memory to wait for room: dropped %s", msg);
+                return;
+        }
+        size_t have = n->queued ? strlen(n->queued) : 0;
+        if (have + strlen(msg) + 1 > QUEUED_MAX || (n->queued ? strextendf(&n->queued, "\n%s", msg) : strextendf(&n->queued, "%s", msg)) < 0) {
+                log_warning("notify: the service manager does not read its notifications; dropped %s", msg);
+                return;
+        }
+        if (have == 0)
+                log_warning("notify: the service manager does not read its notifications; %s waits until it does",
+                            msg);
+        (void) event_add(n->writable, NULL);
+}
+
+/* A STATUS= update must not fill the receiver's queue either (what waits behind it would wait
+ * longer): it goes only when the previous one has been read (SIOCOUTQ: the kernel charges an
+ * unread datagram to its sender); otherwise it waits. */
+static int send_status_only(Notify *n, const char *text) {
+        _cleanup_(freep) char *msg = NULL;
+        int unread = 0, fd = notify_socket(n);
+
+        if (fd < 0)
+                return 0;
+        if (n->queued || ioctl(fd, SIOCOUTQ, &unread) < 0 || unread > 0)
                 return -EAGAIN;
         if (asprintf(&msg, "STATUS=%s", text) < 0)
                 return -ENOMEM;
-        if (send(n->status_fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-                return errno == EAGAIN ? -EAGAIN : 0;
-        return 0;
+        return send_now(fd, msg);
 }
 
 static void schedule_status(Notify *n, unsigned usec) {
@@ -100,9 +156,14 @@ static void send_status(Notify *n, const char *prefix) {
                 free(text);
                 return;
         }
-        if (prefix)
-                (void) sd_notifyf(false, "%sSTATUS=%s", prefix, text);
-        else if (send_status_only(n, text) == -EAGAIN) {
+        if (prefix) {
+                _cleanup_(freep) char *msg = NULL;
+                if (asprintf(&msg, "%sSTATUS=%s", prefix, text) < 0) {
+                        free(text);
+                        return;
+                }
+                send_or_queue(n, msg);
+        } else if (send_status_only(n, text) == -EAGAIN) {
                 /* The last update is still unread: say it later, once. */
                 free(text);
                 schedule_status(n, 1000000 - 1);
@@ -127,9 +188,12 @@ static void on_event(const Event *e, void *userdata) {
                 n->ready_sent = true;
                 send_status(n, "READY=1\n");
                 return;
-        case EVENT_RELOADING:
-                (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec());
+        case EVENT_RELOADING: {
+                char msg[64];
+                snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long) now_usec());
+                send_or_queue(n, msg);
                 return;
+        }
         case EVENT_ADDED:
         case EVENT_REMOVED:
         case EVENT_STATE:
@@ -149,8 +213,24 @@ static void on_event(const Event *e, void *userdata) {
         }
 }
 
+/* A WATCHDOG=1 that finds the queue full is dropped (a late one says nothing), and said once, not
+ * at every tick; the next that goes says so. */
 static void on_watchdog(evutil_socket_t fd, short what, void *userdata) {
-        (void) sd_notify(false, "WATCHDOG=1");
+        Notify *n = userdata;
+        int s = notify_socket(n);
+
+        if (s < 0)
+                return;
+        if (send_now(s, "WATCHDOG=1") == -EAGAIN) {
+                if (!n->dropping)
+                        log_warning("notify: the service manager does not read its notifications: WATCHDOG=1 "
+                                    "dropped (said once, until one goes again)");
+                n->dropping = true;
+                return;
+        }
+        if (n->dropping)
+                log_info("notify: WATCHDOG=1 goes again");
+        n->dropping = false;
 }
 
 /* WATCHDOG=1 from a loop timer at half the interval systemd asks for: a stuck loop misses it. */
@@ -177,7 +257,7 @@ int notify_new(struct event_base *base, Engine *e, Notify **ret) {
         if (!n)
                 return -ENOMEM;
         n->engine = e;
-        n->status_fd = -1;
+        n->fd = -1;
         *ret = n;
         r = start_watchdog(base, n);
         if (r < 0)
@@ -198,12 +278,21 @@ void notify_free(Notify *n) {
                 event_free(n->watchdog_timer);
         if (n->status_timer)
                 event_free(n->status_timer);
+        if (n->writable)
+                event_free(n->writable);
+        free(n->queued);
         free(n->status_sent);
-        if (n->status_fd >= 0)
-                close(n->status_fd);
+        if (n->fd >= 0)
+                close(n->fd);
         free(n);
 }
 
-void notify_stopping(void) {
-        (void) sd_notify(false, "STOPPING=1");
+void notify_stopping(Notify *n) {
+        if (n) {
+                send_or_queue(n, "STOPPING=1");
+                return;
+        }
+        _cleanup_(closep) int fd = notify_socket(NULL);
+        if (fd >= 0)
+                (void) send_now(fd, "STOPPING=1");
 }

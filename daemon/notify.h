@@ -1,6 +1,8 @@
-/* notify.h — what systemd is told (sd_notify): READY=1 after the first full reconcile and after
- * each reload, RELOADING=1 when one begins, STATUS= when the counts change, and WATCHDOG=1 from a
- * loop timer at half of WatchdogSec=. It watches the engine's events; nothing calls it. */
+/* notify.h — what systemd is told (the sd_notify protocol): READY=1 after the first full reconcile
+ * and after each reload, RELOADING=1 when one begins, STATUS= when the counts change, and
+ * WATCHDOG=1 from a loop timer at half of WatchdogSec=. It watches the engine's events; nothing
+ * calls it. Never blocking: on a non-blocking socket of its own, what must be said waits for room
+ * in the receiver's queue, a WATCHDOG=1 without room is dropped (and logged once). */
 #pragma once
 
 #include <event2/event.h>
@@ -12,7 +14,7 @@ typedef struct Notify Notify;
 /* Does nothing (and allocates nothing but itself) without $NOTIFY_SOCKET. */
 int notify_new(struct event_base *base, Engine *e, Notify **ret);
 void notify_free(Notify *n);
-/* STOPPING=1. */
-void notify_stopping(void);
+/* STOPPING=1 (`n` may be NULL: sent if there is room at once, or not at all). */
+void notify_stopping(Notify *n);
 /* "managing 12 of 40 devices, 1 in probation". */
 char *notify_status_text(const Engine *e);

@@ -215,6 +215,9 @@ class Daemon:
         reader that falls behind."""
         self._reader_paused = True
 
+    def resume_reader(self):
+        self._reader_paused = False
+
     def _recv_notes(self):
         with self._notes_lock:
             self._recv_notes_locked()

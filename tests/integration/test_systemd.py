@@ -7,10 +7,12 @@ of WATCHDOG_USEC, STOPPING=1."""
 import os
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -209,6 +211,42 @@ def test_notify_watchdog(ns, confdir, daemon, tmp_path, monkeypatch):
     assert len(stamps) >= 8, f'{len(stamps)} WATCHDOG=1 in 1.5 s, expected one every 100 ms'
     median = statistics.median(gaps)
     assert 0.06 <= median <= 0.15 * helpers.SCALE, f'WATCHDOG=1 every {median * 1000:.0f} ms, expected 100 ms'
+    d.stop()
+
+
+def test_a_notify_reader_that_stops_reading_never_freezes_the_loop(ns, confdir, daemon, tmp_path, monkeypatch):
+    """The service manager stops reading notifications (its queue, net.unix.max_dgram_qlen
+    datagrams, fills up with WATCHDOG=1 every 100 ms): the loop goes on, a new device is written,
+    a reload runs; a dropped WATCHDOG=1 is said once in the log, not at every tick. Once read
+    again, the reload's RELOADING=1 and READY=1, which waited, follow, and WATCHDOG=1 goes again.
+    (WATCHDOG=1 went through a blocking sd_notify(): the loop froze in it.)"""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    monkeypatch.setattr(helpers, 'BIN', wrapper(tmp_path, 'watchdog',
+                                                'WATCHDOG_USEC=200000 WATCHDOG_PID=$$ exec "$REAL" "$@"'))
+    d = daemon(ns, cfg)
+    d.wait_notify('WATCHDOG=1', 2)
+    d.mark()
+    d.pause_reader()
+    qlen = int(Path('/proc/sys/net/unix/max_dgram_qlen').read_text())
+    # the queue fills: qlen watchdogs at 100 ms each, and some more
+    deadline = time.monotonic() + T(qlen * 0.1 + 3)
+    while not d.log_lines('WATCHDOG=1 dropped'):
+        assert time.monotonic() < deadline, f'no WATCHDOG=1 dropped within {T(qlen * 0.1 + 3)} s\n{d.log_tail()}'
+        time.sleep(0.1)   # the log file has no event to wait on
+    veth(ns, 'na', 'nb')
+    nl.wait_links(ns, at({'na': BIG, 'nb': BIG}), T(10), 'a device written while nobody reads notifications')
+    cfg.write_text(POLICY.replace('185000', '100000'))
+    d.signal(signal.SIGHUP)
+    nl.wait_links(ns, at({'na': sizes4(100000)}), T(10), 'a reload while nobody reads notifications')
+    time.sleep(T(0.5))   # more ticks would have blocked: five of them
+    assert len(d.log_lines('WATCHDOG=1 dropped')) == 1, d.log_lines('WATCHDOG=1 dropped')
+    d.resume_reader()
+    d.wait_notify('RELOADING=1', T(5))
+    d.wait_notify('READY=1', T(5))
+    d.mark()
+    d.wait_notify('WATCHDOG=1', T(2))
+    assert d.log_lines('WATCHDOG=1 goes again'), d.log_tail()
     d.stop()
 
 

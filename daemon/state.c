@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "counters.h"
+#include "durable.h"
 #include "log.h"
 #include "state.h"
 
@@ -30,10 +31,16 @@ static int io_ftruncate(const StateIo *io, int fd, off_t length) {
         return io && io->ftruncate ? io->ftruncate(io->userdata, fd, length) : ftruncate(fd, length);
 }
 
+/* Bounded: a disk that takes longer than STATE_SYNC_TIMEOUT_USEC fails the save (the writes that
+ * waited for it are refused until a save succeeds), the loop goes on (durable.h). */
 static int io_fsync(const StateIo *io, int fd, bool data_only) {
-        if (io && io->fsync)
-                return io->fsync(io->userdata, fd, data_only);
-        return data_only ? fdatasync(fd) : fsync(fd);
+        int r = durable_sync(fd, data_only, io && io->sync_timeout_usec ? io->sync_timeout_usec : STATE_SYNC_TIMEOUT_USEC,
+                             io ? io->fsync : NULL, io ? io->userdata : NULL);
+        if (r < 0) {
+                errno = -r;
+                return -1;
+        }
+        return 0;
 }
 
 static int io_renameat(const StateIo *io, int dir_fd, const char *from, const char *to) {
@@ -322,7 +329,7 @@ static int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generati
         /* The journal holds only older generations now: gone, or ignored if this fails. */
         (void) unlinkat(dir_fd, STATE_JOURNAL, 0);
         /* make the rename itself durable */
-        (void) fsync(dir_fd);
+        (void) io_fsync(io, dir_fd, false);
         if (ret_size)
                 *ret_size = size;
         return 0;

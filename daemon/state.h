@@ -125,10 +125,16 @@ typedef struct StateStore StateStore;
 typedef struct StateIo {
         ssize_t (*write)(void *userdata, int fd, const void *buf, size_t n);
         int (*ftruncate)(void *userdata, int fd, off_t length);
-        int (*fsync)(void *userdata, int fd, bool data_only);
+        int (*fsync)(void *userdata, int fd, bool data_only); /* runs in durable.c's thread */
         int (*renameat)(void *userdata, int dir_fd, const char *from, const char *to);
         void *userdata;
+        uint64_t sync_timeout_usec; /* 0: STATE_SYNC_TIMEOUT_USEC */
 } StateIo;
+
+/* How long a save waits for the disk to sync, at most (fsync of a snapshot, fdatasync of an
+ * append): a sync still running then fails the save (-ETIMEDOUT), and every save fails at once
+ * (-EBUSY) until it returns; the loop never waits longer. Far below WatchdogSec= (30 s). */
+#define STATE_SYNC_TIMEOUT_USEC (2u * 1000000u)
 
 int state_store_new(struct event_base *base, const char *dir, const DeviceTable *table, StateStore **ret);
 /* Saves what is pending first (errors ignored: nothing is left to tell). */

@@ -18,13 +18,18 @@
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
+#include <malloc.h>
+
 #include "log.h"
 #include "varlink.h"
 
 #define READ_CHUNK (64u * 1024u)
 #define READS_PER_WAKEUP 4u
 #define ACCEPTS_PER_WAKEUP 64u
-#define BUFFER_KEEP_MAX (256u * 1024u) /* larger buffers are freed once empty */
+#define BUFFER_KEEP_MAX (256u * 1024u) /* root's larger buffers are freed once empty; others' all */
+#define BUFFER_SHRINK_MIN (64u * 1024u) /* others' buffers above this shrink once less than half full */
+#define BUFFER_SLACK_MAX (1024u * 1024u) /* growth: a quarter more than needed, at most this more */
+#define TRIM_AFTER (4u * 1024u * 1024u)   /* others' buffers once held this much: trimmed when freed */
 #define SERVICE_INTERFACE "org.varlink.service"
 
 static const char service_interface_description[] =
@@ -66,13 +71,14 @@ static const char service_interface_description[] =
 
 typedef struct Connection Connection;
 
-/* What the connections of one UID hold: unread replies count against the UID, not only against
- * each connection, or 32 connections would hold 32 times as much. */
+/* What the connections of one UID hold: their buffers count against the UID, not only against
+ * each connection, or 32 connections would hold 32 times as much. What counts is what is
+ * allocated (not only what is in it): the caps are of memory. */
 typedef struct UidUsage {
         uid_t uid;
         size_t n_connections;
-        size_t out_bytes;
-        size_t in_bytes; /* calls read and not yet handled */
+        size_t out_bytes; /* allocated for replies not read yet */
+        size_t in_bytes;  /* allocated for calls read and not yet handled */
         LIST_ENTRY(UidUsage) link;
 } UidUsage;
 
@@ -88,8 +94,9 @@ struct VarlinkServer {
         unsigned long long n_refused;
         size_t output_max;
         LIST_HEAD(, UidUsage) usage;
-        size_t unprivileged_out; /* unread replies of every UID other than 0 */
-        size_t unprivileged_in;  /* their calls read and not yet handled */
+        size_t unprivileged_out; /* allocated for unread replies of every UID other than 0 */
+        size_t unprivileged_in;  /* … for their calls read and not yet handled */
+        bool trim_owed;          /* they held TRIM_AFTER since the last malloc_trim() */
         TAILQ_HEAD(, Connection) runnable;
         struct event *scheduler;
         LogRateLimit refusals;
@@ -163,7 +170,7 @@ static void release_held(VarlinkServer *s, uid_t uid) {
                 }
 }
 
-/* Bytes of replies (`out`) or calls (`in`) added to or taken from a connection's. */
+/* Bytes of the buffer of replies (`out`) or calls (`in`) allocated or freed. */
 static void account(Connection *c, bool out, size_t added, size_t removed) {
         VarlinkServer *s = c->server;
         size_t *mine = out ? &c->usage->out_bytes : &c->usage->in_bytes;
@@ -176,8 +183,18 @@ static void account(Connection *c, bool out, size_t added, size_t removed) {
         if (c->uid == 0)
                 return;
         *all = *all + added - removed;
+        if (s->unprivileged_in + s->unprivileged_out >= TRIM_AFTER)
+                s->trim_owed = true;
         if (removed == 0)
                 return;
+#ifdef __GLIBC__
+        /* Everything others than root made the daemon hold is freed: give it back to the system
+         * (malloc keeps freed memory below its mmap threshold, which grows with what was freed). */
+        if (s->trim_owed && s->unprivileged_in + s->unprivileged_out == 0) {
+                s->trim_owed = false;
+                (void) malloc_trim(0);
+        }
+#endif
         if (all_was_over && *all < all_mark)
                 release_held(s, 0);
         else if (was_over && *mine < mark)
@@ -205,8 +222,8 @@ static void connection_free(Connection *c) {
         if (c->runnable)
                 TAILQ_REMOVE(&c->server->runnable, c, run_link);
         if (c->usage) {
-                account(c, true, 0, out_pending(c));
-                account(c, false, 0, c->in_len - c->in_start);
+                account(c, true, 0, c->out_size);
+                account(c, false, 0, c->in_size);
                 if (--c->usage->n_connections == 0) {
                         LIST_REMOVE(c->usage, link);
                         free(c->usage);
@@ -225,6 +242,62 @@ static void connection_free(Connection *c) {
         free(c);
 }
 
+/* A buffer's size for `needed` bytes: a quarter more (at most BUFFER_SLACK_MAX), in pages; never
+ * twice what is needed, which would let a UID's allocations reach twice its caps. */
+static size_t buffer_size_for(size_t needed) {
+        size_t slack = needed / 4 < BUFFER_SLACK_MAX ? needed / 4 : BUFFER_SLACK_MAX;
+        return (needed + slack + 4095) & ~(size_t) 4095;
+}
+
+/* Make the buffer `size` bytes (0: free it), its contents kept (they must fit), and account for it. */
+static int buffer_resize(Connection *c, bool out, size_t size) {
+        char **buf = out ? &c->out : &c->in;
+        size_t *cur = out ? &c->out_size : &c->in_size;
+
+        if (size == *cur)
+                return 0;
+        if (size == 0) {
+                *buf = mfree(*buf);
+        } else {
+                char *n = realloc(*buf, size);
+                if (!n)
+                        return -ENOMEM;
+                *buf = n;
+        }
+        if (size > *cur)
+                account(c, out, size - *cur, 0);
+        else
+                account(c, out, 0, *cur - size);
+        *cur = size;
+        return 0;
+}
+
+/* An empty buffer of others than root goes (root's is kept up to BUFFER_KEEP_MAX); a large one
+ * less than half full shrinks to what it holds. `start` and `len` bound what it holds. */
+static void buffer_trim(Connection *c, bool out) {
+        char *buf = out ? c->out : c->in;
+        size_t *start = out ? &c->out_start : &c->in_start, *len = out ? &c->out_len : &c->in_len;
+        size_t size = out ? c->out_size : c->in_size, held = *len - *start;
+
+        if (held == 0 && (c->uid != 0 || size > BUFFER_KEEP_MAX)) {
+                *start = *len = 0;
+                if (!out)
+                        c->in_scanned = 0;
+                (void) buffer_resize(c, out, 0);
+                return;
+        }
+        if (c->uid == 0 || size <= BUFFER_SHRINK_MIN || held * 2 >= size)
+                return;
+        if (*start > 0) {
+                memmove(buf, buf + *start, held);
+                if (!out)
+                        c->in_scanned -= *start;
+                *len = held;
+                *start = 0;
+        }
+        (void) buffer_resize(c, out, buffer_size_for(held)); /* a failed shrink keeps the larger one */
+}
+
 /* Sends what it can without waiting. 0, or -errno when the connection is broken. */
 static int connection_flush(Connection *c) {
         while (out_pending(c) > 0) {
@@ -237,17 +310,11 @@ static int connection_flush(Connection *c) {
                         return -errno;
                 }
                 c->out_start += (size_t) n;
-                account(c, true, 0, (size_t) n);
         }
-        if (c->out_start == c->out_len) {
+        if (c->out_start == c->out_len)
                 c->out_start = c->out_len = 0;
-                /* An idle connection keeps no big buffer from a big reply. */
-                if (c->out_size > BUFFER_KEEP_MAX) {
-                        free(c->out);
-                        c->out = NULL;
-                        c->out_size = 0;
-                }
-        }
+        /* An idle connection keeps no big buffer from a big reply. */
+        buffer_trim(c, true);
         return 0;
 }
 
@@ -262,18 +329,12 @@ static int connection_write(Connection *c, const char *data, size_t size) {
                 c->out_start = 0;
         }
         if (c->out_len + size > c->out_size) {
-                size_t want = c->out_size ? c->out_size : 4096;
-                while (want < c->out_len + size)
-                        want *= 2;
-                char *n = realloc(c->out, want);
-                if (!n)
-                        return -ENOMEM;
-                c->out = n;
-                c->out_size = want;
+                int r = buffer_resize(c, true, buffer_size_for(c->out_len + size));
+                if (r < 0)
+                        return r;
         }
         memcpy(c->out + c->out_len, data, size);
         c->out_len += size;
-        account(c, true, size, 0);
         return 0;
 }
 
@@ -839,7 +900,6 @@ static void connection_run(Connection *c, uint64_t deadline) {
                 }
                 c->in_start += size + 1;
                 c->in_scanned = c->in_start;
-                account(c, false, 0, size + 1);
                 if (connection_handle(c, nul - size, size) < 0)
                         return;
         }
@@ -859,11 +919,7 @@ static void connection_run(Connection *c, uint64_t deadline) {
                 c->in_scanned -= c->in_start;
                 c->in_start = 0;
         }
-        if (c->in_len == 0 && c->in_size > BUFFER_KEEP_MAX) {
-                free(c->in);
-                c->in = NULL;
-                c->in_size = 0;
-        }
+        buffer_trim(c, false);
         /* The client hung up: a stream ends; otherwise close once every complete call is answered
          * (half a message will not be completed). */
         if (c->eof && (streaming(c) || (c->call.phase == CALL_IDLE && out_pending(c) == 0 &&
@@ -884,17 +940,10 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
         for (unsigned i = 0; i < READS_PER_WAKEUP; i++) {
                 ssize_t n;
 
-                if (c->in_size - c->in_len < READ_CHUNK) {
-                        size_t want = c->in_size ? c->in_size * 2 : READ_CHUNK;
-                        while (want - c->in_len < READ_CHUNK)
-                                want *= 2;
-                        char *p = realloc(c->in, want);
-                        if (!p) {
-                                connection_free(c);
-                                return;
-                        }
-                        c->in = p;
-                        c->in_size = want;
+                if (c->in_size - c->in_len < READ_CHUNK &&
+                    buffer_resize(c, false, buffer_size_for(c->in_len + READ_CHUNK)) < 0) {
+                        connection_free(c);
+                        return;
                 }
                 n = read(c->fd, c->in + c->in_len, READ_CHUNK);
                 if (n < 0) {
@@ -911,7 +960,6 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                         break;
                 }
                 c->in_len += (size_t) n;
-                account(c, false, (size_t) n, 0);
                 /* Enough for one message of the largest size, or for the UID: handle that first. */
                 if (c->in_len - c->in_start > VARLINK_MESSAGE_MAX || (!streaming(c) && uid_over_input(c)))
                         break;

@@ -25,8 +25,8 @@
 #define VARLINK_STREAM_UNPRIVILEGED_MAX (1u * 1024u * 1024u)           /* drop the stream */
 #define VARLINK_OUTPUT_UID_HIGH_WATER (4u * 1024u * 1024u)             /* the UID's calls wait */
 #define VARLINK_OUTPUT_UID_MAX (8u * 1024u * 1024u)                    /* the UID's streams drop */
-#define VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER (32u * 1024u * 1024u)   /* all their calls wait */
-#define VARLINK_OUTPUT_UNPRIVILEGED_MAX (48u * 1024u * 1024u)          /* all their streams drop */
+#define VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER (16u * 1024u * 1024u)   /* all their calls wait */
+#define VARLINK_OUTPUT_UNPRIVILEGED_MAX (24u * 1024u * 1024u)          /* all their streams drop */
 #define VARLINK_INPUT_UID_MAX (8u * 1024u * 1024u)                     /* calls not handled yet: */
 #define VARLINK_INPUT_UNPRIVILEGED_MAX (32u * 1024u * 1024u)           /*   no more are read */
 #define VARLINK_CALLS_PER_WAKEUP 64u                   /* calls of one connection per loop turn */

@@ -9,6 +9,10 @@
                                            "ready" (with the bytes sent) once the daemon stops
                                            taking calls; they stay until stdin closes
     attacker.py SOCKET refused N           N pipelined Reload calls on one connection
+    attacker.py SOCKET validate-big N      N connections each looping Validate of a 2 MB text
+                                           (a comment: valid YAML), each sent whole in turn,
+                                           then each reply read; "ready" after the first
+                                           round; rounds until stdin closes
 
 Each prints one JSON line per result. Standard library only: it runs as a user that may not
 read the test tree's imports."""
@@ -136,10 +140,31 @@ def refused(path, n):
     out(errors=errors)
 
 
+def validate_big(path, n):
+    """Each connection sends its call whole (blocking), then the next; then every reply is read;
+    over and over: one call being sent at a time per user, n waiting for their answer."""
+    text = 'version: 1\npolicies: []\n#' + 'x' * (2 * 1024 * 1024 - 200) + '\n'
+    call_bytes = encode(f'{IFACE}.Validate', {'policy': text})
+    conns = [connect(path) for _ in range(n)]
+    bufs = [b''] * n
+    rounds = 0
+    while True:
+        for s in conns:
+            s.sendall(call_bytes)
+        for i, s in enumerate(conns):
+            _, bufs[i] = recv_one(s, bufs[i])
+        rounds += 1
+        if rounds == 1:
+            out(event='ready', answers=n)
+        r, _, _ = select.select([sys.stdin], [], [], 0)
+        if r:
+            return   # stdin closed: stop
+
+
 def main():
     path, what, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
     {'monitors': monitors, 'validate-deep': validate_deep, 'plan-big': plan_big, 'unread': unread,
-     'refused': refused}[what](path, arg)
+     'refused': refused, 'validate-big': validate_big}[what](path, arg)
 
 
 if __name__ == '__main__':

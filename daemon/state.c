@@ -1443,21 +1443,12 @@ static int keep_aside(int dir_fd, const char *name) {
  * symlink (-ELOOP), never waiting on a FIFO (-EBADF, as anything else that is not a regular file;
  * -EISDIR for a directory). */
 static int open_state_file(int dir_fd, const char *name, size_t *ret_size) {
-        _cleanup_(closep) int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
         struct stat st;
+        int fd = open_file_bounded_at(dir_fd, name, STATE_READ_MAX, READ_FILE_REGULAR | READ_FILE_NOFOLLOW, &st);
 
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (S_ISDIR(st.st_mode))
-                return -EISDIR;
-        if (!S_ISREG(st.st_mode))
-                return -EBADF;
-        if ((uint64_t) st.st_size > STATE_READ_MAX)
-                return -EFBIG;
-        *ret_size = (size_t) st.st_size;
-        return TAKE_FD(fd);
+        if (fd >= 0)
+                *ret_size = (size_t) st.st_size;
+        return fd;
 }
 
 static bool damaged(const StateReadReport *r) {

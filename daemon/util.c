@@ -80,11 +80,8 @@ int read_file_bounded(const char *path, size_t max, ReadFileFlags flags, char **
         return read_file_bounded_at(AT_FDCWD, path, max, flags, ret, ret_size);
 }
 
-int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
-                         size_t *ret_size) {
+int open_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, struct stat *ret_st) {
         _cleanup_(closep) int fd = -1;
-        _cleanup_(freep) char *buf = NULL;
-        size_t n = 0, cap = 0;
         struct stat st;
 
         /* O_NONBLOCK: a FIFO planted where a file should be must not hold the loop in open(). */
@@ -101,6 +98,21 @@ int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags
                 return -EBADF;
         if (S_ISREG(st.st_mode) && (uint64_t) st.st_size > max)
                 return -EFBIG;
+        if (ret_st)
+                *ret_st = st;
+        return TAKE_FD(fd);
+}
+
+int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
+                         size_t *ret_size) {
+        _cleanup_(closep) int fd = -1;
+        _cleanup_(freep) char *buf = NULL;
+        size_t n = 0, cap = 0;
+        struct stat st;
+
+        fd = open_file_bounded_at(dir_fd, path, max, flags, &st);
+        if (fd < 0)
+                return fd;
         for (;;) {
                 if (n == cap) {
                         /* one byte past `max` tells a file that grew past it */

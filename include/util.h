@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,3 +143,6 @@ int write_file_atomic(const char *path, const char *data, size_t size, mode_t mo
 /* The same, `path` relative to the directory `dir_fd` (or AT_FDCWD). */
 int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
                          size_t *ret_size);
+/* Open it for reading as read_file_bounded_at() would, the same checks made: a descriptor (and
+ * in `ret_st`, may be NULL, what fstat(2) said), or the same errors. For a file read in pieces. */
+int open_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, struct stat *ret_st);

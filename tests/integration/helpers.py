@@ -445,6 +445,14 @@ def netlink_drops(pid):
     return drops
 
 
+def vm(pid, key):
+    """VmHWM, VmRSS or another Vm* figure of a process, in bytes."""
+    for line in Path(f'/proc/{pid}/status').read_text().splitlines():
+        if line.startswith(key + ':'):
+            return int(line.split()[1]) * 1024
+    raise KeyError(f'no {key} for pid {pid}')
+
+
 def read_state(runtime_dir):
     """The daemon's state as it would load it: the snapshot state.json, then the lines of
     state.journal of the snapshot's generation (a device entry replaces, "forget" drops; a torn

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import BIN, Monitor, T, at, current, ip, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
+from helpers import BIN, Monitor, T, at, current, ip, vm, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
 from varlink_client import call
 
 IFACE = 'io.bigtcpd.Manager'
@@ -24,15 +24,16 @@ BIG = sizes4(185000)
 PAGE = 4096
 
 
-def policy(names):
+def policy(names, ipv4=True):
+    """All four sizes at 185000 (or the IPv6 ones only), no guards."""
+    v4 = '\n            ipv4: {gso-max-size: 185000, gro-max-size: 185000}' if ipv4 else ''
     return policy_text(f'''
         version: 1
         policies:
           - name: big
             match:
               name: {names}
-            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}
-            ipv4: {{gso-max-size: 185000, gro-max-size: 185000}}
+            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}{v4}
             rollback:
               guards: []
         ''')
@@ -140,19 +141,6 @@ def test_full_runtime_dir_during_a_burst(ns, small_tmpfs, daemon, confdir):
     d2.stop()
 
 
-def policy_v6(names):
-    return policy_text(f'''
-        version: 1
-        policies:
-          - name: big
-            match:
-              name: {names}
-            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}
-            rollback:
-              guards: []
-        ''')
-
-
 def test_full_runtime_dir_when_a_policy_owns_more(ns, small_tmpfs, daemon, confdir):
     """Every device's originals are on disk and its IPv6 sizes written; the runtime directory fills
     up (one free page) and a reload has the policy name the IPv4 sizes too. A device whose entry
@@ -161,7 +149,7 @@ def test_full_runtime_dir_when_a_policy_owns_more(ns, small_tmpfs, daemon, confd
     were written all the same once, with the entry on disk owning IPv6 only: the restart gave back
     IPv6 and left IPv4 at 185000 for good.)"""
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_v6('["o*"]'))
+    cfg.write_text(policy('["o*"]', ipv4=False))
     lines, originals = pairs('o', 0, 30)
     ip_batch(ns, lines)
     d = daemon(ns, cfg, runtime_dir=small_tmpfs)
@@ -294,14 +282,6 @@ def memory_cgroup():
                 break
             except OSError:
                 time.sleep(0.05)   # its last process is still being reaped: no event for that
-
-
-def vm(pid, key):
-    """VmHWM or VmRSS of a process, in bytes."""
-    for line in Path(f'/proc/{pid}/status').read_text().splitlines():
-        if line.startswith(key + ':'):
-            return int(line.split()[1]) * 1024
-    raise KeyError(key)
 
 
 def test_restart_under_a_memory_limit(ns, daemon, confdir, memory_cgroup, tmp_path):

@@ -1,6 +1,8 @@
 /* test-lifecycle.c — the device lifecycle (lifecycle.c) and the decisions that drive it (apply.c),
  * through the engine with a fake clock and a fake kernel (engine-harness.h): the transitions one
  * scenario at a time, and what each step must end — a write, a probation window, a rollout slot. */
+#include <fcntl.h>
+
 #include "control.h"
 #include "engine-harness.h"
 
@@ -1734,6 +1736,65 @@ static void test_ownership_before_every_write(void **state) {
         }
 }
 
+/* A disk that does not sync within the bound: the save before the write fails as a full disk's
+ * does (the write is refused, the loop goes on); once the sync returns, the next save succeeds and
+ * the device is written. The sync is held on a pipe, in durable.c's thread. */
+typedef struct SlowDisk {
+        int release[2], done[2];
+        bool hold;
+} SlowDisk;
+
+static int slow_fsync(void *userdata, int fd, bool data_only) {
+        SlowDisk *d = userdata;
+        bool hold = d->hold;
+        char c;
+
+        if (hold && read(d->release[0], &c, 1) != 1)
+                abort(); /* not the test's thread: no cmocka assertion */
+        int r = data_only ? fdatasync(fd) : fsync(fd);
+        if (hold && write(d->done[1], "x", 1) != 1)
+                abort();
+        return r;
+}
+
+static void test_slow_disk_refuses_the_write(void **state) {
+        Harness *h = h_new(P_ALL);
+        static SlowDisk disk;
+        static StateIo io;
+        char c;
+
+        disk = (SlowDisk){.hold = true};
+        assert_int_equal(pipe2(disk.release, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(disk.done, O_CLOEXEC), 0);
+        io = (StateIo){.fsync = slow_fsync, .userdata = &disk, .sync_timeout_usec = 20 * 1000};
+        state_store_set_io(h->e->state, &io);
+        h_link_add(h, 2, "eth0");
+        h_start(h);
+        h_answer_all(h);
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+        assert_state(h_state(h, 2), DEVICE_FAILED);
+        assert_int_equal(device_history_get(h_dev(h, 2))->last_errno, -ETIMEDOUT);
+
+        /* the sync returns; a save finds the thread free once it let go of its job */
+        disk.hold = false;
+        assert_int_equal(write(disk.release[1], "x", 1), 1);
+        assert_int_equal(read(disk.done[0], &c, 1), 1);
+        int r;
+        for (unsigned i = 0; (r = state_store_save(h->e->state)) == -EBUSY; i++)
+                assert_true(i < 1000000);
+        assert_int_equal(r, 0);
+        assert_int_equal(event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_PROBATION);
+        assert_sizes_equal(h_link(h, 2)->sizes, BIG);
+        state_store_set_io(h->e->state, NULL);
+        h_free(h);
+        for (int i = 0; i < 2; i++) {
+                close(disk.release[i]);
+                close(disk.done[i]);
+        }
+}
+
 /* ---- a restart: is the device at an entry's ifindex the one it was written for? ---- */
 
 typedef struct IdentityCase {
@@ -1959,6 +2020,7 @@ int main(void) {
         ADD_TEST(test_state_refused_retried);
         ADD_TEST(test_entry_before_write_owns_its_sizes);
         ADD_CASES("ownership on disk before the write", test_ownership_before_every_write, ownership_cases);
+        ADD_TEST(test_slow_disk_refuses_the_write);
         ADD_TEST(test_ring_grows_wrapped);
         ADD_TEST(test_transition_coverage); /* last: it counts what the others did */
         assert_true(n <= ELEMENTSOF(tests));

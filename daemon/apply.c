@@ -497,15 +497,8 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                 if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
                         continue; /* takes sizes back, or puts back proven ones: no new window */
 
-                /* Where a rollback goes: the sizes before this change, unless the one before it
-                 * has not proven itself yet (it is still in probation). A refusal puts it back. */
-                if (!d->probation) {
-                        d->write.on->last_good_moved = true;
-                        d->write.on->had_last_good = d->has_last_good;
-                        d->write.on->last_good = d->last_good;
-                        d->last_good = d->current;
-                        d->has_last_good = true;
-                }
+                /* Where a rollback goes: the sizes before this change, if they are good. */
+                lifecycle_change_begins(e, d);
                 const Policy *p = engine_policy(e, d->policy_name);
                 if (p && p->rollback.n_guards > 0 && !read_snap) {
                         /* one reading of the SNMP files serves every write of the batch */
@@ -567,6 +560,7 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                         d->original_unsaved = false;
                         d->has_original = false;
                         d->has_last_good = false;
+                        d->has_earlier_good = false;
                         d->written = 0;
                 }
                 state_refused(e, d);

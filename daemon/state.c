@@ -230,6 +230,8 @@ static void out_device(Out *o, const Device *d) {
         out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->state));
         if (d->has_last_good)
                 out_sizes(o, "last_good", &d->last_good);
+        if (d->has_earlier_good)
+                out_sizes(o, "earlier_good", &d->earlier_good);
         if (d->held)
                 out_sizes(o, "held", &device_history_get(d)->held_desired);
         if (d->probation)
@@ -641,6 +643,8 @@ static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *pa
                 if (!s->has_last_good)
                         *partial = true, *why = "its last-good sizes (dropped: a rollback goes to the originals)";
         }
+        if (json_object_object_get_ex(e, "earlier_good", &pv))
+                s->has_earlier_good = get_sizes(e, "earlier_good", &s->earlier_good) >= 0;
         if (json_object_object_get_ex(e, "held", &pv)) {
                 s->held = get_sizes(e, "held", &s->held_desired) >= 0;
                 if (!s->held)

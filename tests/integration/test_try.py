@@ -17,7 +17,7 @@ import pytest
 import inject
 import nl
 from helpers import Monitor, T, at, ip, policy_text, sizes4, veth
-from test_bigtcpctl import CTL, IFACE, ctl, ctl_binary, one_line_error  # noqa: F401 (fixture)
+from test_bigtcpctl import ALL_SIZES, CTL, IFACE, ctl, ctl_binary, one_line_error  # noqa: F401 (fixture)
 
 CONFIGURED = policy_text('''
     version: 1
@@ -412,6 +412,70 @@ def test_guards_work_during_a_try_and_revert_goes_back(ns, daemon, confdir, tmp_
         ctl('revert', sock=sock, check_rc=0)
         mon.wait_for(is_try('reverted', 'revert'), 5, 'reverted')
     nl.wait_links(ns, at({'x0': sizes4(150000), 'x1': sizes4(150000)}), T(10), 'the configured policy')
+
+
+def windowed(sizes):
+    """v* at `sizes`, with a window short enough to pass within the test."""
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: windowed
+            match: {{name: ["v*"]}}
+            ipv6: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
+            ipv4: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
+            rollback:
+              window: 2s
+              interval: 200ms
+              guards: [{{counter: Ip.InHdrErrors, max-increase: 1000000}}]
+        ''')
+
+
+def test_rollback_after_a_timed_out_try_and_a_confirmed_one_goes_to_the_last_good(ns, daemon, confdir, tmp_path):
+    """185000 passed its window; a try of 100000 passes its own and times out (back to 185000,
+    whose new window is cut short by the next try); the same try again, confirmed, passes; after a
+    restart, `rollback --all` takes v0 back to 185000, which passed its window before: the revert
+    and the second try must not leave the rollback pointing at the sizes it is at (it said "no
+    size changes" and held v0 at 100000)."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(windowed(185000))
+    tried = tmp_path / 'p2.yaml'
+    tried.write_text(windowed(100000))
+    veth(ns, 'v0', 'v1')
+    d = daemon(ns, cfg)
+    sock = d.runtime_dir / IFACE
+    both = ('v0', 'v1')
+
+    def passed(since):
+        for dev in both:
+            mon.wait_for(lambda e: e.get('event') == 'state' and e.get('ifname') == dev and e.get('state') == 'applied',
+                         10, f'{dev} passed its window', since=since)
+
+    with Monitor(d) as mon:
+        passed(0)
+        ctl('try', tried, '--timeout', '3s', sock=sock, check_rc=0)
+        nl.wait_links(ns, at({dev: sizes4(100000) for dev in both}), T(10), 'the first try')
+        passed(mon.mark())
+        mon.wait_for(is_try('reverted', 'timeout'), 10, 'the first try timed out')
+        nl.wait_links(ns, at({dev: sizes4(185000) for dev in both}), T(10), 'reverted')
+        mark = mon.mark()
+        ctl('try', tried, '--timeout', '5s', sock=sock, check_rc=0)
+        ctl('confirm', sock=sock, check_rc=0)
+        mon.wait_for(is_try('confirmed'), 5, 'the second try confirmed', since=mark)
+        nl.wait_links(ns, at({dev: sizes4(100000) for dev in both}), T(10), 'the second try')
+        passed(mon.mark())
+    d.stop()
+
+    d2 = daemon(ns, cfg, runtime_dir=d.runtime_dir)
+    sock = d2.runtime_dir / IFACE
+    with Monitor(d2) as mon:
+        for dev in both:
+            mon.wait_state(dev, 'applied', 10)  # its records taken over
+        r = ctl('rollback', '--all', sock=sock, check_rc=0)
+        assert sorted(r.stdout.splitlines()[:2]) == [
+            f'{dev} goes back: ' + ', '.join(f'{s} 100000 → 185000' for s in ALL_SIZES) for dev in both], r.stdout
+        for dev in both:
+            mon.wait_state(dev, 'rolled-back', 10)
+    nl.wait_links(ns, at({dev: sizes4(185000) for dev in both}), T(10), 'back at its last good sizes')
 
 
 class Terminal:

@@ -560,7 +560,7 @@ static void on_prepare(void *userdata, Device *const *batch, size_t n) {
                         d->original_unsaved = false;
                         d->has_original = false;
                         d->has_last_good = false;
-                        d->has_earlier_good = false;
+                        d->proven.n = 0;
                         d->written = 0;
                 }
                 state_refused(e, d);

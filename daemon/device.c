@@ -416,3 +416,24 @@ bool device_route_remove(Device *d, const RouteEntry *r) {
                 }
         return false;
 }
+
+bool proven_sizes_contain(const ProvenSizes *p, const Sizes *s, bool ipv4) {
+        for (unsigned i = 0; i < p->n; i++)
+                if (sizes_equal(&p->items[i], s, ipv4))
+                        return true;
+        return false;
+}
+
+void proven_sizes_add(ProvenSizes *p, const Sizes *s, bool ipv4) {
+        unsigned i;
+
+        for (i = 0; i < p->n && !sizes_equal(&p->items[i], s, ipv4); i++)
+                ;
+        if (i == p->n && p->n == PROVEN_SIZES_MAX)
+                i = 0; /* the oldest goes */
+        else if (i == p->n)
+                p->n++;
+        /* the most recent last */
+        memmove(&p->items[i], &p->items[i + 1], (p->n - 1 - i) * sizeof(Sizes));
+        p->items[p->n - 1] = *s;
+}

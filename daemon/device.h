@@ -139,20 +139,29 @@ typedef struct DeviceHistory {
         } corrections;
 } DeviceHistory;
 
+/* The last sizes that passed their probation windows, distinct, the most recent last (the
+ * oldest goes when a new one does not fit). */
+#define PROVEN_SIZES_MAX 4
+typedef struct ProvenSizes {
+        Sizes items[PROVEN_SIZES_MAX];
+        unsigned n;
+} ProvenSizes;
+
+bool proven_sizes_contain(const ProvenSizes *p, const Sizes *s, bool ipv4);
+void proven_sizes_add(ProvenSizes *p, const Sizes *s, bool ipv4);
+
 /* A write on its way (writer.c): from writer_queue() until its ack has been handled. Only a
  * device being written needs one, so it is not part of every device. */
 typedef struct DeviceWrite {
         Sizes target;    /* what the queued or sent write carries */
         Sizes before;    /* `current` when it was sent */
         Sizes last_good; /* … what a refusal puts back when it moved last_good */
-        Sizes earlier_good;
         uint32_t seq;    /* of the sent write */
         unsigned baseline_dump; /* the statistics dump it waits for (0: none asked yet) */
         TAILQ_ENTRY(Device) link; /* in the queue, or among those waiting for baselines */
         bool orphaned;        /* the device left its policy while this write was in flight */
         bool last_good_moved; /* it moved last_good; a refusal puts back: */
         bool had_last_good;
-        bool had_earlier_good;
         bool waiting; /* among those waiting for baselines (else in the queue) */
         /* the device's link counters (struct rtnl_link_stats64 as the kernel gave it, cut to the
          * size this build knows) from just before the write; 0 bytes: none */
@@ -209,15 +218,15 @@ struct Device {
         /* ---- records, kept in the state file ---- */
         Sizes original;  /* before bigtcpd's first write, kept until given back */
         Sizes last_good; /* before bigtcpd's most recent change: where a rollback goes */
-        /* the good sizes last_good took over from: still good when the device has them again
-         * (a try reverted, then tried again), though their new window has not ended */
-        Sizes earlier_good;
+        /* sizes that passed a window since the originals were recorded: still good when the
+         * device has them again (a try reverted and tried again, a rollback retried), though
+         * their new window has not ended */
+        ProvenSizes proven;
         unsigned written; /* SizeMask: the sizes bigtcpd owns on the device now */
         bool logged_match; /* (the lifecycle's) */
         bool has_original;
         bool original_unsaved; /* not on disk yet: the device must not be written before */
         bool has_last_good;
-        bool has_earlier_good;
         bool held; /* rolled back, held against the policy's sizes of then (history->held_desired) */
         /* Flags of other owners, here where they fill what would be padding: state.c's, */
         bool state_dirty;

@@ -74,7 +74,7 @@ static void record_originals(Device *d) {
         d->original = d->current;
         d->written = 0;
         d->has_last_good = false;
-        d->has_earlier_good = false;
+        d->proven.n = 0;
 }
 
 void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
@@ -124,7 +124,7 @@ static void drop_originals(Engine *e, Device *d) {
         d->original_unsaved = false;
         d->written = 0;
         d->has_last_good = false;
-        d->has_earlier_good = false;
+        d->proven.n = 0;
         d->held = false;
         d->owned = 0;
         state_store_mark(e->state, d); /* a "forget" line */
@@ -218,8 +218,6 @@ void lifecycle_write_refused(Engine *e, Device *d, int error, const char *extack
                 /* nothing changed: a rollback goes where it went before */
                 d->has_last_good = o->had_last_good;
                 d->last_good = o->last_good;
-                d->has_earlier_good = o->had_earlier_good;
-                d->earlier_good = o->earlier_good;
                 d->write.on->last_good_moved = false;
                 state_store_mark(e->state, d);
         }
@@ -232,6 +230,7 @@ void lifecycle_write_lost(Engine *e, Device *d) {
 }
 
 void lifecycle_passed(Engine *e, Device *d) {
+        proven_sizes_add(&d->proven, &d->current, e->ipv4_supported);
         probation_end(e->probation, d);
         (void) rollout_leave(d);
         enter(e, d, DEVICE_APPLIED);
@@ -239,13 +238,12 @@ void lifecycle_passed(Engine *e, Device *d) {
 }
 
 /* The sizes the device has now are good: they passed their window (or had none), or they are the
- * originals, or good sizes it had before (a window that began again for them does not make them
- * unproven: a try reverted and tried again must not lose where a rollback goes). */
+ * originals, or they passed a window before (one that began again for them does not make them
+ * unproven: a try reverted and tried again, or a rollback retried, must not lose where a
+ * rollback goes). */
 static bool current_is_good(const Engine *e, const Device *d) {
-        bool v4 = e->ipv4_supported;
-        return !d->probation || sizes_equal(&d->current, &d->original, v4) ||
-               (d->has_last_good && sizes_equal(&d->current, &d->last_good, v4)) ||
-               (d->has_earlier_good && sizes_equal(&d->current, &d->earlier_good, v4));
+        return !d->probation || sizes_equal(&d->current, &d->original, e->ipv4_supported) ||
+               proven_sizes_contain(&d->proven, &d->current, e->ipv4_supported);
 }
 
 void lifecycle_change_begins(Engine *e, Device *d) {
@@ -256,10 +254,6 @@ void lifecycle_change_begins(Engine *e, Device *d) {
         o->last_good_moved = true;
         o->had_last_good = d->has_last_good;
         o->last_good = d->last_good;
-        o->had_earlier_good = d->has_earlier_good;
-        o->earlier_good = d->earlier_good;
-        d->has_earlier_good = d->has_last_good;
-        d->earlier_good = d->last_good;
         d->last_good = d->current;
         d->has_last_good = true;
 }
@@ -349,7 +343,7 @@ int lifecycle_release(Engine *e, Device *d) {
 }
 
 void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned written, const Sizes *last_good,
-                     const Sizes *earlier_good) {
+                     const ProvenSizes *proven) {
         /* Not a step (and no event): the device's records follow it. On disk before any write. */
         d->has_original = true;
         d->original_unsaved = true;
@@ -358,9 +352,7 @@ void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned writt
         d->has_last_good = last_good;
         if (last_good)
                 d->last_good = *last_good;
-        d->has_earlier_good = earlier_good;
-        if (earlier_good)
-                d->earlier_good = *earlier_good;
+        d->proven = *proven;
         state_store_mark(e->state, d);
 }
 
@@ -372,8 +364,7 @@ void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
         d->written = entry->written;
         d->has_last_good = entry->has_last_good;
         d->last_good = entry->last_good;
-        d->has_earlier_good = entry->has_earlier_good;
-        d->earlier_good = entry->earlier_good;
+        d->proven = entry->proven;
         DeviceHistory *h = entry->last_rollback || entry->held ? device_history(d) : d->history;
         if (h) {
                 rollback_record_free(h->last_rollback);

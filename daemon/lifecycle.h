@@ -70,10 +70,10 @@ int lifecycle_release(Engine *e, Device *d);
  * rollback record. */
 void lifecycle_resume(Engine *e, Device *d, StateEntry *entry);
 /* A device that came from another namespace, with the records bigtcpd kept for it there: its
- * sizes from before bigtcpd's first write, the sizes bigtcpd owned, the last-known-good ones and
- * the good ones before those (NULL: none). */
+ * sizes from before bigtcpd's first write, the sizes bigtcpd owned, the last-known-good ones
+ * (NULL: none) and those that passed their windows. */
 void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned written, const Sizes *last_good,
-                     const Sizes *earlier_good);
+                     const ProvenSizes *proven);
 /* A policy write of d is about to be sent: where a rollback goes moves to the sizes it has now,
  * if those are good (lifecycle_write_refused() puts it back). */
 void lifecycle_change_begins(Engine *e, Device *d);

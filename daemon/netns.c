@@ -37,9 +37,10 @@ typedef struct Moving {
         char *ifname;
         char mac[DEVICE_MAC_STRLEN];
         int new_ifindex;
-        Sizes original, last_good, earlier_good;
+        Sizes original, last_good;
+        ProvenSizes proven;
         unsigned written;
-        bool has_last_good, has_earlier_good;
+        bool has_last_good;
         uint64_t deadline_usec;
 } Moving;
 
@@ -606,8 +607,7 @@ static const char *engine_netns_name(const Engine *e) {
 }
 
 static void adopt(Engine *e, Device *d, const Moving *m) {
-        lifecycle_adopt(e, d, &m->original, m->written, m->has_last_good ? &m->last_good : NULL,
-                        m->has_earlier_good ? &m->earlier_good : NULL);
+        lifecycle_adopt(e, d, &m->original, m->written, m->has_last_good ? &m->last_good : NULL, &m->proven);
         log_dev_info(d, "moved here from %s (ifindex %d there): its original sizes came with it", m->from,
                      m->new_ifindex);
 }
@@ -648,7 +648,7 @@ static void on_leaving(void *userdata, Engine *from, Device *d, int nsid, int ne
         device_identity_mac(d, mac);
         m = (Moving){.new_ifindex = new_ifindex, .original = d->original, .written = d->written,
                      .last_good = d->last_good, .has_last_good = d->has_last_good,
-                     .earlier_good = d->earlier_good, .has_earlier_good = d->has_earlier_good,
+                     .proven = d->proven,
                      .deadline_usec = engine_now(s->host) + MOVE_WAIT_USEC};
         snprintf(m.mac, sizeof(m.mac), "%s", mac);
         m.from = strdup(engine_netns_name(from));

@@ -230,8 +230,16 @@ static void out_device(Out *o, const Device *d) {
         out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->state));
         if (d->has_last_good)
                 out_sizes(o, "last_good", &d->last_good);
-        if (d->has_earlier_good)
-                out_sizes(o, "earlier_good", &d->earlier_good);
+        if (d->proven.n > 0) {
+                out_printf(o, ",\"proven\":[");
+                for (unsigned i = 0; i < d->proven.n; i++) {
+                        const Sizes *p = &d->proven.items[i];
+                        out_printf(o, "%s{\"gso_max_size\":%u,\"gro_max_size\":%u,\"gso_ipv4_max_size\":%u,\"gro_ipv4_max_size\":%u}",
+                                   i ? "," : "", p->gso_max_size, p->gro_max_size, p->gso_ipv4_max_size,
+                                   p->gro_ipv4_max_size);
+                }
+                out_printf(o, "]");
+        }
         if (d->held)
                 out_sizes(o, "held", &device_history_get(d)->held_desired);
         if (d->probation)
@@ -452,11 +460,10 @@ void state_entries_free(StateEntry *e, size_t n) {
 }
 
 /* Four sizes, each within what a kernel takes (GSO never 0): what a write may be given. */
-static int get_sizes(json_object *o, const char *key, Sizes *ret) {
-        json_object *v;
+static int get_sizes_of(json_object *v, Sizes *ret) {
         Sizes s;
 
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_object))
+        if (!json_object_is_type(v, json_type_object))
                 return -EBADMSG;
         if (get_u32(v, "gso_max_size", &s.gso_max_size) < 0 || get_u32(v, "gro_max_size", &s.gro_max_size) < 0 ||
             get_u32(v, "gso_ipv4_max_size", &s.gso_ipv4_max_size) < 0 ||
@@ -467,6 +474,13 @@ static int get_sizes(json_object *o, const char *key, Sizes *ret) {
                         return -ERANGE;
         *ret = s;
         return 0;
+}
+
+static int get_sizes(json_object *o, const char *key, Sizes *ret) {
+        json_object *v;
+        if (!json_object_object_get_ex(o, key, &v))
+                return -EBADMSG;
+        return get_sizes_of(v, ret);
 }
 
 static int get_u64(json_object *o, const char *key, uint64_t *ret) {
@@ -643,8 +657,16 @@ static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *pa
                 if (!s->has_last_good)
                         *partial = true, *why = "its last-good sizes (dropped: a rollback goes to the originals)";
         }
-        if (json_object_object_get_ex(e, "earlier_good", &pv))
-                s->has_earlier_good = get_sizes(e, "earlier_good", &s->earlier_good) >= 0;
+        if (json_object_object_get_ex(e, "proven", &pv) && json_object_is_type(pv, json_type_array)) {
+                size_t np = json_object_array_length(pv);
+                /* the most recent are last: a longer list (a later version's) keeps those; one
+                 * that does not read is only fewer proven sizes */
+                for (size_t i = np > PROVEN_SIZES_MAX ? np - PROVEN_SIZES_MAX : 0; i < np; i++) {
+                        Sizes p;
+                        if (get_sizes_of(json_object_array_get_idx(pv, i), &p) >= 0)
+                                s->proven.items[s->proven.n++] = p;
+                }
+        }
         if (json_object_object_get_ex(e, "held", &pv)) {
                 s->held = get_sizes(e, "held", &s->held_desired) >= 0;
                 if (!s->held)

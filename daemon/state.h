@@ -35,8 +35,9 @@ typedef struct StateEntry {
         Sizes original;
         unsigned written;  /* SizeMask */
         DeviceState state; /* _DEVICE_STATE_INVALID when the file does not say */
-        bool has_last_good, has_earlier_good;
-        Sizes last_good, earlier_good;
+        bool has_last_good;
+        Sizes last_good;
+        ProvenSizes proven;
         bool held;
         Sizes held_desired;
         Probation *probation; /* in probation when the daemon stopped */

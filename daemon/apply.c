@@ -351,6 +351,9 @@ int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
         int r;
 
         r = lifecycle_roll_back(e, d, why);
+        if (r == -EALREADY && why && d->state == DEVICE_APPLIED && !d->held)
+                log_dev_warning(d, "%s rose by %llu, but it is at its last good sizes already: nothing to roll back to, "
+                                   "its window ends", why->counter, (unsigned long long) why->rise);
         if (r < 0)
                 return r;
         const RollbackRecord *rec = d->history->last_rollback; /* lifecycle_roll_back() recorded it */

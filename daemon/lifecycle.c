@@ -5,17 +5,17 @@
 #include "rollout.h"
 
 /* [from][to]: the transitions a device may make. Probation and failed are entered only from
- * pending (the answer to a write); rolled-back from pending (the rollback's write answered) or,
- * when the device already holds the rollback's sizes, straight from where it is; unsupported only
- * by a device bigtcpd holds no originals of (one with originals gives them back first). */
+ * pending (the answer to a write); rolled-back from pending (the rollback's write answered, or
+ * the write it cut short dropped) or from failed (its write refused, then the kernel found at
+ * its sizes): a rollback that would change nothing holds nothing;
+ * unsupported only by a device bigtcpd holds no originals of (one with originals gives them back
+ * first). */
 static const bool transitions[_DEVICE_STATE_MAX][_DEVICE_STATE_MAX] = {
         [DEVICE_UNMANAGED] = {[DEVICE_PENDING] = true, [DEVICE_APPLIED] = true, [DEVICE_UNSUPPORTED] = true},
         [DEVICE_PENDING] = {[DEVICE_UNMANAGED] = true, [DEVICE_PROBATION] = true, [DEVICE_APPLIED] = true,
                             [DEVICE_ROLLED_BACK] = true, [DEVICE_FAILED] = true, [DEVICE_UNSUPPORTED] = true},
-        [DEVICE_PROBATION] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true,
-                              [DEVICE_ROLLED_BACK] = true},
-        [DEVICE_APPLIED] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_ROLLED_BACK] = true,
-                            [DEVICE_UNSUPPORTED] = true},
+        [DEVICE_PROBATION] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true},
+        [DEVICE_APPLIED] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_UNSUPPORTED] = true},
         [DEVICE_ROLLED_BACK] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true},
         [DEVICE_FAILED] = {[DEVICE_UNMANAGED] = true, [DEVICE_PENDING] = true, [DEVICE_APPLIED] = true,
                            [DEVICE_ROLLED_BACK] = true, [DEVICE_UNSUPPORTED] = true},
@@ -277,13 +277,26 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
                 return -EALREADY; /* no write of bigtcpd's ever landed: nothing to undo */
         if (d->state == DEVICE_PENDING && d->write.cause == WRITE_CAUSE_RESTORE)
                 return -EALREADY; /* its originals are going back already */
+        lifecycle_rollback_target(e, d, &target);
+        if (d->write.phase == WRITE_IDLE && sizes_equal(&target, &d->current, e->ipv4_supported)) {
+                /* At its last good sizes already: a rollback would change nothing, and holds
+                 * nothing. A guard's verdict on them ends their window all the same: they are not
+                 * proven, and there is nowhere better to go. */
+                if (why && d->probation) {
+                        probation_end(e->probation, d);
+                        (void) rollout_leave(d);
+                        evidence_stop(e->evidence, d);
+                        enter(e, d, DEVICE_APPLIED);
+                        state_store_mark(e->state, d);
+                }
+                return -EALREADY;
+        }
         h = device_history(d);
         if (!h)
                 return -ENOMEM;
         k = rollback_record_copy(why ?: &operator, &r);
         if (k < 0)
                 return k;
-        lifecycle_rollback_target(e, d, &target);
         r->realtime_usec = clock_now(e->clock, CLOCK_REALTIME);
         r->from = d->write.phase == WRITE_SENT ? d->write.on->target : d->current;
         r->to = target;

@@ -32,6 +32,9 @@
 #define H_SIZES(a, b, c, d) ((Sizes){(a), (b), (c), (d)})
 #define H_LEGACY H_SIZES(65536, 65536, 65536, 65536)
 #define H_START_USEC (1000 * USEC_PER_SEC) /* the fake clocks start here, not at 0 */
+#ifndef H_TMPDIR
+#define H_TMPDIR "/tmp" /* where the runtime and /proc/net directories go (a test may want a tmpfs) */
+#endif
 
 /* ---- the fake kernel's links ---- */
 
@@ -641,8 +644,8 @@ static inline Harness *h_new(const char *yaml) {
         h->mono = h->boot = H_START_USEC;
         h->real = 1700000000 * USEC_PER_SEC;
         h->clock = (Clock){h_clock_usec, h};
-        snprintf(h->runtime_dir, sizeof(h->runtime_dir), "/tmp/bigtcpd-unit-run-XXXXXX");
-        snprintf(h->proc_net, sizeof(h->proc_net), "/tmp/bigtcpd-unit-net-XXXXXX");
+        snprintf(h->runtime_dir, sizeof(h->runtime_dir), H_TMPDIR "/bigtcpd-unit-run-XXXXXX");
+        snprintf(h->proc_net, sizeof(h->proc_net), H_TMPDIR "/bigtcpd-unit-net-XXXXXX");
         assert_non_null(mkdtemp(h->runtime_dir));
         assert_non_null(mkdtemp(h->proc_net));
         h_write_snmp(h);

@@ -97,6 +97,14 @@ static Engine *engine_at(const Control *c, size_t i) {
         return c->netns ? netns_set_at(c->netns, i)->engine : c->engine;
 }
 
+EventList *control_events(const Control *c) {
+        return c->netns ? netns_set_events(c->netns) : &c->engine->events;
+}
+
+bool control_ready(const Control *c) {
+        return c->netns ? netns_set_ready(c->netns) : c->engine->settled_once;
+}
+
 Engine *control_engine_of(const Control *c, const Device *d) {
         Netns *n = netns_of_device(d);
         return n ? n->engine : engine_at(c, 0);
@@ -263,7 +271,7 @@ static json_object *policy_scopes_json(const PolicySet *s) {
 const char *control_state(const Control *c) {
         const Device *d;
 
-        if (!c->engine->settled_once)
+        if (!control_ready(c))
                 return "starting";
         if (netns_set_problem_count(c->netns) > 0)
                 return "degraded";
@@ -515,7 +523,7 @@ json_object *control_status_json(const Control *c) {
                 json_object_object_add(by, e->counters.by_policy[i].policy,
                                        json_object_new_int64((int64_t) e->counters.by_policy[i].rollbacks));
         json_object_object_add(o, "rollbacks_by_policy", by);
-        json_object_object_add(o, "ready", json_object_new_boolean(e->settled_once));
+        json_object_object_add(o, "ready", json_object_new_boolean(control_ready(c)));
         json_object_object_add(o, "state", json_object_new_string(control_state(c)));
         json_object_object_add(o, "problems", problems_json(c));
         json_object_object_add(o, "last_reload", last_reload_json(reloader_last(c->reloader)));
@@ -1170,7 +1178,7 @@ void control_watch_cancel(ControlWatch *w) {
         if (!w)
                 return;
         if (w->watch_id != 0)
-                event_watch_remove(&w->control->engine->events, w->watch_id);
+                event_watch_remove(control_events(w->control), w->watch_id);
         if (w->timer)
                 event_free(w->timer);
         free(w);
@@ -1201,7 +1209,8 @@ static void on_watch_event(const Event *e, void *userdata) {
 /* The call's own time is over: a window that goes on longer is not waited for. */
 static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
         ControlWatch *w = userdata;
-        uint64_t now = clock_now(w->control->engine->clock, CLOCK_MONOTONIC);
+        Engine *e = control_engine_of(w->control, w->device);
+        uint64_t now = clock_now(e->clock, CLOCK_MONOTONIC);
         const Evidence *ev = w->device->evidence;
 
         /* libevent's clock is coarse: its timer may come a few ms early */
@@ -1209,7 +1218,7 @@ static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
                 return;
         if (!evidence_watching(w->device) || ev->ending || ev->until_usec <= w->until_usec + WATCH_OUTLASTS_USEC)
                 return; /* it ends about now: EVENT_EVIDENCE comes with the verdict */
-        evidence_drain(w->control->engine->evidence);
+        evidence_drain(e->evidence);
         watch_done(w, 0);
 }
 
@@ -1230,13 +1239,14 @@ int control_watch(Control *c, const char *name, uint64_t duration_usec, ControlW
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
+        Engine *e = control_engine_of(c, d);
         *w = (ControlWatch){.control = c, .device = d, .fn = fn, .userdata = userdata,
-                            .until_usec = clock_now(c->engine->clock, CLOCK_MONOTONIC) + duration_usec};
+                            .until_usec = clock_now(e->clock, CLOCK_MONOTONIC) + duration_usec};
         /* an earlier window that closes now says so before this call listens: it waits for its own */
-        r = evidence_watch(c->engine->evidence, d, duration_usec);
+        r = evidence_watch(e->evidence, d, duration_usec);
         if (r >= 0) {
-                w->watch_id = event_watch_add(&c->engine->events, on_watch_event, w);
-                w->timer = evtimer_new(c->engine->base, on_watch_timer, w);
+                w->watch_id = event_watch_add(control_events(c), on_watch_event, w);
+                w->timer = evtimer_new(e->base, on_watch_timer, w);
                 r = w->watch_id == 0 || !w->timer ? -ENOMEM : watch_arm(w, duration_usec);
         }
         if (r < 0) {

@@ -27,6 +27,12 @@ typedef struct Control {
  * reconcile), "degraded" (a device is rolled back or failed, in any namespace it manages, or the
  * policy files have errors), else "ready". */
 const char *control_state(const Control *c);
+
+/* The daemon's events (the namespace set's: every namespace's devices, reloads, tries), and
+ * whether every namespace has settled once. Without a set (the unit tests, the fuzzers) the one
+ * engine's. */
+EventList *control_events(const Control *c);
+bool control_ready(const Control *c);
 /* GetStatus names at most this many rolled-back or failed devices. */
 #define CONTROL_PROBLEMS_MAX 10u
 /* The namespaces GetStatus counts one by one (by name); `managed` says how many there are. */

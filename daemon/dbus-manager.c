@@ -44,7 +44,7 @@ struct DbusManager {
         Dbus *dbus;
         sd_bus *bus; /* while attached */
         sd_bus_slot *vtable_slot;
-        unsigned watch_id;     /* of the engine's events, while attached */
+        unsigned watch_id;     /* of the daemon's events, while attached */
         struct event *changed; /* coalesces PropertiesChanged */
         Snapshot last;
         LIST_HEAD(, PendingRead) reads;
@@ -253,7 +253,7 @@ static int property_get_last_reload(sd_bus *bus, const char *path, const char *i
 static int property_get_ready(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         DbusManager *b = userdata;
-        return sd_bus_message_append(reply, "b", (int) b->engine->settled_once);
+        return sd_bus_message_append(reply, "b", (int) control_ready(b->control));
 }
 
 /* Announce what changed since the last announcement, in one signal. */
@@ -930,7 +930,7 @@ static int on_attach(void *userdata, sd_bus *bus) {
         r = sd_bus_add_object_vtable(bus, &b->vtable_slot, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, manager_vtable, b);
         if (r < 0)
                 return r;
-        b->watch_id = event_watch_add(&b->engine->events, on_control_event, b);
+        b->watch_id = event_watch_add(control_events(b->control), on_control_event, b);
         if (b->watch_id == 0) {
                 b->vtable_slot = sd_bus_slot_unref(b->vtable_slot);
                 return -ENOMEM;
@@ -947,7 +947,7 @@ static void on_detach(void *userdata) {
         while (!LIST_EMPTY(&b->reads))
                 pending_read_free(LIST_FIRST(&b->reads));
         if (b->watch_id != 0) {
-                event_watch_remove(&b->engine->events, b->watch_id);
+                event_watch_remove(control_events(b->control), b->watch_id);
                 b->watch_id = 0;
         }
         b->vtable_slot = sd_bus_slot_unref(b->vtable_slot);

@@ -101,8 +101,6 @@ int engine_count_rollback(Engine *e, const char *policy) {
 void engine_check_settled(Engine *e) {
         if (!e->settle_pending || e->sync_running || !writer_idle(e->writer))
                 return;
-        if (e->settle_blocked && e->settle_blocked(e->settle_blocked_userdata))
-                return;
         e->settle_pending = false;
         e->settled_once = true;
         event_emit(&e->events, &(Event){.type = EVENT_SETTLED});

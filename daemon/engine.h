@@ -77,9 +77,6 @@ typedef struct Engine {
         unsigned dump_epoch;    /* counts link dumps */
         bool settle_pending;    /* EVENT_SETTLED once no sync runs and the writer is idle */
         bool settled_once;      /* the first full reconcile is done */
-        /* … and once this says no more (the other namespaces' engines settling, netns.c) */
-        bool (*settle_blocked)(void *userdata);
-        void *settle_blocked_userdata;
 
         struct event *throttle_timer;    /* apply.c: the end of a put-back throttle */
         struct event *state_retry_event; /* apply.c: the state file is written again */

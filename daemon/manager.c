@@ -87,7 +87,7 @@ static void on_signal(evutil_socket_t sig, short what, void *userdata) {
                 event_base_loopbreak(m->base);
                 return;
         }
-        m->stop_watch = event_watch_add(&m->engine->events, on_stop_event, m);
+        m->stop_watch = event_watch_add(netns_set_events(m->netns), on_stop_event, m);
         m->stop_timer = evtimer_new(m->base, on_stop_timer, m);
         if (m->stop_watch == 0 || !m->stop_timer ||
             evtimer_add(m->stop_timer, &(struct timeval){.tv_sec = STOP_REVERT_SEC}) < 0)
@@ -150,10 +150,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                          &(ReloadConfig){.config_path = cfg->config_path,
                                          .root = cfg->root,
                                          .runtime_dir = cfg->runtime_dir},
-                         m->engine, m->sync, &m->reloader);
+                         m->engine, m->sync, netns_set_events(m->netns), &m->reloader);
         if (r < 0)
                 return r;
-        r = policy_try_new(m->base, m->engine, m->reloader, cfg->runtime_dir, &m->trial);
+        r = policy_try_new(m->base, m->engine, netns_set_events(m->netns), m->reloader, cfg->runtime_dir, &m->trial);
         if (r < 0)
                 return r;
         reloader_on_swap(m->reloader, on_policy_swapped, m);
@@ -184,7 +184,7 @@ void manager_free(Manager *m) {
         if (m->stop_timer)
                 event_free(m->stop_timer);
         if (m->stop_watch != 0)
-                event_watch_remove(&m->engine->events, m->stop_watch);
+                event_watch_remove(netns_set_events(m->netns), m->stop_watch);
         policy_try_free(m->trial);
         reloader_free(m->reloader);
         netns_set_free(m->netns);
@@ -298,7 +298,7 @@ int manager_start(Manager *m) {
                         return log_error_errno(ENOMEM, "Failed to set up signal handling");
                 }
         }
-        r = notify_new(m->base, m->engine, &m->notify);
+        r = notify_new(m->base, m->netns, &m->notify);
         if (r < 0) {
                 state_entries_free(entries, n);
                 return log_error_errno(r, "Failed to set up sd_notify and the watchdog: %m");

@@ -89,6 +89,12 @@ struct NetnsSet {
         Moving *moving;
         size_t n_moving;
         struct event *moving_timer;
+
+        /* The daemon's events: every namespace's engine forwards its device events here, its own
+         * included; EVENT_SETTLED once every namespace has settled. */
+        EventList events;
+        bool settle_owed;  /* some namespace settled while another had not yet */
+        bool settled_once; /* every namespace has, once */
 };
 
 bool netns_name_is_valid(const char *name) {
@@ -320,10 +326,33 @@ static const SyncMoveOps move_ops;
 
 /* ---- one namespace ---- */
 
-/* Device events reach the watchers of the daemon (Monitor, D-Bus); the namespace's own
- * bookkeeping (settled, reloads) does not. */
+/* Device events reach the watchers of the daemon (Monitor, D-Bus, sd_notify); a namespace's own
+ * settling is the set's to sum up (check_settled). */
 static void released(Netns *n);
 static void maybe_release(Netns *n);
+
+/* EVENT_SETTLED for the daemon, once one is owed and every namespace has settled: READY=1 and the
+ * end of a reload wait for all of them, bigtcpd's own being one of them. */
+static void check_settled(NetnsSet *s) {
+        if (!s->settle_owed)
+                return;
+        for (size_t i = 0; i < netns_set_size(s); i++) {
+                const Engine *e = netns_set_at(s, i)->engine;
+                if (!e->settled_once || e->settle_pending)
+                        return;
+        }
+        s->settle_owed = false;
+        s->settled_once = true;
+        event_emit(&s->events, &(Event){.type = EVENT_SETTLED});
+}
+
+EventList *netns_set_events(NetnsSet *s) {
+        return &s->events;
+}
+
+bool netns_set_ready(const NetnsSet *s) {
+        return s && s->settled_once;
+}
 
 static void on_netns_event(const Event *ev, void *userdata) {
         Netns *n = userdata;
@@ -337,20 +366,21 @@ static void on_netns_event(const Event *ev, void *userdata) {
         case EVENT_ROLLBACK:
         case EVENT_ROLLOUT:
         case EVENT_EVIDENCE:
-                event_emit(&s->host->events, ev);
+                event_emit(&s->events, ev);
                 break;
         case EVENT_SETTLED:
                 if (n->releasing) {
                         released(n);
                         break;
                 }
-                maybe_release(n);
-                /* READY=1 (and the end of a reload) waits for every namespace */
-                engine_check_settled(s->host);
+                if (!n->own)
+                        maybe_release(n);
+                s->settle_owed = true;
+                check_settled(s);
                 break;
         case EVENT_RELOAD:
         case EVENT_RELOADING:
-        case EVENT_TRY: /* the daemon's, not a namespace's */
+        case EVENT_TRY: /* the daemon's, emitted on the set's list itself */
         case _EVENT_TYPE_MAX:
         case _EVENT_TYPE_INVALID:
                 break;
@@ -502,7 +532,7 @@ static void release(NetnsSet *s, size_t i, const char *why) {
                 apply_reconcile(n->engine, d, REASON_SYNC);
         apply_flush(n->engine);
         engine_check_settled(n->engine); /* nothing to write after all: released() */
-        engine_check_settled(s->host);   /* it may have been the one the daemon waited for */
+        check_settled(s);                /* it may have been the one the daemon waited for */
 }
 
 /* A namespace no policy names any more, once it holds nothing of bigtcpd's (its originals given
@@ -540,7 +570,7 @@ static void reap_one(NetnsSet *s, Netns *n) {
                 for (size_t j = 0; j < n_devs; j++) {
                         /* reads in flight for it (bigtcpctl show) are answered: the device is gone */
                         writer_cancel_device(n->engine->writer, devs[j]);
-                        event_emit(&s->host->events, &(Event){.type = EVENT_REMOVED, .device = devs[j]});
+                        event_emit(&s->events, &(Event){.type = EVENT_REMOVED, .device = devs[j]});
                 }
         netns_state_dir_name(ino, cookie, name);
         _cleanup_(freep) char *what = strdup(n->id.name);
@@ -586,7 +616,7 @@ static void on_reap(evutil_socket_t fd, short what, void *userdata) {
                 stop_watching(s);
         } else if (s->watching)
                 event_active(s->scan_event, EV_TIMEOUT, 0); /* a file that came back; descriptors free */
-        engine_check_settled(s->host);
+        check_settled(s);
 }
 
 /* ---- devices that move between namespaces ---- */
@@ -1201,16 +1231,6 @@ void netns_set_policy_changed(NetnsSet *s) {
                 scan(s);
 }
 
-/* Some namespace's engine has not settled yet: its first sync, or a reload, is not done. */
-static bool settle_blocked(void *userdata) {
-        const NetnsSet *s = userdata;
-
-        for (size_t i = 0; i < s->n; i++)
-                if (!s->items[i]->engine->settled_once || s->items[i]->engine->settle_pending)
-                        return true;
-        return false;
-}
-
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret) {
         Engine *host = own->engine;
         static const char *const defaults[] = NETNS_DIRS_DEFAULT;
@@ -1254,8 +1274,12 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, N
                 netns_set_free(s);
                 return -ENOMEM;
         }
-        host->settle_blocked = settle_blocked;
-        host->settle_blocked_userdata = s;
+        own->set = s;
+        own->forward_watch = event_watch_add(&host->events, on_netns_event, own);
+        if (own->forward_watch == 0) {
+                netns_set_free(s);
+                return -ENOMEM;
+        }
         s->host_sync = own->sync;
         sync_set_move_ops(own->sync, &move_ops, s);
         *ret = s;
@@ -1267,8 +1291,12 @@ void netns_set_free(NetnsSet *s) {
                 return;
         if (s->host_sync)
                 sync_set_move_ops(s->host_sync, NULL, NULL);
-        if (s->host && s->host->settle_blocked_userdata == s)
-                s->host->settle_blocked = NULL;
+        if (s->own && s->own->set == s) {
+                if (s->own->forward_watch)
+                        event_watch_remove(&s->host->events, s->own->forward_watch);
+                s->own->forward_watch = 0;
+                s->own->set = NULL;
+        }
         while (s->n_problems > 0)
                 problem_drop(s, s->n_problems - 1);
         free(s->problems);
@@ -1300,5 +1328,6 @@ void netns_set_free(NetnsSet *s) {
         free(s->dirs);
         free(s->wd);
         free(s->state_root);
+        event_list_done(&s->events);
         free(s);
 }

@@ -3,8 +3,10 @@
  * file there a namespace), entered once each to open what the daemon needs inside (its rtnetlink
  * sockets, its SNMP files), run each by an engine, a sync and a state directory of their own,
  * and let go when their file goes or no policy names them (what bigtcpd wrote given back first:
- * its sockets keep the namespace alive until then). The daemon's own namespace is the manager's
- * engine; this set only reaches it to forward device events to its watchers. */
+ * its sockets keep the namespace alive until then). The daemon's own namespace is the set's first
+ * entry (the manager makes it, with the same constructor). Above them all, the set holds the
+ * daemon's events: every namespace's device events, the policy's (reload, try) and EVENT_SETTLED
+ * once every namespace has settled. */
 #pragma once
 
 #include <event2/event.h>
@@ -60,6 +62,13 @@ const char *netns_problem_kind_to_string(NetnsProblemKind k);
  * go to its watchers. Devices that move between any two namespaces of the set keep their records. */
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret);
 void netns_set_free(NetnsSet *s);
+
+/* The daemon's events, which Monitor, D-Bus, sd_notify, reload and try watch and emit on:
+ * the device events of every namespace, EVENT_SETTLED once every namespace's engine has settled
+ * after one of them did (its first sync, a reload, a namespace entered or let go). */
+EventList *netns_set_events(NetnsSet *s);
+/* Every namespace has settled once: the daemon is ready (READY=1 was owed). */
+bool netns_set_ready(const NetnsSet *s);
 
 /* The host's engine has a new policy (or its first): every namespace runs it, and the
  * directories are scanned for namespaces it names. Namespaces with a state directory of an

@@ -1,4 +1,4 @@
-/* notify.c — sd_notify as a watcher of the engine's events, and the watchdog. */
+/* notify.c — sd_notify as a watcher of the daemon's events (the namespace set's), and the watchdog. */
 #include <linux/sockios.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
@@ -11,7 +11,8 @@
 #include "notify.h"
 
 struct Notify {
-        Engine *engine;
+        struct event_base *base;
+        NetnsSet *set;
         unsigned watch_id;
         struct event *watchdog_timer; /* only when WatchdogSec= is set */
         struct event *status_timer;
@@ -23,7 +24,7 @@ struct Notify {
         bool dropping;     /* a WATCHDOG=1 was dropped, and said so; until one goes again */
 };
 
-char *notify_status_text(const Engine *e) {
+char *notify_status_text(const NetnsSet *s) {
         static const struct {
                 DeviceState state;
                 const char *what;
@@ -34,17 +35,21 @@ char *notify_status_text(const Engine *e) {
         };
         unsigned n[_DEVICE_STATE_MAX] = {};
         char *text = NULL;
-        size_t size = 0;
+        size_t size = 0, total = 0;
         const Device *d;
         FILE *f;
 
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
-                        n[d->state]++;
+        for (size_t i = 0; i < netns_set_size(s); i++) {
+                const Engine *e = netns_set_at(s, i)->engine;
+                total += e->devices.n_devices;
+                DEVICE_FOREACH(d, &e->devices, it)
+                        if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
+                                n[d->state]++;
+        }
         f = open_memstream(&text, &size);
         if (!f)
                 return NULL;
-        fprintf(f, "managing %zu of %zu devices", e->devices.n_devices - n[DEVICE_UNMANAGED], e->devices.n_devices);
+        fprintf(f, "managing %zu of %zu devices", total - n[DEVICE_UNMANAGED], total);
         for (size_t i = 0; i < ELEMENTSOF(parts); i++)
                 if (n[parts[i].state] > 0)
                         fprintf(f, ", %u %s", n[parts[i].state], parts[i].what);
@@ -111,7 +116,7 @@ static void send_or_queue(Notify *n, const char *msg) {
                 return;
         if (!n->queued && send_now(fd, msg) != -EAGAIN)
                 return;
-        if (!n->writable && !(n->writable = event_new(n->engine->base, fd, EV_WRITE, on_writable, n))) {
+        if (!n->writable && !(n->writable = event_new(n->base, fd, EV_WRITE, on_writable, n))) {
                 log_warning("notify: no memory to wait for room: dropped %s", msg);
                 return;
         }
@@ -150,7 +155,7 @@ static void schedule_status(Notify *n, unsigned usec) {
 
 /* With a prefix (READY=1) always sent; alone only when the text changed. */
 static void send_status(Notify *n, const char *prefix) {
-        char *text = notify_status_text(n->engine);
+        char *text = notify_status_text(n->set);
 
         if (!text || (!prefix && streq_ptr(text, n->status_sent))) {
                 free(text);
@@ -177,14 +182,21 @@ static void on_status_timer(evutil_socket_t fd, short what, void *userdata) {
         send_status(userdata, NULL);
 }
 
+static size_t count_devices(const NetnsSet *s) {
+        size_t total = 0;
+        for (size_t i = 0; i < netns_set_size(s); i++)
+                total += netns_set_at(s, i)->engine->devices.n_devices;
+        return total;
+}
+
 static void on_event(const Event *e, void *userdata) {
         Notify *n = userdata;
 
         switch (e->type) {
         case EVENT_SETTLED:
                 if (!n->ready_sent)
-                        log_info("initial reconcile done: %zu %s", n->engine->devices.n_devices,
-                                 PLURAL(n->engine->devices.n_devices, "device", "devices"));
+                        log_info("initial reconcile done: %zu %s", count_devices(n->set),
+                                 PLURAL(count_devices(n->set), "device", "devices"));
                 n->ready_sent = true;
                 send_status(n, "READY=1\n");
                 return;
@@ -250,13 +262,14 @@ static int start_watchdog(struct event_base *base, Notify *n) {
         return 0;
 }
 
-int notify_new(struct event_base *base, Engine *e, Notify **ret) {
+int notify_new(struct event_base *base, NetnsSet *set, Notify **ret) {
         Notify *n = calloc(1, sizeof(*n));
         int r;
 
         if (!n)
                 return -ENOMEM;
-        n->engine = e;
+        n->base = base;
+        n->set = set;
         n->fd = -1;
         *ret = n;
         r = start_watchdog(base, n);
@@ -265,7 +278,7 @@ int notify_new(struct event_base *base, Engine *e, Notify **ret) {
         if (!getenv("NOTIFY_SOCKET"))
                 return 0;
         n->status_timer = evtimer_new(base, on_status_timer, n);
-        n->watch_id = n->status_timer ? event_watch_add(&e->events, on_event, n) : 0;
+        n->watch_id = n->status_timer ? event_watch_add(netns_set_events(set), on_event, n) : 0;
         return n->watch_id ? 0 : -ENOMEM;
 }
 
@@ -273,7 +286,7 @@ void notify_free(Notify *n) {
         if (!n)
                 return;
         if (n->watch_id)
-                event_watch_remove(&n->engine->events, n->watch_id);
+                event_watch_remove(netns_set_events(n->set), n->watch_id);
         if (n->watchdog_timer)
                 event_free(n->watchdog_timer);
         if (n->status_timer)

@@ -11,8 +11,9 @@
 
 struct Reloader {
         ReloadConfig cfg;
-        Engine *engine;
+        Engine *engine; /* bigtcpd's own namespace's: the others follow it (reloader_on_swap) */
         Sync *sync;
+        EventList *events; /* the daemon's (the namespace set's) */
         PolicyWatch *watch;
         struct event *changed; /* a file changed: reload from the loop, once for a burst */
         ReloadResult last;
@@ -218,7 +219,8 @@ static void on_files_changed(void *userdata) {
         event_active(r->changed, EV_TIMEOUT, 0);
 }
 
-int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, Reloader **ret) {
+int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, EventList *events,
+                 Reloader **ret) {
         Reloader *r = calloc(1, sizeof(*r));
         int k;
 
@@ -227,6 +229,7 @@ int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sy
         r->cfg = *cfg;
         r->engine = e;
         r->sync = s;
+        r->events = events;
         r->changed = event_new(base, -1, 0, on_changed_event, r);
         k = r->changed ? policy_watch_new(base, on_files_changed, r, &r->watch) : -ENOMEM;
         if (k < 0) {
@@ -342,8 +345,9 @@ int reloader_load(Reloader *r) {
         return 0;
 }
 
-static void emit_reload(Engine *e, bool ok, const PolicyErrors *errs) {
-        event_emit(&e->events, &(Event){.type = EVENT_RELOAD, .ok = ok, .digest = e->policy->digest, .errors = errs});
+static void emit_reload(Reloader *r, bool ok, const PolicyErrors *errs) {
+        event_emit(r->events,
+                   &(Event){.type = EVENT_RELOAD, .ok = ok, .digest = r->engine->policy->digest, .errors = errs});
 }
 
 int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
@@ -362,7 +366,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                 return forced ? -EBUSY : 0;
         }
         if (forced)
-                event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
+                event_emit(r->events, &(Event){.type = EVENT_RELOADING});
         k = reload_read_policy(&r->cfg, &host, &set, &paths, &n, &errs);
         if (k < 0) {
                 if (k == -EINVAL)
@@ -386,7 +390,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                         r->source = POLICY_SOURCE_RECORDED;
                 watch_again(r);
                 remember(r, false, &errs);
-                emit_reload(e, false, &errs);
+                emit_reload(r, false, &errs);
                 if (forced) {
                         /* announced: READY=1 follows even though nothing changed */
                         e->settle_pending = true;
@@ -405,7 +409,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                         log_info("the policy files are fixed: they make up the running policy (digest %016llx)",
                                  (unsigned long long) set->digest);
                         remember(r, true, NULL);
-                        emit_reload(e, true, NULL);
+                        emit_reload(r, true, NULL);
                 }
                 r->source = POLICY_SOURCE_FILES;
                 record(r, set);
@@ -413,12 +417,12 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                 return 0;
         }
         if (!forced)
-                event_emit(&e->events, &(Event){.type = EVENT_RELOADING});
+                event_emit(r->events, &(Event){.type = EVENT_RELOADING});
         reloader_swap(r, set, NULL);
         r->source = POLICY_SOURCE_FILES;
         remember(r, true, NULL);
         record(r, set);
-        emit_reload(e, true, NULL);
+        emit_reload(r, true, NULL);
         return 0;
 }
 

@@ -44,7 +44,11 @@ typedef struct ReloadResult {
 /* A refused reload keeps at most this many of its errors for status; the log has every one. */
 #define RELOAD_ERRORS_KEPT 20u
 
-int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, Reloader **ret);
+/* `e` and `s` are bigtcpd's own namespace's, whose engine holds the running policy (the other
+ * namespaces take it from there: reloader_on_swap); EVENT_RELOAD and EVENT_RELOADING go to
+ * `events`, the daemon's (the namespace set's). */
+int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, EventList *events,
+                 Reloader **ret);
 void reloader_free(Reloader *r);
 /* `fn` is called once a new policy is in the engine and its writes are queued (the other
  * namespaces' engines follow it there). */

@@ -24,12 +24,14 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         policy_try_check(userdata);
 }
 
-int policy_try_new(struct event_base *base, Engine *e, Reloader *r, const char *runtime_dir, PolicyTry **ret) {
+int policy_try_new(struct event_base *base, Engine *e, EventList *events, Reloader *r, const char *runtime_dir,
+                   PolicyTry **ret) {
         PolicyTry *t = calloc(1, sizeof(*t));
 
         if (!t)
                 return -ENOMEM;
         t->engine = e;
+        t->events = events;
         t->reloader = r;
         t->timer = evtimer_new(base, on_timer, t);
         if (!t->timer || asprintf(&t->record_path, "%s/" TRY_RECORD_FILE, runtime_dir) < 0) {
@@ -98,13 +100,13 @@ static int record_remove(const PolicyTry *t) {
 }
 
 static void emit(PolicyTry *t, TryAction action, TryReason why) {
-        event_emit(&t->engine->events, &(Event){.type = EVENT_TRY,
-                                                .try_action = action,
-                                                .try_reason = why,
-                                                .file = t->file,
-                                                .target = t->target,
-                                                .deadline = t->deadline_realtime,
-                                                .digest = t->engine->policy->digest});
+        event_emit(t->events, &(Event){.type = EVENT_TRY,
+                                       .try_action = action,
+                                       .try_reason = why,
+                                       .file = t->file,
+                                       .target = t->target,
+                                       .deadline = t->deadline_realtime,
+                                       .digest = t->engine->policy->digest});
 }
 
 static void arm(PolicyTry *t) {

@@ -15,7 +15,8 @@
 #define TRY_RECORD_FILE "try.json"
 
 typedef struct PolicyTry {
-        Engine *engine;
+        Engine *engine;    /* bigtcpd's own namespace's (its clock, the running policy's digest) */
+        EventList *events; /* EVENT_TRY goes to the daemon's */
         Reloader *reloader;
         char *record_path;
         struct event *timer;
@@ -30,7 +31,8 @@ typedef struct PolicyTry {
         PolicySet *previous;        /* what ran before, put back by a revert */
 } PolicyTry;
 
-int policy_try_new(struct event_base *base, Engine *e, Reloader *r, const char *runtime_dir, PolicyTry **ret);
+int policy_try_new(struct event_base *base, Engine *e, EventList *events, Reloader *r, const char *runtime_dir,
+                   PolicyTry **ret);
 /* A try that still runs stays recorded: the next start reverts it. */
 void policy_try_free(PolicyTry *t);
 

@@ -13,7 +13,7 @@ struct VarlinkManager {
         Control *control;
         VarlinkServer *server;
         LIST_HEAD(, MonitorStream) streams;
-        unsigned watch_id; /* of the engine's events, while there are streams */
+        unsigned watch_id; /* of the daemon's events, while there are streams */
         VarlinkInterface interfaces[1];
         VarlinkServerInfo info; /* the server's, for its life */
 };
@@ -184,7 +184,7 @@ static void on_monitor_cancel(void *userdata) {
         LIST_REMOVE(s, link);
         free(s);
         if (LIST_EMPTY(&m->streams)) {
-                event_watch_remove(&m->control->engine->events, m->watch_id);
+                event_watch_remove(control_events(m->control), m->watch_id);
                 m->watch_id = 0;
         }
 }
@@ -217,14 +217,14 @@ static int method_monitor(VarlinkCall *call, json_object *params, void *userdata
         if (!varlink_call_more(call))
                 return varlink_call_error(call, "org.varlink.service.ExpectedMore", NULL);
         if (m->watch_id == 0) {
-                m->watch_id = event_watch_add(&m->control->engine->events, on_event, m);
+                m->watch_id = event_watch_add(control_events(m->control), on_event, m);
                 if (m->watch_id == 0)
                         return reply_errno(call, -ENOMEM);
         }
         s = calloc(1, sizeof(*s));
         if (!s) {
                 if (LIST_EMPTY(&m->streams)) {
-                        event_watch_remove(&m->control->engine->events, m->watch_id);
+                        event_watch_remove(control_events(m->control), m->watch_id);
                         m->watch_id = 0;
                 }
                 return reply_errno(call, -ENOMEM);

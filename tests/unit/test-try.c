@@ -69,9 +69,9 @@ static TryHarness *th_new(void) {
         snprintf(x->record, sizeof(x->record), "%s/" TRY_RECORD_FILE, x->h->runtime_dir);
         h_write_file(x->h->runtime_dir, "bigtcpd.yaml", CONFIGURED);
         assert_int_equal(reloader_new(x->h->base, &(ReloadConfig){.config_path = x->config, .root = ""}, x->h->e,
-                                      x->h->s, &x->reloader),
+                                      x->h->s, &x->h->e->events, &x->reloader),
                          0);
-        assert_int_equal(policy_try_new(x->h->base, x->h->e, x->reloader, x->h->runtime_dir, &x->t), 0);
+        assert_int_equal(policy_try_new(x->h->base, x->h->e, &x->h->e->events, x->reloader, x->h->runtime_dir, &x->t), 0);
         h_link_add(x->h, 2, "eth0");
         h_start(x->h);
         h_answer_all(x->h);
@@ -272,7 +272,7 @@ static void test_recover(void **state) {
         policy_try_free(x->t);
         x->t = NULL;
         assert_true(exists(x->record));
-        assert_int_equal(policy_try_new(h->base, h->e, x->reloader, h->runtime_dir, &x->t), 0);
+        assert_int_equal(policy_try_new(h->base, h->e, &h->e->events, x->reloader, h->runtime_dir, &x->t), 0);
         assert_int_equal(policy_try_recover(x->t), 1); /* the target holds the configured text */
         assert_false(exists(x->record));
         th_free(x);

@@ -147,6 +147,12 @@ static void print_event(const Ctl *c, json_object *e) {
                         printf("%s: evidence: %s%s%s\n", ifname, packets ?: "nothing counted",
                                effective ? "; in effect: " : "", effective ?: "");
         }
+        else if (streq_ptr(ev, "netns-problem") && jbool(e, "ok"))
+                printf("netns %s: %s no more\n", jstr(e, "netns") ?: "?", jstr(e, "problem") ?: "?");
+        else if (streq_ptr(ev, "netns-problem"))
+                printf("netns %s: %s%s%s%s%s%s (see bigtcpctl status)\n", jstr(e, "netns") ?: "?",
+                       color(c, ANSI_RED), jstr(e, "problem") ?: "?", color(c, ANSI_RESET),
+                       jstr(e, "error") ? " (" : "", jstr(e, "error") ?: "", jstr(e, "error") ? ")" : "");
         else
                 printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
                                                                          JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -408,6 +408,16 @@ static void count_states(const Engine *e, unsigned n[static _DEVICE_STATE_MAX]) 
                         n[d->state]++;
 }
 
+void control_counts(const Control *c, ControlCounts *ret) {
+        *ret = (ControlCounts){};
+        for (size_t i = 0; i < namespaces(c); i++) {
+                const Engine *e = engine_at(c, i);
+                count_states(e, ret->state);
+                ret->total += e->devices.n_devices;
+                ret->rollbacks += e->counters.rollbacks;
+        }
+}
+
 /* One namespace's own counts. */
 static json_object *namespace_counts_json(const Netns *ns) {
         const Engine *e = ns->engine;
@@ -1356,6 +1366,19 @@ json_object *control_event_json(const Event *e) {
                         return NULL;
                 json_object_object_add(o, "big_packets", big_packets_json(now_usec(), e->device));
                 json_object_object_add(o, "effective", effective_json(e->device));
+                return o;
+        case EVENT_NETNS_PROBLEM:
+                o = json_object_new_object();
+                if (!o)
+                        return NULL;
+                json_object_object_add(o, "event", json_object_new_string("netns-problem"));
+                json_object_object_add(o, "netns", kernel_string(e->netns));
+                json_object_object_add(o, "problem", json_object_new_string(e->problem ?: ""));
+                json_object_object_add(o, "ok", json_object_new_boolean(e->ok));
+                if (e->error < 0) {
+                        json_object_object_add(o, "errno", json_object_new_int(-e->error));
+                        json_object_object_add(o, "error", json_object_new_string(strerror(-e->error)));
+                }
                 return o;
         case EVENT_RELOADING:
         case EVENT_SETTLED:

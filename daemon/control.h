@@ -33,6 +33,14 @@ const char *control_state(const Control *c);
  * engine's. */
 EventList *control_events(const Control *c);
 bool control_ready(const Control *c);
+
+/* Every namespace's devices by state, summed, with their number and the rollbacks since start. */
+typedef struct ControlCounts {
+        unsigned state[_DEVICE_STATE_MAX];
+        size_t total;
+        unsigned long long rollbacks;
+} ControlCounts;
+void control_counts(const Control *c, ControlCounts *ret);
 /* GetStatus names at most this many rolled-back or failed devices. */
 #define CONTROL_PROBLEMS_MAX 10u
 /* The namespaces GetStatus counts one by one (by name); `managed` says how many there are. */

@@ -153,24 +153,24 @@ static int reply_try_error(sd_bus_message *call, int r) {
 
 /* ---- properties ---- */
 
+/* The counts cover every namespace bigtcpd runs. */
 static void snapshot_take(const Control *c, Snapshot *ret) {
         const Engine *e = c->engine;
-        const Device *d;
+        ControlCounts n;
 
+        control_counts(c, &n);
         *ret = (Snapshot){
-                .total = (unsigned) e->devices.n_devices,
+                .total = (unsigned) n.total,
                 .digest = e->policy ? e->policy->digest : 0,
-                .rollbacks = e->counters.rollbacks,
+                .rollbacks = n.rollbacks,
                 .overall = control_state(c),
         };
+        memcpy(ret->state, n.state, sizeof(ret->state));
         const ReloadResult *last = reloader_last(c->reloader);
         if (last) {
                 ret->reload_ok = last->ok;
                 ret->reload_usec = last->realtime_usec;
         }
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
-                        ret->state[d->state]++;
 }
 
 /* The device-count properties and the state each counts; _DEVICE_STATE_INVALID: all devices,
@@ -230,7 +230,10 @@ static int property_get_count(sd_bus *bus, const char *path, const char *interfa
 static int property_get_rollbacks(sd_bus *bus, const char *path, const char *interface, const char *property,
                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         DbusManager *b = userdata;
-        return sd_bus_message_append(reply, "t", (uint64_t) b->engine->counters.rollbacks);
+        ControlCounts n;
+
+        control_counts(b->control, &n);
+        return sd_bus_message_append(reply, "t", (uint64_t) n.rollbacks);
 }
 
 static int property_get_state(sd_bus *bus, const char *path, const char *interface, const char *property,

@@ -25,6 +25,8 @@ typedef enum EventType {
         EVENT_TRY,       /* a tried policy: try_action, try_reason; file, target, deadline; digest */
         EVENT_EVIDENCE,  /* a watch of the device ended (d->evidence has its counts and verdict);
                           * ok: not found ineffective */
+        EVENT_NETNS_PROBLEM, /* a namespace problem came (ok false) or went (ok true): netns,
+                              * problem, error */
         _EVENT_TYPE_MAX,
         _EVENT_TYPE_INVALID = -EINVAL,
 } EventType;
@@ -69,6 +71,7 @@ typedef struct Event {
         TryReason try_reason;
         const char *file, *target; /* EVENT_TRY: the tried file (as the caller named it), its place */
         uint64_t deadline;         /* EVENT_TRY: CLOCK_REALTIME, µs */
+        const char *netns, *problem; /* EVENT_NETNS_PROBLEM: the namespace's name, the problem's kind */
 } Event;
 
 typedef void (*EventFn)(const Event *e, void *userdata);

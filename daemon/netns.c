@@ -93,6 +93,12 @@ struct NetnsSet {
         /* The daemon's events: every namespace's engine forwards its device events here, its own
          * included; EVENT_SETTLED once every namespace has settled. */
         EventList events;
+        /* The problems as Monitor and D-Bus were last told (EVENT_NETNS_PROBLEM): compared with
+         * the list from the loop after it changes, so that one dropped and added again by the same
+         * scan (descriptors) is no news. */
+        NetnsProblem *announced;
+        size_t n_announced;
+        struct event *problems_event;
         bool settle_owed;  /* some namespace settled while another had not yet */
         bool settled_once; /* every namespace has, once */
 };
@@ -168,10 +174,62 @@ static bool is_refused(const NetnsSet *s, uint64_t ino) {
         return false;
 }
 
+static void problems_changed(NetnsSet *s) {
+        if (s->problems_event)
+                event_active(s->problems_event, EV_TIMEOUT, 0);
+}
+
 static void problem_drop(NetnsSet *s, size_t i) {
         free(s->problems[i].name);
         memmove(s->problems + i, s->problems + i + 1, (s->n_problems - i - 1) * sizeof(*s->problems));
         s->n_problems--;
+        problems_changed(s);
+}
+
+static const NetnsProblem *problem_find(const NetnsProblem *l, size_t n, const NetnsProblem *p) {
+        for (size_t i = 0; i < n; i++)
+                if (l[i].ino == p->ino && l[i].kind == p->kind && !l[i].quiet)
+                        return &l[i];
+        return NULL;
+}
+
+static void announce(NetnsSet *s, const NetnsProblem *p, bool went) {
+        event_emit(&s->events, &(Event){.type = EVENT_NETNS_PROBLEM, .netns = p->name,
+                                        .problem = netns_problem_kind_to_string(p->kind),
+                                        .error = went ? 0 : p->error, .ok = went});
+}
+
+static void announced_clear(NetnsSet *s) {
+        for (size_t i = 0; i < s->n_announced; i++)
+                free(s->announced[i].name);
+        free(s->announced);
+        s->announced = NULL;
+        s->n_announced = 0;
+}
+
+/* From the loop, once the list changed: those that went, then those that came, each once. */
+static void on_problems_changed(evutil_socket_t fd, short what, void *userdata) {
+        NetnsSet *s = userdata;
+        NetnsProblem *now = s->n_problems > 0 ? calloc(s->n_problems, sizeof(*now)) : NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; i < s->n_announced; i++)
+                if (!problem_find(s->problems, s->n_problems, &s->announced[i]))
+                        announce(s, &s->announced[i], true);
+        for (size_t i = 0; i < s->n_problems; i++) {
+                const NetnsProblem *p = &s->problems[i];
+                if (p->quiet)
+                        continue;
+                if (!problem_find(s->announced, s->n_announced, p))
+                        announce(s, p, false);
+                char *name = now ? strdup(p->name) : NULL;
+                if (name)
+                        now[n++] = (NetnsProblem){.name = name, .ino = p->ino, .kind = p->kind};
+        }
+        /* out of memory: what is missing from the copy is announced again, never lost */
+        announced_clear(s);
+        s->announced = now;
+        s->n_announced = n;
 }
 
 /* Drop those for which keep() says no. */
@@ -202,6 +260,7 @@ static void problem_add(NetnsSet *s, NetnsProblemKind kind, const char *name, ui
         s->problems[s->n_problems++] = (NetnsProblem){.name = copy, .ino = ino, .kind = kind, .error = error,
                                                       .devices = devices, .blocks = blocks,
                                                       .quiet = kind == NETNS_PROBLEM_CANNOT_ENTER && error == -EMEDIUMTYPE};
+        problems_changed(s);
 }
 
 size_t netns_set_problem_count(const NetnsSet *s) {
@@ -381,6 +440,7 @@ static void on_netns_event(const Event *ev, void *userdata) {
         case EVENT_RELOAD:
         case EVENT_RELOADING:
         case EVENT_TRY: /* the daemon's, emitted on the set's list itself */
+        case EVENT_NETNS_PROBLEM:
         case _EVENT_TYPE_MAX:
         case _EVENT_TYPE_INVALID:
                 break;
@@ -1270,7 +1330,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, N
         s->moving_timer = evtimer_new(base, on_moving_timer, s);
         s->starved_timer = evtimer_new(base, on_starved_timer, s);
         s->reap_event = event_new(base, -1, 0, on_reap, s);
-        if (!s->scan_event || !s->moving_timer || !s->starved_timer || !s->reap_event) {
+        s->problems_event = event_new(base, -1, 0, on_problems_changed, s);
+        if (!s->scan_event || !s->moving_timer || !s->starved_timer || !s->reap_event || !s->problems_event) {
                 netns_set_free(s);
                 return -ENOMEM;
         }
@@ -1297,8 +1358,12 @@ void netns_set_free(NetnsSet *s) {
                 s->own->forward_watch = 0;
                 s->own->set = NULL;
         }
+        if (s->problems_event)
+                event_free(s->problems_event);
+        s->problems_event = NULL; /* nothing is announced any more */
         while (s->n_problems > 0)
                 problem_drop(s, s->n_problems - 1);
+        announced_clear(s);
         free(s->problems);
         free(s->leftover);
         for (size_t i = 0; i < s->n_moving; i++)

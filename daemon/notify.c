@@ -215,6 +215,7 @@ static void on_event(const Event *e, void *userdata) {
         case EVENT_ROLLOUT:
         case EVENT_TRY:
         case EVENT_EVIDENCE:
+        case EVENT_NETNS_PROBLEM:
                 /* the counts may have changed: look again soon, once for a burst */
                 if (n->ready_sent)
                         schedule_status(n, 250000);

@@ -20,7 +20,8 @@ from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, ip_batch, p
                      sizes4, wait_file, write_file_atomic)
 from test_bigtcpctl import CTL
 from test_dbus import bus, bus_factory, busdir  # noqa: F401  (the system bus of its own, as fixtures)
-from test_dbus import call, wait_serving
+from test_dbus import Monitor as BusMonitor
+from test_dbus import call, changed, prop, wait_serving
 from test_evidence import cpu_seconds, packet_sockets
 from inject import mac_of
 
@@ -527,6 +528,63 @@ def test_dbus_names_pod_devices_netns_slash_ifname(ns, pods, daemon, confdir, bu
     # an operator's rollback by that name reaches the pod's device
     call(bus, 'Rollback', 's', f'{p1}/eth0')
     wait_eth0(p1, DISTINCT, f'{p1}/eth0 rolled back over D-Bus')
+
+
+def test_dbus_counts_cover_every_namespace(ns, pods, daemon, confdir, bus):
+    """The D-Bus count properties sum every namespace: a pod's devices are in DevicesTotal, and the
+    rollback of a pod's device is in DevicesRolledBack and Rollbacks (announced)."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add()
+    d = start(daemon, ns, cfg, env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    wait_serving(d, bus)
+    devs = list_devices(d)
+    assert any(x.get('netns') == p1 for x in devs), devs
+    assert prop(bus, 'DevicesTotal') == len(devs)
+    assert prop(bus, 'DevicesManaged') == len([x for x in devs if x['state'] != 'unmanaged'])
+    mon = BusMonitor(bus)
+    try:
+        call(bus, 'Rollback', 's', f'{p1}/eth0')
+        mon.wait(changed({'DevicesRolledBack': 1, 'Rollbacks': 1, 'State': 'degraded'}), 10)
+    finally:
+        mon.stop()
+    assert prop(bus, 'DevicesRolledBack') == 1 and prop(bus, 'Rollbacks') == 1
+
+
+def test_namespace_problem_coming_and_going_is_announced(ns, pods, daemon, confdir, bus):
+    """Without CAP_SYS_ADMIN, a namespace that appears cannot be entered: Monitor says so at once
+    ("netns-problem") and D-Bus announces State degraded; when its file goes, both say it is over.
+    The namespace has no veth, so no device event comes along to carry the news."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    d = start(daemon, ns, cfg, wrapper=('setpriv', '--inh-caps=-sys_admin', '--bounding-set=-sys_admin', '--'),
+              env={'DBUS_SYSTEM_BUS_ADDRESS': bus.address})
+    wait_serving(d, bus)
+    assert prop(bus, 'State') == 'ready'
+    name = f'{NETNS_PREFIX}pod-{secrets.token_hex(3)}'
+    bm = BusMonitor(bus)
+    try:
+        with Monitor(d, seed=False) as m:
+            run('ip', 'netns', 'add', name)
+            pods.names.append(name)
+            ev = m.wait_for(lambda e: e.get('event') == 'netns-problem', 10, 'the problem announced')
+            assert (ev['netns'], ev['problem'], ev['ok'], ev['errno']) == (name, 'cannot-enter', False,
+                                                                           errno.EPERM), ev
+            bm.wait(changed({'State': 'degraded'}), 10)
+            pods.delete(name)
+            ev = m.wait_for(lambda e: e.get('event') == 'netns-problem', 10, 'the end of the problem')
+            assert (ev['netns'], ev['problem'], ev['ok']) == (name, 'cannot-enter', True), ev
+            assert 'errno' not in ev, ev
+            bm.wait(changed({'State': 'ready'}), 10)
+            # each once
+            assert len([e for e in m.events if e.get('event') == 'netns-problem']) == 2, m.events
+            assert not [e for e in m.events if e.get('netns') == name and e.get('event') != 'netns-problem']
+    finally:
+        bm.stop()
+    out = subprocess.run(['ip', 'netns', 'exec', ns, str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'),
+                          'status'], capture_output=True, text=True, timeout=T(20)).stdout
+    assert 'ready' in out, out
 
 
 def test_try_and_revert_reach_every_pod(ns, pods, daemon, confdir, tmp_path):

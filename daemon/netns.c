@@ -99,7 +99,10 @@ struct NetnsSet {
         NetnsProblem *announced;
         size_t n_announced;
         struct event *problems_event;
-        bool settle_owed;  /* some namespace settled while another had not yet */
+        /* The daemon owes an EVENT_SETTLED: it starts, runs a new policy, or a reload begins (a
+         * namespace entered later settles on its own: no READY=1 for it) */
+        bool settle_owed;
+        unsigned reloading_watch; /* the set's own list, for EVENT_RELOADING */
         bool settled_once; /* every namespace has, once */
 };
 
@@ -413,6 +416,12 @@ bool netns_set_ready(const NetnsSet *s) {
         return s && s->settled_once;
 }
 
+static void on_reloading(const Event *ev, void *userdata) {
+        NetnsSet *s = userdata;
+        if (ev->type == EVENT_RELOADING)
+                s->settle_owed = true;
+}
+
 static void on_netns_event(const Event *ev, void *userdata) {
         Netns *n = userdata;
         NetnsSet *s = n->set;
@@ -434,7 +443,6 @@ static void on_netns_event(const Event *ev, void *userdata) {
                 }
                 if (!n->own)
                         maybe_release(n);
-                s->settle_owed = true;
                 check_settled(s);
                 break;
         case EVENT_RELOAD:
@@ -1261,6 +1269,7 @@ void netns_set_policy_changed(NetnsSet *s) {
 
         if (!s)
                 return;
+        s->settle_owed = true; /* READY=1 once every namespace runs it */
         problems_filter(s, keep_after_policy_change, NULL);
         for (size_t i = 0; i < s->n; i++) {
                 Netns *n = s->items[i];
@@ -1272,6 +1281,7 @@ void netns_set_policy_changed(NetnsSet *s) {
                 n->engine->settle_pending = true;
                 sync_verify(n->sync);
         }
+        check_settled(s); /* every namespace may have it already (none has to write) */
         if (!s->read_leftover) {
                 read_leftovers(s);
                 s->read_leftover = true;
@@ -1300,7 +1310,7 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, N
         if (!s)
                 return -ENOMEM;
         *s = (NetnsSet){.base = base, .own = own, .host = host, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mountinfo_fd = -1,
-                         .mounts_fd = -1};
+                         .mounts_fd = -1, .settle_owed = true /* the first: READY=1 */};
         s->n_dirs = cfg->dirs ? cfg->n_dirs : ELEMENTSOF(defaults);
         s->dirs = calloc(s->n_dirs + 1, sizeof(char *));
         s->wd = calloc(s->n_dirs + 1, sizeof(int));
@@ -1337,7 +1347,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, N
         }
         own->set = s;
         own->forward_watch = event_watch_add(&host->events, on_netns_event, own);
-        if (own->forward_watch == 0) {
+        s->reloading_watch = event_watch_add(&s->events, on_reloading, s);
+        if (own->forward_watch == 0 || s->reloading_watch == 0) {
                 netns_set_free(s);
                 return -ENOMEM;
         }

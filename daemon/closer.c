@@ -1,6 +1,6 @@
 /* closer.c — a child that closes what it is sent. It keeps nothing of the daemon's but its end of
  * the socket pair (and stderr, for a sanitizer's report), dies with the daemon (PR_SET_PDEATHSIG)
- * and ends when its socket does. */
+ * and ends when its socket does. A seccomp filter leaves it recvmsg(2), close(2) and its exit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,10 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
         if (sandbox_detach(fd, parent) < 0)
                 _exit(0);
         (void) prctl(PR_SET_NAME, "bigtcpd-closer", 0, 0, 0); /* for ps, and the tests */
+        /* what it does, and nothing else: a descriptor it is sent cannot make it do more */
+        static const int calls[] = {SYS_recvmsg, SYS_close, SYS_exit, SYS_exit_group};
+        if (sandbox_restrict(calls, ELEMENTSOF(calls)) < 0)
+                _exit(0);
         for (;;) {
                 union {
                         char buf[CMSG_SPACE(sizeof(int) * CLOSER_BATCH)];

@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -30,51 +31,58 @@ static const int allowed[] = {
         SYS_close,        SYS_getrandom,    SYS_sigaltstack,
 };
 
-#define N_ALLOWED ELEMENTSOF(allowed)
 #define ARG0_LOW (offsetof(struct seccomp_data, args[0])) /* little endian: the low half first */
 
 #ifdef SANDBOX_ARCH
-static int install_filter(void) {
-        /* [0..3] the architecture, [4] the number; then one test per allowed call; then write and
-         * writev with their descriptor; DENY; ALLOW. */
-        struct sock_filter f[5 + N_ALLOWED + 7];
-        size_t i = 0;
+/* [0..3] the architecture, [4] the number; then one test per allowed call; then, with
+ * `output_writes`, write and writev with their descriptor (stderr or SANDBOX_OUTPUT_FD); DENY;
+ * ALLOW. Everything else fails with EPERM. */
+static int install_filter(const int *calls, size_t n, bool output_writes) {
+        size_t w = output_writes ? 5 : 0, len = 5 + n + w + 2, i = 0;
+        struct sock_filter f[5 + 64 + 5 + 2];
 
+        assert(n <= 64 && len <= ELEMENTSOF(f));
         f[i++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
         f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SANDBOX_ARCH, 1, 0);
         f[i++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
         f[i++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
 #if defined(__x86_64__)
         /* x32 calls have this bit set and other numbers: none of ours */
-        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, (uint8_t) (N_ALLOWED + 5), 0);
+        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, (uint8_t) (n + w), 0);
 #else
         f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JA | BPF_K, 0, 0, 0);
 #endif
-        size_t first = i;
-        for (size_t k = 0; k < N_ALLOWED; k++, i++)
-                /* from here to ALLOW, which is N_ALLOWED - k + 5 further on */
-                f[i] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t) allowed[k],
-                                                     (uint8_t) (N_ALLOWED - 1 - k + 6), 0);
-        assert(i == first + N_ALLOWED);
-        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 1, 0);
-        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_writev, 0, 3);
-        f[i++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LOW);
-        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SANDBOX_OUTPUT_FD, 2, 0);
-        f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, STDERR_FILENO, 1, 0);
+        for (size_t k = 0; k < n; k++, i++)
+                /* from here to ALLOW, which is n - k + w + 1 further on */
+                f[i] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t) calls[k],
+                                                     (uint8_t) (n - k + w), 0);
+        if (output_writes) {
+                f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_write, 1, 0);
+                f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_writev, 0, 3);
+                f[i++] = (struct sock_filter) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LOW);
+                f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SANDBOX_OUTPUT_FD, 2, 0);
+                f[i++] = (struct sock_filter) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, STDERR_FILENO, 1, 0);
+        }
         f[i++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
         f[i++] = (struct sock_filter) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-        assert(i == ELEMENTSOF(f));
+        assert(i == len);
 
         struct sock_fprog prog = {.len = (unsigned short) i, .filter = f};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
                 return -errno;
         return 0;
 }
 #else
-static int install_filter(void) {
+static int install_filter(const int *calls, size_t n, bool output_writes) {
         return -EOPNOTSUPP; /* no filter written for this architecture: refuse to run unconfined */
 }
 #endif
+
+int sandbox_restrict(const int *calls, size_t n) {
+        return install_filter(calls, n, false);
+}
 
 int sandbox_detach(int output_fd, pid_t parent) {
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
@@ -108,7 +116,5 @@ int sandbox_enter(int output_fd, pid_t parent) {
         fl = fcntl(SANDBOX_OUTPUT_FD, F_GETFL);
         if (fl < 0 || fcntl(SANDBOX_OUTPUT_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
                 return -errno;
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                return -errno;
-        return install_filter();
+        return install_filter(allowed, ELEMENTSOF(allowed), true);
 }

@@ -4,6 +4,7 @@
  * its own exit. Everything else fails with EPERM; a foreign architecture's calls kill it. */
 #pragma once
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #define SANDBOX_OUTPUT_FD 3
@@ -15,3 +16,6 @@ int sandbox_detach(int output_fd, pid_t parent);
 /* sandbox_detach(), then the rest: in the child, right after fork(). `output_fd` becomes SANDBOX_OUTPUT_FD, blocking. `parent` is
  * the pid that forked it. 0, or -errno: the child must then exit without running anything. */
 int sandbox_enter(int output_fd, pid_t parent);
+/* No new privileges, and a seccomp filter that allows the `n` system calls `calls` (SYS_*) and
+ * nothing else (EPERM): for a child that does one small thing (closer.c, packet-maker.c). */
+int sandbox_restrict(const int *calls, size_t n);

@@ -1,5 +1,6 @@
 /* test-closer.c — the closer's child takes a descriptor and closes it: the reader of a pipe whose
- * write end went to the closer sees its end once the child has closed it. */
+ * write end went to the closer sees its end once the child has closed it; the child runs under a
+ * seccomp filter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,10 +10,27 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "closer.h"
+
+/* The "Seccomp:" mode of /proc/PID/status: 2 is a filter. */
+static int seccomp_mode(pid_t pid) {
+        char path[64], line[256];
+        int mode = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        f = fopen(path, "re");
+        assert_non_null(f);
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "Seccomp: %d", &mode) == 1)
+                        break;
+        fclose(f);
+        return mode;
+}
 
 static void test_child_closes(void **state) {
         Closer *c = NULL;
@@ -30,6 +48,8 @@ static void test_child_closes(void **state) {
                 assert_int_equal(read(p[0], &byte, 1), 0); /* end of file: no write end is left */
                 close(p[0]);
         }
+        /* it closed one: it runs its loop, under its own filter */
+        assert_int_equal(seccomp_mode(closer_pid(c)), 2);
         /* The message holds the descriptor until the child takes it: with the child stopped, the
          * write end stays open (no end of file) although ours is closed; it goes once the child
          * runs again. A close done here instead would end it at once. */

@@ -32,7 +32,7 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
         /* what it does, and nothing else: a descriptor it is sent cannot make it do more */
         static const int calls[] = {SYS_recvmsg, SYS_close, SYS_exit, SYS_exit_group};
         if (sandbox_restrict(calls, ELEMENTSOF(calls)) < 0)
-                _exit(0);
+                sandbox_exit(0);
         for (;;) {
                 union {
                         char buf[CMSG_SPACE(sizeof(int) * CLOSER_BATCH)];
@@ -46,7 +46,7 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)
-                        _exit(0); /* the daemon closed its end, or is gone */
+                        sandbox_exit(0); /* the daemon closed its end, or is gone */
                 for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
                         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                                 continue;

@@ -1242,10 +1242,6 @@ int control_watch(Control *c, const char *name, uint64_t duration_usec, ControlW
                 return -ENODEV;
         if (duration_usec == 0 || duration_usec > EVIDENCE_DURATION_MAX_USEC)
                 return -ERANGE;
-        /* Packet sockets open in bigtcpd's own namespace, where another namespace's ifindexes are
-         * other devices: a pod's device is not counted (yet), and says so at once. */
-        if (d->netns)
-                return -EOPNOTSUPP;
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;

@@ -1,5 +1,6 @@
-/* evidence.c — the watched devices: one filtered packet socket each, the window timer, the
- * statistics that tell a window with traffic, and the verdicts. */
+/* evidence.c — the watched devices: one filtered packet socket each (made ahead by the maker
+ * child, closed by the closer child), the window timer, the statistics of each window, and the
+ * verdicts. */
 #include <arpa/inet.h>
 #include <linux/filter.h>
 #include <linux/if_ether.h>
@@ -13,9 +14,15 @@
 #include <unistd.h>
 
 #include "closer.h"
+#include "packet-maker.h"
 #include "counters.h"
 #include "evidence.h"
 #include "log.h"
+
+struct EvidenceSockets {
+        Closer *closer;     /* the sockets' last close waits for the kernel: not in the loop */
+        PacketMaker *maker; /* … and so does their ring's set-up */
+};
 
 struct EvidenceSet {
         struct event_base *base;
@@ -24,10 +31,17 @@ struct EvidenceSet {
         const Clock *clock;
         struct event *timer;
         TAILQ_HEAD(, Evidence) watched;
-        size_t n;
+        TAILQ_HEAD(, Evidence) waiting; /* for a socket, in the order they asked */
+        size_t n;                       /* both */
         bool dump_asked; /* a statistics dump for us is asked for or runs */
-        bool enabled;
-        Closer *closer; /* the sockets' last close waits for the kernel: not in the loop */
+        EvidenceSockets *sockets;  /* NULL: counting is off */
+        int netns_fd;              /* where the sockets are made; -1: the daemon's namespace */
+        int spare[EVIDENCE_SPARE]; /* made, not bound yet */
+        size_t n_spare;
+        size_t asked; /* of the maker, not come yet */
+        size_t n_waiting;
+        bool refill_off;   /* the last socket could not be made: no spare until a watch asks */
+        bool logged_maker; /* its failure was logged */
 };
 
 static const char *const family_table[_EVIDENCE_FAMILY_MAX] = {
@@ -50,8 +64,13 @@ unsigned evidence_raised(const Sizes *s, bool ipv4) {
 }
 
 void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_t len) {
-        if (len <= EVIDENCE_BIG)
-                return; /* the filter passes none; a length the kernel cut is not ours to count */
+        EvidenceFamily f = protocol == ETH_P_IP ? EVIDENCE_IPV4 : EVIDENCE_IPV6;
+
+        if (len <= EVIDENCE_BIG) {
+                if (len >= EVIDENCE_FULL)
+                        c->full[f]++;
+                return; /* the filter passes no other; a length the kernel cut is not ours to count */
+        }
         if (outgoing) {
                 c->tx++;
                 if (len > c->tx_largest)
@@ -61,32 +80,47 @@ void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_
                 if (len > c->rx_largest)
                         c->rx_largest = len;
         }
-        c->by_family[protocol == ETH_P_IP ? EVIDENCE_IPV4 : EVIDENCE_IPV6]++;
+        c->by_family[f]++;
 }
 
-EvidenceVerdict evidence_judge(const EvidenceCounts *c, uint64_t traffic, unsigned raised, unsigned *ret_quiet) {
-        unsigned quiet = 0;
+EvidenceVerdict evidence_judge(const EvidenceCounts *c, unsigned raised, unsigned *ret_quiet) {
+        unsigned quiet = 0, shown = 0;
 
+        /* a missed packet may have been a big one of any family: with any missed, no family is
+         * called not in effect */
         for (EvidenceFamily f = 0; f < _EVIDENCE_FAMILY_MAX; f++)
-                if ((raised & (1u << f)) && c->by_family[f] == 0)
-                        quiet |= 1u << f;
+                if (raised & (1u << f)) {
+                        if (c->by_family[f] > 0)
+                                shown |= 1u << f;
+                        else if (c->full[f] >= EVIDENCE_FULL_MIN && c->missed == 0)
+                                quiet |= 1u << f;
+                }
         *ret_quiet = quiet;
-        /* big packets the socket missed are big packets all the same (of some family); with
-         * nothing raised, any big packet (a peer's, received) shows them on this device */
-        if (raised != 0 ? quiet != raised || c->missed > 0
-                        : c->by_family[EVIDENCE_IPV6] + c->by_family[EVIDENCE_IPV4] + c->missed > 0)
+        if (quiet != 0)
+                return EVIDENCE_NOT_EFFECTIVE;
+        if (shown != 0)
                 return EVIDENCE_EFFECTIVE;
-        /* an idle device proves nothing either way */
-        if (traffic == UINT64_MAX || traffic < EVIDENCE_TRAFFIC_MIN)
-                return EVIDENCE_UNKNOWN;
-        /* with nothing raised BIG TCP is not in effect either, by its sizes */
-        return EVIDENCE_NOT_EFFECTIVE;
+        if (raised != 0)
+                return EVIDENCE_UNKNOWN; /* no traffic of a raised family that could show it */
+        /* nothing raised: any big packet (a peer's, received) shows BIG TCP on this device; full-size
+         * ones and none big show it is not in effect there, by its sizes */
+        if (c->by_family[EVIDENCE_IPV6] + c->by_family[EVIDENCE_IPV4] + c->missed > 0)
+                return EVIDENCE_EFFECTIVE;
+        if (c->full[EVIDENCE_IPV6] + c->full[EVIDENCE_IPV4] >= EVIDENCE_FULL_MIN)
+                return EVIDENCE_NOT_EFFECTIVE;
+        return EVIDENCE_UNKNOWN;
 }
 
-/* A = skb->len; longer than EVIDENCE_BIG: keep 1 byte of it, else drop it in the kernel. */
+/* A = skb->len; longer than EVIDENCE_BIG: keep 1 byte of it; at least EVIDENCE_FULL: keep it when
+ * a random number is 0 modulo EVIDENCE_FULL_SAMPLE (a power of two); else drop it in the kernel. */
+_Static_assert((EVIDENCE_FULL_SAMPLE & (EVIDENCE_FULL_SAMPLE - 1)) == 0, "a power of two");
 static struct sock_filter filter_code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
-        BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, EVIDENCE_BIG, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, EVIDENCE_BIG, 4, 0),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, EVIDENCE_FULL, 0, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t) (SKF_AD_OFF + SKF_AD_RANDOM)),
+        BPF_STMT(BPF_ALU | BPF_AND | BPF_K, EVIDENCE_FULL_SAMPLE - 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, 1),
         BPF_STMT(BPF_RET | BPF_K, 0),
 };
@@ -164,6 +198,10 @@ static void unmap(Evidence *ev) {
         ev->ring = NULL;
 }
 
+static void close_socket(EvidenceSet *s, int fd) {
+        closer_close(s->sockets ? s->sockets->closer : NULL, fd);
+}
+
 /* Close the socket, after counting what its ring holds. The block being filled is not handed
  * over before its time: its packets count as missed only if its timer never ran (at most
  * EVIDENCE_BLOCK_MSEC of a window). */
@@ -176,64 +214,144 @@ static void detach(EvidenceSet *s, Evidence *ev) {
                 event_free(ev->io);
         ev->io = NULL;
         unmap(ev);
-        closer_close(s->closer, ev->fd);
+        close_socket(s, ev->fd);
         ev->fd = -1;
         TAILQ_REMOVE(&s->watched, ev, link);
         s->n--;
 }
 
-static int attach(EvidenceSet *s, Evidence *ev) {
-        _cleanup_(closep) int fd = -1;
-        struct sockaddr_ll sa = {
-                .sll_family = AF_PACKET,
-                .sll_protocol = htons(ETH_P_ALL),
-                .sll_ifindex = ev->device->ifindex,
-        };
-        struct tpacket_req3 req = {
+static const PacketRecipe recipe = {
+        .filter = &filter_prog,
+        .ring = {
                 .tp_block_size = EVIDENCE_BLOCK_SIZE,
                 .tp_block_nr = EVIDENCE_BLOCKS,
                 .tp_frame_size = TPACKET_ALIGNMENT << 7,
                 .tp_frame_nr = EVIDENCE_BLOCK_SIZE / (TPACKET_ALIGNMENT << 7) * EVIDENCE_BLOCKS,
                 .tp_retire_blk_tov = EVIDENCE_BLOCK_MSEC,
-        };
-        int one = 1, version = TPACKET_V3;
-        void *ring;
+        },
+};
 
-        if (!s->enabled)
-                return -EOPNOTSUPP;
-        if (s->n >= EVIDENCE_WATCHED_MAX)
-                return -EUSERS;
-        /* protocol 0: nothing is received before the filter is on and the socket is bound */
-        fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &filter_prog, sizeof(filter_prog)) < 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0 ||
-            setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) < 0 ||
-            setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0)
-                return -errno;
+/* The socket `fd` (made, not bound: it receives nothing yet), mapped and bound to ev's device,
+ * which is then watched from now on: neither call waits for the kernel. `fd` is taken. */
+static int attach(EvidenceSet *s, Evidence *ev, int fd) {
+        struct sockaddr_ll sa = {
+                .sll_family = AF_PACKET,
+                .sll_protocol = htons(ETH_P_ALL),
+                .sll_ifindex = ev->device->ifindex,
+        };
+        void *ring;
+        int r;
+
         ring = mmap(NULL, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (ring == MAP_FAILED)
-                return -errno;
+        if (ring == MAP_FAILED) {
+                r = -errno;
+                close_socket(s, fd);
+                return r;
+        }
         ev->ring = ring;
         ev->block = 0;
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
-                int r = -errno;
-                unmap(ev);
-                return r;
+                r = -errno;
+                goto fail;
         }
         ev->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
         if (!ev->io || event_add(ev->io, NULL) < 0) {
-                if (ev->io)
-                        event_free(ev->io);
-                ev->io = NULL;
-                unmap(ev);
-                return -ENOMEM;
+                r = -ENOMEM;
+                goto fail;
         }
-        ev->fd = TAKE_FD(fd);
+        ev->fd = fd;
+        return 0;
+fail:
+        if (ev->io)
+                event_free(ev->io);
+        ev->io = NULL;
+        unmap(ev);
+        close_socket(s, fd);
+        return r;
+}
+
+static void on_made(int fd, void *userdata);
+static void arm(EvidenceSet *s);
+static void ask_dump(EvidenceSet *s);
+
+/* Ask the maker for what the set is short of: EVIDENCE_SPARE ready (unless the last one failed),
+ * and one for each watch that waits. */
+static void refill(EvidenceSet *s) {
+        PacketMaker *maker = s->sockets ? s->sockets->maker : NULL;
+        size_t want = (s->refill_off ? 0 : EVIDENCE_SPARE) + s->n_waiting;
+
+        while (maker && s->n_spare + s->asked < want) {
+                int r = packet_maker_ask(maker, s->netns_fd, on_made, s);
+                if (r < 0) {
+                        if (!s->logged_maker)
+                                log_warning_errno(r, "evidence: the process that makes packet sockets takes no "
+                                                     "request (%m): watches set theirs up in the loop");
+                        s->logged_maker = true;
+                        return;
+                }
+                s->asked++;
+        }
+}
+
+static void unwait(EvidenceSet *s, Evidence *ev) {
+        TAILQ_REMOVE(&s->waiting, ev, link);
+        ev->waiting = false;
+        s->n_waiting--;
+        s->n--;
+}
+
+/* The window of ev starts now, on socket `fd` (taken): counts from zero, the packet counters at
+ * its start asked for. */
+static int start(EvidenceSet *s, Evidence *ev, int fd, uint64_t duration_usec) {
+        int r = attach(s, ev, fd);
+
+        if (r < 0)
+                return r;
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;
+        ev->counts = (EvidenceCounts){};
+        ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
+        ev->until_usec = now(s) + duration_usec;
+        ev->have_start = ev->have_end = false;
+        ask_dump(s); /* the packet counters at the start */
+        arm(s);
         return 0;
+}
+
+static void on_made(int fd, void *userdata) {
+        EvidenceSet *s = userdata;
+        Evidence *ev = TAILQ_FIRST(&s->waiting);
+        int r;
+
+        s->asked--;
+        if (fd < 0) {
+                /* asking again would fail again: the watch that waits longest is given up, and no
+                 * spare is made until the next watch */
+                log_full_errno(s->logged_maker ? LOG_DEBUG : LOG_WARNING, fd,
+                               "evidence: a packet socket could not be made: %m");
+                s->logged_maker = true;
+                s->refill_off = true;
+                if (ev && s->asked < s->n_waiting) {
+                        unwait(s, ev);
+                        emit(s, ev);
+                }
+                return;
+        }
+        s->logged_maker = false;
+        if (!ev) {
+                if (s->n_spare < EVIDENCE_SPARE)
+                        s->spare[s->n_spare++] = fd;
+                else
+                        close_socket(s, fd);
+                return;
+        }
+        unwait(s, ev);
+        r = start(s, ev, fd, ev->duration_usec);
+        if (r < 0) {
+                log_dev_warning_errno(ev->device, r, "evidence: failed to watch: %m");
+                emit(s, ev);
+        }
+        refill(s);
 }
 
 static void arm(EvidenceSet *s) {
@@ -260,11 +378,16 @@ static void ask_dump(EvidenceSet *s) {
                 s->dump_asked = true;
 }
 
+static const char *family_names(unsigned mask) {
+        static const char *const names[] = {"", "IPv6", "IPv4", "IPv6 and IPv4"};
+        return names[mask & 3u];
+}
+
 static void judge(EvidenceSet *s, Evidence *ev) {
         Device *d = ev->device;
         uint64_t traffic = ev->have_start && ev->have_end && ev->end_packets >= ev->start_packets
                                    ? ev->end_packets - ev->start_packets
-                                   : UINT64_MAX;
+                                   : 0;
         bool ipv4 = d->has_ipv4_sizes;
         unsigned quiet;
         EvidenceVerdict v;
@@ -272,27 +395,25 @@ static void judge(EvidenceSet *s, Evidence *ev) {
         ev->ending = ev->dumped = false;
         detach(s, ev);
         ev->raised = evidence_raised(&d->current, ipv4);
-        v = evidence_judge(&ev->counts, traffic, ev->raised, &quiet);
-        ev->traffic = traffic == UINT64_MAX ? 0 : traffic;
-        /* an idle window keeps the verdict of the last one with traffic */
+        v = evidence_judge(&ev->counts, ev->raised, &quiet);
+        ev->traffic = traffic;
+        /* a window that showed nothing keeps the verdict of the last one that did */
         if (v != EVIDENCE_UNKNOWN) {
                 ev->verdict = v;
                 ev->quiet = quiet;
         }
         if (v == EVIDENCE_NOT_EFFECTIVE && ev->raised == 0 && !ev->logged) {
-                log_dev_info(d, "BIG TCP not in effect: %llu packets in the window, none above 64 KiB; its sizes are "
+                log_dev_info(d, "BIG TCP not in effect: packets at 64 KiB in the window, none above; its sizes are "
                                 "at 64 KiB or less (the policy, or the device's tso_max_size %u)",
-                             (unsigned long long) traffic, d->tso_max_size);
+                             d->tso_max_size);
                 ev->logged = true;
         } else if (v == EVIDENCE_NOT_EFFECTIVE && !ev->logged) {
                 log_dev_warning(d,
-                                "BIG TCP not in effect: %llu packets in the window, none above 64 KiB although "
-                                "%s%s%s raised; check that the peer and every device on the path (tunnels, "
+                                "BIG TCP not in effect for %s: packets at 64 KiB in the window, none above, although "
+                                "its sizes are raised; check that the peer and every device on the path (tunnels, "
                                 "bridges, offloads: ethtool -k) take big packets, and the kernel (6.7-6.x "
                                 "segments IPv4 above gso_max_size in software)",
-                                (unsigned long long) traffic, (quiet & (1u << EVIDENCE_IPV6)) ? "IPv6" : "",
-                                quiet == ((1u << EVIDENCE_IPV6) | (1u << EVIDENCE_IPV4)) ? " and " : "",
-                                (quiet & (1u << EVIDENCE_IPV4)) ? "IPv4" : "");
+                                family_names(quiet));
                 ev->logged = true;
         } else if (v == EVIDENCE_EFFECTIVE) {
                 if (ev->logged)
@@ -300,10 +421,12 @@ static void judge(EvidenceSet *s, Evidence *ev) {
                                      (unsigned long long) (ev->counts.tx + ev->counts.rx));
                 ev->logged = false;
         }
-        log_dev_debug(d, "evidence: %llu sent above 64 KiB (largest %u), %llu received (largest %u), %llu missed, "
-                         "%llu packets of traffic",
+        log_dev_debug(d, "evidence: %llu sent above 64 KiB (largest %u), %llu received (largest %u), %llu+%llu at "
+                         "64 KiB (1 in %u), %llu missed, %llu packets of traffic",
                       (unsigned long long) ev->counts.tx, ev->counts.tx_largest, (unsigned long long) ev->counts.rx,
-                      ev->counts.rx_largest, (unsigned long long) ev->counts.missed, (unsigned long long) ev->traffic);
+                      ev->counts.rx_largest, (unsigned long long) ev->counts.full[EVIDENCE_IPV6],
+                      (unsigned long long) ev->counts.full[EVIDENCE_IPV4], EVIDENCE_FULL_SAMPLE,
+                      (unsigned long long) ev->counts.missed, (unsigned long long) ev->traffic);
         emit(s, ev);
 }
 
@@ -332,25 +455,56 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         arm(s);
 }
 
-int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock, bool enabled,
-                     EvidenceSet **ret) {
+int evidence_sockets_new(struct event_base *base, EvidenceSockets **ret) {
+        EvidenceSockets *k = calloc(1, sizeof(*k));
+        int r;
+
+        if (!k)
+                return -ENOMEM;
+        r = closer_new(&k->closer);
+        if (r < 0)
+                log_warning_errno(r, "evidence: no process to close packet sockets in (%m): each watch's end "
+                                     "stalls the loop for a grace period of the kernel's");
+        r = packet_maker_new(base, &recipe, k->closer, &k->maker);
+        if (r < 0)
+                log_warning_errno(r, "evidence: no process to make packet sockets in (%m): each watch's start "
+                                     "stalls the loop for a grace period of the kernel's");
+        *ret = k;
+        return 0;
+}
+
+void evidence_sockets_free(EvidenceSockets *k) {
+        if (!k)
+                return;
+        packet_maker_free(k->maker);
+        closer_free(k->closer);
+        free(k);
+}
+
+pid_t evidence_sockets_maker_pid(const EvidenceSockets *k) {
+        return k ? packet_maker_pid(k->maker) : -1;
+}
+
+pid_t evidence_sockets_closer_pid(const EvidenceSockets *k) {
+        return k ? closer_pid(k->closer) : -1;
+}
+
+int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
+                     EvidenceSockets *sockets, int netns_fd, EvidenceSet **ret) {
         EvidenceSet *s = calloc(1, sizeof(*s));
 
         if (!s)
                 return -ENOMEM;
-        *s = (EvidenceSet){.base = base, .writer = writer, .events = events, .clock = clock, .enabled = enabled};
+        *s = (EvidenceSet){.base = base, .writer = writer, .events = events, .clock = clock, .sockets = sockets,
+                           .netns_fd = netns_fd};
         TAILQ_INIT(&s->watched);
+        TAILQ_INIT(&s->waiting);
         s->timer = evtimer_new(base, on_timer, s);
         if (!s->timer) {
                 free(s);
                 return -ENOMEM;
         }
-        if (enabled) {
-                int r = closer_new(&s->closer);
-                if (r < 0)
-                        log_warning_errno(r, "evidence: no process to close packet sockets in (%m): each watch's end "
-                                             "stalls the loop for a grace period of the kernel's");
-        }
+        refill(s); /* the namespace's spares, made while nothing is watched yet */
         *ret = s;
         return 0;
 }
@@ -360,10 +514,15 @@ void evidence_set_free(EvidenceSet *s) {
 
         if (!s)
                 return;
+        if (s->sockets)
+                packet_maker_forget(s->sockets->maker, s);
         while ((ev = TAILQ_FIRST(&s->watched)))
                 detach(s, ev);
+        while ((ev = TAILQ_FIRST(&s->waiting)))
+                unwait(s, ev);
+        while (s->n_spare > 0)
+                close_socket(s, s->spare[--s->n_spare]);
         event_free(s->timer);
-        closer_free(s->closer);
         free(s);
 }
 
@@ -371,8 +530,23 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         Evidence *ev = d->evidence;
         uint64_t until = now(s) + duration_usec;
         bool made = false;
-        int r;
+        int fd, r;
 
+        if (!s->sockets)
+                return -EOPNOTSUPP;
+        if (ev && ev->waiting) {
+                if (duration_usec > ev->duration_usec)
+                        ev->duration_usec = duration_usec;
+                return 0;
+        }
+        if (ev && ev->fd >= 0 && !ev->ending) {
+                if (until > ev->until_usec)
+                        ev->until_usec = until;
+                arm(s);
+                return 0;
+        }
+        if (s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->ending))
+                return -EUSERS;
         if (!ev) {
                 ev = calloc(1, sizeof(*ev));
                 if (!ev)
@@ -381,32 +555,43 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
                 d->evidence = ev;
                 made = true;
         }
-        if (ev->fd >= 0 && !ev->ending) {
-                if (until > ev->until_usec)
-                        ev->until_usec = until;
-                arm(s);
-                return 0;
-        }
         if (ev->ending)
                 judge(s, ev); /* the window that just closed is judged as it is */
-        r = attach(s, ev);
+        s->refill_off = false;
+        if (s->n_spare > 0)
+                fd = s->spare[--s->n_spare];
+        else if (s->sockets->maker) {
+                /* it starts when the maker's socket comes */
+                ev->waiting = true;
+                ev->duration_usec = duration_usec;
+                TAILQ_INSERT_TAIL(&s->waiting, ev, link);
+                s->n_waiting++;
+                s->n++;
+                refill(s);
+                if (s->asked >= s->n_waiting)
+                        return 0;
+                unwait(s, ev); /* none will come: made here */
+                fd = packet_socket_make(&recipe);
+        } else
+                fd = packet_socket_make(&recipe); /* this waits for the kernel, in the loop */
+        r = fd < 0 ? fd : start(s, ev, fd, duration_usec);
         if (r < 0) {
                 if (made)
                         d->evidence = mfree(ev); /* never counted: nothing to report */
                 return r;
         }
-        ev->counts = (EvidenceCounts){};
-        ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
-        ev->until_usec = until;
-        ev->have_start = ev->have_end = false;
-        ask_dump(s); /* the packet counters at the start */
-        arm(s);
+        refill(s);
         return 0;
 }
 
 void evidence_stop(EvidenceSet *s, Device *d) {
         Evidence *ev = d->evidence;
 
+        if (ev && ev->waiting) {
+                unwait(s, ev);
+                emit(s, ev);
+                return;
+        }
         if (!ev || ev->fd < 0)
                 return;
         ev->ending = ev->dumped = false;
@@ -420,6 +605,8 @@ void evidence_forget(EvidenceSet *s, Device *d) {
 
         if (!ev)
                 return;
+        if (ev->waiting)
+                unwait(s, ev);
         detach(s, ev);
         arm(s);
         free(ev);

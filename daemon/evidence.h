@@ -1,32 +1,47 @@
 /* evidence.h — proof that BIG TCP is in effect: the packets above 64 KiB that a device really
  * sends and receives, counted while it is watched (its probation window, or an operator's
- * `bigtcpctl watch`). A watched device has one AF_PACKET socket bound to it whose classic BPF
- * filter passes only packets longer than 65536 bytes, cut to 1 byte: a small packet is never
- * copied to user space, and a device that is not watched has nothing attached. What passes lands
- * in a small TPACKET_V3 ring (the packet's header only: its length before the cut, its type —
- * the direction — and its protocol — the family), read a block at a time: the daemon wakes when
- * a block is full or EVIDENCE_BLOCK_MSEC passed, not for every packet.
+ * `bigtcpctl watch`), in whichever namespace bigtcpd manages it. A watched device has one
+ * AF_PACKET socket bound to it, made in its own namespace, whose classic BPF filter passes only
+ * packets longer than 65536 bytes, and one in EVIDENCE_FULL_SAMPLE of those between
+ * EVIDENCE_FULL and 65536 (the old ceiling's size), cut to 1 byte: a small packet is never copied
+ * to user space, and a device that is not watched has nothing attached. What passes lands in a
+ * small TPACKET_V3 ring (the packet's header only: its length before the cut, its type — the
+ * direction — and its protocol — the family), read a block at a time: the daemon wakes when a
+ * block is full or EVIDENCE_BLOCK_MSEC passed, not for every packet.
  *
- * At the end of a window the device is judged, if it carried traffic: its own tx+rx packet
- * counters, read by a statistics dump at the start and at the end of the window, rose by at least
- * EVIDENCE_TRAFFIC_MIN (an idle window says nothing and keeps the last verdict). It is not
- * effective when not one big packet came in a family its sizes raise above 65536 — with both
- * families raised, the counters cannot tell which family the traffic was, so only when neither
- * had one — and, with no family raised, when none came at all (BIG TCP is not in effect there
- * either; logged as information, not as a warning; a big packet received from a peer makes it
- * effective). Information, never a rollback. */
+ * The sockets are made ahead, away from the loop (packet-maker.h: the ring's set-up waits for
+ * the kernel), EVIDENCE_SPARE of them ready in each namespace; a watch with none ready starts
+ * when one comes. Their last close happens in the closer child (closer.h).
+ *
+ * At the end of a window each raised family (its sizes above 65536, GSO or GRO) is judged on its
+ * own: in effect when a big packet of it came; not in effect only when packets at the old ceiling
+ * came in it (traffic that could have been big) and not one above, with none missed; else the
+ * window says nothing of it (idle, or app-limited: no traffic that could show it). The device is
+ * not effective when a raised family is not in effect (that family is named), effective when one
+ * is and none is not. With no family raised, a big packet (a peer's, received) makes it
+ * effective, full-size packets and none big not effective (logged as information). A window that
+ * shows nothing keeps the last verdict. Information, never a rollback. */
 #pragma once
 
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "device.h"
 #include "event.h"
 #include "writer.h"
 
 #define EVIDENCE_BIG 65536u               /* a packet longer than this is big */
-#define EVIDENCE_TRAFFIC_MIN UINT64_C(1000) /* packets in a window that make it one with traffic */
+/* A packet of EVIDENCE_FULL bytes or more (and at most EVIDENCE_BIG) is at the old ceiling: what
+ * TCP makes of a full send queue at 64 KiB (65226 bytes on a 1500-byte MTU, 62702 on 9000).
+ * Paced or app-limited traffic makes smaller ones. One in EVIDENCE_FULL_SAMPLE of them passes the
+ * filter (SKF_AD_RANDOM): where BIG TCP is not in effect they are all there is, at line rate. */
+#define EVIDENCE_FULL 49152u
+#define EVIDENCE_FULL_SAMPLE 16u
+/* Full-size packets (counted, so 1/EVIDENCE_FULL_SAMPLE of those sent) that make a family one
+ * that could have shown big packets. */
+#define EVIDENCE_FULL_MIN UINT64_C(8)
 #define EVIDENCE_DURATION_DEFAULT_USEC (30 * USEC_PER_SEC)
 #define EVIDENCE_DURATION_MAX_USEC (3600 * USEC_PER_SEC) /* Watch(): at most an hour */
 /* The ring of one watched device: 4 blocks of 4 KiB, about 42 packets each (96 bytes per packet
@@ -42,6 +57,9 @@
 /* Devices watched at once, at most (16 KiB of ring each, 1 MiB in all): beyond, a device is not
  * counted; of a burst of thousands written at once, the first 64 are. */
 #define EVIDENCE_WATCHED_MAX 64u
+/* Sockets made ahead in each namespace (16 KiB of ring each, in the kernel): the two ends of a
+ * new veth pair are watched at once. */
+#define EVIDENCE_SPARE 2u
 
 typedef enum EvidenceFamily {
         EVIDENCE_IPV6, /* and every other protocol of the IPv6/legacy sizes */
@@ -57,13 +75,14 @@ typedef struct EvidenceCounts {
         uint64_t tx, rx;                 /* packets above EVIDENCE_BIG */
         uint32_t tx_largest, rx_largest; /* bytes, with the link-layer header */
         uint64_t by_family[_EVIDENCE_FAMILY_MAX];
+        uint64_t full[_EVIDENCE_FAMILY_MAX]; /* at the old ceiling, of the 1/EVIDENCE_FULL_SAMPLE passed */
         uint64_t missed; /* big packets the socket had no room for: direction and family unknown */
 } EvidenceCounts;
 
 typedef enum EvidenceVerdict {
-        EVIDENCE_UNKNOWN,       /* no window with traffic judged yet */
-        EVIDENCE_EFFECTIVE,     /* big packets came in a raised family */
-        EVIDENCE_NOT_EFFECTIVE, /* traffic, and not one big packet in a raised family (or none raised) */
+        EVIDENCE_UNKNOWN,       /* no window that showed anything yet */
+        EVIDENCE_EFFECTIVE,     /* big packets came in a raised family, and none is not in effect */
+        EVIDENCE_NOT_EFFECTIVE, /* a raised family (or, none raised, the device) had full-size packets, no big one */
         _EVIDENCE_VERDICT_MAX,
         _EVIDENCE_VERDICT_INVALID = -EINVAL,
 } EvidenceVerdict;
@@ -77,12 +96,14 @@ typedef struct Evidence {
         /* the last verdict, and what it was made of */
         EvidenceVerdict verdict;
         unsigned raised;  /* 1 << EvidenceFamily: the families its sizes raised in that window */
-        unsigned quiet;   /* … and those of them without a big packet */
+        unsigned quiet;   /* … and those of them not in effect (full-size packets, no big one) */
         uint64_t traffic; /* packets (tx+rx) the device carried in that window */
         bool logged;      /* "not effective" was logged; again only after an effective window */
 
         /* while watched */
-        int fd; /* -1: not watched */
+        int fd; /* -1: not watched, or waiting for a socket */
+        bool waiting; /* for a socket to be made: the window starts when it comes */
+        uint64_t duration_usec; /* … and lasts this long */
         struct event *io;
         uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
         unsigned block; /* the next to read */
@@ -104,25 +125,38 @@ unsigned evidence_raised(const Sizes *s, bool ipv4);
  * ethertype (host order), `len` its length before the cut. */
 void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_t len);
 
-/* The verdict of a window (pure): `traffic` packets (UINT64_MAX: unknown), the families raised;
- * *ret_quiet gets the raised families without a big packet. */
-EvidenceVerdict evidence_judge(const EvidenceCounts *c, uint64_t traffic, unsigned raised, unsigned *ret_quiet);
+/* The verdict of a window (pure), from its counts and the families raised; *ret_quiet gets the
+ * raised families not in effect. */
+EvidenceVerdict evidence_judge(const EvidenceCounts *c, unsigned raised, unsigned *ret_quiet);
 
-/* The filter the socket carries: accept packets longer than EVIDENCE_BIG, cut to one byte. */
+/* The filter the socket carries: accept packets longer than EVIDENCE_BIG, and one in
+ * EVIDENCE_FULL_SAMPLE of those of EVIDENCE_FULL bytes or more, cut to one byte. */
 struct sock_fprog;
 const struct sock_fprog *evidence_filter(void);
 
+/* What the sets of every namespace share: the child that makes their sockets, the one that
+ * closes them. Without either (they could not be made) the set does that work in the loop. */
+typedef struct EvidenceSockets EvidenceSockets;
+int evidence_sockets_new(struct event_base *base, EvidenceSockets **ret);
+/* After every set that uses them. NULL is a no-op. */
+void evidence_sockets_free(EvidenceSockets *k);
+/* The children's pids (tests); -1 without one. */
+pid_t evidence_sockets_maker_pid(const EvidenceSockets *k);
+pid_t evidence_sockets_closer_pid(const EvidenceSockets *k);
+
 typedef struct EvidenceSet EvidenceSet;
 
-/* `events` gets EVENT_EVIDENCE at the end of each window. Without `enabled`, nothing is ever
- * watched (-EOPNOTSUPP). */
-int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock, bool enabled,
-                     EvidenceSet **ret);
+/* `events` gets EVENT_EVIDENCE at the end of each window. The sockets are made in the namespace
+ * of `netns_fd` (-1: the daemon's own; it is not taken, and must stay open while the set lives).
+ * Without `sockets`, nothing is ever watched (-EOPNOTSUPP). */
+int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
+                     EvidenceSockets *sockets, int netns_fd, EvidenceSet **ret);
 /* Stops every watch (the records stay with their devices). */
 void evidence_set_free(EvidenceSet *s);
 
-/* Watch `d` for `duration_usec` from now (a watch running is extended, never shortened; a new
- * one starts a new count). -errno when the socket cannot be set up (nothing is left attached),
+/* Watch `d` for `duration_usec` from now — from when its socket comes, if none is ready (a watch
+ * running is extended, never shortened; a new one starts a new count). -errno when the socket
+ * cannot be set up (nothing is left attached),
  * -EUSERS when EVIDENCE_WATCHED_MAX devices are watched already, -EOPNOTSUPP when counting is off. */
 int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec);
 /* End d's watch now, without a verdict (a rollback, leaving its policy); EVENT_EVIDENCE goes out. */
@@ -130,7 +164,7 @@ void evidence_stop(EvidenceSet *s, Device *d);
 /* d goes away: its watch ends silently and its record is freed. */
 void evidence_forget(EvidenceSet *s, Device *d);
 static inline bool evidence_watching(const Device *d) {
-        return d->evidence && d->evidence->fd >= 0;
+        return d->evidence && (d->evidence->fd >= 0 || d->evidence->waiting);
 }
 size_t evidence_watched(const EvidenceSet *s);
 

@@ -117,6 +117,9 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (!m->base)
                 return -ENOMEM;
 
+        r = evidence_sockets_new(m->base, &m->packet_sockets);
+        if (r < 0)
+                return r;
         /* bigtcpd's own namespace, made as every other one is */
         NamespaceConfig own = {
                 .fd = -1,
@@ -126,7 +129,7 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                         .hostname = m->uts.nodename,
                         .kernel_release = m->uts.release,
                         .machine_id = m->machine_id[0] ? m->machine_id : NULL,
-                        .count_packets = true,
+                        .packet_sockets = m->packet_sockets,
                 },
                 .netlink_rcvbuf = cfg->netlink_rcvbuf,
                 .verify_interval_usec = cfg->verify_interval_usec,
@@ -189,6 +192,7 @@ void manager_free(Manager *m) {
         reloader_free(m->reloader);
         netns_set_free(m->netns);
         netns_free(m->host);
+        evidence_sockets_free(m->packet_sockets); /* after every namespace's evidence */
         if (m->base)
                 event_base_free(m->base);
         free(m);

@@ -36,6 +36,7 @@ typedef struct Manager {
         ManagerConfig cfg;
         struct utsname uts;
         char machine_id[33]; /* "" when the host has none: cohorts come from the hostname */
+        EvidenceSockets *packet_sockets; /* every namespace's evidence: made and closed in children */
         Netns *host;    /* bigtcpd's own namespace */
         Engine *engine; /* its engine and sync, which reloads, tries and control work on */
         Sync *sync;

@@ -21,6 +21,8 @@ typedef struct NetnsSet NetnsSet;
 typedef struct Netns {
         NetnsId id; /* first: devices point to it (only those of namespaces not the daemon's own) */
         bool own;   /* the daemon's own: its devices carry no NetnsId, its SNMP files are /proc/net */
+        int fd;     /* another namespace itself (-1 for the daemon's own): its evidence's packet
+                     * sockets are made in it */
         Netlink *nl;
         Engine *engine;
         Sync *sync;
@@ -48,9 +50,9 @@ typedef struct NamespaceConfig {
         /* The state: the daemon's own keeps it in `runtime_dir`, another namespace in
          * <runtime_dir>/netns/<inode>-<cookie> (made by the caller). */
         const char *runtime_dir;
-        /* The host as policies see it, shared by every namespace; count_packets for the daemon's
-         * own only (packet sockets open there, where another namespace's ifindexes are other
-         * devices). The engine's paths and namespace are filled in here. */
+        /* The host as policies see it, shared by every namespace, and the helpers that make and
+         * close every namespace's packet sockets (NULL: none counted). The engine's paths, its
+         * namespace and the namespace's descriptor for its packet sockets are filled in here. */
         EngineConfig engine;
         const Clock *clock;
         int netlink_rcvbuf;

@@ -19,3 +19,6 @@ int sandbox_enter(int output_fd, pid_t parent);
 /* No new privileges, and a seccomp filter that allows the `n` system calls `calls` (SYS_*) and
  * nothing else (EPERM): for a child that does one small thing (closer.c, packet-maker.c). */
 int sandbox_restrict(const int *calls, size_t n);
+/* The end of a child under sandbox_restrict(): exit_group(2) itself, not _exit(), which a
+ * sanitizer intercepts to run its checks, with calls the filter refuses. */
+__attribute__((noreturn)) void sandbox_exit(int status);

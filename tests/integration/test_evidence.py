@@ -117,12 +117,23 @@ def device(d, name='e0'):
     return call(d, 'ListDevices', {'ifname': name})['devices'][0]
 
 
-def packet_sockets(ns, ifindex=None):
-    """The packet sockets of `ns` (/proc/net/packet there), optionally those bound to ifindex."""
+def all_packet_sockets(ns):
     out = subprocess.run(['ip', 'netns', 'exec', ns, 'cat', '/proc/net/packet'], capture_output=True, text=True,
                          check=True).stdout.splitlines()[1:]
-    rows = [line.split() for line in out]     # sk RefCnt Type Proto Iface R Rmem User Inode
-    return [r for r in rows if ifindex is None or int(r[4]) == ifindex]
+    return [line.split() for line in out]     # sk RefCnt Type Proto Iface R Rmem User Inode
+
+
+def packet_sockets(ns, ifindex=None):
+    """The packet sockets of `ns` (/proc/net/packet there) bound to a device, optionally to
+    ifindex. The spares made ahead (bound to none, protocol 0, not running: they receive nothing)
+    are not among them; spare_sockets() are those."""
+    return [r for r in all_packet_sockets(ns) if int(r[4]) != 0 and (ifindex is None or int(r[4]) == ifindex)]
+
+
+def spare_sockets(ns):
+    rows = [r for r in all_packet_sockets(ns) if int(r[4]) == 0]
+    assert all(r[3] == '0000' and r[5] == '0' for r in rows), f'a spare socket that receives: {rows}'
+    return rows
 
 
 def wait_evidence(mon, ifname, timeout, since=0):
@@ -229,6 +240,9 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     socks = packet_sockets(a)
     assert [int(r[4]) for r in socks] == ([e0['ifindex']] if e0['state'] == 'probation' else []), socks
     assert packet_sockets(a, u0['ifindex']) == []
+    # made ahead, so that a watch's start does not wait for the kernel: at most EVIDENCE_SPARE,
+    # receiving nothing
+    assert len(spare_sockets(a)) <= 2
 
     # A watch on request: attached for its time, an answer when it is over, then nothing. u0 is
     # down: its socket holds ENETDOWN from the bind, which the daemon must read and not spin on
@@ -258,6 +272,7 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     assert ex.value.error == 'org.varlink.service.InvalidParameter'
     c.close()
     assert packet_sockets(a, u0['ifindex']) == []
+    assert len(spare_sockets(a)) <= 2
     d.stop()
 
 

@@ -770,20 +770,6 @@ def test_list_refresh_and_show_read_every_namespace_first(ns, pods, daemon, conf
     assert dev['current']['gso_max_size'] == 61000 == nl.sizes_of(nl.read_links(p2)['lo'])[0], dev
 
 
-def test_watch_of_a_pod_device_is_refused_at_once(ns, pods, daemon, confdir):
-    """Packet sockets open in bigtcpd's own namespace, where a pod's ifindex is another device: a
-    Watch of a pod's device is refused at once, never counted on the wrong device nor left hanging."""
-    d, p1, _ = one_pod(ns, pods, daemon, confdir)
-    import varlink_client
-    start_at = time.monotonic()
-    with pytest.raises(varlink_client.VarlinkError) as e:
-        varlink_client.call(d.runtime_dir / 'io.bigtcpd.Manager', 'io.bigtcpd.Manager.Watch',
-                            {'ifname': f'{p1}/eth0', 'duration_usec': 60_000_000}, timeout=T(5))
-    assert time.monotonic() - start_at < T(1)
-    assert 'not supported' in str(e.value).lower(), e.value
-    assert not d.log_lines(rf'{p1}/eth0: watching'), d.log_tail()
-
-
 def test_status_counts_each_namespace(ns, pods, daemon, confdir):
     """GetStatus sums the other namespaces and counts each one by name: its devices by state and its
     writes."""

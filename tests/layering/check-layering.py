@@ -18,7 +18,8 @@ LAYERS = [
     ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8', 'intern', 'pool']),
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
-              'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable']),
+              'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
+              'packet-maker']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
     ('decisions', ['lifecycle', 'apply']),
@@ -32,7 +33,7 @@ LAYERS = [
 ]
 # The protocol halves and the worker pool know nothing of bigtcpd.
 ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util', 'sandbox'},
-        'worker': {'util', 'log', 'sandbox'}, 'durable': {'util'}}
+        'packet-maker': {'util', 'sandbox', 'closer'}, 'worker': {'util', 'log', 'sandbox'}, 'durable': {'util'}}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface'}

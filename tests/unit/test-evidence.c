@@ -48,7 +48,10 @@ static void test_count(void **state) {
         evidence_count(&c, true, ETH_P_IP, 70000);
         evidence_count(&c, false, ETH_P_IPV6, 184306);
         evidence_count(&c, false, ETH_P_8021Q, 90000); /* not IPv4: the IPv6/legacy sizes' */
-        evidence_count(&c, true, ETH_P_IPV6, 65536);   /* not above: not counted */
+        evidence_count(&c, true, ETH_P_IPV6, 65536);   /* not above: at the old ceiling */
+        evidence_count(&c, true, ETH_P_IP, 65226);
+        evidence_count(&c, true, ETH_P_IP, EVIDENCE_FULL);
+        evidence_count(&c, true, ETH_P_IP, EVIDENCE_FULL - 1); /* neither */
         evidence_count(&c, false, ETH_P_IP, 1);
         assert_int_equal(c.tx, 2);
         assert_int_equal(c.rx, 2);
@@ -56,36 +59,44 @@ static void test_count(void **state) {
         assert_int_equal(c.rx_largest, 184306);
         assert_int_equal(c.by_family[EVIDENCE_IPV4], 2);
         assert_int_equal(c.by_family[EVIDENCE_IPV6], 2);
+        assert_int_equal(c.full[EVIDENCE_IPV4], 2);
+        assert_int_equal(c.full[EVIDENCE_IPV6], 1);
         assert_int_equal(c.missed, 0);
 }
 
 static void test_judge(void **state) {
         static const struct {
                 const char *what;
-                uint64_t v6, v4, missed, traffic;
+                uint64_t v6, v4, f6, f4, missed;
                 unsigned raised;
                 EvidenceVerdict want;
                 unsigned quiet;
         } cases[] = {
-                {"IPv4 raised, IPv4 big packets", 0, 10, 0, 50000, V4, EVIDENCE_EFFECTIVE, 0},
-                {"IPv4 raised, none (the 6.7 fallback)", 0, 0, 0, 50000, V4, EVIDENCE_NOT_EFFECTIVE, V4},
-                {"IPv4 raised, only IPv6 ones (GRO of a peer)", 5, 0, 0, 50000, V4, EVIDENCE_NOT_EFFECTIVE, V4},
-                {"IPv6 raised, IPv6 big packets", 7, 0, 0, 50000, V6, EVIDENCE_EFFECTIVE, 0},
-                {"both raised, IPv6 only: traffic of one family", 7, 0, 0, 50000, V6 | V4, EVIDENCE_EFFECTIVE, V4},
-                {"both raised, none", 0, 0, 0, 50000, V6 | V4, EVIDENCE_NOT_EFFECTIVE, V6 | V4},
-                {"raised, none, idle", 0, 0, 0, 10, V6, EVIDENCE_UNKNOWN, V6},
-                {"raised, none, traffic unknown", 0, 0, 0, UINT64_MAX, V6, EVIDENCE_UNKNOWN, V6},
-                {"raised, just enough traffic", 0, 0, 0, EVIDENCE_TRAFFIC_MIN, V6, EVIDENCE_NOT_EFFECTIVE, V6},
-                {"raised, one short of it", 0, 0, 0, EVIDENCE_TRAFFIC_MIN - 1, V6, EVIDENCE_UNKNOWN, V6},
-                {"raised, only missed ones: big all the same", 0, 0, 3, 50000, V4, EVIDENCE_EFFECTIVE, V4},
-                {"nothing raised, traffic: not in effect", 0, 0, 0, 50000, 0, EVIDENCE_NOT_EFFECTIVE, 0},
-                {"nothing raised, idle", 0, 0, 0, 0, 0, EVIDENCE_UNKNOWN, 0},
-                {"nothing raised, big packets of a peer, received", 3, 0, 0, 50000, 0, EVIDENCE_EFFECTIVE, 0},
+                {"IPv4 raised, IPv4 big packets", 0, 10, 0, 50, 0, V4, EVIDENCE_EFFECTIVE, 0},
+                {"IPv4 raised, full-size only (the 6.7 fallback)", 0, 0, 0, 50, 0, V4, EVIDENCE_NOT_EFFECTIVE, V4},
+                {"IPv4 raised, IPv6 big ones, no IPv4 traffic", 5, 0, 0, 0, 0, V4, EVIDENCE_UNKNOWN, 0},
+                {"IPv4 raised, IPv6 big ones, IPv4 full-size", 5, 0, 0, 50, 0, V4, EVIDENCE_NOT_EFFECTIVE, V4},
+                {"IPv6 raised, IPv6 big packets", 7, 0, 0, 0, 0, V6, EVIDENCE_EFFECTIVE, 0},
+                {"both raised, IPv6 only: IPv4 idle says nothing", 7, 0, 0, 0, 0, V6 | V4, EVIDENCE_EFFECTIVE, 0},
+                {"both raised, IPv6 big, IPv4 at the ceiling: IPv4 named", 7, 0, 30, 50, 0, V6 | V4,
+                 EVIDENCE_NOT_EFFECTIVE, V4},
+                {"both raised, both at the ceiling", 0, 0, 50, 50, 0, V6 | V4, EVIDENCE_NOT_EFFECTIVE, V6 | V4},
+                {"raised, idle", 0, 0, 0, 0, 0, V6, EVIDENCE_UNKNOWN, 0},
+                {"raised, small packets only (app-limited)", 0, 0, 0, 0, 0, V6 | V4, EVIDENCE_UNKNOWN, 0},
+                {"raised, just enough full-size", 0, 0, EVIDENCE_FULL_MIN, 0, 0, V6, EVIDENCE_NOT_EFFECTIVE, V6},
+                {"raised, one full-size short of it", 0, 0, EVIDENCE_FULL_MIN - 1, 0, 0, V6, EVIDENCE_UNKNOWN, 0},
+                {"raised, full-size, but some missed: could have been big", 0, 0, 0, 50, 3, V4, EVIDENCE_UNKNOWN, 0},
+                {"raised, big and missed", 0, 4, 0, 50, 3, V4, EVIDENCE_EFFECTIVE, 0},
+                {"nothing raised, full-size: not in effect", 0, 0, 50, 0, 0, 0, EVIDENCE_NOT_EFFECTIVE, 0},
+                {"nothing raised, idle", 0, 0, 0, 0, 0, 0, EVIDENCE_UNKNOWN, 0},
+                {"nothing raised, big packets of a peer, received", 3, 0, 0, 0, 0, 0, EVIDENCE_EFFECTIVE, 0},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                EvidenceCounts c = {.by_family = {cases[i].v6, cases[i].v4}, .missed = cases[i].missed};
+                EvidenceCounts c = {.by_family = {cases[i].v6, cases[i].v4},
+                                    .full = {cases[i].f6, cases[i].f4},
+                                    .missed = cases[i].missed};
                 unsigned quiet = 0xff;
-                EvidenceVerdict v = evidence_judge(&c, cases[i].traffic, cases[i].raised, &quiet);
+                EvidenceVerdict v = evidence_judge(&c, cases[i].raised, &quiet);
                 if (v != cases[i].want || quiet != cases[i].quiet)
                         fail_msg("%s: verdict %d quiet %u, want %d quiet %u", cases[i].what, v, quiet, cases[i].want,
                                  cases[i].quiet);
@@ -114,9 +125,18 @@ static void test_filter(void **state) {
         assert_int_equal(setsockopt(pair[1], SOL_SOCKET, SO_ATTACH_FILTER, prog, sizeof(*prog)), 0);
         assert_int_equal(through_filter(pair, 60), -1);
         assert_int_equal(through_filter(pair, 1500), -1);
-        assert_int_equal(through_filter(pair, 65536), -1);
+        assert_int_equal(through_filter(pair, EVIDENCE_FULL - 1), -1);
         assert_int_equal(through_filter(pair, 65537), 1); /* kept, cut to one byte */
         assert_int_equal(through_filter(pair, 69999), 1);
+        /* at the old ceiling: one in EVIDENCE_FULL_SAMPLE, at random. Of 800, fewer than 10 or more
+         * than 120 kept happens about once in 10^9 runs (binomial, p = 1/16) */
+        int kept = 0;
+        for (int i = 0; i < 800; i++) {
+                ssize_t n = through_filter(pair, i % 2 ? EVIDENCE_FULL : 65536);
+                assert_true(n == -1 || n == 1);
+                kept += n == 1;
+        }
+        assert_in_range(kept, 10, 120);
         close(pair[0]);
         close(pair[1]);
 }

@@ -1,0 +1,263 @@
+/* packet-maker.c — the child that makes packet sockets to a recipe, in the namespace it is given,
+ * and the queue of answers owed on the daemon's side. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "packet-maker.h"
+#include "sandbox.h"
+#include "util.h"
+
+typedef struct Owed {
+        PacketMade done; /* NULL: forgotten, the socket goes to the closer */
+        void *userdata;
+} Owed;
+
+struct PacketMaker {
+        int fd;
+        pid_t pid;
+        struct event *io;
+        Closer *closer;
+        Owed *owed; /* a queue: [head, head + n) of cap, wrapping */
+        size_t head, n, cap;
+};
+
+int packet_socket_make(const PacketRecipe *recipe) {
+        _cleanup_(closep) int fd = -1;
+        int one = 1, version = TPACKET_V3;
+
+        /* protocol 0: it receives nothing before it is bound (with the filter on) */
+        fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, recipe->filter, sizeof(*recipe->filter)) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0 ||
+            setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) < 0 ||
+            setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &recipe->ring, sizeof(recipe->ring)) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+/* One message: a byte, and the descriptor it carries (or -1) in *fd. */
+static ssize_t recv_fd(int sock, int flags, void *buf, size_t size, int *fd) {
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = {.iov_base = buf, .iov_len = size};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                             .msg_controllen = sizeof(control.buf)};
+        ssize_t n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+
+        *fd = -1;
+        if (n < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+                    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+                        if (*fd >= 0)
+                                (void) close(*fd); /* one is all a message carries; more are not ours */
+                        memcpy(fd, CMSG_DATA(c), sizeof(int));
+                }
+        return n;
+}
+
+static ssize_t send_fd(int sock, int flags, const void *buf, size_t size, int fd) {
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } control = {};
+        struct iovec iov = {.iov_base = (void *) buf, .iov_len = size};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+        if (fd >= 0) {
+                msg.msg_control = control.buf;
+                msg.msg_controllen = sizeof(control.buf);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        }
+        ssize_t n = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+        return n < 0 ? -errno : n;
+}
+
+__attribute__((noreturn)) static void child(int sock, pid_t parent, const PacketRecipe *recipe) {
+        int self;
+
+        if (sandbox_detach(sock, parent) < 0)
+                _exit(0);
+        (void) prctl(PR_SET_NAME, "bigtcpd-packets", 0, 0, 0); /* for ps, and the tests */
+        /* its own namespace, to make the sockets of requests that name none */
+        self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (self < 0)
+                _exit(0);
+        static const int calls[] = {SYS_recvmsg, SYS_sendmsg, SYS_setns, SYS_socket, SYS_setsockopt,
+                                    SYS_close,   SYS_exit,    SYS_exit_group};
+        if (sandbox_restrict(calls, ELEMENTSOF(calls)) < 0)
+                sandbox_exit(0);
+        for (;;) {
+                char byte;
+                int ns, fd;
+                ssize_t n = recv_fd(SANDBOX_OUTPUT_FD, 0, &byte, 1, &ns);
+                if (n == -EINTR)
+                        continue;
+                if (n <= 0)
+                        sandbox_exit(0); /* the daemon closed its end, or is gone */
+                int32_t status = setns(ns >= 0 ? ns : self, CLONE_NEWNET) < 0 ? -errno : 0;
+                if (ns >= 0)
+                        (void) close(ns);
+                fd = status < 0 ? -1 : packet_socket_make(recipe); /* here it waits for the kernel */
+                if (fd < 0 && status == 0)
+                        status = fd;
+                if (send_fd(SANDBOX_OUTPUT_FD, 0, &status, sizeof(status), fd) < 0)
+                        sandbox_exit(0);
+                if (fd >= 0)
+                        (void) close(fd); /* the daemon's copy keeps it */
+        }
+}
+
+static void give(PacketMaker *m, int fd) {
+        Owed o = m->owed[m->head];
+
+        m->head = (m->head + 1) % m->cap;
+        m->n--;
+        if (o.done)
+                o.done(fd, o.userdata);
+        else if (fd >= 0)
+                closer_close(m->closer, fd);
+}
+
+/* The child is gone: every answer owed is a failure. */
+static void lost(PacketMaker *m) {
+        if (m->io)
+                event_del(m->io);
+        if (m->fd >= 0)
+                (void) close(m->fd);
+        m->fd = -1;
+        while (m->n > 0)
+                give(m, -EPIPE);
+}
+
+static void on_answer(evutil_socket_t sock, short what, void *userdata) {
+        PacketMaker *m = userdata;
+
+        while (m->fd >= 0) {
+                int32_t status = 0;
+                int fd;
+                ssize_t n = recv_fd(m->fd, MSG_DONTWAIT, &status, sizeof(status), &fd);
+                if (n == -EAGAIN || n == -EINTR)
+                        return;
+                if (n <= 0 || (size_t) n != sizeof(status) || m->n == 0 || (status < 0) != (fd < 0)) {
+                        /* the child died, or said what it never says: trusted no more */
+                        if (fd >= 0)
+                                closer_close(m->closer, fd);
+                        lost(m);
+                        return;
+                }
+                give(m, fd >= 0 ? fd : status);
+        }
+}
+
+int packet_maker_new(struct event_base *base, const PacketRecipe *recipe, Closer *closer, PacketMaker **ret) {
+        _cleanup_(freep) PacketMaker *m = calloc(1, sizeof(*m));
+        pid_t parent = getpid(), pid;
+        int sv[2];
+
+        if (!m)
+                return -ENOMEM;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+                (void) close(sv[0]);
+                (void) close(sv[1]);
+                return r;
+        }
+        if (pid == 0) {
+                (void) close(sv[0]);
+                child(sv[1], parent, recipe);
+        }
+        (void) close(sv[1]);
+        m->fd = sv[0];
+        m->pid = pid;
+        m->closer = closer;
+        m->io = event_new(base, m->fd, EV_READ | EV_PERSIST, on_answer, m);
+        if (fcntl(m->fd, F_SETFL, O_NONBLOCK) < 0 || !m->io || event_add(m->io, NULL) < 0) {
+                int r = m->io ? -errno ?: -ENOMEM : -ENOMEM;
+                packet_maker_free(TAKE_PTR(m));
+                return r;
+        }
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+void packet_maker_free(PacketMaker *m) {
+        if (!m)
+                return;
+        if (m->io)
+                event_free(m->io);
+        m->io = NULL;
+        if (m->fd >= 0)
+                (void) close(m->fd);
+        m->fd = -1;
+        while (waitpid(m->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        free(m->owed);
+        free(m);
+}
+
+int packet_maker_ask(PacketMaker *m, int netns_fd, PacketMade done, void *userdata) {
+        char byte = 0;
+        ssize_t n;
+
+        if (m->fd < 0)
+                return -EPIPE;
+        if (m->n == m->cap) {
+                size_t cap = m->cap ? m->cap * 2 : 16;
+                Owed *t = calloc(cap, sizeof(*t));
+                if (!t)
+                        return -ENOMEM;
+                for (size_t i = 0; i < m->n; i++)
+                        t[i] = m->owed[(m->head + i) % m->cap];
+                free(m->owed);
+                m->owed = t;
+                m->head = 0;
+                m->cap = cap;
+        }
+        n = send_fd(m->fd, MSG_DONTWAIT, &byte, 1, netns_fd);
+        if (n == -EAGAIN || n == -ENOBUFS)
+                return -EAGAIN;
+        if (n < 0)
+                return -EPIPE;
+        m->owed[(m->head + m->n) % m->cap] = (Owed){done, userdata};
+        m->n++;
+        return 0;
+}
+
+void packet_maker_forget(PacketMaker *m, void *userdata) {
+        for (size_t i = 0; m && i < m->n; i++) {
+                Owed *o = &m->owed[(m->head + i) % m->cap];
+                if (o->userdata == userdata)
+                        o->done = NULL;
+        }
+}
+
+size_t packet_maker_pending(const PacketMaker *m) {
+        return m ? m->n : 0;
+}
+
+pid_t packet_maker_pid(const PacketMaker *m) {
+        return m ? m->pid : -1;
+}

@@ -166,7 +166,7 @@ def children_of(pid):
                 return f.read().strip()
         except FileNotFoundError:
             return None  # gone meanwhile
-    return [k for k in kids if comm(k) != 'bigtcpd-closer']
+    return [k for k in kids if comm(k) not in ('bigtcpd-closer', 'bigtcpd-packets')]
 
 
 def test_getstatus_answered_and_watchdog_kept_under_attack(tmpfs_runtime, ns, daemon, confdir, tmp_path,

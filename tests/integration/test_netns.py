@@ -405,10 +405,11 @@ def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdi
             return {(x['netns'], x['ifname']): x['state'] for x in m.call('ListDevices')['devices']}
         m.wait_until(lambda m: states(m).get((p1, 'eth0')) == 'probation' and
                      states(m).get((p2, 'eth0')) == 'probation', T(10), 'both pod ends in probation')
-        # Evidence counts the daemon's own namespace's devices only: a packet socket opens there,
-        # where a pod's ifindex is another device (here, likely a host end of these veths)
-        for where in (ns, p1, p2):
-            assert packet_sockets(where) == [], f'a packet socket in {where} for a pod end in probation'
+        # Evidence counts a pod's devices from a socket made in the pod (its ifindexes are its
+        # own there): one bound in each pod, none in the daemon's namespace for them
+        assert packet_sockets(ns) == [], f'a packet socket in {ns} for a pod end in probation'
+        for p in (p1, p2):
+            assert len(packet_sockets(p)) == 1, f'no packet socket in {p} for its end in probation'
 
         before = inject.snmp_counter(p1, 'Ip.InHdrErrors')
         bad = inject.ipv4_frame(inject.mac_of(p1, 'eth0'), inject.mac_of(ns, h1), '10.9.0.1', '10.9.0.2',
@@ -802,3 +803,57 @@ def test_plan_names_the_namespaces_it_does_not_cover(ns, pods, daemon, confdir, 
     f.write_text(wider)
     out = ctl(d, ns, 'plan', str(f))
     assert f'Not in this plan (bigtcpd has not entered them): namespace {other}.' in out, out
+
+
+def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
+    """`bigtcpctl watch POD/eth0` while iperf3 runs between the pod and the host: the pod end's big
+    packets are counted, from a packet socket made inside the pod (the daemon's own namespace has
+    another device at that ifindex, or none)."""
+    from test_evidence import Iperf
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy_text(f'''
+    version: 1
+    policies:
+      - name: pods
+        match:
+          netns: ["{POD_GLOB}"]
+          name: [eth0]
+        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
+        rollback: {{window: 1s, interval: 500ms}}
+    ''') + '\n')
+    p1, h1 = pods.add(distinct=False)
+    ip(ns, 'link', 'set', h1, 'gso_max_size', str(POD_SIZE), 'gro_max_size', str(POD_SIZE))
+    ip(ns, 'addr', 'add', 'fd19::1/64', 'dev', h1, 'nodad')
+    ip(p1, 'addr', 'add', 'fd19::2/64', 'dev', 'eth0', 'nodad')
+    ip(ns, 'link', 'set', h1, 'up')
+    ip(p1, 'link', 'set', 'eth0', 'up')
+    for where, name in ((ns, h1), (p1, 'eth0')):
+        nl.wait_links(where, lambda links: name in links and links[name]['flags'] & 0x40, T(10), f'{name} running')
+    d = start(daemon, ns, cfg)
+    with Monitor(d, seed=False) as m:
+        m.wait_until(lambda m: any(x['netns'] == p1 and x['ifname'] == 'eth0' and x['state'] == 'applied'
+                                   for x in m.call('ListDevices')['devices']), T(15), 'the pod end applied')
+    watch = subprocess.Popen([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
+                              f'{p1}/eth0', '--for', '4s'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_file(d.log_path, lambda: 'eth0: watching for' in d.log(), 10, 'the watch set up')
+        srv = Iperf(p1)
+        try:
+            r = subprocess.run(['ip', 'netns', 'exec', ns, 'iperf3', '-6', '-c', 'fd19::2', '-t', '2', '--bidir'],
+                               capture_output=True, text=True, timeout=40)
+            assert r.returncode == 0, r.stdout + r.stderr
+        finally:
+            srv.close()
+        out, err = watch.communicate(timeout=T(20))
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    assert watch.returncode == 0, out + err
+    dev = json.loads(out)
+    bp = dev['big_packets']
+    assert dev['netns'] == p1 and dev['ifname'] == 'eth0', dev
+    assert bp['tx'] > 0 and bp['rx'] > 0 and bp['ipv6'] == bp['tx'] + bp['rx'], bp
+    assert 65536 < bp['tx_largest'] <= POD_SIZE + 14, bp
+    assert dev['effective'] is True, dev
+    d.stop()

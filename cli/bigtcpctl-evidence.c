@@ -13,6 +13,12 @@
  * --for above it is a usage error before anything is printed. */
 #define WATCH_MAX_USEC (3600 * UINT64_C(1000000))
 
+/* "IPv6 and IPv4", from the counts of big packets of each family. */
+static const char *carried_text(json_object *b) {
+        bool v6 = jint(b, "ipv6", 0) > 0, v4 = jint(b, "ipv4", 0) > 0;
+        return v6 && v4 ? "IPv6 and IPv4" : v6 ? "IPv6" : v4 ? "IPv4" : "neither family";
+}
+
 /* "ipv4 and ipv6", from a list of family names. */
 static int families_text(json_object *a, char **s) {
         int r = 0;
@@ -45,25 +51,27 @@ int evidence_text(json_object *d, char **ret_packets, char **ret_effective) {
         if (r >= 0 && jint(b, "rx", 0) > 0)
                 r = strextendf(&p, ", largest %" PRId64, jint(b, "rx_largest", 0));
         if (r >= 0 && jint(b, "missed", 0) > 0)
-                r = strextendf(&p, "; %" PRId64 " more not read in time", jint(b, "missed", 0));
+                r = strextendf(&p, "; %" PRId64 " more not read in time (of unknown size and family)",
+                               jint(b, "missed", 0));
+        if (r >= 0 && !jbool(b, "watching") && jint(b, "tx", 0) + jint(b, "rx", 0) + jint(b, "missed", 0) == 0 &&
+            jint(b, "full_ipv6", 0) + jint(b, "full_ipv4", 0) == 0)
+                r = strextendf(&p, "; idle: no packet of 48 KiB or more, nothing that could show it");
         if (r >= 0)
                 r = strextendf(&p, "; since %s", ts);
         if (r >= 0 && jbool(b, "watching"))
                 r = strextendf(&p, ", counting (%s left)",
                                format_duration(buf, sizeof(buf), jint(b, "watch_left_usec", 0)));
         if (r >= 0 && eff && json_object_is_type(eff, json_type_boolean)) {
-                if (json_object_get_boolean(eff)) {
-                        r = strextendf(&e, "yes, big packets in ");
-                        if (r >= 0)
-                                r = families_text(jget(b, "raised"), &e);
-                } else {
-                        r = strextendf(&e, "no: %" PRId64 " packets in the window and none above 64 KiB in ",
-                                       jint(b, "window_packets", 0));
+                if (json_object_get_boolean(eff))
+                        r = strextendf(&e, "yes, big packets in %s", carried_text(b));
+                else if (jlen(jget(b, "quiet")) > 0) {
+                        r = strextendf(&e, "no for ");
                         if (r >= 0)
                                 r = families_text(jget(b, "quiet"), &e);
                         if (r >= 0)
-                                r = strextendf(&e, ", whose sizes are raised");
-                }
+                                r = strextendf(&e, ": packets at 64 KiB and none above, although its sizes are raised");
+                } else
+                        r = strextendf(&e, "no: packets at 64 KiB and none above; its sizes are not raised");
         }
         if (r < 0)
                 return r;

@@ -145,13 +145,14 @@ static json_object *big_packets_json(uint64_t now, const Device *d) {
         json_object_object_add(o, "since", json_object_new_int64((int64_t) ev->since_usec));
         json_object_object_add(o, "ipv6", json_object_new_int64((int64_t) ev->counts.by_family[EVIDENCE_IPV6]));
         json_object_object_add(o, "ipv4", json_object_new_int64((int64_t) ev->counts.by_family[EVIDENCE_IPV4]));
+        json_object_object_add(o, "full_ipv6", json_object_new_int64((int64_t) ev->counts.full[EVIDENCE_IPV6]));
+        json_object_object_add(o, "full_ipv4", json_object_new_int64((int64_t) ev->counts.full[EVIDENCE_IPV4]));
         json_object_object_add(o, "missed", json_object_new_int64((int64_t) ev->counts.missed));
         json_object_object_add(o, "watching", json_object_new_boolean(evidence_watching(d)));
         if (evidence_watching(d))
                 json_object_object_add(o, "watch_left_usec",
                                        json_object_new_int64((int64_t) (ev->until_usec > now ? ev->until_usec - now : 0)));
         if (ev->verdict != EVIDENCE_UNKNOWN) {
-                json_object_object_add(o, "window_packets", json_object_new_int64((int64_t) ev->traffic));
                 json_object_object_add(o, "raised", families_json(ev->raised));
                 json_object_object_add(o, "quiet", families_json(ev->quiet));
         }

@@ -33,7 +33,6 @@ struct EvidenceSet {
         TAILQ_HEAD(, Evidence) watched;
         TAILQ_HEAD(, Evidence) waiting; /* for a socket, in the order they asked */
         size_t n;                       /* both */
-        bool dump_asked; /* a statistics dump for us is asked for or runs */
         EvidenceSockets *sockets;  /* NULL: counting is off */
         int netns_fd;              /* where the sockets are made; -1: the daemon's namespace */
         int spare[EVIDENCE_SPARE]; /* made, not bound yet */
@@ -272,7 +271,6 @@ fail:
 
 static void on_made(int fd, void *userdata);
 static void arm(EvidenceSet *s);
-static void ask_dump(EvidenceSet *s);
 
 /* Ask the maker for what the set is short of: EVIDENCE_SPARE ready (unless the last one failed),
  * and one for each watch that waits. */
@@ -312,8 +310,7 @@ static int start(EvidenceSet *s, Evidence *ev, int fd, uint64_t duration_usec) {
         ev->counts = (EvidenceCounts){};
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
         ev->until_usec = now(s) + duration_usec;
-        ev->have_start = ev->have_end = false;
-        ask_dump(s); /* the packet counters at the start */
+        log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB");
         arm(s);
         return 0;
 }
@@ -360,7 +357,7 @@ static void arm(EvidenceSet *s) {
 
         evtimer_del(s->timer);
         TAILQ_FOREACH(ev, &s->watched, link) {
-                uint64_t due = !ev->ending ? ev->until_usec : ev->dumped ? ev->settle_usec : UINT64_MAX;
+                uint64_t due = !ev->ending ? ev->until_usec : ev->settle_usec;
                 if (due < first)
                         first = due;
         }
@@ -371,13 +368,6 @@ static void arm(EvidenceSet *s) {
         evtimer_add(s->timer, &tv);
 }
 
-static void ask_dump(EvidenceSet *s) {
-        if (s->dump_asked)
-                return;
-        if (writer_request_stats_dump(s->writer, STATS_DUMP_EVIDENCE) >= 0)
-                s->dump_asked = true;
-}
-
 static const char *family_names(unsigned mask) {
         static const char *const names[] = {"", "IPv6", "IPv4", "IPv6 and IPv4"};
         return names[mask & 3u];
@@ -385,18 +375,14 @@ static const char *family_names(unsigned mask) {
 
 static void judge(EvidenceSet *s, Evidence *ev) {
         Device *d = ev->device;
-        uint64_t traffic = ev->have_start && ev->have_end && ev->end_packets >= ev->start_packets
-                                   ? ev->end_packets - ev->start_packets
-                                   : 0;
         bool ipv4 = d->has_ipv4_sizes;
         unsigned quiet;
         EvidenceVerdict v;
 
-        ev->ending = ev->dumped = false;
+        ev->ending = false;
         detach(s, ev);
         ev->raised = evidence_raised(&d->current, ipv4);
         v = evidence_judge(&ev->counts, ev->raised, &quiet);
-        ev->traffic = traffic;
         /* a window that showed nothing keeps the verdict of the last one that did */
         if (v != EVIDENCE_UNKNOWN) {
                 ev->verdict = v;
@@ -422,11 +408,11 @@ static void judge(EvidenceSet *s, Evidence *ev) {
                 ev->logged = false;
         }
         log_dev_debug(d, "evidence: %llu sent above 64 KiB (largest %u), %llu received (largest %u), %llu+%llu at "
-                         "64 KiB (1 in %u), %llu missed, %llu packets of traffic",
+                         "64 KiB (1 in %u), %llu missed",
                       (unsigned long long) ev->counts.tx, ev->counts.tx_largest, (unsigned long long) ev->counts.rx,
                       ev->counts.rx_largest, (unsigned long long) ev->counts.full[EVIDENCE_IPV6],
                       (unsigned long long) ev->counts.full[EVIDENCE_IPV4], EVIDENCE_FULL_SAMPLE,
-                      (unsigned long long) ev->counts.missed, (unsigned long long) ev->traffic);
+                      (unsigned long long) ev->counts.missed);
         emit(s, ev);
 }
 
@@ -434,23 +420,14 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         EvidenceSet *s = userdata;
         uint64_t t = now(s);
         Evidence *ev, *next;
-        bool any = false;
 
         for (ev = TAILQ_FIRST(&s->watched); ev; ev = next) {
                 next = TAILQ_NEXT(ev, link);
                 if (!ev->ending && ev->until_usec <= t) {
-                        ev->ending = true;
-                        ev->have_end = ev->dumped = false;
+                        ev->ending = true; /* judged once the kernel handed over its last block */
                         ev->settle_usec = t + EVIDENCE_SETTLE_USEC;
-                        any = true;
-                } else if (ev->ending && ev->dumped && ev->settle_usec <= t)
+                } else if (ev->ending && ev->settle_usec <= t)
                         judge(s, ev);
-        }
-        if (any) {
-                s->dump_asked = false; /* the one that closes these windows starts after now */
-                ask_dump(s);
-                if (!s->dump_asked)
-                        evidence_stats_done(s, -EAGAIN); /* nothing comes: judged without traffic */
         }
         arm(s);
 }
@@ -594,7 +571,7 @@ void evidence_stop(EvidenceSet *s, Device *d) {
         }
         if (!ev || ev->fd < 0)
                 return;
-        ev->ending = ev->dumped = false;
+        ev->ending = false;
         detach(s, ev);
         arm(s);
         emit(s, ev);
@@ -624,50 +601,4 @@ void evidence_drain(EvidenceSet *s) {
                 read_ring(ev);
                 read_drops(ev);
         }
-}
-
-void evidence_stats_entry(EvidenceSet *s, Device *d, const void *stats, size_t size) {
-        Evidence *ev = d->evidence;
-        uint64_t tx, rx;
-
-        if (!ev || ev->fd < 0)
-                return;
-        if (link_counter_get(stats, size, offsetof(struct rtnl_link_stats64, tx_packets), &tx) < 0 ||
-            link_counter_get(stats, size, offsetof(struct rtnl_link_stats64, rx_packets), &rx) < 0)
-                return;
-        if (!ev->have_start) {
-                ev->have_start = true;
-                ev->start_packets = tx + rx;
-        } else if (ev->ending) {
-                ev->have_end = true;
-                ev->end_packets = tx + rx;
-        }
-}
-
-void evidence_stats_done(EvidenceSet *s, int error) {
-        Evidence *ev, *next;
-        bool waiting = false;
-
-        s->dump_asked = false;
-        if (error < 0)
-                log_debug_errno(error, "evidence: the statistics dump failed: %m; windows end without traffic figures");
-        for (ev = TAILQ_FIRST(&s->watched); ev; ev = next) {
-                next = TAILQ_NEXT(ev, link);
-                if (!ev->ending || ev->dumped)
-                        continue;
-                if (ev->have_end || error < 0) {
-                        ev->dumped = true;
-                        if (ev->settle_usec <= now(s))
-                                judge(s, ev);
-                } else
-                        waiting = true; /* its end came while this dump ran: the next one */
-        }
-        if (waiting) {
-                ask_dump(s);
-                if (!s->dump_asked) {
-                        evidence_stats_done(s, -EAGAIN);
-                        return;
-                }
-        }
-        arm(s);
 }

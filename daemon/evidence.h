@@ -97,7 +97,6 @@ typedef struct Evidence {
         EvidenceVerdict verdict;
         unsigned raised;  /* 1 << EvidenceFamily: the families its sizes raised in that window */
         unsigned quiet;   /* … and those of them not in effect (full-size packets, no big one) */
-        uint64_t traffic; /* packets (tx+rx) the device carried in that window */
         bool logged;      /* "not effective" was logged; again only after an effective window */
 
         /* while watched */
@@ -108,13 +107,8 @@ typedef struct Evidence {
         uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
         unsigned block; /* the next to read */
         uint64_t until_usec; /* CLOCK_MONOTONIC */
-        bool have_start;     /* the packet counters at the window's start came */
-        uint64_t start_packets;
-        bool ending;    /* its window is over: waits for the closing statistics dump */
-        bool dumped;    /* … which came (or failed); and for the last block of its ring: */
+        bool ending;          /* its window is over: waits for the last block of its ring */
         uint64_t settle_usec; /* CLOCK_MONOTONIC */
-        bool have_end;
-        uint64_t end_packets;
         TAILQ_ENTRY(Evidence) link;
 } Evidence;
 
@@ -170,7 +164,3 @@ size_t evidence_watched(const EvidenceSet *s);
 
 /* Read what is queued on every watched socket now (tests, and before a verdict). */
 void evidence_drain(EvidenceSet *s);
-
-/* The entries of a statistics dump that serves STATS_DUMP_EVIDENCE, then its end. */
-void evidence_stats_entry(EvidenceSet *s, Device *d, const void *stats, size_t size);
-void evidence_stats_done(EvidenceSet *s, int error);

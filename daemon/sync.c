@@ -542,8 +542,6 @@ static void on_stats(void *userdata, struct nlmsghdr *nlh) {
         writer_stats_entry(e->writer, d, sm.stats64, sm.stats64_len);
         if (d->probation && (writer_stats_dump_serves(e->writer) & STATS_DUMP_SAMPLES))
                 probation_sample(e->probation, d, sm.stats64, sm.stats64_len);
-        if (d->evidence && (writer_stats_dump_serves(e->writer) & STATS_DUMP_EVIDENCE))
-                evidence_stats_entry(e->evidence, d, sm.stats64, sm.stats64_len);
 }
 
 static void on_stats_done(void *userdata, int error) {
@@ -557,10 +555,6 @@ static void on_stats_done(void *userdata, int error) {
                 probation_samples_done(e->probation, error);
         if (failed & STATS_DUMP_SAMPLES)
                 probation_samples_done(e->probation, failed_error);
-        if (done & STATS_DUMP_EVIDENCE)
-                evidence_stats_done(e->evidence, error);
-        if (failed & STATS_DUMP_EVIDENCE)
-                evidence_stats_done(e->evidence, failed_error);
         if ((done | failed) & STATS_DUMP_BASELINES)
                 apply_flush(e); /* the writes that waited for it */
 }

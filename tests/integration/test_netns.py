@@ -409,6 +409,8 @@ def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdi
         # own there): one bound in each pod, none in the daemon's namespace for them
         assert packet_sockets(ns) == [], f'a packet socket in {ns} for a pod end in probation'
         for p in (p1, p2):
+            # its socket may come after the write (made by the child, when none was ready)
+            wait_file(d.log_path, lambda: f'{p}/eth0: evidence: counting' in d.log(), 10, f'{p}/eth0 counted')
             assert len(packet_sockets(p)) == 1, f'no packet socket in {p} for its end in probation'
 
         before = inject.snmp_counter(p1, 'Ip.InHdrErrors')
@@ -831,12 +833,15 @@ def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
         nl.wait_links(where, lambda links: name in links and links[name]['flags'] & 0x40, T(10), f'{name} running')
     d = start(daemon, ns, cfg)
     with Monitor(d, seed=False) as m:
-        m.wait_until(lambda m: any(x['netns'] == p1 and x['ifname'] == 'eth0' and x['state'] == 'applied'
+        # applied, and its probation's count is over: the watch below starts one of its own
+        m.wait_until(lambda m: any(x['netns'] == p1 and x['ifname'] == 'eth0' and x['state'] == 'applied' and
+                                   x['big_packets'] and not x['big_packets']['watching']
                                    for x in m.call('ListDevices')['devices']), T(15), 'the pod end applied')
     watch = subprocess.Popen([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
                               f'{p1}/eth0', '--for', '4s'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_file(d.log_path, lambda: 'eth0: watching for' in d.log(), 10, 'the watch set up')
+        # counted in probation once, and now for the watch
+        wait_file(d.log_path, lambda: d.log().count(f'{p1}/eth0: evidence: counting') >= 2, 10, 'the watch set up')
         srv = Iperf(p1)
         try:
             r = subprocess.run(['ip', 'netns', 'exec', ns, 'iperf3', '-6', '-c', 'fd19::2', '-t', '2', '--bidir'],

@@ -272,11 +272,12 @@ fail:
 static void on_made(int fd, void *userdata);
 static void arm(EvidenceSet *s);
 
-/* Ask the maker for what the set is short of: EVIDENCE_SPARE ready (unless the last one failed),
- * and one for each watch that waits. */
+/* Ask the maker for what the set is short of: in the daemon's own namespace EVIDENCE_SPARE ready
+ * (unless the last one failed), and one for each watch that waits. A pod keeps no spare: a
+ * thousand of them would hold 32 MiB of rings for nothing; its watches wait for the child. */
 static void refill(EvidenceSet *s) {
         PacketMaker *maker = s->sockets ? s->sockets->maker : NULL;
-        size_t want = (s->refill_off ? 0 : EVIDENCE_SPARE) + s->n_waiting;
+        size_t want = (s->refill_off || s->netns_fd >= 0 ? 0 : EVIDENCE_SPARE) + s->n_waiting;
 
         while (maker && s->n_spare + s->asked < want) {
                 int r = packet_maker_ask(maker, s->netns_fd, on_made, s);

@@ -9,9 +9,9 @@
  * direction — and its protocol — the family), read a block at a time: the daemon wakes when a
  * block is full or EVIDENCE_BLOCK_MSEC passed, not for every packet.
  *
- * The sockets are made ahead, away from the loop (packet-maker.h: the ring's set-up waits for
- * the kernel), EVIDENCE_SPARE of them ready in each namespace; a watch with none ready starts
- * when one comes. Their last close happens in the closer child (closer.h).
+ * The sockets are made away from the loop (packet-maker.h: the ring's set-up waits for the
+ * kernel), EVIDENCE_SPARE of them ahead in the daemon's own namespace; a watch with none ready
+ * starts when one comes. Their last close happens in the closer child (closer.h).
  *
  * At the end of a window each raised family (its sizes above 65536, GSO or GRO) is judged on its
  * own: in effect when a big packet of it came; not in effect only when packets at the old ceiling
@@ -57,8 +57,8 @@
 /* Devices watched at once, at most (16 KiB of ring each, 1 MiB in all): beyond, a device is not
  * counted; of a burst of thousands written at once, the first 64 are. */
 #define EVIDENCE_WATCHED_MAX 64u
-/* Sockets made ahead in each namespace (16 KiB of ring each, in the kernel): the two ends of a
- * new veth pair are watched at once. */
+/* Sockets made ahead in the daemon's own namespace (16 KiB of ring each, in the kernel): the two
+ * ends of a new veth pair are watched at once. Pods keep none. */
 #define EVIDENCE_SPARE 2u
 
 typedef enum EvidenceFamily {

@@ -24,6 +24,8 @@ static void help(void) {
                "                          put back sizes changed behind bigtcpd's back\n"
                "     --netns-dir DIR      Look for network namespaces in DIR (repeatable; default\n"
                "                          /run/netns and /run/docker/netns)\n"
+               "     --no-count-packets   Count no big packets (no evidence of BIG TCP in effect;\n"
+               "                          no AF_PACKET socket is ever opened)\n"
                "     --check-config       Validate the policy and exit: 0 clean, 1 errors (guard\n"
                "                          counters this host lacks are warnings)\n"
                "  -h --help               Show this help\n"
@@ -32,7 +34,7 @@ static void help(void) {
 }
 
 int main(int argc, char *argv[]) {
-        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL, ARG_NETNS_DIR };
+        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL, ARG_NETNS_DIR, ARG_NO_COUNT_PACKETS };
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"runtime-dir", required_argument, NULL, 'r'},
@@ -40,6 +42,7 @@ int main(int argc, char *argv[]) {
                 {"check-config", no_argument, NULL, ARG_CHECK_CONFIG},
                 {"verify-interval", required_argument, NULL, ARG_VERIFY_INTERVAL},
                 {"netns-dir", required_argument, NULL, ARG_NETNS_DIR},
+                {"no-count-packets", no_argument, NULL, ARG_NO_COUNT_PACKETS},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION},
                 {},
@@ -98,6 +101,9 @@ int main(int argc, char *argv[]) {
                         }
                         netns_dirs[cfg.n_netns_dirs++] = optarg;
                         cfg.netns_dirs = netns_dirs;
+                        break;
+                case ARG_NO_COUNT_PACKETS:
+                        cfg.no_count_packets = true;
                         break;
                 case ARG_CHECK_CONFIG:
                         check = true;

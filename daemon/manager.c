@@ -117,9 +117,11 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (!m->base)
                 return -ENOMEM;
 
-        r = evidence_sockets_new(m->base, &m->packet_sockets);
-        if (r < 0)
-                return r;
+        if (!cfg->no_count_packets) {
+                r = evidence_sockets_new(m->base, &m->packet_sockets);
+                if (r < 0)
+                        return r;
+        }
         /* bigtcpd's own namespace, made as every other one is */
         NamespaceConfig own = {
                 .fd = -1,

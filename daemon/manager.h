@@ -28,6 +28,7 @@ typedef struct ManagerConfig {
         uint64_t verify_interval_usec;
         size_t varlink_output_max; /* 0: the default cap on unread replies */
         char **netns_dirs; /* --netns-dir; NULL: NETNS_DIRS_DEFAULT */
+        bool no_count_packets; /* --no-count-packets: no evidence, no packet socket */
         size_t n_netns_dirs;
 } ManagerConfig;
 

@@ -55,7 +55,7 @@ int evidence_text(json_object *d, char **ret_packets, char **ret_effective) {
                                jint(b, "missed", 0));
         if (r >= 0 && !jbool(b, "watching") && jint(b, "tx", 0) + jint(b, "rx", 0) + jint(b, "missed", 0) == 0 &&
             jint(b, "full_ipv6", 0) + jint(b, "full_ipv4", 0) == 0)
-                r = strextendf(&p, "; idle: no packet of 48 KiB or more, nothing that could show it");
+                r = strextendf(&p, "; no traffic that could show it (no packet near 64 KiB or above)");
         if (r >= 0)
                 r = strextendf(&p, "; since %s", ts);
         if (r >= 0 && jbool(b, "watching"))

@@ -151,7 +151,8 @@ static json_object *big_packets_json(uint64_t now, const Device *d) {
         json_object_object_add(o, "watching", json_object_new_boolean(evidence_watching(d)));
         if (evidence_watching(d))
                 json_object_object_add(o, "watch_left_usec",
-                                       json_object_new_int64((int64_t) (ev->until_usec > now ? ev->until_usec - now : 0)));
+                                       json_object_new_int64((int64_t) (ev->waiting ? ev->duration_usec /* from its socket */
+                                                                        : ev->until_usec > now ? ev->until_usec - now : 0)));
         if (ev->verdict != EVIDENCE_UNKNOWN) {
                 json_object_object_add(o, "raised", families_json(ev->raised));
                 json_object_object_add(o, "quiet", families_json(ev->quiet));

@@ -34,10 +34,13 @@
 
 #define EVIDENCE_BIG 65536u               /* a packet longer than this is big */
 /* A packet of EVIDENCE_FULL bytes or more (and at most EVIDENCE_BIG) is at the old ceiling: what
- * TCP makes of a full send queue at 64 KiB (65226 bytes on a 1500-byte MTU, 62702 on 9000).
- * Paced or app-limited traffic makes smaller ones. One in EVIDENCE_FULL_SAMPLE of them passes the
- * filter (SKF_AD_RANDOM): where BIG TCP is not in effect they are all there is, at line rate. */
-#define EVIDENCE_FULL 49152u
+ * TCP makes of a full send queue at 64 KiB, the largest multiple of its segment size that fits
+ * (65226 bytes with the link-layer header on a 1500-byte MTU, 64346 for IPv6; 62702 and 62582 on
+ * 9000). Paced or app-limited traffic makes smaller ones; only an application that writes
+ * messages of 61-64 KiB one at a time makes such packets of its own. One in EVIDENCE_FULL_SAMPLE
+ * of them passes the filter (SKF_AD_RANDOM): where BIG TCP is not in effect they are all there
+ * is, at line rate. */
+#define EVIDENCE_FULL 62464u
 #define EVIDENCE_FULL_SAMPLE 16u
 /* Full-size packets (counted, so 1/EVIDENCE_FULL_SAMPLE of those sent) that make a family one
  * that could have shown big packets. */

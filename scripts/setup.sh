@@ -14,11 +14,12 @@ fi
 # systemd-container (systemd-nspawn): tests/integration/test_systemd_boot.py
 # ansible-core, python3-apt (its apt module), git: test_systemd_fleet.py runs conf/ansible/ and
 # builds the previous release's package from its commit
+# nftables: tests/integration/test_evidence.py (an IPv4 path that drops big packets)
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libnl-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
         libcmocka-dev python3-pytest
-        iperf3 iproute2 socat procps util-linux strace
+        iperf3 iproute2 socat procps util-linux strace nftables
         dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml
         build-essential dpkg-dev debhelper lintian systemd-container
         ansible-core python3-apt git

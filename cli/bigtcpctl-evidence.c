@@ -53,14 +53,14 @@ int evidence_text(json_object *d, char **ret_packets, char **ret_effective) {
         if (r >= 0 && jint(b, "missed", 0) > 0)
                 r = strextendf(&p, "; %" PRId64 " more not read in time (of unknown size and family)",
                                jint(b, "missed", 0));
-        if (r >= 0 && !jbool(b, "watching") && jint(b, "tx", 0) + jint(b, "rx", 0) + jint(b, "missed", 0) == 0 &&
-            jint(b, "full_ipv6", 0) + jint(b, "full_ipv4", 0) == 0)
-                r = strextendf(&p, "; no traffic that could show it (no packet near 64 KiB or above)");
         if (r >= 0)
                 r = strextendf(&p, "; since %s", ts);
         if (r >= 0 && jbool(b, "watching"))
                 r = strextendf(&p, ", counting (%s left)",
                                format_duration(buf, sizeof(buf), jint(b, "watch_left_usec", 0)));
+        if (r >= 0 && !jbool(b, "watching") && jint(b, "tx", 0) + jint(b, "rx", 0) + jint(b, "missed", 0) == 0 &&
+            jint(b, "full_ipv6", 0) + jint(b, "full_ipv4", 0) == 0)
+                r = strextendf(&p, "; no traffic that could show it (no packet near 64 KiB or above)");
         if (r >= 0 && eff && json_object_is_type(eff, json_type_boolean)) {
                 if (json_object_get_boolean(eff))
                         r = strextendf(&e, "yes, big packets in %s", carried_text(b));

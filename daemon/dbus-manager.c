@@ -434,9 +434,12 @@ static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus
         return reply_devices_json(b, call, NULL);
 }
 
-/* (issss(uuuu)(uuuu)u): ifindex, ifname, kind ("" for none), state, policy ("" for none), the
- * current and the desired sizes (gso, gro, gso_ipv4, gro_ipv4; 0 where unknown), tso_max_size. */
-#define DEVICE_SIGNATURE "(issss(uuuu)(uuuu)u)"
+/* (issss(uuuu)(uuuu)u(bttuutttti)): ifindex, ifname, kind ("" for none), state, policy ("" for
+ * none), the current and the desired sizes (gso, gro, gso_ipv4, gro_ipv4; 0 where unknown),
+ * tso_max_size, and its big packets (evidence.h; zeros when never counted): watching, tx, rx,
+ * tx_largest, rx_largest, ipv6, ipv4, missed, since (CLOCK_REALTIME µs), effective (1 yes, 0 no,
+ * -1 not known). */
+#define DEVICE_SIGNATURE "(issss(uuuu)(uuuu)u(bttuutttti))"
 
 static int append_device(sd_bus_message *reply, const Engine *e, const Device *d) {
         _cleanup_(freep) char *b1 = NULL, *b2 = NULL, *b3 = NULL, *full = control_device_name(d);
@@ -446,6 +449,9 @@ static int append_device(sd_bus_message *reply, const Engine *e, const Device *d
         bool managed = d->state != DEVICE_UNMANAGED && d->policy_name;
         const Sizes none = {}, *cur = &d->current, *want = managed ? &d->desired : &none;
         bool v4 = e->ipv4_supported;
+        const Evidence *ev = d->evidence;
+        const EvidenceCounts none_counted = {}, *n = ev ? &ev->counts : &none_counted;
+        int32_t effective = !ev || ev->verdict == EVIDENCE_UNKNOWN ? -1 : ev->verdict == EVIDENCE_EFFECTIVE;
 
         if (!ifname || !kind || !policy)
                 return -ENOMEM;
@@ -453,7 +459,10 @@ static int append_device(sd_bus_message *reply, const Engine *e, const Device *d
                                      device_state_to_string(d->state), policy, cur->gso_max_size, cur->gro_max_size,
                                      v4 ? cur->gso_ipv4_max_size : 0, v4 ? cur->gro_ipv4_max_size : 0,
                                      want->gso_max_size, want->gro_max_size, v4 ? want->gso_ipv4_max_size : 0,
-                                     v4 ? want->gro_ipv4_max_size : 0, d->tso_max_size);
+                                     v4 ? want->gro_ipv4_max_size : 0, d->tso_max_size, (int) evidence_watching(d),
+                                     n->tx, n->rx, n->tx_largest, n->rx_largest, n->by_family[EVIDENCE_IPV6],
+                                     n->by_family[EVIDENCE_IPV4], n->missed, ev ? ev->since_usec : UINT64_C(0),
+                                     effective);
 }
 
 static int method_list_devices(sd_bus_message *call, void *userdata, sd_bus_error *error) {

@@ -355,11 +355,18 @@ def test_read_methods(served):
     typed = call(bus, 'ListDevices', user='nobody')[0]
     by_name = {row[1]: row for row in typed}
     assert set(by_name) == set(links)
-    ifindex, ifname, kind, state, policy, current, desired, tso = by_name['va']
+    ifindex, ifname, kind, state, policy, current, desired, tso, big = by_name['va']
     assert (ifindex, kind, state, policy) == (links['va']['ifindex'], 'veth', 'applied', 'veth')
     assert tuple(current) == BIG and tuple(desired) == BIG and tso == links['va']['tso_max_size']
+    # its big packets, as ListDevicesJSON has them (zeros, and in effect not known, when never counted)
+    va = json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices'][0]
+    bp, eff = va['big_packets'], va['effective']
+    assert big == ([False, 0, 0, 0, 0, 0, 0, 0, 0, -1] if bp is None else
+                   [bp['watching'], bp['tx'], bp['rx'], bp['tx_largest'], bp['rx_largest'], bp['ipv6'], bp['ipv4'],
+                    bp['missed'], bp['since'], -1 if eff is None else int(eff)]), (big, va)
     lo = by_name['lo']
     assert lo[3] == 'unmanaged' and lo[4] == '' and tuple(lo[6]) == (0, 0, 0, 0), lo
+    assert lo[8] == [False, 0, 0, 0, 0, 0, 0, 0, 0, -1], 'never counted: zeros, in effect not known'
     assert call(bus, 'GetDevice', 's', 'vb')[0][1] == 'vb'
     assert call_error(bus, 'GetDevice', 'nosuch0')[0] == f'{IFACE}.NoSuchDevice'
 

@@ -6,6 +6,7 @@ daemon's figures are checked against what the policy makes possible, its sockets
 
 import json
 import os
+import select
 import subprocess
 import time
 
@@ -410,4 +411,33 @@ def test_ipv4_not_big_on_the_path_names_ipv4(netns, daemon, confdir, iface):
     assert len(d.log_lines(r'e0: BIG TCP not in effect for IPv4:')) == 1, d.log_tail()
     text = show(d)
     assert 'In effect: no for ipv4' in text, text
+    d.stop()
+
+
+def test_monitor_says_a_count_in_words(netns, daemon, confdir):
+    """`bigtcpctl monitor` prints the end of a count as `show` says it, not as JSON."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(ipv6=BIG, window='1s'))
+    d = daemon(a, cfg)
+    ctl = [str(BIN.parent.parent / 'cli' / 'bigtcpctl'), '--socket', str(d.runtime_dir / IFACE)]
+    mon = subprocess.Popen([*ctl, 'monitor'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_file(d.log_path, lambda: f'pid {mon.pid} uid 0 is monitoring' in d.log(), 10, 'the monitor subscribed')
+        call(d, 'Watch', {'ifname': 'e0', 'duration_usec': 500000})
+        out = b''
+        deadline = time.monotonic() + T(20)
+        while b'e0: evidence: ' not in out or not out.endswith(b'\n'):
+            left = deadline - time.monotonic()
+            assert left > 0 and select.select([mon.stdout], [], [], left)[0], f'no count in the monitor: {out}'
+            chunk = os.read(mon.stdout.fileno(), 65536)
+            assert chunk, mon.stderr.read()
+            out += chunk
+        line = next(x for x in out.decode().splitlines() if 'e0: evidence: ' in x)
+    finally:
+        mon.terminate()
+        mon.wait(timeout=10)
+        mon.stdout.close()
+        mon.stderr.close()
+    assert 'e0: evidence: 0 sent above 64 KiB; 0 received; since ' in line and '{' not in line, line
     d.stop()

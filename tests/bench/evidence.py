@@ -2,7 +2,7 @@
 """Evidence benchmark: what counting a device's packets above 64 KiB costs its traffic.
 
 Not part of the test suite. Run it as root after `bash scripts/build.sh` (release build):
-    /usr/bin/python3 tests/bench/evidence.py [--runs 5] [--seconds 3] [--bin PATH]
+    /usr/bin/python3 tests/bench/evidence.py [--runs 5] [--seconds 3] [--bin PATH] [--small]
 
 Two fresh namespaces joined by a veth pair, both ends at 185000 for all four sizes: bigtcpd
 writes its end (a policy without guards, so no probation window attaches anything), the test
@@ -14,6 +14,9 @@ even ones) so that drift on a shared machine hits both alike. Prints, for each, 
 Gbit/s unwatched and watched, the difference, what the watched runs counted (median big
 packets, and how many the socket missed) and the daemon's CPU time per watched run. Target:
 watched within 3 % of unwatched. Everything it makes is removed at the end.
+
+--small: small packets instead (iperf3 -u -l 64 -b 0), in millions of packets per second
+received: what the watched socket's filter costs each packet that it drops.
 """
 
 import argparse
@@ -151,9 +154,12 @@ class Bench:
                 raise RuntimeError(f"bigtcpd did not come up; log {self.log}")
         ns_sock.close()
         self.sock = os.path.join(self.tmp, "run", IFACE)
-        # `ip netns exec` forks: the daemon's own pid is its child's
-        self.daemon_pid = int(sh("pgrep", "-P", str(self.daemon.pid)).split()[0]) if subprocess.run(
-            ["pgrep", "-P", str(self.daemon.pid)], capture_output=True).returncode == 0 else self.daemon.pid
+        # `ip netns exec` execs bigtcpd (older iproute2 forked it): the process named bigtcpd, not
+        # its children (bigtcpd-closer, bigtcpd-packets)
+        self.daemon_pid = self.daemon.pid
+        with open(f"/proc/{self.daemon.pid}/comm") as f:
+            if f.read().strip() != "bigtcpd":
+                self.daemon_pid = int(sh("pgrep", "-x", "-P", str(self.daemon.pid), "bigtcpd").split()[0])
         links = nl.read_links(a)
         assert nl.sizes_of(links["ev0"]) == (BIG,) * 4, links["ev0"]
         self.ifindex = links["ev0"]["ifindex"]
@@ -177,9 +183,14 @@ class Bench:
                 "--connect-timeout", "5000"]
         if reverse:
             argv.append("-R")
+        if self.args.small:
+            argv += ["-u", "-l", "64", "-b", "0"]
         r = json.loads(sh(*argv, timeout=self.args.seconds + 30))
         if "error" in r:
             raise RuntimeError(f"iperf3: {r['error']}")
+        if self.args.small:
+            s = r["end"]["sum"]
+            return (s["packets"] - s["lost_packets"]) / s["seconds"] / 1e6
         return r["end"]["sum_received"]["bits_per_second"] / 1e9
 
     def watched(self, fam, reverse):
@@ -215,8 +226,9 @@ class Bench:
                         else:
                             off.append(self.iperf(fam, reverse))
                 rows.append((fam, "rx" if reverse else "tx", off, on, big, missed, cpu))
-                print(f"{fam} {'rx' if reverse else 'tx'}: unwatched {[round(x, 1) for x in off]} Gbit/s, "
-                      f"watched {[round(x, 1) for x in on]} Gbit/s", flush=True)
+                unit = "Mpps" if self.args.small else "Gbit/s"
+                print(f"{fam} {'rx' if reverse else 'tx'}: unwatched {[round(x, 2) for x in off]} {unit}, "
+                      f"watched {[round(x, 2) for x in on]} {unit}", flush=True)
         print()
         print(f"{'family':6} {'dir':3} {'unwatched':>10} {'watched':>10} {'change':>8} {'big pkts':>10} "
               f"{'missed':>7} {'daemon CPU':>11}")
@@ -225,7 +237,8 @@ class Bench:
             a, b = statistics.median(off), statistics.median(on)
             change = (b - a) * 100 / a if a else 0.0
             worst = change if worst is None else min(worst, change)
-            print(f"{fam:6} {d:3} {a:9.1f}G {b:9.1f}G {change:+7.1f}% {statistics.median(big):10.0f} "
+            u = "M" if self.args.small else "G"
+            print(f"{fam:6} {d:3} {a:9.2f}{u} {b:9.2f}{u} {change:+7.1f}% {statistics.median(big):10.0f} "
                   f"{statistics.median(missed):7.0f} {statistics.median(cpu) * 1000:8.0f} ms")
         print(f"(median of {self.args.runs} runs of {self.args.seconds} s each; daemon CPU per watched run; on a "
               f"shared machine the spread between runs can exceed the difference)")
@@ -239,6 +252,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "daemon", "bigtcpd"))
+    ap.add_argument("--small", action="store_true", help="64-byte UDP packets, in Mpps")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("evidence.py: must run as root")

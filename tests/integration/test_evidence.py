@@ -361,8 +361,8 @@ def test_ipv6_only_traffic_is_named_ipv6_only(netns, daemon, confdir, iface):
 
 
 def test_paced_traffic_gives_no_verdict(netns, daemon, confdir):
-    """App-limited traffic (iperf3 -N -l 1000 -b 200M) makes no packet near 64 KiB: nothing it
-    could show, so no "not in effect" — neither the words, the log nor the metrics."""
+    """App-limited traffic (iperf3 -N -l 1000 -b 200M) makes (almost) no packet near 64 KiB:
+    never "not in effect" — neither the words, the log nor the status."""
     a, b = both_raised(netns)
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy(ipv6=BIG, ipv4=BIG, window='1s'))
@@ -371,11 +371,14 @@ def test_paced_traffic_gives_no_verdict(netns, daemon, confdir):
         settled(d, mon)
     dev = watch_during(d, 'e0', 4, lambda: iperf(a, (b, 'fd13::2'), '-6', '-N', '-l', '1000', '-b', '200M'))
     bp = dev['big_packets']
-    assert dev['effective'] is None, dev
-    assert bp['tx'] == 0 and bp['rx'] == 0, bp
+    # a few writes may still coalesce into a big packet (then it is in effect, rightly); what
+    # may never come is "not in effect"
+    assert dev['effective'] is not False and bp.get('quiet') in (None, []), dev
     assert not d.log_lines('not in effect'), d.log_tail()
     text = show(d)
-    assert 'In effect' not in text and 'no traffic that could show it' in text, text
+    assert 'In effect: no' not in text, text
+    if bp['tx'] + bp['rx'] == 0:
+        assert dev['effective'] is None and 'no traffic that could show it' in text, text
     st = call(d, 'GetStatus')
     assert st['evidence']['not_effective'] == [], st['evidence']
     d.stop()

@@ -62,32 +62,16 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
 int closer_new(Closer **ret) {
         _cleanup_(freep) Closer *c = calloc(1, sizeof(*c));
         pid_t parent = getpid(), pid;
-        int sv[2];
+        int fd;
 
         if (!c)
                 return -ENOMEM;
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return -errno;
-        pid = fork();
-        if (pid < 0) {
-                int r = -errno;
-                (void) close(sv[0]);
-                (void) close(sv[1]);
-                return r;
-        }
-        if (pid == 0) {
-                (void) close(sv[0]);
-                child(sv[1], parent);
-        }
-        (void) close(sv[1]);
-        if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
-                int r = -errno;
-                (void) close(sv[0]);
-                (void) kill(pid, SIGKILL);
-                (void) waitpid(pid, NULL, 0);
-                return r;
-        }
-        c->fd = sv[0];
+        pid = sandbox_fork_pair(&fd);
+        if (pid < 0)
+                return pid;
+        if (pid == 0)
+                child(fd, parent);
+        c->fd = fd;
         c->pid = pid;
         *ret = TAKE_PTR(c);
         return 0;

@@ -172,32 +172,22 @@ static void on_answer(evutil_socket_t sock, short what, void *userdata) {
 int packet_maker_new(struct event_base *base, const PacketRecipe *recipe, Closer *closer, PacketMaker **ret) {
         _cleanup_(freep) PacketMaker *m = calloc(1, sizeof(*m));
         pid_t parent = getpid(), pid;
-        int sv[2];
+        int fd;
 
         if (!m)
                 return -ENOMEM;
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return -errno;
-        pid = fork();
-        if (pid < 0) {
-                int r = -errno;
-                (void) close(sv[0]);
-                (void) close(sv[1]);
-                return r;
-        }
-        if (pid == 0) {
-                (void) close(sv[0]);
-                child(sv[1], parent, recipe);
-        }
-        (void) close(sv[1]);
-        m->fd = sv[0];
+        pid = sandbox_fork_pair(&fd);
+        if (pid < 0)
+                return pid;
+        if (pid == 0)
+                child(fd, parent, recipe);
+        m->fd = fd;
         m->pid = pid;
         m->closer = closer;
         m->io = event_new(base, m->fd, EV_READ | EV_PERSIST, on_answer, m);
-        if (fcntl(m->fd, F_SETFL, O_NONBLOCK) < 0 || !m->io || event_add(m->io, NULL) < 0) {
-                int r = m->io ? -errno ?: -ENOMEM : -ENOMEM;
+        if (!m->io || event_add(m->io, NULL) < 0) {
                 packet_maker_free(TAKE_PTR(m));
-                return r;
+                return -ENOMEM;
         }
         *ret = TAKE_PTR(m);
         return 0;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -137,4 +139,34 @@ int sandbox_enter(int output_fd, pid_t parent) {
         if (fl < 0 || fcntl(SANDBOX_OUTPUT_FD, F_SETFL, fl & ~O_NONBLOCK) < 0)
                 return -errno;
         return install_filter(allowed, ELEMENTSOF(allowed), true);
+}
+
+pid_t sandbox_fork_pair(int *ret_fd) {
+        int sv[2], r;
+        pid_t pid;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                (void) close(sv[0]);
+                (void) close(sv[1]);
+                return r;
+        }
+        if (pid == 0) {
+                (void) close(sv[0]);
+                *ret_fd = sv[1];
+                return 0;
+        }
+        (void) close(sv[1]);
+        if (fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0) {
+                r = -errno;
+                (void) close(sv[0]);
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                return r;
+        }
+        *ret_fd = sv[0];
+        return pid;
 }

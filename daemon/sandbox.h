@@ -22,3 +22,7 @@ int sandbox_restrict(const int *calls, size_t n);
 /* The end of a child under sandbox_restrict(): exit_group(2) itself, not _exit(), which a
  * sanitizer intercepts to run its checks, with calls the filter refuses. */
 __attribute__((noreturn)) void sandbox_exit(int status);
+/* fork(2) with a SOCK_SEQPACKET pair between parent and child. In the parent: the child's pid,
+ * *ret_fd its end (non-blocking); in the child: 0, *ret_fd the child's end (blocking). -errno
+ * when either cannot be made (nothing is left). */
+pid_t sandbox_fork_pair(int *ret_fd);

@@ -13,9 +13,7 @@ Not part of the test suite. Run as root, after `bash scripts/build.sh release`:
 
 import argparse
 import os
-import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,30 +21,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import burst  # noqa: E402
-from burst import Poller, SIZE, parse_links  # noqa: E402
-from scale import RTMGRP_LINK, Scale, percentile  # noqa: E402
+from burst import SIZE  # noqa: E402
+from scale import Scale, percentile  # noqa: E402
 
 ON = burst.POLICY + """    rollback:
       window: 2s
       interval: 500ms
 """
-
-
-def subscribe(ns):
-    own = os.open("/proc/self/ns/net", os.O_RDONLY)
-    target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-    try:
-        burst.setns(target)
-        try:
-            sub = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        finally:
-            burst.setns(own)
-    finally:
-        os.close(target)
-        os.close(own)
-    sub.setsockopt(socket.SOL_SOCKET, burst.SO_RCVBUFFORCE, 8 << 20)
-    sub.bind((0, RTMGRP_LINK))
-    return sub
 
 
 def script_wall(ns, count):

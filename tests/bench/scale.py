@@ -67,6 +67,24 @@ POLICY = burst.POLICY + """    rollback:
 """
 
 
+def subscribe(ns):
+    """A socket bound to the link group, made in the namespace: its RTM_NEWLINKs."""
+    own = os.open("/proc/self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    try:
+        burst.setns(target)
+        try:
+            sub = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        finally:
+            burst.setns(own)
+    finally:
+        os.close(target)
+        os.close(own)
+    sub.setsockopt(socket.SOL_SOCKET, burst.SO_RCVBUFFORCE, 8 << 20)
+    sub.bind((0, RTMGRP_LINK))
+    return sub
+
+
 def guarded_policy(window, interval):
     return burst.POLICY + f"""    rollback:
       window: {window}
@@ -147,20 +165,7 @@ class Scale(Bench):
     def single_link_latency(self, ns, count):
         watcher = netlink_socket_in(ns)
         watcher.close()
-        # subscribe: a socket bound to the link group, made in the namespace
-        own = os.open("/proc/self/ns/net", os.O_RDONLY)
-        target = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-        try:
-            burst.setns(target)
-            try:
-                sub = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-            finally:
-                burst.setns(own)
-        finally:
-            os.close(target)
-            os.close(own)
-        sub.setsockopt(socket.SOL_SOCKET, burst.SO_RCVBUFFORCE, 8 << 20)
-        sub.bind((0, RTMGRP_LINK))
+        sub = subscribe(ns)
         poller = Poller(ns)
         lat = []
         try:

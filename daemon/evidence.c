@@ -299,8 +299,7 @@ static void unwait(EvidenceSet *s, Evidence *ev) {
         s->n--;
 }
 
-/* The window of ev starts now, on socket `fd` (taken): counts from zero, the packet counters at
- * its start asked for. */
+/* The window of ev starts now, on socket `fd` (taken), its counts from zero. */
 static int start(EvidenceSet *s, Evidence *ev, int fd, uint64_t duration_usec) {
         int r = attach(s, ev, fd);
 
@@ -337,7 +336,8 @@ static void on_made(int fd, void *userdata) {
         }
         s->logged_maker = false;
         if (!ev) {
-                if (s->n_spare < EVIDENCE_SPARE)
+                /* a spare, or asked for a watch that ended while it was made */
+                if (s->netns_fd < 0 && s->n_spare < EVIDENCE_SPARE)
                         s->spare[s->n_spare++] = fd;
                 else
                         close_socket(s, fd);

@@ -885,7 +885,8 @@ def test_monitor_events_of_the_new_contract(fake):
         dict(tried, action='reverted', reason='timeout'),
         dict(dev, event='evidence', effective=True,
              big_packets={'tx': 5, 'tx_largest': 100000, 'rx': 0, 'rx_largest': 0, 'missed': 0, 'since': deadline,
-                          'watching': False, 'window_packets': 9, 'raised': ['ipv6'], 'quiet': []}),
+                          'watching': False, 'ipv6': 5, 'ipv4': 0, 'full_ipv6': 0, 'full_ipv4': 0,
+                          'raised': ['ipv6'], 'quiet': []}),
         {'event': 'future', 'what': 'started'},
         dict(dev, event='removed'),
     ]
@@ -919,7 +920,7 @@ def test_monitor_events_of_the_new_contract(fake):
         'try of /tmp/t.yaml confirmed: installed as /etc/bigtcpd/bigtcpd.yaml',
         'try of /tmp/t.yaml reverted (timeout): the policy that ran before is back',
         'eth0: evidence: 5 sent above 64 KiB, largest 100000; 0 received; since '
-        f'{time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(deadline / 1e6))}; in effect: yes, big packets in ipv6',
+        f'{time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(deadline / 1e6))}; in effect: yes, big packets in IPv6',
         '{"event":"future","what":"started"}',
         'eth0: removed',
     ], got

@@ -19,8 +19,7 @@ static const char *carried_text(json_object *b) {
         return v6 && v4 ? "IPv6 and IPv4" : v6 ? "IPv6" : v4 ? "IPv4" : "neither family";
 }
 
-/* "ipv4 and ipv6", from a list of family names. */
-static int families_text(json_object *a, char **s) {
+int evidence_families_text(json_object *a, char **s) {
         int r = 0;
         for (size_t i = 0; r >= 0 && i < jlen(a); i++)
                 r = strextendf(s, "%s%s", i == 0 ? "" : " and ",
@@ -67,7 +66,7 @@ int evidence_text(json_object *d, char **ret_packets, char **ret_effective) {
                 else if (jlen(jget(b, "quiet")) > 0) {
                         r = strextendf(&e, "no for ");
                         if (r >= 0)
-                                r = families_text(jget(b, "quiet"), &e);
+                                r = evidence_families_text(jget(b, "quiet"), &e);
                         if (r >= 0)
                                 r = strextendf(&e, ": packets at 64 KiB and none above, although its sizes are raised");
                 } else

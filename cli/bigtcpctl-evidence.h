@@ -7,4 +7,7 @@
  * "no: …"), each NULL when the daemon has none. 0, or -ENOMEM. */
 int evidence_text(json_object *d, char **ret_packets, char **ret_effective);
 
+/* "ipv4 and ipv6", from a list of family names, appended to *s. 0, or -ENOMEM. */
+int evidence_families_text(json_object *a, char **s);
+
 int verb_watch(Ctl *c, char **args, size_t n);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "bigtcpctl-call.h"
+#include "bigtcpctl-evidence.h"
 #include "bigtcpctl-status.h"
 #include "device.h"
 
@@ -302,12 +303,26 @@ int verb_status(Ctl *c, char **args, size_t n) {
                 label(NULL);
                 printf("… and %" PRId64 " more\n", jint(ns, "namespace_problems_total", 0) - (int64_t) jlen(np));
         }
-        json_object *ev = jget(s, "evidence"), *ne = jarray(ev, "not_effective");
+        json_object *ev = jget(s, "evidence"), *ne = jarray(ev, "not_effective"),
+                    *nef = jarray(ev, "not_effective_families");
         if (ev && (jint(ev, "watched", 0) > 0 || jlen(ne) > 0)) {
                 printf("%16s: %" PRId64 " counting packets above 64 KiB", "Evidence", jint(ev, "watched", 0));
-                for (size_t i = 0; i < jlen(ne); i++)
-                        printf("%s%s%s%s", i == 0 ? "; not in effect on " : ", ", color(c, ANSI_YELLOW),
-                               json_object_get_string(json_object_array_get_idx(ne, i)), color(c, ANSI_RESET));
+                for (size_t i = 0; i < jlen(ne); i++) {
+                        const char *name = json_object_get_string(json_object_array_get_idx(ne, i));
+                        printf("%s%s%s%s", i == 0 ? "; not in effect on " : ", ", color(c, ANSI_YELLOW), name,
+                               color(c, ANSI_RESET));
+                        /* the families named: "e0 (ipv4)" */
+                        for (size_t k = 0; k < jlen(nef); k++) {
+                                json_object *q = json_object_array_get_idx(nef, k);
+                                _cleanup_(freep) char *fams = NULL;
+                                if (!streq_ptr(jstr(q, "device"), name) || jlen(jarray(q, "families")) == 0)
+                                        continue;
+                                if (evidence_families_text(jarray(q, "families"), &fams) < 0)
+                                        return error_exit(EXIT_FAILED, "out of memory");
+                                printf(" (%s)", fams);
+                                break;
+                        }
+                }
                 printf("%s\n", jlen(ne) > 0 ? " (bigtcpctl show DEV)" : "");
         }
         printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",

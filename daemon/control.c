@@ -551,12 +551,26 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(pr, "sample_gap_max_usec", json_object_new_int64((int64_t) gap));
         json_object_object_add(pr, "dumps", json_object_new_int64((int64_t) dumps));
         json_object_object_add(o, "probation", pr);
-        json_object *ev = json_object_new_object(), *ne = json_object_new_array();
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (d->evidence && d->evidence->verdict == EVIDENCE_NOT_EFFECTIVE)
-                        json_object_array_add(ne, kernel_string(d->ifname));
-        json_object_object_add(ev, "watched", json_object_new_int64((int64_t) evidence_watched(e->evidence)));
+        /* every namespace's: pods are counted in their own */
+        json_object *ev = json_object_new_object(), *ne = json_object_new_array(), *quiet = json_object_new_array();
+        size_t watched = 0;
+        for (size_t i = 0; i < namespaces(c); i++) {
+                const Engine *ei = engine_at(c, i);
+                watched += evidence_watched(ei->evidence);
+                DEVICE_FOREACH(d, &ei->devices, it) {
+                        if (!d->evidence || d->evidence->verdict != EVIDENCE_NOT_EFFECTIVE)
+                                continue;
+                        _cleanup_(freep) char *name = control_device_name(d);
+                        json_object *q = json_object_new_object();
+                        json_object_array_add(ne, kernel_string(name));
+                        json_object_object_add(q, "device", kernel_string(name));
+                        json_object_object_add(q, "families", families_json(d->evidence->quiet));
+                        json_object_array_add(quiet, q);
+                }
+        }
+        json_object_object_add(ev, "watched", json_object_new_int64((int64_t) watched));
         json_object_object_add(ev, "not_effective", ne);
+        json_object_object_add(ev, "not_effective_families", quiet);
         json_object_object_add(o, "evidence", ev);
         HostIdentity host = engine_host(e);
         json_object_object_add(o, "cohort_source",

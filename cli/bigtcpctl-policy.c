@@ -194,53 +194,50 @@ static json_object *local_errors_json(const PolicyErrors *errs, bool warnings) {
         return a;
 }
 
+static void print_errors(const PolicyErrors *errs) {
+        for (size_t i = 0; i < errs->n; i++) {
+                _cleanup_(freep) char *text = NULL;
+                if (policy_error_format(&errs->items[i], &text) >= 0)
+                        fprintf(stderr, "%s\n", text);
+        }
+}
+
 /* Local: the daemon's own parser, no daemon needed. The files are checked together, as one
  * policy (policy names must be unique across them), like the daemon reads its files; "-" is
  * standard input. A guard counter this host does not have is a warning, not an error: the file
- * may be meant for other hosts. */
+ * may be meant for other hosts. A file with errors has its warnings shown too, after them: what
+ * of it did parse is checked (POLICY_LOAD_PARTIAL), so fixing the errors brings no new surprise. */
 int verb_validate(Ctl *c, char **args, size_t n) {
         PolicyErrors errs = {}, warnings = {};
-        PolicySet *set = NULL;
+        _cleanup_(policy_set_freep) PolicySet *set = NULL;
         int r;
 
         if (n == 0)
                 return error_exit(EXIT_USAGE, "validate takes one or more policy files (- for standard input)");
-        r = policy_load(args, n, POLICY_LOAD_STDIN, NULL, &set, &errs);
+        r = policy_load(args, n, POLICY_LOAD_STDIN | POLICY_LOAD_PARTIAL, NULL, &set, &errs);
         if (r < 0 && r != -EINVAL) {
                 policy_errors_clear(&errs);
                 return error_exit(EXIT_FAILED, "cannot check the policy: %s", strerror(-r));
         }
+        if (set)
+                (void) guard_counter_warnings_here(set, NULL, &warnings);
         if (c->json) {
                 json_object *o = json_object_new_object();
-                if (r >= 0)
-                        (void) guard_counter_warnings_here(set, NULL, &warnings);
                 json_object_object_add(o, "valid", json_object_new_boolean(r >= 0));
                 json_object_object_add(o, "errors", local_errors_json(&errs, false));
                 json_object_object_add(o, "warnings", local_errors_json(&warnings, true));
                 print_json(o);
                 json_object_put(o);
-                policy_errors_clear(&warnings);
-        } else if (r < 0) {
-                for (size_t i = 0; i < errs.n; i++) {
-                        _cleanup_(freep) char *text = NULL;
-                        if (policy_error_format(&errs.items[i], &text) >= 0)
-                                fprintf(stderr, "%s\n", text);
-                }
         } else {
-                (void) guard_counter_warnings_here(set, NULL, &warnings);
-                for (size_t i = 0; i < warnings.n; i++) {
-                        _cleanup_(freep) char *text = NULL;
-                        if (policy_error_format(&warnings.items[i], &text) >= 0)
-                                fprintf(stderr, "%s\n", text);
-                }
-                if (c->legend)
+                print_errors(&errs);
+                print_errors(&warnings);
+                if (r >= 0 && c->legend)
                         printf("%zu %s valid: %zu %s%s.\n", n, n == 1 ? "file" : "files", set->n_policies,
                                set->n_policies == 1 ? "policy" : "policies",
                                warnings.n == 0 ? "" : warnings.n == 1 ? ", 1 warning" : ", warnings above");
-                policy_errors_clear(&warnings);
         }
+        policy_errors_clear(&warnings);
         policy_errors_clear(&errs);
-        policy_set_free(set);
         return r < 0 ? EXIT_FAILED : EXIT_OK;
 }
 

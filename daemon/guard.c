@@ -244,7 +244,8 @@ static int spec_warnings(const RollbackSpec *spec, const SnmpSnapshot *snap, con
         for (size_t i = 0; i < spec->n_guards; i++) {
                 const Guard *g = &spec->guards[i];
                 int r = 0;
-                if (!counter_exposed(g->counter_kind, g->counter, snap, stats_size))
+                /* no counter: a guard of a file with errors (PolicySet.partial), its error says why */
+                if (g->counter && !counter_exposed(g->counter_kind, g->counter, snap, stats_size))
                         r = counter_warning(snap, keys, g->file, g->line, g->column, g->counter, ret);
                 if (r >= 0 && g->per && !counter_exposed(g->per_kind, g->per, snap, stats_size))
                         r = counter_warning(snap, keys, g->file, g->per_line, g->per_column, g->per, ret);

@@ -91,6 +91,7 @@ int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, const
         s = policy_set_new();
         if (!s)
                 return -ENOMEM;
+        s->partial = flags & POLICY_LOAD_PARTIAL;
 
         for (size_t i = 0; i < n_paths; i++) {
                 _cleanup_(freep) char *data = NULL;
@@ -128,10 +129,12 @@ int policy_load(char *const *paths, size_t n_paths, PolicyLoadFlags flags, const
                 else if (r < 0)
                         return r;
         }
-        if (failed)
+        if (failed && !s->partial)
                 return -EINVAL;
 
         *ret = TAKE_PTR(s);
+        if (failed)
+                return -EINVAL;
         return 0;
 }
 

@@ -42,6 +42,8 @@ typedef struct PolicyOverride {
 
 typedef enum PolicyLoadFlags {
         POLICY_LOAD_STDIN = 1 << 0, /* a path "-" is standard input (a pipe too), named "<stdin>" */
+        /* with errors, -EINVAL and still a set: what did parse, for warnings only (PolicySet.partial) */
+        POLICY_LOAD_PARTIAL = 1 << 1,
 } PolicyLoadFlags;
 /* policy_load_files() with flags (POLICY_LOAD_STDIN: `bigtcpctl validate -`; the daemon never
  * reads stdin) and `override`'s content for its path (NULL: none). */

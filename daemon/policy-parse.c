@@ -544,6 +544,11 @@ done:
                 goto fail;
         if (p.n_errors > 0) {
                 parser_sort_errors(&p);
+                if (s->partial) {
+                        r = policy_set_add_file(s, p.file, p.data, p.size, f.policies, f.n_policies, &file_defaults);
+                        if (r < 0)
+                                return r;
+                }
                 return -EINVAL;
         }
         r = policy_set_add_file(s, p.file, p.data, p.size, f.policies, f.n_policies, &file_defaults);

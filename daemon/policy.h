@@ -124,6 +124,9 @@ typedef struct PolicySet {
          * decides nothing and writes nothing, not even a restore: what an earlier run wrote
          * stays as it is until a policy runs. */
         bool frozen;
+        /* Set before parsing: a file with errors adds what of it did parse (its guards, for the
+         * counter warnings that go beside the errors), and the set is only for that: never run. */
+        bool partial;
 } PolicySet;
 
 typedef struct PolicyError {

@@ -185,6 +185,35 @@ def test_validate_reads_stdin_and_warns_of_counters_this_host_lacks(tmp_path):
     assert r.returncode == 1 and r.stderr.startswith('<stdin>:'), r.stderr
 
 
+def test_validate_shows_a_files_warnings_beside_its_errors():
+    # an error in one policy does not hide a counter the host lacks in another part of the file
+    text = policy_text('''
+        version: 1
+        rollback:
+          guards:
+            - counter: Tcp.RetransSeg
+              max-increase: 10
+        policies:
+          - name: big
+            match: {kind: [veth]}
+            ipv6: {gso-max-size: lots}
+        ''')
+    r = ctl_stdin(['validate', '-'], text)
+    assert r.returncode == 1 and r.stdout == '', r
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith('<stdin>:9:26: gso-max-size:') and 'warning' not in lines[0], lines
+    assert lines[1] == ('<stdin>:4:16: warning: guard counter "Tcp.RetransSeg" is not on this host (did you mean '
+                        '"Tcp.RetransSegs"?): guards on it never trip'), lines
+    j = json.loads(ctl_stdin(['validate', '--json', '-'], text).stdout)
+    assert j['valid'] is False and [e['line'] for e in j['errors']] == [9], j
+    assert [(w['line'], w['column']) for w in j['warnings']] == [(4, 16)], j
+    assert j['warnings'][0]['message'].startswith('guard counter "Tcp.RetransSeg" is not on this host'), j
+    # a guard whose own counter is the error gives no warning for it (the error says it)
+    r = ctl_stdin(['validate', '--json', '-'], text.replace('Tcp.RetransSeg', 'link.tx_erors'))
+    j = json.loads(r.stdout)
+    assert r.returncode == 1 and j['warnings'] == [] and len(j['errors']) == 2, j
+
+
 def ctl_stdin(args, text):
     import subprocess
     from test_bigtcpctl import CTL

@@ -846,18 +846,31 @@ void control_request_cancel(ControlRequest *r) {
         request_free(r);
 }
 
-json_object *control_errors_json(const PolicyErrors *errs) {
+/* `warnings`: they are in their own field, so their messages go without the "warning: " that
+ * marks them in text. */
+static json_object *errors_json(const PolicyErrors *errs, bool warnings) {
         json_object *a = json_object_new_array();
         for (size_t i = 0; a && i < errs->n; i++) {
                 const PolicyError *e = &errs->items[i];
                 json_object *o = json_object_new_object();
+                const char *m = e->message ?: "";
+                if (warnings && strncmp(m, "warning: ", 9) == 0)
+                        m += 9;
                 json_object_object_add(o, "file", json_object_new_string(e->file ?: ""));
                 json_object_object_add(o, "line", json_object_new_int((int) e->line));
                 json_object_object_add(o, "column", json_object_new_int((int) e->column));
-                json_object_object_add(o, "message", json_object_new_string(e->message ?: ""));
+                json_object_object_add(o, "message", json_object_new_string(m));
                 json_object_array_add(a, o);
         }
         return a;
+}
+
+json_object *control_errors_json(const PolicyErrors *errs) {
+        return errors_json(errs, false);
+}
+
+json_object *control_warnings_json(const PolicyErrors *warnings) {
+        return errors_json(warnings, true);
 }
 
 static json_object *plan_device(Control *c, const PolicySet *set, Device *d) {
@@ -908,11 +921,14 @@ struct ControlJob {
         bool plan;
         const char *policy; /* the caller's, until fn or the cancel; NULL: the loaded one (Plan only) */
         char *source;
+        SnmpSnapshot snap; /* Validate: this namespace's counters when it was asked, for the warnings */
+        bool have_snap;
         ControlJobFn fn;
         void *userdata;
 };
 
 static void control_job_free(ControlJob *j) {
+        snmp_done(&j->snap);
         free(j->source);
         free(j);
 }
@@ -950,14 +966,15 @@ static int plan_reply(Control *c, const PolicySet *set, json_object **ret) {
         return 0;
 }
 
-/* In the worker: one line {"error": errno, "errors": [...]}, then, for a plan that could be made,
+/* In the worker: one line {"error": errno, "errors": [...], "warnings": [...]} (Validate's counter
+ * warnings, also of a policy with errors: what of it did parse), then, for a plan that could be made,
  * Plan's reply (plan_reply()). json-c escapes every control character, so the line holds no newline. */
 static int job_run(int fd, void *userdata) {
         ControlJob *j = userdata;
         Control *c = j->control;
         _cleanup_(policy_set_freep) PolicySet *own = NULL;
         _cleanup_(json_object_putp) json_object *head = NULL, *plan = NULL;
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         const char *text;
         size_t len;
         int r = 0;
@@ -966,6 +983,7 @@ static int job_run(int fd, void *userdata) {
                 own = policy_set_new();
                 if (!own)
                         return -ENOMEM;
+                own->partial = !j->plan;
                 r = policy_parse_buffer(own, j->source ?: "<policy>", j->policy, strlen(j->policy), &errs);
                 if (r >= 0) {
                         HostIdentity host = engine_host(c->engine);
@@ -974,16 +992,25 @@ static int job_run(int fd, void *userdata) {
         }
         if (r >= 0 && j->plan)
                 r = plan_reply(c, own, &plan);
+        if (j->have_snap && own && (r >= 0 || r == -EINVAL) &&
+            guard_counter_warnings(own, &j->snap, sizeof(struct rtnl_link_stats64), &warnings) < 0) {
+                policy_errors_clear(&errs);
+                policy_errors_clear(&warnings);
+                return -ENOMEM;
+        }
         head = json_object_new_object();
         if (!head) {
                 policy_errors_clear(&errs);
+                policy_errors_clear(&warnings);
                 return -ENOMEM;
         }
         if (r != -EINVAL) /* errors are what makes a policy invalid, and only that */
                 policy_errors_clear(&errs);
         json_object_object_add(head, "error", json_object_new_int(r < 0 ? -r : 0));
         json_object_object_add(head, "errors", control_errors_json(&errs));
+        json_object_object_add(head, "warnings", control_errors_json(&warnings));
         policy_errors_clear(&errs);
+        policy_errors_clear(&warnings);
         text = json_object_to_json_string_length(head, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
         if (!text)
                 return -ENOMEM;
@@ -1031,10 +1058,10 @@ static int parse_errors(json_object *a, PolicyErrors *errs) {
 /* The worker's result: its first line, then (for a plan) Plan's reply object, passed on as it is
  * once it is known to hold no NUL (a varlink frame ends at one). */
 static int parse_result(const ControlJob *j, const char *data, size_t size, PolicyErrors *errs,
-                        const char **ret_plan, size_t *ret_size) {
+                        PolicyErrors *warnings, const char **ret_plan, size_t *ret_size) {
         const char *nl = memchr(data, '\n', size);
         _cleanup_(json_object_putp) json_object *head = NULL;
-        json_object *error, *errors;
+        json_object *error, *errors, *warns;
         json_tokener *tok;
         int64_t e;
         int r;
@@ -1051,14 +1078,19 @@ static int parse_result(const ControlJob *j, const char *data, size_t size, Poli
         json_tokener_free(tok);
         if (!head || !whole || !json_object_is_type(head, json_type_object) ||
             !json_object_object_get_ex(head, "error", &error) || !json_object_is_type(error, json_type_int) ||
-            !json_object_object_get_ex(head, "errors", &errors))
+            !json_object_object_get_ex(head, "errors", &errors) ||
+            !json_object_object_get_ex(head, "warnings", &warns))
                 return -EBADMSG;
         e = json_object_get_int64(error);
         if (e < 0 || e > 4095)
                 return -EBADMSG;
         r = parse_errors(errors, errs);
+        if (r >= 0)
+                r = parse_errors(warns, warnings);
         if (r < 0)
                 return r;
+        if (j->plan && warnings->n > 0)
+                return -EBADMSG;
         const char *rest = nl + 1;
         size_t rest_size = size - (size_t) (rest - data);
         if (e != 0) {
@@ -1076,20 +1108,22 @@ static int parse_result(const ControlJob *j, const char *data, size_t size, Poli
 
 static void on_job_done(int error, const char *data, size_t size, void *userdata) {
         ControlJob *j = userdata;
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         const char *plan = NULL;
         size_t n = 0;
         int r = error;
 
         if (r >= 0) {
-                r = parse_result(j, data, size, &errs, &plan, &n);
+                r = parse_result(j, data, size, &errs, &warnings, &plan, &n);
                 if (r == -EBADMSG) {
                         log_warning("%s: the worker's result is malformed, ignoring it", j->plan ? "Plan" : "Validate");
                         policy_errors_clear(&errs);
+                        policy_errors_clear(&warnings);
                 }
         }
-        j->fn(r, &errs, plan, n, j->userdata);
+        j->fn(r, &errs, &warnings, plan, n, j->userdata);
         policy_errors_clear(&errs);
+        policy_errors_clear(&warnings);
         control_job_free(j);
 }
 
@@ -1107,6 +1141,17 @@ static int job_start(Control *c, bool plan, uid_t uid, const char *policy_yaml, 
         if (source && !(j->source = strdup(source))) {
                 control_job_free(j);
                 return -ENOMEM;
+        }
+        /* the worker cannot open /proc (sandbox.c): the counters go with it, read here, now */
+        if (!plan && policy_yaml) {
+                r = engine_snmp_read(c->engine, &j->snap);
+                if (r == -ENOMEM) {
+                        control_job_free(j);
+                        return r;
+                }
+                if (r < 0)
+                        log_debug_errno(r, "Validate: cannot read the SNMP counters (%m): no warnings");
+                j->have_snap = r >= 0;
         }
         r = worker_submit(c->workers, uid, job_run, on_job_done, j, &j->job);
         if (r < 0) {

@@ -57,6 +57,7 @@ json_object *control_sizes_json(const Sizes *s, bool ipv4);
 json_object *control_device_json(const Control *c, const Device *d);
 json_object *control_status_json(const Control *c);
 json_object *control_errors_json(const PolicyErrors *errs);
+json_object *control_warnings_json(const PolicyErrors *warnings); /* without their "warning: " */
 /* An event as Monitor sends it, or NULL for events that are not for operators. */
 json_object *control_event_json(const Event *e);
 /* GetStatus' "try": the running try (file, target, deadline), or NULL when none runs. */
@@ -92,10 +93,12 @@ void control_request_cancel(ControlRequest *r);
  * away first. `policy_yaml` is the caller's, not copied: it stays valid until `fn` is called or
  * the job is cancelled (a caller's text is held once, where it came in). */
 typedef struct ControlJob ControlJob;
-typedef void (*ControlJobFn)(int error, const PolicyErrors *errs, const char *plan, size_t size, void *userdata);
+typedef void (*ControlJobFn)(int error, const PolicyErrors *errs, const PolicyErrors *warnings, const char *plan,
+                             size_t size, void *userdata);
 int control_plan(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
                  void *userdata, ControlJob **ret);
-/* Parse `policy_yaml` like a policy file; 0 when clean, -EINVAL with every error in `errs`. */
+/* Parse `policy_yaml` like a policy file; 0 when clean, -EINVAL with every error in `errs`; in
+ * `warnings` (also beside errors) the guard counters this namespace lacks. */
 int control_validate(Control *c, uid_t uid, const char *policy_yaml, const char *source, ControlJobFn fn,
                      void *userdata, ControlJob **ret);
 void control_job_cancel(ControlJob *j);

@@ -532,22 +532,33 @@ static int reply_job_error(sd_bus_message *call, int r) {
         return reply_control_error(call, r, NULL);
 }
 
-static int reply_validate(sd_bus_message *call, const PolicyErrors *errs) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        int r;
-
-        r = sd_bus_message_new_method_return(call, &reply);
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "(suus)");
+/* One a(suus) of errors (`warnings`: without the "warning: " that marks them in text). */
+static int append_errors(sd_bus_message *reply, const PolicyErrors *errs, bool warnings) {
+        int r = sd_bus_message_open_container(reply, 'a', "(suus)");
         for (size_t i = 0; r >= 0 && i < errs->n; i++) {
                 _cleanup_(freep) char *b1 = NULL, *b2 = NULL;
-                const char *file = utf8_safe(errs->items[i].file, &b1), *msg = utf8_safe(errs->items[i].message, &b2);
+                const char *m = errs->items[i].message ?: "";
+                if (warnings && strncmp(m, "warning: ", 9) == 0)
+                        m += 9;
+                const char *file = utf8_safe(errs->items[i].file, &b1), *msg = utf8_safe(m, &b2);
                 r = file && msg ? sd_bus_message_append(reply, "(suus)", file, errs->items[i].line,
                                                         errs->items[i].column, msg)
                                 : -ENOMEM;
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
+        return r;
+}
+
+static int reply_validate(sd_bus_message *call, const PolicyErrors *errs, const PolicyErrors *warnings) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r >= 0)
+                r = append_errors(reply, errs, false);
+        if (r >= 0)
+                r = append_errors(reply, warnings, true);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
@@ -562,7 +573,8 @@ static int reply_plan(sd_bus_message *call, const char *plan, size_t size) {
         return sd_bus_reply_method_return(call, "s", text);
 }
 
-static void on_job_done(int error, const PolicyErrors *errs, const char *plan, size_t size, void *userdata) {
+static void on_job_done(int error, const PolicyErrors *errs, const PolicyErrors *warnings, const char *plan,
+                        size_t size, void *userdata) {
         PendingJob *p = userdata;
         int r;
 
@@ -573,7 +585,7 @@ static void on_job_done(int error, const PolicyErrors *errs, const char *plan, s
                                                     : reply_plan(p->call, plan, size);
         else
                 r = error < 0 && !(error == -EINVAL && errs->n > 0) ? reply_job_error(p->call, error)
-                                                                    : reply_validate(p->call, errs);
+                                                                    : reply_validate(p->call, errs, warnings);
         if (r < 0)
                 log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", p->plan ? "Plan" : "Validate");
         DbusManager *b = p->manager;
@@ -910,8 +922,9 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_get_device, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", policy), SD_BUS_RESULT("s", plan), method_plan,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Validate", SD_BUS_ARGS("s", policy), SD_BUS_RESULT("a(suus)", errors),
-                                method_validate, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Validate", SD_BUS_ARGS("s", policy),
+                                SD_BUS_RESULT("a(suus)", errors, "a(suus)", warnings), method_validate,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reload", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", digest), method_reload,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Rollback", SD_BUS_ARGS("s", ifname), SD_BUS_NO_RESULT, method_rollback,

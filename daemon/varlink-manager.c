@@ -274,12 +274,13 @@ static int reply_plan(VarlinkCall *call, const char *plan, size_t size) {
         return r;
 }
 
-static int reply_validate(VarlinkCall *call, int error, const PolicyErrors *errs) {
+static int reply_validate(VarlinkCall *call, int error, const PolicyErrors *errs, const PolicyErrors *warnings) {
         json_object *p = json_object_new_object();
         if (!p)
                 return -ENOMEM;
         json_object_object_add(p, "valid", json_object_new_boolean(error >= 0));
         json_object_object_add(p, "errors", control_errors_json(errs));
+        json_object_object_add(p, "warnings", control_warnings_json(warnings));
         return varlink_call_reply(call, p);
 }
 
@@ -290,7 +291,8 @@ static int reply_job_error(VarlinkCall *call, int r) {
         return reply_errno(call, r);
 }
 
-static void on_job_done(int error, const PolicyErrors *errs, const char *plan_reply, size_t size, void *userdata) {
+static void on_job_done(int error, const PolicyErrors *errs, const PolicyErrors *warnings, const char *plan_reply,
+                        size_t size, void *userdata) {
         PendingJob *p = userdata;
         VarlinkCall *call = p->call;
         bool plan = p->plan;
@@ -298,11 +300,11 @@ static void on_job_done(int error, const PolicyErrors *errs, const char *plan_re
         varlink_call_set_cancel(call, NULL, NULL);
         pending_job_free(p);
         if (error == -EINVAL && errs->n > 0)
-                (void) (plan ? reply_policy_invalid(call, errs) : reply_validate(call, error, errs));
+                (void) (plan ? reply_policy_invalid(call, errs) : reply_validate(call, error, errs, warnings));
         else if (error < 0)
                 (void) reply_job_error(call, error);
         else
-                (void) (plan ? reply_plan(call, plan_reply, size) : reply_validate(call, 0, errs));
+                (void) (plan ? reply_plan(call, plan_reply, size) : reply_validate(call, 0, errs, warnings));
 }
 
 static int start_job(VarlinkCall *call, VarlinkManager *m, bool plan, json_object *policy, const char *source) {

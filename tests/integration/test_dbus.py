@@ -370,13 +370,20 @@ def test_read_methods(served):
     assert call(bus, 'GetDevice', 's', 'vb')[0][1] == 'vb'
     assert call_error(bus, 'GetDevice', 'nosuch0')[0] == f'{IFACE}.NoSuchDevice'
 
-    assert call(bus, 'Validate', 's', POLICY, user='nobody') == [[]]
+    assert call(bus, 'Validate', 's', POLICY, user='nobody') == [[], []]
     broken = POLICY.replace('185000, gro', '600000, gro', 1)
-    errors = call(bus, 'Validate', 's', broken)[0]
-    assert len(errors) == 1, errors
+    errors, warnings = call(bus, 'Validate', 's', broken)
+    assert len(errors) == 1 and warnings == [], (errors, warnings)
     file, line, column, message = errors[0]
     assert file == '<policy>' and line == line_of(broken, '600000') and column > 0, errors
     assert 'out of range' in message, message
+    # a counter this host lacks: a warning beside the error, in the second array
+    lacking = broken.replace('guards: []', 'guards:\n    - {counter: Tcp.RetransSeg, max-increase: 5}', 1)
+    assert lacking != broken
+    errors, warnings = call(bus, 'Validate', 's', lacking)
+    assert len(errors) == 1 and [w[:2] for w in warnings] == [['<policy>', line_of(lacking, 'Tcp.RetransSeg')]], \
+        (errors, warnings)
+    assert warnings[0][3].startswith('guard counter "Tcp.RetransSeg" is not on this host'), warnings
 
     plan = json.loads(call(bus, 'Plan', 's', '', user='nobody')[0])['devices']
     assert {d['ifname']: d['action'] for d in plan}['va'] == 'none', plan

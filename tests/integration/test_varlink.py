@@ -190,7 +190,16 @@ def test_every_method(ns, daemon, confdir, iface):
         assert [(e['file'], e['line']) for e in p['errors']] == [('b.yaml', 7)], p
 
         # Validate: errors are an answer, not a failure.
-        assert checked(iface, c, 'Validate', {'policy': POLICY}) == {'valid': True, 'errors': []}
+        assert checked(iface, c, 'Validate', {'policy': POLICY}) == {'valid': True, 'errors': [], 'warnings': []}
+        # a counter this host lacks is a warning, in its own field, beside the errors too
+        lacking = BROKEN.replace('policies:', 'rollback:\n  guards:\n    - {counter: Tcp.RetransSeg, '
+                                 'max-increase: 5}\npolicies:', 1)
+        assert lacking != BROKEN
+        v = checked(iface, c, 'Validate', {'policy': lacking, 'source': 'l.yaml'})
+        assert v['valid'] is False and [e['line'] for e in v['errors']] == [10], v
+        assert [(w['file'], w['line'], w['column']) for w in v['warnings']] == [('l.yaml', 4, 17)], v
+        assert v['warnings'][0]['message'].startswith('guard counter "Tcp.RetransSeg" is not on this host (did you '
+                                                      'mean "Tcp.RetransSegs"?)'), v
         v = checked(iface, c, 'Validate', {'policy': BROKEN})
         assert v['valid'] is False and v['errors'][0]['file'] == '<policy>'
         assert (v['errors'][0]['line'], v['errors'][0]['column']) == (7, 21), v

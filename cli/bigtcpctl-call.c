@@ -73,17 +73,19 @@ int call_recv_exit(int r) {
         return error_exit(EXIT_FAILED, "talking to bigtcpd: %s", strerror(-r));
 }
 
-static void print_policy_errors(json_object *errors) {
+/* `warnings`: PolicyInvalid's warnings field, each said "warning: " like validate says it. */
+static void print_policy_errors(json_object *errors, bool warnings) {
+        const char *w = warnings ? "warning: " : "";
         size_t n = errors && json_object_is_type(errors, json_type_array) ? json_object_array_length(errors)
                                                                           : 0;
         for (size_t i = 0; i < n; i++) {
                 json_object *e = json_object_array_get_idx(errors, i);
                 int64_t line = jint(e, "line", 0);
                 if (line > 0)
-                        fprintf(stderr, "%s:%" PRId64 ":%" PRId64 ": %s\n", jstr(e, "file") ?: "?", line,
-                                jint(e, "column", 0), jstr(e, "message") ?: "");
+                        fprintf(stderr, "%s:%" PRId64 ":%" PRId64 ": %s%s\n", jstr(e, "file") ?: "?", line,
+                                jint(e, "column", 0), w, jstr(e, "message") ?: "");
                 else
-                        fprintf(stderr, "%s: %s\n", jstr(e, "file") ?: "?", jstr(e, "message") ?: "");
+                        fprintf(stderr, "%s: %s%s\n", jstr(e, "file") ?: "?", w, jstr(e, "message") ?: "");
         }
 }
 
@@ -122,7 +124,8 @@ int call_error_exit(const char *method, json_object *reply) {
                                   method, jstr(p, "parameter") ?: "?");
         }
         if (streq_ptr(error, IFACE ".PolicyInvalid")) {
-                print_policy_errors(jget(p, "errors"));
+                print_policy_errors(jget(p, "errors"), false);
+                print_policy_errors(jget(p, "warnings"), true);
                 return error_exit(EXIT_FAILED, "the policy has errors%s",
                                   streq_ptr(method, "reload") ? "; the running policy stays"
                                   : streq_ptr(method, "try") ? "; nothing was tried"

@@ -1181,8 +1181,8 @@ void control_job_cancel(ControlJob *j) {
 
 /* ---- privileged ---- */
 
-int control_reload(Control *c, PolicyErrors *errs) {
-        return reloader_reload(c->reloader, true, errs);
+int control_reload(Control *c, PolicyErrors *errs, PolicyErrors *warnings) {
+        return reloader_reload(c->reloader, true, errs, warnings);
 }
 
 int control_try(Control *c, const char *policy_yaml, size_t size, const char *file, const char *target,

@@ -108,7 +108,7 @@ void control_job_cancel(ControlJob *j);
  * bigtcpd has written) back to the sizes before bigtcpd's most recent change and holds it; Retry
  * releases a rolled-back or failed device (NULL: all of them). -ENODEV unknown device; -EALREADY
  * nothing to do. */
-int control_reload(Control *c, PolicyErrors *errs);
+int control_reload(Control *c, PolicyErrors *errs, PolicyErrors *warnings);
 /* Try, Confirm, Revert (try.h): -EBUSY a try runs (Try, and Reload during one); -ENOENT no try
  * runs (Confirm, Revert). */
 int control_try(Control *c, const char *policy_yaml, size_t size, const char *file, const char *target,

@@ -83,7 +83,9 @@ static int reply_json(sd_bus_message *call, json_object *o) {
 }
 
 /* Every error of a policy, one "file:line:column: message" per line. */
-static char *errors_text(const PolicyErrors *errs) {
+/* One "file:line:column: message" a line; then `warnings`' (a refused reload's), each
+ * "file:line:column: warning: …". */
+static char *errors_text(const PolicyErrors *errs, const PolicyErrors *warnings) {
         char *text = NULL;
         size_t size = 0;
         FILE *f = open_memstream(&text, &size);
@@ -95,6 +97,11 @@ static char *errors_text(const PolicyErrors *errs) {
                 if (policy_error_format(&errs->items[i], &line) >= 0)
                         fprintf(f, "%s%s", i > 0 ? "\n" : "", line);
         }
+        for (size_t i = 0; warnings && errs->n > 0 && i < warnings->n; i++) {
+                _cleanup_(freep) char *line = NULL;
+                if (policy_error_format(&warnings->items[i], &line) >= 0)
+                        fprintf(f, "\n%s", line);
+        }
         if (errs->n == 0)
                 fputs("the policy has errors", f);
         if (fclose(f) != 0) {
@@ -104,13 +111,17 @@ static char *errors_text(const PolicyErrors *errs) {
         return text;
 }
 
-static int reply_policy_invalid(sd_bus_message *call, const PolicyErrors *errs) {
-        _cleanup_(freep) char *text = errors_text(errs), *buf = NULL;
+static int reply_policy_invalid_warned(sd_bus_message *call, const PolicyErrors *errs, const PolicyErrors *warnings) {
+        _cleanup_(freep) char *text = errors_text(errs, warnings), *buf = NULL;
         const char *safe = text ? utf8_safe(text, &buf) : NULL;
 
         if (!safe)
                 return -ENOMEM;
         return sd_bus_reply_method_errorf(call, DBUS_ERROR_POLICY_INVALID, "%s", safe);
+}
+
+static int reply_policy_invalid(sd_bus_message *call, const PolicyErrors *errs) {
+        return reply_policy_invalid_warned(call, errs, NULL);
 }
 
 /* Replies an -errno of a control_*() call with the interface's error names. */
@@ -692,7 +703,7 @@ static void run_privileged(DbusCall *dc, sd_bus_message *call, uid_t uid, void *
         PrivilegedCall *p = userdata;
         Control *c = p->manager->control;
         const char *sender = sd_bus_message_get_sender(call);
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         char digest[17];
         int r = -EINVAL; /* every case sets it; gcc -O2 cannot see that */
 
@@ -700,9 +711,9 @@ static void run_privileged(DbusCall *dc, sd_bus_message *call, uid_t uid, void *
                  p->ifname ? "\"" : "", sender ?: "?");
         switch (p->op) {
         case PRIVILEGED_RELOAD:
-                r = control_reload(c, &errs);
+                r = control_reload(c, &errs, &warnings);
                 if (r == -EINVAL)
-                        r = reply_policy_invalid(call, &errs);
+                        r = reply_policy_invalid_warned(call, &errs, &warnings);
                 else if (r < 0)
                         r = reply_control_error(call, r, NULL);
                 else {
@@ -710,6 +721,7 @@ static void run_privileged(DbusCall *dc, sd_bus_message *call, uid_t uid, void *
                         r = sd_bus_reply_method_return(call, "s", digest);
                 }
                 policy_errors_clear(&errs);
+                policy_errors_clear(&warnings);
                 break;
         case PRIVILEGED_ROLLBACK:
                 r = control_rollback(c, p->ifname);

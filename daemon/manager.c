@@ -71,7 +71,7 @@ static void on_signal(evutil_socket_t sig, short what, void *userdata) {
 
         if (sig == SIGHUP) {
                 log_info("SIGHUP: reloading the policy");
-                (void) reloader_reload(m->reloader, true, NULL);
+                (void) reloader_reload(m->reloader, true, NULL, NULL);
                 return;
         }
         if (m->stop_watch != 0) {

@@ -85,7 +85,7 @@ static void record(Reloader *r, const PolicySet *set) {
 }
 
 int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, PolicySet **ret, char ***ret_paths,
-                       size_t *ret_n, PolicyErrors *errs) {
+                       size_t *ret_n, PolicyErrors *errs, PolicyErrors *warnings) {
         _cleanup_(strv_freep) char **paths = NULL;
         PolicySet *set = NULL;
         int n, r;
@@ -93,9 +93,13 @@ int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, Policy
         n = policy_discover(cfg->config_path, cfg->root, &paths);
         if (n < 0)
                 return n;
-        r = policy_load_files(paths, (size_t) n, &set, errs);
-        if (r < 0)
+        r = policy_load(paths, (size_t) n, warnings ? POLICY_LOAD_PARTIAL : 0, NULL, &set, errs);
+        if (r == -EINVAL && set) /* partial: for its warnings only */
+                (void) guard_counter_warnings_here(set, NULL, warnings);
+        if (r < 0) {
+                policy_set_free(set);
                 return r;
+        }
         if (host)
                 policy_set_scope(set, host);
         *ret = set;
@@ -116,6 +120,19 @@ static void log_policy_errors(const PolicyErrors *errs, bool plain) {
                         fprintf(stderr, "%s\n", text);
                 else
                         log_error("%s", text);
+        }
+}
+
+/* The warnings beside a refused policy's errors: "file:line:column: warning: …". */
+static void log_policy_warnings(const PolicyErrors *w, bool plain) {
+        for (size_t i = 0; i < w->n; i++) {
+                _cleanup_(freep) char *text = NULL;
+                if (policy_error_format(&w->items[i], &text) < 0)
+                        continue;
+                if (plain)
+                        fprintf(stderr, "%s\n", text);
+                else
+                        log_warning("%s", text);
         }
 }
 
@@ -174,15 +191,18 @@ static void print_counter_warnings(const PolicySet *set) {
 
 int reload_check_config(const ReloadConfig *cfg, const HostIdentity *host) {
         _cleanup_(strv_freep) char **paths = NULL;
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         PolicySet *set = NULL;
         size_t n = 0;
         int r;
 
-        r = reload_read_policy(cfg, host, &set, &paths, &n, &errs);
-        if (r == -EINVAL)
+        r = reload_read_policy(cfg, host, &set, &paths, &n, &errs, &warnings);
+        if (r == -EINVAL) {
                 log_policy_errors(&errs, true);
+                log_policy_warnings(&warnings, true);
+        }
         policy_errors_clear(&errs);
+        policy_errors_clear(&warnings);
         if (r < 0)
                 return r == -EINVAL ? r : log_error_errno(r, "Failed to load the policy: %m");
         if (n == 0)
@@ -211,7 +231,7 @@ static void watch_again(Reloader *r) {
 }
 
 static void on_changed_event(evutil_socket_t fd, short what, void *userdata) {
-        (void) reloader_reload(userdata, false, NULL);
+        (void) reloader_reload(userdata, false, NULL, NULL);
 }
 
 static void on_files_changed(void *userdata) {
@@ -310,20 +330,23 @@ static int load_degraded(Reloader *r, const PolicyErrors *errs) {
 int reloader_load(Reloader *r) {
         Engine *e = r->engine;
         _cleanup_(strv_freep) char **paths = NULL;
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         HostIdentity host = engine_host(e);
         size_t n = 0;
         int k;
 
-        k = reload_read_policy(&r->cfg, &host, &e->policy, &paths, &n, &errs);
+        k = reload_read_policy(&r->cfg, &host, &e->policy, &paths, &n, &errs, &warnings);
         if (k == -ENOMEM) {
                 policy_errors_clear(&errs);
+                policy_errors_clear(&warnings);
                 return log_error_errno(ENOMEM, "Failed to load the policy: %m");
         }
         if (k < 0) {
-                if (k == -EINVAL)
+                if (k == -EINVAL) {
                         log_policy_errors(&errs, false);
-                else {
+                        log_policy_warnings(&warnings, false);
+                        policy_errors_clear(&warnings);
+                } else {
                         /* no file to name a position in: the error is about the policy as a whole */
                         _cleanup_(freep) char *target = NULL;
                         char *m = strdup(strerror(-k));
@@ -350,10 +373,10 @@ static void emit_reload(Reloader *r, bool ok, const PolicyErrors *errs) {
                    &(Event){.type = EVENT_RELOAD, .ok = ok, .digest = r->engine->policy->digest, .errors = errs});
 }
 
-int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
+int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErrors *ret_warnings) {
         Engine *e = r->engine;
         _cleanup_(strv_freep) char **paths = NULL;
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         PolicySet *set = NULL;
         HostIdentity host = engine_host(e);
         size_t n = 0;
@@ -367,11 +390,12 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
         }
         if (forced)
                 event_emit(r->events, &(Event){.type = EVENT_RELOADING});
-        k = reload_read_policy(&r->cfg, &host, &set, &paths, &n, &errs);
+        k = reload_read_policy(&r->cfg, &host, &set, &paths, &n, &errs, &warnings);
         if (k < 0) {
-                if (k == -EINVAL)
+                if (k == -EINVAL) {
                         log_policy_errors(&errs, false);
-                else
+                        log_policy_warnings(&warnings, false);
+                } else
                         log_error_errno(k, "Failed to load the policy: %m");
                 char count[64] = "";
                 if (errs.n > 0)
@@ -400,6 +424,10 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs) {
                         *ret_errs = errs;
                 else
                         policy_errors_clear(&errs);
+                if (ret_warnings)
+                        *ret_warnings = warnings;
+                else
+                        policy_errors_clear(&warnings);
                 return k;
         }
         watch(r, paths, n);

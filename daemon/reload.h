@@ -64,8 +64,8 @@ PolicySource reloader_source(const Reloader *r);
 /* Re-read the policy. `forced` (SIGHUP, Reload()) always reloads and is announced before the
  * files are read; a file change reloads only when the contents differ from the running policy.
  * -EINVAL with every error in `ret_errs` (if given) when the new policy is refused and the running
- * one stays. */
-int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs);
+ * one stays, and beside them in `ret_warnings` (if given) the counters this host lacks. */
+int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErrors *ret_warnings);
 
 /* The last reload's outcome (a try's start and end are not reloads); NULL before the first load. */
 const ReloadResult *reloader_last(const Reloader *r);
@@ -94,6 +94,8 @@ void reloader_swap(Reloader *r, PolicySet *set, PolicySet **ret_old);
 int reload_check_config(const ReloadConfig *cfg, const HostIdentity *host);
 
 /* Read the policy files (found as `cfg` says) into a new, scoped set. Does not log: -EINVAL with
- * every error in `errs`, or another -errno. `ret_paths` (if given): the files read, for watching. */
+ * every error in `errs`, or another -errno. `ret_paths` (if given): the files read, for watching.
+ * `warnings` (if given): with -EINVAL, the guard counters this host lacks that what of the files
+ * did parse names (they go beside the errors; a valid set's are the engine's to find). */
 int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, PolicySet **ret, char ***ret_paths,
-                       size_t *ret_n, PolicyErrors *errs);
+                       size_t *ret_n, PolicyErrors *errs, PolicyErrors *warnings);

@@ -31,9 +31,16 @@ static int reply_errno(VarlinkCall *call, int r) {
         return varlink_call_error(call, VARLINK_INTERFACE ".Failed", p);
 }
 
+/* `warnings` (a refused reload's): beside the errors, in their own field. */
+static int reply_policy_invalid_warned(VarlinkCall *call, const PolicyErrors *errs, const PolicyErrors *warnings) {
+        json_object *p = varlink_params1("errors", control_errors_json(errs));
+        if (p && warnings)
+                json_object_object_add(p, "warnings", control_warnings_json(warnings));
+        return varlink_call_error(call, VARLINK_INTERFACE ".PolicyInvalid", p);
+}
+
 static int reply_policy_invalid(VarlinkCall *call, const PolicyErrors *errs) {
-        return varlink_call_error(call, VARLINK_INTERFACE ".PolicyInvalid",
-                                  varlink_params1("errors", control_errors_json(errs)));
+        return reply_policy_invalid_warned(call, errs, NULL);
 }
 
 static int reply_no_such_device(VarlinkCall *call, const char *name) {
@@ -475,16 +482,16 @@ static int method_revert(VarlinkCall *call, json_object *params, void *userdata)
 
 static int method_reload(VarlinkCall *call, json_object *params, void *userdata) {
         VarlinkManager *m = userdata;
-        PolicyErrors errs = {};
+        PolicyErrors errs = {}, warnings = {};
         char digest[17];
         int r;
 
         if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
                 return 0;
         log_info("varlink: reload asked for by pid %d", (int) varlink_call_pid(call));
-        r = control_reload(m->control, &errs);
+        r = control_reload(m->control, &errs, &warnings);
         if (r == -EINVAL && errs.n > 0)
-                r = reply_policy_invalid(call, &errs);
+                r = reply_policy_invalid_warned(call, &errs, &warnings);
         else if (r == -EBUSY)
                 r = reply_try_running(call, m->control->trial);
         else if (r < 0)
@@ -494,6 +501,7 @@ static int method_reload(VarlinkCall *call, json_object *params, void *userdata)
                 r = varlink_call_reply(call, varlink_params1("digest", json_object_new_string(digest)));
         }
         policy_errors_clear(&errs);
+        policy_errors_clear(&warnings);
         return r;
 }
 

@@ -310,6 +310,15 @@ def test_rollback_retry_reload_and_permissions(running, ns):
     assert r.stderr.splitlines() == [
         f'{d.cfg}:7:21: gso-max-size: expected a number of bytes, "max" or "legacy"',
         'bigtcpctl: the policy has errors; the running policy stays']
+    # and a counter this host lacks, beside the errors
+    write_file_atomic(d.cfg, BROKEN.replace('policies:', 'rollback:\n  guards:\n    - {counter: Tcp.RetransSeg, '
+                                            'max-increase: 5}\npolicies:', 1))
+    r = ctl('reload', sock=d.sock, check_rc=1)
+    assert r.stderr.splitlines() == [
+        f'{d.cfg}:10:21: gso-max-size: expected a number of bytes, "max" or "legacy"',
+        f'{d.cfg}:4:17: warning: guard counter "Tcp.RetransSeg" is not on this host (did you mean '
+        '"Tcp.RetransSegs"?): guards on it never trip',
+        'bigtcpctl: the policy has errors; the running policy stays'], r.stderr
 
 
 METRIC_LINE = re.compile(r'^([a-z_]+)(\{([a-z_]+="[^"\\]*"(,[a-z_]+="[^"\\]*")*)\})? (-?\d+(\.\d+)?)$')

@@ -108,6 +108,15 @@ def test_counter_this_host_lacks_is_a_warning(tmp_path):
     assert (f'{cfg}:{line}:{col}: warning: guard counter "Tcp.RetransSeg" is not on this host '
             f'(did you mean "Tcp.RetransSegs"?): guards on it never trip') in r.stderr.splitlines(), r.stderr
     assert 'warning' not in check_config(_write(tmp_path / 'good.yaml', GOOD)).stderr
+    # an error elsewhere does not hide it: exit 1, the error, then the warning
+    bad = text.replace('gso-max-size: 185000', 'gso-max-size: lots', 1)
+    assert bad != text
+    r = check_config(_write(tmp_path / 'both.yaml', bad))
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1 and len(lines) == 2, r
+    assert lines[0].startswith(f'{tmp_path}/both.yaml:{line_of(bad, "lots")}:') and 'warning' not in lines[0], lines
+    assert lines[1] == (f'{tmp_path}/both.yaml:{line}:{col}: warning: guard counter "Tcp.RetransSeg" is not on this '
+                        'host (did you mean "Tcp.RetransSegs"?): guards on it never trip'), lines
 
 
 def test_no_policy_file_is_said(tmp_path):

@@ -6,6 +6,7 @@ must be answered within 100 ms."""
 
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -231,6 +232,14 @@ def test_every_method(ns, daemon, confdir, iface):
         write_file_atomic(cfg, BROKEN)
         p = expect_error(c, f'{IFACE}.Reload', None, f'{IFACE}.PolicyInvalid', iface)
         assert p['errors'] and p['errors'][0]['file'] == str(cfg) and p['errors'][0]['line'] == 7
+        assert p['warnings'] == [], p
+        # a counter this host lacks in the refused files: a warning beside the errors, in its own field
+        write_file_atomic(cfg, lacking)
+        p = expect_error(c, f'{IFACE}.Reload', None, f'{IFACE}.PolicyInvalid', iface)
+        assert [e['line'] for e in p['errors']] == [10], p
+        assert [(w['file'], w['line'], w['column']) for w in p['warnings']] == [(str(cfg), 4, 17)], p
+        assert p['warnings'][0]['message'].startswith('guard counter "Tcp.RetransSeg" is not on this host'), p
+        assert d.log_lines(re.escape(f'{cfg}:4:17: warning: guard counter "Tcp.RetransSeg" is not on this host'))
         assert checked(iface, c, 'GetStatus')['policy']['digest'] == r['digest']
 
 

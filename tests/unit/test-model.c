@@ -380,7 +380,7 @@ static void sut_new(Sut *s, unsigned configured) {
 
 static void edit(Sut *s, unsigned k) {
         h_write_file(s->h->runtime_dir, "bigtcpd.yaml", policy_text[k]);
-        assert_int_equal(reloader_reload(s->reloader, false, NULL), 0);
+        assert_int_equal(reloader_reload(s->reloader, false, NULL, NULL), 0);
 }
 
 static void sut_ticks(Sut *s, Model *m, unsigned n) {
@@ -537,7 +537,7 @@ static void do_step(Run *r, const Step *st) {
                 if (!m->trying)
                         m_apply_all(m);
                 h_write_file(h->runtime_dir, "bigtcpd.yaml", policy_text[st->a]);
-                assert_int_equal(reloader_reload(s->reloader, false, NULL), 0);
+                assert_int_equal(reloader_reload(s->reloader, false, NULL, NULL), 0);
                 h_dump(h);
                 h_flush(h);
                 unsigned bit = 0;

@@ -170,7 +170,7 @@ static void test_confirm_installs_and_keeps(void **state) {
          * policy (named as the file it was installed as: the same digest) */
         h_advance(h, 20 * USEC_PER_SEC);
         policy_try_check(x->t);
-        assert_int_equal(reloader_reload(x->reloader, false, NULL), 0);
+        assert_int_equal(reloader_reload(x->reloader, false, NULL, NULL), 0);
         assert_int_equal(h->e->policy->digest, tried);
         assert_sizes_equal(h_link(h, 2)->sizes, AT_185);
         assert_int_equal(policy_try_confirm(x->t), -ENOENT);
@@ -187,8 +187,8 @@ static void test_reloads_wait_for_the_end(void **state) {
         uint64_t tried = h->e->policy->digest;
         /* the configured file is edited during the try: neither the edit nor a Reload() ends it */
         h_write_file(h->runtime_dir, "bigtcpd.yaml", EDITED);
-        assert_int_equal(reloader_reload(x->reloader, true, NULL), -EBUSY);
-        assert_int_equal(reloader_reload(x->reloader, false, NULL), 0);
+        assert_int_equal(reloader_reload(x->reloader, true, NULL, NULL), -EBUSY);
+        assert_int_equal(reloader_reload(x->reloader, false, NULL, NULL), 0);
         assert_int_equal(h->e->policy->digest, tried);
         assert_true(x->t->running);
 

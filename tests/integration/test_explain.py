@@ -135,6 +135,44 @@ def test_status_rollout_progress(ns, daemon, confdir):
                         r'\(rolled back by an operator\)', line[0]), line
 
 
+def test_status_counts_are_right_at_every_moment_of_a_halt(ns, daemon, confdir):
+    """Issue 24: the counts at the moment a rollout halts (a guard trips on the one in probation
+    while two are applied) are the counts a second later: sampled all along, no sample says
+    otherwise."""
+    import inject
+    text = POLICY.replace('    ipv6:', '    rollout: { max-parallel: 1 }\n    rollback:\n      window: 2s\n'
+                          '      interval: 200ms\n      guards: [{counter: link.tx_dropped, max-increase: 0}]\n'
+                          '    ipv6:')
+    for a, b in (('v0', 'w0'), ('v1', 'w1'), ('v2', 'w2')):
+        veth(ns, a, b)
+    d = start(ns, daemon, confdir, text)
+
+    def counts(s):
+        r = s['rollouts'][0]
+        return (r['applied'], r['active'], r['probation'], r['waiting'], r['halted'], s['devices']['rolled-back'])
+
+    s = wait_status(d.sock, lambda s: counts(s)[:4] == (2, 1, 1, 0), 'two applied, one in probation', T(30))
+    victim = [x['ifname'] for x in json.loads(ctl('list', '--json', sock=d.sock, check_rc=0).stdout)['devices']
+              if x['state'] == 'probation'][0]
+    ip(ns, 'link', 'set', victim, 'up')   # its peer stays down: every frame sent into it is dropped
+    frame = inject.ipv4_frame(b'\xff' * 6, inject.mac_of(ns, victim), '10.9.0.1', '10.9.0.2')
+    assert inject.send_frames(ns, victim, [frame] * 5) == 5
+    seen, halted_at = [], None
+    deadline = time.monotonic() + T(10)
+    while halted_at is None or time.monotonic() < halted_at + 2:
+        s = json.loads(ctl('status', '--json', sock=d.sock, check_rc=0).stdout)
+        seen.append(counts(s))
+        if halted_at is None and s['rollouts'][0]['halted']:
+            halted_at = time.monotonic()
+        assert time.monotonic() < deadline, f'no halt: {seen[-1]}'
+    # before: 2 applied, 1/1 active (1 in probation); from the halt on: 2 applied, none active or
+    # waiting, the victim rolled back — at every sample
+    assert set(seen) <= {(2, 1, 1, 0, False, 0), (2, 0, 0, 0, True, 1)}, seen
+    assert seen[-1] == (2, 0, 0, 0, True, 1), seen
+    line = status_fields(ctl('status', sock=d.sock, check_rc=0).stdout)['Rollouts']
+    assert line[0].startswith(f'big: 2 applied, 0/1 active (0 in probation), 0 waiting, halted by {victim}'), line
+
+
 # --- validate ------------------------------------------------------------------------------------
 
 def test_validate_refuses_unknown_kind_and_key_with_a_suggestion(tmp_path):

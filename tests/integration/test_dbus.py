@@ -452,11 +452,27 @@ def test_reload(served):
         mon.stop()
 
     broken = POLICY.replace('kind: [veth]', 'kind: [veth]\n      colour: blue')
+    # and a counter this host lacks: its warning after the errors
+    broken = broken.replace('guards: []', 'guards:\n    - {counter: Tcp.RetransSeg, max-increase: 5}', 1)
     cfg.write_text(broken)
-    name, text = call_error(bus, 'Reload')
-    assert name == f'{IFACE}.PolicyInvalid' and f'{cfg}:' in text and 'unknown key "colour"' in text, text
-    assert prop(bus, 'PolicyDigest') == new, 'the running policy stays'
-    assert prop(bus, 'LastReloadSuccessful') is False, 'a refused reload leaves a trace'
+    mon = Monitor(bus)
+    try:
+        name, text = call_error(bus, 'Reload')
+        assert name == f'{IFACE}.PolicyInvalid' and f'{cfg}:' in text and 'unknown key "colour"' in text, text
+        lines = text.splitlines()
+        assert 'warning' not in lines[0] and lines[-1].startswith(
+            f'{cfg}:{line_of(broken, "Tcp.RetransSeg")}:17: warning: guard counter "Tcp.RetransSeg" is not on this '
+            'host'), lines
+        assert prop(bus, 'PolicyDigest') == new, 'the running policy stays'
+        assert prop(bus, 'LastReloadSuccessful') is False, 'a refused reload leaves a trace'
+        # the running policy is not what the files say: State is degraded, and that is announced
+        mon.wait(changed({'State': 'degraded', 'LastReloadSuccessful': False}), 10)
+        assert prop(bus, 'State') == 'degraded'
+        cfg.write_text(POLICY.replace('185000', '100000'))
+        assert call(bus, 'Reload')[0] == new
+        mon.wait(changed({'State': 'ready', 'LastReloadSuccessful': True}), 10)
+    finally:
+        mon.stop()
 
 
 def test_try_confirm_revert(served):

@@ -304,7 +304,7 @@ int manager_start(Manager *m) {
                         return log_error_errno(ENOMEM, "Failed to set up signal handling");
                 }
         }
-        r = notify_new(m->base, m->netns, &m->notify);
+        r = notify_new(m->base, m->netns, m->reloader, &m->notify);
         if (r < 0) {
                 state_entries_free(entries, n);
                 return log_error_errno(r, "Failed to set up sd_notify and the watchdog: %m");

@@ -13,6 +13,7 @@
 struct Notify {
         struct event_base *base;
         NetnsSet *set;
+        const Reloader *reloader;
         unsigned watch_id;
         struct event *watchdog_timer; /* only when WatchdogSec= is set */
         struct event *status_timer;
@@ -24,7 +25,7 @@ struct Notify {
         bool dropping;     /* a WATCHDOG=1 was dropped, and said so; until one goes again */
 };
 
-char *notify_status_text(const NetnsSet *s) {
+char *notify_status_text(const NetnsSet *s, PolicySource source) {
         static const struct {
                 DeviceState state;
                 const char *what;
@@ -53,6 +54,10 @@ char *notify_status_text(const NetnsSet *s) {
         for (size_t i = 0; i < ELEMENTSOF(parts); i++)
                 if (n[parts[i].state] > 0)
                         fprintf(f, ", %u %s", n[parts[i].state], parts[i].what);
+        if (source == POLICY_SOURCE_RECORDED)
+                fputs("; the policy files have errors: the last policy that ran runs on", f);
+        else if (source == POLICY_SOURCE_NONE)
+                fputs("; the policy files have errors: no policy runs", f);
         if (fclose(f) != 0) {
                 free(text);
                 return NULL;
@@ -155,7 +160,7 @@ static void schedule_status(Notify *n, unsigned usec) {
 
 /* With a prefix (READY=1) always sent; alone only when the text changed. */
 static void send_status(Notify *n, const char *prefix) {
-        char *text = notify_status_text(n->set);
+        char *text = notify_status_text(n->set, reloader_source(n->reloader));
 
         if (!text || (!prefix && streq_ptr(text, n->status_sent))) {
                 free(text);
@@ -263,7 +268,7 @@ static int start_watchdog(struct event_base *base, Notify *n) {
         return 0;
 }
 
-int notify_new(struct event_base *base, NetnsSet *set, Notify **ret) {
+int notify_new(struct event_base *base, NetnsSet *set, const Reloader *reloader, Notify **ret) {
         Notify *n = calloc(1, sizeof(*n));
         int r;
 
@@ -271,6 +276,7 @@ int notify_new(struct event_base *base, NetnsSet *set, Notify **ret) {
                 return -ENOMEM;
         n->base = base;
         n->set = set;
+        n->reloader = reloader;
         n->fd = -1;
         *ret = n;
         r = start_watchdog(base, n);

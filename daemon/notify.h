@@ -9,13 +9,17 @@
 #include <event2/event.h>
 
 #include "netns.h"
+#include "reload.h"
 
 typedef struct Notify Notify;
 
-/* Does nothing (and allocates nothing but itself) without $NOTIFY_SOCKET. */
-int notify_new(struct event_base *base, NetnsSet *set, Notify **ret);
+/* Does nothing (and allocates nothing but itself) without $NOTIFY_SOCKET. `reloader` (may be
+ * NULL): where the running policy comes from, for STATUS=. */
+int notify_new(struct event_base *base, NetnsSet *set, const Reloader *reloader, Notify **ret);
 void notify_free(Notify *n);
 /* STOPPING=1 (`n` may be NULL: sent if there is room at once, or not at all). */
 void notify_stopping(Notify *n);
-/* "managing 12 of 40 devices, 1 in probation", over every namespace. */
-char *notify_status_text(const NetnsSet *s);
+/* "managing 12 of 40 devices, 1 in probation", over every namespace, and when the policy files
+ * have errors "; the policy files have errors: the last policy that ran runs on" (or ": no
+ * policy runs"). */
+char *notify_status_text(const NetnsSet *s, PolicySource source);

@@ -187,10 +187,15 @@ def test_notify_status_and_reload(ns, confdir, daemon):
     wait_status(d, 'managing 2 of 5 devices')
     nl.wait_links(ns, at({'vc': sizes4(65536), 'va': BIG}), T(10), 'vc restored by the reload')
 
-    # A refused policy: still RELOADING=1 and READY=1, the running policy stays.
+    # A refused policy: still RELOADING=1 and READY=1, the running policy stays, and STATUS= says
+    # the files have errors until they are fixed.
     d.reload(write=lambda: cfg.write_text('version: 2\n'))
     assert d.running()
+    wait_status(d, 'managing 2 of 5 devices; the policy files have errors: the last policy that ran runs on')
     assert_sizes(ns, {'va': BIG, 'vb': BIG, 'vc': sizes4(65536)}, 'after a refused reload')
+    d.reload(write=lambda: cfg.write_text(POLICY.replace('kind: [veth]', 'name: ["va", "vb"]')))
+    wait_status(d, 'managing 2 of 5 devices')
+    assert_sizes(ns, {'va': BIG, 'vb': BIG, 'vc': sizes4(65536)}, 'after the fixed one')
     assert 'WATCHDOG=1' not in d.notes, 'a watchdog nobody asked for'
     d.stop()      # checks STOPPING=1
 

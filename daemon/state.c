@@ -1659,9 +1659,20 @@ void state_store_compact(StateStore *s) {
         schedule(s);
 }
 
+static bool holds_any(const DeviceTable *t) {
+        const Device *d;
+        DEVICE_FOREACH(d, t, it)
+                if (d->has_original)
+                        return true;
+        return false;
+}
+
 /* A new snapshot once the journal has as many lines as twice the table, or as many bytes as twice
  * the last snapshot (lines of devices in probation are long): replaying it never costs more than
- * a few snapshots' worth, and it stays far below what a load reads (STATE_READ_MAX). */
+ * a few snapshots' worth, and it stays far below what a load reads (STATE_READ_MAX). And when no
+ * device is held any more (the last one restored or gone): an empty snapshot and no journal say
+ * outright that no original sizes are held (the package's postrm reads that of a bigtcpd that
+ * was not stopped). */
 static bool snapshot_due(const StateStore *s, size_t more) {
         size_t limit = s->table->n_devices * 2 > 1024 ? s->table->n_devices * 2 : 1024;
         uint64_t bytes = s->snapshot_bytes * 2;
@@ -1670,7 +1681,8 @@ static bool snapshot_due(const StateStore *s, size_t more) {
                 bytes = STATE_JOURNAL_BYTES_MIN;
         if (bytes > STATE_JOURNAL_BYTES_MAX)
                 bytes = STATE_JOURNAL_BYTES_MAX;
-        return s->compact || s->journal_lines + more > limit || s->journal_bytes >= bytes;
+        return s->compact || s->journal_lines + more > limit || s->journal_bytes >= bytes ||
+               (more > 0 && !holds_any(s->table));
 }
 
 static int save_snapshot(StateStore *s) {

@@ -28,6 +28,8 @@ one container, each on what the ones before left:
   upgrade       to a rebuilt package: the state file and the operator's edited policy kept, the
                 restarted daemon writes nothing
   purge         apt purge stops it, gives every device its original sizes back, leaves nothing
+  policy-rc.d   with stops forbidden (images built with Docker): remove says bigtcpd runs on and
+                keeps the devices, purge waits for it to give them back and says so
 
 The package comes from BIGTCPD_DEB_DIR (scripts/test.sh builds it with scripts/package.sh), or
 is built here. Needs systemd-container, dpkg-dev, debhelper, lintian (scripts/setup.sh)."""
@@ -586,3 +588,34 @@ def test_purge_restores_originals(box):
     # Nobody answers for io.bigtcpd1 any more.
     r = c.run('busctl', 'call', 'io.bigtcpd1', '/io/bigtcpd1', 'io.bigtcpd1.Manager', 'GetStatusJSON', check=False)
     assert r.returncode != 0 and 'was not provided by any .service files' in r.stderr, r.stderr
+
+
+def test_stops_forbidden_by_policy_rc_d(box):
+    """Docker's policy-rc.d (exit 101) left in an image: dh's stop is skipped. The removal says
+    that bigtcpd runs on without its package and keeps the devices (it does), not that it
+    restored them; the purge waits for the running bigtcpd to give them back (its policy goes)
+    and says it did, with the pid that still runs."""
+    c = box
+    c.run('apt-get', 'install', '-y', f'/var/tmp/{c.deb.name}', timeout=300)
+    wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'the shipped policy applied again')
+    pid = main_pid(c)
+    try:
+        c.sh("printf '#!/bin/sh\\nexit 101\\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d")
+        r = c.run('apt-get', 'remove', '-y', 'bigtcpd', timeout=300)
+        out = r.stdout + r.stderr
+        assert (f'bigtcpd.service was not stopped (/usr/sbin/policy-rc.d forbids stopping services here): '
+                f'bigtcpd (pid {pid}) runs on without its package and keeps the devices') in out, out
+        assert 'giving the devices it changed their original sizes back' not in out, out
+        assert c.run('systemctl', 'is-active', 'bigtcpd.service', check=False).stdout.strip() == 'active'
+        assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: BIG for n in ('va', 'vb', 'wa', 'wb')}
+
+        r = c.run('apt-get', 'purge', '-y', 'bigtcpd', timeout=300)
+        out = r.stdout + r.stderr
+        assert (f'bigtcpd (pid {pid}) was not stopped and runs on without its package, managing nothing: it gave '
+                'every device its original sizes back') in out, out
+        assert 'not given back' not in out and 'did not say' not in out, out
+        assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: ORIG for n in ('va', 'vb', 'wa', 'wb')}
+    finally:
+        c.run('rm', '-f', '/usr/sbin/policy-rc.d')
+        c.run('systemctl', 'stop', 'bigtcpd.service', 'bigtcpd.socket', check=False)
+        c.run('rm', '-rf', '/run/bigtcpd')

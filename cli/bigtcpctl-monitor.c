@@ -180,10 +180,14 @@ static int stream(Ctl *c, bool again) {
                 if (jget(reply, "error"))
                         return call_error_exit("monitor", reply);
                 e = jget(reply, "parameters");
+                bool subscribed = streq_ptr(jstr(e, "event"), "subscribed");
+                /* back only once subscribed again: what happens from here on is shown */
+                if (subscribed && again)
+                        fprintf(stderr, "bigtcpctl: bigtcpd is back; monitoring again (events meanwhile are not shown)\n");
                 if (c->json)
                         printf("%s\n", json_object_to_json_string_ext(
                                                e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-                else if (streq_ptr(jstr(e, "event"), "subscribed")) {
+                else if (subscribed) {
                         if (c->legend && !again)
                                 printf("Monitoring bigtcpd (Ctrl-C to stop).\n");
                 } else
@@ -251,6 +255,5 @@ int verb_monitor(Ctl *c, char **args, size_t n) {
                 r = reconnect(c);
                 if (r != 0)
                         return r;
-                fprintf(stderr, "bigtcpctl: bigtcpd is back; monitoring again (events meanwhile are not shown)\n");
         }
 }

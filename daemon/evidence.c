@@ -344,11 +344,13 @@ static void on_made(int fd, void *userdata) {
                 return;
         }
         unwait(s, ev);
+        uint64_t asked = ev->since_usec;
         r = start(s, ev, fd, ev->duration_usec);
         if (r < 0) {
                 log_dev_warning_errno(ev->device, r, "evidence: failed to watch: %m");
                 emit(s, ev);
-        }
+        } else
+                ev->since_usec = asked; /* the count says it began when asked, as it did while waiting */
         refill(s);
 }
 
@@ -539,9 +541,12 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         if (s->n_spare > 0)
                 fd = s->spare[--s->n_spare];
         else if (s->sockets->maker) {
-                /* it starts when the maker's socket comes */
+                /* it starts when the maker's socket comes (milliseconds); until then it reads as a
+                 * count from zero since now, not as the last window's figures (or 1970's) */
                 ev->waiting = true;
                 ev->duration_usec = duration_usec;
+                ev->counts = (EvidenceCounts){};
+                ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
                 TAILQ_INSERT_TAIL(&s->waiting, ev, link);
                 s->n_waiting++;
                 s->n++;

@@ -1,136 +1,208 @@
-/* durable.c — syncs in a thread of their own, waited for with a bound. */
+/* durable.c — syncs in a child of their own, waited for with a bound. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "durable.h"
+#include "sandbox.h"
 #include "util.h"
 
+/* What the daemon sends with the descriptors; the child answers an int32_t: 0 or -errno. */
+typedef struct SyncJob {
+        uint8_t data_only;
+        uint8_t gated; /* a second descriptor: the gate (durable.h) */
+} SyncJob;
+
 static struct {
-        pthread_mutex_t lock;
-        pthread_cond_t job_cond;  /* a job was posted */
-        pthread_cond_t done_cond; /* the job is done */
-        bool started;
-        bool has_job;   /* posted, not done */
-        bool abandoned; /* its caller stopped waiting: the thread clears `has_job` alone */
-        bool done;
-        int fd;
-        bool data_only;
-        DurableSyncFn fn;
-        void *userdata;
-        int result;
-} D = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+        int fd;    /* the daemon's end of the pair; -1 without a child */
+        pid_t pid; /* the child */
+        bool busy; /* a sync past its bound: its answer not read yet */
+} D = {.fd = -1, .pid = -1};
 
-static void *run(void *arg) {
-        pthread_mutex_lock(&D.lock);
-        for (;;) {
-                while (!D.has_job || D.done)
-                        pthread_cond_wait(&D.job_cond, &D.lock);
-                int fd = D.fd;
-                bool data_only = D.data_only;
-                DurableSyncFn fn = D.fn;
-                void *userdata = D.userdata;
-                pthread_mutex_unlock(&D.lock);
-
-                int r = fn ? fn(userdata, fd, data_only) : data_only ? fdatasync(fd) : fsync(fd);
-                r = r < 0 ? -errno : 0;
-                close(fd);
-
-                pthread_mutex_lock(&D.lock);
-                D.fd = -1;
-                D.result = r;
-                D.done = true;
-                if (D.abandoned) {
-                        /* no one waits: the next sync may run */
-                        D.abandoned = false;
-                        D.has_job = false;
-                }
-                pthread_cond_signal(&D.done_cond);
-        }
-        return NULL;
+static void child_answer(int32_t r) {
+        if (write(SANDBOX_OUTPUT_FD, &r, sizeof(r)) < 0)
+                sandbox_exit(0);
 }
 
-static int start(void) {
-        pthread_condattr_t a;
-        pthread_attr_t ta;
-        pthread_t t;
-        sigset_t all, old;
-        int r;
+__attribute__((noreturn)) static void child(int fd, pid_t parent) {
+        /* its socket and stderr: a descriptor the daemon holds is not held here too (a client's
+         * connection would not see its end, a namespace would not go) */
+        if (sandbox_detach(fd, parent) < 0)
+                _exit(0);
+        (void) prctl(PR_SET_NAME, "bigtcpd-sync", 0, 0, 0); /* for ps, and the tests */
+        static const int calls[] = {SYS_recvmsg, SYS_read,  SYS_write, SYS_fsync,
+                                    SYS_fdatasync, SYS_close, SYS_exit,  SYS_exit_group};
+        if (sandbox_restrict(calls, ELEMENTSOF(calls)) < 0)
+                sandbox_exit(0);
+        for (;;) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * 2)];
+                        struct cmsghdr align;
+                } control;
+                SyncJob job;
+                int fds[2] = {-1, -1};
+                size_t k = 0;
+                struct iovec iov = {.iov_base = &job, .iov_len = sizeof(job)};
+                struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                                     .msg_controllen = sizeof(control.buf)};
+                ssize_t n = recvmsg(SANDBOX_OUTPUT_FD, &msg, MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        sandbox_exit(0); /* the daemon closed its end, or is gone */
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                                continue;
+                        size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        for (size_t i = 0; i < m; i++) {
+                                int x;
+                                memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                                if (k < ELEMENTSOF(fds))
+                                        fds[k++] = x;
+                                else
+                                        (void) close(x);
+                        }
+                }
+                int32_t r;
+                if (n != (ssize_t) sizeof(job) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+                    k != (job.gated ? 2u : 1u))
+                        r = -EBADMSG;
+                else {
+                        char c;
+                        if (job.gated && read(fds[1], &c, 1) != 1)
+                                r = -EIO;
+                        else
+                                r = (job.data_only ? fdatasync(fds[0]) : fsync(fds[0])) < 0 ? -errno : 0;
+                        if (job.gated)
+                                (void) write(fds[1], "x", 1);
+                }
+                for (size_t i = 0; i < k; i++)
+                        (void) close(fds[i]);
+                child_answer(r);
+        }
+}
 
-        if (D.started)
+/* The child is gone (its end closed): reaped, and the next sync makes another. */
+static void drop_child(void) {
+        (void) close(D.fd);
+        while (waitpid(D.pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        D.fd = -1;
+        D.pid = -1;
+        D.busy = false;
+}
+
+static int spawn(void) {
+        pid_t parent = getpid(), pid;
+        int fd;
+
+        if (D.fd >= 0)
                 return 0;
-        if (pthread_condattr_init(&a) != 0)
-                return -ENOMEM;
-        (void) pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        r = -pthread_cond_init(&D.done_cond, &a);
-        if (r == 0)
-                r = -pthread_cond_init(&D.job_cond, NULL);
-        pthread_condattr_destroy(&a);
-        if (r < 0)
-                return r;
-        if (pthread_attr_init(&ta) != 0)
-                return -ENOMEM;
-        (void) pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
-        (void) pthread_attr_setstacksize(&ta, 64 * 1024);
-        /* signals are the loop's (libevent's signal pipe): none for this thread */
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&t, &ta, run, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&ta);
-        if (r < 0)
-                return r;
-        D.started = true;
+        pid = sandbox_fork_pair(&fd);
+        if (pid < 0)
+                return pid;
+        if (pid == 0)
+                child(fd, parent);
+        D.fd = fd;
+        D.pid = pid;
         return 0;
 }
 
-int durable_sync(int fd, bool data_only, uint64_t timeout_usec, DurableSyncFn fn, void *userdata) {
-        struct timespec until;
-        int r, dup_fd;
+/* The child's answer, if there is one: 0 or -errno the sync's; -EAGAIN none yet; -ECHILD the child
+ * is gone (dropped). */
+static int read_answer(void) {
+        int32_t r;
+        ssize_t n;
 
-        pthread_mutex_lock(&D.lock);
-        if (D.has_job) {
-                pthread_mutex_unlock(&D.lock);
-                return -EBUSY;
+        do
+                n = recv(D.fd, &r, sizeof(r), MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return -EAGAIN;
+        if (n != (ssize_t) sizeof(r) || r > 0 || r < -4095) {
+                drop_child();
+                return -ECHILD;
         }
-        r = start();
-        if (r < 0) {
-                pthread_mutex_unlock(&D.lock);
-                return r;
-        }
-        dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dup_fd < 0) {
-                r = -errno;
-                pthread_mutex_unlock(&D.lock);
-                return r;
-        }
-        D.fd = dup_fd;
-        D.data_only = data_only;
-        D.fn = fn;
-        D.userdata = userdata;
-        D.done = false;
-        D.abandoned = false;
-        D.has_job = true;
-        pthread_cond_signal(&D.job_cond);
+        return r;
+}
 
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += (time_t) (timeout_usec / USEC_PER_SEC);
-        until.tv_nsec += (long) (timeout_usec % USEC_PER_SEC) * 1000;
-        if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
+static int send_job(int fd, bool data_only, int gate_fd) {
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * 2)];
+                struct cmsghdr align;
+        } control = {};
+        SyncJob job = {.data_only = data_only, .gated = gate_fd >= 0};
+        int fds[2] = {fd, gate_fd};
+        size_t k = gate_fd >= 0 ? 2 : 1;
+        struct iovec iov = {.iov_base = &job, .iov_len = sizeof(job)};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                             .msg_controllen = CMSG_SPACE(sizeof(int) * k)};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * k);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * k);
+        ssize_t n;
+        do
+                n = sendmsg(D.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        return n == (ssize_t) sizeof(job) ? 0 : n < 0 ? -errno : -EIO;
+}
+
+int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd) {
+        int r;
+
+        if (D.busy) {
+                r = read_answer();
+                if (r == -EAGAIN)
+                        return -EBUSY;
+                D.busy = false; /* that sync's answer came too late to count */
         }
-        while (!D.done)
-                if (pthread_cond_timedwait(&D.done_cond, &D.lock, &until) == ETIMEDOUT && !D.done) {
-                        D.abandoned = true;
-                        pthread_mutex_unlock(&D.lock);
+        for (int attempt = 0;; attempt++) {
+                r = spawn();
+                if (r < 0)
+                        return r;
+                r = send_job(fd, data_only, gate_fd);
+                if (r == 0)
+                        break;
+                /* a child that went (killed, or its filter): one other, once */
+                drop_child();
+                if (attempt > 0 || (r != -EPIPE && r != -ECONNRESET))
+                        return r;
+        }
+
+        uint64_t until = now_usec() + timeout_usec;
+        for (;;) {
+                uint64_t now = now_usec();
+                if (now >= until) {
+                        D.busy = true;
                         return -ETIMEDOUT;
                 }
-        r = D.result;
-        D.has_job = false;
-        pthread_mutex_unlock(&D.lock);
-        return r;
+                uint64_t left = until - now;
+                struct timespec ts = {.tv_sec = (time_t) (left / USEC_PER_SEC),
+                                      .tv_nsec = (long) (left % USEC_PER_SEC) * 1000};
+                struct pollfd p = {.fd = D.fd, .events = POLLIN};
+                int k = ppoll(&p, 1, &ts, NULL);
+                if (k < 0 && errno != EINTR)
+                        return -errno;
+                if (k <= 0)
+                        continue;
+                r = read_answer();
+                if (r == -EAGAIN)
+                        continue;
+                return r == -ECHILD ? -EIO : r;
+        }
+}
+
+pid_t durable_pid(void) {
+        return D.pid;
 }

@@ -1,18 +1,22 @@
 /* durable.h — fsync(2) and fdatasync(2) that the loop waits for only so long. A disk can take
- * seconds to sync (or, failing, forever); the sync runs in a thread of its own, and the loop waits
- * for it at most `timeout_usec`: a sync still running then is -ETIMEDOUT (not known to be on
- * disk: the caller acts as for a failed one), and every sync asked for until it returns fails at
- * once with -EBUSY. One thread for the process (syncs are taken one at a time anyway), started
- * by the first sync. It knows nothing of bigtcpd. */
+ * seconds to sync (or, failing, forever); the sync runs in a child process of its own (the loop
+ * has no threads), sent the descriptor over a socket pair (SCM_RIGHTS), and the loop waits for its
+ * answer at most `timeout_usec`: a sync still running then is -ETIMEDOUT (not known to be on disk:
+ * the caller acts as for a failed one), and every sync asked for until its answer comes fails at
+ * once with -EBUSY. One child for the process (syncs are taken one at a time anyway), made by the
+ * first sync, killed with the daemon; it keeps no descriptor of the daemon's but its socket, and a
+ * seccomp filter leaves it the sync, its socket and its exit. It knows nothing of bigtcpd. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-/* The sync itself (tests put in one of theirs, to be slow or fail); it returns what fsync(2) does,
- * errno set. NULL: fsync(2), or fdatasync(2) when `data_only`. It runs in the sync thread. */
-typedef int (*DurableSyncFn)(void *userdata, int fd, bool data_only);
-
-/* 0, the sync's -errno, -ETIMEDOUT, -EBUSY (one timed out and still runs), -ENOMEM, or the
- * -errno of dup(2) or pthread_create(3). `fd` stays the caller's (the thread syncs a duplicate). */
-int durable_sync(int fd, bool data_only, uint64_t timeout_usec, DurableSyncFn fn, void *userdata);
+/* 0, the sync's -errno, -ETIMEDOUT, -EBUSY (one timed out and still runs), -EIO (the child went
+ * during the sync), or the -errno of making the child or sending it the job. `fd` stays the
+ * caller's (the child syncs what it was sent). `gate_fd` is for tests, -1 otherwise: a socket the
+ * child reads one byte from before the sync and writes one byte to after it (a disk held until the
+ * test lets it go, and an event once it synced). */
+int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd);
+/* The child's pid (tests); -1 before the first sync. */
+pid_t durable_pid(void);

@@ -34,8 +34,10 @@ static int io_ftruncate(const StateIo *io, int fd, off_t length) {
 /* Bounded: a disk that takes longer than STATE_SYNC_TIMEOUT_USEC fails the save (the writes that
  * waited for it are refused until a save succeeds), the loop goes on (durable.h). */
 static int io_fsync(const StateIo *io, int fd, bool data_only) {
+        if (io && io->fsync)
+                return io->fsync(io->userdata, fd, data_only);
         int r = durable_sync(fd, data_only, io && io->sync_timeout_usec ? io->sync_timeout_usec : STATE_SYNC_TIMEOUT_USEC,
-                             io ? io->fsync : NULL, io ? io->userdata : NULL);
+                             io && io->sync_gate ? *io->sync_gate : -1);
         if (r < 0) {
                 errno = -r;
                 return -1;

@@ -122,14 +122,15 @@ typedef struct StateStore StateStore;
 /* What the store writes with: write(2), ftruncate(2), fsync(2) (fdatasync(2) for the journal) and
  * renameat(2), unless a test puts in its own (to run out of space halfway through a line, or fail
  * at any other point of a save). They return what the system calls do, errno set; a NULL one is
- * the system call. */
+ * the system call (fsync(2) and fdatasync(2) bounded, in durable.c's child). */
 typedef struct StateIo {
         ssize_t (*write)(void *userdata, int fd, const void *buf, size_t n);
         int (*ftruncate)(void *userdata, int fd, off_t length);
-        int (*fsync)(void *userdata, int fd, bool data_only); /* runs in durable.c's thread */
+        int (*fsync)(void *userdata, int fd, bool data_only); /* in the loop, in place of durable.c's */
         int (*renameat)(void *userdata, int dir_fd, const char *from, const char *to);
         void *userdata;
         uint64_t sync_timeout_usec; /* 0: STATE_SYNC_TIMEOUT_USEC */
+        const int *sync_gate;       /* durable.c's syncs wait on this gate (durable.h); NULL: none */
 } StateIo;
 
 /* How long a save waits for the disk to sync, at most (fsync of a snapshot, fdatasync of an

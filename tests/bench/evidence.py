@@ -155,7 +155,7 @@ class Bench:
         ns_sock.close()
         self.sock = os.path.join(self.tmp, "run", IFACE)
         # `ip netns exec` execs bigtcpd (older iproute2 forked it): the process named bigtcpd, not
-        # its children (bigtcpd-closer, bigtcpd-packets)
+        # its children (bigtcpd-closer, bigtcpd-packets, bigtcpd-sync)
         self.daemon_pid = self.daemon.pid
         with open(f"/proc/{self.daemon.pid}/comm") as f:
             if f.read().strip() != "bigtcpd":

@@ -154,8 +154,8 @@ def figures(lat):
 
 
 def children_of(pid):
-    """The worker processes of pid: its children but the one that closes its packet sockets
-    (evidence), which lives as long as the daemon."""
+    """The worker processes of pid: its children but the three that live as long as the daemon
+    (the evidence's packet sockets made and closed, the state's syncs)."""
     kids = []
     for task in os.listdir(f'/proc/{pid}/task'):
         with open(f'/proc/{pid}/task/{task}/children') as f:
@@ -166,7 +166,7 @@ def children_of(pid):
                 return f.read().strip()
         except FileNotFoundError:
             return None  # gone meanwhile
-    return [k for k in kids if comm(k) not in ('bigtcpd-closer', 'bigtcpd-packets')]
+    return [k for k in kids if comm(k) not in ('bigtcpd-closer', 'bigtcpd-packets', 'bigtcpd-sync')]
 
 
 def test_getstatus_answered_and_watchdog_kept_under_attack(tmpfs_runtime, ns, daemon, confdir, tmp_path,

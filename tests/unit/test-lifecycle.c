@@ -2,6 +2,7 @@
  * through the engine with a fake clock and a fake kernel (engine-harness.h): the transitions one
  * scenario at a time, and what each step must end — a write, a probation window, a rollout slot. */
 #include <fcntl.h>
+#include <sys/socket.h>
 
 #include "control.h"
 #include "engine-harness.h"
@@ -1743,35 +1744,15 @@ static void test_ownership_before_every_write(void **state) {
 
 /* A disk that does not sync within the bound: the save before the write fails as a full disk's
  * does (the write is refused, the loop goes on); once the sync returns, the next save succeeds and
- * the device is written. The sync is held on a pipe, in durable.c's thread. */
-typedef struct SlowDisk {
-        int release[2], done[2];
-        bool hold;
-} SlowDisk;
-
-static int slow_fsync(void *userdata, int fd, bool data_only) {
-        SlowDisk *d = userdata;
-        bool hold = d->hold;
-        char c;
-
-        if (hold && read(d->release[0], &c, 1) != 1)
-                abort(); /* not the test's thread: no cmocka assertion */
-        int r = data_only ? fdatasync(fd) : fsync(fd);
-        if (hold && write(d->done[1], "x", 1) != 1)
-                abort();
-        return r;
-}
-
+ * the device is written. The sync is held on durable.h's gate, in its child. */
 static void test_slow_disk_refuses_the_write(void **state) {
         Harness *h = h_new(P_ALL);
-        static SlowDisk disk;
+        static int gate[2];
         static StateIo io;
         char c;
 
-        disk = (SlowDisk){.hold = true};
-        assert_int_equal(pipe2(disk.release, O_CLOEXEC), 0);
-        assert_int_equal(pipe2(disk.done, O_CLOEXEC), 0);
-        io = (StateIo){.fsync = slow_fsync, .userdata = &disk, .sync_timeout_usec = 20 * 1000};
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate), 0);
+        io = (StateIo){.sync_gate = &gate[1], .sync_timeout_usec = 20 * 1000};
         state_store_set_io(h->e->state, &io);
         h_link_add(h, 2, "eth0");
         h_start(h);
@@ -1780,10 +1761,10 @@ static void test_slow_disk_refuses_the_write(void **state) {
         assert_state(h_state(h, 2), DEVICE_FAILED);
         assert_int_equal(device_history_get(h_dev(h, 2))->last_errno, -ETIMEDOUT);
 
-        /* the sync returns; a save finds the thread free once it let go of its job */
-        disk.hold = false;
-        assert_int_equal(write(disk.release[1], "x", 1), 1);
-        assert_int_equal(read(disk.done[0], &c, 1), 1);
+        /* the sync returns; a save finds the child free once it answered */
+        io.sync_gate = NULL;
+        assert_int_equal(write(gate[0], "x", 1), 1);
+        assert_int_equal(read(gate[0], &c, 1), 1);
         int r;
         for (unsigned i = 0; (r = state_store_save(h->e->state)) == -EBUSY; i++)
                 assert_true(i < 1000000);
@@ -1794,10 +1775,8 @@ static void test_slow_disk_refuses_the_write(void **state) {
         assert_sizes_equal(h_link(h, 2)->sizes, BIG);
         state_store_set_io(h->e->state, NULL);
         h_free(h);
-        for (int i = 0; i < 2; i++) {
-                close(disk.release[i]);
-                close(disk.done[i]);
-        }
+        close(gate[0]);
+        close(gate[1]);
 }
 
 /* ---- a restart: is the device at an entry's ifindex the one it was written for? ---- */

@@ -9,10 +9,12 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "durable.h"
 #include "link-message.h"
 #include "state.h"
 
@@ -1009,42 +1011,21 @@ static void test_compact_by_bytes(void **state) {
         dir_close(&dir);
 }
 
-/* A disk that does not sync: the sync blocks until the test releases it. */
-typedef struct Gate {
-        int release[2], done[2];
-        bool hold; /* the next sync waits for the release */
-} Gate;
-
-static int gate_fsync(void *userdata, int fd, bool data_only) {
-        Gate *g = userdata;
-        bool hold = g->hold;
-        char c;
-
-        /* in durable.c's thread: no cmocka assertion here */
-        if (hold && read(g->release[0], &c, 1) != 1)
-                abort();
-        int r = data_only ? fdatasync(fd) : fsync(fd);
-        if (hold && write(g->done[1], "x", 1) != 1)
-                abort();
-        return r;
-}
-
 /* The loop waits for a sync at most its bound: a sync that takes longer fails the save at the
  * bound (-ETIMEDOUT), and every save fails at once (-EBUSY) until it returns; then they succeed
- * again, and what was owed is saved. */
+ * again, and what was owed is saved. The disk is held on durable.h's gate, in its child. */
 static void test_sync_bounded(void **state) {
         Dir dir;
         DeviceTable t;
         StateStore *s;
         StateEntry *e = NULL;
         size_t n = 0;
-        Gate g = {.hold = false};
-        StateIo io = {.fsync = gate_fsync, .userdata = &g, .sync_timeout_usec = 50 * 1000};
+        int gate[2];
+        StateIo io = {.sync_timeout_usec = 50 * 1000};
         struct timespec a, b;
         char c;
 
-        assert_int_equal(pipe2(g.release, O_CLOEXEC), 0);
-        assert_int_equal(pipe2(g.done, O_CLOEXEC), 0);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate), 0);
         dir_open(&dir);
         assert_int_equal(device_table_init(&t), 0);
         Device *d = written(&t, 5, "v5", (Sizes){60000, 60000, 60000, 60000}, SIZE_BITS_ALL);
@@ -1052,8 +1033,9 @@ static void test_sync_bounded(void **state) {
         state_store_set_io(s, &io);
         assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
         assert_int_equal(state_store_save(s), 0); /* a snapshot */
+        assert_true(durable_pid() > 0);           /* synced in the child */
 
-        g.hold = true;
+        io.sync_gate = &gate[1];
         d->original.gso_max_size = 60001;
         state_store_mark(s, d);
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -1062,14 +1044,14 @@ static void test_sync_bounded(void **state) {
         uint64_t waited = (uint64_t) (b.tv_sec - a.tv_sec) * 1000000u + (uint64_t) (b.tv_nsec - a.tv_nsec) / 1000u;
         assert_true(waited >= 50 * 1000);
         assert_true(waited < 1000 * 1000); /* the bound, not the disk */
-        g.hold = false;
+        io.sync_gate = NULL; /* the held sync has its gate; the next ones do not wait */
         assert_int_equal(state_store_save(s), -EBUSY); /* it still runs */
         assert_true(state_store_pending(s));
 
-        assert_int_equal(write(g.release[1], "x", 1), 1);
-        assert_int_equal(read(g.done[0], &c, 1), 1);
-        /* the thread is done once it said so and let go of its job: a save may find it a moment
-         * before that (-EBUSY), never after */
+        assert_int_equal(write(gate[0], "x", 1), 1);
+        assert_int_equal(read(gate[0], &c, 1), 1); /* synced */
+        /* the child answers right after it said so: a save may find it a moment before that
+         * (-EBUSY), never after */
         int r;
         for (unsigned i = 0; (r = state_store_save(s)) == -EBUSY; i++)
                 assert_true(i < 1000000);
@@ -1083,10 +1065,8 @@ static void test_sync_bounded(void **state) {
         state_entries_free(e, n);
         device_table_done(&t);
         dir_close(&dir);
-        for (int i = 0; i < 2; i++) {
-                close(g.release[i]);
-                close(g.done[i]);
-        }
+        close(gate[0]);
+        close(gate[1]);
 }
 
 /* What earlier versions refused whole: each loads what it can (here, nothing), and says why. */

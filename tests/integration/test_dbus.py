@@ -454,9 +454,9 @@ def test_reload(served):
     broken = POLICY.replace('kind: [veth]', 'kind: [veth]\n      colour: blue')
     # and a counter this host lacks: its warning after the errors
     broken = broken.replace('guards: []', 'guards:\n    - {counter: Tcp.RetransSeg, max-increase: 5}', 1)
-    cfg.write_text(broken)
-    mon = Monitor(bus)
+    mon = Monitor(bus)   # before the file is written: its inotify reload may come first, and say it
     try:
+        cfg.write_text(broken)
         name, text = call_error(bus, 'Reload')
         assert name == f'{IFACE}.PolicyInvalid' and f'{cfg}:' in text and 'unknown key "colour"' in text, text
         lines = text.splitlines()

@@ -73,31 +73,76 @@ static int open_inside(struct event_base *base, const NamespaceConfig *cfg, Netn
         return 0;
 }
 
-/* Into the namespace of cfg->fd, open what bigtcpd needs there, and back. */
-static int enter_and_open(struct event_base *base, const NamespaceConfig *cfg, Netns *n) {
+/* Into the namespace of `fd` (still the file of dev/ino, and a network namespace), run `fn`
+ * there, and back to `home_fd`, whatever fn did. */
+static int in_namespace(int fd, int home_fd, uint64_t dev, uint64_t ino, int (*fn)(void *userdata),
+                        void *userdata) {
         struct stat st;
         int r;
 
         /* the file may have been replaced since the caller looked at it */
-        if (fstat(cfg->fd, &st) < 0)
+        if (fstat(fd, &st) < 0)
                 return -errno;
-        if ((uint64_t) st.st_ino != cfg->ino || (uint64_t) st.st_dev != cfg->dev)
+        if ((uint64_t) st.st_ino != ino || (uint64_t) st.st_dev != dev)
                 return -ENOENT;
-        r = ioctl(cfg->fd, NS_GET_NSTYPE);
+        r = ioctl(fd, NS_GET_NSTYPE);
         if (r < 0)
                 return -errno;
         if (r != CLONE_NEWNET)
                 return -EMEDIUMTYPE;
-        if (setns(cfg->fd, CLONE_NEWNET) < 0)
+        if (setns(fd, CLONE_NEWNET) < 0)
                 return -errno;
-        r = open_inside(base, cfg, n);
-        if (setns(cfg->home_fd, CLONE_NEWNET) < 0) {
+        r = fn(userdata);
+        if (setns(home_fd, CLONE_NEWNET) < 0) {
                 /* Everything the daemon opens from here on would belong to another namespace:
                  * there is no running on from that. */
                 log_error_errno(errno, "Failed to return to bigtcpd's own network namespace: %m");
                 abort();
         }
         return r;
+}
+
+typedef struct OpenInside {
+        struct event_base *base;
+        const NamespaceConfig *cfg;
+        Netns *n;
+} OpenInside;
+
+static int open_inside_fn(void *userdata) {
+        OpenInside *o = userdata;
+        return open_inside(o->base, o->cfg, o->n);
+}
+
+typedef struct PeekInside {
+        int fd;
+        uint64_t cookie;
+} PeekInside;
+
+static int peek_inside_fn(void *userdata) {
+        PeekInside *p = userdata;
+        socklen_t len = sizeof(p->cookie);
+
+        p->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+        if (p->fd < 0)
+                return -errno;
+        if (getsockopt(p->fd, SOL_SOCKET, SO_NETNS_COOKIE, &p->cookie, &len) < 0)
+                p->cookie = 0; /* before Linux 5.14: the inode alone names it */
+        return 0;
+}
+
+int netns_peek_socket(int fd, int home_fd, uint64_t dev, uint64_t ino, int *ret_fd, uint64_t *ret_cookie) {
+        PeekInside p = {.fd = -1};
+        int r;
+
+        r = in_namespace(fd, home_fd, dev, ino, peek_inside_fn, &p);
+        if (r < 0) {
+                if (p.fd >= 0)
+                        close(p.fd);
+                return r;
+        }
+        *ret_fd = p.fd;
+        *ret_cookie = p.cookie;
+        return 0;
 }
 
 int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret) {
@@ -114,7 +159,9 @@ int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret) 
         n->id.ino = cfg->ino;
         if (cfg->name && !(n->id.name = strdup(cfg->name)))
                 return -ENOMEM;
-        r = n->own ? open_inside(base, cfg, n) : enter_and_open(base, cfg, n);
+        r = n->own ? open_inside(base, cfg, n)
+                   : in_namespace(cfg->fd, cfg->home_fd, cfg->dev, cfg->ino, open_inside_fn,
+                                  &(OpenInside){base, cfg, n});
         if (r < 0)
                 return r;
         if (!n->own) {

@@ -63,6 +63,12 @@ typedef struct NamespaceConfig {
  * -EPERM: no CAP_SYS_ADMIN to enter it; -EMFILE: out of descriptors. */
 int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret);
 void netns_free(Netns *n);
+
+/* A read-only look into another namespace (Plan's, of one bigtcpd has not entered): one
+ * NETLINK_ROUTE socket made in it, non-blocking and close-on-exec, and nothing else kept of it;
+ * its cookie (0 before Linux 5.14). The namespace is that of `fd`, the file of dev/ino; `home_fd`
+ * is the daemon's own to come back to. Errors as netns_new's. */
+int netns_peek_socket(int fd, int home_fd, uint64_t dev, uint64_t ino, int *ret_fd, uint64_t *ret_cookie);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Netns *, netns_free);
 
 /* "<inode>-<cookie>", the name of another namespace's state directory. */

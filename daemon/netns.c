@@ -986,6 +986,8 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found
                         continue; /* the daemon's own, or a second name of one already found */
                 seen_add(seen, st.st_ino);
                 visible_add(s, de->d_name);
+                if (!found)
+                        continue; /* names only */
                 n = ino_map_get(&seen->known, st.st_ino);
                 if (n) {
                         n->seen = true;
@@ -1103,6 +1105,50 @@ static void take(NetnsSet *s, const Candidate *c) {
         }
         n->seen = true;
         log_info("netns %s: managing it (%s/%s)", n->id.name, c->dir, n->id.name);
+}
+
+/* ---- read-only looks (Plan's): one socket, for a moment, in a namespace not entered ---- */
+
+void netns_set_look(NetnsSet *s) {
+        Seen seen = {};
+
+        if (!s || s->watching)
+                return; /* the scans keep the names */
+        visible_clear(s);
+        for (size_t i = 0; i < s->n_dirs; i++)
+                scan_dir(s, s->dirs[i], &seen, NULL);
+        if (s->n_visible > 1)
+                qsort(s->visible, s->n_visible, sizeof(*s->visible), cmp_names);
+        ino_map_done(&seen.seen);
+        ino_map_done(&seen.known);
+}
+
+int netns_set_peek(NetnsSet *s, const char *name, int *ret_fd, uint64_t *ret_ino, uint64_t *ret_cookie) {
+        if (!s || !netns_name_is_valid(name))
+                return -ENOENT;
+        /* its file and the socket, for a moment: never out of the reserve */
+        if (fd_budget() < 2)
+                return -EMFILE;
+        for (size_t i = 0; i < s->n_dirs; i++) {
+                _cleanup_(freep) char *path = NULL;
+                _cleanup_(closep) int fd = -1;
+                struct stat st;
+                int r;
+
+                if (asprintf(&path, "%s/%s", s->dirs[i], name) < 0)
+                        return -ENOMEM;
+                fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+                if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+                        return -errno;
+                if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t) st.st_dev != s->nsfs_dev ||
+                    (uint64_t) st.st_ino == s->host_ino)
+                        continue; /* not here, not mounted (yet), or the daemon's own */
+                r = netns_peek_socket(fd, s->host_fd, st.st_dev, st.st_ino, ret_fd, ret_cookie);
+                if (r >= 0)
+                        *ret_ino = st.st_ino;
+                return r;
+        }
+        return -ENOENT;
 }
 
 /* State directories of namespaces not visible at start: the namespace may live on without a

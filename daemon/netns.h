@@ -90,6 +90,17 @@ Netns *netns_set_at(const NetnsSet *s, size_t i);
 size_t netns_set_visible_count(const NetnsSet *s);
 const char *netns_set_visible(const NetnsSet *s, size_t i);
 
+/* While the directories are not watched (no policy in force names another namespace), read the
+ * names in them now, for netns_set_visible(); while they are, the scans keep those. */
+void netns_set_look(NetnsSet *s);
+
+/* A read-only look into the namespace of the file `name` under the directories (not entered by
+ * the set, or entered: it does not matter): one NETLINK_ROUTE socket made in it, for the caller
+ * to close, and the namespace's inode and cookie. -ENOENT when there is no such namespace (any
+ * more); -EMFILE when the socket would take one of the descriptors kept for root's control
+ * connections; -EPERM without CAP_SYS_ADMIN; -EMEDIUMTYPE when it is no network namespace. */
+int netns_set_peek(NetnsSet *s, const char *name, int *ret_fd, uint64_t *ret_ino, uint64_t *ret_cookie);
+
 /* The managed namespaces other than bigtcpd's own, sorted by name. */
 size_t netns_set_count(const NetnsSet *s);
 Netns *netns_set_get(const NetnsSet *s, size_t i);

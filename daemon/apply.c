@@ -17,13 +17,13 @@
 /* ---- matching ---- */
 
 typedef struct MatchContext {
-        Engine *engine;
+        int ioctl_fd;
         Device *device;
 } MatchContext;
 
 static const char *match_get_driver(void *userdata) {
         MatchContext *c = userdata;
-        return ethtool_driver(c->device, c->engine->ioctl_fd);
+        return ethtool_driver(c->device, c->ioctl_fd);
 }
 
 static bool match_has_route(void *userdata, const RoutePrefix *p) {
@@ -31,25 +31,33 @@ static bool match_has_route(void *userdata, const RoutePrefix *p) {
         return device_has_route(c->device, p);
 }
 
-#define MATCH_DEVICE_OF(e, d, c, mac)                                                                 \
+#define MATCH_DEVICE_OF(netns_name, d, c, mac)                                                       \
         {                                                                                            \
                 .ifname = (d)->ifname, .altnames = (d)->altnames, .n_altnames = (d)->n_altnames,     \
                 .kind = (d)->kind, .loopback = (d)->flags & IFF_LOOPBACK,                            \
-                .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .netns = (e)->cfg.netns ? (e)->cfg.netns->name : NULL, \
+                .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .netns = (netns_name),      \
                 .get_driver = match_get_driver, .has_route = match_has_route, .userdata = &(c),      \
         }
 
-const Policy *apply_match(Engine *e, const PolicySet *set, Device *d) {
-        MatchContext c = {e, d};
+static const char *engine_netns(const Engine *e) {
+        return e->cfg.netns ? e->cfg.netns->name : NULL;
+}
+
+const Policy *apply_match_in(const PolicySet *set, Device *d, const char *netns, int ioctl_fd) {
+        MatchContext c = {ioctl_fd, d};
         char mac[DEVICE_MAC_STRLEN];
-        MatchDevice md = MATCH_DEVICE_OF(e, d, c, mac);
+        MatchDevice md = MATCH_DEVICE_OF(netns, d, c, mac);
         return set ? policy_set_match(set, &md) : NULL;
 }
 
+const Policy *apply_match(Engine *e, const PolicySet *set, Device *d) {
+        return apply_match_in(set, d, engine_netns(e), e->ioctl_fd);
+}
+
 int apply_match_explain(Engine *e, const Policy *p, Device *d, char **ret) {
-        MatchContext c = {e, d};
+        MatchContext c = {e->ioctl_fd, d};
         char mac[DEVICE_MAC_STRLEN];
-        MatchDevice md = MATCH_DEVICE_OF(e, d, c, mac);
+        MatchDevice md = MATCH_DEVICE_OF(engine_netns(e), d, c, mac);
         return policy_match_explain(p, &md, ret);
 }
 

@@ -28,6 +28,9 @@ extern const ProbationOps apply_probation_ops;
 
 /* The policy of `set` that the device matches, or NULL. */
 const Policy *apply_match(Engine *e, const PolicySet *set, Device *d);
+/* … of a device no engine runs (Plan's look into a namespace not entered): in the namespace
+ * `netns` (NULL: the daemon's own), its driver asked through `ioctl_fd` when not looked up yet. */
+const Policy *apply_match_in(const PolicySet *set, Device *d, const char *netns, int ioctl_fd);
 /* Which keys of `p` (a policy that matches `d`) chose it, in words (policy_match_explain()). */
 int apply_match_explain(Engine *e, const Policy *p, Device *d, char **ret);
 bool apply_device_is_new(const Engine *e, const Device *d);

@@ -130,9 +130,13 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                         printf("Every policy is scoped away from this host: its devices match none.\n");
         }
         json_object *unplanned = jarray(reply, "netns_not_entered");
-        for (size_t i = 0; c->legend && i < jlen(unplanned); i++)
-                printf("%s%s", i == 0 ? "Not in this plan (bigtcpd has not entered them): namespace " : ", ",
-                       json_object_get_string(json_object_array_get_idx(unplanned, i)));
+        for (size_t i = 0; c->legend && i < jlen(unplanned); i++) {
+                json_object *u = json_object_array_get_idx(unplanned, i);
+                const char *err = jstr(u, "error");
+                printf("%s%s (%s%s%s)",
+                       i == 0 ? "Not in this plan (bigtcpd could not look into them): namespace " : ", ",
+                       jstr(u, "netns") ?: "?", jstr(u, "reason") ?: "?", err ? ": " : "", err ?: "");
+        }
         if (c->legend && jlen(unplanned) > 0)
                 printf(".\n");
         if (canaries > 0 || scoped > 0 || (c->legend && jlen(unplanned) > 0))

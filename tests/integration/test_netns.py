@@ -8,6 +8,7 @@ run's namespaces (BT_NETNS_PREFIX), so namespaces of other runs there are never 
 import errno
 import json
 import os
+import resource
 import secrets
 import subprocess
 import tempfile
@@ -795,23 +796,186 @@ def test_status_counts_each_namespace(ns, pods, daemon, confdir):
     assert sum(x['writes'] for x in each.values()) == st['writes']
 
 
-def test_plan_names_the_namespaces_it_does_not_cover(ns, pods, daemon, confdir, tmp_path):
-    """A policy that names namespaces bigtcpd has not entered: Plan lists their devices it knows
-    and names the others, and bigtcpctl plan says so."""
+def fds(d):
+    """The daemon's descriptors and what each is."""
+    out = {}
+    for fd in os.listdir(f'/proc/{d.pid}/fd'):
+        try:
+            out[fd] = os.readlink(f'/proc/{d.pid}/fd/{fd}')
+        except OSError:
+            pass
+    return out
+
+
+def packet_socket_inodes(d, namespaces):
+    """The inodes of the packet sockets in the daemon's namespace and in `namespaces`."""
+    with open(f'/proc/{d.pid}/net/packet') as f:
+        texts = [f.read()]
+    texts += [subprocess.run(['ip', 'netns', 'exec', x, 'cat', '/proc/net/packet'], capture_output=True, text=True,
+                             check=True).stdout for x in namespaces]
+    return {int(c[8]) for t in texts for c in (line.split() for line in t.splitlines()[1:]) if len(c) >= 9}
+
+
+def wait_fds(m, d, before, namespaces=()):
+    """Every descriptor the daemon opened since `before` closed again (the worker's pipe, the
+    plan's sockets, once the answer is out). Packet sockets (evidence's, in the daemon's namespace
+    and in the pods it runs: `namespaces`) come and go on their own: not counted."""
+    def new():
+        extra = set(fds(d).items()) - set(before.items())
+        if not extra:
+            return extra
+        packet = packet_socket_inodes(d, namespaces)
+        return {(fd, t) for fd, t in extra if not (t.startswith('socket:[') and int(t[8:-1]) in packet)}
+    m.wait_until(lambda m: not new(), 5, f'the descriptors opened since closed again: {new()} left')
+
+
+def lone_pod(pods, kind='other'):
+    """A namespace with eth0 (DISTINCT) whose peer is there too: nothing of it in the host's."""
+    name = f'{NETNS_PREFIX}{kind}-{secrets.token_hex(3)}'
+    run('ip', 'netns', 'add', name)
+    pods.names.append(name)
+    ip(name, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1')
+    set_and_check(name, 'eth0', DISTINCT)
+    return name
+
+
+def netlink_sockets_in(netns, d):
+    """The daemon's sockets that are netlink sockets of `netns` (/proc/net/netlink there)."""
+    mine = {int(t[8:-1]) for t in fds(d).values() if t.startswith('socket:[')}
+    out = subprocess.run(['ip', 'netns', 'exec', netns, 'cat', '/proc/net/netlink'], capture_output=True,
+                         text=True, check=True).stdout.splitlines()[1:]
+    return [int(c[9]) for c in (line.split() for line in out) if len(c) >= 10 and int(c[9]) in mine]
+
+
+def wider_policy():
+    """The standard policy, its pods policy also naming the namespaces PREFIXother-*."""
+    return policy().replace(f'netns: ["{POD_GLOB}"]', f'netns: ["{POD_GLOB}", "{NETNS_PREFIX}other-*"]')
+
+
+def plan_lines(out, netns, ifname):
+    return [line for line in out.splitlines() if line.split()[:1] == [netns] and ifname in line.split()]
+
+
+def test_plan_looks_into_namespaces_it_has_not_entered(ns, pods, daemon, confdir, tmp_path):
+    """A policy that names a namespace the running policy does not: Plan looks into it read-only
+    (one socket, one dump) and shows what it would write on its eth0, writes nothing, keeps
+    nothing of it (its descriptors as before), and bigtcpctl plan shows it in the NETNS column."""
     d, p1, _ = one_pod(ns, pods, daemon, confdir)
-    other, _ = pods.add(kind='other')
+    other = lone_pod(pods)
     d.reload()   # a scan has seen it (the running policy does not name it)
-    wider = policy().replace(f'netns: ["{POD_GLOB}"]', f'netns: ["{POD_GLOB}", "{NETNS_PREFIX}other-*"]')
     with Monitor(d, seed=False) as m:
-        plan = m.call('Plan', {'policy': wider})
-        assert m.call('Plan')['netns_not_entered'] == []
-    assert plan['netns_not_entered'] == [other], plan['netns_not_entered']
-    assert any(x.get('netns') == p1 for x in plan['devices'])
-    assert not any(x.get('netns') == other for x in plan['devices'])
+        m.call('GetStatus')   # the calls' connection is open
+        before = fds(d)
+        plan = m.call('Plan', {'policy': wider_policy()})
+        loaded = m.call('Plan')
+        wait_fds(m, d, before, [p1])
+    assert not netlink_sockets_in(other, d), 'a socket of the daemon is left in the namespace it looked into'
+    assert len(netlink_sockets_in(p1, d)) == 3   # … as those of the one it runs are: events, writes, stats
+
+    assert plan['netns_not_entered'] == [], plan['netns_not_entered']
+    by = {(x['netns'], x['ifname']): x for x in plan['devices']}
+    e = by[(other, 'eth0')]
+    assert e['policy'] == 'pods' and e['action'] == 'write', e
+    assert sizes4(*[e['current'][k] for k in nl.SIZES]) == DISTINCT, e
+    assert sizes4(*[e['desired'][k] for k in nl.SIZES]) == sizes4(POD_SIZE), e
+    assert by[(other, 'lo')]['action'] == 'none' and by[(other, 'lo')]['policy'] is None
+    assert by[(p1, 'eth0')]['action'] == 'none'   # already at the policy's sizes
+    # the loaded policy does not take it: neither looked at nor named
+    assert not any(x.get('netns') == other for x in loaded['devices']) and loaded['netns_not_entered'] == []
     f = tmp_path / 'wider.yaml'
-    f.write_text(wider)
+    f.write_text(wider_policy())
     out = ctl(d, ns, 'plan', str(f))
-    assert f'Not in this plan (bigtcpd has not entered them): namespace {other}.' in out, out
+    [line] = plan_lines(out, other, 'eth0')
+    assert 'pods' in line and 'write' in line and str(POD_SIZE) in line, out
+    assert 'Not in this plan' not in out, out
+    # nothing written, nothing entered
+    assert eth0(other) == DISTINCT
+    assert not d.log_lines(f'netns {other}: managing it'), d.log()
+    assert len(d.log_lines(f'netns {other}: looking at its devices for a plan')) == 2, d.log()   # varlink, ctl
+    assert status(d)['netns']['managed'] == 1
+    with Monitor(d, seed=False) as m:
+        assert not any(x.get('netns') == other for x in m.call('io.bigtcpd.Manager.ListDevices')['devices'])
+
+
+def test_plan_looks_while_no_running_policy_names_a_namespace(ns, pods, daemon, confdir):
+    """No policy in force names another namespace, so the directories are not watched: a plan of
+    one that does reads their names itself, and looks into the pods it takes."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(pods=False))
+    p1, _ = pods.add()
+    d = start(daemon, ns, cfg)
+    with Monitor(d, seed=False) as m:
+        plan = m.call('Plan', {'policy': policy()})
+    assert plan['netns_not_entered'] == [], plan
+    [e] = [x for x in plan['devices'] if x.get('netns') == p1 and x['ifname'] == 'eth0']
+    assert e['action'] == 'write' and sizes4(*[e['desired'][k] for k in nl.SIZES]) == sizes4(POD_SIZE), e
+    assert eth0(p1) == DISTINCT
+    assert status(d)['netns']['managed'] == 0
+
+
+def test_plan_names_the_namespaces_it_cannot_look_into(ns, pods, daemon, confdir, tmp_path):
+    """Without CAP_SYS_ADMIN no namespace can be entered, not even to look: Plan names each one its
+    policy takes in netns_not_entered with the reason, and bigtcpctl plan says so."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add()
+    other = lone_pod(pods)
+    d = start(daemon, ns, cfg, wrapper=('setpriv', '--inh-caps=-sys_admin', '--bounding-set=-sys_admin', '--'))
+    with Monitor(d, seed=False) as m:
+        m.call('GetStatus')
+        before = fds(d)
+        plan = m.call('Plan', {'policy': wider_policy()})
+        wait_fds(m, d, before)
+    got = {x['netns']: x for x in plan['netns_not_entered']}
+    assert set(got) == {p1, other}, plan['netns_not_entered']
+    for x in got.values():
+        assert x['reason'] == 'cannot-enter' and x['errno'] == errno.EPERM, x
+    assert not any(x.get('netns') in (p1, other) for x in plan['devices'])
+    f = tmp_path / 'wider.yaml'
+    f.write_text(wider_policy())
+    out = ctl(d, ns, 'plan', str(f))
+    assert f'namespace {sorted([p1, other])[0]} (cannot-enter: Operation not permitted)' in out, out
+
+
+def test_plan_does_not_look_with_the_descriptors_kept_for_root(ns, pods, daemon, confdir):
+    """A look's socket never takes one of the descriptors kept for root's control connections:
+    with RLIMIT_NOFILE at what is open plus that reserve, the pod is named ("descriptors") and the
+    plan still answers; with room again, the plan looks into it."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(pods=False))
+    p1 = lone_pod(pods, kind='pod')
+    d = start(daemon, ns, cfg)
+    with Monitor(d, seed=False) as m:
+        m.call('GetStatus')
+        n = len(fds(d))
+        hard = resource.prlimit(d.pid, resource.RLIMIT_NOFILE)[1]
+        resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (n + 64, hard))   # the reserve (FDS_RESERVE) alone free
+        plan = m.call('Plan', {'policy': policy()})
+        assert plan['netns_not_entered'] == [{'netns': p1, 'reason': 'descriptors', 'errno': errno.EMFILE,
+                                              'error': os.strerror(errno.EMFILE)}], plan['netns_not_entered']
+        resource.prlimit(d.pid, resource.RLIMIT_NOFILE, (hard, hard))
+        plan = m.call('Plan', {'policy': policy()})
+    assert plan['netns_not_entered'] == [], plan['netns_not_entered']
+    assert any(x.get('netns') == p1 and x['ifname'] == 'eth0' and x['action'] == 'write' for x in plan['devices'])
+
+
+def test_plan_looks_into_64_namespaces_at_most(ns, pods, daemon, confdir):
+    """A plan looks into at most 64 namespaces; the others its policy takes are named ("limit")."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(pods=False))
+    names = sorted(f'{NETNS_PREFIX}other-{secrets.token_hex(4)}' for _ in range(66))
+    run('ip', '-batch', '-', input=''.join(f'netns add {x}\n' for x in names))
+    pods.names.extend(names)
+    d = start(daemon, ns, cfg)
+    with Monitor(d, seed=False) as m:
+        m.call('GetStatus')
+        before = fds(d)
+        plan = m.call('Plan', {'policy': wider_policy()})
+        wait_fds(m, d, before)
+    assert plan['netns_not_entered'] == [{'netns': x, 'reason': 'limit'} for x in names[64:]], plan['netns_not_entered']
+    looked = {x['netns'] for x in plan['devices'] if x.get('netns', 'host') != 'host'}
+    assert looked == set(names[:64])   # each has its lo
+    assert status(d)['netns']['managed'] == 0
 
 
 def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):

@@ -26,7 +26,7 @@ LAYERS = [
     ('kernel side', ['sync']),
     ('namespace', ['namespace']),
     ('policy reload', ['reload', 'try']),
-    ('namespaces', ['netns']),
+    ('namespaces', ['netns', 'netns-peek']),
     ('control', ['control']),
     ('transports', ['notify', 'varlink-manager', 'dbus-manager']),
     ('composition root', ['manager', 'main']),

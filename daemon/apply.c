@@ -733,13 +733,6 @@ static void refresh_guard_warnings(Engine *e) {
         e->n_guard_warnings = n;
 }
 
-static bool policy_set_uses_routes(const PolicySet *s) {
-        for (size_t i = 0; i < s->n_policies; i++)
-                if (s->policies[i].match.n_routes > 0)
-                        return true;
-        return false;
-}
-
 void apply_policy_changed(Engine *e) {
         Device *d;
 

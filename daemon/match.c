@@ -104,6 +104,13 @@ bool policy_set_takes_netns(const PolicySet *s, const char *netns) {
         return false;
 }
 
+bool policy_set_uses_routes(const PolicySet *s) {
+        for (size_t i = 0; s && i < s->n_policies; i++)
+                if (s->policies[i].match.n_routes > 0)
+                        return true;
+        return false;
+}
+
 bool policy_matches(const Policy *p, const MatchDevice *d) {
         const PolicyMatch *m;
 

@@ -39,6 +39,8 @@ bool netns_list_matches(const StrList *l, const char *netns);
 bool policy_set_wants_other_netns(const PolicySet *s);
 /* … the namespace named `netns` (NULL: the daemon's own)? */
 bool policy_set_takes_netns(const PolicySet *s, const char *netns);
+/* Does any policy match by routes (match.route)? */
+bool policy_set_uses_routes(const PolicySet *s);
 
 /* The first policy that applies to this host and matches, or NULL. */
 const Policy *policy_set_match(const PolicySet *s, const MatchDevice *d);

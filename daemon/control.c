@@ -950,6 +950,8 @@ static const char *not_entered_reason(const PeekedNetns *pk) {
         switch (pk->error) {
         case -E2BIG:
                 return pk->dumped ? "too-many-devices" : "limit";
+        case -EOVERFLOW:
+                return "too-many-routes";
         case -ETIMEDOUT:
                 return "timed-out";
         case -ENOENT:
@@ -966,7 +968,7 @@ static json_object *not_entered_json(const char *name, const PeekedNetns *pk) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "netns", json_object_new_string(name));
         json_object_object_add(o, "reason", json_object_new_string(not_entered_reason(pk)));
-        if (pk && pk->error != 0 && pk->error != -E2BIG && pk->error != -ETIMEDOUT) {
+        if (pk && pk->error != 0 && pk->error != -E2BIG && pk->error != -EOVERFLOW && pk->error != -ETIMEDOUT) {
                 json_object_object_add(o, "errno", json_object_new_int(-pk->error));
                 json_object_object_add(o, "error", json_object_new_string(strerror(-pk->error)));
         }
@@ -1094,8 +1096,11 @@ static int job_run(int fd, void *userdata) {
         json_object_object_add(head, "error", json_object_new_int(r < 0 ? -r : 0));
         json_object_object_add(head, "errors", control_errors_json(&errs));
         json_object_object_add(head, "warnings", control_errors_json(&warnings));
-        if (wanted)
+        if (wanted) {
                 json_object_object_add(head, "netns_wanted", TAKE_PTR(wanted));
+                json_object_object_add(head, "netns_routes",
+                                       json_object_new_boolean(policy_set_uses_routes(own ?: c->engine->policy)));
+        }
         policy_errors_clear(&errs);
         policy_errors_clear(&warnings);
         text = json_object_to_json_string_length(head, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
@@ -1163,10 +1168,11 @@ static int parse_wanted(json_object *a, json_object **ret) {
  * once it is known to hold no NUL (a varlink frame ends at one); or, of a plan's first run, the
  * namespaces to look at first (`ret_wanted`). */
 static int parse_result(const ControlJob *j, const char *data, size_t size, PolicyErrors *errs,
-                        PolicyErrors *warnings, const char **ret_plan, size_t *ret_size, json_object **ret_wanted) {
+                        PolicyErrors *warnings, const char **ret_plan, size_t *ret_size, json_object **ret_wanted,
+                        bool *ret_routes) {
         const char *nl = memchr(data, '\n', size);
         _cleanup_(json_object_putp) json_object *head = NULL;
-        json_object *error, *errors, *warns, *wanted;
+        json_object *error, *errors, *warns, *wanted, *routes;
         json_tokener *tok;
         int64_t e;
         int r;
@@ -1204,8 +1210,11 @@ static int parse_result(const ControlJob *j, const char *data, size_t size, Poli
                 return (int) -e;
         }
         if (json_object_object_get_ex(head, "netns_wanted", &wanted)) {
-                if (!j->plan || j->looked || errs->n > 0 || rest_size > 0)
+                if (!j->plan || j->looked || errs->n > 0 || rest_size > 0 ||
+                    !json_object_object_get_ex(head, "netns_routes", &routes) ||
+                    !json_object_is_type(routes, json_type_boolean))
                         return -EBADMSG;
+                *ret_routes = json_object_get_boolean(routes);
                 return parse_wanted(wanted, ret_wanted);
         }
         if (errs->n > 0 || (j->plan ? rest_size == 0 || rest[0] != '{' || memchr(rest, '\0', rest_size)
@@ -1231,7 +1240,7 @@ static void on_peek_done(NetnsPeek *p, void *userdata) {
 }
 
 /* The first run named namespaces to look at: look, then run again (on_peek_done). */
-static int start_peek(ControlJob *j, json_object *wanted) {
+static int start_peek(ControlJob *j, json_object *wanted, bool routes) {
         size_t n = json_object_array_length(wanted);
         _cleanup_(freep) char **names = calloc(n + 1, sizeof(char *));
 
@@ -1240,7 +1249,8 @@ static int start_peek(ControlJob *j, json_object *wanted) {
         for (size_t i = 0; i < n; i++)
                 names[i] = (char *) json_object_get_string(json_object_array_get_idx(wanted, i));
         j->job = NULL; /* it is over */
-        return netns_peek_new(j->control->engine->base, j->control->netns, names, n, on_peek_done, j, &j->peek);
+        return netns_peek_new(j->control->engine->base, j->control->netns, names, n, routes, on_peek_done, j,
+                              &j->peek);
 }
 
 static void on_job_done(int error, const char *data, size_t size, void *userdata) {
@@ -1248,11 +1258,12 @@ static void on_job_done(int error, const char *data, size_t size, void *userdata
         PolicyErrors errs = {}, warnings = {};
         _cleanup_(json_object_putp) json_object *wanted = NULL;
         const char *plan = NULL;
+        bool routes = false;
         size_t n = 0;
         int r = error;
 
         if (r >= 0) {
-                r = parse_result(j, data, size, &errs, &warnings, &plan, &n, &wanted);
+                r = parse_result(j, data, size, &errs, &warnings, &plan, &n, &wanted, &routes);
                 if (r == -EBADMSG) {
                         log_warning("%s: the worker's result is malformed, ignoring it", j->plan ? "Plan" : "Validate");
                         policy_errors_clear(&errs);
@@ -1260,7 +1271,7 @@ static void on_job_done(int error, const char *data, size_t size, void *userdata
                 }
         }
         if (r >= 0 && wanted) {
-                r = start_peek(j, wanted);
+                r = start_peek(j, wanted, routes);
                 if (r >= 0)
                         return;
         }

@@ -12,10 +12,12 @@
 #include "link-message.h"
 #include "log.h"
 #include "netns-peek.h"
+#include "route.h"
 
 #define PEEK_BUFFER_SIZE (64u << 10) /* a dump's part is at most 32 KiB */
 #define PEEK_READS_PER_TURN 16u      /* then the loop's other events */
 #define PEEK_RESTARTS_MAX 3u         /* dumps the kernel said were interrupted by a change */
+#define PEEK_ROUTES_MAX 65536u /* route messages of one namespace (a router's full table is not read) */
 
 struct NetnsPeek {
         struct event_base *base;
@@ -25,6 +27,9 @@ struct NetnsPeek {
         size_t next; /* the one read now, or the next to open */
         int fd;      /* its socket, while it is read */
         uint32_t seq;
+        bool want_routes; /* the plan's policy has match.route: the routes after the links */
+        bool routes;      /* … and they are being read */
+        size_t n_routes;
         unsigned restarts;
         uint8_t *buf;
         struct event *read_event, *step_event, *timer;
@@ -84,7 +89,7 @@ static void fail_current(NetnsPeek *p, int error, bool dumped) {
         event_active(p->step_event, EV_TIMEOUT, 0);
 }
 
-static int send_dump(NetnsPeek *p) {
+static int send_links_dump(NetnsPeek *p) {
         struct {
                 struct nlmsghdr nlh;
                 struct ifinfomsg ifi;
@@ -100,12 +105,32 @@ static int send_dump(NetnsPeek *p) {
                 .ext_mask = RTEXT_FILTER_SKIP_STATS,
         };
 
+        p->routes = false;
         if (send(p->fd, &req, sizeof(req), MSG_DONTWAIT) < 0)
                 return -errno;
         return 0;
 }
 
-/* The dump is over: the drivers (match.driver) are asked now, while the socket is there. */
+static int send_routes_dump(NetnsPeek *p) {
+        struct {
+                struct nlmsghdr nlh;
+                struct rtmsg rtm;
+        } req = {
+                .nlh = {.nlmsg_len = sizeof(req),
+                        .nlmsg_type = RTM_GETROUTE,
+                        .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+                        .nlmsg_seq = ++p->seq},
+                .rtm = {.rtm_family = AF_UNSPEC},
+        };
+
+        p->routes = true;
+        p->n_routes = 0;
+        if (send(p->fd, &req, sizeof(req), MSG_DONTWAIT) < 0)
+                return -errno;
+        return 0;
+}
+
+/* The dumps are over: the drivers (match.driver) are asked now, while the socket is there. */
 static void complete_current(NetnsPeek *p) {
         PeekedNetns *it = &p->items[p->next];
         Device *d;
@@ -171,6 +196,14 @@ static int handle_buffer(NetnsPeek *p, int len, bool *intr) {
                         if (r < 0)
                                 return r;
                         break;
+                case RTM_NEWROUTE:
+                        if (++p->n_routes > PEEK_ROUTES_MAX)
+                                return -EOVERFLOW;
+                        /* only routes out of a device of the table are kept */
+                        if (route_message_handle(&p->items[p->next].devices, nlh, NULL, NULL) < 0)
+                                log_debug("netns %s: malformed route message in a plan's dump, ignoring",
+                                          p->items[p->next].id.name);
+                        break;
                 default:
                         break;
                 }
@@ -210,6 +243,14 @@ static void on_read(evutil_socket_t fd, short what, void *userdata) {
                 }
                 if (r == 0)
                         continue;
+                if (!intr && !p->routes && p->want_routes) {
+                        r = send_routes_dump(p);
+                        if (r < 0) {
+                                fail_current(p, r, true);
+                                return;
+                        }
+                        continue;
+                }
                 if (!intr) {
                         complete_current(p);
                         return;
@@ -223,7 +264,7 @@ static void on_read(evutil_socket_t fd, short what, void *userdata) {
                 device_table_done(&p->items[p->next].devices);
                 r = device_table_init(&p->items[p->next].devices);
                 if (r >= 0)
-                        r = send_dump(p);
+                        r = send_links_dump(p);
                 if (r < 0) {
                         fail_current(p, r, true);
                         return;
@@ -247,7 +288,8 @@ static void on_step(evutil_socket_t fd, short what, void *userdata) {
                         r = device_table_init(&it->devices);
                 if (r >= 0) {
                         p->read_event = event_new(p->base, p->fd, EV_READ | EV_PERSIST, on_read, p);
-                        r = p->read_event && event_add(p->read_event, NULL) >= 0 ? send_dump(p) : -ENOMEM;
+                        r = p->read_event && event_add(p->read_event, NULL) >= 0 ? send_links_dump(p)
+                                                                                 : -ENOMEM;
                 }
                 if (r >= 0) {
                         log_debug("netns %s: looking at its devices for a plan (read-only)", it->id.name);
@@ -279,15 +321,16 @@ static void on_timeout(evutil_socket_t fd, short what, void *userdata) {
         event_active(p->step_event, EV_TIMEOUT, 0);
 }
 
-int netns_peek_new(struct event_base *base, NetnsSet *s, char *const *names, size_t n, NetnsPeekDoneFn done,
-                   void *userdata, NetnsPeek **ret) {
+int netns_peek_new(struct event_base *base, NetnsSet *s, char *const *names, size_t n, bool routes,
+                   NetnsPeekDoneFn done, void *userdata, NetnsPeek **ret) {
         _cleanup_(netns_peek_freep) NetnsPeek *p = calloc(1, sizeof(*p));
         struct timeval tv = {.tv_sec = NETNS_PEEK_TIMEOUT_USEC / USEC_PER_SEC,
                              .tv_usec = NETNS_PEEK_TIMEOUT_USEC % USEC_PER_SEC};
 
         if (!p)
                 return -ENOMEM;
-        *p = (NetnsPeek){.base = base, .set = s, .fd = -1, .done = done, .userdata = userdata};
+        *p = (NetnsPeek){
+                .base = base, .set = s, .fd = -1, .want_routes = routes, .done = done, .userdata = userdata};
         p->items = calloc(n + 1, sizeof(*p->items));
         p->buf = malloc(PEEK_BUFFER_SIZE);
         p->step_event = event_new(base, -1, 0, on_step, p);

@@ -913,6 +913,35 @@ def test_plan_looks_while_no_running_policy_names_a_namespace(ns, pods, daemon, 
     assert status(d)['netns']['managed'] == 0
 
 
+def test_plan_looks_at_the_routes_of_a_namespace_for_match_route(ns, pods, daemon, confdir):
+    """A plan's policy with match.route: the look reads the namespace's routes too, and the device
+    a route leaves through is the one it would write."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(pods=False))
+    other = lone_pod(pods)
+    for dev in ('eth0', 'eth1'):
+        ip(other, 'link', 'set', dev, 'up')
+    ip(other, 'addr', 'add', '10.99.0.1/24', 'dev', 'eth0')
+    d = start(daemon, ns, cfg)
+    routed = policy_text(f'''
+    version: 1
+    policies:
+      - name: routed
+        match:
+          netns: ["{NETNS_PREFIX}other-*"]
+          route: ["10.99.0.0/16"]
+        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
+        ipv4: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
+    ''')
+    with Monitor(d, seed=False) as m:
+        plan = m.call('Plan', {'policy': routed})
+    assert plan['netns_not_entered'] == [], plan
+    by = {x['ifname']: x for x in plan['devices'] if x.get('netns') == other}
+    assert by['eth0']['policy'] == 'routed' and by['eth0']['action'] == 'write', by['eth0']
+    assert by['eth1']['policy'] is None and by['lo']['policy'] is None, by
+    assert eth0(other) == DISTINCT
+
+
 def test_plan_names_the_namespaces_it_cannot_look_into(ns, pods, daemon, confdir, tmp_path):
     """Without CAP_SYS_ADMIN no namespace can be entered, not even to look: Plan names each one its
     policy takes in netns_not_entered with the reason, and bigtcpctl plan says so."""

@@ -169,10 +169,14 @@ static int handle_link(NetnsPeek *p, struct nlmsghdr *nlh) {
 }
 
 /* 1: the dump is over; 0: more to come; < 0: it failed. */
-static int handle_buffer(NetnsPeek *p, int len, bool *intr) {
-        for (struct nlmsghdr *nlh = (struct nlmsghdr *) p->buf; NLMSG_OK(nlh, len);
-             nlh = NLMSG_NEXT(nlh, len)) {
+static int handle_buffer(NetnsPeek *p, size_t len, bool *intr) {
+        for (size_t off = 0; off + sizeof(struct nlmsghdr) <= len;) {
+                struct nlmsghdr *nlh = (struct nlmsghdr *) (p->buf + off);
                 int r;
+
+                if (nlh->nlmsg_len < sizeof(*nlh) || nlh->nlmsg_len > len - off)
+                        return -EBADMSG;
+                off += NLMSG_ALIGN(nlh->nlmsg_len);
 
                 if (nlh->nlmsg_seq != p->seq)
                         continue; /* an earlier dump's */
@@ -236,7 +240,7 @@ static void on_read(evutil_socket_t fd, short what, void *userdata) {
                         fail_current(p, -EMSGSIZE, true);
                         return;
                 }
-                r = handle_buffer(p, (int) n, &intr);
+                r = handle_buffer(p, (size_t) n, &intr);
                 if (r < 0) {
                         fail_current(p, r, true);
                         return;

@@ -807,25 +807,32 @@ def fds(d):
     return out
 
 
-def packet_socket_inodes(d, namespaces):
-    """The inodes of the packet sockets in the daemon's namespace and in `namespaces`."""
-    with open(f'/proc/{d.pid}/net/packet') as f:
-        texts = [f.read()]
-    texts += [subprocess.run(['ip', 'netns', 'exec', x, 'cat', '/proc/net/packet'], capture_output=True, text=True,
-                             check=True).stdout for x in namespaces]
-    return {int(c[8]) for t in texts for c in (line.split() for line in t.splitlines()[1:]) if len(c) >= 9}
+def socket_inodes(d, namespaces):
+    """The inodes of the daemon's unix sockets (its own namespace: the varlink connections, the
+    children's socket pairs) and of the packet sockets there and in `namespaces` (evidence's)."""
+    def table(ns, name):
+        if ns is None:
+            with open(f'/proc/{d.pid}/net/{name}') as f:
+                return f.read()
+        return subprocess.run(['ip', 'netns', 'exec', ns, 'cat', f'/proc/net/{name}'], capture_output=True,
+                              text=True, check=True).stdout
+    inodes = {int(c[6]) for c in (line.split() for line in table(None, 'unix').splitlines()[1:]) if len(c) >= 7}
+    for ns in (None, *namespaces):
+        inodes |= {int(c[8]) for c in (line.split() for line in table(ns, 'packet').splitlines()[1:]) if len(c) >= 9}
+    return inodes
 
 
 def wait_fds(m, d, before, namespaces=()):
-    """Every descriptor the daemon opened since `before` closed again (the worker's pipe, the
-    plan's sockets, once the answer is out). Packet sockets (evidence's, in the daemon's namespace
-    and in the pods it runs: `namespaces`) come and go on their own: not counted."""
+    """Every descriptor the daemon opened since `before` closed again: the worker's pipe, and the
+    plan's namespace files and sockets, once the answer is out. Unix sockets (a child of the
+    daemon started meanwhile, a varlink connection) and packet sockets (evidence's, in the daemon's
+    namespace and in the pods it runs: `namespaces`) come and go on their own: not counted."""
     def new():
         extra = set(fds(d).items()) - set(before.items())
         if not extra:
             return extra
-        packet = packet_socket_inodes(d, namespaces)
-        return {(fd, t) for fd, t in extra if not (t.startswith('socket:[') and int(t[8:-1]) in packet)}
+        theirs = socket_inodes(d, namespaces)
+        return {(fd, t) for fd, t in extra if not (t.startswith('socket:[') and int(t[8:-1]) in theirs)}
     m.wait_until(lambda m: not new(), 5, f'the descriptors opened since closed again: {new()} left')
 
 
@@ -1004,6 +1011,7 @@ def test_plan_looks_into_64_namespaces_at_most(ns, pods, daemon, confdir):
     assert plan['netns_not_entered'] == [{'netns': x, 'reason': 'limit'} for x in names[64:]], plan['netns_not_entered']
     looked = {x['netns'] for x in plan['devices'] if x.get('netns', 'host') != 'host'}
     assert looked == set(names[:64])   # each has its lo
+    assert not [x for x in names if netlink_sockets_in(x, d)], 'a socket of the daemon is left in a namespace it looked into'
     assert status(d)['netns']['managed'] == 0
 
 

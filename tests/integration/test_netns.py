@@ -25,6 +25,7 @@ from test_dbus import Monitor as BusMonitor
 from test_dbus import call, changed, prop, wait_serving
 from test_evidence import cpu_seconds, packet_sockets
 from inject import mac_of
+from varlink_client import Client
 
 HOST_SIZE = 150000
 POD_SIZE = 185000
@@ -1013,6 +1014,31 @@ def test_plan_looks_into_64_namespaces_at_most(ns, pods, daemon, confdir):
     assert looked == set(names[:64])   # each has its lo
     assert not [x for x in names if netlink_sockets_in(x, d)], 'a socket of the daemon is left in a namespace it looked into'
     assert status(d)['netns']['managed'] == 0
+    # callers that hang up at once (varlink still answers each complete call): 12 plans' looks
+    # interleave, and each closes what it opened
+    looks = len(d.log_lines('looking at its devices for a plan'))
+    for i in range(12):
+        with Client(str(d.runtime_dir / 'io.bigtcpd.Manager'), T(5)) as c:
+            c.send('io.bigtcpd.Manager.Plan', {'policy': wider_policy()})
+    wait_file(d.log_path, lambda: len(d.log_lines('looking at its devices for a plan')) == looks + 12 * 64, 20,
+              'the 12 plans looked')
+    with Monitor(d, seed=False) as m:
+        m.wait_until(lambda m: not [x for x in names if netlink_sockets_in(x, d)], 5,
+                     'no socket of the daemon left in the namespaces after its callers went')
+        assert m.call('GetStatus')['netns']['managed'] == 0
+    # stopped while plans look: the looks are cancelled with their calls (the sanitizers and a
+    # clean exit say nothing was left or used after it was freed)
+    clients = [Client(str(d.runtime_dir / 'io.bigtcpd.Manager'), T(5)) for _ in range(4)]
+    try:
+        looks = len(d.log_lines('looking at its devices for a plan'))
+        for c in clients:
+            c.send('io.bigtcpd.Manager.Plan', {'policy': wider_policy()})
+        wait_file(d.log_path, lambda: len(d.log_lines('looking at its devices for a plan')) > looks, 10,
+                  'a plan looking')
+        d.stop()
+    finally:
+        for c in clients:
+            c.close()
 
 
 def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):

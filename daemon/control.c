@@ -944,9 +944,10 @@ static bool plan_takes_unentered(const Control *c, const PolicySet *set, const c
         return policy_set_takes_netns(set, name) && !netns_set_find(c->netns, name);
 }
 
-static const char *not_entered_reason(const PeekedNetns *pk) {
+static const char *not_entered_reason(const PeekedNetns *pk, bool may_look) {
         if (!pk)
-                return "not-looked-at"; /* it appeared after the plan looked */
+                /* entering a namespace is root's: another caller sees what bigtcpd runs, no more */
+                return may_look ? "not-looked-at" /* it appeared after the plan looked */ : "caller-not-root";
         switch (pk->error) {
         case -E2BIG:
                 return pk->dumped ? "too-many-devices" : "limit";
@@ -964,10 +965,10 @@ static const char *not_entered_reason(const PeekedNetns *pk) {
         }
 }
 
-static json_object *not_entered_json(const char *name, const PeekedNetns *pk) {
+static json_object *not_entered_json(const char *name, const PeekedNetns *pk, bool may_look) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "netns", json_object_new_string(name));
-        json_object_object_add(o, "reason", json_object_new_string(not_entered_reason(pk)));
+        json_object_object_add(o, "reason", json_object_new_string(not_entered_reason(pk, may_look)));
         if (pk && pk->error != 0 && pk->error != -E2BIG && pk->error != -EOVERFLOW && pk->error != -ETIMEDOUT) {
                 json_object_object_add(o, "errno", json_object_new_int(-pk->error));
                 json_object_object_add(o, "error", json_object_new_string(strerror(-pk->error)));
@@ -977,7 +978,7 @@ static json_object *not_entered_json(const char *name, const PeekedNetns *pk) {
 
 /* Plan's reply for `set` (the loaded policy when NULL): {"devices": [...], "policies": [...],
  * "netns_not_entered": [...]}, with the devices of the namespaces `peek` looked at. */
-static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, json_object **ret) {
+static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, bool may_look, json_object **ret) {
         _cleanup_(freep) Device **l = NULL;
         size_t n;
         int r;
@@ -1004,7 +1005,7 @@ static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, j
                 if (!plan_takes_unentered(c, set, name))
                         continue;
                 if (!pk || pk->error != 0) {
-                        json_object_array_add(unplanned, not_entered_json(name, pk));
+                        json_object_array_add(unplanned, not_entered_json(name, pk, may_look));
                         continue;
                 }
                 r = device_table_sorted(&pk->devices, &pl, &pn);
@@ -1075,10 +1076,10 @@ static int job_run(int fd, void *userdata) {
                         policy_set_scope(own, &host);
                 }
         }
-        if (r >= 0 && j->plan && !j->looked && c->netns && (wanted = plan_wanted(c, own)))
+        if (r >= 0 && j->plan && !j->looked && j->uid == 0 && c->netns && (wanted = plan_wanted(c, own)))
                 ; /* the plan after a look at those */
         else if (r >= 0 && j->plan)
-                r = plan_reply(c, own, j->peek, &plan);
+                r = plan_reply(c, own, j->peek, j->uid == 0, &plan);
         if (j->have_snap && own && (r >= 0 || r == -EINVAL) &&
             guard_counter_warnings(own, &j->snap, sizeof(struct rtnl_link_stats64), &warnings) < 0) {
                 policy_errors_clear(&errs);

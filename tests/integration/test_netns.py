@@ -11,6 +11,7 @@ import os
 import resource
 import secrets
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -903,6 +904,27 @@ def test_plan_looks_into_namespaces_it_has_not_entered(ns, pods, daemon, confdir
     assert status(d)['netns']['managed'] == 1
     with Monitor(d, seed=False) as m:
         assert not any(x.get('netns') == other for x in m.call('io.bigtcpd.Manager.ListDevices')['devices'])
+
+
+def test_plan_of_another_user_does_not_look(ns, pods, daemon, confdir):
+    """Entering a namespace is root's: a plan asked by another UID names the namespaces bigtcpd
+    does not run (caller-not-root) and does not look into them; root's plan of the same text does."""
+    from test_varlink import NOBODY_CLIENT, as_nobody, sock
+    d, p1, _ = one_pod(ns, pods, daemon, confdir)
+    other = lone_pod(pods)
+    d.reload()
+    os.chmod(d.runtime_dir.parent, 0o755)   # the harness makes it 0700
+    r = as_nobody(sys.executable, '-c', NOBODY_CLIENT, str(sock(d)),
+                  'io.bigtcpd.Manager.Plan ' + json.dumps({'policy': wider_policy()}))
+    assert r.returncode == 0, r.stderr
+    [reply] = json.loads(r.stdout)
+    plan = reply['parameters']
+    assert plan['netns_not_entered'] == [{'netns': other, 'reason': 'caller-not-root'}], plan['netns_not_entered']
+    assert not any(x.get('netns') == other for x in plan['devices'])
+    assert any(x.get('netns') == p1 for x in plan['devices'])   # what bigtcpd runs, it shows
+    assert not d.log_lines(f'netns {other}: looking at its devices for a plan'), d.log()
+    with Monitor(d, seed=False) as m:
+        assert m.call('Plan', {'policy': wider_policy()})['netns_not_entered'] == []
 
 
 def test_plan_looks_while_no_running_policy_names_a_namespace(ns, pods, daemon, confdir):

@@ -98,6 +98,25 @@ static Engine *engine_at(const Control *c, size_t i) {
         return c->netns ? netns_set_at(c->netns, i)->engine : c->engine;
 }
 
+static Sync *sync_at(const Control *c, size_t i) {
+        return c->netns ? netns_set_at(c->netns, i)->sync : c->sync;
+}
+
+/* The one rule for a device named without a namespace ("eth0", like "host/eth0"): it is one of
+ * bigtcpd's own namespace, the set's first entry. Its engine also gives GetStatus its top-level
+ * figures (the IDL's: the other namespaces are under "netns") and the loop. */
+static Engine *home(const Control *c) {
+        return engine_at(c, 0);
+}
+
+const PolicySet *control_policy(const Control *c) {
+        return c->reloader ? reloader_policy(c->reloader) : c->engine->policy;
+}
+
+HostIdentity control_host(const Control *c) {
+        return c->reloader ? *reloader_host(c->reloader) : engine_host(c->engine);
+}
+
 EventList *control_events(const Control *c) {
         return c->netns ? netns_set_events(c->netns) : &c->engine->events;
 }
@@ -338,7 +357,7 @@ static size_t problems_add(json_object *a, const Engine *e, size_t max) {
 static json_object *problems_json(const Control *c) {
         json_object *a = json_object_new_array();
 
-        (void) problems_add(a, c->engine, CONTROL_PROBLEMS_MAX);
+        (void) problems_add(a, home(c), CONTROL_PROBLEMS_MAX);
         return a;
 }
 
@@ -497,7 +516,9 @@ static json_object *last_reload_json(const ReloadResult *r) {
 }
 
 json_object *control_status_json(const Control *c) {
-        const Engine *e = c->engine;
+        const Engine *e = home(c);
+        const PolicySet *policy = control_policy(c);
+        HostIdentity host = control_host(c);
         json_object *o = json_object_new_object(), *files, *counts, *pol, *kern;
         unsigned n[_DEVICE_STATE_MAX] = {};
         char digest[17];
@@ -508,20 +529,20 @@ json_object *control_status_json(const Control *c) {
         count_states(e, n);
 
         json_object_object_add(o, "version", json_object_new_string(bigtcpd_version));
-        json_object_object_add(o, "hostname", json_object_new_string(e->cfg.hostname ?: ""));
+        json_object_object_add(o, "hostname", json_object_new_string(host.hostname ?: ""));
         pol = json_object_new_object();
         files = json_object_new_array();
-        for (size_t i = 0; e->policy && i < e->policy->n_files; i++)
-                json_object_array_add(files, json_object_new_string(e->policy->files[i]));
+        for (size_t i = 0; policy && i < policy->n_files; i++)
+                json_object_array_add(files, json_object_new_string(policy->files[i]));
         json_object_object_add(pol, "files", files);
-        snprintf(digest, sizeof(digest), "%016llx", e->policy ? (unsigned long long) e->policy->digest : 0ull);
+        snprintf(digest, sizeof(digest), "%016llx", policy ? (unsigned long long) policy->digest : 0ull);
         json_object_object_add(pol, "digest", json_object_new_string(digest));
-        json_object_object_add(pol, "policies", json_object_new_int((int) (e->policy ? e->policy->n_policies : 0)));
+        json_object_object_add(pol, "policies", json_object_new_int((int) (policy ? policy->n_policies : 0)));
         json_object_object_add(pol, "source",
                                json_object_new_string(policy_source_to_string(reloader_source(c->reloader))));
         json_object_object_add(o, "policy", pol);
         kern = json_object_new_object();
-        json_object_object_add(kern, "release", json_object_new_string(e->cfg.kernel_release ?: ""));
+        json_object_object_add(kern, "release", json_object_new_string(host.kernel_release ?: ""));
         json_object_object_add(kern, "ipv4_sizes", json_object_new_boolean(e->ipv4_supported));
         json_object_object_add(o, "kernel", kern);
         counts = state_counts_json(n);
@@ -573,10 +594,9 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(ev, "not_effective", ne);
         json_object_object_add(ev, "not_effective_families", quiet);
         json_object_object_add(o, "evidence", ev);
-        HostIdentity host = engine_host(e);
         json_object_object_add(o, "cohort_source",
                                json_object_new_string(host_identity_cohort_source(&host)));
-        json_object_object_add(o, "policies", policy_scopes_json(e->policy));
+        json_object_object_add(o, "policies", policy_scopes_json(policy));
         json_object_object_add(o, "netns", netns_status_json(c));
         json_object_object_add(o, "try", control_try_json(c));
         return o;
@@ -589,7 +609,7 @@ json_object *control_try_json(const Control *c) {
 
         if (!t || !t->running || !(o = json_object_new_object()))
                 return NULL;
-        now = engine_now(c->engine);
+        now = clock_now(t->clock, CLOCK_MONOTONIC);
         json_object_object_add(o, "file", json_object_new_string(t->file));
         json_object_object_add(o, "target", json_object_new_string(t->target));
         json_object_object_add(o, "deadline_usec", json_object_new_int64((int64_t) t->deadline_realtime));
@@ -642,12 +662,12 @@ Device *control_find_device(const Control *c, const char *name) {
         Netns *n;
 
         if (!slash)
-                return device_find(&c->engine->devices, name);
+                return device_find(&home(c)->devices, name);
         ns = strndup(name, (size_t) (slash - name));
         if (!ns)
                 return NULL;
         if (streq_ptr(ns, "host"))
-                return device_find(&c->engine->devices, slash + 1);
+                return device_find(&home(c)->devices, slash + 1);
         n = netns_set_find(c->netns, ns);
         return n ? device_find(&n->engine->devices, slash + 1) : NULL;
 }
@@ -806,7 +826,7 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
         if (!r)
                 return -ENOMEM;
         *r = (ControlRequest){.control = c, .fn = fn, .userdata = userdata};
-        r->deferred = event_new(c->engine->base, -1, 0, on_deferred, r);
+        r->deferred = event_new(home(c)->base, -1, 0, on_deferred, r);
         r->waits = calloc(d ? 1 : namespaces(c), sizeof(*r->waits));
         if (!r->deferred || !r->waits) {
                 request_free(r);
@@ -820,13 +840,11 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
                 r->writer = control_engine_of(c, d)->writer;
                 k = writer_request_read(r->writer, d, on_device_read, r, &r->read_id);
                 if (k == -EBUSY)
-                        k = wait_links(r, n ? n->sync : c->sync);
+                        k = wait_links(r, n ? n->sync : sync_at(c, 0));
         } else {
                 k = 0;
-                for (size_t i = 0; k >= 0 && i < namespaces(c); i++) {
-                        Netns *n = c->netns ? netns_set_at(c->netns, i) : NULL;
-                        k = wait_links(r, n ? n->sync : c->sync);
-                }
+                for (size_t i = 0; k >= 0 && i < namespaces(c); i++)
+                        k = wait_links(r, sync_at(c, i));
         }
         if (k < 0) {
                 control_request_cancel(r); /* takes back the waits made */
@@ -984,7 +1002,7 @@ static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, b
         int r;
 
         if (!set)
-                set = c->engine->policy;
+                set = control_policy(c);
         r = control_sorted_devices(c, &l, &n);
         if (r < 0)
                 return r;
@@ -1072,7 +1090,7 @@ static int job_run(int fd, void *userdata) {
                 own->partial = !j->plan;
                 r = policy_parse_buffer(own, j->source ?: "<policy>", j->policy, strlen(j->policy), &errs);
                 if (r >= 0) {
-                        HostIdentity host = engine_host(c->engine);
+                        HostIdentity host = control_host(c);
                         policy_set_scope(own, &host);
                 }
         }
@@ -1303,7 +1321,7 @@ static int job_start(Control *c, bool plan, uid_t uid, const char *policy_yaml, 
                 netns_set_look(c->netns);
         /* the worker cannot open /proc (sandbox.c): the counters go with it, read here, now */
         if (!plan && policy_yaml) {
-                r = engine_snmp_read(c->engine, &j->snap);
+                r = engine_snmp_read(home(c), &j->snap);
                 if (r == -ENOMEM) {
                         control_job_free(j);
                         return r;

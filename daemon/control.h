@@ -15,10 +15,12 @@
 #include "worker.h"
 
 typedef struct Control {
+        NetnsSet *netns;    /* every namespace, bigtcpd's own first */
+        Reloader *reloader; /* the running policy */
+        /* Without a set and a reloader (the unit tests, the fuzzers): the one namespace, whose
+         * engine's policy and host are the running ones. */
         Engine *engine;
         Sync *sync;
-        NetnsSet *netns; /* the other namespaces' engines; NULL: none */
-        Reloader *reloader;
         WorkerPool *workers; /* Plan and Validate */
         PolicyTry *trial;    /* Try, Confirm, Revert */
 } Control;
@@ -33,6 +35,11 @@ const char *control_state(const Control *c);
  * engine's. */
 EventList *control_events(const Control *c);
 bool control_ready(const Control *c);
+
+/* The running policy (NULL before the first load) and this host as its scope sees it: the
+ * reloader's, one for every namespace. */
+const PolicySet *control_policy(const Control *c);
+HostIdentity control_host(const Control *c);
 
 /* Every namespace's devices by state, summed, with their number and the rollbacks since start. */
 typedef struct ControlCounts {

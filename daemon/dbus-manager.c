@@ -40,7 +40,6 @@ typedef struct PendingWatch PendingWatch;
 
 struct DbusManager {
         Control *control;
-        Engine *engine;
         Dbus *dbus;
         sd_bus *bus; /* while attached */
         sd_bus_slot *vtable_slot;
@@ -166,13 +165,13 @@ static int reply_try_error(sd_bus_message *call, int r) {
 
 /* The counts cover every namespace bigtcpd runs. */
 static void snapshot_take(const Control *c, Snapshot *ret) {
-        const Engine *e = c->engine;
+        const PolicySet *policy = control_policy(c);
         ControlCounts n;
 
         control_counts(c, &n);
         *ret = (Snapshot){
                 .total = (unsigned) n.total,
-                .digest = e->policy ? e->policy->digest : 0,
+                .digest = policy ? policy->digest : 0,
                 .rollbacks = n.rollbacks,
                 .overall = control_state(c),
         };
@@ -222,7 +221,7 @@ static int property_get_digest(sd_bus *bus, const char *path, const char *interf
         DbusManager *b = userdata;
         char digest[17];
 
-        format_digest(b->engine->policy ? b->engine->policy->digest : 0, digest);
+        format_digest(control_policy(b->control) ? control_policy(b->control)->digest : 0, digest);
         return sd_bus_message_append(reply, "s", digest);
 }
 
@@ -373,7 +372,7 @@ static void pending_read_free(PendingRead *p) {
         free(p);
 }
 
-static int append_device(sd_bus_message *reply, const Engine *e, const Device *d);
+static int append_device(sd_bus_message *reply, const Control *c, const Device *d);
 
 static int reply_device(DbusManager *b, sd_bus_message *call, const char *name, bool typed) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -388,7 +387,7 @@ static int reply_device(DbusManager *b, sd_bus_message *call, const char *name, 
         r = sd_bus_message_new_method_return(call, &reply);
         if (r < 0)
                 return r;
-        r = append_device(reply, b->engine, d);
+        r = append_device(reply, b->control, d);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
@@ -452,14 +451,14 @@ static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus
  * -1 not known). */
 #define DEVICE_SIGNATURE "(issss(uuuu)(uuuu)u(bttuutttti))"
 
-static int append_device(sd_bus_message *reply, const Engine *e, const Device *d) {
+static int append_device(sd_bus_message *reply, const Control *c, const Device *d) {
         _cleanup_(freep) char *b1 = NULL, *b2 = NULL, *b3 = NULL, *full = control_device_name(d);
         /* the typed struct keeps its signature: another namespace's device is "NETNS/IFNAME" */
         const char *ifname = full ? utf8_safe(full, &b1) : NULL, *kind = utf8_safe(d->kind, &b2),
                    *policy = utf8_safe(d->policy_name, &b3);
         bool managed = d->state != DEVICE_UNMANAGED && d->policy_name;
         const Sizes none = {}, *cur = &d->current, *want = managed ? &d->desired : &none;
-        bool v4 = e->ipv4_supported;
+        bool v4 = control_engine_of(c, d)->ipv4_supported;
         const Evidence *ev = d->evidence;
         const EvidenceCounts none_counted = {}, *n = ev ? &ev->counts : &none_counted;
         int32_t effective = !ev || ev->verdict == EVIDENCE_UNKNOWN ? -1 : ev->verdict == EVIDENCE_EFFECTIVE;
@@ -494,7 +493,7 @@ static int method_list_devices(sd_bus_message *call, void *userdata, sd_bus_erro
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {
-                r = append_device(reply, b->engine, l[i]);
+                r = append_device(reply, b->control, l[i]);
                 if (r < 0)
                         return r;
         }
@@ -692,7 +691,7 @@ static int run_try(sd_bus_message *call, PrivilegedCall *p) {
         else if (r < 0)
                 r = reply_try_error(call, r);
         else {
-                format_digest(c->engine->policy->digest, digest);
+                format_digest(control_policy(c)->digest, digest);
                 r = sd_bus_reply_method_return(call, "sst", digest, c->trial->target, c->trial->deadline_realtime);
         }
         policy_errors_clear(&errs);
@@ -717,7 +716,7 @@ static void run_privileged(DbusCall *dc, sd_bus_message *call, uid_t uid, void *
                 else if (r < 0)
                         r = reply_control_error(call, r, NULL);
                 else {
-                        format_digest(c->engine->policy->digest, digest);
+                        format_digest(control_policy(c)->digest, digest);
                         r = sd_bus_reply_method_return(call, "s", digest);
                 }
                 policy_errors_clear(&errs);
@@ -1010,7 +1009,6 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
         if (!b)
                 return -ENOMEM;
         b->control = control;
-        b->engine = control->engine;
         LIST_INIT(&b->reads);
         b->changed = evtimer_new(base, on_changed_timer, b);
         if (!b->changed)

@@ -50,7 +50,6 @@ void engine_free(Engine *e) {
         if (e->state_retry_event)
                 event_free(e->state_retry_event);
         device_table_done(&e->devices);
-        policy_set_free(e->policy);
         strv_free(e->guard_warnings);
         event_list_done(&e->events);
         for (size_t i = 0; i < e->counters.n_by_policy; i++)

@@ -1,5 +1,5 @@
-/* engine.h — the decision engine of one network namespace: its device table, the running
- * policy, the writer, the probation set, the rollouts, the state store and the events. It is
+/* engine.h — the decision engine of one network namespace: its device table, the policy it runs
+ * (lent), the writer, the probation set, the rollouts, the state store and the events. It is
  * data plus construction; the decisions live in apply.c and lifecycle.c, the kernel's side in
  * sync.c. Lower parts reach back up only through the ops structs given here (WriterOps,
  * ProbationOps) and through events. */
@@ -57,7 +57,9 @@ typedef struct Engine {
         int ioctl_fd;       /* for SIOCETHTOOL (driver names); -1 when there is none */
 
         DeviceTable devices;
-        PolicySet *policy; /* the running policy; never NULL once started */
+        /* The running policy, never NULL once started: lent by what runs the engine, which holds
+         * it (namespace.c, netns_run_policy()); the engine never keeps or frees one. */
+        const PolicySet *policy;
         bool ipv4_supported;
         bool policy_uses_routes;
         char **guard_warnings; /* counters the policy's guards name that this kernel lacks */

@@ -61,11 +61,6 @@ static void on_stop_timer(evutil_socket_t fd, short what, void *userdata) {
         event_base_loopbreak(m->base);
 }
 
-static void on_policy_swapped(void *userdata) {
-        Manager *m = userdata;
-        netns_set_policy_changed(m->netns);
-}
-
 static void on_signal(evutil_socket_t sig, short what, void *userdata) {
         Manager *m = userdata;
 
@@ -139,8 +134,6 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         r = netns_new(m->base, &own, &m->host);
         if (r < 0)
                 return log_error_errno(r, "Failed to open rtnetlink sockets: %m");
-        m->engine = m->host->engine;
-        m->sync = m->host->sync;
         NetnsConfig nc = {
                 .dirs = cfg->netns_dirs,
                 .n_dirs = cfg->n_netns_dirs,
@@ -151,23 +144,22 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         r = netns_set_new(m->base, &nc, m->host, &m->netns);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the network namespaces: %m");
+        /* the running policy, above every namespace: each runs it (netns_set_reloader_ops) */
         r = reloader_new(m->base,
                          &(ReloadConfig){.config_path = cfg->config_path,
                                          .root = cfg->root,
-                                         .runtime_dir = cfg->runtime_dir},
-                         m->engine, m->sync, netns_set_events(m->netns), &m->reloader);
+                                         .runtime_dir = cfg->runtime_dir,
+                                         .host = engine_host(m->host->engine)},
+                         netns_set_events(m->netns), &netns_set_reloader_ops, m->netns, &m->reloader);
         if (r < 0)
                 return r;
-        r = policy_try_new(m->base, m->engine, netns_set_events(m->netns), m->reloader, cfg->runtime_dir, &m->trial);
+        r = policy_try_new(m->base, NULL, netns_set_events(m->netns), m->reloader, cfg->runtime_dir, &m->trial);
         if (r < 0)
                 return r;
-        reloader_on_swap(m->reloader, on_policy_swapped, m);
         r = worker_pool_new(m->base, WORKER_FORK, &m->workers);
         if (r < 0)
                 return r;
-        m->control = (Control){.engine = m->engine,
-                               .sync = m->sync,
-                               .netns = m->netns,
+        m->control = (Control){.netns = m->netns,
                                .reloader = m->reloader,
                                .workers = m->workers,
                                .trial = m->trial};
@@ -209,7 +201,7 @@ static int open_runtime_dir(Manager *m) {
 
         if (mkdir(dir, 0755) < 0 && errno != EEXIST)
                 log_warning_errno(errno, "Failed to create runtime directory %s: %m", dir);
-        r = state_store_open_dir(m->engine->state, &st);
+        r = state_store_open_dir(m->host->engine->state, &st);
         if (r == -EPERM && st.st_uid != geteuid())
                 return log_error_errno(r, "Runtime directory %s is owned by uid %u, not by bigtcpd's uid %u: "
                                           "refusing to keep state there",
@@ -291,7 +283,7 @@ int manager_start(Manager *m) {
                 return r;
         /* a try of an earlier run is over: the configured policy just loaded is its revert */
         (void) policy_try_recover(m->trial);
-        r = state_store_load(m->engine->state, &entries, &n, &report);
+        r = state_store_load(m->host->engine->state, &entries, &n, &report);
         log_load(m, r, &report, n);
         if (r == -ENOMEM)
                 return r; /* starting without them would overwrite them */
@@ -309,8 +301,8 @@ int manager_start(Manager *m) {
                 state_entries_free(entries, n);
                 return log_error_errno(r, "Failed to set up sd_notify and the watchdog: %m");
         }
-        sync_start(m->sync, entries, n);
-        netns_set_policy_changed(m->netns);
+        netns_start(m->host, entries, n);
+        netns_set_start(m->netns);
 
         if (asprintf(&path, "%s/" VARLINK_INTERFACE, m->cfg.runtime_dir) < 0)
                 return log_error_errno(ENOMEM, "Failed to set up: %m");

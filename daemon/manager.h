@@ -1,6 +1,7 @@
 /* manager.h — the composition root: the event loop, signals, and every part of the daemon built
- * and wired together — the netlink sockets, the engine, its sync, the policy's reloader, the
- * control surface, sd_notify, and the varlink and D-Bus transports. */
+ * and wired together — bigtcpd's own namespace (sockets, engine, sync) and the set of them, the
+ * running policy's reloader, the control surface, sd_notify, and the varlink and D-Bus
+ * transports. */
 #pragma once
 
 #include <event2/event.h>
@@ -38,9 +39,7 @@ typedef struct Manager {
         struct utsname uts;
         char machine_id[33]; /* "" when the host has none: cohorts come from the hostname */
         EvidenceSockets *packet_sockets; /* every namespace's evidence: made and closed in children */
-        Netns *host;    /* bigtcpd's own namespace */
-        Engine *engine; /* its engine and sync, which reloads, tries and control work on */
-        Sync *sync;
+        Netns *host; /* bigtcpd's own namespace, the set's first entry */
         NetnsSet *netns; /* the other namespaces */
         Reloader *reloader;
         PolicyTry *trial;

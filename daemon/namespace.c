@@ -33,6 +33,7 @@ void netns_free(Netns *n) {
                 event_free(n->release_timer);
         sync_free(n->sync);
         engine_free(n->engine);
+        policy_set_free(n->policy); /* the engine ran it to the end */
         netlink_free(n->nl);
         for (size_t i = 0; i < ELEMENTSOF(n->snmp.fd); i++)
                 if (n->snmp.fd[i] >= 0)
@@ -42,6 +43,27 @@ void netns_free(Netns *n) {
         free(n->state_dir);
         free(n->id.name);
         free(n);
+}
+
+void netns_run_policy(Netns *n, PolicySet *set, bool verify) {
+        PolicySet *old = n->policy;
+
+        if (set == old)
+                return;
+        n->policy = policy_set_ref(set);
+        n->engine->policy = set;
+        apply_policy_changed(n->engine);
+        policy_set_free(old); /* no engine runs it here any more */
+        if (!n->started)
+                return; /* the first sync reconciles every device */
+        n->engine->settle_pending = true;
+        if (verify)
+                sync_verify(n->sync);
+}
+
+void netns_start(Netns *n, StateEntry *entries, size_t n_entries) {
+        n->started = true;
+        sync_start(n->sync, entries, n_entries);
 }
 
 /* In the namespace (entered or the daemon's own): its sockets, its cookie and, for another

@@ -28,6 +28,8 @@ typedef struct Netns {
         Sync *sync;
         SnmpFiles snmp;
         char *state_dir;
+        PolicySet *policy; /* what its engine runs (a reference; lent to the engine) */
+        bool started;      /* its first sync began */
 
         /* The set's (netns.c) */
         NetnsSet *set;
@@ -70,6 +72,13 @@ void netns_free(Netns *n);
  * is the daemon's own to come back to. Errors as netns_new's. */
 int netns_peek_socket(int fd, int home_fd, uint64_t dev, uint64_t ino, int *ret_fd, uint64_t *ret_cookie);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Netns *, netns_free);
+
+/* The namespace runs `set` from now on (a reference taken; nothing when it runs it already).
+ * Once started, its engine owes a settle, and with `verify` every link is read again, so that it
+ * reconciles against what the kernel holds now rather than at the last event. */
+void netns_run_policy(Netns *n, PolicySet *set, bool verify);
+/* Its first sync, with the state an earlier run recorded (taken). A policy runs already. */
+void netns_start(Netns *n, StateEntry *entries, size_t n_entries);
 
 /* "<inode>-<cookie>", the name of another namespace's state directory. */
 void netns_state_dir_name(uint64_t ino, uint64_t cookie, char buf[static 48]);

@@ -51,7 +51,9 @@ typedef struct StateDirName {
 struct NetnsSet {
         struct event_base *base;
         Netns *own;
-        Engine *host; /* own's */
+        Engine *host; /* own's: the configuration and clock every namespace's engine shares */
+        PolicySet *policy; /* what every namespace runs (the reloader's, a reference) */
+        bool started;      /* netns_set_start(): the directories may be looked at */
         NetnsConfig cfg;
         char **dirs;
         size_t n_dirs;
@@ -488,8 +490,7 @@ static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, N
         if (r < 0)
                 return log_error_errno(r, "netns %s: failed to set up its state directory: %m", name);
 
-        n->engine->policy = policy_set_ref(s->host->policy);
-        apply_policy_changed(n->engine);
+        netns_run_policy(n, s->policy, false);
         sync_set_move_ops(n->sync, &move_ops, s);
         n->set = s;
         n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, n);
@@ -509,7 +510,7 @@ static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, N
         else if (n_entries > 0)
                 log_info("netns %s: original sizes of %zu %s recorded by an earlier run", name, n_entries,
                          PLURAL(n_entries, "device", "devices"));
-        sync_start(n->sync, entries, n_entries);
+        netns_start(n, entries, n_entries);
         *ret = TAKE_PTR(n);
         return 0;
 }
@@ -592,10 +593,8 @@ static void release(NetnsSet *s, size_t i, const char *why) {
                 released(n);
                 return;
         }
-        policy_set_free(n->engine->policy);
-        n->engine->policy = none;
-        apply_policy_changed(n->engine);
-        n->engine->settle_pending = true;
+        netns_run_policy(n, none, false); /* settles once its devices are reconciled here */
+        policy_set_free(none);
         DEVICE_FOREACH(d, &n->engine->devices, it)
                 apply_reconcile(n->engine, d, REASON_SYNC);
         apply_flush(n->engine);
@@ -608,7 +607,7 @@ static void release(NetnsSet *s, size_t i, const char *why) {
 static void maybe_release(Netns *n) {
         NetnsSet *s = n->set;
 
-        if (policy_set_takes_netns(s->host->policy, n->id.name) || count_originals(n->engine) > 0)
+        if (policy_set_takes_netns(s->policy, n->id.name) || count_originals(n->engine) > 0)
                 return;
         for (size_t i = 0; i < s->n; i++)
                 if (s->items[i] == n) {
@@ -660,7 +659,7 @@ static void stop_watching(NetnsSet *s);
 
 /* No policy names another namespace, and none is managed, being let go, or has state left. */
 static bool nothing_to_look_for(const NetnsSet *s) {
-        return !policy_set_wants_other_netns(s->host->policy) && s->n_leftover == 0 && s->n == 0 &&
+        return !policy_set_wants_other_netns(s->policy) && s->n_leftover == 0 && s->n == 0 &&
                s->n_releasing == 0;
 }
 
@@ -993,7 +992,7 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found
                         n->seen = true;
                         continue;
                 }
-                if (!policy_set_takes_netns(s->host->policy, de->d_name) && !state_dir_exists(s, st.st_ino))
+                if (!policy_set_takes_netns(s->policy, de->d_name) && !state_dir_exists(s, st.st_ino))
                         continue;
                 if (is_refused(s, st.st_ino))
                         continue;
@@ -1310,24 +1309,11 @@ static int start_watching(NetnsSet *s) {
         return 0;
 }
 
-void netns_set_policy_changed(NetnsSet *s) {
+/* The namespaces the policy names, and those with state of an earlier run: looked for once the
+ * set has started, after every policy change. */
+static void look_for_namespaces(NetnsSet *s) {
         int r;
 
-        if (!s)
-                return;
-        s->settle_owed = true; /* READY=1 once every namespace runs it */
-        problems_filter(s, keep_after_policy_change, NULL);
-        for (size_t i = 0; i < s->n; i++) {
-                Netns *n = s->items[i];
-                if (n->engine->policy == s->host->policy)
-                        continue;
-                policy_set_free(n->engine->policy);
-                n->engine->policy = policy_set_ref(s->host->policy);
-                apply_policy_changed(n->engine);
-                n->engine->settle_pending = true;
-                sync_verify(n->sync);
-        }
-        check_settled(s); /* every namespace may have it already (none has to write) */
         if (!s->read_leftover) {
                 read_leftovers(s);
                 s->read_leftover = true;
@@ -1345,6 +1331,35 @@ void netns_set_policy_changed(NetnsSet *s) {
                 log_error_errno(r, "Failed to watch the namespace directories: %m; other namespaces are not managed");
         else
                 scan(s);
+}
+
+/* ReloaderOps.run: every namespace, bigtcpd's own as any other, runs `set`. */
+static void run_policy(void *userdata, PolicySet *set) {
+        NetnsSet *s = userdata;
+        PolicySet *old = s->policy;
+
+        s->policy = policy_set_ref(set);
+        s->settle_owed = true; /* READY=1 once every namespace runs it */
+        problems_filter(s, keep_after_policy_change, NULL);
+        for (size_t i = 0; i < netns_set_size(s); i++)
+                netns_run_policy(netns_set_at(s, i), set, true);
+        policy_set_free(old);
+        check_settled(s); /* every namespace may have it already (none has to write) */
+        if (s->started)
+                look_for_namespaces(s);
+}
+
+/* ReloaderOps.unchanged: a refused forced reload settles as soon as every namespace has. */
+static void policy_unchanged(void *userdata) {
+        check_settled(userdata);
+}
+
+const ReloaderOps netns_set_reloader_ops = {.run = run_policy, .unchanged = policy_unchanged};
+
+void netns_set_start(NetnsSet *s) {
+        s->started = true;
+        check_settled(s);
+        look_for_namespaces(s);
 }
 
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret) {
@@ -1450,6 +1465,7 @@ void netns_set_free(NetnsSet *s) {
         free(s->dirs);
         free(s->wd);
         free(s->state_root);
+        policy_set_free(s->policy);
         event_list_done(&s->events);
         free(s);
 }

@@ -4,9 +4,10 @@
  * sockets, its SNMP files), run each by an engine, a sync and a state directory of their own,
  * and let go when their file goes or no policy names them (what bigtcpd wrote given back first:
  * its sockets keep the namespace alive until then). The daemon's own namespace is the set's first
- * entry (the manager makes it, with the same constructor). Above them all, the set holds the
- * daemon's events: every namespace's device events, the policy's (reload, try) and EVENT_SETTLED
- * once every namespace has settled. */
+ * entry (the manager makes it, with the same constructor). Above them all, the set gives every
+ * namespace alike the running policy (the reloader's, through netns_set_reloader_ops) and holds
+ * the daemon's events: every namespace's device events, the policy's (reload, try) and
+ * EVENT_SETTLED once every namespace has settled. */
 #pragma once
 
 #include <event2/event.h>
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "namespace.h"
+#include "reload.h"
 
 /* Where namespaces are looked for when no --netns-dir is given. */
 #define NETNS_DIRS_DEFAULT {"/run/netns", "/run/docker/netns"}
@@ -59,8 +61,8 @@ typedef struct NetnsProblem {
 const char *netns_problem_kind_to_string(NetnsProblemKind k);
 
 /* `own` is the daemon's own namespace, the set's first entry: its engine's configuration
- * (hostname, kernel, machine id) and running policy are the others' too, and their device events
- * go to its watchers. Devices that move between any two namespaces of the set keep their records. */
+ * (hostname, kernel, machine id) and clock are the others' too. Devices that move between any two
+ * namespaces of the set keep their records. */
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret);
 void netns_set_free(NetnsSet *s);
 
@@ -71,10 +73,13 @@ EventList *netns_set_events(NetnsSet *s);
 /* Every namespace has settled once: the daemon is ready (READY=1 was owed). */
 bool netns_set_ready(const NetnsSet *s);
 
-/* The host's engine has a new policy (or its first): every namespace runs it, and the
+/* What the reloader gives the running policy to (userdata: the set). A new policy (or the first):
+ * every namespace runs it, bigtcpd's own as every other, one reference each, and once started the
  * directories are scanned for namespaces it names. Namespaces with a state directory of an
  * earlier run are entered whatever the policy says, so that their originals can go back. */
-void netns_set_policy_changed(NetnsSet *s);
+extern const ReloaderOps netns_set_reloader_ops;
+/* Once bigtcpd's own namespace has started (a policy runs): the other namespaces are looked for. */
+void netns_set_start(NetnsSet *s);
 
 /* The problems to report, in the order they arose; at most NETNS_MAX. */
 size_t netns_set_problem_count(const NetnsSet *s);

@@ -1,7 +1,6 @@
 /* reload.c — loading, checking and swapping the policy; watching its files. */
 #include <stdio.h>
 
-#include "apply.h"
 #include "guard.h"
 #include "policy-files.h"
 #include "policy-record.h"
@@ -11,8 +10,9 @@
 
 struct Reloader {
         ReloadConfig cfg;
-        Engine *engine; /* bigtcpd's own namespace's: the others follow it (reloader_on_swap) */
-        Sync *sync;
+        PolicySet *policy; /* the running one, every namespace's (NULL before the first load) */
+        ReloaderOps ops;   /* what runs it */
+        void *userdata;
         EventList *events; /* the daemon's (the namespace set's) */
         PolicyWatch *watch;
         struct event *changed; /* a file changed: reload from the loop, once for a burst */
@@ -23,13 +23,11 @@ struct Reloader {
         PolicySource source;
         bool recorded;            /* the record holds … */
         uint64_t recorded_digest; /* … this policy */
-        void (*swapped)(void *userdata);
-        void *swapped_userdata;
 };
 
 /* Keeps the outcome for status: the errors copied (at most RELOAD_ERRORS_KEPT), the time now. */
 static void remember(Reloader *r, bool ok, const PolicyErrors *errs) {
-        ReloadResult n = {.ok = ok, .realtime_usec = realtime_usec(), .digest = r->engine->policy->digest,
+        ReloadResult n = {.ok = ok, .realtime_usec = realtime_usec(), .digest = r->policy->digest,
                           .n_errors = errs ? errs->n : 0};
 
         for (size_t i = 0; errs && i < errs->n && i < RELOAD_ERRORS_KEPT; i++) {
@@ -239,16 +237,16 @@ static void on_files_changed(void *userdata) {
         event_active(r->changed, EV_TIMEOUT, 0);
 }
 
-int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, EventList *events,
-                 Reloader **ret) {
+int reloader_new(struct event_base *base, const ReloadConfig *cfg, EventList *events, const ReloaderOps *ops,
+                 void *userdata, Reloader **ret) {
         Reloader *r = calloc(1, sizeof(*r));
         int k;
 
         if (!r)
                 return -ENOMEM;
         r->cfg = *cfg;
-        r->engine = e;
-        r->sync = s;
+        r->ops = *ops;
+        r->userdata = userdata;
         r->events = events;
         r->changed = event_new(base, -1, 0, on_changed_event, r);
         k = r->changed ? policy_watch_new(base, on_files_changed, r, &r->watch) : -ENOMEM;
@@ -260,14 +258,31 @@ int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sy
         return 0;
 }
 
-void reloader_on_swap(Reloader *r, void (*fn)(void *userdata), void *userdata) {
-        r->swapped = fn;
-        r->swapped_userdata = userdata;
+const PolicySet *reloader_policy(const Reloader *r) {
+        return r ? r->policy : NULL;
+}
+
+const HostIdentity *reloader_host(const Reloader *r) {
+        return &r->cfg.host;
+}
+
+/* `set` (taken) runs from now on; the one that ran is handed back in `ret_old` (or freed when
+ * that is NULL), once nothing runs it any more. */
+static void run(Reloader *r, PolicySet *set, PolicySet **ret_old) {
+        PolicySet *old = r->policy;
+
+        r->policy = set;
+        r->ops.run(r->userdata, set);
+        if (ret_old)
+                *ret_old = old;
+        else
+                policy_set_free(old);
 }
 
 void reloader_free(Reloader *r) {
         if (!r)
                 return;
+        policy_set_free(r->policy);
         policy_watch_free(r->watch);
         policy_errors_clear(&r->last.errors);
         if (r->changed)
@@ -277,8 +292,7 @@ void reloader_free(Reloader *r) {
 
 /* The files have errors at start: the last policy that ran, or none. */
 static int load_degraded(Reloader *r, const PolicyErrors *errs) {
-        Engine *e = r->engine;
-        HostIdentity host = engine_host(e);
+        const HostIdentity *host = &r->cfg.host;
         PolicySet *set = NULL;
         uint64_t when = 0;
         int k;
@@ -293,7 +307,7 @@ static int load_degraded(Reloader *r, const PolicyErrors *errs) {
 
                 if (when > 0 && localtime_r(&t, &tm))
                         strftime(ts, sizeof(ts), "on %Y-%m-%d at %H:%M:%S", &tm);
-                policy_set_scope(set, &host);
+                policy_set_scope(set, host);
                 r->source = POLICY_SOURCE_RECORDED;
                 r->recorded = true;
                 r->recorded_digest = set->digest;
@@ -318,24 +332,22 @@ static int load_degraded(Reloader *r, const PolicyErrors *errs) {
                                       "it wrote before stays as it is) until they are fixed",
                                       errs->n, PLURAL(errs->n, "error", "errors"));
         }
-        e->policy = set;
         if (!set->frozen)
-                describe_policy(set, &host); /* none runs: there is nothing to describe */
-        apply_policy_changed(e);
+                describe_policy(set, host); /* none runs: there is nothing to describe */
+        run(r, set, NULL);
         watch_again(r);
         remember(r, false, errs);
         return 0;
 }
 
 int reloader_load(Reloader *r) {
-        Engine *e = r->engine;
         _cleanup_(strv_freep) char **paths = NULL;
         PolicyErrors errs = {}, warnings = {};
-        HostIdentity host = engine_host(e);
+        PolicySet *set = NULL;
         size_t n = 0;
         int k;
 
-        k = reload_read_policy(&r->cfg, &host, &e->policy, &paths, &n, &errs, &warnings);
+        k = reload_read_policy(&r->cfg, &r->cfg.host, &set, &paths, &n, &errs, &warnings);
         if (k == -ENOMEM) {
                 policy_errors_clear(&errs);
                 policy_errors_clear(&warnings);
@@ -360,25 +372,23 @@ int reloader_load(Reloader *r) {
                 return k;
         }
         r->source = POLICY_SOURCE_FILES;
-        describe_policy(e->policy, &host);
-        apply_policy_changed(e);
+        describe_policy(set, &r->cfg.host);
+        run(r, set, NULL);
         watch(r, paths, n);
         remember(r, true, NULL);
-        record(r, e->policy);
+        record(r, set);
         return 0;
 }
 
 static void emit_reload(Reloader *r, bool ok, const PolicyErrors *errs) {
         event_emit(r->events,
-                   &(Event){.type = EVENT_RELOAD, .ok = ok, .digest = r->engine->policy->digest, .errors = errs});
+                   &(Event){.type = EVENT_RELOAD, .ok = ok, .digest = r->policy->digest, .errors = errs});
 }
 
 int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErrors *ret_warnings) {
-        Engine *e = r->engine;
         _cleanup_(strv_freep) char **paths = NULL;
         PolicyErrors errs = {}, warnings = {};
         PolicySet *set = NULL;
-        HostIdentity host = engine_host(e);
         size_t n = 0;
         int k;
 
@@ -390,7 +400,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErro
         }
         if (forced)
                 event_emit(r->events, &(Event){.type = EVENT_RELOADING});
-        k = reload_read_policy(&r->cfg, &host, &set, &paths, &n, &errs, &warnings);
+        k = reload_read_policy(&r->cfg, &r->cfg.host, &set, &paths, &n, &errs, &warnings);
         if (k < 0) {
                 if (k == -EINVAL) {
                         log_policy_errors(&errs, false);
@@ -406,20 +416,18 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErro
                 else
                         log_fields_full_errno(LOG_ERR, 0,
                                               &((LogFields){.message_id = LOG_ID_POLICY_REFUSED,
-                                                            .digest = e->policy->digest,
+                                                            .digest = r->policy->digest,
                                                             .has_digest = true}),
                                               "refusing the new policy%s, keeping the running one (digest %016llx)",
-                                              count, (unsigned long long) e->policy->digest);
+                                              count, (unsigned long long) r->policy->digest);
                 if (r->source == POLICY_SOURCE_FILES)
                         r->source = POLICY_SOURCE_RECORDED;
                 watch_again(r);
                 remember(r, false, &errs);
                 emit_reload(r, false, &errs);
-                if (forced) {
+                if (forced && r->ops.unchanged)
                         /* announced: READY=1 follows even though nothing changed */
-                        e->settle_pending = true;
-                        engine_check_settled(e);
-                }
+                        r->ops.unchanged(r->userdata);
                 if (ret_errs)
                         *ret_errs = errs;
                 else
@@ -431,7 +439,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErro
                 return k;
         }
         watch(r, paths, n);
-        if (!forced && set->digest == e->policy->digest && !e->policy->frozen) {
+        if (!forced && set->digest == r->policy->digest && !r->policy->frozen) {
                 /* the files are back at the running policy: a refusal before is over */
                 if (r->has_last && !r->last.ok) {
                         log_info("the policy files are fixed: they make up the running policy (digest %016llx)",
@@ -455,21 +463,9 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErro
 }
 
 void reloader_swap(Reloader *r, PolicySet *set, PolicySet **ret_old) {
-        Engine *e = r->engine;
-        HostIdentity host = engine_host(e);
-
-        if (ret_old)
-                *ret_old = e->policy;
-        else
-                policy_set_free(e->policy);
-        e->policy = set;
-        describe_policy(set, &host);
-        apply_policy_changed(e);
-        e->settle_pending = true;
-        /* Reconcile against what the kernel holds now, not what it held at the last event. */
-        sync_verify(r->sync);
-        if (r->swapped)
-                r->swapped(r->swapped_userdata);
+        describe_policy(set, &r->cfg.host);
+        /* every namespace reconciles against what the kernel holds now (ReloaderOps.run) */
+        run(r, set, ret_old);
 }
 
 void reloader_hold(Reloader *r, bool hold) {
@@ -503,7 +499,6 @@ int reloader_default_target(const Reloader *r, char **ret) {
 
 int reloader_read_with(Reloader *r, const PolicyOverride *o, PolicySet **ret, PolicyErrors *errs) {
         _cleanup_(strv_freep) char **paths = NULL;
-        HostIdentity host = engine_host(r->engine);
         PolicySet *set = NULL;
         int n, k;
 
@@ -513,7 +508,7 @@ int reloader_read_with(Reloader *r, const PolicyOverride *o, PolicySet **ret, Po
         k = policy_load_files_with(paths, (size_t) n, o, &set, errs);
         if (k < 0)
                 return k;
-        policy_set_scope(set, &host);
+        policy_set_scope(set, &r->cfg.host);
         *ret = set;
         return 0;
 }

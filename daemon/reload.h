@@ -1,20 +1,23 @@
-/* reload.h — the running policy: finding and reading its files, checking them, swapping a new one
- * into the engine only when it is clean (then every link is read again and reconciled), watching
- * the files with inotify, and --check-config, which takes the same path without a daemon. */
+/* reload.h — the running policy, one for every namespace: finding and reading its files, checking
+ * them, holding the one that runs and handing a new one to the namespaces only when it is clean
+ * (then every link is read again and reconciled), watching the files with inotify, and
+ * --check-config, which takes the same path without a daemon. The reloader knows no namespace and
+ * no engine: what runs the policy is above it, reached through ReloaderOps. */
 #pragma once
 
 #include <event2/event.h>
 #include <stdbool.h>
 
-#include "engine.h"
+#include "event.h"
 #include "policy.h"
 #include "policy-files.h"
-#include "sync.h"
 
 typedef struct ReloadConfig {
         const char *config_path; /* NULL: the standard files and drop-ins */
         const char *root;        /* prefix for the standard paths; "" in production */
         const char *runtime_dir; /* where the last policy that ran is recorded; NULL: nowhere */
+        HostIdentity host;       /* this host, as the policy's scope sees it (its strings outlive the
+                                  * reloader) */
 } ReloadConfig;
 
 /* Where the running policy comes from. */
@@ -44,17 +47,28 @@ typedef struct ReloadResult {
 /* A refused reload keeps at most this many of its errors for status; the log has every one. */
 #define RELOAD_ERRORS_KEPT 20u
 
-/* `e` and `s` are bigtcpd's own namespace's, whose engine holds the running policy (the other
- * namespaces take it from there: reloader_on_swap); EVENT_RELOAD and EVENT_RELOADING go to
- * `events`, the daemon's (the namespace set's). */
-int reloader_new(struct event_base *base, const ReloadConfig *cfg, Engine *e, Sync *s, EventList *events,
-                 Reloader **ret);
-void reloader_free(Reloader *r);
-/* `fn` is called once a new policy is in the engine and its writes are queued (the other
- * namespaces' engines follow it there). */
-void reloader_on_swap(Reloader *r, void (*fn)(void *userdata), void *userdata);
+/* What runs the policy: every namespace (netns.c), or a test's one engine. */
+typedef struct ReloaderOps {
+        /* `set` is the running policy from now on (the first, a reload's, a try's, a revert's):
+         * every namespace runs it, its writes queued, and every link is read again. The reloader
+         * keeps its own reference; take one to keep `set`. */
+        void (*run)(void *userdata, PolicySet *set);
+        /* A forced reload was refused: the running policy runs on, and the READY=1 that its
+         * EVENT_RELOADING owes follows once every namespace has settled. NULL: nothing to do. */
+        void (*unchanged)(void *userdata);
+} ReloaderOps;
 
-/* The first policy, before the engine starts. Files with errors never stop the daemon: every
+/* EVENT_RELOAD and EVENT_RELOADING go to `events`, the daemon's (the namespace set's); the policy
+ * goes to `ops` (with `userdata`). */
+int reloader_new(struct event_base *base, const ReloadConfig *cfg, EventList *events, const ReloaderOps *ops,
+                 void *userdata, Reloader **ret);
+void reloader_free(Reloader *r);
+/* The running policy (NULL before reloader_load()): one for every namespace; never NULL after. */
+const PolicySet *reloader_policy(const Reloader *r);
+/* This host, as the policy's scope sees it. */
+const HostIdentity *reloader_host(const Reloader *r);
+
+/* The first policy, before any namespace starts. Files with errors never stop the daemon: every
  * error is logged, and the last policy that ran (recorded in the runtime directory) runs instead,
  * or none (PolicySource NONE) when there is no record; the files are watched, and the fixed ones
  * run as a reload. Fails only for want of memory. */

@@ -24,13 +24,13 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
         policy_try_check(userdata);
 }
 
-int policy_try_new(struct event_base *base, Engine *e, EventList *events, Reloader *r, const char *runtime_dir,
-                   PolicyTry **ret) {
+int policy_try_new(struct event_base *base, const Clock *clock, EventList *events, Reloader *r,
+                   const char *runtime_dir, PolicyTry **ret) {
         PolicyTry *t = calloc(1, sizeof(*t));
 
         if (!t)
                 return -ENOMEM;
-        t->engine = e;
+        t->clock = clock;
         t->events = events;
         t->reloader = r;
         t->timer = evtimer_new(base, on_timer, t);
@@ -106,11 +106,11 @@ static void emit(PolicyTry *t, TryAction action, TryReason why) {
                                        .file = t->file,
                                        .target = t->target,
                                        .deadline = t->deadline_realtime,
-                                       .digest = t->engine->policy->digest});
+                                       .digest = reloader_policy(t->reloader)->digest});
 }
 
 static void arm(PolicyTry *t) {
-        uint64_t now = engine_now(t->engine), left = t->deadline > now ? t->deadline - now : 0;
+        uint64_t now = clock_now(t->clock, CLOCK_MONOTONIC), left = t->deadline > now ? t->deadline - now : 0;
         struct timeval tv = {.tv_sec = (time_t) (left / USEC_PER_SEC), .tv_usec = (suseconds_t) (left % USEC_PER_SEC)};
         (void) evtimer_add(t->timer, &tv);
 }
@@ -142,8 +142,8 @@ int policy_try_start(PolicyTry *t, const char *text, size_t size, const char *fi
                                                          .size = t->size},
                                        &set, errs);
         if (r >= 0) {
-                t->deadline = engine_now(t->engine) + timeout_usec;
-                t->deadline_realtime = clock_now(t->engine->clock, CLOCK_REALTIME) + timeout_usec;
+                t->deadline = clock_now(t->clock, CLOCK_MONOTONIC) + timeout_usec;
+                t->deadline_realtime = clock_now(t->clock, CLOCK_REALTIME) + timeout_usec;
                 /* durable before it takes effect */
                 r = record_write(t, timeout_usec);
                 if (r < 0)
@@ -236,7 +236,7 @@ int policy_try_revert(PolicyTry *t, TryReason why) {
 void policy_try_check(PolicyTry *t) {
         if (!t->running)
                 return;
-        if (engine_now(t->engine) < t->deadline) {
+        if (clock_now(t->clock, CLOCK_MONOTONIC) < t->deadline) {
                 arm(t);
                 return;
         }

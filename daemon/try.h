@@ -8,16 +8,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine.h"
 #include "reload.h"
 
 /* The record in the runtime directory. */
 #define TRY_RECORD_FILE "try.json"
 
 typedef struct PolicyTry {
-        Engine *engine;    /* bigtcpd's own namespace's (its clock, the running policy's digest) */
-        EventList *events; /* EVENT_TRY goes to the daemon's */
-        Reloader *reloader;
+        const Clock *clock; /* NULL: the system's */
+        EventList *events;  /* EVENT_TRY goes to the daemon's */
+        Reloader *reloader; /* holds the running policy */
         char *record_path;
         struct event *timer;
 
@@ -26,13 +25,13 @@ typedef struct PolicyTry {
         char *target; /* where a confirm installs it */
         char *text;
         size_t size;
-        uint64_t deadline;          /* engine_now() */
+        uint64_t deadline;          /* CLOCK_MONOTONIC */
         uint64_t deadline_realtime; /* for people: CLOCK_REALTIME */
         PolicySet *previous;        /* what ran before, put back by a revert */
 } PolicyTry;
 
-int policy_try_new(struct event_base *base, Engine *e, EventList *events, Reloader *r, const char *runtime_dir,
-                   PolicyTry **ret);
+int policy_try_new(struct event_base *base, const Clock *clock, EventList *events, Reloader *r,
+                   const char *runtime_dir, PolicyTry **ret);
 /* A try that still runs stays recorded: the next start reverts it. */
 void policy_try_free(PolicyTry *t);
 
@@ -59,6 +58,6 @@ int policy_try_confirm(PolicyTry *t);
 const char *policy_try_install_problem(int r);
 /* Go back to the policy that ran before. -ENOENT when no try runs. */
 int policy_try_revert(PolicyTry *t, TryReason why);
-/* The deadline's timer: reverts once the engine's clock says the deadline passed, re-arms for the
- * rest otherwise (libevent's clock and the engine's may differ). */
+/* The deadline's timer: reverts once the try's clock says the deadline passed, re-arms for the
+ * rest otherwise (libevent's clock and the try's may differ). */
 void policy_try_check(PolicyTry *t);

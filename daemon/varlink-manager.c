@@ -428,7 +428,7 @@ static int method_try(VarlinkCall *call, json_object *params, void *userdata) {
                         r = -ENOMEM;
                 else {
                         snprintf(digest, sizeof(digest), "%016llx",
-                                 (unsigned long long) m->control->engine->policy->digest);
+                                 (unsigned long long) control_policy(m->control)->digest);
                         json_object_object_add(p, "digest", json_object_new_string(digest));
                         json_object_object_add(p, "target", json_object_new_string(t->target));
                         json_object_object_add(p, "deadline_usec", json_object_new_int64((int64_t) t->deadline_realtime));
@@ -497,7 +497,7 @@ static int method_reload(VarlinkCall *call, json_object *params, void *userdata)
         else if (r < 0)
                 r = reply_errno(call, r);
         else {
-                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) m->control->engine->policy->digest);
+                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) control_policy(m->control)->digest);
                 r = varlink_call_reply(call, varlink_params1("digest", json_object_new_string(digest)));
         }
         policy_errors_clear(&errs);

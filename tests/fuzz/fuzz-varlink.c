@@ -94,6 +94,7 @@ static struct event_base *base;
 static FuzzKernel kernel;
 static FuzzClock clock_;
 static Engine *engine;
+static PolicySet *policy; /* lent to the engine */
 static Sync *sync_;
 static Control control;
 static WorkerPool *workers;
@@ -113,6 +114,8 @@ static void cleanup(void) {
         sync_ = NULL;
         engine_free(engine);
         engine = NULL;
+        policy_set_free(policy);
+        policy = NULL;
         fuzz_kernel_done(&kernel);
         if (base)
                 event_base_free(base);
@@ -142,7 +145,7 @@ static void set_up_engine(void) {
         FUZZ_ASSERT(p);
         FUZZ_ASSERT(policy_parse_buffer(p, "/etc/bigtcpd/bigtcpd.yaml", policy_yaml, strlen(policy_yaml), &errs) == 0);
         policy_set_scope(p, &(HostIdentity){.hostname = cfg.hostname, .kernel_release = cfg.kernel_release});
-        engine->policy = p;
+        engine->policy = policy = p;
         apply_policy_changed(engine);
         FUZZ_ASSERT(sync_new(engine, NULL, 0, &sync_) == 0);
         /* Plan and Validate in this process, where the sanitizers see them */

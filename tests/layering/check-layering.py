@@ -34,6 +34,10 @@ LAYERS = [
 # The protocol halves and the worker pool know nothing of bigtcpd.
 ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util', 'sandbox'},
         'packet-maker': {'util', 'sandbox', 'closer'}, 'worker': {'util', 'log', 'sandbox'}, 'durable': {'util', 'sandbox'}}
+# The running policy is one for every namespace, held above them all by the reloader (a try's
+# previous one by the try): reload and try know no engine and no namespace, and reach what runs
+# the policy through ReloaderOps.
+APART = {m: {'engine', 'apply', 'lifecycle', 'sync', 'namespace', 'netns'} for m in ('reload', 'try')}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface'}
@@ -56,6 +60,9 @@ def includes(path, root):
 # every other one alike (the review's step 1: FRR's zebra_ns_new for the default and the others).
 NAMESPACE_PARTS = ('netlink_new', 'engine_new', 'sync_new')
 NAMESPACE_MAKER = 'namespace'
+# … and a namespace's engine is lent the policy it runs there alone (netns_run_policy), for
+# bigtcpd's own namespace too: no engine keeps a policy of its own.
+POLICY_LENT = re.compile(r'(?:\bengine|\be)->policy\s*=(?!=)')
 
 
 def check(root):
@@ -78,6 +85,9 @@ def check(root):
             if dep not in rank:
                 continue  # a header of the project's include/ checked below, or a system one
             edges.setdefault(mod, set()).add(dep)
+            if dep in APART.get(mod, ()):
+                problems.append(f'daemon/{path.name}: includes {inc}; the running policy is above every '
+                                f'namespace: {mod} reaches them through ReloaderOps')
             if mod in ONLY and dep not in ONLY[mod]:
                 problems.append(f'daemon/{path.name}: includes {inc}; the protocol half includes only '
                                 f'{", ".join(sorted(ONLY[mod]))}')
@@ -97,6 +107,9 @@ def check(root):
             if re.search(rf'\b{part}\s*\(', text):
                 problems.append(f'daemon/{path.name} calls {part}(): a namespace\'s netlink, engine and sync are '
                                 f'made by {NAMESPACE_MAKER}.c alone (netns_new), for bigtcpd\'s own namespace too')
+        if POLICY_LENT.search(text):
+            problems.append(f'daemon/{path.name} sets an engine\'s policy: every namespace runs the reloader\'s, '
+                            f'lent to its engine by {NAMESPACE_MAKER}.c alone (netns_run_policy)')
 
     for path in sorted((root / 'cli').glob('*.[ch]')):
         for inc in includes(path, root):
@@ -143,6 +156,9 @@ CLEAN_TREE = {
     'daemon/lifecycle.c': '#include "lifecycle.h"\n',
     'daemon/apply.h': '#include "engine.h"\n',
     'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\n',
+    'daemon/reload.h': '#include "device.h"\n',
+    'daemon/reload.c': '#include "reload.h"\n',
+    'daemon/namespace.c': '#include "engine.h"\nn->engine->policy = set;\n',
     'cli/x.c': '#include "device.h"\n#include <util.h>\n',
 }
 
@@ -167,6 +183,13 @@ SELF_TEST_CASES = [
      {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nr = engine_new(b, &c, NULL, -1, &t, &w, &p, &e);\n'},
      ["daemon/apply.c calls engine_new(): a namespace's netlink, engine and sync are made by namespace.c alone "
       "(netns_new), for bigtcpd's own namespace too"]),
+    ('the reloader reaching into an engine', {'daemon/reload.c': '#include "reload.h"\n#include "engine.h"\n'},
+     ['daemon/reload.c: includes engine.h; the running policy is above every namespace: reload reaches them '
+      'through ReloaderOps']),
+    ('a policy given to an engine elsewhere',
+     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\ne->policy = set;\n'},
+     ["daemon/apply.c sets an engine's policy: every namespace runs the reloader's, lent to its engine by "
+      "namespace.c alone (netns_run_policy)"]),
 ]
 
 

@@ -26,6 +26,7 @@
 #include "lifecycle.h"
 #include "link-message.h"
 #include "linux-compat.h"
+#include "reload.h"
 #include "sync.h"
 #include "test-helpers.h"
 
@@ -93,6 +94,7 @@ struct Harness {
         char proc_net[64];
         Engine *e;
         Sync *s;
+        PolicySet *policy; /* the harness's own, lent to the engine until a reloader's runs */
         bool started;
 
         FakeLink links[64];
@@ -577,25 +579,51 @@ static inline void h_write_snmp(Harness *h) {
 
 /* ---- policy ---- */
 
+/* The host as the harness's policies are scoped for. */
+#define H_HOST ((HostIdentity){.hostname = "host", .kernel_release = "6.8.0"})
+
 static inline PolicySet *h_parse_policy(const char *yaml) {
         char *errors = NULL;
         PolicySet *set = parse_string(yaml, &errors);
         if (!set)
                 fail_msg("policy does not parse:\n%s", errors);
         free(errors);
-        policy_set_scope(set, &(HostIdentity){.hostname = "host", .kernel_release = "6.8.0"});
+        policy_set_scope(set, &H_HOST);
         return set;
 }
 
 /* A reload: the new policy is swapped in, then every link is read again (as reloader_reload()
  * does with sync_verify()). */
 static inline void h_reload(Harness *h, const char *yaml) {
-        policy_set_free(h->e->policy);
-        h->e->policy = h_parse_policy(yaml);
+        policy_set_free(h->policy);
+        h->e->policy = h->policy = h_parse_policy(yaml);
         apply_policy_changed(h->e);
         h->e->settle_pending = true;
         h_dump(h);
 }
+
+/* A reloader's policy runs in the harness's one engine as it does in every namespace of the
+ * daemon (namespace.c, netns_run_policy()): lent, and once started every link read again. */
+static inline void h_run_policy(void *userdata, PolicySet *set) {
+        Harness *h = userdata;
+
+        h->e->policy = set;
+        apply_policy_changed(h->e);
+        if (!h->started)
+                return;
+        h->e->settle_pending = true;
+        sync_verify(h->s);
+}
+
+/* A refused forced reload: READY=1 follows. */
+static inline void h_policy_unchanged(void *userdata) {
+        Harness *h = userdata;
+
+        h->e->settle_pending = true;
+        engine_check_settled(h->e);
+}
+
+static const ReloaderOps h_reloader_ops = {.run = h_run_policy, .unchanged = h_policy_unchanged};
 
 /* ---- set up, start, tear down ---- */
 
@@ -616,6 +644,7 @@ static inline void h_destroy(Harness *h) {
                 return;
         sync_free(h->s);
         engine_free(h->e);
+        policy_set_free(h->policy);
         event_base_free(h->base);
         (void) nftw(h->runtime_dir, h_rm, 8, FTW_DEPTH | FTW_PHYS);
         (void) nftw(h->proc_net, h_rm, 8, FTW_DEPTH | FTW_PHYS);
@@ -664,7 +693,7 @@ static inline Harness *h_new(const char *yaml) {
         assert_true(event_watch_add(&h->e->events, h_on_event, h) > 0);
         /* every namespace has one */
         h_link_add_full(h, 1, "lo", NULL, true);
-        h->e->policy = h_parse_policy(yaml);
+        h->e->policy = h->policy = h_parse_policy(yaml);
         apply_policy_changed(h->e);
         h_destroy(h_current); /* a test uses one at a time */
         h_current = h;

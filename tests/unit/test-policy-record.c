@@ -151,7 +151,7 @@ static void test_what_is_not_run(void **state) {
  * would match, and writes nothing; once a policy runs, it does. */
 static void test_frozen_writes_nothing(void **state) {
         Harness *h = h_new(POLICY("one", "150000"));
-        h->e->policy->frozen = true;
+        h->policy->frozen = true;
         h_link_add(h, 2, "eth0");
         h_start(h);
         h_answer_all(h);

@@ -68,10 +68,14 @@ static TryHarness *th_new(void) {
         snprintf(x->config, sizeof(x->config), "%s/bigtcpd.yaml", x->h->runtime_dir);
         snprintf(x->record, sizeof(x->record), "%s/" TRY_RECORD_FILE, x->h->runtime_dir);
         h_write_file(x->h->runtime_dir, "bigtcpd.yaml", CONFIGURED);
-        assert_int_equal(reloader_new(x->h->base, &(ReloadConfig){.config_path = x->config, .root = ""}, x->h->e,
-                                      x->h->s, &x->h->e->events, &x->reloader),
+        assert_int_equal(reloader_new(x->h->base,
+                                      &(ReloadConfig){.config_path = x->config, .root = "", .host = H_HOST},
+                                      &x->h->e->events, &h_reloader_ops, x->h, &x->reloader),
                          0);
-        assert_int_equal(policy_try_new(x->h->base, x->h->e, &x->h->e->events, x->reloader, x->h->runtime_dir, &x->t), 0);
+        assert_int_equal(reloader_load(x->reloader), 0); /* the configured file, as at start */
+        assert_int_equal(policy_try_new(x->h->base, &x->h->clock, &x->h->e->events, x->reloader,
+                                        x->h->runtime_dir, &x->t),
+                         0);
         h_link_add(x->h, 2, "eth0");
         h_start(x->h);
         h_answer_all(x->h);
@@ -110,7 +114,7 @@ static void start_try(TryHarness *x, const char *text, uint64_t timeout) {
 static void test_deadline_reverts_not_earlier(void **state) {
         TryHarness *x = th_new();
         Harness *h = x->h;
-        PolicySet *configured = h->e->policy;
+        const PolicySet *configured = h->e->policy;
         uint64_t digest = configured->digest;
         size_t mark = h->n_ev;
 
@@ -181,7 +185,7 @@ static void test_confirm_installs_and_keeps(void **state) {
 static void test_reloads_wait_for_the_end(void **state) {
         TryHarness *x = th_new();
         Harness *h = x->h;
-        PolicySet *configured = h->e->policy;
+        const PolicySet *configured = h->e->policy;
 
         start_try(x, TRIED, 60 * USEC_PER_SEC);
         uint64_t tried = h->e->policy->digest;
@@ -208,7 +212,7 @@ static void test_reloads_wait_for_the_end(void **state) {
 static void test_refused_tries_change_nothing(void **state) {
         TryHarness *x = th_new();
         Harness *h = x->h;
-        PolicySet *configured = h->e->policy;
+        const PolicySet *configured = h->e->policy;
         PolicyErrors errs = {};
         static const char broken[] = "version: 1\npolicies:\n  - name: p\n    ipv6: {gso-max-size: lots}\n";
         size_t mark = h->n_ev;
@@ -272,7 +276,7 @@ static void test_recover(void **state) {
         policy_try_free(x->t);
         x->t = NULL;
         assert_true(exists(x->record));
-        assert_int_equal(policy_try_new(h->base, h->e, &h->e->events, x->reloader, h->runtime_dir, &x->t), 0);
+        assert_int_equal(policy_try_new(h->base, &h->clock, &h->e->events, x->reloader, h->runtime_dir, &x->t), 0);
         assert_int_equal(policy_try_recover(x->t), 1); /* the target holds the configured text */
         assert_false(exists(x->record));
         th_free(x);

@@ -25,7 +25,7 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
                                       &e->probation);
         if (r >= 0)
                 r = evidence_set_new(base, e->writer, &e->events, clock, cfg->packet_sockets,
-                                     cfg->packet_sockets ? cfg->netns_fd : -1, &e->evidence);
+                                     cfg->packet_sockets ? cfg->netns_socket : -1, &e->evidence);
         if (r >= 0)
                 r = state_store_new(base, cfg->runtime_dir, &e->devices, &e->state);
         if (r < 0) {

@@ -27,11 +27,12 @@ typedef struct EngineConfig {
         const char *machine_id; /* for cohorts (rollout.hosts-percent); NULL: the hostname */
         const NetnsId *netns;   /* the namespace (match.netns, logs, IPC); NULL: the daemon's own */
         /* count the big packets of watched devices with real packet sockets (evidence.h), made by
-         * these helpers (shared by every namespace) in the namespace of `netns_fd` (-1: the
-         * daemon's own; kept open by its owner). NULL in the tests and fuzzers, whose devices are
-         * not the host's: a socket bound to ifindex 2 there would watch the host's own device */
+         * these helpers (shared by every namespace) in the namespace of the socket `netns_socket`
+         * (-1: the daemon's own; kept open by its owner). NULL in the tests and fuzzers, whose
+         * devices are not the host's: a socket bound to ifindex 2 there would watch the host's own
+         * device */
         EvidenceSockets *packet_sockets;
-        int netns_fd;
+        int netns_socket;
 } EngineConfig;
 
 /* Rollbacks of one policy's devices since start. Kept when the policy leaves the set, so that a

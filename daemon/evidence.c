@@ -6,8 +6,10 @@
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
 #include <linux/if_packet.h>
+#include <linux/sockios.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -34,7 +36,7 @@ struct EvidenceSet {
         TAILQ_HEAD(, Evidence) waiting; /* for a socket, in the order they asked */
         size_t n;                       /* both */
         EvidenceSockets *sockets;  /* NULL: counting is off */
-        int netns_fd;              /* where the sockets are made; -1: the daemon's namespace */
+        int netns_socket;          /* a socket of the namespace they are made in; -1: the daemon's */
         int spare[EVIDENCE_SPARE]; /* made, not bound yet */
         size_t n_spare;
         size_t asked; /* of the maker, not come yet */
@@ -277,10 +279,13 @@ static void arm(EvidenceSet *s);
  * thousand of them would hold 32 MiB of rings for nothing; its watches wait for the child. */
 static void refill(EvidenceSet *s) {
         PacketMaker *maker = s->sockets ? s->sockets->maker : NULL;
-        size_t want = (s->refill_off || s->netns_fd >= 0 ? 0 : EVIDENCE_SPARE) + s->n_waiting;
+        size_t want = (s->refill_off || s->netns_socket >= 0 ? 0 : EVIDENCE_SPARE) + s->n_waiting;
 
         while (maker && s->n_spare + s->asked < want) {
-                int r = packet_maker_ask(maker, s->netns_fd, on_made, s);
+                /* the namespace, named by a socket of it for this request alone (the maker is sent
+                 * its own copy) */
+                _cleanup_(closep) int ns = s->netns_socket >= 0 ? ioctl(s->netns_socket, SIOCGSKNS) : -1;
+                int r = s->netns_socket >= 0 && ns < 0 ? -errno : packet_maker_ask(maker, ns, on_made, s);
                 if (r < 0) {
                         if (!s->logged_maker)
                                 log_warning_errno(r, "evidence: the process that makes packet sockets takes no "
@@ -337,7 +342,7 @@ static void on_made(int fd, void *userdata) {
         s->logged_maker = false;
         if (!ev) {
                 /* a spare, or asked for a watch that ended while it was made */
-                if (s->netns_fd < 0 && s->n_spare < EVIDENCE_SPARE)
+                if (s->netns_socket < 0 && s->n_spare < EVIDENCE_SPARE)
                         s->spare[s->n_spare++] = fd;
                 else
                         close_socket(s, fd);
@@ -470,13 +475,13 @@ pid_t evidence_sockets_closer_pid(const EvidenceSockets *k) {
 }
 
 int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
-                     EvidenceSockets *sockets, int netns_fd, EvidenceSet **ret) {
+                     EvidenceSockets *sockets, int netns_socket, EvidenceSet **ret) {
         EvidenceSet *s = calloc(1, sizeof(*s));
 
         if (!s)
                 return -ENOMEM;
         *s = (EvidenceSet){.base = base, .writer = writer, .events = events, .clock = clock, .sockets = sockets,
-                           .netns_fd = netns_fd};
+                           .netns_socket = netns_socket};
         TAILQ_INIT(&s->watched);
         TAILQ_INIT(&s->waiting);
         s->timer = evtimer_new(base, on_timer, s);

@@ -144,10 +144,11 @@ pid_t evidence_sockets_closer_pid(const EvidenceSockets *k);
 typedef struct EvidenceSet EvidenceSet;
 
 /* `events` gets EVENT_EVIDENCE at the end of each window. The sockets are made in the namespace
- * of `netns_fd` (-1: the daemon's own; it is not taken, and must stay open while the set lives).
+ * of the socket `netns_socket` (-1: the daemon's own; it is not taken, and must stay open while
+ * the set lives), named by SIOCGSKNS for each request: no descriptor of the namespace is kept.
  * Without `sockets`, nothing is ever watched (-EOPNOTSUPP). */
 int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
-                     EvidenceSockets *sockets, int netns_fd, EvidenceSet **ret);
+                     EvidenceSockets *sockets, int netns_socket, EvidenceSet **ret);
 /* Stops every watch (the records stay with their devices). */
 void evidence_set_free(EvidenceSet *s);
 

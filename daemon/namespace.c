@@ -38,8 +38,6 @@ void netns_free(Netns *n) {
         for (size_t i = 0; i < ELEMENTSOF(n->snmp.fd); i++)
                 if (n->snmp.fd[i] >= 0)
                         close(n->snmp.fd[i]);
-        if (n->fd >= 0)
-                close(n->fd);
         free(n->state_dir);
         free(n->id.name);
         free(n);
@@ -175,7 +173,6 @@ int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret) 
         if (!n)
                 return -ENOMEM;
         n->snmp.fd[0] = n->snmp.fd[1] = n->snmp.fd[2] = -1;
-        n->fd = -1;
         n->own = cfg->fd < 0;
         n->id.dev = cfg->dev;
         n->id.ino = cfg->ino;
@@ -186,11 +183,6 @@ int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret) 
                                   &(OpenInside){base, cfg, n});
         if (r < 0)
                 return r;
-        if (!n->own) {
-                n->fd = fcntl(cfg->fd, F_DUPFD_CLOEXEC, 3); /* the caller keeps its own */
-                if (n->fd < 0)
-                        return -errno;
-        }
 
         netns_state_dir_name(n->id.ino, n->id.cookie, name);
         if (n->own ? !(n->state_dir = strdup(cfg->runtime_dir))
@@ -203,8 +195,10 @@ int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret) 
         ec.proc_net = n->own ? "/proc/net" : NULL;
         ec.snmp = n->own ? NULL : &n->snmp;
         ec.netns = n->own ? NULL : &n->id;
-        /* its evidence's packet sockets are made in it, where its ifindexes are its devices */
-        ec.netns_fd = n->own ? -1 : n->fd;
+        /* its evidence's packet sockets are made in it, where its ifindexes are its devices: in the
+         * namespace of its ioctl socket, which names it when one is asked for (no descriptor of
+         * the namespace itself is kept) */
+        ec.netns_socket = n->own ? -1 : netlink_ioctl_fd(n->nl);
         WriterTransport transport = {netlink_send_request, n->nl, netlink_stats_dump_request};
         r = engine_new(base, &ec, cfg->clock, netlink_ioctl_fd(n->nl), &transport, &apply_writer_ops,
                        &apply_probation_ops, &n->engine);

@@ -21,8 +21,6 @@ typedef struct NetnsSet NetnsSet;
 typedef struct Netns {
         NetnsId id; /* first: devices point to it (only those of namespaces not the daemon's own) */
         bool own;   /* the daemon's own: its devices carry no NetnsId, its SNMP files are /proc/net */
-        int fd;     /* another namespace itself (-1 for the daemon's own): its evidence's packet
-                     * sockets are made in it */
         Netlink *nl;
         Engine *engine;
         Sync *sync;

@@ -23,10 +23,10 @@
 /* The most namespaces managed at once; more are logged once and left alone. */
 #define NETNS_MAX 8192u
 /* The descriptors one namespace holds while it is managed: its three rtnetlink sockets (events,
- * writes, statistics; the ioctls go through the events one), its three SNMP files, its state
- * directory and the namespace itself (its evidence's packet sockets are made in it; a watched
- * device's socket is one more, of at most EVIDENCE_WATCHED_MAX). */
-#define NETNS_FDS 8u
+ * writes, statistics; the ioctls go through the events one, which also names the namespace when
+ * its evidence asks for a packet socket there), its three SNMP files and its state directory (a
+ * watched device's socket is one more, of at most EVIDENCE_WATCHED_MAX). */
+#define NETNS_FDS 7u
 
 
 typedef struct NetnsConfig {

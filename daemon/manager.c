@@ -135,6 +135,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (r < 0)
                 return log_error_errno(r, "Failed to open rtnetlink sockets: %m");
         NetnsConfig nc = {
+                .engine = own.engine,
+                .clock = own.clock,
                 .dirs = cfg->netns_dirs,
                 .n_dirs = cfg->n_netns_dirs,
                 .runtime_dir = cfg->runtime_dir,

@@ -51,7 +51,6 @@ typedef struct StateDirName {
 struct NetnsSet {
         struct event_base *base;
         Netns *own;
-        Engine *host; /* own's: the configuration and clock every namespace's engine shares */
         PolicySet *policy; /* what every namespace runs (the reloader's, a reference) */
         bool started;      /* netns_set_start(): the directories may be looked at */
         NetnsConfig cfg;
@@ -81,7 +80,6 @@ struct NetnsSet {
         Netns **releasing; /* let go, giving back what bigtcpd wrote */
         size_t n_releasing;
         struct event *reap_event; /* frees the released ones, outside their engines' events */
-        Sync *host_sync;
         StateDirName *leftover; /* state directories of an earlier run, not taken yet */
         size_t n_leftover;
         bool read_leftover;
@@ -457,6 +455,24 @@ static void on_netns_event(const Event *ev, void *userdata) {
         }
 }
 
+/* One of the set's, bigtcpd's own as every other: its device events are the daemon's, its devices
+ * may move to and from the others. */
+static int join(NetnsSet *s, Netns *n) {
+        n->set = s;
+        sync_set_move_ops(n->sync, &move_ops, s);
+        n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, n);
+        return n->forward_watch == 0 ? -ENOMEM : 0;
+}
+
+/* … and no more (bigtcpd's own, which outlives the set). */
+static void leave(Netns *n) {
+        sync_set_move_ops(n->sync, NULL, NULL);
+        if (n->forward_watch)
+                event_watch_remove(&n->engine->events, n->forward_watch);
+        n->forward_watch = 0;
+        n->set = NULL;
+}
+
 static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **ret) {
         _cleanup_(netns_freep) Netns *n = NULL;
         _cleanup_(closep) int fd = -1;
@@ -478,8 +494,8 @@ static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, N
                 .dev = s->nsfs_dev,
                 .ino = ino,
                 .runtime_dir = s->cfg.runtime_dir,
-                .engine = s->host->cfg,
-                .clock = s->host->clock,
+                .engine = s->cfg.engine,
+                .clock = s->cfg.clock,
                 .netlink_rcvbuf = s->cfg.netlink_rcvbuf,
                 .verify_interval_usec = s->cfg.verify_interval_usec,
         };
@@ -491,11 +507,9 @@ static int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, N
                 return log_error_errno(r, "netns %s: failed to set up its state directory: %m", name);
 
         netns_run_policy(n, s->policy, false);
-        sync_set_move_ops(n->sync, &move_ops, s);
-        n->set = s;
-        n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, n);
-        if (n->forward_watch == 0)
-                return -ENOMEM;
+        r = join(s, n);
+        if (r < 0)
+                return r;
 
         r = state_store_open_dir(n->engine->state, NULL);
         if (r < 0)
@@ -719,7 +733,7 @@ Netns *netns_set_at(const NetnsSet *s, size_t i) {
 
 static void on_moving_timer(evutil_socket_t fd, short what, void *userdata) {
         NetnsSet *s = userdata;
-        uint64_t now = engine_now(s->host);
+        uint64_t now = clock_now(s->cfg.clock, CLOCK_MONOTONIC);
 
         for (size_t i = s->n_moving; i > 0; i--) {
                 Moving *m = &s->moving[i - 1];
@@ -746,7 +760,7 @@ static void on_leaving(void *userdata, Engine *from, Device *d, int nsid, int ne
         m = (Moving){.new_ifindex = new_ifindex, .original = d->original, .written = d->written,
                      .last_good = d->last_good, .has_last_good = d->has_last_good,
                      .proven = d->proven,
-                     .deadline_usec = engine_now(s->host) + MOVE_WAIT_USEC};
+                     .deadline_usec = clock_now(s->cfg.clock, CLOCK_MONOTONIC) + MOVE_WAIT_USEC};
         snprintf(m.mac, sizeof(m.mac), "%s", mac);
         m.from = strdup(engine_netns_name(from));
         m.ifname = strdup(d->ifname);
@@ -1363,14 +1377,13 @@ void netns_set_start(NetnsSet *s) {
 }
 
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret) {
-        Engine *host = own->engine;
         static const char *const defaults[] = NETNS_DIRS_DEFAULT;
         NetnsSet *s = calloc(1, sizeof(*s));
         struct stat st;
 
         if (!s)
                 return -ENOMEM;
-        *s = (NetnsSet){.base = base, .own = own, .host = host, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mountinfo_fd = -1,
+        *s = (NetnsSet){.base = base, .own = own, .cfg = *cfg, .host_fd = -1, .inotify_fd = -1, .mountinfo_fd = -1,
                          .mounts_fd = -1, .settle_owed = true /* the first: READY=1 */};
         s->n_dirs = cfg->dirs ? cfg->n_dirs : ELEMENTSOF(defaults);
         s->dirs = calloc(s->n_dirs + 1, sizeof(char *));
@@ -1406,15 +1419,11 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, N
                 netns_set_free(s);
                 return -ENOMEM;
         }
-        own->set = s;
-        own->forward_watch = event_watch_add(&host->events, on_netns_event, own);
         s->reloading_watch = event_watch_add(&s->events, on_reloading, s);
-        if (own->forward_watch == 0 || s->reloading_watch == 0) {
+        if (join(s, own) < 0 || s->reloading_watch == 0) {
                 netns_set_free(s);
                 return -ENOMEM;
         }
-        s->host_sync = own->sync;
-        sync_set_move_ops(own->sync, &move_ops, s);
         *ret = s;
         return 0;
 }
@@ -1422,14 +1431,8 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, N
 void netns_set_free(NetnsSet *s) {
         if (!s)
                 return;
-        if (s->host_sync)
-                sync_set_move_ops(s->host_sync, NULL, NULL);
-        if (s->own && s->own->set == s) {
-                if (s->own->forward_watch)
-                        event_watch_remove(&s->host->events, s->own->forward_watch);
-                s->own->forward_watch = 0;
-                s->own->set = NULL;
-        }
+        if (s->own && s->own->set == s)
+                leave(s->own);
         if (s->problems_event)
                 event_free(s->problems_event);
         s->problems_event = NULL; /* nothing is announced any more */

@@ -30,6 +30,10 @@
 
 
 typedef struct NetnsConfig {
+        /* What every namespace's engine shares with bigtcpd's own (the host as policies see it,
+         * the packet sockets' helpers; namespace.c fills in each one's paths), and their clock */
+        EngineConfig engine;
+        const Clock *clock;
         char *const *dirs; /* NULL: NETNS_DIRS_DEFAULT */
         size_t n_dirs;
         const char *runtime_dir; /* namespaces' state in <runtime_dir>/netns/<inode> */
@@ -60,9 +64,8 @@ typedef struct NetnsProblem {
 
 const char *netns_problem_kind_to_string(NetnsProblemKind k);
 
-/* `own` is the daemon's own namespace, the set's first entry: its engine's configuration
- * (hostname, kernel, machine id) and clock are the others' too. Devices that move between any two
- * namespaces of the set keep their records. */
+/* `own` is the daemon's own namespace, the set's first entry (made by the caller, which frees it
+ * after the set). Devices that move between any two namespaces of the set keep their records. */
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret);
 void netns_set_free(NetnsSet *s);
 

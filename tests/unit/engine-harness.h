@@ -27,6 +27,7 @@
 #include "link-message.h"
 #include "linux-compat.h"
 #include "reload.h"
+#include "try.h"
 #include "sync.h"
 #include "test-helpers.h"
 
@@ -624,6 +625,16 @@ static inline void h_policy_unchanged(void *userdata) {
 }
 
 static const ReloaderOps h_reloader_ops = {.run = h_run_policy, .unchanged = h_policy_unchanged};
+
+/* The policy file `config` loaded by a reloader, as at start, whose policy the engine runs from
+ * now on, and a try beside it (its record in the runtime directory). */
+static inline void h_reloader_new(Harness *h, const char *config, Reloader **ret_r, PolicyTry **ret_t) {
+        assert_int_equal(reloader_new(h->base, &(ReloadConfig){.config_path = config, .root = "", .host = H_HOST},
+                                      &h->e->events, &h_reloader_ops, h, ret_r),
+                         0);
+        assert_int_equal(reloader_load(*ret_r), 0);
+        assert_int_equal(policy_try_new(h->base, &h->clock, &h->e->events, *ret_r, h->runtime_dir, ret_t), 0);
+}
 
 /* ---- set up, start, tear down ---- */
 

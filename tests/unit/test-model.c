@@ -305,14 +305,7 @@ static void settle(Sut *s) {
 static void sut_attach(Sut *s, unsigned configured) {
         snprintf(s->config, sizeof(s->config), "%s/bigtcpd.yaml", s->h->runtime_dir);
         h_write_file(s->h->runtime_dir, "bigtcpd.yaml", policy_text[configured]);
-        assert_int_equal(reloader_new(s->h->base,
-                                      &(ReloadConfig){.config_path = s->config, .root = "", .host = H_HOST},
-                                      &s->h->e->events, &h_reloader_ops, s->h, &s->reloader),
-                         0);
-        assert_int_equal(reloader_load(s->reloader), 0); /* the configured file, as at start */
-        assert_int_equal(policy_try_new(s->h->base, &s->h->clock, &s->h->e->events, s->reloader,
-                                        s->h->runtime_dir, &s->t),
-                         0);
+        h_reloader_new(s->h, s->config, &s->reloader, &s->t);
 }
 
 static void sut_detach(Sut *s) {

@@ -68,14 +68,7 @@ static TryHarness *th_new(void) {
         snprintf(x->config, sizeof(x->config), "%s/bigtcpd.yaml", x->h->runtime_dir);
         snprintf(x->record, sizeof(x->record), "%s/" TRY_RECORD_FILE, x->h->runtime_dir);
         h_write_file(x->h->runtime_dir, "bigtcpd.yaml", CONFIGURED);
-        assert_int_equal(reloader_new(x->h->base,
-                                      &(ReloadConfig){.config_path = x->config, .root = "", .host = H_HOST},
-                                      &x->h->e->events, &h_reloader_ops, x->h, &x->reloader),
-                         0);
-        assert_int_equal(reloader_load(x->reloader), 0); /* the configured file, as at start */
-        assert_int_equal(policy_try_new(x->h->base, &x->h->clock, &x->h->e->events, x->reloader,
-                                        x->h->runtime_dir, &x->t),
-                         0);
+        h_reloader_new(x->h, x->config, &x->reloader, &x->t);
         h_link_add(x->h, 2, "eth0");
         h_start(x->h);
         h_answer_all(x->h);

@@ -1035,7 +1035,7 @@ static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, b
                 }
                 for (size_t k = 0; k < pn; k++)
                         json_object_array_add(a, plan_device(pl[k], apply_match_in(set, pl[k], name, -1),
-                                                             c->engine->ipv4_supported));
+                                                             home(c)->ipv4_supported));
         }
         if (!o || !a || !unplanned) {
                 json_object_put(o);
@@ -1056,7 +1056,7 @@ static json_object *plan_wanted(Control *c, const PolicySet *set) {
         json_object *a = NULL;
 
         if (!set)
-                set = c->engine->policy;
+                set = control_policy(c);
         for (size_t i = 0; i < netns_set_visible_count(c->netns); i++) {
                 const char *name = netns_set_visible(c->netns, i);
                 if (!plan_takes_unentered(c, set, name))
@@ -1118,7 +1118,7 @@ static int job_run(int fd, void *userdata) {
         if (wanted) {
                 json_object_object_add(head, "netns_wanted", TAKE_PTR(wanted));
                 json_object_object_add(head, "netns_routes",
-                                       json_object_new_boolean(policy_set_uses_routes(own ?: c->engine->policy)));
+                                       json_object_new_boolean(policy_set_uses_routes(own ?: control_policy(c))));
         }
         policy_errors_clear(&errs);
         policy_errors_clear(&warnings);
@@ -1268,7 +1268,7 @@ static int start_peek(ControlJob *j, json_object *wanted, bool routes) {
         for (size_t i = 0; i < n; i++)
                 names[i] = (char *) json_object_get_string(json_object_array_get_idx(wanted, i));
         j->job = NULL; /* it is over */
-        return netns_peek_new(j->control->engine->base, j->control->netns, names, n, routes, on_peek_done, j,
+        return netns_peek_new(home(j->control)->base, j->control->netns, names, n, routes, on_peek_done, j,
                               &j->peek);
 }
 

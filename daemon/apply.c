@@ -269,8 +269,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                 /* Reconciled again when its ack comes. A device that left its policy meanwhile
                  * stops at once what bigtcpd was doing with it; the write itself lands. */
                 if (write_cause_is_policy(d->write.cause) && !streq_ptr(p ? p->name : NULL, d->policy_name)) {
-                        d->write.on->orphaned = true;
-                        (void) lifecycle_stop(e, d);
+                        lifecycle_write_orphaned(e, d);
                         note_match(e, d, p);
                 }
                 return;
@@ -346,9 +345,27 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         lifecycle_queue_write(e, d, cause, &want.sizes, want.owned);
 }
 
+static void watch_state_recovery(Engine *e);
+
 void apply_flush(Engine *e) {
+        WriteFlush f;
+
         advance_rollouts(e);
-        writer_flush(e->writer);
+        lifecycle_flush(e, &f);
+        if (f.unrecorded)
+                watch_state_recovery(e);
+        /* The policy may want something else by now (a write that could not be sent failed). */
+        for (size_t i = 0; i < f.n_reconsider; i++)
+                apply_reconcile(e, f.reconsider[i], REASON_LINK);
+        if (f.n_reconsider > 0) {
+                /* what they queued goes now (nothing of it is at its target already, and a failed
+                 * device is not written again until something changes: one more round at most) */
+                lifecycle_flush(e, &f);
+                if (f.unrecorded)
+                        watch_state_recovery(e);
+                for (size_t i = 0; i < f.n_reconsider; i++)
+                        apply_reconcile(e, f.reconsider[i], REASON_LINK);
+        }
         engine_check_settled(e);
 }
 
@@ -409,26 +426,6 @@ int apply_retry(Engine *e, Device *d) {
         return 0;
 }
 
-/* ---- the kernel's answers (WriterOps) ---- */
-
-static void log_write(const Engine *e, const Device *d) {
-        char buf[256];
-        bool rollback = d->write.cause == WRITE_CAUSE_ROLLBACK, restore = d->write.cause == WRITE_CAUSE_RESTORE;
-        const char *what = rollback ? "rolling back:" : restore ? "restoring original sizes:" : "writing";
-
-        /* a rollback's write: its decision said it in one line already (apply_rollback()) */
-        log_dev_fields_errno(d, rollback ? LOG_DEBUG : LOG_INFO, 0,
-                             LOG_DEV_FIELDS(d, .message_id = rollback  ? NULL
-                                                             : restore ? LOG_ID_RESTORE
-                                                                       : LOG_ID_WRITE,
-                                            .cause = write_cause_to_string(d->write.cause), .from = &d->current,
-                                            .to = &d->write.on->target, .ipv4 = e->ipv4_supported),
-                             "%s %s (%s)", what,
-                             sizes_change_format(&d->current, &d->write.on->target, e->ipv4_supported, buf,
-                                                 sizeof(buf)),
-                             write_cause_to_string(d->write.cause));
-}
-
 /* ---- devices refused because their originals could not be recorded ---- */
 
 static void on_state_retry(evutil_socket_t fd, short what, void *userdata) {
@@ -436,17 +433,11 @@ static void on_state_retry(evutil_socket_t fd, short what, void *userdata) {
         unsigned n = 0;
         Device *d;
 
-        DEVICE_FOREACH(d, &e->devices, it) {
-                if (!d->state_refused)
-                        continue;
-                d->state_refused = false;
-                if (d->state != DEVICE_FAILED)
-                        continue; /* a reload or a retry got to it first */
-                if (d->history)
-                        d->history->failed_desired = (Sizes){};
-                apply_reconcile(e, d, REASON_SYNC);
-                n++;
-        }
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (lifecycle_state_recovered(e, d)) {
+                        apply_reconcile(e, d, REASON_SYNC);
+                        n++;
+                }
         if (n > 0)
                 log_info("the state file is written again: trying again the %u devices whose original sizes could "
                          "not be recorded", n);
@@ -461,187 +452,21 @@ static void on_state_recovered(void *userdata) {
                 event_active(e->state_retry_event, EV_TIMEOUT, 0);
 }
 
-static void state_refused(Engine *e, Device *d) {
-        d->state_refused = true;
-        if (!e->state_retry_event) {
-                e->state_retry_event = event_new(e->base, -1, 0, on_state_retry, e);
-                state_store_on_recovered(e->state, on_state_recovered, e);
-        }
-}
-
-/* Does the write need its device's entry on disk before it is sent? One of the policy's sizes
- * does, whenever the entry on disk may not say all that a restart needs to give everything back:
- * originals not recorded yet, sizes the write takes that bigtcpd did not own (the entry saved
- * before the write owns them already: written_or_writing() in state.c), a new last-good and
- * new baselines (a new window). A put-back of sizes owned already needs nothing new. A write
- * that takes sizes back (a restore, a rollback) never does: what it writes is in the entry that
- * made bigtcpd own them. */
-static bool needs_record(const Device *d) {
-        if (!write_cause_is_policy(d->write.cause))
-                return false;
-        return d->original_unsaved || d->write.cause != WRITE_CAUSE_PUT_BACK || (d->write.owned & ~d->written) != 0;
-}
-
-static void on_prepare(void *userdata, Device *const *batch, size_t n) {
-        Engine *e = userdata;
-        SnmpSnapshot snap = {};
-        bool read_snap = false, have_snap = false, save = false;
-        int r;
-
-        for (size_t i = 0; i < n; i++) {
-                Device *d = batch[i];
-                if (d->write.phase != WRITE_QUEUED)
-                        continue;
-                if (sizes_equal(&d->write.on->target, &d->current, e->ipv4_supported)) {
-                        /* got there meanwhile (someone else wrote it): nothing to send */
-                        writer_unqueue(e->writer, d);
-                        apply_reconcile(e, d, REASON_LINK);
-                        continue;
-                }
-                /* a rollback is on disk before its write: a kill right after must not undo it */
-                if (needs_record(d) || d->write.cause == WRITE_CAUSE_ROLLBACK) {
-                        state_store_mark(e->state, d);
-                        save = true;
-                }
-                d->write.epoch = e->dump_epoch;
-                log_write(e, d);
-                if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
-                        continue; /* takes sizes back, or puts back proven ones: no new window */
-
-                /* Where a rollback goes: the sizes before this change, if they are good. */
-                lifecycle_change_begins(e, d);
-                const Policy *p = engine_policy(e, d->policy_name);
-                if (p && p->rollback.n_guards > 0 && !read_snap) {
-                        /* one reading of the SNMP files serves every write of the batch */
-                        r = engine_snmp_read(e, &snap);
-                        if (r < 0)
-                                log_warning_errno(r, "Failed to read the SNMP counters: %m; SNMP guards inactive for these writes");
-                        read_snap = true;
-                        have_snap = r >= 0;
-                }
-                /* The link baselines: from the message or the statistics dump the write waited
-                 * for (writer_offer_baseline(), writer_stats_entry()). */
-                const DeviceWrite *o = d->write.on;
-                if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL,
-                                         o->baseline_size > 0 ? o->baseline : NULL, o->baseline_size) < 0)
-                        log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
-                else if (!p)
-                        probation_end(e->probation, d);
-                state_store_mark(e->state, d);
-        }
-        snmp_done(&snap);
-        if (!save)
+static void watch_state_recovery(Engine *e) {
+        if (e->state_retry_event)
                 return;
-
-        /* What a restart needs goes to disk before the write, or the device is not written: a
-         * daemon killed right after the write must still know its originals, every size it owns,
-         * its last-good sizes and its baselines. Only these: what else changed goes with the next
-         * save. A save that fails saved none of the batch's entries. */
-        r = state_store_save_devices(e->state, batch, n);
-        if (r >= 0) {
-                for (size_t i = 0; i < n; i++)
-                        batch[i]->original_unsaved = false;
-                return;
-        }
-        unsigned refused = 0, rollbacks = 0;
-        for (size_t i = 0; i < n; i++) {
-                Device *d = batch[i];
-                bool unsaved = d->original_unsaved;
-                if (d->write.phase != WRITE_QUEUED) {
-                        d->original_unsaved = false;
-                        continue;
-                }
-                if (d->write.cause == WRITE_CAUSE_ROLLBACK) {
-                        /* Not held back: sizes that trip a guard must go. A kill before the entry
-                         * is saved loses the hold, not the originals (the entry owns the sizes). */
-                        rollbacks++;
-                        continue;
-                }
-                if (!needs_record(d))
-                        continue;
-                if (unsaved)
-                        log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
-                else
-                        log_dev_error_errno(d, r, "not writing: what a restart needs to give its sizes back cannot "
-                                                  "be recorded: %m");
-                /* its last-good sizes and its window go back to what they were (they are the write's) */
-                lifecycle_write_refused(e, d, r, unsaved ? "cannot record original sizes" : "cannot record its state");
-                writer_unqueue(e->writer, d);
-                if (unsaved) {
-                        d->original_unsaved = false;
-                        d->has_original = false;
-                        d->has_last_good = false;
-                        d->proven.n = 0;
-                        d->written = 0;
-                }
-                state_refused(e, d);
-                refused++;
-        }
-        if (refused > 0)
-                log_error_errno(r, "Failed to write the state file in %s: %m; %u devices are not written until it "
-                                   "can be written again",
-                                state_store_dir(e->state), refused);
-        if (rollbacks > 0)
-                log_error_errno(r, "Failed to write the state file in %s: %m; rolling back %u devices anyway (a kill "
-                                   "before it is written again loses their hold)",
-                                state_store_dir(e->state), rollbacks);
+        e->state_retry_event = event_new(e->base, -1, 0, on_state_retry, e);
+        state_store_on_recovered(e->state, on_state_recovered, e);
 }
+
+/* ---- the kernel's answers (WriterOps) ---- */
 
 static void on_write_done(void *userdata, Device *d, int error, const char *extack, bool lost) {
         Engine *e = userdata;
-        char buf[256];
-        int r;
 
-        if (lost) {
-                lifecycle_write_lost(e, d);
-                return;
-        }
-        event_emit(&e->events, &(Event){.type = EVENT_WRITE, .device = d, .cause = d->write.cause,
-                                        .from = &d->write.on->before, .to = &d->write.on->target, .ipv4 = e->ipv4_supported,
-                                        .error = error, .extack = extack});
-        if (error < 0) {
-                log_dev_fields_errno(d, LOG_ERR, error,
-                                     LOG_DEV_FIELDS(d, .message_id = LOG_ID_WRITE_REFUSED,
-                                                    .cause = write_cause_to_string(d->write.cause),
-                                                    .from = &d->write.on->before, .to = &d->write.on->target,
-                                                    .ipv4 = e->ipv4_supported),
-                                     "write (%s) refused: %m%s%s%s", write_cause_to_string(d->write.cause),
-                                     extack ? " (" : "", extack ?: "", extack ? ")" : "");
-                lifecycle_write_refused(e, d, error, extack);
-        } else {
-                lifecycle_write_done(e, d);
-                switch (d->state) {
-                case DEVICE_PROBATION:
-                        log_dev_info(d, "in probation for %llus, %zu %s watching",
-                                     (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
-                                     d->probation->guards.n, PLURAL(d->probation->guards.n, "guard", "guards"));
-                        /* the window is also where the sizes prove themselves on packets */
-                        r = evidence_watch(e->evidence, d, d->probation->window_usec);
-                        if (r == -EOPNOTSUPP)
-                                ; /* counting is off (tests) */
-                        else if (r == -EUSERS)
-                                log_dev_debug(d, "not counting its packets above 64 KiB: %u devices are counted already",
-                                              EVIDENCE_WATCHED_MAX);
-                        else if (r < 0)
-                                log_dev_warning_errno(d, r, "cannot count its packets above 64 KiB: %m, ignoring");
-                        break;
-                case DEVICE_ROLLED_BACK:
-                        /* the rollback's one line came with its decision */
-                        log_dev_debug(d, "rolled back to %s", sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
-                        break;
-                case DEVICE_UNMANAGED:
-                        log_dev_info(d, "original sizes restored (%s)",
-                                     sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
-                        break;
-                case DEVICE_PENDING:
-                case DEVICE_APPLIED:
-                case DEVICE_FAILED:
-                case DEVICE_UNSUPPORTED:
-                case _DEVICE_STATE_MAX:
-                case _DEVICE_STATE_INVALID:
-                        break;
-                }
-        }
+        lifecycle_write_answered(e, d, error, extack, lost);
+        if (lost)
+                return; /* reconsidered once the kernel is read again */
         /* The policy may want something else by now; a device rolled back meanwhile goes back. */
         apply_reconcile(e, d, REASON_LINK);
         engine_check_settled(e);
@@ -660,7 +485,6 @@ static bool on_wants_baseline(void *userdata, const Device *d) {
 }
 
 const WriterOps apply_writer_ops = {
-        .prepare = on_prepare,
         .write_done = on_write_done,
         .wants_baseline = on_wants_baseline,
 };

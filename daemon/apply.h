@@ -37,7 +37,8 @@ bool apply_device_is_new(const Engine *e, const Device *d);
 
 /* Decide what the device should hold and take the step that gets it there. */
 void apply_reconcile(Engine *e, Device *d, ReconcileReason reason);
-/* Send what is queued; emit EVENT_SETTLED when that was all. */
+/* Send what is queued (lifecycle_flush()), reconsider what could not go; emit EVENT_SETTLED when that
+ * was all. */
 void apply_flush(Engine *e);
 
 /* Back to the sizes before bigtcpd's most recent change, held there; a rollback halts the rollout

@@ -150,23 +150,38 @@ typedef struct ProvenSizes {
 bool proven_sizes_contain(const ProvenSizes *p, const Sizes *s, bool ipv4);
 void proven_sizes_add(ProvenSizes *p, const Sizes *s, bool ipv4);
 
-/* A write on its way (writer.c): from writer_queue() until its ack has been handled. Only a
- * device being written needs one, so it is not part of every device. */
+/* A write's steps as one transaction (lifecycle.c, which says what each does). */
+typedef enum WriteStep {
+        WRITE_STEP_QUEUED, /* in the writer's queue: nothing of it is on disk or in effect yet */
+        WRITE_STEP_BEGUN,  /* what a restart needs is on disk; the rollback target and window are its */
+        WRITE_STEP_SENT,   /* in flight */
+        _WRITE_STEP_MAX,
+        _WRITE_STEP_INVALID = -EINVAL,
+} WriteStep;
+
+/* A write on its way: from writer_queue() until its ack has been handled. Only a device being
+ * written needs one, so it is not part of every device. Grouped by owner, as Device is. */
 typedef struct DeviceWrite {
+        /* ---- writer.c: the request ---- */
         Sizes target;    /* what the queued or sent write carries */
         Sizes before;    /* `current` when it was sent */
-        Sizes last_good; /* … what a refusal puts back when it moved last_good */
         uint32_t seq;    /* of the sent write */
         unsigned baseline_dump; /* the statistics dump it waits for (0: none asked yet) */
         TAILQ_ENTRY(Device) link; /* in the queue, or among those waiting for baselines */
-        bool orphaned;        /* the device left its policy while this write was in flight */
-        bool last_good_moved; /* it moved last_good; a refusal puts back: */
-        bool had_last_good;
         bool waiting; /* among those waiting for baselines (else in the queue) */
         /* the device's link counters (struct rtnl_link_stats64 as the kernel gave it, cut to the
          * size this build knows) from just before the write; 0 bytes: none */
         uint16_t baseline_size;
         unsigned char baseline[sizeof(struct rtnl_link_stats64)];
+
+        /* ---- lifecycle.c: the transaction ---- */
+        struct {
+                WriteStep step;
+                bool orphaned; /* the device left its policy while this write was in flight */
+                /* what a refusal undoes: the rollback target it moved (and what it was) */
+                bool last_good_moved, had_last_good;
+                Sizes last_good;
+        } txn;
 } DeviceWrite;
 
 /* The record of a write, made when the write is queued (NULL without memory) and dropped when it

@@ -77,6 +77,18 @@ static void record_originals(Device *d) {
         d->proven.n = 0;
 }
 
+static void refused(Engine *e, Device *d, int error, const char *extack, bool unrecorded);
+
+/* The transaction starts (again, when retargeted in the queue): nothing of it is in effect. */
+static int queue(Engine *e, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
+        int r = writer_queue(e->writer, d, cause, target, owned);
+        if (r < 0)
+                return r;
+        if (d->write.phase == WRITE_QUEUED)
+                d->write.on->txn = (typeof(d->write.on->txn)){.step = WRITE_STEP_QUEUED};
+        return 0;
+}
+
 void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
         if (write_cause_is_policy(cause)) {
                 record_originals(d);
@@ -85,10 +97,10 @@ void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *
         d->desired = *target;
         if (d->history)
                 d->history->corrections.throttled = false;
-        int r = writer_queue(e->writer, d, cause, target, owned);
+        int r = queue(e, d, cause, target, owned);
         if (r < 0) {
                 log_dev_error_errno(d, r, "cannot queue the write (%s): %m", write_cause_to_string(cause));
-                lifecycle_write_refused(e, d, r, NULL);
+                refused(e, d, r, NULL, false);
                 return;
         }
         enter(e, d, DEVICE_PENDING);
@@ -153,7 +165,256 @@ static void clear_error(Device *d) {
         device_history_trim(d);
 }
 
-void lifecycle_write_done(Engine *e, Device *d) {
+/* ---- the write as one transaction ----
+ *
+ *   queued ──begin──► begun ──sent──► sent ──done──► its sizes: window armed, packets counted
+ *     │                 │                  ├──refused──► undone: failed
+ *     │                 └───── refused ────┘ (what a restart needs could not be saved, or it
+ *     │                                      could not be sent)
+ *     └─ refused (no room for its record): undone: failed
+ *                                          └──lost──► read again, then reconsidered; nothing
+ *                                                     undone (it may have landed)
+ *
+ * begin: before the write, what a restart needs to give everything back is on disk (originals,
+ * every size it takes, its rollback target and baselines; a rollback itself); a change of the
+ * policy's sizes (not a put-back, nor a write that takes sizes back) moves the rollback target
+ * to the sizes the device has, if those are good, and sets up its probation window from the
+ * baselines taken just before it. What begin did, a refusal undoes, in undo() alone. */
+
+/* The sizes the device has now are good: they passed their window (or had none), or they are the
+ * originals, or they passed a window before (one that began again for them does not make them
+ * unproven: a try reverted and tried again, or a rollback retried, must not lose where a
+ * rollback goes). */
+static bool current_is_good(const Engine *e, const Device *d) {
+        return !d->probation || sizes_equal(&d->current, &d->original, e->ipv4_supported) ||
+               proven_sizes_contain(&d->proven, &d->current, e->ipv4_supported);
+}
+
+/* The rollback target moves to the sizes d has now, if those are good (undo() puts it back). */
+static void move_rollback_target(Engine *e, Device *d) {
+        DeviceWrite *o = d->write.on;
+
+        if (!current_is_good(e, d) || (d->has_last_good && sizes_equal(&d->current, &d->last_good, e->ipv4_supported)))
+                return; /* the last good sizes stay where a rollback goes */
+        o->txn.last_good_moved = true;
+        o->txn.had_last_good = d->has_last_good;
+        o->txn.last_good = d->last_good;
+        d->last_good = d->current;
+        d->has_last_good = true;
+}
+
+/* Everything the write's transaction did goes back: no window for a write that did not happen, no
+ * rollout slot, the rollback target where it was; and originals that never reached the disk
+ * (`unrecorded`) are not kept: bigtcpd did not write the device. */
+static void undo(Engine *e, Device *d, bool unrecorded) {
+        DeviceWrite *o = d->write.on; /* NULL: no room for its record */
+
+        if (write_cause_is_policy(d->write.cause)) {
+                probation_end(e->probation, d);
+                (void) rollout_leave(d);
+        }
+        if (o && o->txn.last_good_moved) {
+                d->has_last_good = o->txn.had_last_good;
+                d->last_good = o->txn.last_good;
+                o->txn.last_good_moved = false;
+                state_store_mark(e->state, d);
+        }
+        if (unrecorded && d->original_unsaved) {
+                d->original_unsaved = false;
+                d->has_original = false;
+                d->has_last_good = false;
+                d->proven.n = 0;
+                d->written = 0;
+                state_store_mark(e->state, d); /* nothing of it on disk: a "forget" line */
+        }
+}
+
+static void refused(Engine *e, Device *d, int error, const char *extack, bool unrecorded) {
+        e->counters.write_failures++;
+        const DeviceWrite *o = d->write.on;
+        DeviceHistory *h = device_history(d);
+        if (h) {
+                free(h->last_error);
+                h->last_errno = error;
+                h->last_error = extack ? strdup(extack) : NULL;
+                h->failed_desired = o ? o->target : d->desired;
+        } else
+                log_dev_warning(d, "no memory to keep why its write was refused");
+        undo(e, d, unrecorded);
+        enter(e, d, DEVICE_FAILED);
+}
+
+static void reconsider_later(Engine *e, Device *d) {
+        d->need_reconcile = true;
+        e->reconcile_pending = true;
+}
+
+static void log_write(const Engine *e, const Device *d) {
+        char buf[256];
+        bool rollback = d->write.cause == WRITE_CAUSE_ROLLBACK, restore = d->write.cause == WRITE_CAUSE_RESTORE;
+        const char *what = rollback ? "rolling back:" : restore ? "restoring original sizes:" : "writing";
+
+        /* a rollback's write: its decision said it in one line already (apply_rollback()) */
+        log_dev_fields_errno(d, rollback ? LOG_DEBUG : LOG_INFO, 0,
+                             LOG_DEV_FIELDS(d, .message_id = rollback  ? NULL
+                                                             : restore ? LOG_ID_RESTORE
+                                                                       : LOG_ID_WRITE,
+                                            .cause = write_cause_to_string(d->write.cause), .from = &d->current,
+                                            .to = &d->write.on->target, .ipv4 = e->ipv4_supported),
+                             "%s %s (%s)", what,
+                             sizes_change_format(&d->current, &d->write.on->target, e->ipv4_supported, buf,
+                                                 sizeof(buf)),
+                             write_cause_to_string(d->write.cause));
+}
+
+/* Does the write need its device's entry on disk before it is sent? One of the policy's sizes
+ * does, whenever the entry on disk may not say all that a restart needs to give everything back:
+ * originals not recorded yet, sizes the write takes that bigtcpd did not own (the entry saved
+ * before the write owns them already: written_or_writing() in state.c), a new last-good and
+ * new baselines (a new window). A put-back of sizes owned already needs nothing new. A write
+ * that takes sizes back (a restore, a rollback) never does: what it writes is in the entry that
+ * made bigtcpd own them. */
+static bool needs_record(const Device *d) {
+        if (!write_cause_is_policy(d->write.cause))
+                return false;
+        return d->original_unsaved || d->write.cause != WRITE_CAUSE_PUT_BACK || (d->write.owned & ~d->written) != 0;
+}
+
+/* The batch's writes that can go begin; those that must not go are taken out of it. */
+static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
+        SnmpSnapshot snap = {};
+        bool read_snap = false, have_snap = false, save = false;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                Device *d = batch[i];
+                if (d->write.phase != WRITE_QUEUED)
+                        continue;
+                if (sizes_equal(&d->write.on->target, &d->current, e->ipv4_supported)) {
+                        /* got there meanwhile (someone else wrote it): nothing to send */
+                        writer_unqueue(e->writer, d);
+                        ret->reconsider[ret->n_reconsider++] = d;
+                        continue;
+                }
+                /* a rollback is on disk before its write: a kill right after must not undo it */
+                if (needs_record(d) || d->write.cause == WRITE_CAUSE_ROLLBACK) {
+                        state_store_mark(e->state, d);
+                        save = true;
+                }
+                d->write.epoch = e->dump_epoch;
+                d->write.on->txn.step = WRITE_STEP_BEGUN;
+                log_write(e, d);
+                if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
+                        continue; /* takes sizes back, or puts back proven ones: no new window */
+
+                move_rollback_target(e, d);
+                const Policy *p = engine_policy(e, d->policy_name);
+                if (p && p->rollback.n_guards > 0 && !read_snap) {
+                        /* one reading of the SNMP files serves every write of the batch */
+                        r = engine_snmp_read(e, &snap);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to read the SNMP counters: %m; SNMP guards inactive for these writes");
+                        read_snap = true;
+                        have_snap = r >= 0;
+                }
+                /* The link baselines: from the message or the statistics dump the write waited
+                 * for (writer_offer_baseline(), writer_stats_entry()). */
+                const DeviceWrite *o = d->write.on;
+                if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL,
+                                         o->baseline_size > 0 ? o->baseline : NULL, o->baseline_size) < 0)
+                        log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
+                else if (!p)
+                        probation_end(e->probation, d);
+                state_store_mark(e->state, d);
+        }
+        snmp_done(&snap);
+        if (!save)
+                return;
+
+        /* What a restart needs goes to disk before the write, or the device is not written: a
+         * daemon killed right after the write must still know its originals, every size it owns,
+         * its last-good sizes and its baselines. Only these: what else changed goes with the next
+         * save. A save that fails saved none of the batch's entries. */
+        r = state_store_save_devices(e->state, batch, n);
+        if (r >= 0) {
+                for (size_t i = 0; i < n; i++)
+                        batch[i]->original_unsaved = false;
+                return;
+        }
+        unsigned n_refused = 0, rollbacks = 0;
+        for (size_t i = 0; i < n; i++) {
+                Device *d = batch[i];
+                bool unsaved = d->original_unsaved;
+                if (d->write.phase != WRITE_QUEUED) {
+                        d->original_unsaved = false;
+                        continue;
+                }
+                if (d->write.cause == WRITE_CAUSE_ROLLBACK) {
+                        /* Not held back: sizes that trip a guard must go. A kill before the entry
+                         * is saved loses the hold, not the originals (the entry owns the sizes). */
+                        rollbacks++;
+                        continue;
+                }
+                if (!needs_record(d))
+                        continue;
+                if (unsaved)
+                        log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
+                else
+                        log_dev_error_errno(d, r, "not writing: what a restart needs to give its sizes back cannot "
+                                                  "be recorded: %m");
+                refused(e, d, r, unsaved ? "cannot record original sizes" : "cannot record its state", true);
+                writer_unqueue(e->writer, d);
+                /* tried again once the state file can be written: lifecycle_state_recovered() */
+                d->state_refused = true;
+                ret->unrecorded = true;
+                n_refused++;
+        }
+        if (n_refused > 0)
+                log_error_errno(r, "Failed to write the state file in %s: %m; %u devices are not written until it "
+                                   "can be written again",
+                                state_store_dir(e->state), n_refused);
+        if (rollbacks > 0)
+                log_error_errno(r, "Failed to write the state file in %s: %m; rolling back %u devices anyway (a kill "
+                                   "before it is written again loses their hold)",
+                                state_store_dir(e->state), rollbacks);
+}
+
+static void answered(Engine *e, Device *d, int error, const char *extack);
+
+void lifecycle_flush(Engine *e, WriteFlush *ret) {
+        Device *batch[WRITER_INFLIGHT_MAX];
+        size_t n;
+
+        ret->n_reconsider = 0;
+        ret->unrecorded = false;
+        n = writer_ready(e->writer, batch);
+        if (n == 0)
+                return;
+        begin(e, batch, n, ret);
+        for (size_t i = 0; i < n; i++) {
+                Device *d = batch[i];
+                if (d->write.phase != WRITE_QUEUED)
+                        continue; /* taken out by begin() */
+                int r = writer_send(e->writer, d);
+                if (r == -EBUSY)
+                        break; /* (not while the batch fits the room writer_ready() found) */
+                if (r < 0) {
+                        /* refused without the kernel: an answer all the same */
+                        answered(e, d, r, NULL);
+                        if (d->write.phase == WRITE_IDLE)
+                                device_write_end(d);
+                        ret->reconsider[ret->n_reconsider++] = d;
+                        continue;
+                }
+                d->write.on->txn.step = WRITE_STEP_SENT;
+        }
+}
+
+/* The kernel took the write: its sizes are the device's, and what its cause calls for follows. */
+static void done(Engine *e, Device *d) {
+        char buf[256];
+        int r;
+
         e->counters.writes++;
         clear_error(d);
         /* The kernel sends no event for a size change: the ack is all it says. */
@@ -171,9 +432,12 @@ void lifecycle_write_done(Engine *e, Device *d) {
                 (void) lifecycle_stop(e, d);
                 drop_originals(e, d);
                 enter(e, d, DEVICE_UNMANAGED);
+                log_dev_info(d, "original sizes restored (%s)", sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
                 return;
         case WRITE_CAUSE_ROLLBACK:
                 enter(e, d, DEVICE_ROLLED_BACK);
+                /* the rollback's one line came with its decision */
+                log_dev_debug(d, "rolled back to %s", sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
                 return;
         case WRITE_CAUSE_NEW_DEVICE:
         case WRITE_CAUSE_POLICY:
@@ -181,16 +445,28 @@ void lifecycle_write_done(Engine *e, Device *d) {
         case WRITE_CAUSE_RETRY:
                 d->written = d->write.owned; /* the sizes it gave back are no longer bigtcpd's */
                 state_store_mark(e->state, d);
-                if (d->held || d->write.on->orphaned)
+                if (d->held || d->write.on->txn.orphaned)
                         return; /* rolled back, or out of its policy, while in flight: what follows */
-                if (d->probation) {
-                        enter(e, d, DEVICE_PROBATION);
-                        probation_arm(e->probation);
+                if (!d->probation) {
+                        if (d->rollout.phase == ROLLOUT_ACTIVE)
+                                (void) rollout_leave(d); /* no window to wait for */
+                        enter(e, d, DEVICE_APPLIED);
                         return;
                 }
-                if (d->rollout.phase == ROLLOUT_ACTIVE)
-                        (void) rollout_leave(d); /* no window to wait for */
-                enter(e, d, DEVICE_APPLIED);
+                enter(e, d, DEVICE_PROBATION);
+                probation_arm(e->probation);
+                log_dev_info(d, "in probation for %llus, %zu %s watching",
+                             (unsigned long long) (d->probation->window_usec / USEC_PER_SEC), d->probation->guards.n,
+                             PLURAL(d->probation->guards.n, "guard", "guards"));
+                /* the window is also where the sizes prove themselves on packets */
+                r = evidence_watch(e->evidence, d, d->probation->window_usec);
+                if (r == -EOPNOTSUPP)
+                        ; /* counting is off (tests) */
+                else if (r == -EUSERS)
+                        log_dev_debug(d, "not counting its packets above 64 KiB: %u devices are counted already",
+                                      EVIDENCE_WATCHED_MAX);
+                else if (r < 0)
+                        log_dev_warning_errno(d, r, "cannot count its packets above 64 KiB: %m, ignoring");
                 return;
         case _WRITE_CAUSE_MAX:
         case _WRITE_CAUSE_INVALID:
@@ -198,35 +474,44 @@ void lifecycle_write_done(Engine *e, Device *d) {
         }
 }
 
-void lifecycle_write_refused(Engine *e, Device *d, int error, const char *extack) {
-        e->counters.write_failures++;
-        const DeviceWrite *o = d->write.on; /* NULL: refused before it was sent (apply.c) */
-        DeviceHistory *h = device_history(d);
-        if (h) {
-                free(h->last_error);
-                h->last_errno = error;
-                h->last_error = extack ? strdup(extack) : NULL;
-                h->failed_desired = o ? o->target : d->desired;
-        } else
-                log_dev_warning(d, "no memory to keep why its write was refused");
-        if (write_cause_is_policy(d->write.cause)) {
-                /* no window for a write that did not happen, and no slot */
-                probation_end(e->probation, d);
-                (void) rollout_leave(d);
+static void answered(Engine *e, Device *d, int error, const char *extack) {
+        event_emit(&e->events, &(Event){.type = EVENT_WRITE, .device = d, .cause = d->write.cause,
+                                        .from = &d->write.on->before, .to = &d->write.on->target, .ipv4 = e->ipv4_supported,
+                                        .error = error, .extack = extack});
+        if (error >= 0) {
+                done(e, d);
+                return;
         }
-        if (o && o->last_good_moved) {
-                /* nothing changed: a rollback goes where it went before */
-                d->has_last_good = o->had_last_good;
-                d->last_good = o->last_good;
-                d->write.on->last_good_moved = false;
-                state_store_mark(e->state, d);
-        }
-        enter(e, d, DEVICE_FAILED);
+        log_dev_fields_errno(d, LOG_ERR, error,
+                             LOG_DEV_FIELDS(d, .message_id = LOG_ID_WRITE_REFUSED, .cause = write_cause_to_string(d->write.cause),
+                                            .from = &d->write.on->before, .to = &d->write.on->target,
+                                            .ipv4 = e->ipv4_supported),
+                             "write (%s) refused: %m%s%s%s", write_cause_to_string(d->write.cause), extack ? " (" : "",
+                             extack ?: "", extack ? ")" : "");
+        refused(e, d, error, extack, false);
 }
 
-void lifecycle_write_lost(Engine *e, Device *d) {
-        d->need_reconcile = true;
-        e->reconcile_pending = true;
+void lifecycle_write_answered(Engine *e, Device *d, int error, const char *extack, bool lost) {
+        if (lost)
+                reconsider_later(e, d); /* the kernel is read again first */
+        else
+                answered(e, d, error, extack);
+}
+
+void lifecycle_write_orphaned(Engine *e, Device *d) {
+        d->write.on->txn.orphaned = true;
+        (void) lifecycle_stop(e, d);
+}
+
+bool lifecycle_state_recovered(Engine *e, Device *d) {
+        if (!d->state_refused)
+                return false;
+        d->state_refused = false;
+        if (d->state != DEVICE_FAILED)
+                return false; /* a reload or a retry got to it first */
+        if (d->history)
+                d->history->failed_desired = (Sizes){};
+        return true;
 }
 
 void lifecycle_passed(Engine *e, Device *d) {
@@ -235,27 +520,6 @@ void lifecycle_passed(Engine *e, Device *d) {
         (void) rollout_leave(d);
         enter(e, d, DEVICE_APPLIED);
         state_store_mark(e->state, d);
-}
-
-/* The sizes the device has now are good: they passed their window (or had none), or they are the
- * originals, or they passed a window before (one that began again for them does not make them
- * unproven: a try reverted and tried again, or a rollback retried, must not lose where a
- * rollback goes). */
-static bool current_is_good(const Engine *e, const Device *d) {
-        return !d->probation || sizes_equal(&d->current, &d->original, e->ipv4_supported) ||
-               proven_sizes_contain(&d->proven, &d->current, e->ipv4_supported);
-}
-
-void lifecycle_change_begins(Engine *e, Device *d) {
-        DeviceWrite *o = d->write.on;
-
-        if (!current_is_good(e, d) || (d->has_last_good && sizes_equal(&d->current, &d->last_good, e->ipv4_supported)))
-                return; /* the last good sizes stay where a rollback goes */
-        o->last_good_moved = true;
-        o->had_last_good = d->has_last_good;
-        o->last_good = d->last_good;
-        d->last_good = d->current;
-        d->has_last_good = true;
 }
 
 void lifecycle_rollback_target(const Engine *e, const Device *d, Sizes *ret) {
@@ -327,11 +591,11 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
                 enter(e, d, DEVICE_ROLLED_BACK);
                 return 0;
         }
-        k = writer_queue(e->writer, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
+        k = queue(e, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
         if (k < 0) {
                 /* it must not stay where it is: tried again at the next reconcile */
                 log_dev_error_errno(d, k, "cannot queue the rollback: %m; trying again");
-                lifecycle_write_lost(e, d);
+                reconsider_later(e, d);
         }
         enter(e, d, DEVICE_PENDING);
         return 0;

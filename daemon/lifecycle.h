@@ -41,12 +41,35 @@ void lifecycle_forget_originals(Engine *e, Device *d);
 /* → unsupported. */
 void lifecycle_unsupported(Engine *e, Device *d);
 
-/* The kernel answered d's write (d->write says what it carried): → probation, applied,
- * rolled-back or unmanaged (a restore), as its cause says; → failed when refused. */
-void lifecycle_write_done(Engine *e, Device *d);
-void lifecycle_write_refused(Engine *e, Device *d, int error, const char *extack);
-/* The write's ack was lost: the kernel is read again before d is reconsidered. */
-void lifecycle_write_lost(Engine *e, Device *d);
+/* ---- the write as one transaction (lifecycle.c has its steps) ----
+ * lifecycle_queue_write() (and a rollback) queue it; lifecycle_flush() begins the writes that can
+ * go and sends them; lifecycle_write_answered() ends each one. */
+
+/* What a flush leaves to the decisions. */
+typedef struct WriteFlush {
+        /* got to their targets meanwhile (not written), or could not be sent (failed) */
+        Device *reconsider[WRITER_INFLIGHT_MAX];
+        size_t n_reconsider;
+        /* some were refused because the state file cannot be written: tried again once it is
+         * (lifecycle_state_recovered()) */
+        bool unrecorded;
+} WriteFlush;
+
+/* Begin the queued writes that can go now — what a restart needs on disk first, the rollback
+ * target, the probation window — and send them; a write whose begin cannot be saved is refused
+ * and undone (d → failed). */
+void lifecycle_flush(Engine *e, WriteFlush *ret);
+/* The kernel answered d's write (d->write says what it carried): done → probation (its window
+ * armed, its packets counted), applied, rolled-back or unmanaged (a restore), as its cause says;
+ * refused → failed, what began undone. `lost`: the kernel is read again and d reconsidered then,
+ * nothing undone (it may have landed). */
+void lifecycle_write_answered(Engine *e, Device *d, int error, const char *extack, bool lost);
+/* d left its policy while its write is in flight: what bigtcpd was doing with it stops now; the
+ * write lands, and is then no step of the policy's. */
+void lifecycle_write_orphaned(Engine *e, Device *d);
+/* The state file is written again: true when d was refused because its record could not be
+ * saved and may be tried now (its refusal forgotten). */
+bool lifecycle_state_recovered(Engine *e, Device *d);
 
 /* → applied: the window passed with no guard tripping. */
 void lifecycle_passed(Engine *e, Device *d);
@@ -74,9 +97,5 @@ void lifecycle_resume(Engine *e, Device *d, StateEntry *entry);
  * (NULL: none) and those that passed their windows. */
 void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned written, const Sizes *last_good,
                      const ProvenSizes *proven);
-/* A policy write of d is about to be sent: where a rollback goes moves to the sizes it has now,
- * if those are good (lifecycle_write_refused() puts it back). */
-void lifecycle_change_begins(Engine *e, Device *d);
-
 /* d went away: everything of it ends, EVENT_REMOVED, and it is freed. */
 void lifecycle_gone(Engine *e, Device *d);

@@ -91,8 +91,6 @@ int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, un
         d->write.cause = cause;
         d->write.owned = owned;
         o->target = *target;
-        o->orphaned = false;
-        o->last_good_moved = false;
         wait = o->baseline_size == 0 && w->ops->wants_baseline && w->ops->wants_baseline(w->userdata, d);
         if (d->write.phase == WRITE_IDLE) {
                 w->n_queued++;
@@ -346,44 +344,38 @@ void writer_cancel_device(Writer *w, Device *d) {
         }
 }
 
-void writer_flush(Writer *w) {
-        Device *batch[WRITER_INFLIGHT_MAX], *d;
+size_t writer_ready(Writer *w, Device *ret[static WRITER_INFLIGHT_MAX]) {
         size_t n = 0, room;
+        Device *d;
 
         ask_baselines(w);
         room = WRITER_INFLIGHT_MAX - w->count;
         TAILQ_FOREACH(d, &w->queue, write.on->link) {
                 if (n >= room)
                         break;
-                batch[n++] = d;
+                ret[n++] = d;
         }
-        if (n == 0)
-                return;
-        w->ops->prepare(w->userdata, batch, n);
+        return n;
+}
 
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
-                int r;
+int writer_send(Writer *w, Device *d) {
+        _cleanup_(nlmsg_freep) struct nl_msg *msg = NULL;
+        int r;
 
-                d = batch[i];
-                if (d->write.phase != WRITE_QUEUED)
-                        continue; /* taken back by prepare() */
-                if (w->count >= WRITER_INFLIGHT_MAX)
-                        break;
-                dequeue(w, d);
-                r = link_write_message(d->ifindex, &d->write.on->target, w->ipv4, &msg);
-                if (r >= 0)
-                        r = send_request(w, msg, REQUEST_WRITE, d, NULL, NULL, NULL, &d->write.on->seq);
-                if (r < 0) {
-                        w->ops->write_done(w->userdata, d, r, NULL, false);
-                        if (d->write.phase == WRITE_IDLE)
-                                device_write_end(d);
-                        continue;
-                }
-                d->write.phase = WRITE_SENT;
-                d->write.on->before = d->current;
-                w->n_sent++;
-        }
+        if (d->write.phase != WRITE_QUEUED)
+                return -EINVAL;
+        if (w->count >= WRITER_INFLIGHT_MAX)
+                return -EBUSY;
+        dequeue(w, d);
+        r = link_write_message(d->ifindex, &d->write.on->target, w->ipv4, &msg);
+        if (r >= 0)
+                r = send_request(w, msg, REQUEST_WRITE, d, NULL, NULL, NULL, &d->write.on->seq);
+        if (r < 0)
+                return r;
+        d->write.phase = WRITE_SENT;
+        d->write.on->before = d->current;
+        w->n_sent++;
+        return 0;
 }
 
 const WriterRequest *writer_lookup(const Writer *w, uint32_t seq) {

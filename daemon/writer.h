@@ -35,12 +35,9 @@ typedef struct WriterRequest {
 } WriterRequest;
 
 typedef struct WriterOps {
-        /* The first `n` queued writes are about to be sent: put on disk what must be there before
-         * a write; d->write.on->baseline (baseline_size 0: none) holds the link counters from just before it.
-         * May unqueue some of them; must not free any. */
-        void (*prepare)(void *userdata, Device *const *devices, size_t n);
         /* The kernel answered the write of `d` (0 or -errno, with its extended ack text), or the
-         * answer was lost (`lost`: what the write did is unknown). d->write.phase is WRITE_IDLE. */
+         * answer was lost (`lost`: what the write did is unknown). d->write.phase is WRITE_IDLE.
+         * (A write that could not be sent is its sender's to end: writer_send().) */
         void (*write_done)(void *userdata, Device *d, int error, const char *extack, bool lost);
         /* The queued write of `d` must carry the device's link counters from just before it (its
          * guards' baselines). Asked whenever the write is queued or retargeted. */
@@ -77,8 +74,15 @@ void writer_set_ipv4(Writer *w, bool ipv4);
  * nothing done. -ENOMEM: no room for the write's record, nothing queued. */
 int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, unsigned owned);
 void writer_unqueue(Writer *w, Device *d);
-/* Send queued writes up to the bound of requests in flight (after WriterOps.prepare). */
-void writer_flush(Writer *w);
+/* The queued writes that can go now (not waiting for baselines), oldest first, up to the bound of
+ * requests in flight: at most WRITER_INFLIGHT_MAX, in `ret` (asks for the dump of the baselines
+ * that writes wait for first). d->write.on->baseline (baseline_size 0: none) holds the link
+ * counters from just before each. Whoever sends them decides what must happen first. */
+size_t writer_ready(Writer *w, Device *ret[static WRITER_INFLIGHT_MAX]);
+/* Send d's queued write: -EBUSY with the ring full, -errno when it cannot go (it is taken out of
+ * the queue, its record kept: the caller ends it), 0 once in flight (WRITE_SENT); -EINVAL when
+ * nothing is queued. */
+int writer_send(Writer *w, Device *d);
 
 /* Ask for a statistics dump that starts now, or right after the one running. */
 int writer_request_stats_dump(Writer *w, StatsDumpFor who);

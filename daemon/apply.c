@@ -68,16 +68,16 @@ bool apply_device_is_new(const Engine *e, const Device *d) {
 static void note_match(Engine *e, Device *d, const Policy *p) {
         const char *name = p ? p->name : NULL;
 
-        if (d->logged_match && streq_ptr(d->policy_name, name))
+        if (d->match.logged && streq_ptr(d->match.policy_name, name))
                 return;
         if (p)
                 log_dev_info(d, "matched policy \"%s\"", p->name);
         else
-                log_dev_info(d, "matches no policy%s", d->logged_match ? " any more" : "");
-        d->logged_match = true;
-        if (intern_set(&d->policy_name, name, NULL) < 0) {
-                intern_put(d->policy_name); /* no memory: no name, as for no policy */
-                d->policy_name = NULL;
+                log_dev_info(d, "matches no policy%s", d->match.logged ? " any more" : "");
+        d->match.logged = true;
+        if (intern_set(&d->match.policy_name, name, NULL) < 0) {
+                intern_put(d->match.policy_name); /* no memory: no name, as for no policy */
+                d->match.policy_name = NULL;
         }
         /* a place in another policy's rollout is not one in this one's */
         if (d->rollout.of && !streq_ptr(d->rollout.of->policy, name))
@@ -106,7 +106,7 @@ static void advance_rollouts(Engine *e) {
 /* Halt the rollout of d's policy at once: its devices whose writes are queued but not sent go
  * back in line; those in flight or in probation finish. */
 static void halt_rollout(Engine *e, Device *d) {
-        Rollout *r = rollout_find(&e->rollouts, d->policy_name);
+        Rollout *r = rollout_find(&e->rollouts, d->match.policy_name);
         Device *x, *next;
 
         if (!r || rollout_is_halted(r))
@@ -118,7 +118,7 @@ static void halt_rollout(Engine *e, Device *d) {
                 if (x->write.phase != WRITE_QUEUED)
                         continue;
                 rollout_wait_first(r, x);
-                lifecycle_wait(e, x, &x->desired, x->owned);
+                lifecycle_wait(e, x, &x->life.desired, x->life.owned);
         }
         log_fields_full_errno(LOG_WARNING, 0,
                               &((LogFields){.message_id = LOG_ID_ROLLOUT_HALTED,
@@ -189,15 +189,15 @@ static void give_back(Engine *e, Device *d, bool unsupported) {
         Sizes target;
         char buf[256];
 
-        d->held = false;
-        if (!d->has_original) {
+        lifecycle_hold_ends(e, d);
+        if (!d->record.has_original) {
                 if (unsupported)
                         lifecycle_unsupported(e, d);
                 else
                         lifecycle_unmanaged(e, d);
                 return;
         }
-        compute_restore(&d->original, d->written, &d->current, d->tso_max_size, e->ipv4_supported, &target);
+        compute_restore(&d->record.original, d->record.written, &d->current, d->tso_max_size, e->ipv4_supported, &target);
         if (sizes_equal(&target, &d->current, e->ipv4_supported)) {
                 log_dev_info(d, "already at its original sizes (%s), forgetting them",
                              sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
@@ -206,7 +206,7 @@ static void give_back(Engine *e, Device *d, bool unsupported) {
                         lifecycle_unsupported(e, d);
                 return;
         }
-        if (d->state == DEVICE_FAILED && sizes_equal(&target, &device_history_get(d)->failed_desired, e->ipv4_supported))
+        if (d->life.state == DEVICE_FAILED && sizes_equal(&target, &device_history_get(d)->failed_desired, e->ipv4_supported))
                 return; /* refused before; waits for a reload or a retry */
         (void) lifecycle_stop(e, d); /* probation, rollout: over; its originals go back */
         evidence_stop(e->evidence, d);
@@ -223,21 +223,21 @@ static void hold(Engine *e, Device *d) {
                 lifecycle_held(e, d, &target);
                 return;
         }
-        if (d->state == DEVICE_FAILED && sizes_equal(&target, &device_history_get(d)->failed_desired, e->ipv4_supported))
+        if (d->life.state == DEVICE_FAILED && sizes_equal(&target, &device_history_get(d)->failed_desired, e->ipv4_supported))
                 return;
-        if (d->state == DEVICE_ROLLED_BACK)
+        if (d->life.state == DEVICE_ROLLED_BACK)
                 log_dev_notice(d, "rolled back but not at its last-known-good sizes: writing them again");
-        lifecycle_queue_write(e, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
+        lifecycle_queue_write(e, d, WRITE_CAUSE_ROLLBACK, &target, d->record.written);
 }
 
 static WriteCause cause_of(const Engine *e, const Device *d, ReconcileReason reason, bool moved, const Sizes *want) {
         if (reason == REASON_RETRY)
                 return WRITE_CAUSE_RETRY;
-        if (moved && (d->state == DEVICE_APPLIED || d->state == DEVICE_PROBATION) &&
-            sizes_equal(want, &d->desired, e->ipv4_supported))
+        if (moved && (d->life.state == DEVICE_APPLIED || d->life.state == DEVICE_PROBATION) &&
+            sizes_equal(want, &d->life.desired, e->ipv4_supported))
                 return WRITE_CAUSE_PUT_BACK;
         /* a put-back queued or throttled already stays one while the policy asks the same */
-        if (d->state == DEVICE_PENDING && sizes_equal(want, &d->desired, e->ipv4_supported) &&
+        if (d->life.state == DEVICE_PENDING && sizes_equal(want, &d->life.desired, e->ipv4_supported) &&
             ((d->write.phase == WRITE_QUEUED && d->write.cause == WRITE_CAUSE_PUT_BACK) ||
              device_history_get(d)->corrections.throttled))
                 return WRITE_CAUSE_PUT_BACK;
@@ -252,14 +252,14 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         /* Until the first sync is complete the recorded originals are not attached yet; while
          * routes are dumped again, the route table is incomplete. */
         if (!e->synced || !e->routes_complete) {
-                d->need_reconcile = true;
+                d->reconcile.owed = true;
                 e->reconcile_pending = true;
-                d->sizes_moved = d->sizes_moved || reason == REASON_SIZES;
+                d->reconcile.sizes_moved = d->reconcile.sizes_moved || reason == REASON_SIZES;
                 return;
         }
-        bool moved = d->sizes_moved || reason == REASON_SIZES;
-        d->need_reconcile = false;
-        d->sizes_moved = false;
+        bool moved = d->reconcile.sizes_moved || reason == REASON_SIZES;
+        d->reconcile.owed = false;
+        d->reconcile.sizes_moved = false;
         if (!d->ifname[0] || !d->has_sizes)
                 return; /* not yet fully known */
         if (e->policy->frozen)
@@ -268,7 +268,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         if (d->write.phase == WRITE_SENT) {
                 /* Reconciled again when its ack comes. A device that left its policy meanwhile
                  * stops at once what bigtcpd was doing with it; the write itself lands. */
-                if (write_cause_is_policy(d->write.cause) && !streq_ptr(p ? p->name : NULL, d->policy_name)) {
+                if (write_cause_is_policy(d->write.cause) && !streq_ptr(p ? p->name : NULL, d->match.policy_name)) {
                         lifecycle_write_orphaned(e, d);
                         note_match(e, d, p);
                 }
@@ -279,7 +279,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                 give_back(e, d, false);
                 return;
         }
-        compute_desired(p, &d->current, &d->original, d->has_original ? d->written : 0, d->tso_max_size,
+        compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size,
                         e->ipv4_supported, &want);
         if (want.ipv4_unsupported)
                 log_dev_debug(d, "policy \"%s\" sets IPv4 sizes, but this kernel has none: IPv4 part unsupported", p->name);
@@ -288,7 +288,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                 return;
         }
 
-        if (d->held) {
+        if (d->life.held) {
                 if (sizes_equal(&want.sizes, &device_history_get(d)->held_desired, e->ipv4_supported)) {
                         hold(e, d);
                         return;
@@ -298,13 +298,13 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         }
 
         if (sizes_equal(&want.sizes, &d->current, e->ipv4_supported)) {
-                if (d->state != DEVICE_APPLIED && d->state != DEVICE_PROBATION)
+                if (d->life.state != DEVICE_APPLIED && d->life.state != DEVICE_PROBATION)
                         log_dev_debug(d, "at the policy's sizes (%s)",
                                       sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
                 lifecycle_at_policy(e, d, &want.sizes, want.owned);
                 return;
         }
-        if (d->state == DEVICE_FAILED && sizes_equal(&want.sizes, &device_history_get(d)->failed_desired, e->ipv4_supported))
+        if (d->life.state == DEVICE_FAILED && sizes_equal(&want.sizes, &device_history_get(d)->failed_desired, e->ipv4_supported))
                 return; /* refused before; waits for a different desire, a reload or a retry */
 
         WriteCause cause = cause_of(e, d, reason, moved, &want.sizes);
@@ -315,7 +315,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                         return;
                 }
                 log_dev_notice(d, "sizes changed behind bigtcpd's back (%s); putting them back",
-                               sizes_change_format(&d->desired, &d->current, e->ipv4_supported, buf, sizeof(buf)));
+                               sizes_change_format(&d->life.desired, &d->current, e->ipv4_supported, buf, sizeof(buf)));
         }
         if (want.clamped)
                 log_dev_info(d, "policy \"%s\" asks for more than the device takes:%s%s", p->name,
@@ -376,7 +376,7 @@ int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
         int r;
 
         r = lifecycle_roll_back(e, d, why);
-        if (r == -EALREADY && why && d->state == DEVICE_APPLIED && !d->held)
+        if (r == -EALREADY && why && d->life.state == DEVICE_APPLIED && !d->life.held)
                 log_dev_warning(d, "%s rose by %llu, but it is at its last good sizes already: nothing to roll back to, "
                                    "its window ends", why->counter, (unsigned long long) why->rise);
         if (r < 0)
@@ -407,17 +407,17 @@ int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
 }
 
 int apply_retry(Engine *e, Device *d) {
-        DeviceState was = d->state;
+        DeviceState was = d->life.state;
         Rollout *ro;
         int r;
 
-        if (was != DEVICE_ROLLED_BACK && was != DEVICE_FAILED && !d->held)
+        if (was != DEVICE_ROLLED_BACK && was != DEVICE_FAILED && !d->life.held)
                 return -EALREADY;
         r = lifecycle_release(e, d);
         if (r < 0)
                 return r;
         log_dev_info(d, "released from %s on request: its policy applies again", device_state_to_string(was));
-        ro = rollout_find(&e->rollouts, d->policy_name);
+        ro = rollout_find(&e->rollouts, d->match.policy_name);
         if (ro && rollout_is_halted(ro) && ro->halted_by_ifindex == d->ifindex) {
                 log_info("rollout of policy \"%s\" resumes: %s was retried", ro->policy, d->ifname[0] ? d->ifname : "?");
                 rollout_resume(ro);
@@ -480,7 +480,7 @@ static bool on_wants_baseline(void *userdata, const Device *d) {
 
         if (!write_cause_is_policy(d->write.cause) || d->write.cause == WRITE_CAUSE_PUT_BACK)
                 return false;
-        p = engine_policy(e, d->policy_name);
+        p = engine_policy(e, d->match.policy_name);
         return p && p->rollback.window_usec > 0 && guard_spec_has_link(&p->rollback);
 }
 
@@ -566,7 +566,7 @@ void apply_policy_changed(Engine *e) {
         refresh_guard_warnings(e);
         /* A reload is the operator's word: retry what the kernel refused before. */
         DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state == DEVICE_FAILED && d->history)
+                if (d->life.state == DEVICE_FAILED && d->history)
                         d->history->failed_desired = (Sizes){};
 }
 

@@ -189,7 +189,7 @@ static json_object *effective_json(const Device *d) {
 json_object *control_device_json(const Control *c, const Device *d) {
         const Engine *e = control_engine_of(c, d);
         json_object *o = json_object_new_object();
-        bool v4 = e->ipv4_supported, managed = d->state != DEVICE_UNMANAGED;
+        bool v4 = e->ipv4_supported, managed = d->life.state != DEVICE_UNMANAGED;
         uint64_t now = engine_now(e);
 
         if (!o)
@@ -202,14 +202,14 @@ json_object *control_device_json(const Control *c, const Device *d) {
         json_object_object_add(o, "match_kind", d->flags & IFF_LOOPBACK ? json_object_new_string("loopback")
                                                 : d->kind               ? kernel_string(d->kind)
                                                                         : json_object_new_string("device"));
-        json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
-        json_object_object_add(o, "policy", string_or_null(d->policy_name));
+        json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->life.state)));
+        json_object_object_add(o, "policy", string_or_null(d->match.policy_name));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         json_object_object_add(o, "current_age_usec",
                                json_object_new_int64((int64_t) (now > d->current_usec ? now - d->current_usec : 0)));
-        json_object_object_add(o, "desired", managed ? control_sizes_json(&d->desired, v4) : NULL);
-        json_object_object_add(o, "owned", size_names_json(managed ? d->owned : 0, v4));
-        json_object_object_add(o, "original", d->has_original ? control_sizes_json(&d->original, v4) : NULL);
+        json_object_object_add(o, "desired", managed ? control_sizes_json(&d->life.desired, v4) : NULL);
+        json_object_object_add(o, "owned", size_names_json(managed ? d->life.owned : 0, v4));
+        json_object_object_add(o, "original", d->record.has_original ? control_sizes_json(&d->record.original, v4) : NULL);
         json_object_object_add(o, "tso_max_size", json_object_new_int64(d->tso_max_size));
         json_object_object_add(o, "pending", string_or_null(pending_reason_to_string(lifecycle_pending_reason(d))));
         if (d->probation)
@@ -234,9 +234,9 @@ static void rollout_progress(const Engine *e, const Rollout *r, unsigned *ret_ap
 
         *ret_applied = *ret_probation = 0;
         DEVICE_FOREACH(d, &e->devices, it)
-                if (streq_ptr(d->policy_name, r->policy)) {
-                        *ret_applied += d->state == DEVICE_APPLIED;
-                        *ret_probation += d->state == DEVICE_PROBATION;
+                if (streq_ptr(d->match.policy_name, r->policy)) {
+                        *ret_applied += d->life.state == DEVICE_APPLIED;
+                        *ret_probation += d->life.state == DEVICE_PROBATION;
                 }
 }
 
@@ -302,7 +302,7 @@ const char *control_state(const Control *c) {
         for (size_t i = 0; i < namespaces(c); i++) {
                 const Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
-                        if (d->state == DEVICE_ROLLED_BACK || d->state == DEVICE_FAILED)
+                        if (d->life.state == DEVICE_ROLLED_BACK || d->life.state == DEVICE_FAILED)
                                 return "degraded";
         }
         return "ready";
@@ -322,7 +322,7 @@ static size_t problems_add(json_object *a, const Engine *e, size_t max) {
         /* one pass, keeping the lowest ifindexes: GetStatus must not sort 10000 devices */
         DEVICE_FOREACH(d, &e->devices, it) {
                 size_t k;
-                if (d->state != DEVICE_ROLLED_BACK && d->state != DEVICE_FAILED)
+                if (d->life.state != DEVICE_ROLLED_BACK && d->life.state != DEVICE_FAILED)
                         continue;
                 if (n == max && d->ifindex > first[n - 1]->ifindex)
                         continue;
@@ -342,8 +342,8 @@ static size_t problems_add(json_object *a, const Engine *e, size_t max) {
                         json_object_object_add(o, "netns", kernel_string(d->netns->name));
                 json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
                 json_object_object_add(o, "ifname", kernel_string(d->ifname));
-                json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->state)));
-                json_object_object_add(o, "policy", string_or_null(d->policy_name));
+                json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->life.state)));
+                json_object_object_add(o, "policy", string_or_null(d->match.policy_name));
                 json_object_object_add(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
                 json_object_object_add(o, "last_rollback",
                                        h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
@@ -426,8 +426,8 @@ static void count_states(const Engine *e, unsigned n[static _DEVICE_STATE_MAX]) 
         const Device *d;
 
         DEVICE_FOREACH(d, &e->devices, it)
-                if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
-                        n[d->state]++;
+                if (d->life.state >= 0 && d->life.state < _DEVICE_STATE_MAX)
+                        n[d->life.state]++;
 }
 
 void control_counts(const Control *c, ControlCounts *ret) {
@@ -640,19 +640,19 @@ static json_object *clamps_json(const Policy *p, const Desired *want, const Devi
  * costs what a reconcile does, so ListDevices of every device does not. */
 static void device_explain(Control *c, Device *d, json_object *o) {
         Engine *e = control_engine_of(c, d);
-        const Policy *p = d->policy_name ? apply_match(e, e->policy, d) : NULL;
+        const Policy *p = d->match.policy_name ? apply_match(e, e->policy, d) : NULL;
         _cleanup_(freep) char *why = NULL;
         Desired want;
 
-        if (!p || !streq_ptr(p->name, d->policy_name))
+        if (!p || !streq_ptr(p->name, d->match.policy_name))
                 return; /* not reconciled since the policy changed */
         if (apply_match_explain(e, p, d, &why) >= 0)
                 json_object_object_add(o, "matched_by", json_object_new_string(why));
-        compute_desired(p, &d->current, &d->original, d->has_original ? d->written : 0, d->tso_max_size,
+        compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size,
                         e->ipv4_supported, &want);
         json_object_object_add(o, "clamps", clamps_json(p, &want, d));
         json_object_object_add(o, "asked", control_sizes_json(&want.sizes, e->ipv4_supported));
-        json_object_object_add(o, "held", json_object_new_boolean(d->held));
+        json_object_object_add(o, "held", json_object_new_boolean(d->life.held));
         json_object_object_add(o, "ipv4_unsupported", json_object_new_boolean(want.ipv4_unsupported));
 }
 
@@ -904,7 +904,7 @@ static json_object *plan_device(Device *d, const Policy *p, bool v4) {
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {
                 Desired want;
-                compute_desired(p, &d->current, &d->original, d->has_original ? d->written : 0, d->tso_max_size, v4,
+                compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size, v4,
                                 &want);
                 json_object_object_add(o, "desired", control_sizes_json(&want.sizes, v4));
                 json_object *cl = json_object_new_array();
@@ -918,9 +918,9 @@ static json_object *plan_device(Device *d, const Policy *p, bool v4) {
                         action = "unsupported";
                 else if (!sizes_equal(&want.sizes, &d->current, v4))
                         action = "write";
-        } else if (d->has_original) {
+        } else if (d->record.has_original) {
                 Sizes target;
-                compute_restore(&d->original, d->written, &d->current, d->tso_max_size, v4, &target);
+                compute_restore(&d->record.original, d->record.written, &d->current, d->tso_max_size, v4, &target);
                 json_object_object_add(o, "desired", control_sizes_json(&target, v4));
                 if (!sizes_equal(&target, &d->current, v4))
                         action = "restore";

@@ -455,9 +455,9 @@ static int append_device(sd_bus_message *reply, const Control *c, const Device *
         _cleanup_(freep) char *b1 = NULL, *b2 = NULL, *b3 = NULL, *full = control_device_name(d);
         /* the typed struct keeps its signature: another namespace's device is "NETNS/IFNAME" */
         const char *ifname = full ? utf8_safe(full, &b1) : NULL, *kind = utf8_safe(d->kind, &b2),
-                   *policy = utf8_safe(d->policy_name, &b3);
-        bool managed = d->state != DEVICE_UNMANAGED && d->policy_name;
-        const Sizes none = {}, *cur = &d->current, *want = managed ? &d->desired : &none;
+                   *policy = utf8_safe(d->match.policy_name, &b3);
+        bool managed = d->life.state != DEVICE_UNMANAGED && d->match.policy_name;
+        const Sizes none = {}, *cur = &d->current, *want = managed ? &d->life.desired : &none;
         bool v4 = control_engine_of(c, d)->ipv4_supported;
         const Evidence *ev = d->evidence;
         const EvidenceCounts none_counted = {}, *n = ev ? &ev->counts : &none_counted;
@@ -466,7 +466,7 @@ static int append_device(sd_bus_message *reply, const Control *c, const Device *
         if (!ifname || !kind || !policy)
                 return -ENOMEM;
         return sd_bus_message_append(reply, DEVICE_SIGNATURE, (int32_t) d->ifindex, ifname, kind,
-                                     device_state_to_string(d->state), policy, cur->gso_max_size, cur->gro_max_size,
+                                     device_state_to_string(d->life.state), policy, cur->gso_max_size, cur->gro_max_size,
                                      v4 ? cur->gso_ipv4_max_size : 0, v4 ? cur->gro_ipv4_max_size : 0,
                                      want->gso_max_size, want->gro_max_size, v4 ? want->gso_ipv4_max_size : 0,
                                      v4 ? want->gro_ipv4_max_size : 0, d->tso_max_size, (int) evidence_watching(d),

@@ -134,7 +134,7 @@ void device_free(Device *d) {
         intern_put(d->kind);
         free(d->driver);
         free(d->routes);
-        intern_put(d->policy_name);
+        intern_put(d->match.policy_name);
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
         free(d->evidence); /* its watch, if any, was stopped by its owner (evidence_forget()) */
@@ -227,7 +227,7 @@ int device_add(DeviceTable *t, int ifindex, Device **ret) {
         if (!d)
                 return -ENOMEM;
         d->ifindex = ifindex;
-        d->state = DEVICE_UNMANAGED;
+        d->life.state = DEVICE_UNMANAGED;
         size_t k = bucket_of(t, ifindex);
         d->hash_next = t->buckets[k];
         t->buckets[k] = d;

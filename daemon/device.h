@@ -1,7 +1,9 @@
 /* device.h — one network device as bigtcpd knows it, and the table of them (a hash on ifindex).
- * The struct is grouped by owner: what the kernel said (sync.c), the lifecycle (lifecycle.c),
- * the records the state file keeps, and the parts the writer, the probation set, the rollouts and
- * the state store keep for their own bookkeeping. Only the owner of a group writes it. */
+ * The struct is grouped by owner, each group a member named for it: what the kernel said (sync.c,
+ * the device's own fields), its step and records (`life` and `record`: lifecycle.c), the match
+ * and a reconcile owed (apply.c), and the parts the writer, the probation set, the evidence, the
+ * rollouts and the state store keep for their own bookkeeping. Only the owner of a group writes it
+ * (tests/layering/check-layering.py holds the lifecycle's to it). */
 #pragma once
 
 #include <linux/if_link.h>
@@ -189,6 +191,33 @@ typedef struct DeviceWrite {
 DeviceWrite *device_write_begin(Device *d);
 void device_write_end(Device *d);
 
+/* A device's step of its lifecycle: lifecycle.c alone writes it (apply.c decides which step). */
+typedef struct DeviceLife {
+        DeviceState state;
+        unsigned owned; /* SizeMask: the sizes its policy names */
+        Sizes desired;  /* where bigtcpd takes it: the policy's sizes, the originals, a rollback */
+        bool held;      /* rolled back, held against the policy's sizes of then (history->held_desired) */
+        /* not written: its record could not be saved (tried again once the state file is written
+         * again: lifecycle_state_recovered()) */
+        bool unrecorded;
+} DeviceLife;
+
+/* What bigtcpd must give back, and where a rollback goes: lifecycle.c alone writes them (the
+ * write's transaction, a pass, a rollback, a restart's resume, a move between namespaces); the
+ * state file keeps them. */
+typedef struct DeviceRecord {
+        Sizes original;  /* before bigtcpd's first write, kept until given back */
+        Sizes last_good; /* before bigtcpd's most recent change: where a rollback goes */
+        /* sizes that passed a window since the originals were recorded: still good when the
+         * device has them again (a try reverted and tried again, a rollback retried), though
+         * their new window has not ended */
+        ProvenSizes proven;
+        unsigned written; /* SizeMask: the sizes bigtcpd owns on the device now */
+        bool has_original;
+        bool original_unsaved; /* not on disk yet: the device must not be written before */
+        bool has_last_good;
+} DeviceRecord;
+
 /* Two Ethernet addresses fit in the device itself; longer ones (InfiniBand: 20 bytes) are
  * allocated. */
 #define DEVICE_ADDR_INLINE 16
@@ -224,35 +253,26 @@ struct Device {
         bool carried_traffic; /* some stats of it counted packets */
         uint16_t n_altnames;  /* (device_update() refuses more) */
 
-        /* ---- the lifecycle (lifecycle.c; apply.c decides which transition) ---- */
-        DeviceState state;
-        unsigned owned;          /* SizeMask: the sizes its policy names */
-        const char *policy_name; /* interned: the policy that matched at the last reconcile */
-        Sizes desired;           /* where bigtcpd takes it: the policy's sizes, the originals, a rollback */
-
-        /* ---- records, kept in the state file ---- */
-        Sizes original;  /* before bigtcpd's first write, kept until given back */
-        Sizes last_good; /* before bigtcpd's most recent change: where a rollback goes */
-        /* sizes that passed a window since the originals were recorded: still good when the
-         * device has them again (a try reverted and tried again, a rollback retried), though
-         * their new window has not ended */
-        ProvenSizes proven;
-        unsigned written; /* SizeMask: the sizes bigtcpd owns on the device now */
-        bool logged_match; /* (the lifecycle's) */
-        bool has_original;
-        bool original_unsaved; /* not on disk yet: the device must not be written before */
-        bool has_last_good;
-        bool held; /* rolled back, held against the policy's sizes of then (history->held_desired) */
-        /* Flags of other owners, here where they fill what would be padding: state.c's, */
-        bool state_dirty;
-        /* apply.c's (not written, its originals could not be recorded: tried again once the
-         * state file is written again), */
-        bool state_refused;
-        /* and sync.c's. */
-        bool seen_in_dump;
-        bool need_reconcile; /* held until the sync is done */
-        bool sizes_moved;    /* … and its sizes changed meanwhile */
+        /* ---- lifecycle.c: its step, and the records the state file keeps ---- */
+        DeviceLife life;
+        DeviceRecord record;
         struct DeviceHistory *history; /* NULL until something went wrong: device_history() */
+
+        /* ---- apply.c: the policy it matched, and a reconcile owed (sync.c holds it back until
+         * the sync is done) ---- */
+        struct {
+                const char *policy_name; /* interned: the policy that matched at the last reconcile */
+                bool logged;             /* the match (or none) was said */
+        } match;
+        struct {
+                bool owed;
+                bool sizes_moved; /* … and its sizes changed meanwhile */
+        } reconcile;
+
+        /* ---- sync.c ---- */
+        struct {
+                bool seen_in_dump;
+        } sync;
 
         /* ---- writer.c ---- */
         struct {
@@ -261,11 +281,14 @@ struct Device {
                 unsigned owned; /* the sizes of its policy it sets */
                 unsigned epoch; /* the link dump epoch it was sent in */
                 struct DeviceWrite *on; /* while queued or sent, until its ack is handled */
+                unsigned n_requests; /* requests of any kind in flight for this device */
         } write;
-        unsigned n_requests; /* requests of any kind in flight for this device */
 
-        /* ---- state.c (and state_dirty above) ---- */
-        uint32_t state_dirty_index;
+        /* ---- state.c: an entry to save ---- */
+        struct {
+                bool dirty;
+                uint32_t dirty_index;
+        } store;
 
         /* ---- probation.c ---- */
         struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */

@@ -30,21 +30,21 @@ bool lifecycle_transition_allowed(DeviceState from, DeviceState to) {
 
 /* The one place a device's state changes. */
 static void enter(Engine *e, Device *d, DeviceState to) {
-        DeviceState from = d->state;
+        DeviceState from = d->life.state;
 
         if (from == to)
                 return;
         if (!lifecycle_transition_allowed(from, to))
                 log_dev_error(d, "BUG: transition %s → %s is not in the lifecycle, taking it anyway",
                               device_state_to_string(from), device_state_to_string(to));
-        d->state = to;
-        if (d->has_original)
+        d->life.state = to;
+        if (d->record.has_original)
                 state_store_mark(e->state, d); /* the state file keeps states across restarts */
         event_emit(&e->events, &(Event){.type = EVENT_STATE, .device = d, .state = to, .previous = from});
 }
 
 PendingReason lifecycle_pending_reason(const Device *d) {
-        if (d->state != DEVICE_PENDING)
+        if (d->life.state != DEVICE_PENDING)
                 return _PENDING_REASON_INVALID;
         if (d->write.phase == WRITE_QUEUED)
                 return PENDING_QUEUED;
@@ -67,14 +67,14 @@ bool lifecycle_stop(Engine *e, Device *d) {
 }
 
 static void record_originals(Device *d) {
-        if (d->has_original)
+        if (d->record.has_original)
                 return;
-        d->has_original = true;
-        d->original_unsaved = true;
-        d->original = d->current;
-        d->written = 0;
-        d->has_last_good = false;
-        d->proven.n = 0;
+        d->record.has_original = true;
+        d->record.original_unsaved = true;
+        d->record.original = d->current;
+        d->record.written = 0;
+        d->record.has_last_good = false;
+        d->record.proven.n = 0;
 }
 
 static void refused(Engine *e, Device *d, int error, const char *extack, bool unrecorded);
@@ -92,9 +92,9 @@ static int queue(Engine *e, Device *d, WriteCause cause, const Sizes *target, un
 void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *target, unsigned owned) {
         if (write_cause_is_policy(cause)) {
                 record_originals(d);
-                d->owned = owned;
+                d->life.owned = owned;
         }
-        d->desired = *target;
+        d->life.desired = *target;
         if (d->history)
                 d->history->corrections.throttled = false;
         int r = queue(e, d, cause, target, owned);
@@ -108,15 +108,15 @@ void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *
 
 void lifecycle_wait(Engine *e, Device *d, const Sizes *target, unsigned owned) {
         writer_unqueue(e->writer, d);
-        d->desired = *target;
-        d->owned = owned;
+        d->life.desired = *target;
+        d->life.owned = owned;
         enter(e, d, DEVICE_PENDING);
 }
 
 void lifecycle_at_policy(Engine *e, Device *d, const Sizes *want, unsigned owned) {
         writer_unqueue(e->writer, d);
-        d->desired = *want;
-        d->owned = owned;
+        d->life.desired = *want;
+        d->life.owned = owned;
         if (d->history)
                 d->history->corrections.throttled = false;
         if (d->rollout.phase == ROLLOUT_WAITING || (!d->probation && d->rollout.phase == ROLLOUT_ACTIVE))
@@ -126,19 +126,19 @@ void lifecycle_at_policy(Engine *e, Device *d, const Sizes *want, unsigned owned
 
 void lifecycle_unmanaged(Engine *e, Device *d) {
         (void) lifecycle_stop(e, d);
-        d->owned = 0;
-        d->held = false;
+        d->life.owned = 0;
+        d->life.held = false;
         enter(e, d, DEVICE_UNMANAGED);
 }
 
 static void drop_originals(Engine *e, Device *d) {
-        d->has_original = false;
-        d->original_unsaved = false;
-        d->written = 0;
-        d->has_last_good = false;
-        d->proven.n = 0;
-        d->held = false;
-        d->owned = 0;
+        d->record.has_original = false;
+        d->record.original_unsaved = false;
+        d->record.written = 0;
+        d->record.has_last_good = false;
+        d->record.proven.n = 0;
+        d->life.held = false;
+        d->life.owned = 0;
         state_store_mark(e->state, d); /* a "forget" line */
 }
 
@@ -150,7 +150,7 @@ void lifecycle_forget_originals(Engine *e, Device *d) {
 
 void lifecycle_unsupported(Engine *e, Device *d) {
         (void) lifecycle_stop(e, d);
-        d->owned = 0;
+        d->life.owned = 0;
         enter(e, d, DEVICE_UNSUPPORTED);
 }
 
@@ -186,21 +186,21 @@ static void clear_error(Device *d) {
  * unproven: a try reverted and tried again, or a rollback retried, must not lose where a
  * rollback goes). */
 static bool current_is_good(const Engine *e, const Device *d) {
-        return !d->probation || sizes_equal(&d->current, &d->original, e->ipv4_supported) ||
-               proven_sizes_contain(&d->proven, &d->current, e->ipv4_supported);
+        return !d->probation || sizes_equal(&d->current, &d->record.original, e->ipv4_supported) ||
+               proven_sizes_contain(&d->record.proven, &d->current, e->ipv4_supported);
 }
 
 /* The rollback target moves to the sizes d has now, if those are good (undo() puts it back). */
 static void move_rollback_target(Engine *e, Device *d) {
         DeviceWrite *o = d->write.on;
 
-        if (!current_is_good(e, d) || (d->has_last_good && sizes_equal(&d->current, &d->last_good, e->ipv4_supported)))
+        if (!current_is_good(e, d) || (d->record.has_last_good && sizes_equal(&d->current, &d->record.last_good, e->ipv4_supported)))
                 return; /* the last good sizes stay where a rollback goes */
         o->txn.last_good_moved = true;
-        o->txn.had_last_good = d->has_last_good;
-        o->txn.last_good = d->last_good;
-        d->last_good = d->current;
-        d->has_last_good = true;
+        o->txn.had_last_good = d->record.has_last_good;
+        o->txn.last_good = d->record.last_good;
+        d->record.last_good = d->current;
+        d->record.has_last_good = true;
 }
 
 /* Everything the write's transaction did goes back: no window for a write that did not happen, no
@@ -214,17 +214,17 @@ static void undo(Engine *e, Device *d, bool unrecorded) {
                 (void) rollout_leave(d);
         }
         if (o && o->txn.last_good_moved) {
-                d->has_last_good = o->txn.had_last_good;
-                d->last_good = o->txn.last_good;
+                d->record.has_last_good = o->txn.had_last_good;
+                d->record.last_good = o->txn.last_good;
                 o->txn.last_good_moved = false;
                 state_store_mark(e->state, d);
         }
-        if (unrecorded && d->original_unsaved) {
-                d->original_unsaved = false;
-                d->has_original = false;
-                d->has_last_good = false;
-                d->proven.n = 0;
-                d->written = 0;
+        if (unrecorded && d->record.original_unsaved) {
+                d->record.original_unsaved = false;
+                d->record.has_original = false;
+                d->record.has_last_good = false;
+                d->record.proven.n = 0;
+                d->record.written = 0;
                 state_store_mark(e->state, d); /* nothing of it on disk: a "forget" line */
         }
 }
@@ -237,7 +237,7 @@ static void refused(Engine *e, Device *d, int error, const char *extack, bool un
                 free(h->last_error);
                 h->last_errno = error;
                 h->last_error = extack ? strdup(extack) : NULL;
-                h->failed_desired = o ? o->target : d->desired;
+                h->failed_desired = o ? o->target : d->life.desired;
         } else
                 log_dev_warning(d, "no memory to keep why its write was refused");
         undo(e, d, unrecorded);
@@ -245,7 +245,7 @@ static void refused(Engine *e, Device *d, int error, const char *extack, bool un
 }
 
 static void reconsider_later(Engine *e, Device *d) {
-        d->need_reconcile = true;
+        d->reconcile.owed = true;
         e->reconcile_pending = true;
 }
 
@@ -277,7 +277,7 @@ static void log_write(const Engine *e, const Device *d) {
 static bool needs_record(const Device *d) {
         if (!write_cause_is_policy(d->write.cause))
                 return false;
-        return d->original_unsaved || d->write.cause != WRITE_CAUSE_PUT_BACK || (d->write.owned & ~d->written) != 0;
+        return d->record.original_unsaved || d->write.cause != WRITE_CAUSE_PUT_BACK || (d->write.owned & ~d->record.written) != 0;
 }
 
 /* The batch's writes that can go begin; those that must not go are taken out of it. */
@@ -308,7 +308,7 @@ static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
                         continue; /* takes sizes back, or puts back proven ones: no new window */
 
                 move_rollback_target(e, d);
-                const Policy *p = engine_policy(e, d->policy_name);
+                const Policy *p = engine_policy(e, d->match.policy_name);
                 if (p && p->rollback.n_guards > 0 && !read_snap) {
                         /* one reading of the SNMP files serves every write of the batch */
                         r = engine_snmp_read(e, &snap);
@@ -338,15 +338,15 @@ static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
         r = state_store_save_devices(e->state, batch, n);
         if (r >= 0) {
                 for (size_t i = 0; i < n; i++)
-                        batch[i]->original_unsaved = false;
+                        batch[i]->record.original_unsaved = false;
                 return;
         }
         unsigned n_refused = 0, rollbacks = 0;
         for (size_t i = 0; i < n; i++) {
                 Device *d = batch[i];
-                bool unsaved = d->original_unsaved;
+                bool unsaved = d->record.original_unsaved;
                 if (d->write.phase != WRITE_QUEUED) {
-                        d->original_unsaved = false;
+                        d->record.original_unsaved = false;
                         continue;
                 }
                 if (d->write.cause == WRITE_CAUSE_ROLLBACK) {
@@ -365,7 +365,7 @@ static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
                 refused(e, d, r, unsaved ? "cannot record original sizes" : "cannot record its state", true);
                 writer_unqueue(e->writer, d);
                 /* tried again once the state file can be written: lifecycle_state_recovered() */
-                d->state_refused = true;
+                d->life.unrecorded = true;
                 ret->unrecorded = true;
                 n_refused++;
         }
@@ -443,9 +443,9 @@ static void done(Engine *e, Device *d) {
         case WRITE_CAUSE_POLICY:
         case WRITE_CAUSE_PUT_BACK:
         case WRITE_CAUSE_RETRY:
-                d->written = d->write.owned; /* the sizes it gave back are no longer bigtcpd's */
+                d->record.written = d->write.owned; /* the sizes it gave back are no longer bigtcpd's */
                 state_store_mark(e->state, d);
-                if (d->held || d->write.on->txn.orphaned)
+                if (d->life.held || d->write.on->txn.orphaned)
                         return; /* rolled back, or out of its policy, while in flight: what follows */
                 if (!d->probation) {
                         if (d->rollout.phase == ROLLOUT_ACTIVE)
@@ -504,10 +504,10 @@ void lifecycle_write_orphaned(Engine *e, Device *d) {
 }
 
 bool lifecycle_state_recovered(Engine *e, Device *d) {
-        if (!d->state_refused)
+        if (!d->life.unrecorded)
                 return false;
-        d->state_refused = false;
-        if (d->state != DEVICE_FAILED)
+        d->life.unrecorded = false;
+        if (d->life.state != DEVICE_FAILED)
                 return false; /* a reload or a retry got to it first */
         if (d->history)
                 d->history->failed_desired = (Sizes){};
@@ -515,7 +515,7 @@ bool lifecycle_state_recovered(Engine *e, Device *d) {
 }
 
 void lifecycle_passed(Engine *e, Device *d) {
-        proven_sizes_add(&d->proven, &d->current, e->ipv4_supported);
+        proven_sizes_add(&d->record.proven, &d->current, e->ipv4_supported);
         probation_end(e->probation, d);
         (void) rollout_leave(d);
         enter(e, d, DEVICE_APPLIED);
@@ -523,7 +523,7 @@ void lifecycle_passed(Engine *e, Device *d) {
 }
 
 void lifecycle_rollback_target(const Engine *e, const Device *d, Sizes *ret) {
-        compute_restore(d->has_last_good ? &d->last_good : &d->original, SIZE_BITS_ALL, &d->current, d->tso_max_size,
+        compute_restore(d->record.has_last_good ? &d->record.last_good : &d->record.original, SIZE_BITS_ALL, &d->current, d->tso_max_size,
                         e->ipv4_supported, ret);
 }
 
@@ -535,11 +535,11 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
 
         DeviceHistory *h;
 
-        if (!d->has_original || d->held)
+        if (!d->record.has_original || d->life.held)
                 return -EALREADY;
-        if (d->written == 0 && d->write.phase != WRITE_SENT)
+        if (d->record.written == 0 && d->write.phase != WRITE_SENT)
                 return -EALREADY; /* no write of bigtcpd's ever landed: nothing to undo */
-        if (d->state == DEVICE_PENDING && d->write.cause == WRITE_CAUSE_RESTORE)
+        if (d->life.state == DEVICE_PENDING && d->write.cause == WRITE_CAUSE_RESTORE)
                 return -EALREADY; /* its originals are going back already */
         lifecycle_rollback_target(e, d, &target);
         if (d->write.phase == WRITE_IDLE && sizes_equal(&target, &d->current, e->ipv4_supported)) {
@@ -568,21 +568,21 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
         h->last_rollback = r;
         h->n_rollbacks++;
         e->counters.rollbacks++;
-        k = engine_count_rollback(e, d->policy_name);
+        k = engine_count_rollback(e, d->match.policy_name);
         if (k < 0)
                 log_dev_warning_errno(d, k, "rollback not counted for policy \"%s\" (%m), only in the total",
-                                      d->policy_name ?: "");
+                                      d->match.policy_name ?: "");
 
         /* Held against what the policy asks now: released when it asks for something else. */
-        d->held = true;
-        h->held_desired = d->desired;
+        d->life.held = true;
+        h->held_desired = d->life.desired;
         (void) lifecycle_stop(e, d);
         evidence_stop(e->evidence, d); /* a verdict on sizes it no longer has would mislead */
         state_store_mark(e->state, d);
         event_emit(&e->events, &(Event){.type = EVENT_ROLLBACK, .device = d, .rollback = r, .from = &r->from,
                                         .to = &r->to, .ipv4 = e->ipv4_supported});
 
-        d->desired = target;
+        d->life.desired = target;
         if (d->write.phase == WRITE_SENT) {
                 enter(e, d, DEVICE_PENDING); /* the write in flight lands first; then the rollback */
                 return 0;
@@ -591,7 +591,7 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
                 enter(e, d, DEVICE_ROLLED_BACK);
                 return 0;
         }
-        k = queue(e, d, WRITE_CAUSE_ROLLBACK, &target, d->written);
+        k = queue(e, d, WRITE_CAUSE_ROLLBACK, &target, d->record.written);
         if (k < 0) {
                 /* it must not stay where it is: tried again at the next reconcile */
                 log_dev_error_errno(d, k, "cannot queue the rollback: %m; trying again");
@@ -603,14 +603,18 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
 
 void lifecycle_held(Engine *e, Device *d, const Sizes *target) {
         writer_unqueue(e->writer, d);
-        d->desired = *target;
+        d->life.desired = *target;
         enter(e, d, DEVICE_ROLLED_BACK);
 }
 
+void lifecycle_hold_ends(Engine *e, Device *d) {
+        d->life.held = false;
+}
+
 int lifecycle_release(Engine *e, Device *d) {
-        if (!d->held && d->state != DEVICE_FAILED)
+        if (!d->life.held && d->life.state != DEVICE_FAILED)
                 return -EALREADY;
-        d->held = false;
+        d->life.held = false;
         if (d->history) {
                 d->history->held_desired = (Sizes){};
                 d->history->failed_desired = (Sizes){};
@@ -622,26 +626,26 @@ int lifecycle_release(Engine *e, Device *d) {
 void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned written, const Sizes *last_good,
                      const ProvenSizes *proven) {
         /* Not a step (and no event): the device's records follow it. On disk before any write. */
-        d->has_original = true;
-        d->original_unsaved = true;
-        d->original = *original;
-        d->written = written;
-        d->has_last_good = last_good;
+        d->record.has_original = true;
+        d->record.original_unsaved = true;
+        d->record.original = *original;
+        d->record.written = written;
+        d->record.has_last_good = last_good;
         if (last_good)
-                d->last_good = *last_good;
-        d->proven = *proven;
+                d->record.last_good = *last_good;
+        d->record.proven = *proven;
         state_store_mark(e->state, d);
 }
 
 void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
         /* Not a step of this run's lifecycle (and no event): the state an earlier run left,
          * taken as it was. */
-        d->has_original = true;
-        d->original = entry->original;
-        d->written = entry->written;
-        d->has_last_good = entry->has_last_good;
-        d->last_good = entry->last_good;
-        d->proven = entry->proven;
+        d->record.has_original = true;
+        d->record.original = entry->original;
+        d->record.written = entry->written;
+        d->record.has_last_good = entry->has_last_good;
+        d->record.last_good = entry->last_good;
+        d->record.proven = entry->proven;
         DeviceHistory *h = entry->last_rollback || entry->held ? device_history(d) : d->history;
         if (h) {
                 rollback_record_free(h->last_rollback);
@@ -649,21 +653,21 @@ void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
         } else if (entry->last_rollback || entry->held)
                 log_dev_warning(d, "no memory for its last rollback%s", entry->held ? " (held)" : "");
         /* Until the policy says otherwise it is what bigtcpd last wrote. */
-        d->desired = d->current;
+        d->life.desired = d->current;
         if (entry->held) {
                 /* rolled back, or killed while its rollback write was out: held either way, and
                  * the reconcile after the first sync writes the rollback again if it is not there */
-                d->held = true;
+                d->life.held = true;
                 if (h)
                         h->held_desired = entry->held_desired;
-                d->state = DEVICE_ROLLED_BACK;
+                d->life.state = DEVICE_ROLLED_BACK;
         } else if (entry->probation) {
                 /* A window that was running goes on where it was; one that ended while bigtcpd was
                  * down is judged at the first tick, right away. */
                 probation_resume(e->probation, d, TAKE_PTR(entry->probation));
-                d->state = DEVICE_PROBATION;
+                d->life.state = DEVICE_PROBATION;
         } else
-                d->state = DEVICE_APPLIED;
+                d->life.state = DEVICE_APPLIED;
         state_store_mark(e->state, d);
 }
 

@@ -85,6 +85,8 @@ void lifecycle_rollback_target(const Engine *e, const Device *d, Sizes *ret);
 /* → rolled-back: a held device is at its rollback target (one cut short by a kill, or undone and
  * written again, or the one the kernel already held). */
 void lifecycle_held(Engine *e, Device *d, const Sizes *target);
+/* No policy wants d any more: a hold of it ends (its originals go back, or it was at them). */
+void lifecycle_hold_ends(Engine *e, Device *d);
 /* Release d from a hold or a failure (an operator's retry, or its policy asking for something
  * else). -EALREADY when it is neither held nor failed. The caller reconciles it. */
 int lifecycle_release(Engine *e, Device *d);

@@ -86,7 +86,7 @@ bool log_journal(void);
         (&(LogFields){.ifname = (d)->ifname[0] ? (d)->ifname : NULL,                             \
                       .ifindex = (d)->ifindex,                                                   \
                       .netns = (d)->netns ? (d)->netns->name : NULL,                             \
-                      .policy = (d)->policy_name,                                                \
+                      .policy = (d)->match.policy_name,                                                \
                       __VA_ARGS__})
 #define log_dev_fields_errno(d, level, e, fields, fmt, ...)                                      \
         log_fields_full_errno(level, e, fields, "%s%s%s: " fmt, (d)->netns ? (d)->netns->name : "", \

@@ -558,7 +558,7 @@ static size_t count_originals(const Engine *e) {
         size_t n = 0;
 
         DEVICE_FOREACH(d, &e->devices, it)
-                n += d->has_original;
+                n += d->record.has_original;
         return n;
 }
 
@@ -754,12 +754,12 @@ static void on_leaving(void *userdata, Engine *from, Device *d, int nsid, int ne
         char mac[DEVICE_MAC_STRLEN];
         Moving m = {};
 
-        if (!d->has_original)
+        if (!d->record.has_original)
                 return; /* nothing of bigtcpd's goes with it */
         device_identity_mac(d, mac);
-        m = (Moving){.new_ifindex = new_ifindex, .original = d->original, .written = d->written,
-                     .last_good = d->last_good, .has_last_good = d->has_last_good,
-                     .proven = d->proven,
+        m = (Moving){.new_ifindex = new_ifindex, .original = d->record.original, .written = d->record.written,
+                     .last_good = d->record.last_good, .has_last_good = d->record.has_last_good,
+                     .proven = d->record.proven,
                      .deadline_usec = clock_now(s->cfg.clock, CLOCK_MONOTONIC) + MOVE_WAIT_USEC};
         snprintf(m.mac, sizeof(m.mac), "%s", mac);
         m.from = strdup(engine_netns_name(from));

@@ -44,8 +44,8 @@ char *notify_status_text(const NetnsSet *s, PolicySource source) {
                 const Engine *e = netns_set_at(s, i)->engine;
                 total += e->devices.n_devices;
                 DEVICE_FOREACH(d, &e->devices, it)
-                        if (d->state >= 0 && d->state < _DEVICE_STATE_MAX)
-                                n[d->state]++;
+                        if (d->life.state >= 0 && d->life.state < _DEVICE_STATE_MAX)
+                                n[d->life.state]++;
         }
         f = open_memstream(&text, &size);
         if (!f)

@@ -203,7 +203,7 @@ static void out_rollback(Out *o, const RollbackRecord *r) {
  * come after the write and before the entry saved after its ack. (Giving back a size the write
  * never reached writes its original, which it most likely still holds.) */
 static unsigned written_or_writing(const Device *d) {
-        unsigned w = d->written;
+        unsigned w = d->record.written;
 
         if (d->write.phase != WRITE_IDLE && write_cause_is_policy(d->write.cause))
                 w |= d->write.owned;
@@ -221,7 +221,7 @@ static void out_device(Out *o, const Device *d) {
         char mac[DEVICE_MAC_STRLEN];
         out_printf(o, ",\"mac\":");
         out_string(o, device_identity_mac(d, mac));
-        out_sizes(o, "original", &d->original);
+        out_sizes(o, "original", &d->record.original);
         out_printf(o, ",\"written\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if (written & (1u << i)) {
@@ -229,20 +229,20 @@ static void out_device(Out *o, const Device *d) {
                         first = false;
                 }
         out_printf(o, "]");
-        out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->state));
-        if (d->has_last_good)
-                out_sizes(o, "last_good", &d->last_good);
-        if (d->proven.n > 0) {
+        out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->life.state));
+        if (d->record.has_last_good)
+                out_sizes(o, "last_good", &d->record.last_good);
+        if (d->record.proven.n > 0) {
                 out_printf(o, ",\"proven\":[");
-                for (unsigned i = 0; i < d->proven.n; i++) {
-                        const Sizes *p = &d->proven.items[i];
+                for (unsigned i = 0; i < d->record.proven.n; i++) {
+                        const Sizes *p = &d->record.proven.items[i];
                         out_printf(o, "%s{\"gso_max_size\":%u,\"gro_max_size\":%u,\"gso_ipv4_max_size\":%u,\"gro_ipv4_max_size\":%u}",
                                    i ? "," : "", p->gso_max_size, p->gro_max_size, p->gso_ipv4_max_size,
                                    p->gro_ipv4_max_size);
                 }
                 out_printf(o, "]");
         }
-        if (d->held)
+        if (d->life.held)
                 out_sizes(o, "held", &device_history_get(d)->held_desired);
         if (d->probation)
                 out_probation(o, d->probation);
@@ -272,7 +272,7 @@ static int state_format(const DeviceTable *t, uint64_t generation, Out *o) {
 
         out_printf(o, "{\"version\":1,\"generation\":%llu,\"devices\":[", (unsigned long long) generation);
         DEVICE_FOREACH(d, t, it) {
-                if (!d->has_original)
+                if (!d->record.has_original)
                         continue;
                 out_printf(o, "%s\n", first ? "" : ",");
                 first = false;
@@ -354,7 +354,7 @@ static int format_journal(uint64_t generation, const Device *const *devices, siz
                 out_printf(o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
                            forgotten[i]);
         for (size_t i = 0; i < n_devices; i++) {
-                if (devices[i]->has_original) {
+                if (devices[i]->record.has_original) {
                         out_printf(o, "{\"g\":%llu,\"device\":", (unsigned long long) generation);
                         out_device(o, devices[i]);
                         out_printf(o, "}\n");
@@ -1373,7 +1373,7 @@ void state_store_free(StateStore *s) {
         if (s->save_event)
                 event_free(s->save_event);
         for (size_t i = 0; i < s->n_dirty; i++)
-                s->dirty[i]->state_dirty = false;
+                s->dirty[i]->store.dirty = false;
         free(s->dirty);
         free(s->forgotten);
         closep(&s->dir_fd);
@@ -1607,14 +1607,14 @@ static void schedule(StateStore *s) {
 }
 
 static void unmark(StateStore *s, Device *d) {
-        size_t i = d->state_dirty_index;
+        size_t i = d->store.dirty_index;
         s->dirty[i] = s->dirty[--s->n_dirty];
-        s->dirty[i]->state_dirty_index = (uint32_t) i;
-        d->state_dirty = false;
+        s->dirty[i]->store.dirty_index = (uint32_t) i;
+        d->store.dirty = false;
 }
 
 void state_store_mark(StateStore *s, Device *d) {
-        if (!d->state_dirty) {
+        if (!d->store.dirty) {
                 if (s->n_dirty == s->cap_dirty) {
                         size_t cap = s->cap_dirty ? s->cap_dirty * 2 : 64;
                         Device **x = reallocarray(s->dirty, cap, sizeof(Device *));
@@ -1626,8 +1626,8 @@ void state_store_mark(StateStore *s, Device *d) {
                         s->dirty = x;
                         s->cap_dirty = cap;
                 }
-                d->state_dirty = true;
-                d->state_dirty_index = (uint32_t) s->n_dirty; /* at most one per device */
+                d->store.dirty = true;
+                d->store.dirty_index = (uint32_t) s->n_dirty; /* at most one per device */
                 s->dirty[s->n_dirty++] = d;
         }
         schedule(s);
@@ -1635,9 +1635,9 @@ void state_store_mark(StateStore *s, Device *d) {
 
 void state_store_forget(StateStore *s, Device *d) {
         /* an entry on disk, or one owed to it: either way a "forget" line */
-        bool owed = d->has_original || d->state_dirty;
+        bool owed = d->record.has_original || d->store.dirty;
 
-        if (d->state_dirty)
+        if (d->store.dirty)
                 unmark(s, d); /* the list holds pointers: this one must not outlive its device */
         if (!owed)
                 return;
@@ -1664,7 +1664,7 @@ void state_store_compact(StateStore *s) {
 static bool holds_any(const DeviceTable *t) {
         const Device *d;
         DEVICE_FOREACH(d, t, it)
-                if (d->has_original)
+                if (d->record.has_original)
                         return true;
         return false;
 }
@@ -1703,7 +1703,7 @@ static int save_snapshot(StateStore *s) {
         s->snapshot_bytes = size;
         s->compact = false;
         for (size_t i = 0; i < s->n_dirty; i++)
-                s->dirty[i]->state_dirty = false;
+                s->dirty[i]->store.dirty = false;
         s->n_dirty = s->n_forgotten = 0;
         s->pending = false;
         return 0;
@@ -1763,7 +1763,7 @@ int state_store_save(StateStore *s) {
         } else if (s->failing)
                 return 0; /* nothing written, nothing proven */
         for (size_t i = 0; i < s->n_dirty; i++)
-                s->dirty[i]->state_dirty = false;
+                s->dirty[i]->store.dirty = false;
         s->n_dirty = s->n_forgotten = 0;
         s->pending = false;
         return done(s, 0);
@@ -1780,7 +1780,7 @@ int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
         if (!l)
                 return done(s, -ENOMEM);
         for (size_t i = 0; i < n; i++)
-                if (devices[i]->state_dirty)
+                if (devices[i]->store.dirty)
                         l[k++] = devices[i];
         if (k + s->n_forgotten == 0)
                 return 0;

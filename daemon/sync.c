@@ -71,7 +71,7 @@ static uint64_t dump_progress(const Sync *s) {
 static bool manages_any(const Engine *e) {
         const Device *d;
         DEVICE_FOREACH(d, &e->devices, it)
-                if (d->has_original)
+                if (d->record.has_original)
                         return true;
         return false;
 }
@@ -200,7 +200,7 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
                         s->move_ops->leaving(s->move_userdata, e, d, lm.new_netnsid, lm.new_ifindex);
                         lifecycle_gone(e, d);
                 } else if (d) {
-                        if (d->has_original)
+                        if (d->record.has_original)
                                 log_dev_info(d, "device is gone, forgetting its original sizes");
                         else
                                 log_dev_debug(d, "removed");
@@ -231,7 +231,7 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
                 log_dev_error_errno(d, r, "cannot update: %m");
                 return;
         }
-        d->seen_in_dump = true;
+        d->sync.seen_in_dump = true;
         if (added)
                 event_emit(&e->events, &(Event){.type = EVENT_ADDED, .device = d});
         if (added && s->move_ops)
@@ -252,7 +252,7 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
                 log_dev_debug(d, "name is now %s", d->ifname);
         /* the state file's entry says who the device is (name, kind, MAC): a restart tells it from
          * another one with its ifindex by that */
-        if ((changes & (LINK_CHANGE_NAME | LINK_CHANGE_MATCH)) && d->has_original)
+        if ((changes & (LINK_CHANGE_NAME | LINK_CHANGE_MATCH)) && d->record.has_original)
                 state_store_mark(e->state, d);
         if (changes == LINK_CHANGE_SIZES)
                 apply_reconcile(e, d, REASON_SIZES);
@@ -319,8 +319,8 @@ static void finish(Sync *s) {
                 (void) malloc_trim(0);
         }
         DEVICE_FOREACH(d, &e->devices, it) {
-                bool moved = d->sizes_moved;
-                d->sizes_moved = false;
+                bool moved = d->reconcile.sizes_moved;
+                d->reconcile.sizes_moved = false;
                 apply_reconcile(e, d, moved ? REASON_SIZES : REASON_SYNC);
         }
         e->reconcile_pending = false;
@@ -343,7 +343,7 @@ static void start(Sync *s, SyncPhase from) {
         if (from == SYNC_LINKS) {
                 Device *d;
                 DEVICE_FOREACH(d, &e->devices, it)
-                        d->seen_in_dump = false;
+                        d->sync.seen_in_dump = false;
                 e->dump_epoch++;
         } else {
                 route_forget_all(&e->devices, NULL, NULL);
@@ -370,7 +370,7 @@ static void sweep(Sync *s) {
         Device *d;
 
         DEVICE_FOREACH(d, &e->devices, it)
-                n += !d->seen_in_dump;
+                n += !d->sync.seen_in_dump;
         if (n == 0)
                 return;
         gone = calloc(n, sizeof(Device *));
@@ -380,7 +380,7 @@ static void sweep(Sync *s) {
         }
         n = 0;
         DEVICE_FOREACH(d, &e->devices, it)
-                if (!d->seen_in_dump)
+                if (!d->sync.seen_in_dump)
                         gone[n++] = d;
         for (size_t i = 0; i < n; i++) {
                 log_dev_debug(gone[i], "not in the link dump: gone");
@@ -518,8 +518,8 @@ static void on_batch_end(void *userdata) {
         if (e->reconcile_pending && e->synced && e->routes_complete) {
                 e->reconcile_pending = false;
                 DEVICE_FOREACH(d, &e->devices, it)
-                        if (d->need_reconcile)
-                                apply_reconcile(e, d, d->sizes_moved ? REASON_SIZES : REASON_LINK);
+                        if (d->reconcile.owed)
+                                apply_reconcile(e, d, d->reconcile.sizes_moved ? REASON_SIZES : REASON_LINK);
         }
         apply_flush(e);
 }

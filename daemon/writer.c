@@ -265,7 +265,7 @@ static int ring_push(Writer *w, uint32_t seq, RequestKind kind, Device *d, Write
         *r = (WriterRequest){.seq = seq, .kind = kind, .device = d, .fn = fn, .userdata = userdata,
                              .id = ++w->next_id};
         w->count++;
-        d->n_requests++;
+        d->write.n_requests++;
         if (ret_id)
                 *ret_id = r->id;
         return 0;
@@ -330,7 +330,7 @@ void writer_cancel_device(Writer *w, Device *d) {
                 d->write.phase = WRITE_IDLE;
         }
         device_write_end(d);
-        for (unsigned i = 0; i < w->count && d->n_requests > 0; i++) {
+        for (unsigned i = 0; i < w->count && d->write.n_requests > 0; i++) {
                 WriterRequest *r = &w->ring[(w->head + i) % w->cap];
                 if (r->device != d)
                         continue;
@@ -338,7 +338,7 @@ void writer_cancel_device(Writer *w, Device *d) {
                 void *userdata = r->userdata;
                 r->device = NULL;
                 r->fn = NULL;
-                d->n_requests--;
+                d->write.n_requests--;
                 if (fn)
                         fn(NULL, -ENODEV, userdata);
         }
@@ -392,7 +392,7 @@ static WriterRequest ring_pop(Writer *w) {
         w->head = (w->head + 1) % w->cap;
         w->count--;
         if (r.device)
-                r.device->n_requests--;
+                r.device->write.n_requests--;
         return r;
 }
 

@@ -116,7 +116,7 @@ static void check_write(const FuzzKernel *k, struct nlmsghdr *nlh, FuzzRequest *
                 fprintf(stderr,
                         "fuzz: write to %s (ifindex %d, tso_max_size %u, state %s) above what it takes: gso %u gro %u "
                         "gso_ipv4 %u gro_ipv4 %u (limits %u and %u)\n",
-                        d->ifname[0] ? d->ifname : "?", d->ifindex, d->tso_max_size, device_state_to_string(d->state),
+                        d->ifname[0] ? d->ifname : "?", d->ifindex, d->tso_max_size, device_state_to_string(d->life.state),
                         lm.sizes.gso_max_size, lm.sizes.gro_max_size, lm.sizes.gso_ipv4_max_size,
                         lm.sizes.gro_ipv4_max_size, gso, BT_GRO_MAX_SIZE);
                 abort();
@@ -340,27 +340,27 @@ static void check_device(const Engine *e, const Device *d) {
         PendingReason why = lifecycle_pending_reason(d);
 
         FUZZ_ASSERT(d->ifindex > 0 && device_get(&e->devices, d->ifindex) == d);
-        FUZZ_ASSERT(d->state >= 0 && d->state < _DEVICE_STATE_MAX && device_state_to_string(d->state));
-        FUZZ_ASSERT((d->state == DEVICE_PENDING) == (why >= 0));
+        FUZZ_ASSERT(d->life.state >= 0 && d->life.state < _DEVICE_STATE_MAX && device_state_to_string(d->life.state));
+        FUZZ_ASSERT((d->life.state == DEVICE_PENDING) == (why >= 0));
         FUZZ_ASSERT(why < 0 || pending_reason_to_string(why));
-        if (d->state == DEVICE_PENDING &&
+        if (d->life.state == DEVICE_PENDING &&
             !(d->write.phase != WRITE_IDLE || d->rollout.phase == ROLLOUT_WAITING || device_history_get(d)->corrections.throttled ||
-              (d->need_reconcile && (!e->synced || !e->routes_complete)))) {
+              (d->reconcile.owed && (!e->synced || !e->routes_complete)))) {
                 /* `pending` says bigtcpd is on its way; here nothing is going to move it */
                 fprintf(stderr,
                         "fuzz: %s (ifindex %d) is pending with nothing queued, in flight or waiting "
                         "(need_reconcile %d, synced %d, routes_complete %d, held %d, policy %s)\n",
-                        d->ifname[0] ? d->ifname : "?", d->ifindex, d->need_reconcile, e->synced, e->routes_complete, d->held,
-                        d->policy_name ?: "-");
+                        d->ifname[0] ? d->ifname : "?", d->ifindex, d->reconcile.owed, e->synced, e->routes_complete, d->life.held,
+                        d->match.policy_name ?: "-");
                 abort();
         }
         FUZZ_ASSERT(d->write.phase >= WRITE_IDLE && d->write.phase < _WRITE_PHASE_MAX);
         /* probation: the state says so exactly when the probation set has it */
-        FUZZ_ASSERT(d->state != DEVICE_PROBATION || d->probation);
-        FUZZ_ASSERT(!d->probation || d->state == DEVICE_PROBATION || d->state == DEVICE_PENDING);
-        FUZZ_ASSERT(!d->held || d->state == DEVICE_ROLLED_BACK || d->state == DEVICE_PENDING ||
-                    d->state == DEVICE_FAILED);
-        FUZZ_ASSERT(d->has_original || (d->written == 0 && !d->held && !d->has_last_good));
+        FUZZ_ASSERT(d->life.state != DEVICE_PROBATION || d->probation);
+        FUZZ_ASSERT(!d->probation || d->life.state == DEVICE_PROBATION || d->life.state == DEVICE_PENDING);
+        FUZZ_ASSERT(!d->life.held || d->life.state == DEVICE_ROLLED_BACK || d->life.state == DEVICE_PENDING ||
+                    d->life.state == DEVICE_FAILED);
+        FUZZ_ASSERT(d->record.has_original || (d->record.written == 0 && !d->life.held && !d->record.has_last_good));
         FUZZ_ASSERT((d->rollout.phase == ROLLOUT_NONE) == (d->rollout.of == NULL));
         FUZZ_ASSERT(!d->rollout.of || rollout_known(e, d->rollout.of));
         /* a write's record exactly while the write is queued or in flight */
@@ -398,7 +398,7 @@ void fuzz_engine_check(const Engine *e, const FuzzKernel *k) {
                                 const WriterRequest *rq = writer_lookup(e->writer, k->pending[(k->head + i) % WRITER_INFLIGHT_MAX].seq);
                                 owned += rq && rq->device == d;
                         }
-                        FUZZ_ASSERT(owned == d->n_requests);
+                        FUZZ_ASSERT(owned == d->write.n_requests);
                 }
                 for (unsigned i = 0; i < k->n; i++) {
                         const FuzzRequest *fr = &k->pending[(k->head + i) % WRITER_INFLIGHT_MAX];
@@ -435,7 +435,7 @@ void fuzz_check_event(const Event *ev, void *userdata) {
         if (ev->device)
                 FUZZ_ASSERT(device_get(&e->devices, ev->device->ifindex) == ev->device);
         if (ev->type == EVENT_STATE) {
-                FUZZ_ASSERT(ev->device && ev->device->state == ev->state);
+                FUZZ_ASSERT(ev->device && ev->device->life.state == ev->state);
                 if (!lifecycle_transition_allowed(ev->previous, ev->state)) {
                         fprintf(stderr, "fuzz: %s (ifindex %d): transition %s -> %s is not in the lifecycle\n",
                                 ev->device->ifname ?: "?", ev->device->ifindex, device_state_to_string(ev->previous),

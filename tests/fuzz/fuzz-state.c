@@ -260,14 +260,14 @@ static void restart(StateEntry *entries, size_t n) {
                 const Device *d = device_get(&e->devices, ifindex[i]);
                 if (expect[i].stale) {
                         /* none of another's: no originals, no hold, no probation, no record */
-                        FUZZ_ASSERT(d && !d->has_original && !d->held && !d->probation && !device_history_get(d)->last_rollback &&
-                                    d->state == DEVICE_UNMANAGED);
+                        FUZZ_ASSERT(d && !d->record.has_original && !d->life.held && !d->probation && !device_history_get(d)->last_rollback &&
+                                    d->life.state == DEVICE_UNMANAGED);
                         continue;
                 }
-                FUZZ_ASSERT(d && d->has_original && d->state == expect[i].state);
-                FUZZ_ASSERT(sizes_same(&d->original, &x->original) && d->written == x->written);
-                FUZZ_ASSERT(d->has_last_good == x->has_last_good && (!d->has_last_good || sizes_same(&d->last_good, &x->last_good)));
-                FUZZ_ASSERT(d->held == expect[i].held && (!d->held || sizes_same(&device_history_get(d)->held_desired, &x->held_desired)));
+                FUZZ_ASSERT(d && d->record.has_original && d->life.state == expect[i].state);
+                FUZZ_ASSERT(sizes_same(&d->record.original, &x->original) && d->record.written == x->written);
+                FUZZ_ASSERT(d->record.has_last_good == x->has_last_good && (!d->record.has_last_good || sizes_same(&d->record.last_good, &x->last_good)));
+                FUZZ_ASSERT(d->life.held == expect[i].held && (!d->life.held || sizes_same(&device_history_get(d)->held_desired, &x->held_desired)));
                 FUZZ_ASSERT(!!d->probation == expect[i].probation && !!device_history_get(d)->last_rollback == expect[i].rollback);
         }
 
@@ -279,12 +279,12 @@ static void restart(StateEntry *entries, size_t n) {
                 const StateEntry *x = &back[i];
                 const Device *d = device_get(&e->devices, x->ifindex);
                 char mac[DEVICE_MAC_STRLEN];
-                FUZZ_ASSERT(d && streq_ptr(x->ifname, d->ifname) && x->state == d->state);
+                FUZZ_ASSERT(d && streq_ptr(x->ifname, d->ifname) && x->state == d->life.state);
                 FUZZ_ASSERT(x->has_identity && streq_ptr(x->kind, d->kind ?: "") &&
                             streq_ptr(x->mac, device_identity_mac(d, mac)) && state_entry_is_device(x, d, NULL));
-                FUZZ_ASSERT(sizes_same(&x->original, &d->original) && x->written == d->written);
-                FUZZ_ASSERT(x->has_last_good == d->has_last_good && (!x->has_last_good || sizes_same(&x->last_good, &d->last_good)));
-                FUZZ_ASSERT(x->held == d->held && (!x->held || sizes_same(&x->held_desired, &device_history_get(d)->held_desired)));
+                FUZZ_ASSERT(sizes_same(&x->original, &d->record.original) && x->written == d->record.written);
+                FUZZ_ASSERT(x->has_last_good == d->record.has_last_good && (!x->has_last_good || sizes_same(&x->last_good, &d->record.last_good)));
+                FUZZ_ASSERT(x->held == d->life.held && (!x->held || sizes_same(&x->held_desired, &device_history_get(d)->held_desired)));
                 check_probation(d, x->probation);
                 check_rollback(device_history_get(d)->last_rollback, x->last_rollback);
         }

@@ -166,8 +166,8 @@ static void set_up_engine(void) {
         for (size_t i = 0; i < ELEMENTSOF(links); i++) {
                 d = device_get(&engine->devices, links[i].ifindex);
                 FUZZ_ASSERT(d);
-                states[i] = d->state;
-                seen |= 1u << d->state;
+                states[i] = d->life.state;
+                seen |= 1u << d->life.state;
         }
         FUZZ_ASSERT(engine->settled_once);
         if (seen != ((1u << _DEVICE_STATE_MAX) - 1) - (1u << DEVICE_UNSUPPORTED)) {
@@ -321,7 +321,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(engine->devices.n_devices == ELEMENTSOF(links) && !device_get(&engine->devices, visitor.ifindex));
         for (size_t i = 0; i < ELEMENTSOF(links); i++) {
                 const Device *d = device_get(&engine->devices, links[i].ifindex);
-                FUZZ_ASSERT(d && d->state == states[i]);
+                FUZZ_ASSERT(d && d->life.state == states[i]);
         }
         fuzz_engine_check(engine, &kernel);
         check_replies(replies, n_replies);

@@ -65,6 +65,16 @@ NAMESPACE_MAKER = 'namespace'
 POLICY_LENT = re.compile(r'(?:\bengine|\be)->policy\s*=(?!=)')
 
 
+# A device's step and records (Device.life, Device.record: its state, the hold, the originals, the
+# rollback target) are changed by the lifecycle alone, so that the write's transaction can undo
+# what it did in one place; device.c makes the device. Others read them.
+LIFECYCLE_GROUPS = ('life', 'record')
+LIFECYCLE_OWNERS = {'lifecycle', 'device'}
+LIFECYCLE_WRITE = re.compile(r'(?:\+\+|--)\s*[\w\]\[()>.-]*(?:->|\.)(?:' + '|'.join(LIFECYCLE_GROUPS) +
+                             r')\b|(?:->|\.)(' + '|'.join(LIFECYCLE_GROUPS) +
+                             r')((?:\.\w+|\[[^]]*\])*)\s*(?:[-+*/|&^]?=(?!=)|\+\+|--)')
+
+
 def check(root):
     rank = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
     layer_name = {i: name for i, (name, _) in enumerate(LAYERS)}
@@ -110,6 +120,15 @@ def check(root):
         if POLICY_LENT.search(text):
             problems.append(f'daemon/{path.name} sets an engine\'s policy: every namespace runs the reloader\'s, '
                             f'lent to its engine by {NAMESPACE_MAKER}.c alone (netns_run_policy)')
+
+    for path in daemon:
+        if path.suffix != '.c' or path.stem in LIFECYCLE_OWNERS:
+            continue
+        text = re.sub(r'/\*.*?\*/', '', path.read_text(), flags=re.S)
+        for m in LIFECYCLE_WRITE.finditer(text):
+            line = text.count('\n', 0, m.start()) + 1
+            problems.append(f'daemon/{path.name}:{line} changes a device\'s {m.group(0).strip()}: a device\'s life and '
+                            f'record are changed by lifecycle.c alone (ask it with a step of lifecycle.h)')
 
     for path in sorted((root / 'cli').glob('*.[ch]')):
         for inc in includes(path, root):
@@ -190,6 +209,15 @@ SELF_TEST_CASES = [
      {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\ne->policy = set;\n'},
      ["daemon/apply.c sets an engine's policy: every namespace runs the reloader's, lent to its engine by "
       "namespace.c alone (netns_run_policy)"]),
+    ('a decision that moves the rollback target itself',
+     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nif (d->life.held == x)\n'
+                        '        d->record.last_good = d->life.desired;\n'},
+     ["daemon/apply.c:4 changes a device's ->record.last_good =: a device's life and record are changed by "
+      "lifecycle.c alone (ask it with a step of lifecycle.h)"]),
+    ('a decision that counts in a device\'s record',
+     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nd->record.proven.n++;\n'},
+     ["daemon/apply.c:3 changes a device's ->record.proven.n++: a device's life and record are changed by "
+      "lifecycle.c alone (ask it with a step of lifecycle.h)"]),
 ]
 
 

@@ -170,7 +170,7 @@ static inline Device *h_dev(Harness *h, int ifindex) {
 static inline DeviceState h_state(Harness *h, int ifindex) {
         Device *d = h_dev(h, ifindex);
         assert_non_null(d);
-        return d->state;
+        return d->life.state;
 }
 
 /* A link message as the kernel builds it; `stats` (may be NULL) adds IFLA_STATS64. */

@@ -46,7 +46,7 @@ static void test_table_grows(void **state) {
         /* the slots of the removed ones are taken again, each device whole and zeroed */
         for (int i = 10001; i <= 15000; i++) {
                 assert_int_equal(device_add(&t, i, &d), 0);
-                assert_int_equal(d->state, DEVICE_UNMANAGED);
+                assert_int_equal(d->life.state, DEVICE_UNMANAGED);
                 assert_null(d->kind);
                 assert_string_equal(d->ifname, "");
                 snprintf(d->ifname, sizeof(d->ifname), "d%d", i);

@@ -346,7 +346,7 @@ static void test_path(void **state) {
                 assert_null(h_dev(h, ifindex)->write.on);
         else
                 assert_non_null(h_dev(h, ifindex)->write.on);
-        if (h_dev(h, ifindex)->state == DEVICE_UNMANAGED || h_dev(h, ifindex)->state == DEVICE_UNSUPPORTED) {
+        if (h_dev(h, ifindex)->life.state == DEVICE_UNMANAGED || h_dev(h, ifindex)->life.state == DEVICE_UNSUPPORTED) {
                 /* nothing in progress is left on a device bigtcpd does not manage */
                 assert_null(h_dev(h, ifindex)->probation);
                 assert_int_equal(h_dev(h, ifindex)->rollout.phase, ROLLOUT_NONE);
@@ -388,16 +388,16 @@ static void test_new_device(void **state) {
                 h_start(h);
 
         Device *d = h_dev(h, 2);
-        assert_state(d->state, DEVICE_PENDING);
+        assert_state(d->life.state, DEVICE_PENDING);
         assert_string_equal(h_pending_reason(h, 2), "in-flight");
         assert_int_equal(h_count_writes(h, 2, 0), 1);
         assert_sizes_equal(h_last_write(h, 2)->sizes, BIG);
-        assert_true(d->has_original);
-        assert_sizes_equal(d->original, H_LEGACY);
+        assert_true(d->record.has_original);
+        assert_sizes_equal(d->record.original, H_LEGACY);
         assert_non_null(d->probation); /* baselines are taken before the write */
 
         h_answer_all(h);
-        assert_state(d->state, DEVICE_PROBATION);
+        assert_state(d->life.state, DEVICE_PROBATION);
         const Recorded *w = h_find_event(h, EVENT_WRITE, 2, 0);
         assert_non_null(w);
         assert_cause(w->cause, c->cause);
@@ -407,9 +407,9 @@ static void test_new_device(void **state) {
         assert_int_equal(probation_left_usec(h->e->probation, d), 10 * USEC_PER_SEC);
 
         h_run(h, 9 * USEC_PER_SEC, USEC_PER_SEC);
-        assert_state(d->state, DEVICE_PROBATION); /* not a tick early */
+        assert_state(d->life.state, DEVICE_PROBATION); /* not a tick early */
         h_run(h, 1 * USEC_PER_SEC, USEC_PER_SEC);
-        assert_state(d->state, DEVICE_APPLIED);
+        assert_state(d->life.state, DEVICE_APPLIED);
         assert_null(d->probation);
         assert_int_equal(probation_count(h->e->probation), 0);
         assert_path(h, 2, 0, "pending probation applied");
@@ -456,7 +456,7 @@ static void test_refused(void **state) {
         h_answer_all(h);
 
         Device *d = h_dev(h, 2);
-        assert_state(d->state, DEVICE_FAILED);
+        assert_state(d->life.state, DEVICE_FAILED);
         assert_int_equal(device_history_get(d)->last_errno, -EINVAL);
         assert_string_equal(device_history_get(d)->last_error, "fake extack");
         assert_null(d->probation);
@@ -496,11 +496,11 @@ static void test_refused(void **state) {
                 assert_sizes_equal(h_last_write(h, 2)->sizes, c->sizes);
                 h_answer_all(h);
                 assert_cause(h_find_event(h, EVENT_WRITE, 2, 0)->cause, c->cause);
-                assert_state(d->state, DEVICE_PROBATION);
+                assert_state(d->life.state, DEVICE_PROBATION);
                 assert_int_equal(device_history_get(d)->last_errno, 0);
         } else {
                 h_answer_all(h);
-                assert_state(d->state, DEVICE_FAILED);
+                assert_state(d->life.state, DEVICE_FAILED);
         }
         h_free(h);
 }
@@ -540,9 +540,9 @@ static void test_leave_match_in_probation(void **state) {
         Device *d = h_dev(h, 2), *other = h_dev(h, 3);
         Rollout *r = rollout_find(&h->e->rollouts, "fabric");
         assert_non_null(r);
-        assert_state(d->state, DEVICE_PROBATION);
+        assert_state(d->life.state, DEVICE_PROBATION);
         assert_int_equal(d->rollout.phase, ROLLOUT_ACTIVE);
-        assert_state(other->state, DEVICE_PENDING);
+        assert_state(other->life.state, DEVICE_PENDING);
         assert_string_equal(h_pending_reason(h, 3), "rollout-slot");
         h_run(h, 3 * USEC_PER_SEC, USEC_PER_SEC);
         size_t mark = h->n_ev, reqs = h->n_reqs;
@@ -553,7 +553,7 @@ static void test_leave_match_in_probation(void **state) {
                 h_reload(h, P_LEAVE_ETH1);
 
         /* at once: the window and the slot are gone, the originals are on their way */
-        assert_state(d->state, DEVICE_PENDING);
+        assert_state(d->life.state, DEVICE_PENDING);
         assert_null(d->probation);
         assert_int_equal(d->rollout.phase, ROLLOUT_NONE);
         assert_null(d->rollout.of);
@@ -566,10 +566,10 @@ static void test_leave_match_in_probation(void **state) {
         assert_int_equal(r->active, 1);
 
         h_answer_all(h);
-        assert_state(d->state, DEVICE_UNMANAGED);
+        assert_state(d->life.state, DEVICE_UNMANAGED);
         assert_path(h, 2, mark, "pending unmanaged");
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_RESTORE);
-        assert_false(d->has_original);
+        assert_false(d->record.has_original);
         assert_null(d->probation);
         assert_sizes_equal(h_link(h, 2)->sizes, H_LEGACY);
         json_object *j = control_device_json(&(Control){.engine = h->e}, d);
@@ -586,7 +586,7 @@ static void test_leave_match_in_probation(void **state) {
         h_answer_all(h);
         h_run(h, 12 * USEC_PER_SEC, USEC_PER_SEC);
         assert_path(h, 9, before_new, "pending probation applied");
-        assert_state(d->state, DEVICE_UNMANAGED);
+        assert_state(d->life.state, DEVICE_UNMANAGED);
         assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2, mark), 0);
         assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 9, 0), 0);
         assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 3, 0), 1);
@@ -632,9 +632,9 @@ static void test_guard_trip(void **state) {
         Harness *h = started_with(policy, 2, "eth0");
         h_answer_all(h);
         Device *d = h_dev(h, 2);
-        assert_state(d->state, DEVICE_PROBATION);
+        assert_state(d->life.state, DEVICE_PROBATION);
         h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
-        assert_state(d->state, DEVICE_PROBATION);
+        assert_state(d->life.state, DEVICE_PROBATION);
         size_t mark = h->n_ev, reqs = h->n_reqs;
 
         /* below the threshold first: nothing */
@@ -645,7 +645,7 @@ static void test_guard_trip(void **state) {
         h->tcp_retrans_segs = 200;
         h_write_snmp(h);
         h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
-        assert_state(d->state, DEVICE_PROBATION);
+        assert_state(d->life.state, DEVICE_PROBATION);
         assert_int_equal(h_count_writes(h, 2, reqs), 0);
 
         /* over it */
@@ -664,7 +664,7 @@ static void test_guard_trip(void **state) {
         assert_int_equal(h_count_writes(h, 2, reqs), 1);
         assert_sizes_equal(h_last_write(h, 2)->sizes, H_LEGACY);
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_ROLLBACK);
-        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_state(d->life.state, DEVICE_ROLLED_BACK);
         assert_path(h, 2, mark, "pending rolled-back");
         assert_null(d->probation);
         assert_sizes_equal(h_link(h, 2)->sizes, H_LEGACY);
@@ -677,7 +677,7 @@ static void test_guard_trip(void **state) {
         h_reload(h, policy);
         h_answer_all(h);
         assert_int_equal(h_count_writes(h, 2, reqs), 0);
-        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_state(d->life.state, DEVICE_ROLLED_BACK);
         h_free(h);
 }
 
@@ -722,7 +722,7 @@ static void test_last_good_after_guard_trip(void **state) {
         assert_sizes_equal(h_last_write(h, 2)->sizes, c->to);
         assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
         assert_sizes_equal(h_link(h, 2)->sizes, c->to);
-        assert_sizes_equal(h_dev(h, 2)->original, H_LEGACY);
+        assert_sizes_equal(h_dev(h, 2)->record.original, H_LEGACY);
 
         /* held: time and a re-read write nothing */
         reqs = h->n_reqs;
@@ -736,17 +736,17 @@ static void test_last_good_after_guard_trip(void **state) {
         h_answer_all(h);
         h_run(h, 30 * USEC_PER_SEC, USEC_PER_SEC);
         Device *d = h_dev(h, 2);
-        assert_true(d->held);
-        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_true(d->life.held);
+        assert_state(d->life.state, DEVICE_ROLLED_BACK);
         assert_int_equal(h_count_writes(h, 2, 0), 0);
         assert_sizes_equal(h_link(h, 2)->sizes, c->to);
-        assert_sizes_equal(d->original, H_LEGACY);
+        assert_sizes_equal(d->record.original, H_LEGACY);
         /* and a retry releases it: B again */
         assert_int_equal(apply_retry(h->e, d), 0);
         h_flush(h);
         h_answer_all(h);
         assert_sizes_equal(h_link(h, 2)->sizes, b);
-        assert_state(d->state, DEVICE_PROBATION);
+        assert_state(d->life.state, DEVICE_PROBATION);
         h_free(h);
 }
 
@@ -873,14 +873,14 @@ static void test_operator_rollback(void **state) {
         assert_int_equal(h_count_writes(h, 2, reqs), 1);
         assert_sizes_equal(h_last_write(h, 2)->sizes, c->to);
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_ROLLBACK);
-        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_state(d->life.state, DEVICE_ROLLED_BACK);
         assert_sizes_equal(h_link(h, 2)->sizes, c->to);
 
         /* held there; a second rollback has nothing to do */
         h_run(h, 20 * USEC_PER_SEC, USEC_PER_SEC);
         h_dump(h);
         h_answer_all(h);
-        assert_state(d->state, DEVICE_ROLLED_BACK);
+        assert_state(d->life.state, DEVICE_ROLLED_BACK);
         assert_int_equal(apply_rollback(h->e, d, NULL), -EALREADY);
         assert_int_equal(h_count_writes(h, 2, reqs), 1);
 
@@ -890,7 +890,7 @@ static void test_operator_rollback(void **state) {
         h_flush(h);
         h_answer_all(h);
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_RETRY);
-        assert_state(d->state, DEVICE_PROBATION);
+        assert_state(d->life.state, DEVICE_PROBATION);
         assert_sizes_equal(h_link(h, 2)->sizes, c->retry);
         assert_int_equal(apply_retry(h->e, d), -EALREADY);
         h_free(h);
@@ -949,7 +949,7 @@ static void test_deleted_in_flight(void **state) {
         size_t mark = h->n_ev;
         h_link_add(h, 2, "eth0"); /* appeared moments ago: written at once */
         Device *d = h_dev(h, 2);
-        assert_state(d->state, DEVICE_PENDING);
+        assert_state(d->life.state, DEVICE_PENDING);
         assert_true(h_count_writes(h, 2, old_end) == 1);
 
         /* the old requests are answered first, in order: the dump with the new link's entry
@@ -967,7 +967,7 @@ static void test_deleted_in_flight(void **state) {
                 h_answer(h, c->answer);
         }
         h_batch_end(h);
-        assert_state(d->state, DEVICE_PENDING);
+        assert_state(d->life.state, DEVICE_PENDING);
         assert_string_equal(h_pending_reason(h, 2), "in-flight");
         assert_int_equal(device_history_get(d)->last_errno, 0);
         assert_false(d->carried_traffic);
@@ -1028,7 +1028,7 @@ static void test_dump_sampling(void **state) {
                 h_answer_all(h);
         }
         for (int i = 0; i < N_DUMP_DEVICES; i++)
-                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+                assert_state(h_dev(h, 2 + i)->life.state, DEVICE_PROBATION);
 
         /* every tick: one dump, not one request per device */
         mark = h->n_ev;
@@ -1038,7 +1038,7 @@ static void test_dump_sampling(void **state) {
         assert_int_equal(h->stats_dumps - dumps, 3);
         assert_int_equal(h->n_reqs, reqs);
         for (int i = 0; i < N_DUMP_DEVICES; i++)
-                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+                assert_state(h_dev(h, 2 + i)->life.state, DEVICE_PROBATION);
 
         if (c->trouble == DUMP_SLOW) {
                 /* a rise; the tick's dump is slow: the next tick asks for none */
@@ -1050,19 +1050,19 @@ static void test_dump_sampling(void **state) {
                 h_advance(h, USEC_PER_SEC);
                 probation_tick(h->e->probation);
                 assert_int_equal(h->stats_dumps, dumps);
-                assert_state(h_dev(h, ROGUE)->state, DEVICE_PROBATION);
+                assert_state(h_dev(h, ROGUE)->life.state, DEVICE_PROBATION);
                 h_answer_all(h); /* the verdict comes with the dump's end */
         } else {
                 h_link(h, ROGUE)->stats.tx_errors = 1;
                 h_tick(h, USEC_PER_SEC);
         }
         /* the rise, at the first tick after it; no one else touched */
-        assert_state(h_dev(h, ROGUE)->state, DEVICE_ROLLED_BACK);
+        assert_state(h_dev(h, ROGUE)->life.state, DEVICE_ROLLED_BACK);
         assert_non_null(h_find_event(h, EVENT_ROLLBACK, ROGUE, mark));
         for (int i = 0; i < N_DUMP_DEVICES; i++) {
                 if (2 + i == ROGUE)
                         continue;
-                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+                assert_state(h_dev(h, 2 + i)->life.state, DEVICE_PROBATION);
                 assert_int_equal(h_count_writes(h, 2 + i, reqs), 0);
         }
 
@@ -1078,7 +1078,7 @@ static void test_dump_sampling(void **state) {
                 h->stats_dump_error = 0;
                 for (int i = 0; i < N_DUMP_DEVICES; i++)
                         if (2 + i != ROGUE)
-                                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+                                assert_state(h_dev(h, 2 + i)->life.state, DEVICE_PROBATION);
                 /* the next tick samples every one of them again */
                 dumps = h->stats_dumps;
                 h_tick(h, USEC_PER_SEC);
@@ -1087,7 +1087,7 @@ static void test_dump_sampling(void **state) {
                 h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
         for (int i = 0; i < N_DUMP_DEVICES; i++)
                 if (2 + i != ROGUE) {
-                        assert_state(h_dev(h, 2 + i)->state, DEVICE_APPLIED);
+                        assert_state(h_dev(h, 2 + i)->life.state, DEVICE_APPLIED);
                         assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2 + i, mark), 0);
                 }
         /* nothing in probation: the timer is off */
@@ -1118,7 +1118,7 @@ static void test_sample_gap(void **state) {
         h_tick(h, USEC_PER_SEC - written_at[ELEMENTSOF(written_at) - 1] * USEC_PER_MSEC);
         h_run(h, 5 * USEC_PER_SEC, USEC_PER_SEC);
         for (size_t i = 0; i < ELEMENTSOF(written_at); i++)
-                assert_state(h_dev(h, 2 + (int) i)->state, DEVICE_PROBATION);
+                assert_state(h_dev(h, 2 + (int) i)->life.state, DEVICE_PROBATION);
         probation_figures(h->e->probation, &gap, &dumps);
         assert_true(gap <= USEC_PER_SEC / 4 * 5);
         assert_true(gap >= USEC_PER_SEC); /* the steady ticks */
@@ -1189,7 +1189,7 @@ static void test_baselines(void **state) {
                         /* another device in probation, its tick's dump running */
                         h_reload(h, P_V6_ROLLOUT1_ETH0);
                         h_answer_all(h);
-                        assert_state(h_dev(h, 2)->state, DEVICE_PROBATION);
+                        assert_state(h_dev(h, 2)->life.state, DEVICE_PROBATION);
                         h_advance(h, USEC_PER_SEC);
                         probation_tick(h->e->probation);
                         assert_true(h->stats_dump_running);
@@ -1224,7 +1224,7 @@ static void test_baselines(void **state) {
         }
         h_answer_all(h);
         for (int i = 0; i < N_BASELINE_DEVICES; i++)
-                assert_state(h_dev(h, 2 + i)->state, DEVICE_PROBATION);
+                assert_state(h_dev(h, 2 + i)->life.state, DEVICE_PROBATION);
 
         /* a rise of one on every device, after the write, before the first sample */
         size_t mark = h->n_ev;
@@ -1232,7 +1232,7 @@ static void test_baselines(void **state) {
                 h_link(h, 2 + i)->stats.tx_errors = 6;
         h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
         for (int i = c->from == FROM_BEHIND_TICK ? 1 : 0; i < N_BASELINE_DEVICES; i++) {
-                assert_state(h_dev(h, 2 + i)->state, c->trips ? DEVICE_ROLLED_BACK : DEVICE_PROBATION);
+                assert_state(h_dev(h, 2 + i)->life.state, c->trips ? DEVICE_ROLLED_BACK : DEVICE_PROBATION);
                 assert_int_equal(h_count_events(h, EVENT_ROLLBACK, 2 + i, mark), c->trips ? 1 : 0);
         }
         h_free(h);
@@ -1258,8 +1258,8 @@ static void test_sizes_left_out(void **state) {
         h_answer_all(h);
         h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
         Device *d = h_dev(h, 2);
-        assert_state(d->state, DEVICE_APPLIED);
-        assert_int_equal(d->written, SIZE_BITS_ALL);
+        assert_state(d->life.state, DEVICE_APPLIED);
+        assert_int_equal(d->record.written, SIZE_BITS_ALL);
 
         h_reload(h, P_GSO_150);
         Sizes want = c->original;
@@ -1267,15 +1267,15 @@ static void test_sizes_left_out(void **state) {
         assert_sizes_equal(h_last_write(h, 2)->sizes, want);
         h_answer_all(h);
         h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
-        assert_state(d->state, DEVICE_APPLIED);
+        assert_state(d->life.state, DEVICE_APPLIED);
         assert_sizes_equal(h_link(h, 2)->sizes, want);
-        assert_int_equal(d->owned, SIZE_BIT_GSO);
-        assert_int_equal(d->written, SIZE_BIT_GSO);
+        assert_int_equal(d->life.owned, SIZE_BIT_GSO);
+        assert_int_equal(d->record.written, SIZE_BIT_GSO);
 
         /* and when it stops matching, the one size left goes back too */
         h_reload(h, P_NONE);
         h_answer_all(h);
-        assert_state(d->state, DEVICE_UNMANAGED);
+        assert_state(d->life.state, DEVICE_UNMANAGED);
         assert_sizes_equal(h_link(h, 2)->sizes, c->original);
         h_free(h);
 }
@@ -1299,7 +1299,7 @@ static void test_put_back(void **state) {
         h_answer_all(h);
         h_run(h, 11 * USEC_PER_SEC, USEC_PER_SEC);
         Device *d = h_dev(h, 2);
-        assert_state(d->state, DEVICE_APPLIED);
+        assert_state(d->life.state, DEVICE_APPLIED);
         size_t mark = h->n_ev, reqs = h->n_reqs;
 
         h_link_set_sizes(h, 2, H_SIZES(100000, 100000, 100000, 100000));
@@ -1314,7 +1314,7 @@ static void test_put_back(void **state) {
         assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_PUT_BACK);
         assert_path(h, 2, mark, "pending applied");
         assert_null(d->probation);
-        assert_sizes_equal(d->last_good, H_LEGACY); /* a rollback still goes to the originals */
+        assert_sizes_equal(d->record.last_good, H_LEGACY); /* a rollback still goes to the originals */
         assert_sizes_equal(h_link(h, 2)->sizes, BIG);
         h_free(h);
 }
@@ -1346,7 +1346,7 @@ static void test_put_back_throttle(void **state) {
         Harness *h = started_with(P_NOGUARD, 2, "eth0");
         h_answer_all(h);
         Device *d = h_dev(h, 2);
-        assert_state(d->state, DEVICE_APPLIED);
+        assert_state(d->life.state, DEVICE_APPLIED);
         const uint64_t t0 = h->mono;
 
         for (unsigned k = 0; k < CORRECTIONS_MAX; k++) {
@@ -1357,7 +1357,7 @@ static void test_put_back_throttle(void **state) {
                 const Recorded *w = h_find_event(h, EVENT_WRITE, 2, mark);
                 assert_non_null(w);
                 assert_cause(w->cause, WRITE_CAUSE_PUT_BACK);
-                assert_state(d->state, DEVICE_APPLIED);
+                assert_state(d->life.state, DEVICE_APPLIED);
         }
 
         /* the eleventh within the window: not put back */
@@ -1366,7 +1366,7 @@ static void test_put_back_throttle(void **state) {
         h_link_set_sizes(h, 2, H_SIZES(120000, 100000, 100000, 100000));
         h_read(h, 2);
         assert_int_equal(h_count_writes(h, 2, reqs), 0);
-        assert_state(d->state, DEVICE_PENDING);
+        assert_state(d->life.state, DEVICE_PENDING);
         assert_string_equal(h_pending_reason(h, 2), "throttled");
 
         switch (c->after) {
@@ -1391,10 +1391,10 @@ static void test_put_back_throttle(void **state) {
         assert_int_equal(h_count_writes(h, 2, reqs), c->written);
         if (c->written) {
                 assert_cause(h_find_event(h, EVENT_WRITE, 2, mark)->cause, WRITE_CAUSE_PUT_BACK);
-                assert_state(d->state, DEVICE_APPLIED);
+                assert_state(d->life.state, DEVICE_APPLIED);
                 assert_sizes_equal(h_link(h, 2)->sizes, BIG);
         } else {
-                assert_state(d->state, DEVICE_PENDING);
+                assert_state(d->life.state, DEVICE_PENDING);
                 assert_string_equal(h_pending_reason(h, 2), "throttled");
         }
         h_free(h);
@@ -1416,8 +1416,8 @@ static void test_resume_held_mid_rollback(void **state) {
         h_start_from(h, entry, 1);
 
         Device *d = h_dev(h, 2);
-        assert_true(d->held);
-        assert_state(d->state, DEVICE_PENDING);
+        assert_true(d->life.held);
+        assert_state(d->life.state, DEVICE_PENDING);
         assert_int_equal(h_count_writes(h, 2, 0), 1);
         assert_sizes_equal(h_last_write(h, 2)->sizes, H_LEGACY);
         h_answer_all(h);
@@ -1699,7 +1699,7 @@ static void run_ownership(const OwnershipCase *c, bool snapshot, unsigned fail_a
                 assert_int_equal(writes, 0);
                 for (int i = 2; i <= 3; i++) {
                         assert_state(h_state(h, i), DEVICE_FAILED);
-                        assert_true(h_dev(h, i)->state_refused);
+                        assert_true(h_dev(h, i)->life.unrecorded);
                 }
                 /* the disk is freed: the first save that succeeds has them tried again */
                 disk->healed = true;
@@ -1846,9 +1846,9 @@ static void test_identity(void **state) {
         h_answer_all(h);
 
         Device *d = h_dev(h, 2);
-        assert_int_equal(d->has_original, c->same);
+        assert_int_equal(d->record.has_original, c->same);
         if (c->same)
-                assert_sizes_equal(d->original, ORIGINAL_60000);
+                assert_sizes_equal(d->record.original, ORIGINAL_60000);
         /* the compacted state file: the stale entry is gone */
         assert_int_equal(state_store_save(h->e->state), 0);
         assert_int_equal(state_store_new(h->base, h->runtime_dir, &h->e->devices, &peek), 0);
@@ -1886,7 +1886,7 @@ static void test_identity_follows_changes(void **state) {
         memcpy(l->mac, (uint8_t[]){2, 0, 0, 0, 0, 2}, 6);
         h_start(h);
         h_answer_all(h);
-        assert_true(h_dev(h, 2)->has_original);
+        assert_true(h_dev(h, 2)->record.has_original);
         assert_int_equal(state_store_save(h->e->state), 0);
 
         memcpy(l->mac, (uint8_t[]){2, 0, 0, 0, 0, 9}, 6);

@@ -646,15 +646,15 @@ static bool check(Run *r) {
                                  sizes_format(&l->sizes, true, b1, sizeof(b1)), sizes_format(&md->cur, true, b2, sizeof(b2)));
                         return false;
                 }
-                if (d->held != md->held) {
-                        snprintf(r->why, sizeof(r->why), "dev%zu: held %d, the model %d (state %s)", i, d->held, md->held,
-                                 device_state_to_string(d->state));
+                if (d->life.held != md->held) {
+                        snprintf(r->why, sizeof(r->why), "dev%zu: held %d, the model %d (state %s)", i, d->life.held, md->held,
+                                 device_state_to_string(d->life.state));
                         return false;
                 }
-                if (d->has_original != md->has_orig ||
-                    (md->has_orig && !sizes_equal(&d->original, &md->orig, true))) {
+                if (d->record.has_original != md->has_orig ||
+                    (md->has_orig && !sizes_equal(&d->record.original, &md->orig, true))) {
                         snprintf(r->why, sizeof(r->why), "dev%zu: originals %s%s, the model %s%s", i,
-                                 d->has_original ? "" : "none ", sizes_format(&d->original, true, b1, sizeof(b1)),
+                                 d->record.has_original ? "" : "none ", sizes_format(&d->record.original, true, b1, sizeof(b1)),
                                  md->has_orig ? "" : "none ", sizes_format(&md->orig, true, b2, sizeof(b2)));
                         return false;
                 }
@@ -671,9 +671,9 @@ static bool check(Run *r) {
                                          : !want(&r->m, md, &w)  ? DEVICE_UNMANAGED
                                          : md->in_window         ? DEVICE_PROBATION
                                                                  : DEVICE_APPLIED;
-                if (d->state != want_state) {
+                if (d->life.state != want_state) {
                         snprintf(r->why, sizeof(r->why), "dev%zu: %s, the model says %s", i,
-                                 device_state_to_string(d->state), device_state_to_string(want_state));
+                                 device_state_to_string(d->life.state), device_state_to_string(want_state));
                         return false;
                 }
         }

@@ -244,7 +244,7 @@ static unsigned busy_now(Harness *h) {
         unsigned n = 0;
         Device *d;
         DEVICE_FOREACH(d, &h->e->devices, it)
-        if (streq_ptr(d->policy_name, "fabric") && d->ifindex >= 10 && d->ifindex < 20 &&
+        if (streq_ptr(d->match.policy_name, "fabric") && d->ifindex >= 10 && d->ifindex < 20 &&
             (d->probation || (d->write.phase == WRITE_SENT && write_cause_is_policy(d->write.cause))))
                 n++;
         return n;

@@ -130,9 +130,9 @@ static Device *written(DeviceTable *t, int ifindex, const char *name, Sizes orig
         Device *d;
         assert_int_equal(device_add(t, ifindex, &d), 0);
         identify(d, name, NULL, NULL, 0);
-        d->has_original = true;
-        d->original = original;
-        d->written = mask;
+        d->record.has_original = true;
+        d->record.original = original;
+        d->record.written = mask;
         return d;
 }
 
@@ -158,9 +158,9 @@ static void test_snapshot_roundtrip(void **state) {
 
         d = written(&t, 42, "eth0", (Sizes){65536, 65536, 60000, 60001}, SIZE_BITS_IPV4 | SIZE_BIT_GSO);
         identify(d, "eth0", "veth", (uint8_t[]){2, 0, 0, 0, 0, 0x2a}, 6);
-        d->held = true;
+        d->life.held = true;
         device_history(d)->held_desired = (Sizes){185000, 185000, 185000, 185000};
-        d->state = DEVICE_ROLLED_BACK;
+        d->life.state = DEVICE_ROLLED_BACK;
         assert_int_equal(device_add(&t, 43, &d), 0); /* never written: not in the file */
         /* a name is the kernel's bytes: quotes, backslashes and control characters are escaped */
         written(&t, 44, "a\"b\\c\001d\x7f", (Sizes){1, 2, 3, 4}, SIZE_BITS_ALL);
@@ -248,11 +248,11 @@ static void test_journal(void **state) {
         assert_int_equal(state_write_snapshot(dir.path, &t, 7), 0);
 
         /* b changes, a goes away, then an entry of an older generation that must be ignored */
-        b->original.gso_max_size = 1000;
+        b->record.original.gso_max_size = 1000;
         const Device *devs[] = {b};
         const int gone[] = {10};
         assert_int_equal(state_write_journal(dir.path, 7, devs, 1, gone, 1), 0);
-        b->original.gso_max_size = 2000;
+        b->record.original.gso_max_size = 2000;
         assert_int_equal(state_write_journal(dir.path, 6, devs, 1, NULL, 0), 0);
         load(&dir, &t, &e, &n, 0);
         assert_int_equal(n, 1);
@@ -298,7 +298,7 @@ static void test_store_forget_then_reuse(void **state) {
         old = written(&t, 5, "old", (Sizes){1, 1, 1, 1}, SIZE_BITS_ALL);
         state_store_mark(s, old);
         assert_int_equal(state_store_save(s), 0);
-        old->original.gso_max_size = 2;
+        old->record.original.gso_max_size = 2;
         state_store_mark(s, old);
         state_store_forget(s, old);
         device_remove(&t, old);
@@ -350,8 +350,8 @@ static void test_store_save_devices(void **state) {
         state_store_mark(s, b);
         Device *batch[] = {a};
         assert_int_equal(state_store_save_devices(s, batch, 1), 0);
-        assert_false(a->state_dirty);
-        assert_true(b->state_dirty);
+        assert_false(a->store.dirty);
+        assert_true(b->store.dirty);
         assert_true(state_store_pending(s));
 
         /* what a restart would find now: a only */
@@ -889,7 +889,7 @@ static void test_planted_files(void **state) {
 
         /* the journal, a FIFO with no reader: open() would wait for one */
         assert_int_equal(mkfifo(dir_file(&dir, "state.journal", p, sizeof(p)), 0644), 0);
-        b->original.gso_max_size = 3;
+        b->record.original.gso_max_size = 3;
         state_store_mark(s, b);
         assert_int_equal(state_store_save(s), 0);
         assert_false(dir_has(&dir, "state.journal"));
@@ -988,7 +988,7 @@ static void test_compact_by_bytes(void **state) {
         for (int i = 0; i < 40; i++) {
                 off_t before = dir_has(&dir, "state.journal") ? dir_size(&dir, "state.journal") : 0;
                 for (int k = 0; k < N; k++) {
-                        d[k]->original.gso_max_size = (uint32_t) i;
+                        d[k]->record.original.gso_max_size = (uint32_t) i;
                         state_store_mark(s, d[k]);
                 }
                 assert_int_equal(state_store_save(s), 0);
@@ -1036,7 +1036,7 @@ static void test_sync_bounded(void **state) {
         assert_true(durable_pid() > 0);           /* synced in the child */
 
         io.sync_gate = &gate[1];
-        d->original.gso_max_size = 60001;
+        d->record.original.gso_max_size = 60001;
         state_store_mark(s, d);
         clock_gettime(CLOCK_MONOTONIC, &a);
         assert_int_equal(state_store_save(s), -ETIMEDOUT);

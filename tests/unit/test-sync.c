@@ -139,8 +139,8 @@ static void test_lost_events(void **state) {
         assert_state(h_state(h, 3), DEVICE_PROBATION);
         assert_sizes_equal(h_link(h, 2)->sizes, BIG);
         assert_state(h_state(h, 2), DEVICE_PROBATION);
-        assert_true(h_dev(h, 2)->has_original);
-        assert_sizes_equal(h_dev(h, 2)->original, H_LEGACY);
+        assert_true(h_dev(h, 2)->record.has_original);
+        assert_sizes_equal(h_dev(h, 2)->record.original, H_LEGACY);
         /* eth0 written again only when the kernel had not done it */
         assert_int_equal(h_count_writes(h, 2, reqs), c->again == ACK_LOST_UNDONE ? 1 : 0);
         if (!ack_lost) {

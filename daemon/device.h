@@ -180,9 +180,11 @@ typedef struct DeviceWrite {
         struct {
                 WriteStep step;
                 bool orphaned; /* the device left its policy while this write was in flight */
-                /* what a refusal undoes: the rollback target it moved (and what it was) */
+                /* what a refusal undoes: the rollback target it moved (and what it was), the window
+                 * its own replaced (set aside in the probation set; NULL: none) */
                 bool last_good_moved, had_last_good;
                 Sizes last_good;
+                struct Probation *window_before;
         } txn;
 } DeviceWrite;
 

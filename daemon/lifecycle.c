@@ -58,7 +58,16 @@ PendingReason lifecycle_pending_reason(const Device *d) {
         return PENDING_QUEUED;
 }
 
+/* The window a write in flight replaced does not come back when the write is refused. */
+static void forget_window_before(Engine *e, Device *d) {
+        if (d->write.on) {
+                probation_drop(e->probation, d->write.on->txn.window_before);
+                d->write.on->txn.window_before = NULL;
+        }
+}
+
 bool lifecycle_stop(Engine *e, Device *d) {
+        forget_window_before(e, d);
         writer_unqueue(e->writer, d);
         probation_end(e->probation, d);
         if (d->history)
@@ -84,8 +93,10 @@ static int queue(Engine *e, Device *d, WriteCause cause, const Sizes *target, un
         int r = writer_queue(e->writer, d, cause, target, owned);
         if (r < 0)
                 return r;
-        if (d->write.phase == WRITE_QUEUED)
+        if (d->write.phase == WRITE_QUEUED) {
+                probation_drop(e->probation, d->write.on->txn.window_before);
                 d->write.on->txn = (typeof(d->write.on->txn)){.step = WRITE_STEP_QUEUED};
+        }
         return 0;
 }
 
@@ -209,7 +220,13 @@ static void move_rollback_target(Engine *e, Device *d) {
 static void undo(Engine *e, Device *d, bool unrecorded) {
         DeviceWrite *o = d->write.on; /* NULL: no room for its record */
 
-        if (write_cause_is_policy(d->write.cause)) {
+        if (o && o->txn.window_before) {
+                /* the window that ran goes on (in its rollout slot): the sizes it watches are
+                 * still the device's */
+                probation_unshelve(e->probation, d, o->txn.window_before);
+                o->txn.window_before = NULL;
+                state_store_mark(e->state, d);
+        } else if (write_cause_is_policy(d->write.cause)) {
                 probation_end(e->probation, d);
                 (void) rollout_leave(d);
         }
@@ -308,6 +325,7 @@ static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
                         continue; /* takes sizes back, or puts back proven ones: no new window */
 
                 move_rollback_target(e, d);
+                d->write.on->txn.window_before = probation_shelve(e->probation, d);
                 const Policy *p = engine_policy(e, d->match.policy_name);
                 if (p && p->rollback.n_guards > 0 && !read_snap) {
                         /* one reading of the SNMP files serves every write of the batch */
@@ -323,8 +341,6 @@ static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
                 if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL,
                                          o->baseline_size > 0 ? o->baseline : NULL, o->baseline_size) < 0)
                         log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
-                else if (!p)
-                        probation_end(e->probation, d);
                 state_store_mark(e->state, d);
         }
         snmp_done(&snap);
@@ -415,6 +431,7 @@ static void done(Engine *e, Device *d) {
         char buf[256];
         int r;
 
+        forget_window_before(e, d); /* the sizes it watched are gone */
         e->counters.writes++;
         clear_error(d);
         /* The kernel sends no event for a size change: the ack is all it says. */
@@ -492,9 +509,10 @@ static void answered(Engine *e, Device *d, int error, const char *extack) {
 }
 
 void lifecycle_write_answered(Engine *e, Device *d, int error, const char *extack, bool lost) {
-        if (lost)
-                reconsider_later(e, d); /* the kernel is read again first */
-        else
+        if (lost) {
+                forget_window_before(e, d); /* it may have landed: its own window stands */
+                reconsider_later(e, d);     /* the kernel is read again first */
+        } else
                 answered(e, d, error, extack);
 }
 
@@ -518,7 +536,9 @@ void lifecycle_passed(Engine *e, Device *d) {
         proven_sizes_add(&d->record.proven, &d->current, e->ipv4_supported);
         probation_end(e->probation, d);
         (void) rollout_leave(d);
-        enter(e, d, DEVICE_APPLIED);
+        /* a window that went on after a write was refused: proven, and still not where its
+         * policy wants it */
+        enter(e, d, d->life.state == DEVICE_FAILED ? DEVICE_FAILED : DEVICE_APPLIED);
         state_store_mark(e->state, d);
 }
 
@@ -550,7 +570,7 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
                         probation_end(e->probation, d);
                         (void) rollout_leave(d);
                         evidence_stop(e->evidence, d);
-                        enter(e, d, DEVICE_APPLIED);
+                        enter(e, d, d->life.state == DEVICE_FAILED ? DEVICE_FAILED : DEVICE_APPLIED);
                         state_store_mark(e->state, d);
                 }
                 return -EALREADY;
@@ -672,8 +692,8 @@ void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
 }
 
 void lifecycle_gone(Engine *e, Device *d) {
-        writer_cancel_device(e->writer, d);
         (void) lifecycle_stop(e, d);
+        writer_cancel_device(e->writer, d);
         evidence_forget(e->evidence, d);
         state_store_forget(e->state, d);
         event_emit(&e->events, &(Event){.type = EVENT_REMOVED, .device = d});

@@ -20,6 +20,7 @@ struct ProbationSet {
         struct event *timer;
         TAILQ_HEAD(, Device) devices;
         size_t n;
+        LIST_HEAD(, Probation) shelved;
         bool dumping;      /* a statistics dump for the samples of a tick runs */
         bool tick_missed;  /* a tick came while it ran: it runs when the dump is over */
         size_t n_sampling; /* devices waiting for it */
@@ -88,6 +89,7 @@ int probation_set_new(struct event_base *base, Writer *writer, const SnmpFiles *
                 return -ENOMEM;
         *s = (ProbationSet){.base = base, .writer = writer, .clock = clock, .ops = ops, .userdata = userdata};
         TAILQ_INIT(&s->devices);
+        LIST_INIT(&s->shelved);
         s->snmp = *snmp;
         s->snmp.dir = s->proc_net = snmp->dir ? strdup(snmp->dir) : NULL;
         s->timer = evtimer_new(base, on_timer, s);
@@ -106,6 +108,8 @@ void probation_set_free(ProbationSet *s) {
                 return;
         while ((d = TAILQ_FIRST(&s->devices)))
                 probation_end(s, d);
+        while (!LIST_EMPTY(&s->shelved))
+                probation_drop(s, LIST_FIRST(&s->shelved));
         if (s->timer)
                 event_free(s->timer);
         free(s->proc_net);
@@ -156,21 +160,53 @@ void probation_resume(ProbationSet *s, Device *d, Probation *p) {
 
 static void verdicts_drop(ProbationSet *s, const Device *d);
 
+/* Out of the set, unjudged: its verdicts of the dump running are dropped. */
+static Probation *detach(ProbationSet *s, Device *d) {
+        Probation *p = d->probation;
+
+        TAILQ_REMOVE(&s->devices, d, probation->link);
+        s->n--;
+        if (p->sampling)
+                s->n_sampling--;
+        p->sampling = false;
+        verdicts_drop(s, d);
+        d->probation = NULL;
+        return p;
+}
+
 void probation_end(ProbationSet *s, Device *d) {
         if (!d->probation)
                 return;
-        TAILQ_REMOVE(&s->devices, d, probation->link);
-        s->n--;
-        if (d->probation->sampling)
-                s->n_sampling--;
-        verdicts_drop(s, d);
-        probation_free(d->probation);
-        d->probation = NULL;
+        probation_free(detach(s, d));
         probation_arm(s);
         /* The last window of a burst closed: the heap that thousands of probations held is
          * free now, give it back instead of keeping it as resident memory. */
         if (s->n == 0)
                 (void) malloc_trim(0);
+}
+
+Probation *probation_shelve(ProbationSet *s, Device *d) {
+        Probation *p;
+
+        if (!d->probation)
+                return NULL;
+        p = detach(s, d);
+        LIST_INSERT_HEAD(&s->shelved, p, shelf);
+        probation_arm(s);
+        return p;
+}
+
+void probation_unshelve(ProbationSet *s, Device *d, Probation *p) {
+        LIST_REMOVE(p, shelf);
+        probation_resume(s, d, p); /* (ends the window d has) */
+        probation_arm(s);
+}
+
+void probation_drop(ProbationSet *s, Probation *p) {
+        if (!p)
+                return;
+        LIST_REMOVE(p, shelf);
+        probation_free(p);
 }
 
 static uint64_t tick_usec(const ProbationSet *s) {

@@ -27,7 +27,10 @@ typedef struct Probation {
         uint64_t next_usec; /* next sample */
         uint64_t last_usec; /* the last one (or the write) */
         GuardSet guards;
-        TAILQ_ENTRY(Device) link; /* among the set's devices (a device's own only while it is in) */
+        union {
+                TAILQ_ENTRY(Device) link; /* among the set's devices (a device's own only while it is in) */
+                LIST_ENTRY(Probation) shelf; /* set aside (probation_shelve()) */
+        };
         bool sampling; /* waits for its link statistics from the dump running */
         unsigned room; /* guards.items has room for this many, right after the record */
 } Probation;
@@ -69,6 +72,12 @@ int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const 
 void probation_resume(ProbationSet *s, Device *d, Probation *p);
 /* End it without a verdict (passed, tripped, device gone, leaving the match). */
 void probation_end(ProbationSet *s, Device *d);
+/* Set d's window aside (NULL: it has none), unjudged, while a write that begins another may still
+ * be refused: probation_unshelve() ends d's window and lets that one go on (judged at the next
+ * tick), probation_drop() frees it. The set frees what is still aside when it is freed. */
+Probation *probation_shelve(ProbationSet *s, Device *d);
+void probation_unshelve(ProbationSet *s, Device *d, Probation *p);
+void probation_drop(ProbationSet *s, Probation *p);
 /* (Re-)arm the timer for the earliest device due; disarm it when none is in probation. */
 void probation_arm(ProbationSet *s);
 /* The timer's work: sample the devices that are due. Tests call it with a fake clock. */

@@ -73,6 +73,10 @@ typedef enum Op {
         OP_RENAME,    /* device a renamed out of the match (x…) or back in (eth…) */
         OP_DELETE,    /* device a deleted, or re-created when it is gone */
         OP_TRIP,      /* a guard's counter rises: every device in its window goes back */
+        OP_REFUSE,    /* policy a edited and reloaded; the kernel refuses the writes whose bit is set
+                       * in b (each device is then as before the edit, failed); `retry` of those */
+        OP_FULL,      /* policy a edited and reloaded with the state file unwritable (nothing that
+                       * needs its record is written); then it can be written again */
         _OP_MAX,
 } Op;
 
@@ -80,7 +84,7 @@ static const char *const op_name[_OP_MAX] = {
         [OP_EDIT] = "edit", [OP_TRY] = "try", [OP_CONFIRM] = "confirm", [OP_REVERT] = "revert",
         [OP_ADVANCE] = "advance", [OP_ROLLBACK] = "rollback", [OP_RETRY] = "retry", [OP_RESTART] = "restart",
         [OP_KILL] = "kill", [OP_OUTSIDE] = "outside-write", [OP_RENAME] = "rename", [OP_DELETE] = "delete/create",
-        [OP_TRIP] = "guard-trip",
+        [OP_TRIP] = "guard-trip", [OP_REFUSE] = "refuse", [OP_FULL] = "full-disk",
 };
 
 typedef struct Step {
@@ -112,6 +116,14 @@ static void step_format(const Step *s, char *buf, size_t size) {
                 break;
         case OP_OUTSIDE:
                 snprintf(buf, size, "someone writes %u to dev%u", s->b ? 100000 : 65536, s->a);
+                break;
+        case OP_REFUSE:
+                snprintf(buf, size, "edit to %u, reload, the kernel refuses the writes of mask %u; retry them",
+                         policy_size[s->a], s->b);
+                break;
+        case OP_FULL:
+                snprintf(buf, size, "edit to %u, reload with the state file unwritable; writable again",
+                         policy_size[s->a]);
                 break;
         case OP_RENAME:
         case OP_DELETE:
@@ -455,9 +467,67 @@ static bool step_valid(const Model *m, const Step *st) {
                 return m->dev[st->a].present;
         case OP_TRIP:
                 return m_trip_ok(m);
+        case OP_REFUSE:
+        case OP_FULL:
+                return !m->trying; /* (an edit during a try waits for its end) */
         default:
                 return true;
         }
+}
+
+/* A write that was refused, or not sent, is undone: the device is as it was before the step
+ * (`before`), failed. Its originals stay when they were on disk (recorded for the write: the
+ * sizes it has), go when they were not (`dropped`). */
+static bool check_undone(Run *r, const Model *before, bool dropped) {
+        Harness *h = r->s.h;
+        char b1[256], b2[256];
+        unsigned n = 0;
+
+        for (size_t i = 0; i < N_DEVS; i++) {
+                const MDev *md = &before->dev[i];
+                Device *d = md->present ? h_dev(h, ifindex_of(i)) : NULL;
+                Sizes w;
+                if (!d || d->life.state != DEVICE_FAILED)
+                        continue;
+                n++;
+                if (!sizes_equal(&h_link(h, ifindex_of(i))->sizes, &md->cur, true)) {
+                        snprintf(r->why, sizeof(r->why), "dev%zu: refused, but the kernel has %s, before %s", i,
+                                 sizes_format(&h_link(h, ifindex_of(i))->sizes, true, b1, sizeof(b1)),
+                                 sizes_format(&md->cur, true, b2, sizeof(b2)));
+                        return false;
+                }
+                bool orig_ok = md->has_orig ? d->record.has_original && sizes_equal(&d->record.original, &md->orig, true)
+                                            : dropped ? !d->record.has_original
+                                                      : d->record.has_original && sizes_equal(&d->record.original, &md->cur, true);
+                if (!orig_ok) {
+                        snprintf(r->why, sizeof(r->why), "dev%zu: refused; originals %s%s, before %s%s", i,
+                                 d->record.has_original ? "" : "none ", sizes_format(&d->record.original, true, b1, sizeof(b1)),
+                                 md->has_orig ? "" : "none ", sizes_format(&md->orig, true, b2, sizeof(b2)));
+                        return false;
+                }
+                if (md->has_orig) {
+                        Sizes t, mt = m_target(md);
+                        lifecycle_rollback_target(h->e, d, &t);
+                        if (!sizes_equal(&t, &mt, true)) {
+                                snprintf(r->why, sizeof(r->why), "dev%zu: refused; the rollback target is %s, before %s", i,
+                                         sizes_format(&t, true, b1, sizeof(b1)), sizes_format(&mt, true, b2, sizeof(b2)));
+                                return false;
+                        }
+                }
+                /* the window that ran goes on (a write that gives sizes back ended it itself) */
+                bool window = want(&r->m, &r->m.dev[i], &w) && md->in_window;
+                if ((d->probation != NULL) != window) {
+                        snprintf(r->why, sizeof(r->why), "dev%zu: refused; %s window, before %s", i,
+                                 d->probation ? "a" : "no", window ? "one" : "none");
+                        return false;
+                }
+        }
+        return true;
+}
+
+static ssize_t full_write(void *userdata, int fd, const void *buf, size_t n) {
+        errno = ENOSPC;
+        return -1;
 }
 
 static void do_step(Run *r, const Step *st) {
@@ -600,6 +670,60 @@ static void do_step(Run *r, const Step *st) {
                 settle(s);
                 break;
         }
+        case OP_REFUSE: {
+                Model before = *m;
+                m->configured = st->a;
+                m_apply_all(m);
+                edit(s, st->a);
+                h_dump(h);
+                h_flush(h);
+                unsigned bit = 0;
+                while (h_unanswered(h) > 0) {
+                        Request *q = h_next_request(h);
+                        FakeLink *l = q->link_id ? h_link_by_id(h, q->link_id) : NULL;
+                        if (q->kind == REQUEST_WRITE && l && l->present && (st->b & (1u << bit++)))
+                                h_answer(h, -EINVAL);
+                        else
+                                h_answer_kernel(h);
+                        h_batch_end(h);
+                }
+                h_answer_all(h);
+                settle(s);
+                if (!check_undone(r, &before, false))
+                        break;
+                for (size_t i = 0; i < N_DEVS; i++) {
+                        d = m->dev[i].present ? h_dev(h, ifindex_of(i)) : NULL;
+                        if (d && d->life.state == DEVICE_FAILED && apply_retry(h->e, d) < 0)
+                                snprintf(r->why, sizeof(r->why), "dev%zu: failed, and retry refused", i);
+                }
+                h_flush(h);
+                h_answer_all(h);
+                settle(s);
+                break;
+        }
+        case OP_FULL: {
+                static const StateIo full = {.write = full_write};
+                Model before = *m;
+                m->configured = st->a;
+                m_apply_all(m);
+                state_store_set_io(h->e->state, &full);
+                edit(s, st->a);
+                h_dump(h);
+                h_flush(h);
+                h_answer_all(h);
+                settle(s);
+                state_store_set_io(h->e->state, NULL);
+                if (!check_undone(r, &before, true))
+                        break;
+                /* room again: the first save that succeeds has them tried again */
+                assert_int_equal(state_store_save(h->e->state), 0);
+                for (int i = 0; i < 2; i++)
+                        (void) event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+                h_flush(h);
+                h_answer_all(h);
+                settle(s);
+                break;
+        }
         case OP_TRIP:
                 for (size_t i = 0; i < N_DEVS; i++)
                         if (m->dev[i].present && m->dev[i].in_window)
@@ -731,10 +855,14 @@ static void generate(uint64_t seed, Step *steps, size_t n) {
                         : w < 82 ? OP_OUTSIDE
                         : w < 87 ? OP_RENAME
                         : w < 90 ? OP_DELETE
-                                 : OP_TRIP;
+                        : w < 95 ? OP_TRIP
+                        : w < 98 ? OP_REFUSE
+                                 : OP_FULL;
                 switch (s->op) {
                 case OP_EDIT:
                 case OP_KILL:
+                case OP_REFUSE:
+                case OP_FULL:
                         s->a = rng(&x, 8) == 0 ? 0 : 1 + rng(&x, N_POLICIES - 1);
                         s->b = rng(&x, 4);
                         break;

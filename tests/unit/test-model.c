@@ -392,6 +392,16 @@ static void edit(Sut *s, unsigned k) {
         assert_int_equal(reloader_reload(s->reloader, false, NULL, NULL), 0);
 }
 
+/* The oldest request not answered; *ret_write: it is a write to a link that is there, *ret_picked:
+ * … and the `mask` bit of its turn among such writes (counted in *turn) is set. */
+static Request *next_picked(Harness *h, unsigned mask, unsigned *turn, bool *ret_write, bool *ret_picked) {
+        Request *q = h_next_request(h);
+        FakeLink *l = q->link_id ? h_link_by_id(h, q->link_id) : NULL;
+        *ret_write = q->kind == REQUEST_WRITE && l && l->present;
+        *ret_picked = *ret_write && (mask & (1u << (*turn)++));
+        return q;
+}
+
 static void sut_ticks(Sut *s, Model *m, unsigned n) {
         for (unsigned i = 0; i < n; i++) {
                 h_tick(s->h, TICK_USEC);
@@ -475,6 +485,30 @@ static bool step_valid(const Model *m, const Step *st) {
         }
 }
 
+/* d's originals (`ok`: as they should be) and rollback target against the model's device `md`;
+ * `what` opens the message, `model` names the model's side. */
+static bool check_records(Run *r, size_t i, Device *d, const MDev *md, bool ok, const char *what, const char *model) {
+        Harness *h = r->s.h;
+        char b1[256], b2[256];
+
+        if (!ok) {
+                snprintf(r->why, sizeof(r->why), "dev%zu: %soriginals %s%s, %s %s%s", i, what,
+                         d->record.has_original ? "" : "none ", sizes_format(&d->record.original, true, b1, sizeof(b1)),
+                         model, md->has_orig ? "" : "none ", sizes_format(&md->orig, true, b2, sizeof(b2)));
+                return false;
+        }
+        if (md->has_orig) {
+                Sizes t, mt = m_target(md);
+                lifecycle_rollback_target(h->e, d, &t);
+                if (!sizes_equal(&t, &mt, true)) {
+                        snprintf(r->why, sizeof(r->why), "dev%zu: %sthe rollback target is %s, %s %s", i, what,
+                                 sizes_format(&t, true, b1, sizeof(b1)), model, sizes_format(&mt, true, b2, sizeof(b2)));
+                        return false;
+                }
+        }
+        return true;
+}
+
 /* A write that was refused, or not sent, is undone: the device is as it was before the step
  * (`before`), failed. Its originals stay when they were on disk (recorded for the write: the
  * sizes it has), go when they were not (`dropped`). */
@@ -499,21 +533,8 @@ static bool check_undone(Run *r, const Model *before, bool dropped) {
                 bool orig_ok = md->has_orig ? d->record.has_original && sizes_equal(&d->record.original, &md->orig, true)
                                             : dropped ? !d->record.has_original
                                                       : d->record.has_original && sizes_equal(&d->record.original, &md->cur, true);
-                if (!orig_ok) {
-                        snprintf(r->why, sizeof(r->why), "dev%zu: refused; originals %s%s, before %s%s", i,
-                                 d->record.has_original ? "" : "none ", sizes_format(&d->record.original, true, b1, sizeof(b1)),
-                                 md->has_orig ? "" : "none ", sizes_format(&md->orig, true, b2, sizeof(b2)));
+                if (!check_records(r, i, d, md, orig_ok, "refused; ", "before"))
                         return false;
-                }
-                if (md->has_orig) {
-                        Sizes t, mt = m_target(md);
-                        lifecycle_rollback_target(h->e, d, &t);
-                        if (!sizes_equal(&t, &mt, true)) {
-                                snprintf(r->why, sizeof(r->why), "dev%zu: refused; the rollback target is %s, before %s", i,
-                                         sizes_format(&t, true, b1, sizeof(b1)), sizes_format(&mt, true, b2, sizeof(b2)));
-                                return false;
-                        }
-                }
                 /* the window that ran goes on (a write that gives sizes back ended it itself) */
                 bool window = want(&r->m, &r->m.dev[i], &w) && md->in_window;
                 if ((d->probation != NULL) != window) {
@@ -528,6 +549,17 @@ static bool check_undone(Run *r, const Model *before, bool dropped) {
 static ssize_t full_write(void *userdata, int fd, const void *buf, size_t n) {
         errno = ENOSPC;
         return -1;
+}
+
+/* The configured policy edited to k and reloaded, on both; the writes it causes are sent, not
+ * answered. */
+static void edit_and_send(Run *r, unsigned k) {
+        r->m.configured = k;
+        if (!r->m.trying)
+                m_apply_all(&r->m);
+        edit(&r->s, k);
+        h_dump(r->s.h);
+        h_flush(r->s.h);
 }
 
 static void do_step(Run *r, const Step *st) {
@@ -600,20 +632,14 @@ static void do_step(Run *r, const Step *st) {
         case OP_KILL: {
                 /* a clean state file, then the edit's writes are sent and the daemon is killed */
                 assert_int_equal(state_store_save(h->e->state), 0);
-                m->configured = st->a;
-                if (!m->trying)
-                        m_apply_all(m);
-                h_write_file(h->runtime_dir, "bigtcpd.yaml", policy_text[st->a]);
-                assert_int_equal(reloader_reload(s->reloader, false, NULL, NULL), 0);
-                h_dump(h);
-                h_flush(h);
-                unsigned bit = 0;
+                edit_and_send(r, st->a);
+                unsigned turn = 0;
                 while (h_unanswered(h) > 0) {
-                        Request *q = h_next_request(h);
-                        FakeLink *l = q->link_id ? h_link_by_id(h, q->link_id) : NULL;
-                        if (q->kind == REQUEST_WRITE && l && l->present && (st->b & (1u << bit++))) {
-                                l->sizes = q->sizes;
-                        } else if (q->kind == REQUEST_WRITE && l && l->present) {
+                        bool write, picked;
+                        Request *q = next_picked(h, st->b, &turn, &write, &picked);
+                        if (picked) {
+                                h_link_by_id(h, q->link_id)->sizes = q->sizes;
+                        } else if (write) {
                                 /* not taken: the next run writes again, a new window */
                                 for (size_t i = 0; i < N_DEVS; i++)
                                         if (ifindex_of(i) == q->ifindex && m->dev[i].in_window)
@@ -672,16 +698,12 @@ static void do_step(Run *r, const Step *st) {
         }
         case OP_REFUSE: {
                 Model before = *m;
-                m->configured = st->a;
-                m_apply_all(m);
-                edit(s, st->a);
-                h_dump(h);
-                h_flush(h);
-                unsigned bit = 0;
+                edit_and_send(r, st->a);
+                unsigned turn = 0;
                 while (h_unanswered(h) > 0) {
-                        Request *q = h_next_request(h);
-                        FakeLink *l = q->link_id ? h_link_by_id(h, q->link_id) : NULL;
-                        if (q->kind == REQUEST_WRITE && l && l->present && (st->b & (1u << bit++)))
+                        bool write, picked;
+                        (void) next_picked(h, st->b, &turn, &write, &picked);
+                        if (picked)
                                 h_answer(h, -EINVAL);
                         else
                                 h_answer_kernel(h);
@@ -704,12 +726,8 @@ static void do_step(Run *r, const Step *st) {
         case OP_FULL: {
                 static const StateIo full = {.write = full_write};
                 Model before = *m;
-                m->configured = st->a;
-                m_apply_all(m);
                 state_store_set_io(h->e->state, &full);
-                edit(s, st->a);
-                h_dump(h);
-                h_flush(h);
+                edit_and_send(r, st->a);
                 h_answer_all(h);
                 settle(s);
                 state_store_set_io(h->e->state, NULL);
@@ -775,22 +793,10 @@ static bool check(Run *r) {
                                  device_state_to_string(d->life.state));
                         return false;
                 }
-                if (d->record.has_original != md->has_orig ||
-                    (md->has_orig && !sizes_equal(&d->record.original, &md->orig, true))) {
-                        snprintf(r->why, sizeof(r->why), "dev%zu: originals %s%s, the model %s%s", i,
-                                 d->record.has_original ? "" : "none ", sizes_format(&d->record.original, true, b1, sizeof(b1)),
-                                 md->has_orig ? "" : "none ", sizes_format(&md->orig, true, b2, sizeof(b2)));
+                bool orig_ok = d->record.has_original == md->has_orig &&
+                               (!md->has_orig || sizes_equal(&d->record.original, &md->orig, true));
+                if (!check_records(r, i, d, md, orig_ok, "", "the model"))
                         return false;
-                }
-                if (md->has_orig) {
-                        Sizes t, mt = m_target(md);
-                        lifecycle_rollback_target(h->e, d, &t);
-                        if (!sizes_equal(&t, &mt, true)) {
-                                snprintf(r->why, sizeof(r->why), "dev%zu: the rollback target is %s, the model's %s", i,
-                                         sizes_format(&t, true, b1, sizeof(b1)), sizes_format(&mt, true, b2, sizeof(b2)));
-                                return false;
-                        }
-                }
                 DeviceState want_state = md->held                 ? DEVICE_ROLLED_BACK
                                          : !want(&r->m, md, &w)  ? DEVICE_UNMANAGED
                                          : md->in_window         ? DEVICE_PROBATION

@@ -444,7 +444,7 @@ static void on_state_retry(evutil_socket_t fd, short what, void *userdata) {
         apply_flush(e);
 }
 
-/* Called from within a save, perhaps one of a write's prepare: the retry runs from the loop. */
+/* Called from within a save, perhaps one a write's begin makes: the retry runs from the loop. */
 static void on_state_recovered(void *userdata) {
         Engine *e = userdata;
 

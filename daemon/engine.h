@@ -78,7 +78,7 @@ typedef struct Engine {
         bool synced;          /* the first full sync is done: recorded originals are attached */
         bool routes_complete; /* false while the routes are dumped again */
         bool sync_running;
-        bool reconcile_pending; /* some device has need_reconcile */
+        bool reconcile_pending; /* some device has reconcile.owed */
         unsigned dump_epoch;    /* counts link dumps */
         bool settle_pending;    /* EVENT_SETTLED once no sync runs and the writer is idle */
         bool settled_once;      /* the first full reconcile is done */

@@ -2,7 +2,9 @@
  * (device.h); the transitions the daemon may make between them are listed once, in lifecycle.c,
  * and each function below is one step: it does all the bookkeeping of that step — the writer, the
  * probation set, the rollout, the records, the state file, the event — so that no combination of
- * flags elsewhere has a meaning of its own. Which step to take is decided in apply.c.
+ * flags elsewhere has a meaning of its own. Which step to take is decided in apply.c. A write is
+ * one transaction of the lifecycle's (queued, begun, sent; then done, refused or lost: below), and
+ * a device's `life` and `record` are written here alone (check-layering.py).
  *
  *   unmanaged ──match──► pending ──ack──► probation ──window passed──► applied
  *       ▲                 │  ▲  └─refused─► failed        │ guard trips      │ operator

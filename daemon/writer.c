@@ -108,7 +108,7 @@ int writer_queue(Writer *w, Device *d, WriteCause cause, const Sizes *target, un
         return 0;
 }
 
-/* Out of the queue, the record kept (writer_flush() sends from it). */
+/* Out of the queue, the record kept (writer_send() sends from it). */
 static void dequeue(Writer *w, Device *d) {
         take_off(w, d);
         w->n_queued--;

@@ -349,7 +349,7 @@ static void check_device(const Engine *e, const Device *d) {
                 /* `pending` says bigtcpd is on its way; here nothing is going to move it */
                 fprintf(stderr,
                         "fuzz: %s (ifindex %d) is pending with nothing queued, in flight or waiting "
-                        "(need_reconcile %d, synced %d, routes_complete %d, held %d, policy %s)\n",
+                        "(reconcile.owed %d, synced %d, routes_complete %d, held %d, policy %s)\n",
                         d->ifname[0] ? d->ifname : "?", d->ifindex, d->reconcile.owed, e->synced, e->routes_complete, d->life.held,
                         d->match.policy_name ?: "-");
                 abort();

@@ -510,8 +510,15 @@ static void answered(Engine *e, Device *d, int error, const char *extack) {
 
 void lifecycle_write_answered(Engine *e, Device *d, int error, const char *extack, bool lost) {
         if (lost) {
-                forget_window_before(e, d); /* it may have landed: its own window stands */
-                reconsider_later(e, d);     /* the kernel is read again first */
+                /* It may have landed: its own window stands, and bigtcpd owns what it may have
+                 * written (as the entry saved before it does), or a rollback and a give-back of
+                 * sizes it did write would find nothing of bigtcpd's to undo. */
+                forget_window_before(e, d);
+                if (write_cause_is_policy(d->write.cause) && (d->write.owned & ~d->record.written)) {
+                        d->record.written |= d->write.owned;
+                        state_store_mark(e->state, d);
+                }
+                reconsider_later(e, d); /* the kernel is read again first */
         } else
                 answered(e, d, error, extack);
 }

@@ -77,6 +77,8 @@ typedef enum Op {
                        * in b (each device is then as before the edit, failed); `retry` of those */
         OP_FULL,      /* policy a edited and reloaded with the state file unwritable (nothing that
                        * needs its record is written); then it can be written again */
+        OP_LOST,      /* policy a edited and reloaded; the acks of its writes are lost (ENOBUFS), the
+                       * kernel took those whose bit is set in b; the links are read again */
         _OP_MAX,
 } Op;
 
@@ -84,7 +86,7 @@ static const char *const op_name[_OP_MAX] = {
         [OP_EDIT] = "edit", [OP_TRY] = "try", [OP_CONFIRM] = "confirm", [OP_REVERT] = "revert",
         [OP_ADVANCE] = "advance", [OP_ROLLBACK] = "rollback", [OP_RETRY] = "retry", [OP_RESTART] = "restart",
         [OP_KILL] = "kill", [OP_OUTSIDE] = "outside-write", [OP_RENAME] = "rename", [OP_DELETE] = "delete/create",
-        [OP_TRIP] = "guard-trip", [OP_REFUSE] = "refuse", [OP_FULL] = "full-disk",
+        [OP_TRIP] = "guard-trip", [OP_REFUSE] = "refuse", [OP_FULL] = "full-disk", [OP_LOST] = "acks-lost",
 };
 
 typedef struct Step {
@@ -124,6 +126,10 @@ static void step_format(const Step *s, char *buf, size_t size) {
         case OP_FULL:
                 snprintf(buf, size, "edit to %u, reload with the state file unwritable; writable again",
                          policy_size[s->a]);
+                break;
+        case OP_LOST:
+                snprintf(buf, size, "edit to %u, reload, the acks are lost (the kernel took mask %u); read again",
+                         policy_size[s->a], s->b);
                 break;
         case OP_RENAME:
         case OP_DELETE:
@@ -479,6 +485,7 @@ static bool step_valid(const Model *m, const Step *st) {
                 return m_trip_ok(m);
         case OP_REFUSE:
         case OP_FULL:
+        case OP_LOST:
                 return !m->trying; /* (an edit during a try waits for its end) */
         default:
                 return true;
@@ -742,6 +749,21 @@ static void do_step(Run *r, const Step *st) {
                 settle(s);
                 break;
         }
+        case OP_LOST: {
+                edit_and_send(r, st->a);
+                unsigned turn = 0;
+                while (h_unanswered(h) > 0) {
+                        bool write, picked;
+                        Request *q = next_picked(h, st->b, &turn, &write, &picked);
+                        if (picked)
+                                h_link_by_id(h, q->link_id)->sizes = q->sizes;
+                        h->next_answer++;
+                }
+                /* what the writes did is known again from the links read after the loss */
+                sync_netlink_ops.acks_lost(h->s);
+                settle(s);
+                break;
+        }
         case OP_TRIP:
                 for (size_t i = 0; i < N_DEVS; i++)
                         if (m->dev[i].present && m->dev[i].in_window)
@@ -861,14 +883,16 @@ static void generate(uint64_t seed, Step *steps, size_t n) {
                         : w < 82 ? OP_OUTSIDE
                         : w < 87 ? OP_RENAME
                         : w < 90 ? OP_DELETE
-                        : w < 95 ? OP_TRIP
-                        : w < 98 ? OP_REFUSE
+                        : w < 94 ? OP_TRIP
+                        : w < 96 ? OP_REFUSE
+                        : w < 98 ? OP_LOST
                                  : OP_FULL;
                 switch (s->op) {
                 case OP_EDIT:
                 case OP_KILL:
                 case OP_REFUSE:
                 case OP_FULL:
+                case OP_LOST:
                         s->a = rng(&x, 8) == 0 ? 0 : 1 + rng(&x, N_POLICIES - 1);
                         s->b = rng(&x, 4);
                         break;

@@ -750,6 +750,74 @@ static void test_last_good_after_guard_trip(void **state) {
         h_free(h);
 }
 
+/* A change the kernel refuses is undone: the window of the sizes the device keeps goes on where it
+ * was, and a rollback still goes where it went. The window ended with the refusal once, and the
+ * sizes it watched counted as good without having passed it: the change tried again moved the
+ * rollback target to them. */
+static void test_refused_change_keeps_the_window(void **state) {
+        const Sizes b = H_SIZES(150000, 150000, 150000, 150000);
+        Sizes target;
+
+        Harness *h = started_with(P_ALL, 2, "eth0");
+        h_answer_all(h);
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        Device *d = h_dev(h, 2);
+        assert_state(d->life.state, DEVICE_PROBATION);
+        uint64_t until = d->probation->until_usec;
+
+        h_reload(h, P_ALL_150);
+        refuse_next_write(h, -EINVAL);
+        h_answer_all(h);
+        assert_state(d->life.state, DEVICE_FAILED);
+        assert_sizes_equal(h_link(h, 2)->sizes, BIG);
+        assert_non_null(d->probation);
+        assert_int_equal(d->probation->until_usec, until);
+        lifecycle_rollback_target(h->e, d, &target);
+        assert_sizes_equal(target, H_LEGACY);
+
+        /* tried again within A's window: A has not passed it, a rollback goes to the originals */
+        assert_int_equal(apply_retry(h->e, d), 0);
+        h_flush(h);
+        h_answer_all(h);
+        assert_sizes_equal(h_link(h, 2)->sizes, b);
+        assert_state(d->life.state, DEVICE_PROBATION);
+        lifecycle_rollback_target(h->e, d, &target);
+        assert_sizes_equal(target, H_LEGACY);
+        h_free(h);
+}
+
+/* A write whose ack was lost (ENOBUFS) may have landed: bigtcpd owns the sizes it wrote, as the
+ * entry saved before it does. It did not once: the kernel had taken the write, the device was at
+ * its policy and in its window, and a guard's rollback found "no write of bigtcpd's" to undo. */
+static void test_lost_ack_owns_what_it_wrote(void **state) {
+        Harness *h = started_with(P_NONE, 2, "eth0");
+        h_answer_all(h);
+        Device *d = h_dev(h, 2);
+        assert_false(d->record.has_original);
+
+        h_reload(h, P_ALL);
+        Request *q = h_next_request(h);
+        while (q && q->kind != REQUEST_WRITE) {
+                h_answer_kernel(h);
+                q = h_next_request(h);
+        }
+        assert_non_null(q);
+        h_link(h, 2)->sizes = q->sizes; /* the kernel took it; its ack is lost */
+        h->next_answer = h->n_reqs;
+        sync_netlink_ops.acks_lost(h->s);
+        assert_int_equal(d->record.written, SIZE_BITS_ALL);
+        h_dump(h);
+        h_answer_all(h);
+        assert_state(d->life.state, DEVICE_PROBATION);
+
+        assert_int_equal(apply_rollback(h->e, d, NULL), 0);
+        h_flush(h);
+        h_answer_all(h);
+        assert_sizes_equal(h_link(h, 2)->sizes, H_LEGACY);
+        assert_state(d->life.state, DEVICE_ROLLED_BACK);
+        h_free(h);
+}
+
 /* A namespace-wide rise trips only the devices whose own window saw it: each has its baseline from
  * just before its own write. */
 enum { BEFORE_BOTH, BETWEEN, AFTER_BOTH };
@@ -1991,6 +2059,8 @@ int main(void) {
                   leave_match_in_probation_cases);
         ADD_CASES("guard trips", test_guard_trip, guard_trip_cases);
         ADD_CASES("last good after a guard trip", test_last_good_after_guard_trip, last_good_cases);
+        ADD_TEST(test_refused_change_keeps_the_window);
+        ADD_TEST(test_lost_ack_owns_what_it_wrote);
         ADD_CASES("namespace-wide rise", test_namespace_rise, namespace_rise_cases);
         ADD_CASES("operator rollback", test_operator_rollback, operator_rollback_cases);
         ADD_CASES("deleted with a request in flight", test_deleted_in_flight, deleted_in_flight_cases);

@@ -161,6 +161,17 @@ typedef enum WriteStep {
         _WRITE_STEP_INVALID = -EINVAL,
 } WriteStep;
 
+/* The write as lifecycle.c's transaction: its step, and what a refusal undoes. */
+typedef struct WriteTxn {
+        WriteStep step;
+        bool orphaned; /* the device left its policy while this write was in flight */
+        /* the rollback target it moved (and what it was), the window its own replaced (set aside
+         * in the probation set; NULL: none) */
+        bool last_good_moved, had_last_good;
+        Sizes last_good;
+        struct Probation *window_before;
+} WriteTxn;
+
 /* A write on its way: from writer_queue() until its ack has been handled. Only a device being
  * written needs one, so it is not part of every device. Grouped by owner, as Device is. */
 typedef struct DeviceWrite {
@@ -177,15 +188,7 @@ typedef struct DeviceWrite {
         unsigned char baseline[sizeof(struct rtnl_link_stats64)];
 
         /* ---- lifecycle.c: the transaction ---- */
-        struct {
-                WriteStep step;
-                bool orphaned; /* the device left its policy while this write was in flight */
-                /* what a refusal undoes: the rollback target it moved (and what it was), the window
-                 * its own replaced (set aside in the probation set; NULL: none) */
-                bool last_good_moved, had_last_good;
-                Sizes last_good;
-                struct Probation *window_before;
-        } txn;
+        WriteTxn txn;
 } DeviceWrite;
 
 /* The record of a write, made when the write is queued (NULL without memory) and dropped when it

@@ -95,7 +95,7 @@ static int queue(Engine *e, Device *d, WriteCause cause, const Sizes *target, un
                 return r;
         if (d->write.phase == WRITE_QUEUED) {
                 probation_drop(e->probation, d->write.on->txn.window_before);
-                d->write.on->txn = (typeof(d->write.on->txn)){.step = WRITE_STEP_QUEUED};
+                d->write.on->txn = (WriteTxn){.step = WRITE_STEP_QUEUED};
         }
         return 0;
 }

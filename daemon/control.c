@@ -109,6 +109,10 @@ static Engine *home(const Control *c) {
         return engine_at(c, 0);
 }
 
+struct event_base *control_base(const Control *c) {
+        return home(c)->base;
+}
+
 const PolicySet *control_policy(const Control *c) {
         return c->reloader ? reloader_policy(c->reloader) : c->engine->policy;
 }
@@ -1377,8 +1381,10 @@ int control_revert(Control *c) {
         return c->trial ? policy_try_revert(c->trial, TRY_REASON_OPERATOR) : -ENOENT;
 }
 
-/* One device by name, or (NULL) every device `op` has something to do with. */
-static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *d, const RollbackRecord *why)) {
+/* One device by name, or (NULL) every device `op` has something to do with; `each` (may be NULL)
+ * is told of every device tried and what `op` said. */
+static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *d, const RollbackRecord *why),
+                     ControlDeviceFn each, void *userdata) {
         Device *d;
         int r, n = 0;
 
@@ -1388,14 +1394,20 @@ static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *
                         return -ENODEV;
                 Engine *e = control_engine_of(c, d);
                 r = op(e, d, NULL);
+                if (each)
+                        each(d, r, userdata);
                 apply_flush(e);
                 return r;
         }
         for (size_t i = 0; i < namespaces(c); i++) {
                 Engine *e = engine_at(c, i);
-                DEVICE_FOREACH(d, &e->devices, it)
-                        if (op(e, d, NULL) >= 0)
+                DEVICE_FOREACH(d, &e->devices, it) {
+                        r = op(e, d, NULL);
+                        if (each)
+                                each(d, r, userdata);
+                        if (r >= 0)
                                 n++;
+                }
                 apply_flush(e);
         }
         return n > 0 ? 0 : -EALREADY;
@@ -1405,8 +1417,16 @@ static int retry(Engine *e, Device *d, const RollbackRecord *unused) {
         return apply_retry(e, d);
 }
 
-int control_rollback(Control *c, const char *name) {
-        return device_op(c, name, apply_rollback);
+int control_rollback(Control *c, const char *name, ControlDeviceFn each, void *userdata) {
+        return device_op(c, name, apply_rollback, each, userdata);
+}
+
+int control_retry(Control *c, const char *name, ControlDeviceFn each, void *userdata) {
+        return device_op(c, name, retry, each, userdata);
+}
+
+bool control_device_writing(const Device *d) {
+        return d->write.phase != WRITE_IDLE;
 }
 
 /* A window that outlasts a call's own by more than this is not waited for. */
@@ -1499,10 +1519,6 @@ int control_watch(Control *c, const char *name, uint64_t duration_usec, ControlW
         }
         *ret = w;
         return 0;
-}
-
-int control_retry(Control *c, const char *name) {
-        return device_op(c, name, retry);
 }
 
 /* ---- events ---- */

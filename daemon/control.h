@@ -38,6 +38,8 @@ bool control_ready(const Control *c);
 
 /* The running policy (NULL before the first load) and this host as its scope sees it: the
  * reloader's, one for every namespace. */
+/* The loop everything of control's runs on (the home namespace's). */
+struct event_base *control_base(const Control *c);
 const PolicySet *control_policy(const Control *c);
 HostIdentity control_host(const Control *c);
 
@@ -122,8 +124,13 @@ int control_try(Control *c, const char *policy_yaml, size_t size, const char *fi
                 uint64_t timeout_usec, PolicyErrors *errs);
 int control_confirm(Control *c);
 int control_revert(Control *c);
-int control_rollback(Control *c, const char *name);
-int control_retry(Control *c, const char *name);
+/* `each` (may be NULL) is told of every device tried, with what the step said of it (< 0: not
+ * done, -EALREADY: nothing to do), before the writes are sent. */
+typedef void (*ControlDeviceFn)(Device *d, int r, void *userdata);
+int control_rollback(Control *c, const char *name, ControlDeviceFn each, void *userdata);
+int control_retry(Control *c, const char *name, ControlDeviceFn each, void *userdata);
+/* A write of the device is queued or on its way. */
+bool control_device_writing(const Device *d);
 /* Count the device's packets above 64 KiB for `duration_usec` (1 µs to an hour: else -ERANGE)
  * from now; a watch running is extended. `fn` is called once: with the device when its window
  * ends (its counts and verdict), or when `duration_usec` is over and the window goes on longer

@@ -723,11 +723,11 @@ static void run_privileged(DbusCall *dc, sd_bus_message *call, uid_t uid, void *
                 policy_errors_clear(&warnings);
                 break;
         case PRIVILEGED_ROLLBACK:
-                r = control_rollback(c, p->ifname);
+                r = control_rollback(c, p->ifname, NULL, NULL);
                 r = r < 0 ? reply_control_error(call, r, p->ifname) : sd_bus_reply_method_return(call, NULL);
                 break;
         case PRIVILEGED_RETRY:
-                r = control_retry(c, p->ifname);
+                r = control_retry(c, p->ifname, NULL, NULL);
                 r = r < 0 ? reply_control_error(call, r, p->ifname) : sd_bus_reply_method_return(call, NULL);
                 break;
         case PRIVILEGED_TRY:

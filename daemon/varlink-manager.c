@@ -1,4 +1,5 @@
-/* varlink-manager.c — the methods of io.bigtcpd.Manager. */
+/* varlink-manager.c — the methods of io.bigtcpd.Manager: each checks its parameters and runs an
+ * operation (operation.h) whose result it encodes. */
 #include <limits.h>
 #include <stdio.h>
 #include <sys/queue.h>
@@ -31,21 +32,9 @@ static int reply_errno(VarlinkCall *call, int r) {
         return varlink_call_error(call, VARLINK_INTERFACE ".Failed", p);
 }
 
-/* `warnings` (a refused reload's): beside the errors, in their own field. */
-static int reply_policy_invalid_warned(VarlinkCall *call, const PolicyErrors *errs, const PolicyErrors *warnings) {
-        json_object *p = varlink_params1("errors", control_errors_json(errs));
-        if (p && warnings)
-                json_object_object_add(p, "warnings", control_warnings_json(warnings));
-        return varlink_call_error(call, VARLINK_INTERFACE ".PolicyInvalid", p);
-}
-
-static int reply_policy_invalid(VarlinkCall *call, const PolicyErrors *errs) {
-        return reply_policy_invalid_warned(call, errs, NULL);
-}
-
-static int reply_no_such_device(VarlinkCall *call, const char *name) {
-        return varlink_call_error(call, VARLINK_INTERFACE ".NoSuchDevice",
-                                  varlink_params1("ifname", json_object_new_string(name ?: "")));
+static int invalid_parameter(VarlinkCall *call, const char *name) {
+        return varlink_call_error(call, "org.varlink.service.InvalidParameter",
+                                  varlink_params1("parameter", json_object_new_string(name)));
 }
 
 static int method_get_status(VarlinkCall *call, json_object *params, void *userdata) {
@@ -94,52 +83,82 @@ static int reply_all_devices(VarlinkCall *call, Control *control) {
         return r;
 }
 
+/* ListDevices of one device (with what chose its policy), from the table. */
 static int reply_device(VarlinkCall *call, Control *control, const char *name) {
         json_object *o = NULL;
         int r;
 
         r = control_devices_json(control, name, &o);
         if (r == -ENODEV)
-                return reply_no_such_device(call, name);
+                return varlink_call_error(call, VARLINK_INTERFACE ".NoSuchDevice",
+                                          varlink_params1("ifname", json_object_new_string(name ?: "")));
         if (r < 0)
                 return reply_errno(call, r);
         return varlink_call_reply(call, o);
 }
 
-/* A ListDevices waiting for the kernel to be read. */
-typedef struct PendingList {
-        VarlinkManager *manager;
-        VarlinkCall *call;
-        ControlRequest *request;
-        char *name; /* NULL: every device */
-} PendingList;
-
-static void pending_list_free(PendingList *p) {
-        free(p->name);
-        free(p);
+/* The worker's reply object as the parameters, as it is. */
+static int reply_plan(VarlinkCall *call, const char *plan, size_t size) {
+        int r = varlink_call_reply_begin(call);
+        if (r >= 0)
+                r = varlink_call_write(call, plan, size);
+        if (r >= 0)
+                r = varlink_call_reply_end(call);
+        return r;
 }
 
-static void on_list_cancel(void *userdata) {
-        PendingList *p = userdata;
-        control_request_cancel(p->request);
-        pending_list_free(p);
+/* An operation's result as the call's reply. */
+static int reply_result(VarlinkCall *call, Control *control, const OperationResult *r) {
+        json_object *o;
+
+        if (r->error != OPERATION_OK)
+                return varlink_call_error(call, operation_error_varlink(r->error), operation_error_json(r));
+        switch (r->kind) {
+        case OPERATION_READ:
+                return r->device ? reply_device(call, control, r->ifname)
+                                 : reply_all_devices(call, control);
+        case OPERATION_WATCH:
+                o = control_device_json(control, r->device);
+                return o ? varlink_call_reply(call, varlink_params1("device", o)) : reply_errno(call, -ENOMEM);
+        case OPERATION_PLAN:
+                return reply_plan(call, r->plan, r->plan_size);
+        default:
+                o = operation_reply_json(r);
+                return o ? varlink_call_reply(call, o) : reply_errno(call, -ENOMEM);
+        }
 }
 
-static void on_list_read(int error, void *userdata) {
-        PendingList *p = userdata;
-        VarlinkCall *call = p->call;
-        Control *control = p->manager->control;
-        _cleanup_(freep) char *name = TAKE_PTR(p->name);
+static void on_operation_done(Operation *op, const OperationResult *r, void *userdata) {
+        VarlinkCall *call = userdata;
 
         varlink_call_set_cancel(call, NULL, NULL);
-        pending_list_free(p);
-        /* a read that failed still has the table to answer from; a device that went is gone */
-        if (error == -ENODEV)
-                (void) reply_no_such_device(call, name);
-        else if (name)
-                (void) reply_device(call, control, name);
-        else
-                (void) reply_all_devices(call, control);
+        (void) reply_result(call, operation_control(op), r);
+        operation_free(op);
+}
+
+static void keep_free(void *keep) {
+        json_object_put(keep);
+}
+
+/* Runs the operation for the call: it answers the call when it completes, and goes with the
+ * call when its caller goes first. `params` is kept while it runs: the strings of `args` are
+ * its. */
+static int run(VarlinkCall *call, VarlinkManager *m, OperationKind kind, OperationArgs args, json_object *params) {
+        Operation *op;
+        int r;
+
+        args.keep = json_object_get(params);
+        args.keep_free = keep_free;
+        r = operation_new(m->control, kind, &args, &op);
+        if (r < 0)
+                return reply_errno(call, r);
+        r = operation_start(op, on_operation_done, call);
+        if (r < 0) {
+                operation_free(op);
+                return reply_errno(call, r);
+        }
+        varlink_call_set_cancel(call, operation_freep_void, op);
+        return 0;
 }
 
 static int method_list_devices(VarlinkCall *call, json_object *params, void *userdata) {
@@ -150,8 +169,6 @@ static int method_list_devices(VarlinkCall *call, json_object *params, void *use
         VarlinkManager *m = userdata;
         json_object *v[ELEMENTSOF(spec)];
         const char *name;
-        PendingList *p;
-        int r;
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0)
                 return 0;
@@ -160,20 +177,7 @@ static int method_list_devices(VarlinkCall *call, json_object *params, void *use
          * answer, every device when asked to. */
         if (!name && !(v[1] && json_object_get_boolean(v[1])))
                 return reply_all_devices(call, m->control);
-        p = calloc(1, sizeof(*p));
-        if (!p || (name && !(p->name = strdup(name)))) {
-                free(p);
-                return reply_errno(call, -ENOMEM);
-        }
-        p->manager = m;
-        p->call = call;
-        r = control_read(m->control, name, on_list_read, p, &p->request);
-        if (r < 0) {
-                pending_list_free(p);
-                return r == -ENODEV ? reply_no_such_device(call, name) : reply_errno(call, r);
-        }
-        varlink_call_set_cancel(call, on_list_cancel, p);
-        return 0;
+        return run(call, m, OPERATION_READ, (OperationArgs){.ifname = name}, params);
 }
 
 /* A Monitor stream. The manager watches the engine's events once for all of them, and each event
@@ -247,90 +251,8 @@ static int method_monitor(VarlinkCall *call, json_object *params, void *userdata
 static bool source_too_long(VarlinkCall *call, json_object *v) {
         if (!v || strlen(json_object_get_string(v)) <= VARLINK_SOURCE_MAX)
                 return false;
-        (void) varlink_call_error(call, "org.varlink.service.InvalidParameter",
-                                  varlink_params1("parameter", json_object_new_string("source")));
+        (void) invalid_parameter(call, "source");
         return true;
-}
-
-/* A Plan or Validate in a worker. */
-typedef struct PendingJob {
-        VarlinkCall *call;
-        ControlJob *job;
-        bool plan;
-        json_object *policy; /* the text the job reads (control_plan() does not copy it) */
-} PendingJob;
-
-static void pending_job_free(PendingJob *p) {
-        json_object_put(p->policy);
-        free(p);
-}
-
-static void on_job_cancel(void *userdata) {
-        PendingJob *p = userdata;
-        control_job_cancel(p->job);
-        pending_job_free(p);
-}
-
-/* The worker's reply object as the parameters, as it is. */
-static int reply_plan(VarlinkCall *call, const char *plan, size_t size) {
-        int r = varlink_call_reply_begin(call);
-        if (r >= 0)
-                r = varlink_call_write(call, plan, size);
-        if (r >= 0)
-                r = varlink_call_reply_end(call);
-        return r;
-}
-
-static int reply_validate(VarlinkCall *call, int error, const PolicyErrors *errs, const PolicyErrors *warnings) {
-        json_object *p = json_object_new_object();
-        if (!p)
-                return -ENOMEM;
-        json_object_object_add(p, "valid", json_object_new_boolean(error >= 0));
-        json_object_object_add(p, "errors", control_errors_json(errs));
-        json_object_object_add(p, "warnings", control_warnings_json(warnings));
-        return varlink_call_reply(call, p);
-}
-
-static int reply_job_error(VarlinkCall *call, int r) {
-        if (r == -EBUSY)
-                return varlink_call_error(call, VARLINK_INTERFACE ".Busy",
-                                          varlink_params1("max", json_object_new_int(WORKER_QUEUED_PER_UID_MAX)));
-        return reply_errno(call, r);
-}
-
-static void on_job_done(int error, const PolicyErrors *errs, const PolicyErrors *warnings, const char *plan_reply,
-                        size_t size, void *userdata) {
-        PendingJob *p = userdata;
-        VarlinkCall *call = p->call;
-        bool plan = p->plan;
-
-        varlink_call_set_cancel(call, NULL, NULL);
-        pending_job_free(p);
-        if (error == -EINVAL && errs->n > 0)
-                (void) (plan ? reply_policy_invalid(call, errs) : reply_validate(call, error, errs, warnings));
-        else if (error < 0)
-                (void) reply_job_error(call, error);
-        else
-                (void) (plan ? reply_plan(call, plan_reply, size) : reply_validate(call, 0, errs, warnings));
-}
-
-static int start_job(VarlinkCall *call, VarlinkManager *m, bool plan, json_object *policy, const char *source) {
-        PendingJob *p = calloc(1, sizeof(*p));
-        int r;
-
-        if (!p)
-                return reply_errno(call, -ENOMEM);
-        p->call = call;
-        p->plan = plan;
-        p->policy = json_object_get(policy);
-        r = (plan ? control_plan : control_validate)(m->control, varlink_call_uid(call), opt_string(policy), source,
-                                                     on_job_done, p, &p->job);
-        if (r < 0) {
-                pending_job_free(p);
-                return reply_job_error(call, r);
-        }
-        varlink_call_set_cancel(call, on_job_cancel, p);
-        return 0;
 }
 
 static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
@@ -342,7 +264,9 @@ static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        return start_job(call, userdata, true, v[0], opt_string(v[1]));
+        return run(call, userdata, OPERATION_PLAN,
+                   (OperationArgs){.policy = opt_string(v[0]), .source = opt_string(v[1]), .uid = varlink_call_uid(call)},
+                   params);
 }
 
 static int method_validate(VarlinkCall *call, json_object *params, void *userdata) {
@@ -354,25 +278,9 @@ static int method_validate(VarlinkCall *call, json_object *params, void *userdat
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        return start_job(call, userdata, false, v[0], opt_string(v[1]));
-}
-
-static int reply_try_running(VarlinkCall *call, const PolicyTry *t) {
-        json_object *p = json_object_new_object();
-        if (!p)
-                return -ENOMEM;
-        json_object_object_add(p, "file", json_object_new_string(t && t->file ? t->file : ""));
-        json_object_object_add(p, "deadline_usec", json_object_new_int64(t ? (int64_t) t->deadline_realtime : 0));
-        return varlink_call_error(call, VARLINK_INTERFACE ".TryRunning", p);
-}
-
-static int reply_no_try(VarlinkCall *call) {
-        return varlink_call_error(call, VARLINK_INTERFACE ".NoTry", NULL);
-}
-
-static int invalid_parameter(VarlinkCall *call, const char *name) {
-        return varlink_call_error(call, "org.varlink.service.InvalidParameter",
-                                  varlink_params1("parameter", json_object_new_string(name)));
+        return run(call, userdata, OPERATION_VALIDATE,
+                   (OperationArgs){.policy = opt_string(v[0]), .source = opt_string(v[1]), .uid = varlink_call_uid(call)},
+                   params);
 }
 
 static int method_try(VarlinkCall *call, json_object *params, void *userdata) {
@@ -382,13 +290,9 @@ static int method_try(VarlinkCall *call, json_object *params, void *userdata) {
                 {"file", json_type_string, false},
                 {"target", json_type_string, false},
         };
-        VarlinkManager *m = userdata;
         json_object *v[ELEMENTSOF(spec)];
-        PolicyErrors errs = {};
         const char *file, *target;
         uint64_t timeout = TRY_TIMEOUT_DEFAULT_USEC;
-        char digest[17];
-        int r;
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0)
                 return 0;
@@ -408,116 +312,37 @@ static int method_try(VarlinkCall *call, json_object *params, void *userdata) {
         if (target && (target[0] != '/' || strlen(target) > PATH_MAX))
                 return invalid_parameter(call, "target");
         log_info("varlink: try of %s asked for by pid %d", file, (int) varlink_call_pid(call));
-        r = control_try(m->control, json_object_get_string(v[0]), (size_t) json_object_get_string_len(v[0]), file,
-                        target, timeout, &errs);
-        if (r == -EINVAL && errs.n > 0)
-                r = reply_policy_invalid(call, &errs);
-        else if (r == -EBUSY)
-                r = reply_try_running(call, m->control->trial);
-        else if (r == -EXDEV)
-                r = varlink_call_error(call, VARLINK_INTERFACE ".TargetNotRead",
-                                       varlink_params1("target", json_object_new_string(target ?: "")));
-        else if (r == -ERANGE)
-                r = invalid_parameter(call, "timeout_usec");
-        else if (r < 0)
-                r = reply_errno(call, r);
-        else {
-                json_object *p = json_object_new_object();
-                const PolicyTry *t = m->control->trial;
-                if (!p)
-                        r = -ENOMEM;
-                else {
-                        snprintf(digest, sizeof(digest), "%016llx",
-                                 (unsigned long long) control_policy(m->control)->digest);
-                        json_object_object_add(p, "digest", json_object_new_string(digest));
-                        json_object_object_add(p, "target", json_object_new_string(t->target));
-                        json_object_object_add(p, "deadline_usec", json_object_new_int64((int64_t) t->deadline_realtime));
-                        r = varlink_call_reply(call, p);
-                }
-        }
-        policy_errors_clear(&errs);
-        return r;
+        return run(call, userdata, OPERATION_TRY,
+                   (OperationArgs){.policy = json_object_get_string(v[0]),
+                                   .policy_size = (size_t) json_object_get_string_len(v[0]),
+                                   .source = file,
+                                   .target = target,
+                                   .usec = timeout},
+                   params);
+}
+
+/* Reload, Confirm, Revert: no parameters. */
+static int method_plain(VarlinkCall *call, json_object *params, VarlinkManager *m, OperationKind kind) {
+        if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
+                return 0;
+        log_info("varlink: %s asked for by pid %d", operation_kind_to_string(kind), (int) varlink_call_pid(call));
+        return run(call, m, kind, (OperationArgs){}, params);
 }
 
 static int method_confirm(VarlinkCall *call, json_object *params, void *userdata) {
-        VarlinkManager *m = userdata;
-        _cleanup_(freep) char *target = NULL;
-        int r;
-
-        if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
-                return 0;
-        log_info("varlink: confirm asked for by pid %d", (int) varlink_call_pid(call));
-        if (m->control->trial && m->control->trial->running && !(target = strdup(m->control->trial->target)))
-                return reply_errno(call, -ENOMEM);
-        r = control_confirm(m->control);
-        if (r == -ENOENT)
-                return reply_no_try(call);
-        if (r < 0 && policy_try_install_problem(r)) {
-                json_object *p = json_object_new_object();
-                if (!p)
-                        return -ENOMEM;
-                json_object_object_add(p, "errno", json_object_new_int(-r));
-                json_object_object_add(p, "message", json_object_new_string(policy_try_install_problem(r)));
-                return varlink_call_error(call, VARLINK_INTERFACE ".Failed", p);
-        }
-        if (r < 0)
-                return reply_errno(call, r);
-        return varlink_call_reply(call, varlink_params1("target", json_object_new_string(target ?: "")));
+        return method_plain(call, params, userdata, OPERATION_CONFIRM);
 }
 
 static int method_revert(VarlinkCall *call, json_object *params, void *userdata) {
-        VarlinkManager *m = userdata;
-        int r;
-
-        if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
-                return 0;
-        log_info("varlink: revert asked for by pid %d", (int) varlink_call_pid(call));
-        r = control_revert(m->control);
-        if (r == -ENOENT)
-                return reply_no_try(call);
-        if (r < 0)
-                return reply_errno(call, r);
-        return varlink_call_reply(call, NULL);
+        return method_plain(call, params, userdata, OPERATION_REVERT);
 }
 
 static int method_reload(VarlinkCall *call, json_object *params, void *userdata) {
-        VarlinkManager *m = userdata;
-        PolicyErrors errs = {}, warnings = {};
-        char digest[17];
-        int r;
-
-        if (varlink_call_check(call, params, NULL, 0, NULL) < 0)
-                return 0;
-        log_info("varlink: reload asked for by pid %d", (int) varlink_call_pid(call));
-        r = control_reload(m->control, &errs, &warnings);
-        if (r == -EINVAL && errs.n > 0)
-                r = reply_policy_invalid_warned(call, &errs, &warnings);
-        else if (r == -EBUSY)
-                r = reply_try_running(call, m->control->trial);
-        else if (r < 0)
-                r = reply_errno(call, r);
-        else {
-                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) control_policy(m->control)->digest);
-                r = varlink_call_reply(call, varlink_params1("digest", json_object_new_string(digest)));
-        }
-        policy_errors_clear(&errs);
-        policy_errors_clear(&warnings);
-        return r;
+        return method_plain(call, params, userdata, OPERATION_RELOAD);
 }
 
-static int reply_device_op(VarlinkCall *call, int r, const char *name) {
-        if (r == -ENODEV)
-                return reply_no_such_device(call, name);
-        if (r == -EALREADY)
-                return varlink_call_error(call, VARLINK_INTERFACE ".NothingToDo",
-                                          varlink_params1("ifname", name ? json_object_new_string(name) : NULL));
-        if (r < 0)
-                return reply_errno(call, r);
-        return varlink_call_reply(call, NULL);
-}
-
-static int device_op(VarlinkCall *call, json_object *params, VarlinkManager *m, const char *what,
-                     int (*op)(Control *c, const char *name)) {
+/* Rollback, Retry: one device, or (null) every device. */
+static int device_op(VarlinkCall *call, json_object *params, VarlinkManager *m, OperationKind kind) {
         static const VarlinkParam spec[] = {{"ifname", json_type_string, false}};
         json_object *v[ELEMENTSOF(spec)];
         const char *name;
@@ -525,59 +350,29 @@ static int device_op(VarlinkCall *call, json_object *params, VarlinkManager *m, 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0)
                 return 0;
         name = opt_string(v[0]);
-        log_info("varlink: %s of %s asked for by pid %d", what, name ?: "every device", (int) varlink_call_pid(call));
-        return reply_device_op(call, op(m->control, name), name);
+        log_info("varlink: %s of %s asked for by pid %d", operation_kind_to_string(kind), name ?: "every device",
+                 (int) varlink_call_pid(call));
+        return run(call, m, kind, (OperationArgs){.ifname = name}, params);
 }
 
 static int method_rollback(VarlinkCall *call, json_object *params, void *userdata) {
-        return device_op(call, params, userdata, "rollback", control_rollback);
+        return device_op(call, params, userdata, OPERATION_ROLLBACK);
 }
 
 static int method_retry(VarlinkCall *call, json_object *params, void *userdata) {
-        return device_op(call, params, userdata, "retry", control_retry);
+        return device_op(call, params, userdata, OPERATION_RETRY);
 }
 
-/* A Watch: answered when control_watch() says (the device's window is over, or the call's own
- * time and the window goes on), or when the device goes. */
-typedef struct PendingWatch {
-        VarlinkManager *manager;
-        VarlinkCall *call;
-        ControlWatch *watch;
-} PendingWatch;
-
-static void on_watch_done(int error, const Device *d, void *userdata) {
-        PendingWatch *p = userdata;
-        VarlinkCall *call = p->call;
-        json_object *o;
-
-        varlink_call_set_cancel(call, NULL, NULL);
-        if (error == -ENODEV)
-                (void) reply_no_such_device(call, d->ifname);
-        else {
-                o = control_device_json(p->manager->control, d);
-                (void) (o ? varlink_call_reply(call, varlink_params1("device", o)) : reply_errno(call, -ENOMEM));
-        }
-        free(p);
-}
-
-static void on_watch_cancel(void *userdata) {
-        PendingWatch *p = userdata;
-        control_watch_cancel(p->watch);
-        free(p);
-}
-
+/* A Watch: answered when the device's window is over, or the call's own time and the window
+ * goes on, or when the device goes. */
 static int method_watch(VarlinkCall *call, json_object *params, void *userdata) {
         static const VarlinkParam spec[] = {
                 {"ifname", json_type_string, true},
                 {"duration_usec", json_type_int, false},
         };
-        VarlinkManager *m = userdata;
         json_object *v[ELEMENTSOF(spec)];
         const char *name;
         int64_t duration = EVIDENCE_DURATION_DEFAULT_USEC;
-        PendingWatch *p;
-        Device *d;
-        int r;
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0)
                 return 0;
@@ -585,25 +380,11 @@ static int method_watch(VarlinkCall *call, json_object *params, void *userdata) 
         if (v[1])
                 duration = json_object_get_int64(v[1]);
         if (duration <= 0 || (uint64_t) duration > EVIDENCE_DURATION_MAX_USEC)
-                return varlink_call_error(call, "org.varlink.service.InvalidParameter",
-                                          varlink_params1("parameter", json_object_new_string("duration_usec")));
-        d = control_find_device(m->control, name);
-        if (!d)
-                return reply_no_such_device(call, name);
-        p = calloc(1, sizeof(*p));
-        if (!p)
-                return reply_errno(call, -ENOMEM);
-        *p = (PendingWatch){.manager = m, .call = call};
-        r = control_watch(m->control, name, (uint64_t) duration, on_watch_done, p, &p->watch);
-        if (r < 0) {
-                free(p);
-                log_dev_warning_errno(d, r, "cannot watch it: %m");
-                return r == -ENODEV ? reply_no_such_device(call, name) : reply_errno(call, r);
-        }
-        log_dev_info(d, "watching for %llus, asked for over varlink by pid %d",
-                     (unsigned long long) (duration / USEC_PER_SEC), (int) varlink_call_pid(call));
-        varlink_call_set_cancel(call, on_watch_cancel, p);
-        return 0;
+                return invalid_parameter(call, "duration_usec");
+        log_info("varlink: watch of %s for %llus asked for by pid %d", name,
+                 (unsigned long long) (duration / USEC_PER_SEC), (int) varlink_call_pid(call));
+        return run(call, userdata, OPERATION_WATCH, (OperationArgs){.ifname = name, .usec = (uint64_t) duration},
+                   params);
 }
 
 static const VarlinkMethod methods[] = {

@@ -1,11 +1,13 @@
 /* varlink-manager.h — io.bigtcpd.Manager: the daemon's methods on the varlink server, each a
- * check of its parameters, one call of control.h and its reply; Monitor streams the engine's
- * events as control_event_json() gives them. */
+ * check of its parameters, an operation (operation.h) and its result as the reply; the call's
+ * operation goes with the call. Monitor streams the engine's events as control_event_json()
+ * gives them. */
 #pragma once
 
 #include <event2/event.h>
 
 #include "control.h"
+#include "operation.h"
 #include "varlink.h"
 
 #define VARLINK_INTERFACE "io.bigtcpd.Manager"

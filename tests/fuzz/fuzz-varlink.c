@@ -157,7 +157,7 @@ static void set_up_engine(void) {
         fuzz_kernel_answer(&kernel, sync_, stats64);
         FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
         /* an operator's rollback, as root would ask for it */
-        FUZZ_ASSERT(control_rollback(&control, "eth1") == 0);
+        FUZZ_ASSERT(control_rollback(&control, "eth1", NULL, NULL) == 0);
         fuzz_kernel_answer(&kernel, sync_, stats64);
         FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
         fuzz_engine_check(engine, &kernel);

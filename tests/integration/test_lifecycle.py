@@ -8,6 +8,7 @@ stream. Where the contract adds a field or event (write `cause`, `owned`, `curre
 GetStatus `rollouts`) it is checked after the behaviour the kernel shows, so that on a daemon
 without the fix the failure is the bug itself."""
 
+import errno
 import time
 
 import pytest
@@ -189,7 +190,8 @@ def test_rollback_of_an_applied_device_restores_and_holds(ns, daemon, confdir):
         mon.wait_state('o1', 'applied', 5)
         assert kernel(ns, 'o0') == BIG
         mark = mon.mark()
-        assert vcall(d, 'Rollback', {'ifname': 'o0'}) == {}
+        r = vcall(d, 'Rollback', {'ifname': 'o0'})
+        assert r['held'] == ['o0'] and [m['ifname'] for m in r['moved']] == ['o0'] and r['refused'] == [], r
         nl.wait_links(ns, at({'o0': LEGACY}), T(5), 'o0 back at its pre-change sizes after Rollback')
         mon.wait_state('o0', 'rolled-back', 5)
         # Held: no write of its own after the rollback's, past a whole window.
@@ -219,7 +221,8 @@ def test_rollback_all_restores_every_applied_device(ns, daemon, confdir):
         for n in names:
             mon.wait_state(n, 'applied', 5)
         mark = mon.mark()
-        assert vcall(d, 'Rollback', {}) == {}
+        r = vcall(d, 'Rollback', {})
+        assert sorted(r['held']) == sorted(names) and r['refused'] == [], r
         nl.wait_links(ns, at({n: LEGACY for n in names}), T(5), 'every applied device back at its originals')
         for n in names:
             mon.wait_state(n, 'rolled-back', 5)
@@ -246,7 +249,9 @@ def test_rollback_goes_back_one_change_not_to_the_originals(ns, daemon, confdir)
         nl.wait_links(ns, at({'o0': sizes4(150000)}), T(5), 'the second policy in force')
         mon.wait_for(lambda e: state_ev(e, 'o0', 'applied'), 5, 'o0 applied at 150000', since=mark)
         mark = mon.mark()
-        assert vcall(d, 'Rollback', {'ifname': 'o0'}) == {}
+        r = vcall(d, 'Rollback', {'ifname': 'o0'})
+        assert r['held'] == ['o0'] and r['refused'] == [], r
+        assert [(m['ifname'], tuple(m['to'][k] for k in nl.SIZES)) for m in r['moved']] == [('o0', BIG)], r
         nl.wait_links(ns, at({'o0': BIG}), T(5), 'o0 back at the sizes before the most recent change')
         mon.wait_state('o0', 'rolled-back', 5)
         mon.wait_for(lambda e: is_write(e, 'o0', BIG), 5, 'the rollback write of o0', since=mark)
@@ -456,7 +461,7 @@ def test_ack_of_a_deleted_devices_write_never_reaches_its_successor(ns, daemon, 
     with Monitor(d) as mon, Client(d.runtime_dir / IFACE, timeout=T(20)) as c:
         mon.wait_state('w0', 'probation', 5)
         if how == 'retry':
-            assert vcall(d, 'Rollback', {'ifname': 'w0'}) == {}
+            assert vcall(d, 'Rollback', {'ifname': 'w0'})['held'] == ['w0']
             nl.wait_links(ns, at({'w0': LEGACY}), T(5), 'w0 rolled back')
             mon.wait_state('w0', 'rolled-back', 5)
         in_flight = BIG if how == 'retry' else LEGACY
@@ -467,7 +472,10 @@ def test_ack_of_a_deleted_devices_write_never_reaches_its_successor(ns, daemon, 
         assert kernel(ns, 'w0') == in_flight
         recreate_under(ns, 'w0', 'w9', 'q9', idx)
         p.release()
-        assert c.recv(timeout=T(10)) == {'parameters': {}}
+        # the reply says what became of the write: w0 went before its ack was handled
+        r = c.recv(timeout=T(10))['parameters']
+        assert [(m['ifname'], m['errno']) for m in r['refused']] == [('w0', errno.ENODEV)], r
+        assert r['moved'] == r['held'] == r['released'] == r['pending'] == [], r
         wait_written(ns, d, 'w9', idx, f'w9 (ifindex {idx}, created while w0\'s {how} write was unacked) written')
         mon.wait_state('w9', 'probation', 5)
         x = device(d, 'w9')

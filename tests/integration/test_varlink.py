@@ -207,28 +207,41 @@ def test_every_method(ns, daemon, confdir, iface):
         v = checked(iface, c, 'Validate', {'policy': 'x' * (1024 * 1024 + 1)})
         assert not v['valid'] and 'too large' in v['errors'][0]['message']
 
-        # Rollback: back to the originals and held; Retry: the policy again.
-        assert checked(iface, c, 'Rollback', {'ifname': 'v0'}) == {}
-        nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(65536), T(10), 'v0 rolled back')
+        # Rollback: back to the originals and held; Retry: the policy again. Each answers once the
+        # kernel has answered its writes, with what moved: the sizes read back at once.
+        big4, orig4 = dict(zip(nl.SIZES, sizes4(BIG))), dict(zip(nl.SIZES, sizes4(65536)))
+        nothing = {'moved': [], 'refused': [], 'held': [], 'released': [], 'pending': []}
+        r = checked(iface, c, 'Rollback', {'ifname': 'v0'})
+        assert r == {**nothing, 'moved': [{'ifname': 'v0', 'from': big4, 'to': orig4}], 'held': ['v0']}, r
+        assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(65536)
         x = checked(iface, c, 'ListDevices', {'ifname': 'v0'})['devices'][0]
         assert x['state'] == 'rolled-back' and x['last_rollback']['counter'] == 'operator'
-        assert checked(iface, c, 'Retry', {'ifname': 'v0'}) == {}
-        nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(BIG), T(10), 'v0 retried')
+        r = checked(iface, c, 'Retry', {'ifname': 'v0'})
+        assert r == {**nothing, 'moved': [{'ifname': 'v0', 'from': orig4, 'to': big4}], 'released': ['v0']}, r
+        assert nl.sizes_of(nl.read_links(ns)['v0']) == sizes4(BIG)
         expect_error(c, f'{IFACE}.Retry', {'ifname': 'k0'}, f'{IFACE}.NothingToDo', iface)
         expect_error(c, f'{IFACE}.Rollback', {'ifname': 'k0'}, f'{IFACE}.NothingToDo', iface)
         expect_error(c, f'{IFACE}.Rollback', {'ifname': 'nope0'}, f'{IFACE}.NoSuchDevice', iface)
-        assert checked(iface, c, 'Rollback', {}) == {}
-        nl.wait_links(ns, lambda links: all(nl.sizes_of(links[n]) == sizes4(65536) for n in ('v0', 'v1')),
-                      T(10), 'every device rolled back')
-        for n in ('v0', 'v1'):
-            checked(iface, c, 'Retry', {'ifname': n})
+        r = checked(iface, c, 'Rollback', {})
+        assert sorted(m['ifname'] for m in r['moved']) == ['v0', 'v1'] and sorted(r['held']) == ['v0', 'v1'], r
+        assert all(m['from'] == big4 and m['to'] == orig4 for m in r['moved']), r
+        assert r['refused'] == r['pending'] == r['released'] == [], r
+        links = nl.read_links(ns)
+        assert all(nl.sizes_of(links[n]) == sizes4(65536) for n in ('v0', 'v1'))
+        r = checked(iface, c, 'Retry', {})
+        assert sorted(r['released']) == ['v0', 'v1'] and sorted(m['ifname'] for m in r['moved']) == ['v0', 'v1'], r
 
-        # Reload: the new policy is in force on return; a broken one is refused with its errors.
+        # Reload: the new policy is in force on return, its writes answered; a broken one is refused
+        # with its errors.
         digest = st['policy']['digest']
         write_file_atomic(cfg, POLICY.replace('185000', '150000'))
         r = checked(iface, c, 'Reload')
         assert r['digest'] != digest and checked(iface, c, 'GetStatus')['policy']['digest'] == r['digest']
-        nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(150000), T(10), 'reloaded policy')
+        assert sorted(m['ifname'] for m in r['moved']) == ['v0', 'v1'], r
+        assert all(m['from'] == big4 and m['to'] == dict(zip(nl.SIZES, sizes4(150000))) for m in r['moved']), r
+        assert r['held'] == r['refused'] == r['pending'] == [], r
+        links = nl.read_links(ns)
+        assert all(nl.sizes_of(links[n]) == sizes4(150000) for n in ('v0', 'v1'))
         write_file_atomic(cfg, BROKEN)
         p = expect_error(c, f'{IFACE}.Reload', None, f'{IFACE}.PolicyInvalid', iface)
         assert p['errors'] and p['errors'][0]['file'] == str(cfg) and p['errors'][0]['line'] == 7

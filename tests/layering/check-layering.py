@@ -27,7 +27,7 @@ LAYERS = [
     ('namespace', ['namespace']),
     ('policy reload', ['reload', 'try']),
     ('namespaces', ['netns', 'netns-peek']),
-    ('control', ['control']),
+    ('control', ['control', 'operation']),
     ('transports', ['notify', 'varlink-manager', 'dbus-manager']),
     ('composition root', ['manager', 'main']),
 ]

@@ -8,6 +8,7 @@
 #include <systemd/sd-bus.h>
 
 #include "dbus-manager.h"
+#include "evidence.h"
 #include "log.h"
 #include "utf8.h"
 #include "version.h"
@@ -34,9 +35,6 @@ typedef struct Snapshot {
         uint64_t reload_usec;
 } Snapshot;
 
-typedef struct PendingRead PendingRead;
-typedef struct PendingJob PendingJob;
-typedef struct PendingWatch PendingWatch;
 
 struct DbusManager {
         Control *control;
@@ -46,8 +44,7 @@ struct DbusManager {
         unsigned watch_id;     /* of the daemon's events, while attached */
         struct event *changed; /* coalesces PropertiesChanged */
         Snapshot last;
-        LIST_HEAD(, PendingRead) reads;
-        size_t n_reads;
+        sd_bus_track *subscribers; /* of the Event signal (Subscribe()); NULL: none */
 };
 
 /* Arguments are checked for size before anything else is done for the call. */
@@ -81,84 +78,18 @@ static int reply_json(sd_bus_message *call, json_object *o) {
         return sd_bus_reply_method_return(call, "s", text);
 }
 
-/* Every error of a policy, one "file:line:column: message" per line. */
-/* One "file:line:column: message" a line; then `warnings`' (a refused reload's), each
- * "file:line:column: warning: …". */
-static char *errors_text(const PolicyErrors *errs, const PolicyErrors *warnings) {
-        char *text = NULL;
-        size_t size = 0;
-        FILE *f = open_memstream(&text, &size);
-
-        if (!f)
-                return NULL;
-        for (size_t i = 0; i < errs->n; i++) {
-                _cleanup_(freep) char *line = NULL;
-                if (policy_error_format(&errs->items[i], &line) >= 0)
-                        fprintf(f, "%s%s", i > 0 ? "\n" : "", line);
-        }
-        for (size_t i = 0; warnings && errs->n > 0 && i < warnings->n; i++) {
-                _cleanup_(freep) char *line = NULL;
-                if (policy_error_format(&warnings->items[i], &line) >= 0)
-                        fprintf(f, "\n%s", line);
-        }
-        if (errs->n == 0)
-                fputs("the policy has errors", f);
-        if (fclose(f) != 0) {
-                free(text);
-                return NULL;
-        }
-        return text;
-}
-
-static int reply_policy_invalid_warned(sd_bus_message *call, const PolicyErrors *errs, const PolicyErrors *warnings) {
-        _cleanup_(freep) char *text = errors_text(errs, warnings), *buf = NULL;
-        const char *safe = text ? utf8_safe(text, &buf) : NULL;
-
-        if (!safe)
-                return -ENOMEM;
-        return sd_bus_reply_method_errorf(call, DBUS_ERROR_POLICY_INVALID, "%s", safe);
-}
-
-static int reply_policy_invalid(sd_bus_message *call, const PolicyErrors *errs) {
-        return reply_policy_invalid_warned(call, errs, NULL);
-}
-
-/* Replies an -errno of a control_*() call with the interface's error names. */
-static int reply_control_error(sd_bus_message *call, int r, const char *ifname) {
+/* A JSON text as a string argument of `m`. */
+static int append_json(sd_bus_message *m, json_object *o) {
         _cleanup_(freep) char *buf = NULL;
-        const char *name = ifname ? utf8_safe(ifname, &buf) : NULL;
+        const char *text;
 
-        if (ifname && !name)
+        if (!o)
                 return -ENOMEM;
-        switch (r) {
-        case -ENODEV:
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_SUCH_DEVICE, "No device \"%s\"", name ?: "");
-        case -EBUSY: /* Reload, Try */
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_TRY_RUNNING,
-                                                  "A try runs: confirm or revert it first");
-        case -EALREADY:
-                if (name)
-                        return sd_bus_reply_method_errorf(call, DBUS_ERROR_NOTHING_TO_DO,
-                                                          "Nothing to do for \"%s\" in its state", name);
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NOTHING_TO_DO, "Nothing to do");
-        default:
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_FAILED, "%s", strerror(-r));
-        }
-}
-
-/* The -errno of control_try(), _confirm() and _revert(). */
-static int reply_try_error(sd_bus_message *call, int r) {
-        switch (r) {
-        case -ENOENT:
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_NO_TRY, "No try runs");
-        case -EXDEV:
-                return sd_bus_reply_method_errorf(call, DBUS_ERROR_TARGET_NOT_READ,
-                                                  "bigtcpd reads no policy file there");
-        case -ERANGE:
-                return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_INVALID_ARGS, "timeout out of range (1s to 24h)");
-        default:
-                return reply_control_error(call, r, NULL);
-        }
+        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        text = text ? utf8_safe(text, &buf) : NULL;
+        if (!text)
+                return -ENOMEM;
+        return sd_bus_message_append(m, "s", text);
 }
 
 /* ---- properties ---- */
@@ -317,6 +248,20 @@ static void on_control_event(const Event *e, void *userdata) {
 
         if (!b->bus)
                 return;
+        if (b->subscribers && sd_bus_track_count(b->subscribers) > 0) {
+                _cleanup_(json_object_putp) json_object *o = control_event_json(e);
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+                if (o) {
+                        r = sd_bus_message_new_signal(b->bus, &m, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, "Event");
+                        if (r >= 0)
+                                r = append_json(m, o);
+                        if (r >= 0)
+                                r = sd_bus_send(b->bus, m, NULL);
+                        if (r < 0)
+                                log_debug_errno(r, "D-Bus: failed to emit Event: %m, ignoring");
+                        dbus_kick(b->dbus);
+                }
+        }
         if (e->type == EVENT_ROLLBACK) {
                 _cleanup_(freep) char *buf1 = NULL, *buf2 = NULL, *full = control_device_name(e->device);
                 const char *ifname = full ? utf8_safe(full, &buf1) : NULL;
@@ -342,106 +287,17 @@ static int method_get_status_json(sd_bus_message *call, void *userdata, sd_bus_e
 }
 
 /* ListDevices' JSON, for one device or (NULL) all. */
-static int reply_devices_json(DbusManager *b, sd_bus_message *call, const char *name) {
+static int reply_devices_json(Control *c, sd_bus_message *call, const char *name) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         int r;
 
-        r = control_devices_json(b->control, name, &o);
+        r = control_devices_json(c, name, &o);
+        if (r == -ENODEV)
+                return sd_bus_reply_method_errorf(call, operation_error_dbus(OPERATION_NO_SUCH_DEVICE),
+                                                  "No device \"%s\"", name);
         if (r < 0)
-                return reply_control_error(call, r, name);
+                return sd_bus_reply_method_errorf(call, operation_error_dbus(OPERATION_FAILED), "%s", strerror(-r));
         return reply_json(call, o);
-}
-
-/* A read of the kernel before a reply: ListDevicesJSON(ifname) and GetDevice. */
-typedef struct PendingRead PendingRead;
-struct PendingRead {
-        DbusManager *owner;
-        sd_bus_message *call;
-        ControlRequest *request;
-        char *name;
-        bool typed; /* GetDevice: the typed reply, not JSON */
-        LIST_ENTRY(PendingRead) link;
-};
-
-static void pending_read_free(PendingRead *p) {
-        LIST_REMOVE(p, link);
-        p->owner->n_reads--;
-        control_request_cancel(p->request);
-        sd_bus_message_unref(p->call);
-        free(p->name);
-        free(p);
-}
-
-static int append_device(sd_bus_message *reply, const Control *c, const Device *d);
-
-static int reply_device(DbusManager *b, sd_bus_message *call, const char *name, bool typed) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        Device *d;
-        int r;
-
-        if (!typed)
-                return reply_devices_json(b, call, name);
-        d = control_find_device(b->control, name);
-        if (!d)
-                return reply_control_error(call, -ENODEV, name);
-        r = sd_bus_message_new_method_return(call, &reply);
-        if (r < 0)
-                return r;
-        r = append_device(reply, b->control, d);
-        if (r < 0)
-                return r;
-        return sd_bus_send(NULL, reply, NULL);
-}
-
-static void on_device_read(int error, void *userdata) {
-        PendingRead *p = userdata;
-        DbusManager *b = p->owner;
-        int r;
-
-        p->request = NULL; /* over: not to be cancelled */
-        r = error == -ENODEV ? reply_control_error(p->call, error, p->name) : reply_device(b, p->call, p->name, p->typed);
-        if (r < 0)
-                log_debug_errno(r, "D-Bus: failed to reply with %s: %m, ignoring", p->name);
-        pending_read_free(p);
-        dbus_kick(b->dbus);
-}
-
-/* The kernel sends no event when only a size changes: the device is read before the answer. */
-static int read_then_reply(DbusManager *b, sd_bus_message *call, const char *name, bool typed) {
-        PendingRead *p = calloc(1, sizeof(*p));
-        int r;
-
-        if (!p || !(p->name = strdup(name))) {
-                free(p);
-                return -ENOMEM;
-        }
-        p->owner = b;
-        p->typed = typed;
-        p->call = sd_bus_message_ref(call);
-        LIST_INSERT_HEAD(&b->reads, p, link);
-        b->n_reads++;
-        r = control_read(b->control, name, on_device_read, p, &p->request);
-        if (r < 0) {
-                pending_read_free(p);
-                return reply_control_error(call, r, name);
-        }
-        return 1;
-}
-
-static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        DbusManager *b = userdata;
-        const char *ifname;
-        int r;
-
-        r = sd_bus_message_read(call, "s", &ifname);
-        if (r < 0)
-                return r;
-        r = check_name(ifname, error);
-        if (r < 0)
-                return r;
-        if (!strempty(ifname))
-                return read_then_reply(b, call, ifname, false);
-        return reply_devices_json(b, call, NULL);
 }
 
 /* (issss(uuuu)(uuuu)u(bttuutttti)): ifindex, ifname, kind ("" for none), state, policy ("" for
@@ -503,45 +359,6 @@ static int method_list_devices(sd_bus_message *call, void *userdata, sd_bus_erro
         return sd_bus_send(NULL, reply, NULL);
 }
 
-static int method_get_device(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        DbusManager *b = userdata;
-        const char *ifname;
-        int r;
-
-        r = sd_bus_message_read(call, "s", &ifname);
-        if (r < 0)
-                return r;
-        r = check_name(ifname, error);
-        if (r < 0)
-                return r;
-        return read_then_reply(b, call, ifname, true);
-}
-
-/* A Plan or Validate: first the bus is asked who sent it (the worker's slots are counted by UID),
- * then the worker runs. Owned by dbus.c's DbusCall, which holds the call (and so the text). */
-struct PendingJob {
-        DbusManager *manager;
-        DbusCall *dc;         /* from run_job() on, */
-        sd_bus_message *call; /*   and its call */
-        ControlJob *job;
-        bool plan;
-        const char *policy; /* in the call's message; NULL: the loaded one (Plan only) */
-};
-
-static void pending_job_free(void *userdata) {
-        PendingJob *p = userdata;
-        control_job_cancel(p->job);
-        free(p);
-}
-
-static int reply_job_error(sd_bus_message *call, int r) {
-        if (r == -EBUSY)
-                return sd_bus_reply_method_errorf(call, SD_BUS_ERROR_LIMITS_EXCEEDED,
-                                                  "Too many Plan and Validate calls waiting (max %u), try again",
-                                                  WORKER_QUEUED_PER_UID_MAX);
-        return reply_control_error(call, r, NULL);
-}
-
 /* One a(suus) of errors (`warnings`: without the "warning: " that marks them in text). */
 static int append_errors(sd_bus_message *reply, const PolicyErrors *errs, bool warnings) {
         int r = sd_bus_message_open_container(reply, 'a', "(suus)");
@@ -583,44 +400,162 @@ static int reply_plan(sd_bus_message *call, const char *plan, size_t size) {
         return sd_bus_reply_method_return(call, "s", text);
 }
 
-static void on_job_done(int error, const PolicyErrors *errs, const PolicyErrors *warnings, const char *plan,
-                        size_t size, void *userdata) {
-        PendingJob *p = userdata;
+/* The reply of an operation: its typed results, then what changed as JSON. */
+static int reply_changes(sd_bus_message *call, const OperationResult *res) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(json_object_putp) json_object *changes = operation_changes_json(res);
+        char digest[17];
         int r;
 
-        p->job = NULL; /* over: not to be cancelled */
-        if (p->plan)
-                r = error == -EINVAL && errs->n > 0 ? reply_policy_invalid(p->call, errs)
-                    : error < 0                     ? reply_job_error(p->call, error)
-                                                    : reply_plan(p->call, plan, size);
-        else
-                r = error < 0 && !(error == -EINVAL && errs->n > 0) ? reply_job_error(p->call, error)
-                                                                    : reply_validate(p->call, errs, warnings);
+        r = sd_bus_message_new_method_return(call, &reply);
         if (r < 0)
-                log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", p->plan ? "Plan" : "Validate");
-        DbusManager *b = p->manager;
-        dbus_call_end(p->dc);
-        dbus_kick(b->dbus);
+                return r;
+        format_digest(res->digest, digest);
+        switch (res->kind) {
+        case OPERATION_RELOAD:
+                r = sd_bus_message_append(reply, "s", digest);
+                break;
+        case OPERATION_TRY:
+                r = sd_bus_message_append(reply, "sst", digest, res->target ?: "", res->deadline_usec);
+                break;
+        case OPERATION_CONFIRM:
+                r = sd_bus_message_append(reply, "s", res->target ?: "");
+                break;
+        default:
+                break;
+        }
+        if (r >= 0)
+                r = append_json(reply, changes);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
 }
 
-static void run_job(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
-        PendingJob *p = userdata;
-        DbusManager *b = p->manager;
+static int reply_result(Control *c, sd_bus_message *call, const OperationResult *res) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(freep) char *message = NULL;
         int r;
 
-        p->dc = dc;
-        p->call = call;
-        r = (p->plan ? control_plan : control_validate)(b->control, uid, p->policy, "<policy>", on_job_done, p,
-                                                          &p->job);
+        if (res->error != OPERATION_OK) {
+                message = operation_error_message(res);
+                if (!message)
+                        return -ENOMEM;
+                return sd_bus_reply_method_errorf(call, operation_error_dbus(res->error), "%s", message);
+        }
+        switch (res->kind) {
+        case OPERATION_READ:
+                if (!streq_ptr(sd_bus_message_get_member(call), "GetDevice"))
+                        return reply_devices_json(c, call, res->ifname);
+                r = sd_bus_message_new_method_return(call, &reply);
+                if (r >= 0)
+                        r = append_device(reply, c, res->device);
+                return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
+        case OPERATION_WATCH: {
+                _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+                if (o)
+                        json_object_object_add(o, "device", control_device_json(c, res->device));
+                return reply_json(call, o);
+        }
+        case OPERATION_PLAN:
+                return reply_plan(call, res->plan, res->plan_size);
+        case OPERATION_VALIDATE:
+                return reply_validate(call, res->errors, res->warnings);
+        default:
+                return reply_changes(call, res);
+        }
+}
+
+static void on_operation_done(Operation *op, const OperationResult *res, void *userdata) {
+        DbusCall *dc = userdata;
+        sd_bus_message *call = dbus_call_message(dc);
+        int r;
+
+        r = reply_result(operation_control(op), call, res);
+        if (r < 0)
+                log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", sd_bus_message_get_member(call));
+        dbus_call_end(dc); /* frees op */
+}
+
+static bool privileged(OperationKind k) {
+        return k != OPERATION_READ && k != OPERATION_PLAN && k != OPERATION_VALIDATE;
+}
+
+/* The caller is known: the operation runs, and answers the call when it completes. */
+static void run_operation(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
+        Operation *op = userdata;
+        OperationKind kind = operation_kind(op);
+        const OperationArgs *a = operation_args(op);
+        Control *c = operation_control(op);
+        const char *sender = sd_bus_message_get_sender(call) ?: "?";
+        int r;
+
+        if (kind == OPERATION_WATCH) {
+                Device *d = control_find_device(c, a->ifname);
+                if (d)
+                        log_dev_info(d, "watching for %llus, asked for over D-Bus by %s",
+                                     (unsigned long long) ((a->usec ?: EVIDENCE_DURATION_DEFAULT_USEC) / USEC_PER_SEC),
+                                     sender);
+        } else if (privileged(kind))
+                log_info("D-Bus: %s(%s%s%s) from %s", sd_bus_message_get_member(call), a->ifname ? "\"" : "",
+                         a->ifname ?: "", a->ifname ? "\"" : "", sender);
+        operation_set_uid(op, uid);
+        r = operation_start(op, on_operation_done, dc);
         if (r < 0) {
-                (void) reply_job_error(call, r);
+                r = sd_bus_reply_method_errorf(call, operation_error_dbus(OPERATION_FAILED), "%s", strerror(-r));
+                if (r < 0)
+                        log_debug_errno(r, "D-Bus: failed to reply: %m, ignoring");
                 dbus_call_end(dc);
         }
 }
 
-static int method_job(sd_bus_message *call, DbusManager *b, bool plan, sd_bus_error *error) {
+/* Asks the bus who sent the call, then runs the operation; the operation is the call's, and
+ * goes with it (dbus.c's DbusCall frees it). `args`' strings are in the call's message. */
+static int start_operation(sd_bus_message *call, DbusManager *b, OperationKind kind, const OperationArgs *args,
+                           sd_bus_error *error) {
+        Operation *op;
+        int r;
+
+        r = operation_new(b->control, kind, args, &op);
+        if (r < 0)
+                return r;
+        return dbus_call_identified(b->dbus, call, operation_kind_to_string(kind), privileged(kind),
+                                    (args->policy ? strlen(args->policy) : 0) + (args->ifname ? strlen(args->ifname) : 0),
+                                    run_operation, op, operation_freep_void, error);
+}
+
+static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        const char *ifname;
+        int r;
+
+        r = sd_bus_message_read(call, "s", &ifname);
+        if (r < 0)
+                return r;
+        r = check_name(ifname, error);
+        if (r < 0)
+                return r;
+        /* The kernel sends no event when only a size changes: one device is read before the answer. */
+        if (!strempty(ifname))
+                return start_operation(call, b, OPERATION_READ, &(OperationArgs){.ifname = ifname}, error);
+        return reply_devices_json(b->control, call, NULL);
+}
+
+static int method_get_device(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        const char *ifname;
+        int r;
+
+        r = sd_bus_message_read(call, "s", &ifname);
+        if (r < 0)
+                return r;
+        r = check_name(ifname, error);
+        if (r < 0)
+                return r;
+        return start_operation(call, userdata, OPERATION_READ, &(OperationArgs){.ifname = ifname}, error);
+}
+
+/* Plan, Validate: in a worker, whose slots are counted by the caller's UID. */
+static int method_job(sd_bus_message *call, DbusManager *b, OperationKind kind, sd_bus_error *error) {
         const char *policy;
-        PendingJob *p;
         int r;
 
         r = sd_bus_message_read(call, "s", &policy);
@@ -629,254 +564,88 @@ static int method_job(sd_bus_message *call, DbusManager *b, bool plan, sd_bus_er
         r = check_policy(policy, error);
         if (r < 0)
                 return r;
-        p = calloc(1, sizeof(*p));
-        if (!p)
-                return -ENOMEM;
-        *p = (PendingJob){.manager = b, .plan = plan, .policy = plan && strempty(policy) ? NULL : policy};
-        return dbus_call_identified(b->dbus, call, plan ? "Plan" : "Validate", false, strlen(policy), run_job, p,
-                                    pending_job_free, error);
+        return start_operation(call, b, kind,
+                               &(OperationArgs){.policy = kind == OPERATION_PLAN && strempty(policy) ? NULL : policy,
+                                                .source = "<policy>"},
+                               error);
 }
 
 static int method_plan(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_job(call, userdata, true, error);
+        return method_job(call, userdata, OPERATION_PLAN, error);
 }
 
 static int method_validate(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_job(call, userdata, false, error);
+        return method_job(call, userdata, OPERATION_VALIDATE, error);
 }
 
-/* ---- privileged methods ---- */
-
-typedef enum PrivilegedOp {
-        PRIVILEGED_RELOAD,
-        PRIVILEGED_ROLLBACK,
-        PRIVILEGED_RETRY,
-        PRIVILEGED_TRY,
-        PRIVILEGED_CONFIRM,
-        PRIVILEGED_REVERT,
-        _PRIVILEGED_OP_MAX,
-        _PRIVILEGED_OP_INVALID = -EINVAL,
-} PrivilegedOp;
-
-static const char *const privileged_op_table[_PRIVILEGED_OP_MAX] = {
-        [PRIVILEGED_RELOAD] = "Reload",
-        [PRIVILEGED_ROLLBACK] = "Rollback",
-        [PRIVILEGED_RETRY] = "Retry",
-        [PRIVILEGED_TRY] = "Try",
-        [PRIVILEGED_CONFIRM] = "Confirm",
-        [PRIVILEGED_REVERT] = "Revert",
-};
-
-/* What a privileged call carries while the bus is asked who sent it; the strings are in the
- * call's message, which dbus.c holds. */
-typedef struct PrivilegedCall {
-        DbusManager *manager;
-        PrivilegedOp op;
-        const char *ifname; /* NULL: Reload, or every device */
-        /* Try */
-        const char *policy, *file, *target;
-        uint64_t timeout_usec;
-} PrivilegedCall;
-
-static int run_try(sd_bus_message *call, PrivilegedCall *p) {
-        Control *c = p->manager->control;
-        PolicyErrors errs = {};
-        char digest[17];
-        int r;
-
-        r = control_try(c, p->policy, strlen(p->policy), p->file ?: "<policy>", p->target,
-                        p->timeout_usec ?: TRY_TIMEOUT_DEFAULT_USEC, &errs);
-        if (r == -EINVAL && errs.n > 0)
-                r = reply_policy_invalid(call, &errs);
-        else if (r < 0)
-                r = reply_try_error(call, r);
-        else {
-                format_digest(control_policy(c)->digest, digest);
-                r = sd_bus_reply_method_return(call, "sst", digest, c->trial->target, c->trial->deadline_realtime);
-        }
-        policy_errors_clear(&errs);
-        return r;
-}
-
-static void run_privileged(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
-        PrivilegedCall *p = userdata;
-        Control *c = p->manager->control;
-        const char *sender = sd_bus_message_get_sender(call);
-        PolicyErrors errs = {}, warnings = {};
-        char digest[17];
-        int r = -EINVAL; /* every case sets it; gcc -O2 cannot see that */
-
-        log_info("D-Bus: %s(%s%s%s) from %s", privileged_op_table[p->op], p->ifname ? "\"" : "", p->ifname ?: "",
-                 p->ifname ? "\"" : "", sender ?: "?");
-        switch (p->op) {
-        case PRIVILEGED_RELOAD:
-                r = control_reload(c, &errs, &warnings);
-                if (r == -EINVAL)
-                        r = reply_policy_invalid_warned(call, &errs, &warnings);
-                else if (r < 0)
-                        r = reply_control_error(call, r, NULL);
-                else {
-                        format_digest(control_policy(c)->digest, digest);
-                        r = sd_bus_reply_method_return(call, "s", digest);
-                }
-                policy_errors_clear(&errs);
-                policy_errors_clear(&warnings);
-                break;
-        case PRIVILEGED_ROLLBACK:
-                r = control_rollback(c, p->ifname, NULL, NULL);
-                r = r < 0 ? reply_control_error(call, r, p->ifname) : sd_bus_reply_method_return(call, NULL);
-                break;
-        case PRIVILEGED_RETRY:
-                r = control_retry(c, p->ifname, NULL, NULL);
-                r = r < 0 ? reply_control_error(call, r, p->ifname) : sd_bus_reply_method_return(call, NULL);
-                break;
-        case PRIVILEGED_TRY:
-                r = run_try(call, p);
-                break;
-        case PRIVILEGED_CONFIRM: {
-                _cleanup_(freep) char *target = c->trial && c->trial->running ? strdup(c->trial->target) : NULL;
-                r = control_confirm(c);
-                r = r < 0 ? reply_try_error(call, r) : sd_bus_reply_method_return(call, "s", target ?: "");
-                break;
-        }
-        case PRIVILEGED_REVERT:
-                r = control_revert(c);
-                r = r < 0 ? reply_try_error(call, r) : sd_bus_reply_method_return(call, NULL);
-                break;
-        case _PRIVILEGED_OP_MAX:
-        case _PRIVILEGED_OP_INVALID:
-                r = -EINVAL;
-                break;
-        }
-        if (r < 0)
-                log_debug_errno(r, "D-Bus: failed to reply to %s(): %m, ignoring", privileged_op_table[p->op]);
-        dbus_call_end(dc);
-}
-
-static int method_privileged(sd_bus_message *call, DbusManager *b, PrivilegedOp op, sd_bus_error *error) {
-        const char *ifname = NULL, *policy = NULL, *file = NULL, *target = NULL;
-        uint64_t timeout = 0;
-        PrivilegedCall *p;
-        int r;
-
-        if (op == PRIVILEGED_TRY) {
-                r = sd_bus_message_read(call, "stss", &policy, &timeout, &file, &target);
-                if (r < 0)
-                        return r;
-                r = check_policy(policy, error);
-                if (r < 0)
-                        return r;
-                if (timeout != 0 && (timeout < TRY_TIMEOUT_MIN_USEC || timeout > TRY_TIMEOUT_MAX_USEC))
-                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "timeout_usec: 1s to 24h, or 0");
-                if (strlen(file) > 4096 || (!strempty(target) && (target[0] != '/' || strlen(target) > 4096)))
-                        return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "file or target");
-        } else if (op != PRIVILEGED_RELOAD && op != PRIVILEGED_CONFIRM && op != PRIVILEGED_REVERT) {
-                r = sd_bus_message_read(call, "s", &ifname);
-                if (r < 0)
-                        return r;
-                r = check_name(ifname, error);
-                if (r < 0)
-                        return r;
-                if (strempty(ifname))
-                        ifname = NULL; /* every device */
-        }
-        p = calloc(1, sizeof(*p));
-        if (!p)
-                return -ENOMEM;
-        *p = (PrivilegedCall){.manager = b, .op = op, .ifname = ifname, .policy = policy,
-                              .file = strempty(file) ? NULL : file, .target = strempty(target) ? NULL : target,
-                              .timeout_usec = timeout};
-        return dbus_call_identified(b->dbus, call, privileged_op_table[op], true,
-                                    (policy ? strlen(policy) : 0) + (ifname ? strlen(ifname) : 0), run_privileged,
-                                    p, free, error);
+static int method_plain(sd_bus_message *call, void *userdata, OperationKind kind, sd_bus_error *error) {
+        return start_operation(call, userdata, kind, &(OperationArgs){}, error);
 }
 
 static int method_reload(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_privileged(call, userdata, PRIVILEGED_RELOAD, error);
-}
-
-static int method_rollback(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_privileged(call, userdata, PRIVILEGED_ROLLBACK, error);
-}
-
-static int method_retry(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_privileged(call, userdata, PRIVILEGED_RETRY, error);
-}
-
-static int method_try(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_privileged(call, userdata, PRIVILEGED_TRY, error);
+        return method_plain(call, userdata, OPERATION_RELOAD, error);
 }
 
 static int method_confirm(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_privileged(call, userdata, PRIVILEGED_CONFIRM, error);
+        return method_plain(call, userdata, OPERATION_CONFIRM, error);
 }
 
 static int method_revert(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        return method_privileged(call, userdata, PRIVILEGED_REVERT, error);
+        return method_plain(call, userdata, OPERATION_REVERT, error);
 }
 
-/* ---- Watch: answered when control_watch() says ---- */
-
-/* Owned by dbus.c's DbusCall, which holds the call (and so the name). */
-struct PendingWatch {
-        DbusManager *manager;
-        DbusCall *dc;         /* from run_watch() on, */
-        sd_bus_message *call; /*   and its call */
+/* Rollback, Retry: one device, or ("") every device. */
+static int method_device_op(sd_bus_message *call, void *userdata, OperationKind kind, sd_bus_error *error) {
         const char *ifname;
-        uint64_t duration_usec;
-        ControlWatch *watch;
-};
-
-static void pending_watch_free(void *userdata) {
-        PendingWatch *p = userdata;
-        control_watch_cancel(p->watch);
-        free(p);
-}
-
-static void on_watch_done(int error, const Device *d, void *userdata) {
-        PendingWatch *p = userdata;
-        DbusManager *b = p->manager;
         int r;
 
-        p->watch = NULL; /* over: not to be cancelled */
-        if (error < 0)
-                r = reply_control_error(p->call, error, p->ifname);
-        else {
-                _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-                if (o)
-                        json_object_object_add(o, "device", control_device_json(b->control, d));
-                r = reply_json(p->call, o);
-        }
+        r = sd_bus_message_read(call, "s", &ifname);
         if (r < 0)
-                log_debug_errno(r, "D-Bus: failed to reply to Watch(): %m, ignoring");
-        dbus_call_end(p->dc);
-        dbus_kick(b->dbus);
+                return r;
+        r = check_name(ifname, error);
+        if (r < 0)
+                return r;
+        return start_operation(call, userdata, kind, &(OperationArgs){.ifname = strempty(ifname) ? NULL : ifname},
+                               error);
 }
 
-static void run_watch(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
-        PendingWatch *p = userdata;
-        DbusManager *b = p->manager;
+static int method_rollback(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_device_op(call, userdata, OPERATION_ROLLBACK, error);
+}
+
+static int method_retry(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        return method_device_op(call, userdata, OPERATION_RETRY, error);
+}
+
+static int method_try(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        const char *policy, *file, *target;
+        uint64_t timeout;
         int r;
 
-        p->dc = dc;
-        p->call = call;
-        r = control_watch(b->control, p->ifname, p->duration_usec, on_watch_done, p, &p->watch);
-        if (r < 0) {
-                r = reply_control_error(call, r, p->ifname);
-                if (r < 0)
-                        log_debug_errno(r, "D-Bus: failed to reply to Watch(): %m, ignoring");
-                dbus_call_end(dc);
-                return;
-        }
-        log_dev_info(control_find_device(b->control, p->ifname), "watching for %llus, asked for over D-Bus by %s",
-                     (unsigned long long) (p->duration_usec / USEC_PER_SEC), sd_bus_message_get_sender(call) ?: "?");
+        r = sd_bus_message_read(call, "stss", &policy, &timeout, &file, &target);
+        if (r < 0)
+                return r;
+        r = check_policy(policy, error);
+        if (r < 0)
+                return r;
+        if (timeout != 0 && (timeout < TRY_TIMEOUT_MIN_USEC || timeout > TRY_TIMEOUT_MAX_USEC))
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "timeout_usec: 1s to 24h, or 0");
+        if (strlen(file) > 4096 || (!strempty(target) && (target[0] != '/' || strlen(target) > 4096)))
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "file or target");
+        return start_operation(call, userdata, OPERATION_TRY,
+                               &(OperationArgs){.policy = policy,
+                                                .policy_size = strlen(policy),
+                                                .source = strempty(file) ? NULL : file,
+                                                .target = strempty(target) ? NULL : target,
+                                                .usec = timeout},
+                               error);
 }
 
+/* Watch: answered when the device's window is over, or the call's own time and the window goes
+ * on, or when the device goes. */
 static int method_watch(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        DbusManager *b = userdata;
         const char *ifname;
         uint64_t duration;
-        PendingWatch *p;
         int r;
 
         r = sd_bus_message_read(call, "st", &ifname, &duration);
@@ -888,12 +657,46 @@ static int method_watch(sd_bus_message *call, void *userdata, sd_bus_error *erro
         if (duration > EVIDENCE_DURATION_MAX_USEC)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "duration_usec must be 1 to %llu",
                                          (unsigned long long) EVIDENCE_DURATION_MAX_USEC);
-        p = calloc(1, sizeof(*p));
-        if (!p)
-                return -ENOMEM;
-        *p = (PendingWatch){.manager = b, .ifname = ifname, .duration_usec = duration ?: EVIDENCE_DURATION_DEFAULT_USEC};
-        return dbus_call_identified(b->dbus, call, "Watch", true, strlen(ifname), run_watch, p, pending_watch_free,
-                                    error);
+        return start_operation(call, userdata, OPERATION_WATCH, &(OperationArgs){.ifname = ifname, .usec = duration},
+                               error);
+}
+
+/* ---- Monitor's events: the Event signal, while someone has subscribed ---- */
+
+static int on_subscribers_gone(sd_bus_track *t, void *userdata) {
+        DbusManager *b = userdata;
+
+        b->subscribers = sd_bus_track_unref(b->subscribers);
+        log_debug("D-Bus: no one subscribed any more: no Event signals");
+        return 0;
+}
+
+static int method_subscribe(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+        int r;
+
+        if (!b->subscribers) {
+                r = sd_bus_track_new(b->bus, &b->subscribers, on_subscribers_gone, b);
+                if (r < 0)
+                        return r;
+        }
+        if (sd_bus_track_count(b->subscribers) >= DBUS_SUBSCRIBERS_MAX &&
+            !sd_bus_track_contains(b->subscribers, sd_bus_message_get_sender(call)))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED, "%u subscribers already",
+                                         DBUS_SUBSCRIBERS_MAX);
+        r = sd_bus_track_add_sender(b->subscribers, call);
+        if (r < 0)
+                return r;
+        log_debug("D-Bus: %s subscribed to Event", sd_bus_message_get_sender(call) ?: "?");
+        return sd_bus_reply_method_return(call, NULL);
+}
+
+static int method_unsubscribe(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        DbusManager *b = userdata;
+
+        if (b->subscribers)
+                (void) sd_bus_track_remove_sender(b->subscribers, call);
+        return sd_bus_reply_method_return(call, NULL);
 }
 
 /* Every method is UNPRIVILEGED for sd-bus, which would otherwise check CAP_SYS_ADMIN with a
@@ -936,24 +739,34 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Validate", SD_BUS_ARGS("s", policy),
                                 SD_BUS_RESULT("a(suus)", errors, "a(suus)", warnings), method_validate,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Reload", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", digest), method_reload,
+        /* `changes`: what the operation moved, refused, holds, released and left pending, as JSON
+         * (the fields of io.bigtcpd.Manager.varlink's replies) */
+        SD_BUS_METHOD_WITH_ARGS("Reload", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", digest, "s", changes), method_reload,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Rollback", SD_BUS_ARGS("s", ifname), SD_BUS_NO_RESULT, method_rollback,
+        SD_BUS_METHOD_WITH_ARGS("Rollback", SD_BUS_ARGS("s", ifname), SD_BUS_RESULT("s", changes), method_rollback,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Retry", SD_BUS_ARGS("s", ifname), SD_BUS_NO_RESULT, method_retry,
+        SD_BUS_METHOD_WITH_ARGS("Retry", SD_BUS_ARGS("s", ifname), SD_BUS_RESULT("s", changes), method_retry,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         /* timeout_usec 0: 120 s; file, target "": "<policy>", the main policy file */
         SD_BUS_METHOD_WITH_ARGS("Try", SD_BUS_ARGS("s", policy, "t", timeout_usec, "s", file, "s", target),
-                                SD_BUS_RESULT("s", digest, "s", target, "t", deadline_usec), method_try,
+                                SD_BUS_RESULT("s", digest, "s", target, "t", deadline_usec, "s", changes),
+                                method_try, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Confirm", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", target, "s", changes), method_confirm,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Confirm", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", target), method_confirm,
-                                SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Revert", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_revert,
+        SD_BUS_METHOD_WITH_ARGS("Revert", SD_BUS_NO_ARGS, SD_BUS_RESULT("s", changes), method_revert,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Watch", SD_BUS_ARGS("s", ifname, "t", duration_usec), SD_BUS_RESULT("s", device),
                                 method_watch, SD_BUS_VTABLE_UNPRIVILEGED),
 
+        /* Monitor on D-Bus: after Subscribe(), every event Monitor streams on varlink comes as an
+         * Event signal (its JSON), until the subscriber calls Unsubscribe() or leaves the bus */
+        SD_BUS_METHOD_WITH_ARGS("Subscribe", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_subscribe,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Unsubscribe", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_unsubscribe,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+
         SD_BUS_SIGNAL_WITH_ARGS("RolledBack", SD_BUS_ARGS("s", ifname, "s", counter, "t", rise), 0),
+        SD_BUS_SIGNAL_WITH_ARGS("Event", SD_BUS_ARGS("s", event), 0),
         SD_BUS_VTABLE_END,
 };
 
@@ -980,8 +793,7 @@ static void on_detach(void *userdata) {
         DbusManager *b = userdata;
 
         evtimer_del(b->changed);
-        while (!LIST_EMPTY(&b->reads))
-                pending_read_free(LIST_FIRST(&b->reads));
+        b->subscribers = sd_bus_track_unref(b->subscribers);
         if (b->watch_id != 0) {
                 event_watch_remove(control_events(b->control), b->watch_id);
                 b->watch_id = 0;
@@ -992,8 +804,7 @@ static void on_detach(void *userdata) {
 
 /* Reads of the kernel in flight: no more calls are read meanwhile. */
 static bool on_busy(void *userdata) {
-        const DbusManager *b = userdata;
-        return b->n_reads >= DBUS_READS_MAX;
+        return operation_reads_in_flight() >= DBUS_READS_MAX;
 }
 
 static const DbusOps manager_dbus_ops = {
@@ -1009,7 +820,6 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
         if (!b)
                 return -ENOMEM;
         b->control = control;
-        LIST_INIT(&b->reads);
         b->changed = evtimer_new(base, on_changed_timer, b);
         if (!b->changed)
                 return -ENOMEM;

@@ -1,20 +1,24 @@
 /* dbus-manager.h — io.bigtcpd1 on the system bus: the object /io/bigtcpd1 with interface
- * io.bigtcpd1.Manager — the control surface's operations as typed methods (the reads answer after
- * reading the kernel, like varlink's), properties that emit PropertiesChanged, and a RolledBack
- * signal for each rollback. Reload, Rollback and Retry are root's. */
+ * io.bigtcpd1.Manager — the operations (operation.h) as typed methods, each call's operation
+ * owned by its DbusCall (dbus.h) and encoded when it completes; properties that emit
+ * PropertiesChanged, a RolledBack signal for each rollback, and Monitor's events as Event
+ * signals while someone has subscribed. Reload, Rollback, Retry, Try, Confirm, Revert and Watch
+ * are root's. */
 #pragma once
 
 #include <event2/event.h>
 #include <stdbool.h>
 
 #include "control.h"
+#include "operation.h"
 #include "dbus.h"
 
 #define DBUS_SERVICE_NAME "io.bigtcpd1"
 #define DBUS_OBJECT_PATH "/io/bigtcpd1"
 #define DBUS_MANAGER_INTERFACE "io.bigtcpd1.Manager"
 #define DBUS_CHANGED_DELAY_USEC 100000ull /* PropertiesChanged: at most one per 100 ms */
-#define DBUS_READS_MAX 64u /* ListDevicesJSON(ifname), GetDevice: reads of the kernel at once */
+#define DBUS_READS_MAX 64u /* reads of the kernel in flight (operation_reads_in_flight()): no more calls read */
+#define DBUS_SUBSCRIBERS_MAX 64u /* unique names subscribed to Event at once */
 
 typedef struct DbusManager DbusManager;
 

@@ -159,6 +159,11 @@ void dbus_call_end(DbusCall *dc) {
                 dc->free_userdata(dc->userdata);
         sd_bus_message_unref(dc->call);
         free(dc);
+        kick_reading(b);
+}
+
+sd_bus_message *dbus_call_message(const DbusCall *dc) {
+        return dc->call;
 }
 
 static UidShare *share_of(Dbus *b, uid_t uid) {

@@ -73,5 +73,8 @@ typedef void (*DbusIdentifiedFn)(DbusCall *dc, sd_bus_message *call, uid_t uid, 
 int dbus_call_identified(Dbus *b, sd_bus_message *call, const char *method, bool root_only, size_t bytes,
                          DbusIdentifiedFn run, void *userdata, void (*free_userdata)(void *userdata),
                          sd_bus_error *error);
-/* The call is answered (or dropped): its userdata freed, its share of its UID's limits back. */
+/* The call is answered (or dropped): its userdata freed, its share of its UID's limits back,
+ * and the loop kicked (a reply sent from outside the bus's dispatch is flushed). */
 void dbus_call_end(DbusCall *dc);
+/* The call's message (valid until dbus_call_end()). */
+sd_bus_message *dbus_call_message(const DbusCall *dc);

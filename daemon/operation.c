@@ -136,6 +136,10 @@ OperationKind operation_kind(const Operation *op) {
         return op->kind;
 }
 
+void operation_set_uid(Operation *op, uid_t uid) {
+        op->args.uid = uid;
+}
+
 Control *operation_control(const Operation *op) {
         return op->control;
 }
@@ -493,6 +497,8 @@ static int run_policy_op(Operation *op) {
         const OperationArgs *a = &op->args;
         int r;
 
+        const PolicySet *before = c->engine->policy;
+
         r = follow(op);
         if (r < 0)
                 return r;
@@ -529,6 +535,8 @@ static int run_policy_op(Operation *op) {
                 complete_later(op);
                 return 0;
         }
+        /* a new policy runs (a try's too, which announces no reload): every namespace settles on it */
+        op->reloading = op->reloading || c->engine->policy != before;
         op->result.digest = policy_digest(op);
         op->result.target = op->target;
         op->result.try_file = op->try_file;

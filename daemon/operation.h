@@ -138,6 +138,8 @@ static inline void operation_freep_void(void *op) {
 }
 OperationKind operation_kind(const Operation *op);
 Control *operation_control(const Operation *op);
+/* Plan, Validate: the caller, once known (D-Bus asks the bus first). */
+void operation_set_uid(Operation *op, uid_t uid);
 const OperationArgs *operation_args(const Operation *op);
 
 /* The part of a result that says what changed, as JSON (the Change fields of

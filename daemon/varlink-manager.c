@@ -381,8 +381,10 @@ static int method_watch(VarlinkCall *call, json_object *params, void *userdata) 
                 duration = json_object_get_int64(v[1]);
         if (duration <= 0 || (uint64_t) duration > EVIDENCE_DURATION_MAX_USEC)
                 return invalid_parameter(call, "duration_usec");
-        log_info("varlink: watch of %s for %llus asked for by pid %d", name,
-                 (unsigned long long) (duration / USEC_PER_SEC), (int) varlink_call_pid(call));
+        Device *d = control_find_device(((VarlinkManager *) userdata)->control, name);
+        if (d)
+                log_dev_info(d, "watching for %llus, asked for over varlink by pid %d",
+                             (unsigned long long) (duration / USEC_PER_SEC), (int) varlink_call_pid(call));
         return run(call, userdata, OPERATION_WATCH, (OperationArgs){.ifname = name, .usec = (uint64_t) duration},
                    params);
 }

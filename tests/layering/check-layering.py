@@ -2,7 +2,8 @@
 """check-layering.py — the layering of daemon/ and cli/, kept: every file belongs to a layer,
 includes only headers of its own layer or lower ones, and no two modules (a .c file and its .h)
 include each other, directly or through others. Lower layers reach up only through ops structs
-and events, never through a header. Run by meson test; prints every breach and exits 1.
+and events, never through a header. The transports keep no pending call of their own: what
+completes later is an operation (operation.h). Run by meson test; prints every breach and exits 1.
 
     check-layering.py SOURCE-ROOT
     check-layering.py --self-test    (a clean tree passes; each breach planted in it is found as
@@ -56,6 +57,12 @@ def includes(path, root):
             yield quoted
         elif any((root / d / angled).is_file() for d in INCLUDE_DIRS):
             yield angled
+# What only operation.c calls: the control calls that complete later or change sizes (and their
+# cancels). A transport that called them would keep the pending call itself.
+TRANSPORTS = ('varlink-manager', 'dbus-manager')
+PENDING_CALLS = ('control_read', 'control_request_cancel', 'control_plan', 'control_validate', 'control_job_cancel',
+                 'control_watch', 'control_watch_cancel', 'control_reload', 'control_try', 'control_confirm',
+                 'control_revert', 'control_rollback', 'control_retry')
 # A namespace's sockets, engine and sync are made in one place, for bigtcpd's own namespace and
 # every other one alike (the review's step 1: FRR's zebra_ns_new for the default and the others).
 NAMESPACE_PARTS = ('netlink_new', 'engine_new', 'sync_new')
@@ -130,6 +137,21 @@ def check(root):
             problems.append(f'daemon/{path.name}:{line} changes a device\'s {m.group(0).strip()}: a device\'s life and '
                             f'record are changed by lifecycle.c alone (ask it with a step of lifecycle.h)')
 
+    # The transports keep no pending-call lifetimes of their own: a call that is not answered at
+    # once is an operation (operation.h), which owns what runs for it and goes with the call.
+    for path in daemon:
+        if path.stem not in TRANSPORTS:
+            continue
+        text = re.sub(r'/\*.*?\*/', '', path.read_text(), flags=re.S)
+        for m in re.finditer(r'\bstruct\s+(Pending\w*)', text):
+            problems.append(f'daemon/{path.name} defines struct {m.group(1)}: a transport keeps no pending call of '
+                            f'its own; run an operation (operation.h), which goes with the call')
+            break
+        for fn in PENDING_CALLS:
+            if re.search(rf'\b{fn}\s*\(', text):
+                problems.append(f'daemon/{path.name} calls {fn}(): transports run operations (operation.h), '
+                                f'which own what runs for a call')
+
     for path in sorted((root / 'cli').glob('*.[ch]')):
         for inc in includes(path, root):
             dep = Path(inc).stem
@@ -178,6 +200,7 @@ CLEAN_TREE = {
     'daemon/reload.h': '#include "device.h"\n',
     'daemon/reload.c': '#include "reload.h"\n',
     'daemon/namespace.c': '#include "engine.h"\nn->engine->policy = set;\n',
+    'daemon/varlink-manager.c': '#include "control.h"\n',
     'cli/x.c': '#include "device.h"\n#include <util.h>\n',
 }
 
@@ -198,6 +221,13 @@ SELF_TEST_CASES = [
      ['cli/x.c includes engine.h (engine): bigtcpctl shares only the pure layer of the daemon']),
     ('bigtcpctl reaching into the engine, written #include <…>', {'cli/x.c': '#include <engine.h>\n'},
      ['cli/x.c includes engine.h (engine): bigtcpctl shares only the pure layer of the daemon']),
+    ('a transport that keeps a pending call',
+     {'daemon/varlink-manager.c': '#include "control.h"\ntypedef struct PendingJob { int x; } PendingJob;\n'
+                                  'r = control_plan(c, 0, p, s, fn, j, &j->job);\n'},
+     ['daemon/varlink-manager.c defines struct PendingJob: a transport keeps no pending call of its own; run an '
+      'operation (operation.h), which goes with the call',
+      'daemon/varlink-manager.c calls control_plan(): transports run operations (operation.h), which own what '
+      'runs for a call']),
     ('a second place that makes a namespace\'s engine',
      {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nr = engine_new(b, &c, NULL, -1, &t, &w, &p, &e);\n'},
      ["daemon/apply.c calls engine_new(): a namespace's netlink, engine and sync are made by namespace.c alone "

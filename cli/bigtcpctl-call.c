@@ -240,6 +240,10 @@ static int dbus_exit(int r, const char *err, const char *what, const char *ifnam
                 return error_exit(EXIT_FAILED, "the policy has errors: %s", err ?: "?");
         if (r == -ENOMSG)
                 return error_exit(EXIT_FAILED, "no try runs");
+        if (r == -EBUSY)
+                return error_exit(EXIT_FAILED, "a try runs: confirm or revert it first");
+        if (r == -EXDEV)
+                return error_exit(EXIT_FAILED, "bigtcpd reads no policy file there (--to)");
         return error_exit(EXIT_FAILED, "D-Bus call failed: %s", err ?: strerror(-r));
 }
 
@@ -254,25 +258,31 @@ static int dbus_json(const char *what, const char *method, const char *arg, json
         return 0;
 }
 
-int call_dbus_privileged(Ctl *c, const char *what, const char *method, const char *arg) {
-        _cleanup_(freep) char *err = NULL, *text = NULL;
-        int r = dbus_call(method, arg, streq_ptr(method, "Reload") ? &text : NULL, &err);
-        if (r < 0)
-                return dbus_exit(r, err, what, strempty(arg) ? NULL : arg);
-        if (c->json) {
-                json_object *o = json_object_new_object();
-                if (text)
-                        json_object_object_add(o, "digest", json_object_new_string(text));
-                print_json(o);
-                json_object_put(o);
-        }
-        return 0;
-}
+int call_operation(Ctl *c, const char *what, const char *method, json_object *params, const DbusOperationArgs *dargs,
+                   json_object **ret) {
+        _cleanup_(freep) char *name = NULL;
 
-int call_dbus_string(Ctl *c, const char *what, const char *method, char **ret) {
-        _cleanup_(freep) char *err = NULL;
-        int r = dbus_call(method, NULL, ret, &err);
-        return r < 0 ? dbus_exit(r, err, what, NULL) : 0;
+        if (c->dbus) {
+                _cleanup_(freep) char *err = NULL;
+                json_object_put(params);
+                int r = dbus_call_operation(method, dargs, ret, &err);
+                if (r == -EINVAL && err) {
+                        /* the policy's errors, a line each, as the daemon wrote them */
+                        fprintf(stderr, "%s\n", err);
+                        return error_exit(EXIT_FAILED, "the policy has errors%s",
+                                          streq_ptr(what, "reload") ? "; the running policy stays"
+                                          : streq_ptr(what, "try") ? "; nothing was tried"
+                                                                    : "");
+                }
+                if (r == -EBADMSG)
+                        return error_exit(EXIT_FAILED, "bigtcpd sent a D-Bus reply that does not parse");
+                return r < 0 ? dbus_exit(r, err, what, dargs && !strempty(dargs->arg) ? dargs->arg : NULL) : 0;
+        }
+        if (strextendf(&name, IFACE ".%s", method) < 0) {
+                json_object_put(params);
+                return error_exit(EXIT_FAILED, "out of memory");
+        }
+        return call_method(c, what, name, params, ret);
 }
 
 int call_watch(Ctl *c, const char *ifname, uint64_t duration_usec, json_object **ret) {

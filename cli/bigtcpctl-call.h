@@ -5,6 +5,7 @@
 #include <json-c/json.h>
 
 #include "bigtcpctl-util.h"
+#include "client.h"
 
 /* Every function below returns 0 on success, or an exit code once the problem is printed.
  * `what` is the verb, for messages ("permission denied: reload needs root"). */
@@ -23,10 +24,11 @@ int call_error_exit(const char *what, json_object *reply);
  * with `ret` NULL they are printed as they came (--json). */
 int call_method(Ctl *c, const char *what, const char *method, json_object *params, json_object **ret);
 
-/* Reload, Rollback, Retry over D-Bus; `arg` "" for every device. */
-int call_dbus_privileged(Ctl *c, const char *what, const char *method, const char *arg);
-/* A D-Bus method without arguments that returns one string (Confirm's target): *ret (free it). */
-int call_dbus_string(Ctl *c, const char *what, const char *method, char **ret);
+/* An operation (Reload, Rollback, Retry, Try, Confirm, Revert) or Plan, over varlink (`params`,
+ * taken) or D-Bus (`dargs`): *ret gets the varlink reply's parameters either way (over D-Bus
+ * dbus_call_operation() builds them), what the operation did included. */
+int call_operation(Ctl *c, const char *what, const char *method, json_object *params, const DbusOperationArgs *dargs,
+                   json_object **ret);
 
 /* Watch: count DEV's packets above 64 KiB for `duration_usec`; *ret gets the reply once the
  * window is over ({"device": {...}}), over varlink or D-Bus. */

@@ -1,6 +1,8 @@
 /* bigtcpctl-monitor.c — `bigtcpctl monitor`: the daemon's events as they happen, one line each
  * (or the daemon's JSON, one line per event): devices added and removed, state changes, writes
- * and their cause, rollbacks, halted rollouts, reloads, tries. */
+ * and their cause, rollbacks, halted rollouts, reloads, tries. Over varlink the Monitor stream,
+ * over D-Bus (--dbus) the Event signals after Subscribe(). */
+#include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -234,13 +236,66 @@ static int reconnect(Ctl *c) {
         }
 }
 
+/* One event as it is printed: the daemon's JSON (--json) or a line. */
+static void show(Ctl *c, json_object *e) {
+        if (c->json)
+                printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        else
+                print_event(c, e);
+}
+
+static int on_dbus(DbusMonitorWhat what, json_object *e, void *userdata) {
+        Ctl *c = userdata;
+        _cleanup_(json_object_putp) json_object *subscribed = NULL;
+
+        switch (what) {
+        case DBUS_MONITOR_SUBSCRIBED:
+                /* as varlink's first reply */
+                if (c->json && (subscribed = json_object_new_object())) {
+                        json_object_object_add(subscribed, "event", json_object_new_string("subscribed"));
+                        show(c, subscribed);
+                } else if (!c->json && c->legend)
+                        printf("Monitoring bigtcpd over D-Bus (Ctrl-C to stop).\n");
+                break;
+        case DBUS_MONITOR_EVENT:
+                show(c, e);
+                break;
+        case DBUS_MONITOR_GONE:
+                fprintf(stderr, "bigtcpctl: bigtcpd left the bus; waiting for it to come back\n");
+                break;
+        case DBUS_MONITOR_BACK:
+                fprintf(stderr, "bigtcpctl: bigtcpd is back; monitoring again (events meanwhile are not shown)\n");
+                break;
+        }
+        return 0;
+}
+
+/* Over D-Bus: the Event signals, after Subscribe(). */
+static int monitor_dbus(Ctl *c) {
+        _cleanup_(freep) char *err = NULL;
+        int r = dbus_monitor(on_dbus, c, &err);
+
+        if (r == -ESRCH)
+                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not running (%s)",
+                                  err ?: "io.bigtcpd1 is not on the system bus");
+        if (r == -ENOENT || r == -ECONNREFUSED)
+                return error_exit(EXIT_NOT_RUNNING, "no system bus: %s", strerror(-r));
+        if (r == -EACCES || r == -EPERM)
+                return error_exit(EXIT_DENIED, "permission denied: monitor: %s", err ?: strerror(-r));
+        if (r < 0)
+                return error_exit(EXIT_FAILED, "D-Bus: %s", err ?: strerror(-r));
+        return r;
+}
+
 int verb_monitor(Ctl *c, char **args, size_t n) {
         int r;
 
         if (n > 0)
                 return error_exit(EXIT_USAGE, "monitor takes no arguments");
-        if (c->dbus)
-                return error_exit(EXIT_FAILED, "monitor is only available over varlink (drop --dbus)");
+        if (c->dbus) {
+                setvbuf(stdout, NULL, _IOLBF, 0);
+                return monitor_dbus(c);
+        }
         r = call_connect(c);
         if (r != 0)
                 return r;

@@ -1,150 +1,130 @@
 /* bigtcpctl-operate.c — the operator's verbs on devices: `rollback DEV|--all` (back to the sizes
  * before bigtcpd's last change, and held there) and `retry DEV|--all` (release a held or failed
- * device). Both say in words what they did; --json prints the daemon's reply only. */
+ * device). Both say in words what the daemon answered they did (the devices moved, from which
+ * sizes to which, those held or released, the writes refused or still on their way); --json
+ * prints that answer. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "bigtcpctl-call.h"
 #include "bigtcpctl-operate.h"
 
-/* One call of Rollback or Retry, over varlink or D-Bus; `ifname` NULL for every device. */
-static int operate(Ctl *c, const char *what, const char *method, const char *ifname) {
-        _cleanup_(json_object_putp) json_object *reply = NULL;
-        _cleanup_(freep) char *name = NULL;
-        json_object *p;
-        int r;
-
-        if (c->dbus)
-                return call_dbus_privileged(c, what, method, ifname ?: "");
-        if (strextendf(&name, IFACE ".%s", method) < 0 || !(p = json_object_new_object()))
-                return error_exit(EXIT_FAILED, "out of memory");
-        if (ifname)
-                json_object_object_add(p, "ifname", json_object_new_string(ifname));
-        r = call_method(c, what, name, p, &reply);
-        if (r == 0 && c->json)
-                print_json(reply);
-        return r;
-}
-
-/* The time of the device's last rollback by an operator, or -1. */
-static int64_t operator_rollback_time(json_object *d) {
-        json_object *rb = jget(d, "last_rollback");
-        return rb && streq_ptr(jstr(rb, "counter"), "operator") ? jint(rb, "time_usec", 0) : -1;
-}
-
-/* Whether this Rollback(null) rolled `d` back: a rollback by an operator it did not have before. */
-static bool rolled_back_now(json_object *before, json_object *d) {
-        int64_t t = operator_rollback_time(d);
-
-        if (t < 0)
-                return false;
-        for (size_t i = 0; i < jlen(before); i++) {
-                json_object *b = json_object_array_get_idx(before, i);
-                if (jint(b, "ifindex", 0) == jint(d, "ifindex", 0))
-                        return operator_rollback_time(b) != t;
+/* "NETNS/IFNAME", or "IFNAME" in bigtcpd's own namespace; `buf` holds it. */
+static const char *move_name(json_object *m, char *buf, size_t size) {
+        if (jstr(m, "netns")) {
+                snprintf(buf, size, "%s/%s", jstr(m, "netns"), jstr(m, "ifname") ?: "?");
+                return buf;
         }
-        return true;
+        return jstr(m, "ifname") ?: "?";
 }
 
-/* "v0 goes back: gso_max_size 185000 → 65536, …", from the device's rollback record. */
-static void print_goes_back(json_object *d) {
-        json_object *rb = jget(d, "last_rollback"), *from = jget(rb, "from"), *to = jget(rb, "to");
+/* " gso_max_size 185000 → 65536, …": the sizes a move changed. */
+static void print_sizes_moved(json_object *m) {
+        json_object *from = jget(m, "from"), *to = jget(m, "to");
         bool any = false;
 
-        if (!to) {
-                printf("%s is rolled back.\n", jstr(d, "ifname") ?: "?");
-                return;
-        }
-        printf("%s goes back:", jstr(d, "ifname") ?: "?");
         for (size_t k = 0; k < ELEMENTSOF(size_names); k++) {
-                if (!jhas_int(to, size_names[k]) ||
-                    jint(from, size_names[k], -1) == jint(to, size_names[k], -1))
+                if (!jhas_int(to, size_names[k]) || jint(from, size_names[k], -1) == jint(to, size_names[k], -1))
                         continue;
-                printf("%s %s %" PRId64 " %s %" PRId64, any ? "," : "", size_names[k],
-                       jint(from, size_names[k], 0), glyph(GLYPH_ARROW), jint(to, size_names[k], 0));
+                printf("%s %s %" PRId64 " %s %" PRId64, any ? "," : "", size_names[k], jint(from, size_names[k], 0),
+                       glyph(GLYPH_ARROW), jint(to, size_names[k], 0));
                 any = true;
         }
         printf("%s\n", any ? "" : " no size changes");
 }
 
+int print_changes(json_object *reply, const char *moved_verb) {
+        json_object *a = jget(reply, "moved");
+        char buf[512];
+        int r = EXIT_OK;
+
+        for (size_t i = 0; i < jlen(a); i++) {
+                json_object *m = json_object_array_get_idx(a, i);
+                printf("%s%s%s:", move_name(m, buf, sizeof(buf)), moved_verb ? " " : "", moved_verb ?: "");
+                print_sizes_moved(m);
+        }
+        a = jget(reply, "refused");
+        for (size_t i = 0; i < jlen(a); i++) {
+                json_object *m = json_object_array_get_idx(a, i);
+                if (jint(m, "errno", 0) == ENODEV)
+                        printf("%s: went away before its write was answered\n", move_name(m, buf, sizeof(buf)));
+                else
+                        printf("%s: the kernel refused the write: %s%s%s%s\n", move_name(m, buf, sizeof(buf)),
+                               jstr(m, "message") ?: "?", jstr(m, "extack") ? " (" : "", jstr(m, "extack") ?: "",
+                               jstr(m, "extack") ? ")" : "");
+                r = EXIT_FAILED;
+        }
+        a = jget(reply, "pending");
+        for (size_t i = 0; i < jlen(a); i++)
+                printf("%s: its write is still on its way (\"bigtcpctl monitor\" shows how it ends)\n",
+                       json_object_get_string(json_object_array_get_idx(a, i)) ?: "?");
+        return r;
+}
+
+/* One call of Rollback or Retry, over varlink or D-Bus; `ifname` NULL for every device. *ret
+ * gets what it did. */
+static int operate(Ctl *c, const char *what, const char *method, const char *ifname, json_object **ret) {
+        json_object *p = json_object_new_object();
+
+        if (!p)
+                return error_exit(EXIT_FAILED, "out of memory");
+        if (ifname)
+                json_object_object_add(p, "ifname", json_object_new_string(ifname));
+        return call_operation(c, what, method, p, &(DbusOperationArgs){.arg = ifname ?: ""}, ret);
+}
+
 int verb_rollback(Ctl *c, char **args, size_t n) {
-        _cleanup_(json_object_putp) json_object *before = NULL, *after = NULL;
-        const char *ifname = n == 1 ? args[0] : NULL, *last = NULL;
-        size_t done = 0;
+        _cleanup_(json_object_putp) json_object *reply = NULL;
+        const char *ifname = n == 1 ? args[0] : NULL;
+        json_object *held;
         int r;
 
         if ((n == 1) == c->all || n > 1)
                 return error_exit(EXIT_USAGE, "rollback takes one device name, or --all");
-        if (c->json)
-                return operate(c, "rollback", "Rollback", ifname);
-        /* Rollback() answers nothing: what it did is in the devices' rollback records. */
-        if (!ifname) {
-                r = fetch_devices(c, NULL, false, &before);
-                if (r != 0)
-                        return r;
-        }
-        r = operate(c, "rollback", "Rollback", ifname);
-        if (r == 0)
-                r = fetch_devices(c, ifname, false, &after);
+        r = operate(c, "rollback", "Rollback", ifname, &reply);
         if (r != 0)
                 return r;
-        for (size_t i = 0; i < jlen(devices_of(after)); i++) {
-                json_object *d = json_object_array_get_idx(devices_of(after), i);
-                if (ifname || rolled_back_now(devices_of(before), d)) {
-                        print_goes_back(d);
-                        last = jstr(d, "ifname");
-                        done++;
-                }
+        if (c->json) {
+                print_json(reply);
+                return EXIT_OK;
         }
-        if (done == 0)
+        /* what it did: the devices it moved (and how), those held now */
+        r = print_changes(reply, "goes back");
+        held = jget(reply, "held");
+        if (jlen(held) == 0)
                 printf("Every device bigtcpd has written is rolled back, and held there until the policy\n"
                        "changes or \"bigtcpctl retry --all\".\n");
-        else if (done == 1)
+        else if (jlen(held) == 1) {
+                const char *last = json_object_get_string(json_object_array_get_idx(held, 0));
                 printf("%s is held there until the policy changes or \"bigtcpctl retry %s\".\n", last ?: "?",
                        last ?: "DEV");
-        else
+        } else
                 printf("These %zu devices are held there until the policy changes or \"bigtcpctl retry "
                        "DEV\"\n"
                        "(\"bigtcpctl retry --all\" for all of them).\n",
-                       done);
-        return EXIT_OK;
-}
-
-static bool held_or_failed(json_object *d) {
-        return streq_ptr(jstr(d, "state"), "rolled-back") || streq_ptr(jstr(d, "state"), "failed");
+                       jlen(held));
+        return r;
 }
 
 int verb_retry(Ctl *c, char **args, size_t n) {
-        _cleanup_(json_object_putp) json_object *before = NULL;
+        _cleanup_(json_object_putp) json_object *reply = NULL;
         const char *ifname = n == 1 ? args[0] : NULL;
-        size_t done = 0;
+        json_object *released;
         int r;
 
         if ((n == 1) == c->all || n > 1)
                 return error_exit(EXIT_USAGE, "retry takes one device name, or --all");
-        if (c->json)
-                return operate(c, "retry", "Retry", ifname);
-        /* Retry(null) answers nothing either: the devices it releases are the held and failed ones. */
-        if (!ifname) {
-                r = fetch_devices(c, NULL, false, &before);
-                if (r != 0)
-                        return r;
-        }
-        r = operate(c, "retry", "Retry", ifname);
+        r = operate(c, "retry", "Retry", ifname, &reply);
         if (r != 0)
                 return r;
-        for (size_t i = 0; i < jlen(devices_of(before)); i++) {
-                json_object *d = json_object_array_get_idx(devices_of(before), i);
-                if (held_or_failed(d)) {
-                        printf("%s is released: bigtcpd applies its policy again.\n",
-                               jstr(d, "ifname") ?: "?");
-                        done++;
-                }
+        if (c->json) {
+                print_json(reply);
+                return EXIT_OK;
         }
-        if (ifname)
-                printf("%s is released: bigtcpd applies its policy again.\n", ifname);
-        else if (done == 0)
-                printf("Every rolled-back or failed device is released: bigtcpd applies their policies "
-                       "again.\n");
-        return EXIT_OK;
+        released = jget(reply, "released");
+        for (size_t i = 0; i < jlen(released); i++)
+                printf("%s is released: bigtcpd applies its policy again.\n",
+                       json_object_get_string(json_object_array_get_idx(released, i)) ?: "?");
+        return print_changes(reply, NULL);
 }

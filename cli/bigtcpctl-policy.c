@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bigtcpctl-call.h"
+#include "bigtcpctl-operate.h"
 #include "bigtcpctl-policy.h"
 #include "policy-files.h"
 #include "policy.h"
@@ -65,16 +66,14 @@ int verb_plan(Ctl *c, char **args, size_t n) {
         static const char *const headers[] = {"NETNS", "IDX", "LINK", "POLICY", "ACTION", "CHANGES", NULL};
         _cleanup_(json_object_putp) json_object *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
+        _cleanup_(freep) char *text = NULL;
         json_object *p = NULL, *devs;
         size_t nd, changing = 0;
         int r;
 
         if (n > 1)
                 return error_exit(EXIT_USAGE, "plan takes at most one policy file");
-        if (c->dbus)
-                return error_exit(EXIT_FAILED, "plan is only available over varlink (drop --dbus)");
         if (n == 1) {
-                _cleanup_(freep) char *text = NULL;
                 bool std_in = streq_ptr(args[0], "-");
                 r = read_policy_file(std_in ? "/dev/stdin" : args[0], &text);
                 if (r == -EFBIG)
@@ -88,7 +87,8 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                 json_object_object_add(p, "policy", json_object_new_string(text));
                 json_object_object_add(p, "source", json_object_new_string(std_in ? "<stdin>" : args[0]));
         }
-        r = call_method(c, "plan", IFACE ".Plan", p, &reply);
+        /* over D-Bus the policy's errors name it "<policy>": Plan takes no source there */
+        r = call_operation(c, "plan", "Plan", p, &(DbusOperationArgs){.arg = text ?: ""}, &reply);
         if (r != 0)
                 return r;
         if (c->json) {
@@ -251,12 +251,15 @@ int verb_reload(Ctl *c, char **args, size_t n) {
 
         if (n > 0)
                 return error_exit(EXIT_USAGE, "reload takes no arguments");
-        if (c->dbus)
-                return call_dbus_privileged(c, "reload", "Reload", NULL);
-        r = call_method(c, "reload", IFACE ".Reload", NULL, &reply);
+        r = call_operation(c, "reload", "Reload", NULL, &(DbusOperationArgs){}, &reply);
         if (r != 0)
                 return r;
-        if (c->json)
+        if (c->json) {
                 print_json(reply);
-        return EXIT_OK;
+                return EXIT_OK;
+        }
+        /* what the new policy moved, once the kernel answered */
+        printf("Reloaded: policy digest %s; %zu %s moved.\n", jstr(reply, "digest") ?: "?", jlen(jget(reply, "moved")),
+               jlen(jget(reply, "moved")) == 1 ? "device" : "devices");
+        return print_changes(reply, NULL);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bigtcpctl-call.h"
+#include "bigtcpctl-operate.h"
 #include "bigtcpctl-try.h"
 #include "parse-util.h"
 #include "policy.h"
@@ -88,27 +89,35 @@ static int try_ended(Varlink *v, char **ret) {
         }
 }
 
+/* Confirm or Revert, over varlink or D-Bus: *ret gets what it did. */
 static int call_simple(Ctl *c, const char *what, const char *method, json_object **ret) {
-        _cleanup_(freep) char *name = NULL;
-        if (strextendf(&name, IFACE ".%s", method) < 0)
-                return error_exit(EXIT_FAILED, "out of memory");
-        return call_method(c, what, name, NULL, ret);
+        return call_operation(c, what, method, NULL, &(DbusOperationArgs){}, ret);
 }
 
 static int do_confirm(Ctl *c) {
         _cleanup_(json_object_putp) json_object *reply = NULL;
         int r = call_simple(c, "confirm", "Confirm", &reply);
-        if (r == 0)
-                printf("Confirmed: the tried policy is installed as %s.\n", jstr(reply, "target") ?: "?");
-        return r;
+        if (r != 0)
+                return r;
+        if (c->json) {
+                print_json(reply);
+                return EXIT_OK;
+        }
+        printf("Confirmed: the tried policy is installed as %s.\n", jstr(reply, "target") ?: "?");
+        return print_changes(reply, NULL);
 }
 
 static int do_revert(Ctl *c) {
         _cleanup_(json_object_putp) json_object *reply = NULL;
         int r = call_simple(c, "revert", "Revert", &reply);
-        if (r == 0)
-                printf("Reverted: the policy that ran before is back.\n");
-        return r;
+        if (r != 0)
+                return r;
+        if (c->json) {
+                print_json(reply);
+                return EXIT_OK;
+        }
+        printf("Reverted: the policy that ran before is back.\n");
+        return print_changes(reply, NULL);
 }
 
 /* The terminal's countdown; Ctrl-C is caught already (by verb_try(), before the call: one that
@@ -185,8 +194,10 @@ int verb_try(Ctl *c, char **args, size_t n) {
 
         if (n != 1)
                 return error_exit(EXIT_USAGE, "try takes one policy file");
+        /* over D-Bus the countdown has no Monitor stream to learn of an end elsewhere: it returns
+         * once the tried policy runs, as off a terminal */
         if (c->dbus)
-                return error_exit(EXIT_FAILED, "try is only available over varlink (drop --dbus)");
+                interactive = false;
         if (c->timeout && (parse_duration_usec(c->timeout, &timeout) < 0 || timeout < TRY_TIMEOUT_MIN_USEC ||
                            timeout > TRY_TIMEOUT_MAX_USEC))
                 return error_exit(EXIT_USAGE, "--timeout: \"%s\" is not a duration from 1s to 24h, like 120s",
@@ -221,7 +232,9 @@ int verb_try(Ctl *c, char **args, size_t n) {
         json_object_object_add(p, "file", json_object_new_string(args[0]));
         if (target)
                 json_object_object_add(p, "target", json_object_new_string(target));
-        r = call_method(c, "try", IFACE ".Try", p, &reply);
+        r = call_operation(c, "try", "Try", p,
+                           &(DbusOperationArgs){.policy = text, .usec = timeout, .file = args[0], .target = target},
+                           &reply);
         if (r != 0)
                 return r;
         if (c->json) {
@@ -232,48 +245,22 @@ int verb_try(Ctl *c, char **args, size_t n) {
         print_deadline(jint(reply, "deadline_usec", 0));
         printf(" (in %s) unless confirmed.\n", format_duration(dur, sizeof(dur), (int64_t) timeout));
         printf("Once confirmed, it is installed as %s.\n", jstr(reply, "target") ?: "?");
+        r = print_changes(reply, NULL);
         if (!interactive) {
                 printf("Keep it with \"bigtcpctl confirm\", go back now with \"bigtcpctl revert\".\n");
-                return EXIT_OK;
+                return r;
         }
         return countdown(c, mon, jint(reply, "deadline_usec", 0));
 }
 
 int verb_confirm(Ctl *c, char **args, size_t n) {
-        _cleanup_(freep) char *target = NULL;
-        int r;
-
         if (n > 0)
                 return error_exit(EXIT_USAGE, "confirm takes no arguments");
-        if (c->dbus) {
-                r = call_dbus_string(c, "confirm", "Confirm", &target);
-                if (r != 0)
-                        return r;
-                if (c->json) {
-                        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-                        if (!o)
-                                return error_exit(EXIT_FAILED, "out of memory");
-                        json_object_object_add(o, "target", json_object_new_string(target));
-                        print_json(o);
-                } else
-                        printf("Confirmed: the tried policy is installed as %s.\n", target);
-                return EXIT_OK;
-        }
-        if (c->json)
-                return call_simple(c, "confirm", "Confirm", NULL);
         return do_confirm(c);
 }
 
 int verb_revert(Ctl *c, char **args, size_t n) {
         if (n > 0)
                 return error_exit(EXIT_USAGE, "revert takes no arguments");
-        if (c->dbus) {
-                int r = call_dbus_privileged(c, "revert", "Revert", NULL);
-                if (r == 0 && !c->json)
-                        printf("Reverted: the policy that ran before is back.\n");
-                return r;
-        }
-        if (c->json)
-                return call_simple(c, "revert", "Revert", NULL);
         return do_revert(c);
 }

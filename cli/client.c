@@ -217,14 +217,49 @@ static int timed_out_unstarted(sd_bus *bus, char **ret_reason) {
         return 1;
 }
 
+/* A failed call's -errno (see dbus_call()) and its message in *ret_error. */
+static int call_failed(sd_bus *bus, int r, sd_bus_error *error, char **ret_error) {
+        const char *reason, *detail;
+        int k;
+
+        if (r == -ETIMEDOUT && timed_out_unstarted(bus, ret_error))
+                return -ESRCH;
+        if (!sd_bus_error_is_set(error))
+                return r;
+        reason = not_running_reason(error, &detail);
+        if (reason && detail)
+                k = asprintf(ret_error, "%s: %s", reason, detail);
+        else
+                k = asprintf(ret_error, "%s", reason ?: error->message ?: error->name);
+        if (k < 0)
+                *ret_error = NULL;
+        if (reason)
+                return -ESRCH;
+        if (sd_bus_error_has_name(error, SD_BUS_ERROR_ACCESS_DENIED))
+                return -EACCES;
+        if (sd_bus_error_has_name(error, "io.bigtcpd1.Manager.NoSuchDevice"))
+                return -ENODEV;
+        if (sd_bus_error_has_name(error, "io.bigtcpd1.Manager.NothingToDo"))
+                return -EALREADY;
+        if (sd_bus_error_has_name(error, "io.bigtcpd1.Manager.PolicyInvalid"))
+                return -EINVAL;
+        if (sd_bus_error_has_name(error, "io.bigtcpd1.Manager.NoTry"))
+                return -ENOMSG;
+        if (sd_bus_error_has_name(error, "io.bigtcpd1.Manager.TryRunning"))
+                return -EBUSY;
+        if (sd_bus_error_has_name(error, "io.bigtcpd1.Manager.TargetNotRead"))
+                return -EXDEV;
+        return -EIO;
+}
+
 /* `usec` (with `arg`): a second argument, type t; `timeout_usec` 0: the bus's default. */
 static int call_full(const char *method, const char *arg, const uint64_t *usec, uint64_t timeout_usec, char **ret,
                      char **ret_error) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
         sd_bus_message *call = NULL, *reply = NULL;
         sd_bus *bus = NULL;
-        const char *text, *reason, *detail;
-        int r, k;
+        const char *text;
+        int r;
 
         *ret_error = NULL;
         r = sd_bus_open_system(&bus);
@@ -236,33 +271,7 @@ static int call_full(const char *method, const char *arg, const uint64_t *usec, 
         if (r >= 0)
                 r = sd_bus_call(bus, call, timeout_usec, &error, &reply);
         if (r < 0) {
-                if (r == -ETIMEDOUT && timed_out_unstarted(bus, ret_error)) {
-                        r = -ESRCH;
-                        goto finish;
-                }
-                if (sd_bus_error_is_set(&error)) {
-                        reason = not_running_reason(&error, &detail);
-                        if (reason && detail)
-                                k = asprintf(ret_error, "%s: %s", reason, detail);
-                        else
-                                k = asprintf(ret_error, "%s", reason ?: error.message ?: error.name);
-                        if (k < 0)
-                                *ret_error = NULL;
-                        if (reason)
-                                r = -ESRCH;
-                        else if (sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
-                                r = -EACCES;
-                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.NoSuchDevice"))
-                                r = -ENODEV;
-                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.NothingToDo"))
-                                r = -EALREADY;
-                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.PolicyInvalid"))
-                                r = -EINVAL;
-                        else if (sd_bus_error_has_name(&error, "io.bigtcpd1.Manager.NoTry"))
-                                r = -ENOMSG;
-                        else
-                                r = -EIO;
-                }
+                r = call_failed(bus, r, &error, ret_error);
                 goto finish;
         }
         if (ret) {
@@ -282,6 +291,185 @@ finish:
         sd_bus_message_unref(reply);
         sd_bus_flush_close_unref(bus);
         return r;
+}
+
+/* The names of a method's typed results before its JSON `changes` (or Plan's JSON). */
+static const char *const *result_names(const char *method) {
+        static const char *const reload[] = {"digest", NULL}, *const try_[] = {"digest", "target", "deadline_usec", NULL},
+                                 *const confirm[] = {"target", NULL}, *const none[] = {NULL};
+        if (streq_ptr(method, "Reload"))
+                return reload;
+        if (streq_ptr(method, "Try"))
+                return try_;
+        if (streq_ptr(method, "Confirm"))
+                return confirm;
+        return none;
+}
+
+int dbus_call_operation(const char *method, const DbusOperationArgs *a, json_object **ret, char **ret_error) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *call = NULL, *reply = NULL;
+        sd_bus *bus = NULL;
+        json_object *o = NULL, *rest = NULL;
+        const char *const *names = result_names(method);
+        int r;
+
+        *ret_error = NULL;
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_call(bus, &call, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method);
+        if (r >= 0 && streq_ptr(method, "Try"))
+                r = sd_bus_message_append(call, "stss", a->policy ?: "", a->usec, a->file ?: "", a->target ?: "");
+        else if (r >= 0 && a && a->arg)
+                r = sd_bus_message_append(call, "s", a->arg);
+        if (r >= 0)
+                r = sd_bus_call(bus, call, 0, &error, &reply);
+        if (r < 0) {
+                r = call_failed(bus, r, &error, ret_error);
+                goto finish;
+        }
+        o = json_object_new_object();
+        if (!o) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        /* the typed results by name, then the JSON (the changes, or Plan's reply) merged in */
+        for (size_t i = 0; names[i]; i++) {
+                const char *text;
+                uint64_t t;
+                if (streq_ptr(names[i], "deadline_usec")) {
+                        r = sd_bus_message_read(reply, "t", &t);
+                        if (r >= 0)
+                                json_object_object_add(o, names[i], json_object_new_int64((int64_t) t));
+                } else {
+                        r = sd_bus_message_read(reply, "s", &text);
+                        if (r >= 0)
+                                json_object_object_add(o, names[i], json_object_new_string(text));
+                }
+                if (r <= 0) {
+                        r = r < 0 ? r : -EBADMSG;
+                        goto finish;
+                }
+        }
+        const char *text;
+        r = sd_bus_message_read(reply, "s", &text);
+        if (r > 0 && varlink_parse(text, strlen(text), &rest) >= 0 && json_object_is_type(rest, json_type_object)) {
+                json_object_object_foreach(rest, k, v)
+                        json_object_object_add(o, k, json_object_get(v));
+        } else if (r >= 0) {
+                r = -EBADMSG;
+                goto finish;
+        }
+        *ret = TAKE_PTR(o);
+        r = 0;
+finish:
+        json_object_put(o);
+        json_object_put(rest);
+        sd_bus_error_free(&error);
+        sd_bus_message_unref(call);
+        sd_bus_message_unref(reply);
+        sd_bus_flush_close_unref(bus);
+        return r;
+}
+
+typedef struct MonitorState {
+        DbusMonitorFn fn;
+        void *userdata;
+        bool gone, back; /* io.bigtcpd1 lost its owner; has one again (subscribe anew) */
+        char *owner;     /* the unique name that owns io.bigtcpd1: only its signals count */
+        int error;       /* the callback's: stop */
+} MonitorState;
+
+static int on_event_signal(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        MonitorState *st = userdata;
+        json_object *e = NULL;
+        const char *text;
+
+        /* anyone may send a signal with this path and name: only bigtcpd's are its events */
+        if (!st->owner || !streq_ptr(sd_bus_message_get_sender(m), st->owner))
+                return 0;
+        if (sd_bus_message_read(m, "s", &text) <= 0 || varlink_parse(text, strlen(text), &e) < 0)
+                return 0; /* not for us to judge: skipped */
+        if (st->error == 0)
+                st->error = st->fn(DBUS_MONITOR_EVENT, e, st->userdata);
+        json_object_put(e);
+        return 0;
+}
+
+static int on_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        MonitorState *st = userdata;
+        const char *name, *old, *new;
+
+        if (sd_bus_message_read(m, "sss", &name, &old, &new) < 0 || !streq_ptr(name, "io.bigtcpd1"))
+                return 0;
+        free(st->owner);
+        st->owner = strempty(new) ? NULL : strdup(new);
+        if (strempty(new)) {
+                st->gone = true;
+                if (st->error == 0)
+                        st->error = st->fn(DBUS_MONITOR_GONE, NULL, st->userdata);
+        } else
+                st->back = true;
+        return 0;
+}
+
+/* Subscribe(), and who answered: the owner of io.bigtcpd1, whose signals are bigtcpd's. */
+static int subscribe(sd_bus *bus, MonitorState *st, char **ret_error) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        int r = sd_bus_call_method(bus, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", "Subscribe", &error,
+                                   &reply, "");
+        if (r < 0)
+                r = call_failed(bus, r, &error, ret_error);
+        else {
+                free(st->owner);
+                st->owner = strdup(sd_bus_message_get_sender(reply) ?: "");
+                r = st->owner ? 0 : -ENOMEM;
+        }
+        sd_bus_message_unref(reply);
+        sd_bus_error_free(&error);
+        return r;
+}
+
+int dbus_monitor(DbusMonitorFn fn, void *userdata, char **ret_error) {
+        MonitorState st = {.fn = fn, .userdata = userdata};
+        sd_bus *bus = NULL;
+        int r;
+
+        *ret_error = NULL;
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return r;
+        /* listening before subscribing: no event between the two is missed */
+        r = sd_bus_add_match(bus, NULL,
+                             "type='signal',path='/io/bigtcpd1',interface='io.bigtcpd1.Manager',member='Event'",
+                             on_event_signal, &st);
+        if (r >= 0)
+                r = sd_bus_add_match(bus, NULL,
+                                     "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+                                     "member='NameOwnerChanged',arg0='io.bigtcpd1'",
+                                     on_owner_changed, &st);
+        if (r >= 0)
+                r = subscribe(bus, &st, ret_error);
+        if (r >= 0)
+                r = fn(DBUS_MONITOR_SUBSCRIBED, NULL, userdata);
+        while (r >= 0 && st.error == 0) {
+                if (st.back) {
+                        /* bigtcpd is back on the bus: subscribed again, and from then on shown */
+                        st.back = st.gone = false;
+                        r = subscribe(bus, &st, ret_error);
+                        if (r >= 0)
+                                r = fn(DBUS_MONITOR_BACK, NULL, userdata);
+                        continue;
+                }
+                r = sd_bus_process(bus, NULL);
+                if (r == 0)
+                        r = sd_bus_wait(bus, UINT64_MAX);
+        }
+        sd_bus_flush_close_unref(bus);
+        free(st.owner);
+        return r < 0 ? r : st.error;
 }
 
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error) {

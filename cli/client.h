@@ -43,5 +43,27 @@ int varlink_parse(const char *data, size_t size, json_object **ret);
  * (Confirm, Revert), -EIO: another D-Bus error)
  * and the error's message (for -ESRCH: why it is not running) in `ret_error` (free() it). */
 int dbus_call(const char *method, const char *arg, char **ret, char **ret_error);
+/* The operations that answer with what they did (Reload, Rollback, Retry, Try, Confirm, Revert)
+ * and Plan: *ret gets the reply as the varlink method's parameters (the typed results by their
+ * varlink names, with the JSON `changes` merged in; Plan's JSON as it is). Errors as dbus_call()'s,
+ * and -EBUSY: a try runs, -EXDEV: no policy file there (Try). */
+typedef struct DbusOperationArgs {
+        const char *arg;                    /* Rollback, Retry: the device ("": every one); Plan: the policy */
+        const char *policy, *file, *target; /* Try ("": the main policy file) */
+        uint64_t usec;                      /* Try: its timeout */
+} DbusOperationArgs;
+int dbus_call_operation(const char *method, const DbusOperationArgs *a, json_object **ret, char **ret_error);
+/* Monitor over D-Bus: the Event signals of io.bigtcpd1 after Subscribe(), each to `fn` with its
+ * JSON (as varlink's Monitor sends it); `fn` is also told when subscribed, when bigtcpd left the
+ * bus and when it is back (subscribed again). Runs until `fn` returns non-zero (returned) or the
+ * bus fails (-errno, as dbus_call()'s). */
+typedef enum DbusMonitorWhat {
+        DBUS_MONITOR_SUBSCRIBED,
+        DBUS_MONITOR_EVENT,
+        DBUS_MONITOR_GONE,
+        DBUS_MONITOR_BACK,
+} DbusMonitorWhat;
+typedef int (*DbusMonitorFn)(DbusMonitorWhat what, json_object *event, void *userdata);
+int dbus_monitor(DbusMonitorFn fn, void *userdata, char **ret_error);
 /* Watch(ifname, duration_usec), which answers when the window ends: its JSON in *ret. */
 int dbus_call_watch(const char *ifname, uint64_t duration_usec, char **ret, char **ret_error);

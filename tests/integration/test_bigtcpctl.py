@@ -148,11 +148,10 @@ def test_usage_errors_and_no_daemon(tmp_path):
     s.close()
     one_line_error(ctl('status', sock=nowhere), 3, 'not running')
 
-    # D-Bus: no bus at all is "not running"; the privileged commands are varlink only.
-    r = ctl('--dbus', 'status', env={'DBUS_SYSTEM_BUS_ADDRESS': f'unix:path={tmp_path}/no-bus'})
-    one_line_error(r, 3, 'no system bus|not on the system bus')
-    one_line_error(ctl('--dbus', 'monitor'), 1, 'only available over varlink')
-    one_line_error(ctl('--dbus', 'plan'), 1, 'only available over varlink')
+    # D-Bus: no bus at all is "not running", for every verb (--dbus refuses none of them).
+    nobus = {'DBUS_SYSTEM_BUS_ADDRESS': f'unix:path={tmp_path}/no-bus'}
+    for args in (['status'], ['monitor'], ['plan'], ['reload'], ['rollback', '--all'], ['confirm']):
+        one_line_error(ctl('--dbus', *args, env=nobus), 3, 'no system bus|not on the system bus')
 
 
 # --- against a daemon -------------------------------------------------------------------------------
@@ -295,16 +294,25 @@ def test_rollback_retry_reload_and_permissions(running, ns):
     one_line_error(ctl('rollback', '--all', sock=d.sock), 1, 'nothing to roll back: bigtcpd has written no device, '
                    'or every one is rolled back already')
     r = ctl('retry', '--all', sock=d.sock)
-    assert r.returncode == 0 and sorted(r.stdout.splitlines()) == [
-        f'{n} is released: bigtcpd applies its policy again.' for n in ('v0', 'v1')], r
+    assert r.returncode == 0 and sorted(r.stdout.splitlines()) == sorted([
+        f'{n} is released: bigtcpd applies its policy again.' for n in ('v0', 'v1')] + [
+        f'{n}: ' + ', '.join(f'{s} 65536 → 185000' for s in ALL_SIZES) for n in ('v0', 'v1')]), r
     nl.wait_links(ns, lambda links: all(nl.sizes_of(links[n]) == sizes4(185000) for n in ('v0', 'v1')),
                   T(10), 'all retried')
 
+    # reload says what moved (nothing when bigtcpd read the changed file on its own first: then
+    # the kernel holds the new sizes already)
     write_file_atomic(d.cfg, POLICY.replace('185000', '150000'))
     r = ctl('reload', sock=d.sock, check_rc=0)
-    assert r.stdout == ''
+    lines = r.stdout.splitlines()
+    m = re.fullmatch(r'Reloaded: policy digest [0-9a-f]{16}; (\d) devices? moved\.', lines[0])
+    assert m and int(m.group(1)) == len(lines) - 1, r.stdout
+    assert sorted(lines[1:]) == [f'{n}: ' + ', '.join(f'{s} 185000 → 150000' for s in ALL_SIZES)
+                                 for n in ('v0', 'v1')][:len(lines) - 1] or lines[1:] == [], r.stdout
+    assert all(nl.sizes_of(nl.read_links(ns)[n]) == sizes4(150000) for n in ('v0', 'v1'))
     r = ctl('reload', '--json', sock=d.sock, check_rc=0)
-    assert re.fullmatch(r'[0-9a-f]{16}', json.loads(r.stdout)['digest'])
+    j = json.loads(r.stdout)
+    assert re.fullmatch(r'[0-9a-f]{16}', j['digest']) and j['moved'] == j['refused'] == j['pending'] == [], j
     write_file_atomic(d.cfg, BROKEN)
     r = ctl('reload', sock=d.sock, check_rc=1)
     assert r.stderr.splitlines() == [
@@ -455,6 +463,23 @@ def test_monitor(running, ns):
             p.stderr.close()
 
 
+def read_line(p, timeout):
+    """The next line of a running process' stdout, within `timeout` s (os.read: select() knows
+    nothing of what a buffered read took ahead)."""
+    buf = getattr(p, 'pending', b'')
+    deadline = time.monotonic() + timeout
+    while b'\n' not in buf:
+        left = deadline - time.monotonic()
+        if not (left > 0 and select.select([p.stdout], [], [], left)[0]):
+            p.kill()
+            raise AssertionError(f'no line within {timeout} s: {buf!r}; stderr: {p.stderr.read()!r}')
+        chunk = os.read(p.stdout.fileno(), 65536)
+        assert chunk, f'the process ended: {buf!r}'
+        buf += chunk
+    line, _, p.pending = buf.partition(b'\n')
+    return line.decode()
+
+
 def test_over_dbus(ns, daemon, confdir, tmp_path):
     """--dbus: the same output from io.bigtcpd1 on a private bus that runs the shipped policy."""
     import tempfile
@@ -503,9 +528,37 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
         assert a == b
         one_line_error(ctl('--dbus', 'show', 'nope0', env=env), 1, 'no device "nope0"')
 
-        r = ctl('--dbus', 'rollback', 'v0', env=env, check_rc=0)
-        assert r.stdout.startswith('v0 goes back: gso_max_size 185000 → 65536, ') and r.stdout.endswith(
-            '\nv0 is held there until the policy changes or "bigtcpctl retry v0".\n'), r.stdout
+        # monitor over D-Bus: the Event signals after Subscribe(), as the varlink stream has them
+        mon_d = subprocess.Popen([CTL, '--dbus', 'monitor', '--json'], env={**os.environ, **env},
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        mon_t = subprocess.Popen([CTL, '--dbus', 'monitor'], env={**os.environ, **env},
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert json.loads(read_line(mon_d, T(10))) == {'event': 'subscribed'}
+            assert read_line(mon_t, T(10)) == 'Monitoring bigtcpd over D-Bus (Ctrl-C to stop).'
+            r = ctl('--dbus', 'rollback', 'v0', env=env, check_rc=0)
+            assert r.stdout.startswith('v0 goes back: gso_max_size 185000 → 65536, ') and r.stdout.endswith(
+                '\nv0 is held there until the policy changes or "bigtcpctl retry v0".\n'), r.stdout
+            seen = []
+            while not any(e.get('event') == 'rollback' for e in seen):
+                seen.append(json.loads(read_line(mon_d, T(10))))
+            rb = [e for e in seen if e['event'] == 'rollback'][0]
+            assert rb['ifname'] == 'v0' and rb['counter'] == 'operator', seen
+            # (a line of its own, the same as varlink's monitor prints)
+            while not re.match(r'\d\d:\d\d:\d\d\.\d{3} v0: rolled back by an operator: gso_max_size 185000 → 65536',
+                               read_line(mon_t, T(10))):
+                pass
+        finally:
+            for p in (mon_d, mon_t):
+                p.send_signal(signal.SIGTERM)
+                p.wait(5)
+                p.stdout.close()
+                p.stderr.close()
+        # --json of rollback over D-Bus: the same answer as varlink's
+        j = json.loads(ctl('--dbus', '--json', 'retry', 'v0', env=env, check_rc=0).stdout)
+        assert j['released'] == ['v0'] and [m['ifname'] for m in j['moved']] == ['v0'], j
+        j = json.loads(ctl('--dbus', '--json', 'rollback', 'v0', env=env, check_rc=0).stdout)
+        assert j['held'] == ['v0'] and [(m['ifname'], m['to']['gso_max_size']) for m in j['moved']] == [('v0', 65536)], j
         nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(65536), T(10), 'v0 rolled back')
         a, b = both('status')
         assert a == b and re.search(r'^ +State: degraded \(1 device rolled back\)$', a, re.M), a
@@ -515,10 +568,27 @@ def test_over_dbus(ns, daemon, confdir, tmp_path):
         nl.wait_links(ns, lambda links: nl.sizes_of(links['v0']) == sizes4(185000), T(10), 'v0 retried')
         one_line_error(ctl('--dbus', 'retry', 'k0', env=env), 1, 'k0: nothing to do')
         r = ctl('--dbus', 'reload', '--json', env=env, check_rc=0)
-        assert re.fullmatch(r'[0-9a-f]{16}', json.loads(r.stdout)['digest'])
+        j = json.loads(r.stdout)
+        assert re.fullmatch(r'[0-9a-f]{16}', j['digest']) and j['refused'] == j['pending'] == [], j
         one_line_error(ctl('--dbus', 'reload', env=env, nobody=True), 4, 'permission denied: reload needs root')
         assert ctl('--dbus', 'status', env=env, nobody=True, check_rc=0).stdout
-        one_line_error(ctl('--dbus', 'monitor', env=env), 1, 'only available over varlink')
+
+        # plan and try over D-Bus, as over varlink
+        other = tmp_path / 'other.yaml'
+        other.write_text(POLICY.replace('185000', '120000'))
+        a, b = both('plan', str(other))
+        assert a == b and '120000' in a, (a, b)
+        a, b = both('plan', '--json')
+        assert json.loads(a) == json.loads(b)
+        r = ctl('--dbus', 'try', str(other), '--timeout', '60s', env=env, check_rc=0)
+        assert r.stdout.startswith(f'Trying {other} (digest '), r.stdout
+        assert sorted(l for l in r.stdout.splitlines() if l.startswith('v')) == [
+            f'{n}: ' + ', '.join(f'{s} 185000 → 120000' for s in ALL_SIZES) for n in ('v0', 'v1')], r.stdout
+        assert all(nl.sizes_of(nl.read_links(ns)[n]) == sizes4(120000) for n in ('v0', 'v1'))
+        one_line_error(ctl('--dbus', 'try', str(other), env=env), 1, 'a try runs')
+        j = json.loads(ctl('--dbus', '--json', 'revert', env=env, check_rc=0).stdout)
+        assert sorted((m['ifname'], m['to']['gso_max_size']) for m in j['moved']) == [('v0', 185000), ('v1', 185000)], j
+        one_line_error(ctl('--dbus', 'revert', env=env), 1, 'no try runs')
     finally:
         bus.stop()
         import shutil
@@ -807,13 +877,17 @@ def test_rollback_and_retry_in_words(fake):
             'v2': device(4, 'v2', 'rolled-back', last_rollback=record(7, 'link.tx_errors')),
             'e0': device(5, 'e0', 'failed'), 'k0': device(6, 'k0', 'unmanaged', None)}
 
+    nothing = {'moved': [], 'refused': [], 'held': [], 'released': [], 'pending': []}
+
     def rollback(p):
         names = [p['ifname']] if p.get('ifname') else [n for n in devs if devs[n]['state'] in ('applied', 'probation')]
         if not names or any(devs[n]['state'] in ('rolled-back', 'unmanaged') for n in names):
             return error(f'{IFACE}.NothingToDo', ifname=p.get('ifname'))
         for n in names:
             devs[n].update(state='rolled-back', last_rollback=record(9))
-        return ok()
+        return ok(**{**nothing, 'held': names,
+                     'moved': [{'ifname': n, 'from': sizes(185000), 'to': sizes(65536, 65536, 185000, 185000)}
+                               for n in names]})
 
     def retry(p):
         names = [p['ifname']] if p.get('ifname') else [n for n in devs if devs[n]['state'] in ('rolled-back', 'failed')]
@@ -821,43 +895,61 @@ def test_rollback_and_retry_in_words(fake):
             return error(f'{IFACE}.NothingToDo', ifname=p.get('ifname'))
         for n in names:
             devs[n]['state'] = 'pending'
-        return ok()
+        # e0's write is refused, v2's still on its way when the answer comes
+        return ok(**{**nothing, 'released': names,
+                     'moved': [{'ifname': n, 'from': sizes(65536), 'to': sizes(185000)} for n in names
+                               if n not in ('e0', 'v2')],
+                     'refused': [{'ifname': 'e0', 'from': sizes(65536), 'to': sizes(185000), 'errno': 22,
+                                  'message': 'Invalid argument', 'extack': 'too big'}] if 'e0' in names else [],
+                     'pending': ['v2'] if 'v2' in names else []})
 
     def listing(p):
         return ok(devices=[d for n, d in devs.items() if p.get('ifname') in (None, n)])
     f = fake({f'{IFACE}.Rollback': rollback, f'{IFACE}.Retry': retry, f'{IFACE}.ListDevices': listing})
 
-    # --all names the devices this call rolled back (v0, v1), not the ones held before (v2).
+    # --all names the devices this call rolled back (v0, v1), as the daemon answered, and asks
+    # nothing else.
     r = ctl('rollback', '--all', sock=f.path, check_rc=0)
     back = 'gso_max_size 185000 → 65536, gro_max_size 185000 → 65536'
     assert r.stdout.splitlines() == [
         f'v0 goes back: {back}', f'v1 goes back: {back}',
         'These 2 devices are held there until the policy changes or "bigtcpctl retry DEV"',
         '("bigtcpctl retry --all" for all of them).'], r.stdout
-    assert f.methods() == ['ListDevices', 'Rollback', 'ListDevices'] and f.calls[1][1] == {}
+    assert f.methods() == ['Rollback'] and f.calls[0][1] == {}
     one_line_error(ctl('rollback', 'v0', sock=f.path), 1,
                    r'^bigtcpctl: v0: nothing to roll back \(bigtcpd never wrote it, or it is rolled back already\)$')
     one_line_error(ctl('rollback', '--all', sock=f.path), 1, '^bigtcpctl: nothing to roll back: ')
 
-    # retry --all: Retry(null), and the devices it released by name.
+    # retry --all: Retry(null), the devices it released by name, and what became of their writes
+    # (a refused write: exit 1).
     f.calls.clear()
-    r = ctl('retry', '--all', sock=f.path, check_rc=0)
-    assert f.methods() == ['ListDevices', 'Retry', ] and f.calls[1][1] == {}
+    r = ctl('retry', '--all', sock=f.path, check_rc=1)
+    assert f.methods() == ['Retry'] and f.calls[0][1] == {}
     assert r.stdout.splitlines() == [f'{n} is released: bigtcpd applies its policy again.'
-                                     for n in ('v0', 'v1', 'v2', 'e0')], r.stdout
+                                     for n in ('v0', 'v1', 'v2', 'e0')] + [
+        f'{n}: gso_max_size 65536 → 185000, gro_max_size 65536 → 185000, gso_ipv4_max_size 65536 → 185000, '
+        'gro_ipv4_max_size 65536 → 185000' for n in ('v0', 'v1')] + [
+        'e0: the kernel refused the write: Invalid argument (too big)',
+        'v2: its write is still on its way ("bigtcpctl monitor" shows how it ends)'], r.stdout
     one_line_error(ctl('retry', '--all', sock=f.path), 1, '^bigtcpctl: nothing to retry: no device is rolled back or failed$')
     one_line_error(ctl('retry', 'k0', sock=f.path), 1, r'^bigtcpctl: k0: nothing to do \(it is neither rolled back nor failed\)$')
 
     devs['v1']['state'] = 'applied'
     r = ctl('rollback', 'v1', sock=f.path, check_rc=0)
     assert r.stdout == f'v1 goes back: {back}\nv1 is held there until the policy changes or "bigtcpctl retry v1".\n'
-    assert ctl('retry', 'v1', sock=f.path, check_rc=0).stdout == 'v1 is released: bigtcpd applies its policy again.\n'
+    assert ctl('retry', 'v1', sock=f.path, check_rc=0).stdout == (
+        'v1 is released: bigtcpd applies its policy again.\n'
+        'v1: gso_max_size 65536 → 185000, gro_max_size 65536 → 185000, gso_ipv4_max_size 65536 → 185000, '
+        'gro_ipv4_max_size 65536 → 185000\n')
 
-    # --json: the daemon's reply, and no other call.
+    # --json: the daemon's reply, what moved included, and no other call.
     f.calls.clear()
     devs['v1']['state'] = 'applied'
-    assert json.loads(ctl('rollback', '--json', 'v1', sock=f.path, check_rc=0).stdout) == {}
-    assert json.loads(ctl('retry', '--json', '--all', sock=f.path, check_rc=0).stdout) == {}
+    j = json.loads(ctl('rollback', '--json', 'v1', sock=f.path, check_rc=0).stdout)
+    assert j == {**nothing, 'held': ['v1'], 'moved': [{'ifname': 'v1', 'from': sizes(185000),
+                                                       'to': sizes(65536, 65536, 185000, 185000)}]}, j
+    j = json.loads(ctl('retry', '--json', '--all', sock=f.path, check_rc=0).stdout)
+    assert j['released'] == ['v1'] and [m['ifname'] for m in j['moved']] == ['v1'], j
     assert f.methods() == ['Rollback', 'Retry']
 
     # A daemon from before Retry(null) wants a name.

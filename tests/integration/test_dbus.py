@@ -556,14 +556,17 @@ def test_try_confirm_revert(served):
     assert r.returncode != 0 and 'timeout_usec' in r.stderr, r.stderr
     assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None
 
-    # bigtcpctl --dbus: confirm and revert (try itself is varlink's)
+    # bigtcpctl --dbus: confirm and revert
     ctl = [os.environ.get('BIGTCPCTL_BIN', str(helpers.BIN.parent.parent / 'cli' / 'bigtcpctl')), '--dbus']
     env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=bus.address)
     r = subprocess.run([*ctl, 'revert'], capture_output=True, text=True, env=env, timeout=T(30))
     assert (r.returncode, r.stdout, r.stderr) == (1, '', 'bigtcpctl: no try runs\n'), r
     call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '')
     r = subprocess.run([*ctl, 'revert'], capture_output=True, text=True, env=env, timeout=T(30))
-    assert (r.returncode, r.stdout) == (0, 'Reverted: the policy that ran before is back.\n'), r
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and lines[0] == 'Reverted: the policy that ran before is back.', r
+    assert sorted(lines[1:]) == [f'{n}: ' + ', '.join(f'{k} 100000 → 185000' for k in nl.SIZES)
+                                 for n in ('va', 'vb', 'vc', 'vd')], r
     nl.wait_links(ns, at({n: BIG for n in ('va', 'vb')}), T(10), 'reverted by bigtcpctl --dbus')
     call(bus, 'Try', 'stss', tried, 0, 'tried.yaml', '')
     r = subprocess.run([*ctl, 'confirm'], capture_output=True, text=True, env=env, timeout=T(30))

@@ -35,7 +35,9 @@ The package comes from BIGTCPD_DEB_DIR (scripts/test.sh builds it with scripts/p
 is built here. Needs systemd-container, dpkg-dev, debhelper, lintian (scripts/setup.sh)."""
 
 import json
+import os
 import re
+import select
 import shutil
 import subprocess
 import time
@@ -233,6 +235,69 @@ def test_transports(box):
     assert re.search(r'^io\.bigtcpd1\.Manager +interface', intro, re.M), intro
     for member in ('.GetStatusJSON', '.ListDevicesJSON', '.Reload', '.Rollback', '.Retry', '.RolledBack'):
         assert re.search(rf'^{re.escape(member)} +(method|signal)', intro, re.M), f'{member} missing:\n{intro}'
+
+
+def test_dbus_plan_try_monitor(box):
+    """bigtcpctl --dbus plan, try and monitor on the system bus of a real systemd, with the
+    shipped bus policy: the same plan as varlink's, a try that says what it moved, and the
+    monitor's Event signals of it, as varlink's monitor prints them."""
+    c = box
+    a, b = ctl(c, 'plan'), ctl(c, '--dbus', 'plan')
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout, (a, b)
+    tried = c.path('/var/tmp') / 'tried.yaml'
+    tried.write_text((REPO / 'conf/bigtcpd.yaml').read_text().replace('185000', '150000'))
+    r = ctl(c, '--dbus', 'plan', '--json', '/var/tmp/tried.yaml')
+    assert r.returncode == 0, r.stderr
+    plan = {d['ifname']: d for d in json.loads(r.stdout)['devices']}
+    assert plan['va']['desired']['gso_max_size'] == 150000, plan['va']
+    argv = ['nsenter', '-t', str(c.leader), '-a', '--root', '--wd', '--', 'bigtcpctl', '--dbus', 'monitor', '--json']
+    mon = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    buf = b''
+
+    def event(pred, what):
+        nonlocal buf
+        deadline = time.monotonic() + T(20)
+        while True:
+            while b'\n' in buf:
+                line, _, buf = buf.partition(b'\n')
+                e = json.loads(line)
+                if pred(e):
+                    return e
+            left = deadline - time.monotonic()
+            assert left > 0 and select.select([mon.stdout], [], [], left)[0], f'monitor --dbus: no {what}'
+            chunk = os.read(mon.stdout.fileno(), 65536)
+            assert chunk, f'monitor --dbus ended: {mon.stderr.read()!r}'
+            buf += chunk
+
+    try:
+        event(lambda e: e['event'] == 'subscribed', 'subscribed line')
+        r = ctl(c, '--dbus', 'try', '/var/tmp/tried.yaml', '--timeout', '60s')
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith('Trying /var/tmp/tried.yaml (digest '), r.stdout
+        moved = sorted(l.split(':')[0] for l in r.stdout.splitlines() if re.match(r'^[vw][ab]: gso_max_size', l))
+        assert moved == ['va', 'vb', 'wa', 'wb'], r.stdout
+        assert sizes_now(c, ['va', 'wb']) == {'va': sizes4(150000), 'wb': sizes4(150000)}
+        e = event(lambda e: e['event'] == 'try', 'try event')
+        assert e['action'] == 'started' and e['file'] == '/var/tmp/tried.yaml', e
+        e = event(lambda e: e['event'] == 'write' and e['ifname'] == 'va', 'write of va')
+        assert e['to']['gso_max_size'] == 150000 and e['cause'] == 'policy', e
+        r = ctl(c, '--dbus', '--json', 'revert')
+        assert r.returncode == 0, r.stderr
+        j = json.loads(r.stdout)
+        assert sorted(m['ifname'] for m in j['moved']) == ['va', 'vb', 'wa', 'wb'], j
+        assert all(m['to']['gso_max_size'] == 185000 for m in j['moved']), j
+        e = event(lambda e: e['event'] == 'try', 'revert event')
+        assert e['action'] == 'reverted' and e['reason'] == 'revert', e
+        # Subscribe is for everyone, as Monitor is on varlink; the privileged verbs are not
+        r = ctl(c, '--dbus', 'try', '/var/tmp/tried.yaml', user='nobody')
+        assert r.returncode == 4 and 'permission denied' in r.stderr, (r.returncode, r.stderr)
+    finally:
+        mon.terminate()
+        mon.wait(10)
+    # a user other than root may monitor too (it runs until stopped: 3 s here)
+    sub = c.sh('timeout 3 bigtcpctl --dbus monitor --json; test $? = 124', user='nobody', check=False)
+    assert sub.returncode == 0 and json.loads(sub.stdout.splitlines()[0]) == {'event': 'subscribed'}, sub
+    wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'the policy before the try')
 
 
 def test_journal_has_the_decisions(box):

@@ -146,8 +146,12 @@ def test_revert_at_once_and_what_a_try_refuses(configured, ns, tmp_path):
         one_line_error(ctl('try', d.tried, sock=d.sock), 1, rf'a try of {d.tried} runs')
         one_line_error(ctl('reload', sock=d.sock), 1, rf'a try of {d.tried} runs')
 
+        # revert says what moved going back: answered once the kernel took the writes
         r = ctl('revert', sock=d.sock, check_rc=0)
-        assert r.stdout == 'Reverted: the policy that ran before is back.\n'
+        lines = r.stdout.splitlines()
+        assert lines[0] == 'Reverted: the policy that ran before is back.' and len(lines) > 1, r.stdout
+        assert all(re.fullmatch(r'\w+: (\w+ \d+ → \d+(, )?)+', l) for l in lines[1:]), r.stdout
+        assert at(AS_CONFIGURED)(nl.read_links(ns)), r.stdout
         mon.wait_for(is_try('reverted', 'revert'), 5, 'try reverted by the operator')
     nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'back on the configured policy')
     assert status(d)['try'] is None and not (d.runtime_dir / 'try.json').exists()
@@ -365,8 +369,9 @@ def test_retry_all_releases_every_rolled_back_device(ns, daemon, confdir):
     nl.wait_links(ns, at({dev: sizes4(65536) for dev in devs}), T(10), 'all rolled back')
 
     r = ctl('retry', '--all', sock=sock, check_rc=0)
-    assert sorted(r.stdout.splitlines()) == [f'{dev} is released: bigtcpd applies its policy again.'
-                                             for dev in devs], r.stdout
+    up = ', '.join(f'{k} 65536 → 185000' for k in nl.SIZES)
+    assert sorted(r.stdout.splitlines()) == sorted([f'{dev} is released: bigtcpd applies its policy again.'
+                                                    for dev in devs] + [f'{dev}: {up}' for dev in devs]), r.stdout
     nl.wait_links(ns, at({dev: sizes4(185000) for dev in devs}), T(10), 'all released')
     one_line_error(ctl('retry', '--all', sock=sock), 1, 'nothing to retry: no device is rolled back or failed')
 

@@ -44,7 +44,8 @@ struct DbusManager {
         unsigned watch_id;     /* of the daemon's events, while attached */
         struct event *changed; /* coalesces PropertiesChanged */
         Snapshot last;
-        sd_bus_track *subscribers; /* of the Event signal (Subscribe()); NULL: none */
+        sd_bus_track *subscribers;      /* of the Event signal (Subscribe()), UIDs other than 0; NULL: none */
+        sd_bus_track *root_subscribers; /* … root's */
 };
 
 /* Arguments are checked for size before anything else is done for the call. */
@@ -242,13 +243,18 @@ static void schedule_changed(DbusManager *b) {
 
 /* ---- events from the control plane ---- */
 
+/* Someone listens for the Event signal. */
+static bool subscribed(const DbusManager *b) {
+        return sd_bus_track_count(b->subscribers) > 0 || sd_bus_track_count(b->root_subscribers) > 0;
+}
+
 static void on_control_event(const Event *e, void *userdata) {
         DbusManager *b = userdata;
         int r;
 
         if (!b->bus)
                 return;
-        if (b->subscribers && sd_bus_track_count(b->subscribers) > 0) {
+        if (subscribed(b)) {
                 _cleanup_(json_object_putp) json_object *o = control_event_json(e);
                 _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
                 if (o) {
@@ -666,29 +672,45 @@ static int method_watch(sd_bus_message *call, void *userdata, sd_bus_error *erro
 static int on_subscribers_gone(sd_bus_track *t, void *userdata) {
         DbusManager *b = userdata;
 
-        b->subscribers = sd_bus_track_unref(b->subscribers);
-        log_debug("D-Bus: no one subscribed any more: no Event signals");
+        if (t == b->subscribers)
+                b->subscribers = sd_bus_track_unref(b->subscribers);
+        else
+                b->root_subscribers = sd_bus_track_unref(b->root_subscribers);
+        if (!subscribed(b))
+                log_debug("D-Bus: no one subscribed any more: no Event signals");
         return 0;
+}
+
+/* The caller is known: root's names are tracked apart, so that others filling their share
+ * never refuse root. */
+static void run_subscribe(DbusCall *dc, sd_bus_message *call, uid_t uid, void *userdata) {
+        DbusManager *b = userdata;
+        sd_bus_track **t = uid == 0 ? &b->root_subscribers : &b->subscribers;
+        const char *sender = sd_bus_message_get_sender(call);
+        int r = 0;
+
+        if (!*t)
+                r = sd_bus_track_new(b->bus, t, on_subscribers_gone, b);
+        if (r >= 0 && uid != 0 && sd_bus_track_count(*t) >= DBUS_SUBSCRIBERS_MAX && !sd_bus_track_contains(*t, sender))
+                r = sd_bus_reply_method_errorf(call, SD_BUS_ERROR_LIMITS_EXCEEDED, "%u subscribers already",
+                                               DBUS_SUBSCRIBERS_MAX);
+        else {
+                if (r >= 0)
+                        r = sd_bus_track_add_sender(*t, call);
+                if (r >= 0) {
+                        log_debug("D-Bus: %s subscribed to Event", sender ?: "?");
+                        r = sd_bus_reply_method_return(call, NULL);
+                } else
+                        r = sd_bus_reply_method_errorf(call, operation_error_dbus(OPERATION_FAILED), "%s", strerror(-r));
+        }
+        if (r < 0)
+                log_debug_errno(r, "D-Bus: failed to reply to Subscribe(): %m, ignoring");
+        dbus_call_end(dc);
 }
 
 static int method_subscribe(sd_bus_message *call, void *userdata, sd_bus_error *error) {
         DbusManager *b = userdata;
-        int r;
-
-        if (!b->subscribers) {
-                r = sd_bus_track_new(b->bus, &b->subscribers, on_subscribers_gone, b);
-                if (r < 0)
-                        return r;
-        }
-        if (sd_bus_track_count(b->subscribers) >= DBUS_SUBSCRIBERS_MAX &&
-            !sd_bus_track_contains(b->subscribers, sd_bus_message_get_sender(call)))
-                return sd_bus_error_setf(error, SD_BUS_ERROR_LIMITS_EXCEEDED, "%u subscribers already",
-                                         DBUS_SUBSCRIBERS_MAX);
-        r = sd_bus_track_add_sender(b->subscribers, call);
-        if (r < 0)
-                return r;
-        log_debug("D-Bus: %s subscribed to Event", sd_bus_message_get_sender(call) ?: "?");
-        return sd_bus_reply_method_return(call, NULL);
+        return dbus_call_identified(b->dbus, call, "Subscribe", false, 0, run_subscribe, b, NULL, error);
 }
 
 static int method_unsubscribe(sd_bus_message *call, void *userdata, sd_bus_error *error) {
@@ -696,6 +718,8 @@ static int method_unsubscribe(sd_bus_message *call, void *userdata, sd_bus_error
 
         if (b->subscribers)
                 (void) sd_bus_track_remove_sender(b->subscribers, call);
+        if (b->root_subscribers)
+                (void) sd_bus_track_remove_sender(b->root_subscribers, call);
         return sd_bus_reply_method_return(call, NULL);
 }
 
@@ -794,6 +818,7 @@ static void on_detach(void *userdata) {
 
         evtimer_del(b->changed);
         b->subscribers = sd_bus_track_unref(b->subscribers);
+        b->root_subscribers = sd_bus_track_unref(b->root_subscribers);
         if (b->watch_id != 0) {
                 event_watch_remove(control_events(b->control), b->watch_id);
                 b->watch_id = 0;

@@ -18,7 +18,7 @@
 #define DBUS_MANAGER_INTERFACE "io.bigtcpd1.Manager"
 #define DBUS_CHANGED_DELAY_USEC 100000ull /* PropertiesChanged: at most one per 100 ms */
 #define DBUS_READS_MAX 64u /* reads of the kernel in flight (operation_reads_in_flight()): no more calls read */
-#define DBUS_SUBSCRIBERS_MAX 64u /* unique names subscribed to Event at once */
+#define DBUS_SUBSCRIBERS_MAX 64u /* unique names of UIDs other than 0 subscribed to Event at once */
 
 typedef struct DbusManager DbusManager;
 

@@ -224,7 +224,7 @@ int call_method(Ctl *c, const char *what, const char *method, json_object *param
         return r != 0 ? r : reply_finish(what, reply, ret);
 }
 
-static int dbus_exit(int r, const char *err, const char *what, const char *ifname) {
+int call_dbus_exit(int r, const char *err, const char *what, const char *ifname) {
         if (r == -ESRCH)
                 return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not running (%s)",
                                   err ?: "io.bigtcpd1 is not on the system bus");
@@ -252,7 +252,7 @@ static int dbus_json(const char *what, const char *method, const char *arg, json
         _cleanup_(freep) char *err = NULL, *text = NULL;
         int r = dbus_call(method, arg, &text, &err);
         if (r < 0)
-                return dbus_exit(r, err, what, arg);
+                return call_dbus_exit(r, err, what, arg);
         if (varlink_parse(text, strlen(text), ret) < 0)
                 return error_exit(EXIT_FAILED, "bigtcpd sent D-Bus JSON that does not parse");
         return 0;
@@ -276,7 +276,7 @@ int call_operation(Ctl *c, const char *what, const char *method, json_object *pa
                 }
                 if (r == -EBADMSG)
                         return error_exit(EXIT_FAILED, "bigtcpd sent a D-Bus reply that does not parse");
-                return r < 0 ? dbus_exit(r, err, what, dargs && !strempty(dargs->arg) ? dargs->arg : NULL) : 0;
+                return r < 0 ? call_dbus_exit(r, err, what, dargs && !strempty(dargs->arg) ? dargs->arg : NULL) : 0;
         }
         if (strextendf(&name, IFACE ".%s", method) < 0) {
                 json_object_put(params);
@@ -294,7 +294,7 @@ int call_watch(Ctl *c, const char *ifname, uint64_t duration_usec, json_object *
                 _cleanup_(freep) char *err = NULL, *text = NULL;
                 r = dbus_call_watch(ifname, duration_usec, &text, &err);
                 if (r < 0)
-                        return dbus_exit(r, err, "watch", ifname);
+                        return call_dbus_exit(r, err, "watch", ifname);
                 if (varlink_parse(text, strlen(text), ret) < 0)
                         return error_exit(EXIT_FAILED, "bigtcpd sent D-Bus JSON that does not parse");
                 return 0;

@@ -24,6 +24,8 @@ int call_error_exit(const char *what, json_object *reply);
  * with `ret` NULL they are printed as they came (--json). */
 int call_method(Ctl *c, const char *what, const char *method, json_object *params, json_object **ret);
 
+/* The exit code for a failed D-Bus call (-errno of client.h's dbus_*(); `err` its message). */
+int call_dbus_exit(int r, const char *err, const char *what, const char *ifname);
 /* An operation (Reload, Rollback, Retry, Try, Confirm, Revert) or Plan, over varlink (`params`,
  * taken) or D-Bus (`dargs`): *ret gets the varlink reply's parameters either way (over D-Bus
  * dbus_call_operation() builds them), what the operation did included. */

@@ -275,16 +275,7 @@ static int monitor_dbus(Ctl *c) {
         _cleanup_(freep) char *err = NULL;
         int r = dbus_monitor(on_dbus, c, &err);
 
-        if (r == -ESRCH)
-                return error_exit(EXIT_NOT_RUNNING, "bigtcpd is not running (%s)",
-                                  err ?: "io.bigtcpd1 is not on the system bus");
-        if (r == -ENOENT || r == -ECONNREFUSED)
-                return error_exit(EXIT_NOT_RUNNING, "no system bus: %s", strerror(-r));
-        if (r == -EACCES || r == -EPERM)
-                return error_exit(EXIT_DENIED, "permission denied: monitor: %s", err ?: strerror(-r));
-        if (r < 0)
-                return error_exit(EXIT_FAILED, "D-Bus: %s", err ?: strerror(-r));
-        return r;
+        return r < 0 ? call_dbus_exit(r, err, "monitor", NULL) : r;
 }
 
 int verb_monitor(Ctl *c, char **args, size_t n) {

@@ -529,15 +529,18 @@ static int start_operation(sd_bus_message *call, DbusManager *b, OperationKind k
                                     run_operation, op, operation_freep_void, error);
 }
 
+/* The one argument of a method that takes a device name, checked. */
+static int read_name(sd_bus_message *call, const char **ret, sd_bus_error *error) {
+        int r = sd_bus_message_read(call, "s", ret);
+        return r < 0 ? r : check_name(*ret, error);
+}
+
 static int method_list_devices_json(sd_bus_message *call, void *userdata, sd_bus_error *error) {
         DbusManager *b = userdata;
         const char *ifname;
         int r;
 
-        r = sd_bus_message_read(call, "s", &ifname);
-        if (r < 0)
-                return r;
-        r = check_name(ifname, error);
+        r = read_name(call, &ifname, error);
         if (r < 0)
                 return r;
         /* The kernel sends no event when only a size changes: one device is read before the answer. */
@@ -550,10 +553,7 @@ static int method_get_device(sd_bus_message *call, void *userdata, sd_bus_error 
         const char *ifname;
         int r;
 
-        r = sd_bus_message_read(call, "s", &ifname);
-        if (r < 0)
-                return r;
-        r = check_name(ifname, error);
+        r = read_name(call, &ifname, error);
         if (r < 0)
                 return r;
         return start_operation(call, userdata, OPERATION_READ, &(OperationArgs){.ifname = ifname}, error);
@@ -605,10 +605,7 @@ static int method_device_op(sd_bus_message *call, void *userdata, OperationKind 
         const char *ifname;
         int r;
 
-        r = sd_bus_message_read(call, "s", &ifname);
-        if (r < 0)
-                return r;
-        r = check_name(ifname, error);
+        r = read_name(call, &ifname, error);
         if (r < 0)
                 return r;
         return start_operation(call, userdata, kind, &(OperationArgs){.ifname = strempty(ifname) ? NULL : ifname},

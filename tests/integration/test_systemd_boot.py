@@ -237,6 +237,62 @@ def test_transports(box):
         assert re.search(rf'^{re.escape(member)} +(method|signal)', intro, re.M), f'{member} missing:\n{intro}'
 
 
+def test_journal_has_the_decisions(box):
+    log = box.run('journalctl', '-u', 'bigtcpd', '-o', 'cat', '--no-pager').stdout
+    for line in ('va: matched policy "veth"', 'lo: matches no policy',
+                 'va: writing gso_max_size 65536→185000 gro_max_size 65536→185000 gso_ipv4_max_size 65536→185000 '
+                 'gro_ipv4_max_size 65536→185000 (policy)',
+                 'initial reconcile done: 5 devices', 'D-Bus: serving io.bigtcpd1 on the system bus',
+                 'varlink: listening on the socket passed by systemd'):
+        assert line in log, f'{line!r} not in journalctl -u bigtcpd:\n{log[-3000:]}'
+
+
+LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # daemon/log.h
+LOG_ID_ROLLBACK = 'dead71caba744ee4a84e55d96f6e3464'
+
+
+def test_journal_can_be_queried(box):
+    """Each decision is a journal entry with fields: found by `journalctl INTERFACE=va` and by its
+    MESSAGE_ID, with the policy and the sizes; `journalctl -x` explains it from the catalog the
+    package installed; a rollback is one line, with its counter."""
+    c = box
+
+    def entries(*match):
+        out = c.run('journalctl', '-b', '-o', 'json', '--no-pager', *match).stdout
+        return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+    writes = entries('INTERFACE=va', f'MESSAGE_ID={LOG_ID_WRITE}')
+    assert writes, entries('INTERFACE=va')
+    w = writes[0]
+    assert (w['_SYSTEMD_UNIT'], w['PRIORITY'], w['BIGTCPD_POLICY'], w['BIGTCPD_TO_GSO_MAX_SIZE'],
+            w['BIGTCPD_FROM_GSO_MAX_SIZE'], w['BIGTCPD_TO_GRO_IPV4_MAX_SIZE']) == (
+        'bigtcpd.service', '6', 'veth', '185000', '65536', '185000'), w
+    assert w['MESSAGE'].startswith('va: writing gso_max_size 65536→185000'), w
+    assert {e.get('INTERFACE') for e in entries(f'MESSAGE_ID={LOG_ID_WRITE}')} >= {'va', 'vb', 'wa', 'wb'}
+    assert c.run('journalctl', '--list-catalog', LOG_ID_WRITE).stdout == (
+        f'{LOG_ID_WRITE} bigtcpd: bigtcpd changed the BIG TCP sizes of @INTERFACE@\n')
+
+    cursor = c.journal_cursor()
+    r = ctl(c, 'rollback', 'va')
+    assert r.returncode == 0, r.stderr
+    wait_sizes(c, {'va': ORIG}, 'va rolled back')
+    c.journal_wait(cursor, [r'va: rolling back on request'])
+    after = [json.loads(l) for l in c.run('journalctl', f'--after-cursor={cursor}', '-o', 'json',
+                                          '--no-pager').stdout.splitlines() if l.strip()]
+    rolls = [e for e in after if e.get('MESSAGE_ID') == LOG_ID_ROLLBACK]
+    assert len(rolls) == 1 and rolls[0]['BIGTCPD_COUNTER'] == 'operator', [
+        {k: v for k, v in e.items() if not k.startswith('_')} for e in after if 'bigtcpd' in str(e.get('_COMM'))]
+    assert [e['MESSAGE'] for e in entries('INTERFACE=va', f'MESSAGE_ID={LOG_ID_ROLLBACK}')] == [rolls[0]['MESSAGE']]
+    assert rolls[0]['BIGTCPD_TO_GSO_MAX_SIZE'] == '65536' and rolls[0]['BIGTCPD_FROM_GSO_MAX_SIZE'] == '185000'
+    # one line per rollback at the default level
+    lines = [e['MESSAGE'] for e in after if e.get('INTERFACE') == 'va']
+    assert [l for l in lines if 'roll' in l] == [l for l in lines if 'rolling back on request' in l], lines
+    explained = c.run('journalctl', '-x', '--no-pager', '-n', '1', f'MESSAGE_ID={LOG_ID_ROLLBACK}').stdout
+    assert 'Subject: bigtcpd rolled va back (operator)' in explained, explained
+    assert ctl(c, 'retry', 'va').returncode == 0
+    wait_sizes(c, {'va': BIG}, 'va retried')
+
+
 def test_dbus_plan_try_monitor(box):
     """bigtcpctl --dbus plan, try and monitor on the system bus of a real systemd, with the
     shipped bus policy: the same plan as varlink's, a try that says what it moved, and the
@@ -298,62 +354,6 @@ def test_dbus_plan_try_monitor(box):
     sub = c.sh('timeout 3 bigtcpctl --dbus monitor --json; test $? = 124', user='nobody', check=False)
     assert sub.returncode == 0 and json.loads(sub.stdout.splitlines()[0]) == {'event': 'subscribed'}, sub
     wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'the policy before the try')
-
-
-def test_journal_has_the_decisions(box):
-    log = box.run('journalctl', '-u', 'bigtcpd', '-o', 'cat', '--no-pager').stdout
-    for line in ('va: matched policy "veth"', 'lo: matches no policy',
-                 'va: writing gso_max_size 65536→185000 gro_max_size 65536→185000 gso_ipv4_max_size 65536→185000 '
-                 'gro_ipv4_max_size 65536→185000 (policy)',
-                 'initial reconcile done: 5 devices', 'D-Bus: serving io.bigtcpd1 on the system bus',
-                 'varlink: listening on the socket passed by systemd'):
-        assert line in log, f'{line!r} not in journalctl -u bigtcpd:\n{log[-3000:]}'
-
-
-LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # daemon/log.h
-LOG_ID_ROLLBACK = 'dead71caba744ee4a84e55d96f6e3464'
-
-
-def test_journal_can_be_queried(box):
-    """Each decision is a journal entry with fields: found by `journalctl INTERFACE=va` and by its
-    MESSAGE_ID, with the policy and the sizes; `journalctl -x` explains it from the catalog the
-    package installed; a rollback is one line, with its counter."""
-    c = box
-
-    def entries(*match):
-        out = c.run('journalctl', '-b', '-o', 'json', '--no-pager', *match).stdout
-        return [json.loads(l) for l in out.splitlines() if l.strip()]
-
-    writes = entries('INTERFACE=va', f'MESSAGE_ID={LOG_ID_WRITE}')
-    assert writes, entries('INTERFACE=va')
-    w = writes[0]
-    assert (w['_SYSTEMD_UNIT'], w['PRIORITY'], w['BIGTCPD_POLICY'], w['BIGTCPD_TO_GSO_MAX_SIZE'],
-            w['BIGTCPD_FROM_GSO_MAX_SIZE'], w['BIGTCPD_TO_GRO_IPV4_MAX_SIZE']) == (
-        'bigtcpd.service', '6', 'veth', '185000', '65536', '185000'), w
-    assert w['MESSAGE'].startswith('va: writing gso_max_size 65536→185000'), w
-    assert {e.get('INTERFACE') for e in entries(f'MESSAGE_ID={LOG_ID_WRITE}')} >= {'va', 'vb', 'wa', 'wb'}
-    assert c.run('journalctl', '--list-catalog', LOG_ID_WRITE).stdout == (
-        f'{LOG_ID_WRITE} bigtcpd: bigtcpd changed the BIG TCP sizes of @INTERFACE@\n')
-
-    cursor = c.journal_cursor()
-    r = ctl(c, 'rollback', 'va')
-    assert r.returncode == 0, r.stderr
-    wait_sizes(c, {'va': ORIG}, 'va rolled back')
-    c.journal_wait(cursor, [r'va: rolling back on request'])
-    after = [json.loads(l) for l in c.run('journalctl', f'--after-cursor={cursor}', '-o', 'json',
-                                          '--no-pager').stdout.splitlines() if l.strip()]
-    rolls = [e for e in after if e.get('MESSAGE_ID') == LOG_ID_ROLLBACK]
-    assert len(rolls) == 1 and rolls[0]['BIGTCPD_COUNTER'] == 'operator', [
-        {k: v for k, v in e.items() if not k.startswith('_')} for e in after if 'bigtcpd' in str(e.get('_COMM'))]
-    assert [e['MESSAGE'] for e in entries('INTERFACE=va', f'MESSAGE_ID={LOG_ID_ROLLBACK}')] == [rolls[0]['MESSAGE']]
-    assert rolls[0]['BIGTCPD_TO_GSO_MAX_SIZE'] == '65536' and rolls[0]['BIGTCPD_FROM_GSO_MAX_SIZE'] == '185000'
-    # one line per rollback at the default level
-    lines = [e['MESSAGE'] for e in after if e.get('INTERFACE') == 'va']
-    assert [l for l in lines if 'roll' in l] == [l for l in lines if 'rolling back on request' in l], lines
-    explained = c.run('journalctl', '-x', '--no-pager', '-n', '1', f'MESSAGE_ID={LOG_ID_ROLLBACK}').stdout
-    assert 'Subject: bigtcpd rolled va back (operator)' in explained, explained
-    assert ctl(c, 'retry', 'va').returncode == 0
-    wait_sizes(c, {'va': BIG}, 'va retried')
 
 
 def test_reload(box):

@@ -497,7 +497,7 @@ static int run_policy_op(Operation *op) {
         const OperationArgs *a = &op->args;
         int r;
 
-        const PolicySet *before = c->engine->policy;
+        const PolicySet *before = control_policy(c);
 
         r = follow(op);
         if (r < 0)
@@ -536,7 +536,7 @@ static int run_policy_op(Operation *op) {
                 return 0;
         }
         /* a new policy runs (a try's too, which announces no reload): every namespace settles on it */
-        op->reloading = op->reloading || c->engine->policy != before;
+        op->reloading = op->reloading || control_policy(c) != before;
         op->result.digest = policy_digest(op);
         op->result.target = op->target;
         op->result.try_file = op->try_file;

@@ -4,6 +4,7 @@
  * sorted, and never logged. The keys of the format are policy-parse.c's. */
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -310,9 +311,82 @@ void parser_strlist(Parser *p, yaml_node_t *n, const char *key, ListKind kind, S
                 parser_error(p, n, "%s: needs at least one glob without \"!\"", key);
 }
 
-void parser_size(Parser *p, yaml_node_t *n, const char *key, SizeSpec *ret) {
+/* A number of bytes, 1..BT_GRO_MAX_SIZE, from a plain scalar: 1 when `n` is one, -1 when it is an
+ * integer out of range (reported), 0 when it is no integer at all (nothing reported). */
+static int parser_bytes(Parser *p, yaml_node_t *n, const char *key, uint32_t *ret) {
         const char *v = scalar(n);
         char q[QUOTE_MAX];
+
+        /* integers only from plain scalars: "185000" in quotes is a string */
+        if (!v || !scalar_is_plain(n) || strlen(v) != n->data.scalar.length ||
+            !(isdigit((unsigned char) v[0]) || (v[0] == '-' && isdigit((unsigned char) v[1]))))
+                return 0;
+
+        const char *d = v[0] == '-' ? v + 1 : v;
+        uint64_t x = 0;
+
+        for (; isdigit((unsigned char) *d); d++)
+                if (x <= BT_GRO_MAX_SIZE)
+                        x = x * 10 + (uint64_t) (*d - '0');
+        if (*d != '\0')
+                return 0;
+        if (v[0] == '-' || x < 1 || x > BT_GRO_MAX_SIZE) {
+                parser_error(p, n, "%s: %s is out of range (1..%u)", key,
+                             strlen(v) <= QUOTE_CUT ? v : parser_quote(v, q, sizeof(q)), BT_GRO_MAX_SIZE);
+                return -1;
+        }
+        *ret = (uint32_t) x;
+        return 1;
+}
+
+enum { AUTO_MIN, AUTO_MAX, AUTO_CEILING_AGE, _AUTO_KEY_MAX };
+static const char *const auto_keys[_AUTO_KEY_MAX] = {
+        [AUTO_MIN] = "min",
+        [AUTO_MAX] = "max",
+        [AUTO_CEILING_AGE] = "ceiling-age",
+};
+
+/* `auto: {min, max, ceiling-age}` (every key optional; `auto:` alone is `auto`). */
+static void parser_auto(Parser *p, yaml_node_t *n, const char *key, SizeSpec *ret) {
+        SizeSpec s = {
+                .kind = SIZE_AUTO,
+                .auto_min = AUTO_SIZE_MIN_DEFAULT,
+                .ceiling_age_usec = AUTO_CEILING_AGE_DEFAULT_USEC,
+        };
+        yaml_node_t *v[_AUTO_KEY_MAX] = {};
+        size_t n_start = p->n_errors;
+
+        if (n && !node_is_null(n) && parser_mapping(p, n, "auto", auto_keys, _AUTO_KEY_MAX, v) < 0)
+                return;
+        if (v[AUTO_MIN] && parser_bytes(p, v[AUTO_MIN], "min", &s.auto_min) == 0)
+                parser_error(p, v[AUTO_MIN], "min: expected a number of bytes");
+        if (v[AUTO_MAX] && parser_bytes(p, v[AUTO_MAX], "max", &s.auto_max) == 0)
+                parser_error(p, v[AUTO_MAX], "max: expected a number of bytes");
+        if (v[AUTO_CEILING_AGE]) {
+                bool has = false;
+                parser_duration(p, v[AUTO_CEILING_AGE], "ceiling-age", &has, &s.ceiling_age_usec);
+                if (has && (s.ceiling_age_usec < AUTO_CEILING_AGE_MIN_USEC ||
+                            s.ceiling_age_usec > AUTO_CEILING_AGE_MAX_USEC))
+                        parser_error(p, v[AUTO_CEILING_AGE], "ceiling-age: out of range (1s..720h)");
+        }
+        if (p->n_errors != n_start)
+                return;
+        if (s.auto_min < AUTO_SIZE_MIN_DEFAULT) {
+                parser_error(p, v[AUTO_MIN], "%s: auto: min %" PRIu32 " is below %u, the size before BIG TCP",
+                             key, s.auto_min, AUTO_SIZE_MIN_DEFAULT);
+                return;
+        }
+        if (s.auto_max != 0 && s.auto_max < s.auto_min) {
+                parser_error(p, v[AUTO_MAX], "%s: auto: max %" PRIu32 " is below min %" PRIu32, key, s.auto_max,
+                             s.auto_min);
+                return;
+        }
+        *ret = s;
+}
+
+void parser_size(Parser *p, yaml_node_t *n, const char *key, SizeSpec *ret) {
+        const char *v = scalar(n);
+        uint32_t bytes = 0;
 
         if (v && streq(v, "max")) {
                 *ret = (SizeSpec){.kind = SIZE_DEVICE_MAX};
@@ -322,26 +396,25 @@ void parser_size(Parser *p, yaml_node_t *n, const char *key, SizeSpec *ret) {
                 *ret = (SizeSpec){.kind = SIZE_LEGACY};
                 return;
         }
-        /* integers only from plain scalars: "185000" in quotes is a string */
-        if (v && scalar_is_plain(n) && strlen(v) == n->data.scalar.length &&
-            (isdigit((unsigned char) v[0]) || (v[0] == '-' && isdigit((unsigned char) v[1])))) {
-                const char *d = v[0] == '-' ? v + 1 : v;
-                uint64_t x = 0;
+        if (v && streq(v, "auto")) {
+                parser_auto(p, NULL, key, ret);
+                return;
+        }
+        if (n && n->type == YAML_MAPPING_NODE) {
+                yaml_node_pair_t *pair = n->data.mapping.pairs.start;
+                yaml_node_t *k = pair < n->data.mapping.pairs.top ? yaml_document_get_node(p->doc, pair->key) : NULL;
 
-                for (; isdigit((unsigned char) *d); d++)
-                        if (x <= BT_GRO_MAX_SIZE)
-                                x = x * 10 + (uint64_t) (*d - '0');
-                if (*d == '\0') {
-                        if (v[0] == '-' || x < 1 || x > BT_GRO_MAX_SIZE)
-                                parser_error(p, n, "%s: %s is out of range (1..%u)", key,
-                                             strlen(v) <= QUOTE_CUT ? v : parser_quote(v, q, sizeof(q)),
-                                             BT_GRO_MAX_SIZE);
-                        else
-                                *ret = (SizeSpec){.kind = SIZE_BYTES, .bytes = (uint32_t) x};
+                if (pair + 1 == n->data.mapping.pairs.top && streq_ptr(scalar(k), "auto")) {
+                        parser_auto(p, yaml_document_get_node(p->doc, pair->value), key, ret);
                         return;
                 }
         }
-        parser_error(p, n, "%s: expected a number of bytes, \"max\" or \"legacy\"", key);
+        int r = parser_bytes(p, n, key, &bytes);
+        if (r > 0)
+                *ret = (SizeSpec){.kind = SIZE_BYTES, .bytes = bytes};
+        if (r != 0)
+                return;
+        parser_error(p, n, "%s: expected a number of bytes, \"max\", \"legacy\" or \"auto\"", key);
 }
 
 void parser_duration(Parser *p, yaml_node_t *n, const char *key, bool *has, uint64_t *ret) {

@@ -20,6 +20,7 @@ static const char *const size_kind_table[_SIZE_KIND_MAX] = {
         [SIZE_BYTES] = "bytes",
         [SIZE_DEVICE_MAX] = "max",
         [SIZE_LEGACY] = "legacy",
+        [SIZE_AUTO] = "auto",
 };
 
 const char *size_kind_to_string(SizeKind k) {
@@ -53,6 +54,21 @@ const char *size_spec_format(const SizeSpec *s, char *buf, size_t size) {
         case SIZE_LEGACY:
                 snprintf(buf, size, "%s", size_kind_to_string(s->kind));
                 return buf;
+        case SIZE_AUTO: {
+                char age[32], mx[24] = "";
+                bool bounded = s->auto_min != AUTO_SIZE_MIN_DEFAULT || s->auto_max != 0 ||
+                               s->ceiling_age_usec != AUTO_CEILING_AGE_DEFAULT_USEC;
+
+                if (!bounded) {
+                        snprintf(buf, size, "auto");
+                        return buf;
+                }
+                if (s->auto_max != 0)
+                        snprintf(mx, sizeof(mx), ", max %" PRIu32, s->auto_max);
+                snprintf(buf, size, "auto (min %" PRIu32 "%s, ceiling-age %s)", s->auto_min, mx,
+                         format_duration_usec(s->ceiling_age_usec, age, sizeof(age)));
+                return buf;
+        }
         case SIZE_UNSET:
         case _SIZE_KIND_MAX:
         case _SIZE_KIND_INVALID:

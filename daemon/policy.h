@@ -15,6 +15,7 @@ typedef enum SizeKind {
         SIZE_BYTES,  /* a number of bytes */
         SIZE_DEVICE_MAX, /* "max": the device's limit (not SIZE_MAX: <stdint.h> owns that name) */
         SIZE_LEGACY, /* "legacy": 65536 */
+        SIZE_AUTO,   /* "auto": the largest size the device's path proves safe (auto-size.h) */
         _SIZE_KIND_MAX,
         _SIZE_KIND_INVALID = -1,
 } SizeKind;
@@ -22,7 +23,17 @@ typedef enum SizeKind {
 typedef struct SizeSpec {
         SizeKind kind;
         uint32_t bytes; /* SIZE_BYTES only */
+        /* SIZE_AUTO only: the search's bounds. auto_max 0: the device's limit (tso_max_size for
+         * GSO, 524280 for GRO). */
+        uint32_t auto_min, auto_max;
+        uint64_t ceiling_age_usec; /* a tripped size is tried again after this long */
 } SizeSpec;
+
+/* `auto`'s defaults and limits. */
+#define AUTO_SIZE_MIN_DEFAULT 65536u /* the size before BIG TCP: min may not go below it */
+#define AUTO_CEILING_AGE_DEFAULT_USEC (24 * 3600 * USEC_PER_SEC)
+#define AUTO_CEILING_AGE_MIN_USEC (1 * USEC_PER_SEC)
+#define AUTO_CEILING_AGE_MAX_USEC (30 * 24 * 3600 * USEC_PER_SEC)
 
 /* One of `ipv6:` / `ipv4:`. `set` is false when the policy leaves the family out. */
 typedef struct FamilySpec {
@@ -210,7 +221,8 @@ int machine_id_parse(const char *text, size_t size, char ret[static 33]);
 const char *policy_scope_to_string(PolicyScope s);
 
 const char *size_kind_to_string(SizeKind k);
-/* Format a size spec into buf: "185000", "max", "legacy" or "-" for unset. */
+/* Format a size spec into buf: "185000", "max", "legacy", "auto" (with its bounds when they are
+ * not the defaults: "auto (min 100000, max 300000, ceiling-age 1h)") or "-" for unset. */
 const char *size_spec_format(const SizeSpec *s, char *buf, size_t size);
 /* "file:line:column: message", or "file: message" for an error about the whole file. */
 int policy_error_format(const PolicyError *e, char **ret);

@@ -30,6 +30,9 @@ static uint32_t resolve(const SizeSpec *s, uint32_t current, uint32_t limit, uns
         case SIZE_LEGACY:
                 v = BT_GSO_LEGACY_MAX_SIZE;
                 break;
+        case SIZE_AUTO:
+                v = s->auto_min; /* where a search starts */
+                break;
         case _SIZE_KIND_MAX:
         case _SIZE_KIND_INVALID:
                 break;
@@ -62,7 +65,16 @@ unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported) {
 
 uint32_t policy_size_asked(const Policy *p, unsigned i) {
         const SizeSpec *s = spec_of(p, i);
-        return s->kind == SIZE_BYTES ? s->bytes : s->kind == SIZE_LEGACY ? BT_GSO_LEGACY_MAX_SIZE : 0;
+        switch (s->kind) {
+        case SIZE_BYTES:
+                return s->bytes;
+        case SIZE_LEGACY:
+                return BT_GSO_LEGACY_MAX_SIZE;
+        case SIZE_AUTO:
+                return s->auto_min;
+        default:
+                return 0;
+        }
 }
 
 uint64_t policy_sizes_digest(const Policy *p) {
@@ -70,7 +82,9 @@ uint64_t policy_sizes_digest(const Policy *p) {
 
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 const SizeSpec *s = spec_of(p, i);
-                uint64_t v[2] = {(uint64_t) s->kind, s->kind == SIZE_BYTES ? s->bytes : 0};
+                uint64_t v[4] = {(uint64_t) s->kind, s->kind == SIZE_BYTES ? s->bytes : 0,
+                                 s->kind == SIZE_AUTO ? ((uint64_t) s->auto_min << 32 | s->auto_max) : 0,
+                                 s->kind == SIZE_AUTO ? s->ceiling_age_usec : 0};
                 const uint8_t *b = (const uint8_t *) v;
                 for (size_t k = 0; k < sizeof(v); k++) {
                         h ^= b[k];

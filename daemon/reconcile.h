@@ -28,7 +28,7 @@ uint32_t gso_limit(uint32_t tso_max_size);
 /* The sizes `p` names (SizeMask), of those the kernel has. */
 unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported);
 /* What `p` asks of size `i` (0..3) in bytes, before clamping: 0 when it leaves the size out or
- * asks for `max` (the device's limit, never clamped). */
+ * asks for `max` (the device's limit, never clamped); `auto`'s min for `auto`. */
 uint32_t policy_size_asked(const Policy *p, unsigned i);
 /* The limit size `i` is clamped to on a device of this tso_max_size. */
 uint32_t size_limit(unsigned i, uint32_t tso_max_size);

@@ -105,11 +105,11 @@ def test_validate_without_a_daemon(tmp_path):
     r = ctl('validate', bad, check_rc=1)
     assert r.stdout == ''
     assert r.stderr.splitlines() == [
-        f'{bad}:7:21: gso-max-size: expected a number of bytes, "max" or "legacy"'], r.stderr
+        f'{bad}:7:21: gso-max-size: expected a number of bytes, "max", "legacy" or "auto"'], r.stderr
     r = ctl('validate', '--json', bad, check_rc=1)
     assert json.loads(r.stdout) == {'valid': False, 'errors': [
         {'file': str(bad), 'line': 7, 'column': 21,
-         'message': 'gso-max-size: expected a number of bytes, "max" or "legacy"'}], 'warnings': []}
+         'message': 'gso-max-size: expected a number of bytes, "max", "legacy" or "auto"'}], 'warnings': []}
     assert json.loads(ctl('validate', '--json', good, check_rc=0).stdout) == {'valid': True, 'errors': [],
                                                                               'warnings': []}
 
@@ -250,7 +250,7 @@ def test_plan(running, tmp_path):
     bad.write_text(BROKEN)
     r = ctl('plan', bad, sock=d.sock, check_rc=1)
     assert r.stderr.splitlines() == [
-        f'{bad}:7:21: gso-max-size: expected a number of bytes, "max" or "legacy"',
+        f'{bad}:7:21: gso-max-size: expected a number of bytes, "max", "legacy" or "auto"',
         'bigtcpctl: the policy has errors']
     one_line_error(ctl('plan', tmp_path / 'missing.yaml', sock=d.sock), 1, 'missing.yaml: No such file')
 
@@ -316,14 +316,14 @@ def test_rollback_retry_reload_and_permissions(running, ns):
     write_file_atomic(d.cfg, BROKEN)
     r = ctl('reload', sock=d.sock, check_rc=1)
     assert r.stderr.splitlines() == [
-        f'{d.cfg}:7:21: gso-max-size: expected a number of bytes, "max" or "legacy"',
+        f'{d.cfg}:7:21: gso-max-size: expected a number of bytes, "max", "legacy" or "auto"',
         'bigtcpctl: the policy has errors; the running policy stays']
     # and a counter this host lacks, beside the errors
     write_file_atomic(d.cfg, BROKEN.replace('policies:', 'rollback:\n  guards:\n    - {counter: Tcp.RetransSeg, '
                                             'max-increase: 5}\npolicies:', 1))
     r = ctl('reload', sock=d.sock, check_rc=1)
     assert r.stderr.splitlines() == [
-        f'{d.cfg}:10:21: gso-max-size: expected a number of bytes, "max" or "legacy"',
+        f'{d.cfg}:10:21: gso-max-size: expected a number of bytes, "max", "legacy" or "auto"',
         f'{d.cfg}:4:17: warning: guard counter "Tcp.RetransSeg" is not on this host (did you mean '
         '"Tcp.RetransSegs"?): guards on it never trip',
         'bigtcpctl: the policy has errors; the running policy stays'], r.stderr

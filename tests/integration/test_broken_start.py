@@ -41,7 +41,7 @@ BROKEN = policy_text('''
         ipv6: {gso-max-size: lots, gro-max-size: 185000}
         colour: blue
     ''')
-BROKEN_ERRORS = [(6, 26, 'gso-max-size: expected a number of bytes, "max" or "legacy"'),
+BROKEN_ERRORS = [(6, 26, 'gso-max-size: expected a number of bytes, "max", "legacy" or "auto"'),
                  (7, 5, 'unknown key "colour"')]
 
 
@@ -84,7 +84,7 @@ def check_degraded(d, cfg, source):
     assert r.returncode == 0, r.stderr
     assert 'bigtcpd_policy_errors 2' in r.stdout.splitlines(), r.stdout
     assert f'bigtcpd_policy_error{{file="{cfg}",line="6",column="26",message="gso-max-size: expected a number ' \
-        'of bytes, \\"max\\" or \\"legacy\\""} 1' in r.stdout, r.stdout
+        'of bytes, \\"max\\", \\"legacy\\" or \\"auto\\""} 1' in r.stdout, r.stdout
 
 
 def test_broken_at_start_runs_the_last_policy_that_ran(ns, daemon, confdir):

@@ -123,7 +123,7 @@ def test_revert_at_once_and_what_a_try_refuses(configured, ns, tmp_path):
     # Validated first: every error as file:line:column, and nothing tried.
     r = ctl('try', broken, sock=d.sock, check_rc=1)
     assert r.stderr.splitlines() == [
-        f'{broken}:5:26: gso-max-size: expected a number of bytes, "max" or "legacy"',
+        f'{broken}:5:26: gso-max-size: expected a number of bytes, "max", "legacy" or "auto"',
         'bigtcpctl: the policy has errors; nothing was tried'], r.stderr
     assert status(d)['try'] is None
     one_line_error(ctl('try', d.tried, '--timeout', '0.5s', sock=d.sock), 2, '--timeout: "0.5s" is not a duration')

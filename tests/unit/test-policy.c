@@ -259,13 +259,36 @@ static const ErrorCase error_cases[] = {
         {"size huge", V1 P "    ipv6: { gro-max-size: 99999999999999999999999 }\n",
          "t.yaml:4:27: gro-max-size: 99999999999999999999999 is out of range (1..524280)\n"},
         {"size word", V1 P "    ipv6: { gro-max-size: big }\n",
-         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\" or \"legacy\"\n"},
+         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\", \"legacy\" or \"auto\"\n"},
         {"size quoted number", V1 P "    ipv6: { gro-max-size: \"1000\" }\n",
-         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\" or \"legacy\"\n"},
+         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\", \"legacy\" or \"auto\"\n"},
         {"size float", V1 P "    ipv6: { gro-max-size: 1000.5 }\n",
-         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\" or \"legacy\"\n"},
+         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\", \"legacy\" or \"auto\"\n"},
         {"size list", V1 P "    ipv6: { gro-max-size: [1] }\n",
-         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\" or \"legacy\"\n"},
+         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\", \"legacy\" or \"auto\"\n"},
+        {"auto unknown key", V1 P "    ipv6: { gso-max-size: { auto: { top: 1 } } }\n",
+         "t.yaml:4:37: unknown key \"top\"\n"},
+        {"auto scalar value", V1 P "    ipv6: { gso-max-size: { auto: 5 } }\n",
+         "t.yaml:4:35: auto: expected a mapping\n"},
+        {"auto min too small", V1 P "    ipv6: { gso-max-size: { auto: { min: 1000 } } }\n",
+         "t.yaml:4:42: gso-max-size: auto: min 1000 is below 65536, the size before BIG TCP\n"},
+        {"auto min out of range", V1 P "    ipv6: { gro-max-size: { auto: { min: 600000 } } }\n",
+         "t.yaml:4:42: min: 600000 is out of range (1..524280)\n"},
+        {"auto max below min", V1 P "    ipv6: { gro-max-size: { auto: { min: 200000, max: 100000 } } }\n",
+         "t.yaml:4:55: gro-max-size: auto: max 100000 is below min 200000\n"},
+        {"auto max word", V1 P "    ipv6: { gro-max-size: { auto: { max: max } } }\n",
+         "t.yaml:4:42: max: expected a number of bytes\n"},
+        {"auto max quoted", V1 P "    ipv6: { gro-max-size: { auto: { max: \"200000\" } } }\n",
+         "t.yaml:4:42: max: expected a number of bytes\n"},
+        {"auto ceiling-age bad", V1 P "    ipv6: { gro-max-size: { auto: { ceiling-age: soon } } }\n",
+         "t.yaml:4:50: ceiling-age: bad duration \"soon\"\n"},
+        {"auto ceiling-age too short", V1 P "    ipv6: { gro-max-size: { auto: { ceiling-age: 500ms } } }\n",
+         "t.yaml:4:50: ceiling-age: out of range (1s..720h)\n"},
+        {"auto ceiling-age too long", V1 P "    ipv6: { gro-max-size: { auto: { ceiling-age: 721h } } }\n",
+         "t.yaml:4:50: ceiling-age: out of range (1s..720h)\n"},
+        {"auto beside another key", V1 P "    ipv6: { gro-max-size: { auto: {}, max: 1 } }\n",
+         "t.yaml:4:27: gro-max-size: expected a number of bytes, \"max\", \"legacy\" or \"auto\"\n"},
+        {"auto quoted", V1 P "    ipv6: { gro-max-size: \"auto\" }\n", NULL},
         {"unknown policy key", V1 P V6 "    colour: red\n", "t.yaml:5:5: unknown key \"colour\"\n"},
         {"match scalar", V1 P "    match: eth0\n" V6, "t.yaml:4:12: match: expected a mapping\n"},
         {"match unknown key", V1 P "    match: { ifname: eth0 }\n" V6,
@@ -428,6 +451,43 @@ static const ErrorCase error_cases[] = {
         {"control chars quoted", V1 P "    match: { kind: \"a\\tb\\\"\" }\n" V6,
          "t.yaml:4:20: kind: bad kind \"a\\x09b\\\"\"\n"},
 };
+
+/* `auto`, alone or with its bounds: what the search runs under. */
+static void test_auto_sizes(void **state) {
+        _cleanup_(freep) char *errors = NULL;
+        PolicySet *s = parse_string(V1 P "    ipv6:\n"
+                                          "      gso-max-size: auto\n"
+                                          "      gro-max-size:\n"
+                                          "        auto: { min: 100000, max: 300000, ceiling-age: 1h }\n"
+                                          "    ipv4:\n"
+                                          "      gso-max-size: { auto: }\n"
+                                          "      gro-max-size: { auto: { max: 150000 } }\n",
+                                    &errors);
+        char buf[128];
+
+        (void) state;
+        assert_string_equal(errors, "");
+        assert_non_null(s);
+        const Policy *p = &s->policies[0];
+        assert_int_equal(p->ipv6.gso.kind, SIZE_AUTO);
+        assert_int_equal(p->ipv6.gso.auto_min, 65536);
+        assert_int_equal(p->ipv6.gso.auto_max, 0);
+        assert_true(p->ipv6.gso.ceiling_age_usec == AUTO_CEILING_AGE_DEFAULT_USEC);
+        assert_string_equal(size_spec_format(&p->ipv6.gso, buf, sizeof(buf)), "auto");
+        assert_int_equal(p->ipv6.gro.kind, SIZE_AUTO);
+        assert_int_equal(p->ipv6.gro.auto_min, 100000);
+        assert_int_equal(p->ipv6.gro.auto_max, 300000);
+        assert_true(p->ipv6.gro.ceiling_age_usec == 3600 * SEC);
+        assert_string_equal(size_spec_format(&p->ipv6.gro, buf, sizeof(buf)),
+                            "auto (min 100000, max 300000, ceiling-age 1h)");
+        assert_int_equal(p->ipv4.gso.kind, SIZE_AUTO);
+        assert_int_equal(p->ipv4.gso.auto_min, 65536);
+        assert_int_equal(p->ipv4.gro.auto_max, 150000);
+        assert_string_equal(size_spec_format(&p->ipv4.gro, buf, sizeof(buf)),
+                            "auto (min 65536, max 150000, ceiling-age 24h)");
+        assert_string_equal(size_kind_to_string(SIZE_AUTO), "auto");
+        policy_set_free(s);
+}
 
 /* match.netns keeps its items as written, "host" and "!" included. */
 static void test_netns_key(void **state) {
@@ -1588,6 +1648,7 @@ int main(void) {
                 cmocka_unit_test(test_error_cases),
                 cmocka_unit_test(test_nearest_word),
                 cmocka_unit_test(test_netns_key),
+                cmocka_unit_test(test_auto_sizes),
                 cmocka_unit_test(test_error_leaves_set_unchanged),
                 cmocka_unit_test(test_durations),
                 cmocka_unit_test(test_numbers),

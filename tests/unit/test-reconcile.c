@@ -10,6 +10,7 @@
 
 #include "linux-compat.h"
 #include "reconcile.h"
+#include "util.h"
 
 static SizeSpec B(uint32_t v) {
         return (SizeSpec){.kind = SIZE_BYTES, .bytes = v};
@@ -147,6 +148,37 @@ static void test_desired_gives_back(void **state) {
         assert_true(policy_sizes_digest(&p) == policy_sizes_digest(&p2));
 }
 
+/* `auto` before its search runs: the device gets the search's start, min; the bounds are part of
+ * what the policy asks, so moving them is a change. */
+static void test_desired_auto(void **state) {
+        const Sizes cur = {65536, 65536, 65536, 65536};
+        SizeSpec a = {.kind = SIZE_AUTO, .auto_min = 100000, .ceiling_age_usec = 3600 * USEC_PER_SEC};
+        Policy p = {.name = (char *) "a", .ipv6 = {true, a, a}};
+        Desired d;
+
+        (void) state;
+        compute_desired(&p, &cur, &cur, 0, 524280, true, &d);
+        assert_int_equal(d.owned, SIZE_BITS_IPV6);
+        assert_int_equal(d.sizes.gso_max_size, 100000);
+        assert_int_equal(d.sizes.gro_max_size, 100000);
+        assert_int_equal(policy_size_asked(&p, 0), 100000);
+        /* a min above a bridge's 65536 is clamped like any size */
+        compute_desired(&p, &cur, &cur, 0, 65536, true, &d);
+        assert_int_equal(d.sizes.gso_max_size, 65536);
+        assert_int_equal(d.clamped, CLAMP_GSO);
+
+        uint64_t h = policy_sizes_digest(&p);
+        Policy q = p;
+        q.ipv6.gro.auto_max = 300000;
+        assert_true(policy_sizes_digest(&q) != h);
+        q = p;
+        q.ipv6.gro.ceiling_age_usec = 60 * USEC_PER_SEC;
+        assert_true(policy_sizes_digest(&q) != h);
+        q = p;
+        q.ipv6.gro = (SizeSpec){.kind = SIZE_BYTES, .bytes = 100000};
+        assert_true(policy_sizes_digest(&q) != h);
+}
+
 static void test_write_message_order(void **state) {
         const Sizes s = {65536, 65536, 185000, 185000};
         struct nl_msg *msg = NULL;
@@ -191,6 +223,7 @@ static void test_change_format(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_compute_desired),
+                cmocka_unit_test(test_desired_auto),
                 cmocka_unit_test(test_compute_restore),
                 cmocka_unit_test(test_desired_gives_back),
                 cmocka_unit_test(test_write_message_order),

@@ -1,0 +1,216 @@
+/* auto-size.c — the search of `auto`: its steps, its stopping rule, trips and ageing. No I/O, no
+ * logging, no clock of its own: every time comes in as an argument. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "auto-size.h"
+#include "util.h"
+
+static const char *const auto_phase_table[_AUTO_PHASE_MAX] = {
+        [AUTO_NEW] = "new",
+        [AUTO_WATCHING] = "watching",
+        [AUTO_IDLE] = "idle",
+        [AUTO_TRYING] = "trying",
+        [AUTO_SETTLED] = "settled",
+};
+
+const char *auto_phase_to_string(AutoPhase p) {
+        if (p < 0 || p >= _AUTO_PHASE_MAX)
+                return NULL;
+        return auto_phase_table[p];
+}
+
+AutoPhase auto_phase_from_string(const char *s) {
+        for (AutoPhase p = 0; p < _AUTO_PHASE_MAX; p++)
+                if (streq_ptr(s, auto_phase_table[p]))
+                        return p;
+        return _AUTO_PHASE_INVALID;
+}
+
+static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi) {
+        return v < lo ? lo : v > hi ? hi : v;
+}
+
+bool auto_search_begin(AutoSearch *s, const AutoBounds *b, uint32_t hint) {
+        if (s->phase != AUTO_NEW && s->min == b->min && s->max == b->max)
+                return false;
+        *s = (AutoSearch){
+                .min = b->min,
+                .max = b->max,
+                .phase = AUTO_WATCHING,
+                .proven = clamp_u32(hint > b->min ? hint : b->min, b->min, b->max),
+        };
+        if (auto_search_next(s) == 0)
+                s->phase = AUTO_SETTLED;
+        return true;
+}
+
+uint32_t auto_search_next(const AutoSearch *s) {
+        uint32_t p = s->proven, t;
+        /* twice the proven size, without overflow (sizes are at most 524280) */
+        uint32_t twice = p > UINT32_MAX / 2 ? UINT32_MAX : 2 * p;
+
+        if (p == 0 || p >= s->max)
+                return 0;
+        if (s->ceiling == 0)
+                /* nothing tripped: the bound itself, which a clean path takes in the fewest steps */
+                t = s->max;
+        else {
+                if (s->ceiling <= p || s->ceiling - p <= p >> AUTO_STOP_SHIFT)
+                        return 0;
+                t = p + (s->ceiling - p) / 2;
+        }
+        if (t > twice)
+                t = twice;
+        return t > p ? t : 0;
+}
+
+bool auto_search_wants_watch(const AutoSearch *s) {
+        return s->phase == AUTO_WATCHING || s->phase == AUTO_TRYING;
+}
+
+uint32_t auto_search_count_above(const AutoSearch *s) {
+        if (s->phase == AUTO_TRYING)
+                return s->proven + AUTO_LINK_MARGIN;
+        return s->proven - (s->proven >> AUTO_STOP_SHIFT);
+}
+
+/* Nothing in flight: step if there is one, else settle. */
+static void step_or_settle(AutoSearch *s) {
+        uint32_t t = auto_search_next(s);
+
+        if (t == 0) {
+                s->phase = AUTO_SETTLED;
+                s->trying = 0;
+                return;
+        }
+        s->phase = AUTO_TRYING;
+        s->trying = t;
+}
+
+static void go_idle(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
+        uint64_t w = s->idle_wait_usec == 0 ? b->idle_wait_usec : s->idle_wait_usec * 2;
+
+        if (w == 0)
+                w = 1;
+        if (w > AUTO_IDLE_WAIT_MAX_USEC)
+                w = AUTO_IDLE_WAIT_MAX_USEC;
+        s->idle_wait_usec = w;
+        s->retry_usec = now_usec + w;
+        s->phase = AUTO_IDLE;
+        s->trying = 0;
+}
+
+bool auto_search_tick(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
+        AutoPhase was = s->phase;
+
+        /* a clock that went back (CLOCK_REALTIME is set by others) never makes a ceiling older */
+        if (s->ceiling != 0 && now_usec >= s->ceiling_usec && now_usec - s->ceiling_usec >= b->ceiling_age_usec) {
+                s->ceiling = 0;
+                s->ceiling_usec = 0;
+                s->ceiling_counter[0] = '\0';
+                s->ceiling_rise = 0;
+                if (s->phase == AUTO_SETTLED && auto_search_next(s) != 0)
+                        s->phase = AUTO_WATCHING;
+        }
+        /* the wait is bounded even when the clock jumped back: at most AUTO_IDLE_WAIT_MAX_USEC */
+        if (s->phase == AUTO_IDLE && (now_usec >= s->retry_usec || s->retry_usec - now_usec > AUTO_IDLE_WAIT_MAX_USEC))
+                s->phase = AUTO_WATCHING;
+        return s->phase != was;
+}
+
+void auto_search_watched(AutoSearch *s, const AutoBounds *b, uint64_t packets, uint64_t now_usec) {
+        if (s->phase != AUTO_WATCHING)
+                return;
+        if (auto_search_next(s) == 0) {
+                s->phase = AUTO_SETTLED;
+                return;
+        }
+        if (packets < AUTO_DEMAND_MIN) {
+                go_idle(s, b, now_usec);
+                return;
+        }
+        s->idle_wait_usec = 0;
+        step_or_settle(s);
+}
+
+void auto_search_passed(AutoSearch *s, const AutoBounds *b, uint64_t packets, uint64_t now_usec) {
+        if (s->phase != AUTO_TRYING)
+                return;
+        if (packets < AUTO_PROOF_MIN) {
+                /* a window without traffic proves nothing: not a step, not a trip */
+                go_idle(s, b, now_usec);
+                return;
+        }
+        s->proven = s->trying;
+        s->proven_packets = packets;
+        s->steps++;
+        s->trying = 0;
+        s->idle_wait_usec = 0;
+        step_or_settle(s);
+}
+
+void auto_search_tripped(AutoSearch *s, const AutoBounds *b, const char *counter, uint64_t rise,
+                         uint64_t now_usec) {
+        if (s->phase != AUTO_TRYING)
+                return;
+        if (s->ceiling == 0 || s->trying < s->ceiling) {
+                s->ceiling = s->trying;
+                snprintf(s->ceiling_counter, sizeof(s->ceiling_counter), "%s", counter ?: "");
+                s->ceiling_rise = rise;
+        }
+        s->ceiling_usec = now_usec; /* ages from its last trip */
+        s->trips++;
+        s->trying = 0;
+        s->phase = auto_search_next(s) == 0 ? AUTO_SETTLED : AUTO_WATCHING;
+}
+
+const char *auto_search_format(const AutoSearch *s, uint64_t now_usec, char *buf, size_t size) {
+        char proven[64], ceiling[AUTO_COUNTER_MAX + 64];
+
+        if (s->phase == AUTO_NEW) {
+                snprintf(buf, size, "auto: not begun");
+                return buf;
+        }
+        if (s->proven_packets > 0)
+                snprintf(proven, sizeof(proven), "%" PRIu32 " by %" PRIu64 " big packets", s->proven, s->proven_packets);
+        else
+                snprintf(proven, sizeof(proven), "%" PRIu32, s->proven);
+        if (s->ceiling != 0)
+                snprintf(ceiling, sizeof(ceiling), "%" PRIu32 " tripped %s +%" PRIu64, s->ceiling,
+                         s->ceiling_counter[0] ? s->ceiling_counter : "a guard", s->ceiling_rise);
+
+        switch (s->phase) {
+        case AUTO_SETTLED:
+                if (s->proven >= s->max)
+                        snprintf(buf, size, "auto: settled at %" PRIu32 " (the most it tries)", s->proven);
+                else if (s->ceiling != 0)
+                        snprintf(buf, size, "auto: settled at %" PRIu32 " (%s)", s->proven, ceiling);
+                else
+                        snprintf(buf, size, "auto: settled at %" PRIu32, s->proven);
+                return buf;
+        case AUTO_TRYING:
+                snprintf(buf, size, "auto: proven %s, trying %" PRIu32 ", ceiling %s", proven, s->trying,
+                         s->ceiling != 0 ? ceiling : "");
+                if (s->ceiling == 0)
+                        snprintf(buf + strlen(buf), size - strlen(buf), "%" PRIu32, s->max);
+                return buf;
+        case AUTO_IDLE: {
+                uint64_t left = s->retry_usec > now_usec ? s->retry_usec - now_usec : 0;
+                snprintf(buf, size, "auto: proven %s, idle (no traffic that fills it; watched again in %" PRIu64 "s)",
+                         proven, (left + USEC_PER_SEC - 1) / USEC_PER_SEC);
+                return buf;
+        }
+        case AUTO_WATCHING:
+                snprintf(buf, size, "auto: proven %s, watching for traffic that fills it before trying %" PRIu32,
+                         proven, auto_search_next(s));
+                return buf;
+        case AUTO_NEW:
+        case _AUTO_PHASE_MAX:
+        case _AUTO_PHASE_INVALID:
+                break;
+        }
+        snprintf(buf, size, "auto: ?");
+        return buf;
+}

@@ -1,0 +1,106 @@
+/* auto-size.h — the search of `auto` (bigtcpd.yaml(5) AUTO): for one size of one device, the
+ * largest size its path proves safe. Pure decisions on their inputs — the bounds, what the last
+ * watch or probation window counted, a guard's trip, the clock — and nothing else: the engine
+ * writes the target, watches, and feeds back what came of it.
+ *
+ * A search holds a proven size (passed a window with big packets that only it let through) and a
+ * ceiling (the lowest size that tripped a guard, until it ages out; else the bound). A step tries
+ * a larger size: the bound itself while nothing tripped, else halfway to the ceiling; never more
+ * than twice the proven size (TCP's path MTU probing: a failed probe costs much more than a good
+ * one). It settles when the proven size is the bound, or the ceiling is within 1/2^AUTO_STOP_SHIFT
+ * of it. A device steps only when busy: a watch of its proven size saw packets filling it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Settled when ceiling - proven <= proven >> AUTO_STOP_SHIFT: below 1/16 of the size a step saves
+ * under 6 % of the packets (a flow's packets fall as 1/size) and costs a window and maybe a trip;
+ * after the first trip the gap is at most the proven size, so a search trips at most 4 more
+ * times before it settles. */
+#define AUTO_STOP_SHIFT 4u
+/* Packets longer than the proven size (plus AUTO_LINK_MARGIN) that prove a step: only the new
+ * size let them through. */
+#define AUTO_PROOF_MIN UINT64_C(64)
+/* Packets within 1/16 of the proven size that make a device busy enough to step. At 65536 the
+ * evidence passes one in 16 of the packets at the old ceiling (evidence.h EVIDENCE_FULL_SAMPLE),
+ * so 8 of them are about 128 packets. */
+#define AUTO_DEMAND_MIN UINT64_C(8)
+/* Bytes a packet as the evidence sees it may carry beyond the size that bounds it: the
+ * link-layer header (Ethernet, VLAN tags). */
+#define AUTO_LINK_MARGIN 64u
+/* An idle device is watched again after the window, then twice as long each time, up to this. */
+#define AUTO_IDLE_WAIT_MAX_USEC (UINT64_C(3600) * UINT64_C(1000000))
+#define AUTO_COUNTER_MAX 64u
+
+/* What one search runs under, resolved for the device. */
+typedef struct AutoBounds {
+        uint32_t min;              /* where it starts; never below (policy `min`, >= 65536) */
+        uint32_t max;              /* the most it tries: the policy's `max`, or the device's limit */
+        uint64_t ceiling_age_usec; /* a tripped size is the ceiling this long */
+        uint64_t idle_wait_usec;   /* the first wait after an idle watch: the probation window */
+} AutoBounds;
+
+typedef enum AutoPhase {
+        AUTO_NEW,      /* not begun (a zeroed search) */
+        AUTO_WATCHING, /* at the proven size, watched: does its traffic fill it? */
+        AUTO_IDLE,     /* the last watch saw no such traffic: watched again at retry_usec */
+        AUTO_TRYING,   /* a larger size written, in probation */
+        AUTO_SETTLED,  /* nothing left to try (until the ceiling ages out) */
+        _AUTO_PHASE_MAX,
+        _AUTO_PHASE_INVALID = -1,
+} AutoPhase;
+
+typedef struct AutoSearch {
+        uint32_t min, max; /* the bounds it runs under: others start it over */
+        AutoPhase phase;
+        uint32_t proven;
+        uint64_t proven_packets; /* the packets above the size before it that proved it (0: min) */
+        uint32_t trying;         /* AUTO_TRYING: the size in probation */
+        uint32_t ceiling;        /* the lowest size that tripped; 0: none (the bound is `max`) */
+        uint64_t ceiling_usec;   /* CLOCK_REALTIME: when it tripped */
+        char ceiling_counter[AUTO_COUNTER_MAX]; /* the guard's counter that rose */
+        uint64_t ceiling_rise;
+        uint64_t retry_usec;     /* AUTO_IDLE: CLOCK_REALTIME of the next watch */
+        uint64_t idle_wait_usec; /* the wait after the last idle watch */
+        unsigned steps, trips;   /* proven steps and trips of this search, since it began */
+} AutoSearch;
+
+const char *auto_phase_to_string(AutoPhase p);
+AutoPhase auto_phase_from_string(const char *s);
+
+/* Begin the search, or begin it again when `b` moves its bounds: the proven size is `hint` (the
+ * largest size proven on the device before, 0: none) within the bounds, or min; no ceiling. A
+ * search under the same bounds is left as it is. True when it (re)began. */
+bool auto_search_begin(AutoSearch *s, const AutoBounds *b, uint32_t hint);
+/* Time passed: a ceiling older than its age goes (a settled search watches again), an idle one
+ * is watched again once its wait is over. True when the phase changed. */
+bool auto_search_tick(AutoSearch *s, const AutoBounds *b, uint64_t now_usec);
+/* The size the next step would try; 0 when there is none (settled). */
+uint32_t auto_search_next(const AutoSearch *s);
+/* The size the device should hold now: the one tried, else the proven one. */
+static inline uint32_t auto_search_target(const AutoSearch *s) {
+        return s->phase == AUTO_TRYING ? s->trying : s->proven;
+}
+/* Whether the engine should watch the device now (a watch or a step's window), and what length of
+ * packet the watch counts beyond: for a step, the proven size and a link-layer header (proof);
+ * else within 1/16 of the proven size (demand). */
+bool auto_search_wants_watch(const AutoSearch *s);
+uint32_t auto_search_count_above(const AutoSearch *s);
+/* A watch of the proven size ended with `packets` counted above auto_search_count_above(): busy
+ * (AUTO_DEMAND_MIN) steps (AUTO_TRYING), idle waits (AUTO_IDLE, doubling), nothing left settles.
+ * Ignored in any other phase. */
+void auto_search_watched(AutoSearch *s, const AutoBounds *b, uint64_t packets, uint64_t now_usec);
+/* The step's window passed with `packets` counted above the proven size: AUTO_PROOF_MIN of them
+ * prove it (and show traffic that fills it: the next step follows at once, or it settles);
+ * fewer prove nothing and it goes back to the proven size, as idle. Ignored unless trying. */
+void auto_search_passed(AutoSearch *s, const AutoBounds *b, uint64_t packets, uint64_t now_usec);
+/* A guard tripped in the step's window (`counter` rose by `rise`): back to the proven size, the
+ * tried size is the ceiling, and a watch comes before the next step. Ignored unless trying. */
+void auto_search_tripped(AutoSearch *s, const AutoBounds *b, const char *counter, uint64_t rise,
+                         uint64_t now_usec);
+
+/* Where the search stands, in words: "auto: proven 131072 by 8123 big packets, trying 185000,
+ * ceiling 524280", "auto: settled at 150000 (160000 tripped Tcp.RetransSegs +412)". */
+const char *auto_search_format(const AutoSearch *s, uint64_t now_usec, char *buf, size_t size);

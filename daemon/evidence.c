@@ -84,6 +84,22 @@ void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_
         c->by_family[f]++;
 }
 
+void evidence_count_above(EvidenceCounts *c, const uint32_t above_len[static SIZES_COUNT], bool outgoing,
+                          uint16_t protocol, uint32_t len) {
+        unsigned i = (protocol == ETH_P_IP ? 2u : 0u) + (outgoing ? 0u : 1u);
+
+        if (above_len[i] != 0 && len > above_len[i])
+                c->above[i]++;
+}
+
+int evidence_count_above_from_now(Device *d, const uint32_t above_len[static SIZES_COUNT]) {
+        if (!d->evidence)
+                return -ENOENT;
+        memcpy(d->evidence->above_len, above_len, sizeof(d->evidence->above_len));
+        memset(d->evidence->counts.above, 0, sizeof(d->evidence->counts.above));
+        return 0;
+}
+
 EvidenceVerdict evidence_judge(const EvidenceCounts *c, unsigned raised, unsigned *ret_quiet) {
         unsigned quiet = 0, shown = 0;
 
@@ -174,6 +190,8 @@ static void read_ring(Evidence *ev) {
                         sll = (const struct sockaddr_ll *) (block + off + sll_off);
                         evidence_count(&ev->counts, sll->sll_pkttype == PACKET_OUTGOING, ntohs(sll->sll_protocol),
                                        h->tp_len);
+                        evidence_count_above(&ev->counts, ev->above_len, sll->sll_pkttype == PACKET_OUTGOING,
+                                             ntohs(sll->sll_protocol), h->tp_len);
                         if (h->tp_next_offset == 0)
                                 break;
                         off += h->tp_next_offset;

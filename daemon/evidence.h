@@ -80,6 +80,10 @@ typedef struct EvidenceCounts {
         uint64_t by_family[_EVIDENCE_FAMILY_MAX];
         uint64_t full[_EVIDENCE_FAMILY_MAX]; /* at the old ceiling, of the 1/EVIDENCE_FULL_SAMPLE passed */
         uint64_t missed; /* big packets the socket had no room for: direction and family unknown */
+        /* for `auto` (auto-size.h), per size (sizes.h's order: GSO IPv6 = sent IPv6, GRO IPv6 =
+         * received IPv6, and the same for IPv4): the packets of its direction and family longer
+         * than Evidence.above_len[i], since that was set */
+        uint64_t above[SIZES_COUNT];
 } EvidenceCounts;
 
 typedef enum EvidenceVerdict {
@@ -101,6 +105,7 @@ typedef struct Evidence {
         unsigned raised;  /* 1 << EvidenceFamily: the families its sizes raised in that window */
         unsigned quiet;   /* … and those of them not in effect (full-size packets, no big one) */
         bool logged;      /* "not effective" was logged; again only after an effective window */
+        uint32_t above_len[SIZES_COUNT]; /* counts.above[i] counts packets longer; 0: not counted */
 
         /* while watched */
         int fd; /* -1: not watched, or waiting for a socket */
@@ -121,6 +126,11 @@ unsigned evidence_raised(const Sizes *s, bool ipv4);
 /* Account one packet that passed the filter: `outgoing` from the packet type, `protocol` the
  * ethertype (host order), `len` its length before the cut. */
 void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_t len);
+
+/* The same packet for counts.above: which size's direction and family it is of, and whether it is
+ * longer than that size's `above_len` (0: that size is not counted). */
+void evidence_count_above(EvidenceCounts *c, const uint32_t above_len[static SIZES_COUNT], bool outgoing,
+                          uint16_t protocol, uint32_t len);
 
 /* The verdict of a window (pure), from its counts and the families raised; *ret_quiet gets the
  * raised families not in effect. */
@@ -165,6 +175,9 @@ static inline bool evidence_watching(const Device *d) {
         return d->evidence && (d->evidence->fd >= 0 || d->evidence->waiting);
 }
 size_t evidence_watched(const EvidenceSet *s);
+/* Count d's packets longer than above_len[i] for size i from now (counts.above from 0); d is
+ * watched (its record exists). -ENOENT when it has no record. */
+int evidence_count_above_from_now(Device *d, const uint32_t above_len[static SIZES_COUNT]);
 
 /* Read what is queued on every watched socket now (tests, and before a verdict). */
 void evidence_drain(EvidenceSet *s);

@@ -5,6 +5,7 @@
 #include <net/if.h>
 
 #include "apply.h"
+#include "auto-apply.h"
 #include "intern.h"
 #include "ethtool.h"
 #include "guard.h"
@@ -182,6 +183,69 @@ static void throttle(Engine *e, Device *d) {
                 (void) evtimer_add(e->throttle_timer, &tv);
 }
 
+/* ---- `auto`: its timer and the ends of its watches ---- */
+
+static void on_auto_timer(evutil_socket_t fd, short what, void *userdata);
+
+/* The timer at the earliest search due: an idle watch, an aged ceiling, a target changed. */
+static void auto_arm(Engine *e) {
+        uint64_t due = UINT64_MAX, now = clock_now(e->clock, CLOCK_REALTIME);
+        Device *d;
+
+        DEVICE_FOREACH(d, &e->devices, it) {
+                uint64_t t = auto_apply_due(d);
+                if (t < due)
+                        due = t;
+        }
+        if (due == UINT64_MAX) {
+                if (e->auto_timer)
+                        evtimer_del(e->auto_timer);
+                return;
+        }
+        if (!e->auto_timer && !(e->auto_timer = evtimer_new(e->base, on_auto_timer, e))) {
+                log_warning("auto: no memory for its timer: searches wait for the next reconcile");
+                return;
+        }
+        uint64_t left = due > now ? due - now : 0;
+        struct timeval tv = {.tv_sec = (time_t) (left / USEC_PER_SEC), .tv_usec = (suseconds_t) (left % USEC_PER_SEC)};
+        (void) evtimer_add(e->auto_timer, &tv);
+}
+
+static void on_auto_timer(evutil_socket_t fd, short what, void *userdata) {
+        Engine *e = userdata;
+        Device *d;
+
+        DEVICE_FOREACH(d, &e->devices, it)
+                if (auto_apply_tick(e, d))
+                        apply_reconcile(e, d, REASON_SYNC);
+        apply_flush(e);
+        auto_arm(e);
+}
+
+/* A watch the search asked for ended: reconciled from the timer, never inside the emitter (a
+ * watch also ends inside a rollback or a give-back). */
+static void on_auto_event(const Event *ev, void *userdata) {
+        Engine *e = userdata;
+        Device *d;
+
+        if (ev->type != EVENT_EVIDENCE || !ev->device)
+                return;
+        d = device_get(&e->devices, ev->device->ifindex);
+        if (d != ev->device || !d->autosize)
+                return;
+        (void) auto_apply_watch_ended(e, d);
+        auto_arm(e); /* a step at once, or the next watch of an idle device */
+}
+
+static void auto_at_policy(Engine *e, Device *d, const Policy *p) {
+        if (!d->autosize)
+                return;
+        if (!e->auto_watch_id)
+                e->auto_watch_id = event_watch_add(&e->events, on_auto_event, e);
+        auto_apply_at_policy(e, d, p);
+        auto_arm(e);
+}
+
 /* ---- reconcile ---- */
 
 /* No policy wants the device (or none it can have): what bigtcpd wrote goes back. */
@@ -281,6 +345,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         }
         compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size,
                         e->ipv4_supported, &want);
+        auto_apply_desired(e, d, p, &want);
         if (want.ipv4_unsupported)
                 log_dev_debug(d, "policy \"%s\" sets IPv4 sizes, but this kernel has none: IPv4 part unsupported", p->name);
         if (want.families == 0) {
@@ -302,6 +367,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                         log_dev_debug(d, "at the policy's sizes (%s)",
                                       sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
                 lifecycle_at_policy(e, d, &want.sizes, want.owned);
+                auto_at_policy(e, d, p);
                 return;
         }
         if (d->life.state == DEVICE_FAILED && sizes_equal(&want.sizes, &device_history_get(d)->failed_desired, e->ipv4_supported))
@@ -371,7 +437,7 @@ void apply_flush(Engine *e) {
 
 /* ---- rollback and retry ---- */
 
-int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
+static int roll_back(Engine *e, Device *d, const RollbackRecord *why, bool halt) {
         char buf[256];
         int r;
 
@@ -402,8 +468,13 @@ int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
                                                     .ipv4 = e->ipv4_supported, .counter = "operator"),
                                      "rolling back on request to %s, the sizes before bigtcpd's last change",
                                      sizes_format(&rec->to, e->ipv4_supported, buf, sizeof(buf)));
-        halt_rollout(e, d);
+        if (halt)
+                halt_rollout(e, d);
         return 0;
+}
+
+int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
+        return roll_back(e, d, why, true);
 }
 
 int apply_retry(Engine *e, Device *d) {
@@ -467,6 +538,8 @@ static void on_write_done(void *userdata, Device *d, int error, const char *exta
         lifecycle_write_answered(e, d, error, extack, lost);
         if (lost)
                 return; /* reconsidered once the kernel is read again */
+        if (error >= 0 && d->life.state == DEVICE_PROBATION)
+                auto_apply_window_begins(e, d); /* the window's packets may prove an auto step */
         /* The policy may want something else by now; a device rolled back meanwhile goes back. */
         apply_reconcile(e, d, REASON_LINK);
         engine_check_settled(e);
@@ -501,20 +574,27 @@ static void on_passed(void *userdata, Device *d) {
                      (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
                      sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
         lifecycle_passed(e, d);
+        if (auto_apply_passed(e, d))
+                apply_reconcile(e, d, REASON_SYNC); /* the search's next step */
         apply_flush(e);
+        auto_arm(e);
 }
 
 static void on_tripped(void *userdata, Device *d, const RollbackRecord *why) {
         Engine *e = userdata;
         _cleanup_(rollback_record_freep) RollbackRecord *copy = NULL;
 
+        /* a step of `auto` that tripped is the search's answer: back, but no halt */
+        bool step = auto_apply_tripped(e, d, why);
+
         /* the record's strings belong to d's probation, which the rollback ends */
         if (rollback_record_copy(why, &copy) < 0) {
                 log_dev_error(d, "a guard tripped, but there is no memory to record it; rolling back anyway");
-                (void) apply_rollback(e, d, &(RollbackRecord){.counter = (char *) "?"});
+                (void) roll_back(e, d, &(RollbackRecord){.counter = (char *) "?"}, !step);
         } else
-                (void) apply_rollback(e, d, copy);
+                (void) roll_back(e, d, copy, !step);
         apply_flush(e);
+        auto_arm(e);
 }
 
 static void on_probation_changed(void *userdata, Device *d) {

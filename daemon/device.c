@@ -138,6 +138,7 @@ void device_free(Device *d) {
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
         free(d->evidence); /* its watch, if any, was stopped by its owner (evidence_forget()) */
+        free(d->autosize);
         pool_free(&device_pool, d);
 }
 

@@ -301,6 +301,9 @@ struct Device {
         /* ---- evidence.c: allocated the first time it is watched, freed with it ---- */
         struct Evidence *evidence;
 
+        /* ---- auto-apply.c: the searches of `auto` (NULL: none of its sizes is `auto`), freed with it ---- */
+        struct AutoDevice *autosize;
+
         /* ---- rollout.c ---- */
         struct {
                 struct Rollout *of;

@@ -49,6 +49,8 @@ void engine_free(Engine *e) {
                 event_free(e->throttle_timer);
         if (e->state_retry_event)
                 event_free(e->state_retry_event);
+        if (e->auto_timer)
+                event_free(e->auto_timer);
         device_table_done(&e->devices);
         strv_free(e->guard_warnings);
         event_list_done(&e->events);

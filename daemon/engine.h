@@ -86,6 +86,8 @@ typedef struct Engine {
         struct event *throttle_timer;    /* apply.c: the end of a put-back throttle */
         struct event *state_retry_event; /* apply.c: the state file is written again */
         bool advancing_rollouts;         /* apply.c: a walk over the waiting devices runs */
+        struct event *auto_timer;        /* apply.c: the next idle watch or aged ceiling of `auto` */
+        unsigned auto_watch_id;          /* apply.c: the ends of the watches `auto` asked for */
 } Engine;
 
 /* `transport` sends requests; `writer_ops` and `probation_ops` are the decisions above that

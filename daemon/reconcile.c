@@ -45,7 +45,7 @@ static uint32_t resolve(const SizeSpec *s, uint32_t current, uint32_t limit, uns
         return v;
 }
 
-static const SizeSpec *spec_of(const Policy *p, unsigned i) {
+const SizeSpec *policy_size_spec(const Policy *p, unsigned i) {
         static const SizeSpec unset = {.kind = SIZE_UNSET};
         const FamilySpec *f = i < 2 ? &p->ipv6 : &p->ipv4;
 
@@ -58,13 +58,13 @@ unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported) {
         unsigned owned = 0;
 
         for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if (spec_of(p, i)->kind != SIZE_UNSET && (i < 2 || ipv4_supported))
+                if (policy_size_spec(p, i)->kind != SIZE_UNSET && (i < 2 || ipv4_supported))
                         owned |= 1u << i;
         return owned;
 }
 
 uint32_t policy_size_asked(const Policy *p, unsigned i) {
-        const SizeSpec *s = spec_of(p, i);
+        const SizeSpec *s = policy_size_spec(p, i);
         switch (s->kind) {
         case SIZE_BYTES:
                 return s->bytes;
@@ -81,7 +81,7 @@ uint64_t policy_sizes_digest(const Policy *p) {
         uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
 
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                const SizeSpec *s = spec_of(p, i);
+                const SizeSpec *s = policy_size_spec(p, i);
                 uint64_t v[4] = {(uint64_t) s->kind, s->kind == SIZE_BYTES ? s->bytes : 0,
                                  s->kind == SIZE_AUTO ? ((uint64_t) s->auto_min << 32 | s->auto_max) : 0,
                                  s->kind == SIZE_AUTO ? s->ceiling_age_usec : 0};
@@ -113,7 +113,7 @@ void compute_desired(const Policy *p, const Sizes *current, const Sizes *origina
                 /* a size bigtcpd owns that this policy leaves out goes back */
                 bool give_back = (written & ~d.owned) & (1u << i);
                 uint32_t base = give_back ? sizes_get(original, i) : sizes_get(current, i);
-                *sizes_at(&d.sizes, i) = resolve(spec_of(p, i), base, limit_of(i, gso_max), clamp_bit[i], &d.clamped);
+                *sizes_at(&d.sizes, i) = resolve(policy_size_spec(p, i), base, limit_of(i, gso_max), clamp_bit[i], &d.clamped);
         }
         if (d.owned & SIZE_BITS_IPV6)
                 d.families |= FAMILY_IPV6;

@@ -25,6 +25,8 @@ typedef struct Desired {
 /* The largest GSO size the device takes. tso_max_size 0 means the kernel did not say. */
 uint32_t gso_limit(uint32_t tso_max_size);
 
+/* What `p` says of size `i` (0..3); SIZE_UNSET when it leaves it out. */
+const SizeSpec *policy_size_spec(const Policy *p, unsigned i);
 /* The sizes `p` names (SizeMask), of those the kernel has. */
 unsigned policy_owned_sizes(const Policy *p, bool ipv4_supported);
 /* What `p` asks of size `i` (0..3) in bytes, before clamping: 0 when it leaves the size out or

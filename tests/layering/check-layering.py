@@ -23,7 +23,7 @@ LAYERS = [
               'packet-maker', 'auto-size']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
-    ('decisions', ['lifecycle', 'apply']),
+    ('decisions', ['auto-apply', 'lifecycle', 'apply']),
     ('kernel side', ['sync']),
     ('namespace', ['namespace']),
     ('policy reload', ['reload', 'try']),

@@ -1,0 +1,293 @@
+/* auto-apply.c — the searches of `auto` on the engine's devices: bounds for the device, targets
+ * into the policy's sizes, the evidence each one counts, and the journal's one line per step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auto-apply.h"
+#include "evidence.h"
+#include "log.h"
+
+#define AUTO_IDLE_WAIT_DEFAULT_USEC (30 * USEC_PER_SEC) /* a policy without a window */
+
+static uint64_t realtime(const Engine *e) {
+        return clock_now(e->clock, CLOCK_REALTIME);
+}
+
+static void resolve_bounds(const Device *d, const Policy *p, const SizeSpec *spec, unsigned i, AutoBounds *ret) {
+        uint32_t limit = size_limit(i, d->tso_max_size);
+        uint32_t max = spec->auto_max != 0 && spec->auto_max < limit ? spec->auto_max : limit;
+
+        *ret = (AutoBounds){
+                .min = spec->auto_min < max ? spec->auto_min : max,
+                .max = max,
+                .ceiling_age_usec = spec->ceiling_age_usec,
+                .idle_wait_usec = p->rollback.window_usec > 0 ? p->rollback.window_usec : AUTO_IDLE_WAIT_DEFAULT_USEC,
+        };
+}
+
+/* The largest size `i` that passed a window on the device before (0: none). */
+static uint32_t proven_before(const Device *d, unsigned i) {
+        uint32_t best = 0;
+
+        for (size_t k = 0; k < d->record.proven.n; k++) {
+                uint32_t v = sizes_get(&d->record.proven.items[k], i);
+                if (v > best)
+                        best = v;
+        }
+        return best;
+}
+
+void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
+        unsigned n = e->ipv4_supported ? SIZES_COUNT : 2, mask = 0;
+        AutoDevice *a = d->autosize;
+        uint64_t now = realtime(e);
+
+        for (unsigned i = 0; i < n; i++)
+                if (policy_size_spec(p, i)->kind == SIZE_AUTO && (want->owned & (1u << i)))
+                        mask |= 1u << i;
+        if (mask == 0) {
+                if (a) {
+                        log_dev_info(d, "auto: no size of it is searched any more");
+                        free(a);
+                        d->autosize = NULL;
+                        state_store_mark(e->state, d);
+                }
+                return;
+        }
+        if (!a) {
+                a = d->autosize = calloc(1, sizeof(*a));
+                if (!a) {
+                        log_dev_warning(d, "auto: no memory for its search; it stays at the policy's min");
+                        return;
+                }
+        }
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                AutoSearch *s = &a->size[i];
+                char buf[256];
+
+                if (!(mask & (1u << i))) {
+                        *s = (AutoSearch){};
+                        continue;
+                }
+                resolve_bounds(d, p, policy_size_spec(p, i), i, &a->bounds[i]);
+                if (auto_search_begin(s, &a->bounds[i], proven_before(d, i))) {
+                        log_dev_info(d, "auto: %s searched from %u (bounds %u..%u): %s", size_name(i), s->proven,
+                                     a->bounds[i].min, a->bounds[i].max,
+                                     auto_search_format(s, now, buf, sizeof(buf)));
+                        state_store_mark(e->state, d);
+                }
+                if (auto_search_tick(s, &a->bounds[i], now))
+                        state_store_mark(e->state, d);
+                *sizes_at(&want->sizes, i) = auto_search_target(s);
+        }
+        a->sizes = mask;
+}
+
+/* What each size counts in the watch that begins: above the proven size while stepping, within
+ * 1/16 of it while waiting for traffic. */
+static int count_from_now(Device *d) {
+        uint32_t above[SIZES_COUNT] = {};
+        AutoDevice *a = d->autosize;
+
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if ((a->sizes & (1u << i)) && auto_search_wants_watch(&a->size[i]))
+                        above[i] = auto_search_count_above(&a->size[i]);
+        return evidence_count_above_from_now(d, above);
+}
+
+void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
+        AutoDevice *a = d->autosize;
+        bool wants = false;
+        int r;
+
+        if (!a || d->life.state != DEVICE_APPLIED || d->probation || a->demand_watch || evidence_watching(d))
+                return;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if ((a->sizes & (1u << i)) && a->size[i].phase == AUTO_WATCHING)
+                        wants = true;
+        if (!wants)
+                return;
+        r = evidence_watch(e->evidence, d, a->bounds[__builtin_ctz(a->sizes)].idle_wait_usec);
+        if (r >= 0)
+                r = count_from_now(d);
+        if (r < 0) {
+                /* no watch, no proof: the search waits as for an idle device */
+                log_dev_debug(d, "auto: cannot watch its traffic (%s); waiting", r == -EOPNOTSUPP ? "counting is off"
+                                                                                : r == -EUSERS ? "too many watched"
+                                                                                               : strerror(-r));
+                for (unsigned i = 0; i < SIZES_COUNT; i++)
+                        if (a->sizes & (1u << i))
+                                auto_search_watched(&a->size[i], &a->bounds[i], 0, realtime(e));
+                state_store_mark(e->state, d);
+                return;
+        }
+        a->demand_watch = true;
+        log_dev_debug(d, "auto: watching for traffic that fills its proven sizes");
+        (void) p;
+}
+
+void auto_apply_window_begins(Engine *e, Device *d) {
+        if (!d->autosize || !d->evidence)
+                return;
+        d->autosize->demand_watch = false; /* the window's watch counts for it too */
+        (void) count_from_now(d);
+}
+
+static const uint64_t *above_counts(Engine *e, Device *d) {
+        static const uint64_t none[SIZES_COUNT];
+
+        if (!d->evidence)
+                return none;
+        evidence_drain(e->evidence);
+        return d->evidence->counts.above;
+}
+
+/* The journal's one line for a step of size i (before: as it was). */
+static void log_step(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets) {
+        const AutoSearch *s = &d->autosize->size[i];
+        char buf[256];
+
+        auto_search_format(s, realtime(e), buf, sizeof(buf));
+        if (before->phase == AUTO_TRYING && s->proven == before->trying)
+                log_dev_info(d, "auto: %s %u proven by %llu big packets; %s", size_name(i), s->proven,
+                             (unsigned long long) packets, buf);
+        else if (before->phase == AUTO_TRYING && s->ceiling == before->trying)
+                log_dev_notice(d, "auto: %s %u tripped %s +%llu: back to %u; %s", size_name(i), before->trying,
+                               s->ceiling_counter, (unsigned long long) s->ceiling_rise, s->proven, buf);
+        else if (before->phase == AUTO_TRYING)
+                log_dev_info(d, "auto: %s %u not proven: %llu packets above %u in its window (%llu needed); back to %u; %s",
+                             size_name(i), before->trying, (unsigned long long) packets, before->proven,
+                             (unsigned long long) AUTO_PROOF_MIN, s->proven, buf);
+        else if (s->phase == AUTO_TRYING)
+                log_dev_info(d, "auto: %s busy at %u (%llu packets fill it); %s", size_name(i), s->proven,
+                             (unsigned long long) packets, buf);
+        else
+                log_dev_debug(d, "auto: %s: %s", size_name(i), buf);
+}
+
+bool auto_apply_passed(Engine *e, Device *d) {
+        AutoDevice *a = d->autosize;
+        bool changed = false;
+
+        if (!a)
+                return false;
+        const uint64_t *above = above_counts(e, d);
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                AutoSearch *s = &a->size[i], before = *s;
+
+                if (!(a->sizes & (1u << i)))
+                        continue;
+                if (s->phase == AUTO_TRYING)
+                        auto_search_passed(s, &a->bounds[i], above[i], realtime(e));
+                else if (s->phase == AUTO_WATCHING)
+                        auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
+                else
+                        continue;
+                log_step(e, d, i, &before, above[i]);
+                changed = changed || auto_search_target(s) != auto_search_target(&before);
+        }
+        a->demand_watch = false;
+        state_store_mark(e->state, d);
+        return changed;
+}
+
+bool auto_apply_tripped(Engine *e, Device *d, const RollbackRecord *why) {
+        AutoDevice *a = d->autosize;
+        bool stepping = false;
+
+        if (!a)
+                return false;
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                AutoSearch *s = &a->size[i], before = *s;
+
+                if (!(a->sizes & (1u << i)) || s->phase != AUTO_TRYING)
+                        continue;
+                auto_search_tripped(s, &a->bounds[i], why ? why->counter : NULL, why ? why->rise : 0, realtime(e));
+                log_step(e, d, i, &before, 0);
+                stepping = true;
+        }
+        if (stepping)
+                state_store_mark(e->state, d);
+        return stepping;
+}
+
+bool auto_apply_watch_ended(Engine *e, Device *d) {
+        AutoDevice *a = d->autosize;
+        bool changed = false;
+
+        if (!a || !a->demand_watch || evidence_watching(d))
+                return false;
+        a->demand_watch = false;
+        const uint64_t *above = d->evidence ? d->evidence->counts.above : (const uint64_t[SIZES_COUNT]){};
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                AutoSearch *s = &a->size[i], before = *s;
+
+                if (!(a->sizes & (1u << i)) || s->phase != AUTO_WATCHING)
+                        continue;
+                auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
+                log_step(e, d, i, &before, above[i]);
+                changed = changed || auto_search_target(s) != auto_search_target(&before);
+        }
+        a->pending = a->pending || changed;
+        state_store_mark(e->state, d);
+        return changed;
+}
+
+bool auto_apply_tick(Engine *e, Device *d) {
+        AutoDevice *a = d->autosize;
+        bool changed;
+
+        if (!a)
+                return false;
+        changed = a->pending;
+        a->pending = false;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if ((a->sizes & (1u << i)) && auto_search_tick(&a->size[i], &a->bounds[i], realtime(e)))
+                        changed = true;
+        if (changed)
+                state_store_mark(e->state, d);
+        return changed;
+}
+
+uint64_t auto_apply_due(const Device *d) {
+        const AutoDevice *a = d->autosize;
+        uint64_t due = UINT64_MAX;
+
+        if (!a)
+                return due;
+        if (a->pending)
+                return 0;
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                const AutoSearch *s = &a->size[i];
+
+                if (!(a->sizes & (1u << i)))
+                        continue;
+                if (s->phase == AUTO_IDLE && s->retry_usec < due)
+                        due = s->retry_usec;
+                if (s->ceiling != 0 && s->ceiling_usec + a->bounds[i].ceiling_age_usec < due)
+                        due = s->ceiling_usec + a->bounds[i].ceiling_age_usec;
+        }
+        return due;
+}
+
+const char *auto_apply_format(const Engine *e, const Device *d, char *buf, size_t size) {
+        const AutoDevice *a = d->autosize;
+        size_t o = 0;
+
+        if (!a || a->sizes == 0)
+                return NULL;
+        buf[0] = '\0';
+        for (unsigned i = 0; i < SIZES_COUNT && o + 1 < size; i++) {
+                char one[256];
+
+                if (!(a->sizes & (1u << i)))
+                        continue;
+                int n = snprintf(buf + o, size - o, "%s%s %s", o ? "; " : "", size_name(i),
+                                 auto_search_format(&a->size[i], realtime(e), one, sizeof(one)));
+                if (n < 0)
+                        break;
+                o += (size_t) n < size - o ? (size_t) n : size - o - 1;
+        }
+        return buf;
+}

@@ -674,6 +674,13 @@ void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
                 lifecycle_resume(e, d, s);
                 if (d->probation)
                         log_dev_info(d, "resuming probation begun by an earlier run");
+                if (s->autosize) {
+                        /* the searches go on where they were; a step whose window was cut short
+                         * has lost its count of packets and proves nothing */
+                        free(d->autosize);
+                        d->autosize = TAKE_PTR(s->autosize);
+                        log_dev_info(d, "resuming its search of auto");
+                }
         }
         probation_arm(e->probation);
         state_store_compact(e->state);

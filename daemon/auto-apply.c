@@ -96,6 +96,8 @@ static int count_from_now(Device *d) {
         return evidence_count_above_from_now(d, above);
 }
 
+static void log_step(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets);
+
 void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
         AutoDevice *a = d->autosize;
         bool wants = false;
@@ -103,9 +105,24 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
 
         if (!a || d->life.state != DEVICE_APPLIED || d->probation || a->demand_watch || evidence_watching(d))
                 return;
-        for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if ((a->sizes & (1u << i)) && a->size[i].phase == AUTO_WATCHING)
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                AutoSearch *s = &a->size[i], before = *s;
+
+                if (!(a->sizes & (1u << i)))
+                        continue;
+                if (s->phase == AUTO_TRYING) {
+                        /* its window is over without a verdict this run saw (an earlier run's,
+                         * stopped in it, resumed without it): not proven */
+                        auto_search_passed(s, &a->bounds[i], 0, realtime(e));
+                        log_step(e, d, i, &before, 0);
+                        a->pending = true;
+                        state_store_mark(e->state, d);
+                }
+                if (s->phase == AUTO_WATCHING)
                         wants = true;
+        }
+        if (a->pending)
+                return; /* back to the proven sizes first */
         if (!wants)
                 return;
         r = evidence_watch(e->evidence, d, a->bounds[__builtin_ctz(a->sizes)].idle_wait_usec);

@@ -9,13 +9,6 @@
 #include "engine.h"
 #include "reconcile.h"
 
-typedef struct AutoDevice {
-        AutoSearch size[SIZES_COUNT];
-        AutoBounds bounds[SIZES_COUNT]; /* as resolved at the last reconcile */
-        unsigned sizes;                 /* SizeMask: the sizes searched */
-        bool demand_watch;              /* a watch of the proven sizes runs, asked by the search */
-        bool pending;                   /* its target changed outside a reconcile: apply.c's timer reconciles it */
-} AutoDevice;
 
 /* What `p` asks of `d` (compute_desired()'s `want`): each size set to `auto` gets its search's
  * target; a search begins (again) when its bounds are new. A device that no longer has any loses

@@ -56,6 +56,8 @@ uint32_t auto_search_next(const AutoSearch *s) {
         if (s->ceiling == 0)
                 /* nothing tripped: the bound itself, which a clean path takes in the fewest steps */
                 t = s->max;
+        else if (s->reprobe)
+                t = s->ceiling; /* aged: is the path mended? */
         else {
                 if (s->ceiling <= p || s->ceiling - p <= p >> AUTO_STOP_SHIFT)
                         return 0;
@@ -106,11 +108,11 @@ bool auto_search_tick(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
         AutoPhase was = s->phase;
 
         /* a clock that went back (CLOCK_REALTIME is set by others) never makes a ceiling older */
-        if (s->ceiling != 0 && now_usec >= s->ceiling_usec && now_usec - s->ceiling_usec >= b->ceiling_age_usec) {
-                s->ceiling = 0;
-                s->ceiling_usec = 0;
-                s->ceiling_counter[0] = '\0';
-                s->ceiling_rise = 0;
+        if (s->ceiling != 0 && !s->reprobe && now_usec >= s->ceiling_usec &&
+            now_usec - s->ceiling_usec >= b->ceiling_age_usec) {
+                /* the ceiling itself is tried once more; it ages again from now */
+                s->reprobe = true;
+                s->ceiling_usec = now_usec;
                 if (s->phase == AUTO_SETTLED && auto_search_next(s) != 0)
                         s->phase = AUTO_WATCHING;
         }
@@ -146,6 +148,14 @@ void auto_search_passed(AutoSearch *s, const AutoBounds *b, uint64_t packets, ui
         s->proven = s->trying;
         s->proven_packets = packets;
         s->steps++;
+        if (s->ceiling != 0 && s->proven >= s->ceiling) {
+                /* the aged ceiling passed: the path is mended, nothing above is known to trip */
+                s->ceiling = 0;
+                s->ceiling_usec = 0;
+                s->ceiling_counter[0] = '\0';
+                s->ceiling_rise = 0;
+                s->reprobe = false;
+        }
         s->trying = 0;
         s->idle_wait_usec = 0;
         step_or_settle(s);
@@ -161,6 +171,7 @@ void auto_search_tripped(AutoSearch *s, const AutoBounds *b, const char *counter
                 s->ceiling_rise = rise;
         }
         s->ceiling_usec = now_usec; /* ages from its last trip */
+        s->reprobe = false;
         s->trips++;
         s->trying = 0;
         s->phase = auto_search_next(s) == 0 ? AUTO_SETTLED : AUTO_WATCHING;

@@ -8,12 +8,14 @@
  * a larger size: the bound itself while nothing tripped, else halfway to the ceiling; never more
  * than twice the proven size (TCP's path MTU probing: a failed probe costs much more than a good
  * one). It settles when the proven size is the bound, or the ceiling is within 1/2^AUTO_STOP_SHIFT
- * of it. A device steps only when busy: a watch of its proven size saw packets filling it. */
+ * of it. A ceiling that aged is tried again once, by itself. A device steps only when busy: a watch of its proven size saw packets filling it. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "sizes.h"
 
 /* Settled when ceiling - proven <= proven >> AUTO_STOP_SHIFT: below 1/16 of the size a step saves
  * under 6 % of the packets (a flow's packets fall as 1/size) and costs a window and maybe a trip;
@@ -62,10 +64,22 @@ typedef struct AutoSearch {
         uint64_t ceiling_usec;   /* CLOCK_REALTIME: when it tripped */
         char ceiling_counter[AUTO_COUNTER_MAX]; /* the guard's counter that rose */
         uint64_t ceiling_rise;
+        bool reprobe;            /* the ceiling aged: the next step tries it once more */
         uint64_t retry_usec;     /* AUTO_IDLE: CLOCK_REALTIME of the next watch */
         uint64_t idle_wait_usec; /* the wait after the last idle watch */
         unsigned steps, trips;   /* proven steps and trips of this search, since it began */
 } AutoSearch;
+
+/* A device's searches, one for each size its policy sets to `auto` (Device.autosize). The
+ * searches are kept in the state file; the rest is this run's. */
+typedef struct AutoDevice {
+        AutoSearch size[SIZES_COUNT];
+        AutoBounds bounds[SIZES_COUNT]; /* as resolved at the last reconcile */
+        unsigned sizes;                 /* SizeMask: the sizes searched */
+        /* this run's (auto-apply.c) */
+        bool demand_watch;              /* a watch of the proven sizes runs, asked by the search */
+        bool pending;                   /* its target changed outside a reconcile: apply.c's timer reconciles it */
+} AutoDevice;
 
 const char *auto_phase_to_string(AutoPhase p);
 AutoPhase auto_phase_from_string(const char *s);
@@ -74,8 +88,10 @@ AutoPhase auto_phase_from_string(const char *s);
  * largest size proven on the device before, 0: none) within the bounds, or min; no ceiling. A
  * search under the same bounds is left as it is. True when it (re)began. */
 bool auto_search_begin(AutoSearch *s, const AutoBounds *b, uint32_t hint);
-/* Time passed: a ceiling older than its age goes (a settled search watches again), an idle one
- * is watched again once its wait is over. True when the phase changed. */
+/* Time passed: a ceiling older than its age is tried once more (a settled search watches again;
+ * passed, the ceiling goes and the search goes on up; tripped, it is the ceiling again, aging
+ * anew: one trip per age), an idle one is watched again once its wait is over. True when the
+ * phase changed. */
 bool auto_search_tick(AutoSearch *s, const AutoBounds *b, uint64_t now_usec);
 /* The size the next step would try; 0 when there is none (settled). */
 uint32_t auto_search_next(const AutoSearch *s);

@@ -12,6 +12,7 @@
 #include "counters.h"
 #include "durable.h"
 #include "log.h"
+#include "auto-size.h"
 #include "state.h"
 
 #define STATE_FILE "state.json"
@@ -198,6 +199,32 @@ static void out_rollback(Out *o, const RollbackRecord *r) {
         out_printf(o, "}");
 }
 
+/* The searches of `auto`, one object for each size searched. */
+static void out_auto(Out *o, const AutoDevice *a) {
+        bool first = true;
+
+        out_printf(o, ",\"auto\":[");
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                const AutoSearch *s = &a->size[i];
+
+                if (!(a->sizes & (1u << i)) || s->phase == AUTO_NEW)
+                        continue;
+                out_printf(o, "%s{\"size\":\"%s\",\"phase\":\"%s\",\"min\":%u,\"max\":%u,\"proven\":%u,"
+                              "\"proven_packets\":%llu,\"trying\":%u,\"ceiling\":%u,\"ceiling_usec\":%llu,\"counter\":",
+                           first ? "" : ",", size_name(i), auto_phase_to_string(s->phase), s->min, s->max, s->proven,
+                           (unsigned long long) s->proven_packets, s->trying, s->ceiling,
+                           (unsigned long long) s->ceiling_usec);
+                out_string(o, s->ceiling_counter);
+                out_printf(o, ",\"rise\":%llu,\"reprobe\":%s,\"retry_usec\":%llu,\"idle_wait_usec\":%llu,\"steps\":%u,"
+                              "\"trips\":%u}",
+                           (unsigned long long) s->ceiling_rise, s->reprobe ? "true" : "false",
+                           (unsigned long long) s->retry_usec, (unsigned long long) s->idle_wait_usec, s->steps,
+                           s->trips);
+                first = false;
+        }
+        out_printf(o, "]");
+}
+
 /* The sizes bigtcpd owns on the device, and those a write of its policy queued or in flight will
  * own once it lands: the entry saved before that write must have them given back should a kill
  * come after the write and before the entry saved after its ack. (Giving back a size the write
@@ -248,6 +275,8 @@ static void out_device(Out *o, const Device *d) {
                 out_probation(o, d->probation);
         if (device_history_get(d)->last_rollback)
                 out_rollback(o, d->history->last_rollback);
+        if (d->autosize)
+                out_auto(o, d->autosize);
         out_printf(o, "}");
 }
 
@@ -442,6 +471,7 @@ static int get_u32(json_object *o, const char *key, uint32_t *ret) {
 }
 
 void state_entries_free_one(StateEntry *e) {
+        free(e->autosize);
         free(e->ifname);
         free(e->kind);
         free(e->mac);
@@ -452,6 +482,7 @@ void state_entries_free_one(StateEntry *e) {
 
 void state_entries_free(StateEntry *e, size_t n) {
         for (size_t i = 0; e && i < n; i++) {
+                free(e[i].autosize);
                 free(e[i].ifname);
                 free(e[i].kind);
                 free(e[i].mac);
@@ -507,6 +538,63 @@ static const char *get_str(json_object *o, const char *key) {
         if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
                 return NULL;
         return json_object_get_string(v);
+}
+
+/* One search of `auto` read back; anything out of what a search can be drops it (it begins again). */
+static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch *ret) {
+        AutoSearch s = {};
+        const char *size = get_str(v, "size"), *counter = get_str(v, "counter");
+        unsigned index = SIZES_COUNT;
+        uint32_t steps, trips;
+
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (streq_ptr(size, size_name(i)))
+                        index = i;
+        s.phase = auto_phase_from_string(get_str(v, "phase"));
+        if (index == SIZES_COUNT || s.phase < 0 || s.phase == AUTO_NEW || get_u32(v, "min", &s.min) < 0 ||
+            get_u32(v, "max", &s.max) < 0 || get_u32(v, "proven", &s.proven) < 0 ||
+            get_u64(v, "proven_packets", &s.proven_packets) < 0 || get_u32(v, "trying", &s.trying) < 0 ||
+            get_u32(v, "ceiling", &s.ceiling) < 0 || get_u64(v, "ceiling_usec", &s.ceiling_usec) < 0 ||
+            get_u64(v, "rise", &s.ceiling_rise) < 0 || get_u64(v, "retry_usec", &s.retry_usec) < 0 ||
+            get_u64(v, "idle_wait_usec", &s.idle_wait_usec) < 0 || get_u32(v, "steps", &steps) < 0 ||
+            get_u32(v, "trips", &trips) < 0 || !counter || strlen(counter) >= sizeof(s.ceiling_counter))
+                return -EBADMSG;
+        if (s.min == 0 || s.min > s.max || s.max > STATE_SIZE_MAX || s.proven < s.min || s.proven > s.max ||
+            (s.phase == AUTO_TRYING && (s.trying <= s.proven || s.trying > s.max)) ||
+            (s.ceiling != 0 && (s.ceiling <= s.proven || s.ceiling > s.max)))
+                return -ERANGE;
+        snprintf(s.ceiling_counter, sizeof(s.ceiling_counter), "%s", counter);
+        s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
+        s.steps = steps;
+        s.trips = trips;
+        *ret_index = index;
+        *ret = s;
+        return 0;
+}
+
+static int auto_from_json(json_object *a, AutoDevice **ret) {
+        AutoDevice *d;
+
+        if (!json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        d = calloc(1, sizeof(*d));
+        if (!d)
+                return -ENOMEM;
+        for (size_t k = 0; k < json_object_array_length(a) && k < SIZES_COUNT; k++) {
+                AutoSearch s;
+                unsigned i;
+
+                if (auto_search_from_json(json_object_array_get_idx(a, k), &i, &s) < 0)
+                        continue;
+                d->size[i] = s;
+                d->sizes |= 1u << i;
+        }
+        if (d->sizes == 0) {
+                free(d);
+                return -EBADMSG;
+        }
+        *ret = d;
+        return 0;
 }
 
 static int probation_from_json(json_object *o, Probation **ret) {
@@ -684,6 +772,13 @@ static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *pa
         if (json_object_object_get_ex(e, "last_rollback", &pv) && json_object_is_type(pv, json_type_object) &&
             rollback_from_json(pv, &s->last_rollback) < 0)
                 goto oom;
+        if (json_object_object_get_ex(e, "auto", &pv)) {
+                r = auto_from_json(pv, &s->autosize);
+                if (r == -ENOMEM)
+                        goto oom;
+                if (r < 0)
+                        *partial = true, *why = "its searches of auto (dropped: they begin again)";
+        }
         return 0;
 oom:
         state_entries_free_one(s);

@@ -42,6 +42,7 @@ typedef struct StateEntry {
         Sizes held_desired;
         Probation *probation; /* in probation when the daemon stopped */
         RollbackRecord *last_rollback;
+        struct AutoDevice *autosize; /* the searches of `auto` (auto-size.h); NULL: none */
 } StateEntry;
 
 void state_entries_free(StateEntry *e, size_t n);

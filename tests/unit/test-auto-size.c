@@ -253,7 +253,8 @@ static void test_idle(void **state) {
         assert_int_equal(s.retry_usec, now + WINDOW);
 }
 
-/* A ceiling ages out: a settled search watches again and tries above it; until then it stays. A
+/* A ceiling ages out: a settled search watches again and tries the ceiling once more (one trip per
+ * age if the path is still broken; the search goes on up if it is mended); until then it stays. A
  * clock set back does not age it. */
 static void test_ceiling_ages_out(void **state) {
         AutoBounds b = full;
@@ -276,12 +277,37 @@ static void test_ceiling_ages_out(void **state) {
 
         assert_false(auto_search_tick(&s, &b, now + b.ceiling_age_usec - 1));
         assert_false(auto_search_tick(&s, &b, now - 7 * 24 * 3600 * SEC));
-        assert_int_equal(s.ceiling, 262144);
-        assert_true(auto_search_tick(&s, &b, now + b.ceiling_age_usec));
+        assert_false(s.reprobe);
+        now += b.ceiling_age_usec;
+        assert_true(auto_search_tick(&s, &b, now));
+        assert_int_equal(s.phase, AUTO_WATCHING);
+        assert_true(s.reprobe);
+        assert_int_equal(s.ceiling, 262144); /* kept: it is what is tried */
+        assert_int_equal(auto_search_next(&s), 262144);
+        assert_false(auto_search_tick(&s, &b, now + b.ceiling_age_usec)); /* once per age */
+
+        /* still broken: one trip, settled again, the ceiling aging from now */
+        AutoSearch broken = s;
+        auto_search_watched(&broken, &b, 100, now);
+        assert_int_equal(broken.trying, 262144);
+        auto_search_tripped(&broken, &b, "Tcp.RetransSegs", 9, now + WINDOW);
+        assert_int_equal(broken.phase, AUTO_SETTLED);
+        assert_int_equal(broken.ceiling, 262144);
+        assert_int_equal(broken.ceiling_usec, now + WINDOW);
+        assert_int_equal(broken.trips, s.trips + 1);
+        assert_false(broken.reprobe);
+        assert_false(auto_search_tick(&broken, &b, now + WINDOW + b.ceiling_age_usec - 1));
+        assert_true(auto_search_tick(&broken, &b, now + WINDOW + b.ceiling_age_usec));
+
+        /* mended: proven at the old ceiling, the ceiling goes, the search goes on up */
+        auto_search_watched(&s, &b, 100, now);
+        auto_search_passed(&s, &b, 500, now + WINDOW);
+        assert_int_equal(s.proven, 262144);
         assert_int_equal(s.ceiling, 0);
         assert_string_equal(s.ceiling_counter, "");
-        assert_int_equal(s.phase, AUTO_WATCHING);
-        assert_int_equal(auto_search_next(&s), 500000); /* twice the proven size, below the bound */
+        assert_false(s.reprobe);
+        assert_int_equal(s.phase, AUTO_TRYING);
+        assert_int_equal(s.trying, 524280);
 
         /* a search in probation keeps its step when its ceiling ages */
         AutoSearch t = {};
@@ -293,7 +319,10 @@ static void test_ceiling_ages_out(void **state) {
         auto_search_tick(&t, &b, now + b.ceiling_age_usec);
         assert_int_equal(t.phase, AUTO_TRYING);
         assert_int_equal(t.trying, 165536);
-        assert_int_equal(t.ceiling, 0);
+        assert_true(t.reprobe);
+        /* … and proven there, the aged ceiling is what comes next */
+        auto_search_passed(&t, &b, 100, now + b.ceiling_age_usec);
+        assert_int_equal(t.trying, 200000);
 }
 
 /* New bounds start the search over, from the largest size proven before within them; the same

@@ -332,6 +332,13 @@ int verb_show(Ctl *c, char **args, size_t n) {
         print_field(c, "Big packets", packets ?: "not counted (counted in probation, or: bigtcpctl watch DEV)", NULL);
         if (effective)
                 print_field(c, "In effect", effective, jbool(d, "effective") ? ANSI_GREEN : ANSI_YELLOW);
+        for (size_t i = 0; i < jlen(jarray(d, "auto")); i++) {
+                json_object *a = json_object_array_get_idx(jarray(d, "auto"), i);
+                _cleanup_(freep) char *line = NULL;
+                if (strextendf(&line, "%s %s", jstr(a, "size") ?: "?", jstr(a, "text") ?: "?") < 0)
+                        return error_exit(EXIT_FAILED, "out of memory");
+                print_field(c, i == 0 ? "Search" : "", line, NULL);
+        }
 
         putchar('\n');
         if (print_sizes(c, d) < 0)

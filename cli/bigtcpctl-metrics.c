@@ -129,6 +129,44 @@ static void print_evidence(json_object *s, json_object *devs) {
         printf("bigtcpd_devices_not_effective %zu\n", jlen(jarray(jget(s, "evidence"), "not_effective")));
 }
 
+/* The searches of `auto`: each size's proven size, its ceiling and its phase. */
+static void print_auto(json_object *devs) {
+        static const struct {
+                const char *name, *key, *help;
+        } gauges[] = {
+                {"bigtcpd_device_auto_proven_bytes", "proven", "The largest size a search of auto proved on the device."},
+                {"bigtcpd_device_auto_ceiling_bytes", "ceiling",
+                 "The lowest size that tripped a guard in the search, else the most it tries."},
+                {"bigtcpd_device_auto_trips", "trips", "Sizes of the search that tripped a guard."},
+        };
+        static const char *const phases[] = {"watching", "idle", "trying", "settled"};
+
+        for (size_t g = 0; g < ELEMENTSOF(gauges); g++) {
+                metric_header(gauges[g].name, "gauge", gauges[g].help);
+                for (size_t i = 0; i < jlen(devs); i++) {
+                        json_object *d = json_object_array_get_idx(devs, i);
+                        for (size_t k = 0; k < jlen(jarray(d, "auto")); k++) {
+                                json_object *a = json_object_array_get_idx(jarray(d, "auto"), k);
+                                device_series(gauges[g].name, d);
+                                printf("size=\"%s\"} %" PRId64 "\n", jstr(a, "size") ?: "", jint(a, gauges[g].key, 0));
+                        }
+                }
+        }
+        metric_header("bigtcpd_device_auto_phase", "gauge",
+                      "1 for the phase the search of a size is in (watching, idle, trying, settled), 0 for the others.");
+        for (size_t i = 0; i < jlen(devs); i++) {
+                json_object *d = json_object_array_get_idx(devs, i);
+                for (size_t k = 0; k < jlen(jarray(d, "auto")); k++) {
+                        json_object *a = json_object_array_get_idx(jarray(d, "auto"), k);
+                        for (size_t p = 0; p < ELEMENTSOF(phases); p++) {
+                                device_series("bigtcpd_device_auto_phase", d);
+                                printf("size=\"%s\",phase=\"%s\"} %d\n", jstr(a, "size") ?: "", phases[p],
+                                       streq_ptr(jstr(a, "phase"), phases[p]));
+                        }
+                }
+        }
+}
+
 /* Rollbacks per policy: every policy that had one, and every policy of the running set at 0 (a
  * counter Prometheus never saw at 0 hides its first rise from increase()). A bigtcpd from before
  * rollbacks_by_policy: the total alone. */
@@ -281,6 +319,7 @@ int verb_metrics(Ctl *c, char **args, size_t n) {
         }
         print_policies(s);
         print_evidence(s, devs);
+        print_auto(devs);
         json_object *pr = NULL;
         if (json_object_object_get_ex(s, "probation", &pr) && json_object_is_type(pr, json_type_object)) {
                 metric_header("bigtcpd_probation_sample_gap_max_seconds", "gauge",

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "apply.h"
+#include "auto-apply.h"
 #include "control.h"
 #include "evidence.h"
 #include "lifecycle.h"
@@ -190,6 +191,40 @@ static json_object *effective_json(const Device *d) {
         return json_object_new_boolean(d->evidence->verdict == EVIDENCE_EFFECTIVE);
 }
 
+/* Where each search of `auto` stands; NULL without one. */
+static json_object *auto_json(const Engine *e, const Device *d) {
+        const AutoDevice *a = d->autosize;
+        uint64_t now = clock_now(e->clock, CLOCK_REALTIME);
+        json_object *arr;
+
+        if (!a || a->sizes == 0 || !(arr = json_object_new_array()))
+                return NULL;
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                const AutoSearch *s = &a->size[i];
+                json_object *o;
+                char text[256];
+
+                if (!(a->sizes & (1u << i)) || s->phase == AUTO_NEW || !(o = json_object_new_object()))
+                        continue;
+                json_object_object_add(o, "size", json_object_new_string(size_name(i)));
+                json_object_object_add(o, "phase", json_object_new_string(auto_phase_to_string(s->phase)));
+                json_object_object_add(o, "proven", json_object_new_int64(s->proven));
+                json_object_object_add(o, "proven_packets", json_object_new_int64((int64_t) s->proven_packets));
+                json_object_object_add(o, "trying", s->phase == AUTO_TRYING ? json_object_new_int64(s->trying) : NULL);
+                json_object_object_add(o, "ceiling", json_object_new_int64(s->ceiling ?: s->max));
+                json_object_object_add(o, "tripped", s->ceiling ? json_object_new_boolean(true) : json_object_new_boolean(false));
+                json_object_object_add(o, "tripped_by", s->ceiling ? json_object_new_string(s->ceiling_counter) : NULL);
+                json_object_object_add(o, "rise", s->ceiling ? json_object_new_int64((int64_t) s->ceiling_rise) : NULL);
+                json_object_object_add(o, "min", json_object_new_int64(s->min));
+                json_object_object_add(o, "max", json_object_new_int64(s->max));
+                json_object_object_add(o, "steps", json_object_new_int64(s->steps));
+                json_object_object_add(o, "trips", json_object_new_int64(s->trips));
+                json_object_object_add(o, "text", json_object_new_string(auto_search_format(s, now, text, sizeof(text))));
+                json_object_array_add(arr, o);
+        }
+        return arr;
+}
+
 json_object *control_device_json(const Control *c, const Device *d) {
         const Engine *e = control_engine_of(c, d);
         json_object *o = json_object_new_object();
@@ -229,6 +264,7 @@ json_object *control_device_json(const Control *c, const Device *d) {
         json_object_object_add(o, "altnames", alt);
         json_object_object_add(o, "big_packets", big_packets_json(now, d));
         json_object_object_add(o, "effective", effective_json(d));
+        json_object_object_add(o, "auto", auto_json(e, d));
         return o;
 }
 

@@ -13,7 +13,9 @@ import time
 
 import nl
 from helpers import T, current, ip, policy_text, read_state, wait_file
-from test_evidence import pair
+import varlink_idl
+from helpers import REPO
+from test_evidence import device, pair
 
 WINDOW = '2s'
 # Paced (SO_MAX_PACING_RATE): unpaced, a veth on this shared machine drops from its backlog and
@@ -114,6 +116,13 @@ def test_clean_path_settles_at_the_bound(netns, daemon, confdir):
     proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d, 'proven')]
     assert proven == [131072, 262144, 524280], d.log_tail()
     assert steps(d, 'tripped') == []
+    # ListDevices says where the search stands, in the interface's own types
+    e0 = device(d)
+    iface = varlink_idl.parse((REPO / 'conf' / 'io.bigtcpd.Manager.varlink').read_text())
+    varlink_idl.check_reply(iface, 'ListDevices', {'devices': [e0]})
+    [search] = e0['auto']
+    assert search['text'] == 'auto: settled at 524280 (the most it tries)', search
+    assert (search['phase'], search['proven'], search['steps'], search['trips']) == ('settled', 524280, 3, 0), search
     print(f'clean path: settled at {at} in {len(proven)} steps, {took:.1f}s')
     d.stop()
 

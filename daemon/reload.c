@@ -485,6 +485,10 @@ void reloader_reread(Reloader *r) {
         event_active(r->changed, EV_TIMEOUT, 0);
 }
 
+void reloader_installed(Reloader *r) {
+        remember(r, true, NULL); /* the try's own event said it (TRY_CONFIRMED) */
+}
+
 int reloader_default_target(const Reloader *r, char **ret) {
         char *p;
         if (r->cfg.config_path)

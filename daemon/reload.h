@@ -91,6 +91,9 @@ bool reloader_held(const Reloader *r);
 /* Read the files again soon, from the loop, as a file change would (only a change of their
  * contents changes the policy); the files to watch are found again too. */
 void reloader_reread(Reloader *r);
+/* A confirmed try installed the running policy in the files: status's last reload is that one
+ * (its time and digest), as if the files had been reloaded to it. */
+void reloader_installed(Reloader *r);
 
 /* Where a confirmed try is installed when the caller names no place: the main policy file (or
  * --config's), below the root. */

@@ -218,6 +218,7 @@ int policy_try_confirm(PolicyTry *t) {
                 return log_error_errno(r, "Failed to install %s as %s: %m; the try goes on", t->file, t->target);
         log_info("the try of %s is confirmed: installed as %s", t->file, t->target);
         end(t, TRY_CONFIRMED, TRY_REASON_NONE);
+        reloader_installed(t->reloader);
         /* The files are what runs now; watch what makes them up (a drop-in directory the install
          * made, say). */
         reloader_reread(t->reloader);

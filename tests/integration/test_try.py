@@ -197,6 +197,7 @@ def test_confirmed_try_is_installed_and_in_force_after_a_restart(configured, ns,
         ctl('try', d.tried, '--timeout', '4s', sock=d.sock, check_rc=0)
         mon.wait_for(is_try('started'), 5, 'try started')
         nl.wait_links(ns, at(AS_TRIED), T(10), 'the tried policy')
+        confirmed_at = int(time.time() * 1e6)
         r = ctl('confirm', sock=d.sock, check_rc=0)
         assert r.stdout == f'Confirmed: the tried policy is installed as {d.cfg}.\n', r.stdout
         mon.wait_for(is_try('confirmed'), 5, 'try confirmed')
@@ -206,7 +207,11 @@ def test_confirmed_try_is_installed_and_in_force_after_a_restart(configured, ns,
         assert sorted(p.name for p in d.cfg.parent.iterdir()) == ['bigtcpd.yaml']
         # the deadline passes: nothing reverts a confirmed try
         assert mon.no_event(lambda e: e.get('event') == 'try', 5) is None
-    assert status(d)['try'] is None and not (d.runtime_dir / 'try.json').exists()
+    st = status(d)
+    assert st['try'] is None and not (d.runtime_dir / 'try.json').exists()
+    # the last reload is the confirm's: the installed policy's digest, not the one before the try
+    assert st['last_reload']['ok'] and st['last_reload']['digest'] == st['policy']['digest'], st['last_reload']
+    assert st['last_reload']['time_usec'] >= confirmed_at, (st['last_reload'], confirmed_at)
     assert nl.sizes_of(nl.read_links(ns)['k0']) == sizes4(100000)
     one_line_error(ctl('revert', sock=d.sock), 1, r'^bigtcpctl: no try runs$')
 

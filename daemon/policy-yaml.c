@@ -372,13 +372,13 @@ static void parser_auto(Parser *p, yaml_node_t *n, const char *key, SizeSpec *re
         if (p->n_errors != n_start)
                 return;
         if (s.auto_min < AUTO_SIZE_MIN_DEFAULT) {
-                parser_error(p, v[AUTO_MIN], "%s: auto: min %" PRIu32 " is below %u, the size before BIG TCP",
-                             key, s.auto_min, AUTO_SIZE_MIN_DEFAULT);
+                parser_error(p, v[AUTO_MIN], "%s: auto: min %u is below %u, the size before BIG TCP", key,
+                             (unsigned) s.auto_min, AUTO_SIZE_MIN_DEFAULT);
                 return;
         }
         if (s.auto_max != 0 && s.auto_max < s.auto_min) {
-                parser_error(p, v[AUTO_MAX], "%s: auto: max %" PRIu32 " is below min %" PRIu32, key, s.auto_max,
-                             s.auto_min);
+                parser_error(p, v[AUTO_MAX], "%s: auto: max %u is below min %u", key, (unsigned) s.auto_max,
+                             (unsigned) s.auto_min);
                 return;
         }
         *ret = s;

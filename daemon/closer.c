@@ -16,7 +16,6 @@
 #include "sandbox.h"
 #include "util.h"
 
-#define CLOSER_BATCH 16 /* descriptors one message may carry */
 
 struct Closer {
         int fd;
@@ -34,28 +33,16 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
         if (sandbox_restrict(calls, ELEMENTSOF(calls)) < 0)
                 sandbox_exit(0);
         for (;;) {
-                union {
-                        char buf[CMSG_SPACE(sizeof(int) * CLOSER_BATCH)];
-                        struct cmsghdr align;
-                } control;
+                int fds[SANDBOX_FDS_MAX];
+                size_t k;
                 char byte;
-                struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-                struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                                     .msg_controllen = sizeof(control.buf)};
-                ssize_t n = recvmsg(SANDBOX_OUTPUT_FD, &msg, MSG_CMSG_CLOEXEC);
-                if (n < 0 && errno == EINTR)
+                ssize_t n = sandbox_recv_fds(SANDBOX_OUTPUT_FD, 0, &byte, 1, fds, ELEMENTSOF(fds), &k);
+                if (n == -EINTR)
                         continue;
                 if (n <= 0)
                         sandbox_exit(0); /* the daemon closed its end, or is gone */
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-                        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                                continue;
-                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                        int fds[CLOSER_BATCH];
-                        memcpy(fds, CMSG_DATA(c), k * sizeof(int));
-                        for (size_t i = 0; i < k && i < CLOSER_BATCH; i++)
-                                (void) close(fds[i]); /* here it may wait for the kernel */
-                }
+                for (size_t i = 0; i < k; i++)
+                        (void) close(fds[i]); /* here it may wait for the kernel */
         }
 }
 
@@ -80,23 +67,9 @@ int closer_new(Closer **ret) {
 void closer_close(Closer *c, int fd) {
         if (fd < 0)
                 return;
-        if (c && c->fd >= 0) {
-                union {
-                        char buf[CMSG_SPACE(sizeof(int))];
-                        struct cmsghdr align;
-                } control = {};
-                char byte = 0;
-                struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-                struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                                     .msg_controllen = sizeof(control.buf)};
-                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-                cm->cmsg_level = SOL_SOCKET;
-                cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-                /* in flight, the message holds the socket: the close below is not its last */
-                (void) sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-        }
+        /* in flight, the message holds the socket: the close below is not its last */
+        if (c && c->fd >= 0)
+                (void) sandbox_send_fds(c->fd, MSG_DONTWAIT, &(char){0}, 1, &fd, 1);
         (void) close(fd);
 }
 

@@ -44,37 +44,17 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
         if (sandbox_restrict(calls, ELEMENTSOF(calls)) < 0)
                 sandbox_exit(0);
         for (;;) {
-                union {
-                        char buf[CMSG_SPACE(sizeof(int) * 2)];
-                        struct cmsghdr align;
-                } control;
                 SyncJob job;
-                int fds[2] = {-1, -1};
-                size_t k = 0;
-                struct iovec iov = {.iov_base = &job, .iov_len = sizeof(job)};
-                struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                                     .msg_controllen = sizeof(control.buf)};
-                ssize_t n = recvmsg(SANDBOX_OUTPUT_FD, &msg, MSG_CMSG_CLOEXEC);
-                if (n < 0 && errno == EINTR)
+                int fds[3]; /* one more than a job carries: a message with more is refused */
+                size_t k;
+                /* MSG_TRUNC: a longer message reads as its whole length, so that it is refused */
+                ssize_t n = sandbox_recv_fds(SANDBOX_OUTPUT_FD, MSG_TRUNC, &job, sizeof(job), fds, ELEMENTSOF(fds), &k);
+                if (n == -EINTR)
                         continue;
                 if (n <= 0)
                         sandbox_exit(0); /* the daemon closed its end, or is gone */
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-                        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                                continue;
-                        size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                        for (size_t i = 0; i < m; i++) {
-                                int x;
-                                memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                                if (k < ELEMENTSOF(fds))
-                                        fds[k++] = x;
-                                else
-                                        (void) close(x);
-                        }
-                }
                 int32_t r;
-                if (n != (ssize_t) sizeof(job) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-                    k != (job.gated ? 2u : 1u))
+                if (n != (ssize_t) sizeof(job) || k != (job.gated ? 2u : 1u))
                         r = -EBADMSG;
                 else {
                         char c;
@@ -136,26 +116,14 @@ static int read_answer(void) {
 }
 
 static int send_job(int fd, bool data_only, int gate_fd) {
-        union {
-                char buf[CMSG_SPACE(sizeof(int) * 2)];
-                struct cmsghdr align;
-        } control = {};
         SyncJob job = {.data_only = data_only, .gated = gate_fd >= 0};
         int fds[2] = {fd, gate_fd};
-        size_t k = gate_fd >= 0 ? 2 : 1;
-        struct iovec iov = {.iov_base = &job, .iov_len = sizeof(job)};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                             .msg_controllen = CMSG_SPACE(sizeof(int) * k)};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int) * k);
-        memcpy(CMSG_DATA(cm), fds, sizeof(int) * k);
         ssize_t n;
+
         do
-                n = sendmsg(D.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-        while (n < 0 && errno == EINTR);
-        return n == (ssize_t) sizeof(job) ? 0 : n < 0 ? -errno : -EIO;
+                n = sandbox_send_fds(D.fd, MSG_DONTWAIT, &job, sizeof(job), fds, gate_fd >= 0 ? 2 : 1);
+        while (n == -EINTR);
+        return n == (ssize_t) sizeof(job) ? 0 : n < 0 ? (int) n : -EIO;
 }
 
 int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd) {

@@ -47,49 +47,18 @@ int packet_socket_make(const PacketRecipe *recipe) {
         return TAKE_FD(fd);
 }
 
-/* One message: a byte, and the descriptor it carries (or -1) in *fd. */
+/* One message and the one descriptor it carries (or -1) in *fd. */
 static ssize_t recv_fd(int sock, int flags, void *buf, size_t size, int *fd) {
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } control;
-        struct iovec iov = {.iov_base = buf, .iov_len = size};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                             .msg_controllen = sizeof(control.buf)};
-        ssize_t n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+        size_t n_fds;
+        ssize_t n = sandbox_recv_fds(sock, flags, buf, size, fd, 1, &n_fds);
 
-        *fd = -1;
-        if (n < 0)
-                return -errno;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-                    c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-                        if (*fd >= 0)
-                                (void) close(*fd); /* one is all a message carries; more are not ours */
-                        memcpy(fd, CMSG_DATA(c), sizeof(int));
-                }
+        if (n_fds == 0)
+                *fd = -1;
         return n;
 }
 
 static ssize_t send_fd(int sock, int flags, const void *buf, size_t size, int fd) {
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } control = {};
-        struct iovec iov = {.iov_base = (void *) buf, .iov_len = size};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-
-        if (fd >= 0) {
-                msg.msg_control = control.buf;
-                msg.msg_controllen = sizeof(control.buf);
-                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-                cm->cmsg_level = SOL_SOCKET;
-                cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        }
-        ssize_t n = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
-        return n < 0 ? -errno : n;
+        return sandbox_send_fds(sock, flags, buf, size, &fd, fd >= 0 ? 1 : 0);
 }
 
 __attribute__((noreturn)) static void child(int sock, pid_t parent, const PacketRecipe *recipe) {

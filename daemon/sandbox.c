@@ -170,3 +170,54 @@ pid_t sandbox_fork_pair(int *ret_fd) {
         *ret_fd = sv[0];
         return pid;
 }
+
+ssize_t sandbox_recv_fds(int sock, int flags, void *buf, size_t size, int *fds, size_t max, size_t *n_fds) {
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_MAX)];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = {.iov_base = buf, .iov_len = size};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                             .msg_controllen = sizeof(control.buf)};
+        ssize_t n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+
+        *n_fds = 0;
+        if (n < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (*n_fds < max)
+                                fds[(*n_fds)++] = fd;
+                        else
+                                (void) close(fd); /* more than the message may carry: not ours */
+                }
+        }
+        return n;
+}
+
+ssize_t sandbox_send_fds(int sock, int flags, const void *buf, size_t size, const int *fds, size_t n) {
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_MAX)];
+                struct cmsghdr align;
+        } control = {};
+        struct iovec iov = {.iov_base = (void *) buf, .iov_len = size};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+        assert(n <= SANDBOX_FDS_MAX);
+        if (n > 0) {
+                msg.msg_control = control.buf;
+                msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+                memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
+        }
+        ssize_t k = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+        return k < 0 ? -errno : k;
+}

@@ -26,3 +26,13 @@ __attribute__((noreturn)) void sandbox_exit(int status);
  * *ret_fd its end (non-blocking); in the child: 0, *ret_fd the child's end (blocking). -errno
  * when either cannot be made (nothing is left). */
 pid_t sandbox_fork_pair(int *ret_fd);
+
+/* The descriptors one message between the daemon and a child may carry, at most. */
+#define SANDBOX_FDS_MAX 16
+/* One message of `size` bytes into `buf`, and the descriptors it carries (close-on-exec): up to
+ * `max` (<= SANDBOX_FDS_MAX) in `fds`, their number in *n_fds; any more are closed. The bytes
+ * read, or -errno (recvmsg(2)'s). `flags` are recvmsg(2)'s. */
+ssize_t sandbox_recv_fds(int sock, int flags, void *buf, size_t size, int *fds, size_t max, size_t *n_fds);
+/* One message of `size` bytes carrying the `n` (<= SANDBOX_FDS_MAX) descriptors `fds`; a broken
+ * pipe is -EPIPE, never a signal. The bytes sent, or -errno. */
+ssize_t sandbox_send_fds(int sock, int flags, const void *buf, size_t size, const int *fds, size_t n);

@@ -28,6 +28,49 @@ AutoPhase auto_phase_from_string(const char *s) {
         return _AUTO_PHASE_INVALID;
 }
 
+static const char *const auto_change_table[_AUTO_CHANGE_MAX] = {
+        [AUTO_CHANGE_NONE] = "none",         [AUTO_CHANGE_BEGUN] = "begun",   [AUTO_CHANGE_TRYING] = "trying",
+        [AUTO_CHANGE_PROVEN] = "proven",     [AUTO_CHANGE_UNPROVEN] = "unproven",
+        [AUTO_CHANGE_TRIPPED] = "tripped",   [AUTO_CHANGE_IDLE] = "idle",     [AUTO_CHANGE_SETTLED] = "settled",
+        [AUTO_CHANGE_REPROBE] = "reprobe",
+};
+
+const char *auto_change_to_string(AutoChange c) {
+        if (c < 0 || c >= _AUTO_CHANGE_MAX)
+                return NULL;
+        return auto_change_table[c];
+}
+
+AutoChange auto_search_change(const AutoSearch *before, const AutoSearch *after) {
+        if (after->phase == AUTO_NEW)
+                return AUTO_CHANGE_NONE;
+        if (before->phase == AUTO_NEW || before->min != after->min || before->max != after->max)
+                return AUTO_CHANGE_BEGUN;
+        if (before->phase == AUTO_TRYING && after->phase != AUTO_TRYING) {
+                if (after->proven == before->trying && after->steps > before->steps)
+                        return AUTO_CHANGE_PROVEN;
+                if (after->trips > before->trips)
+                        return AUTO_CHANGE_TRIPPED;
+                return AUTO_CHANGE_UNPROVEN;
+        }
+        if (before->phase == AUTO_TRYING && after->phase == AUTO_TRYING && after->steps > before->steps)
+                return AUTO_CHANGE_PROVEN; /* and the next step follows at once */
+        if (after->reprobe && !before->reprobe)
+                return AUTO_CHANGE_REPROBE;
+        if (after->phase == before->phase)
+                return AUTO_CHANGE_NONE;
+        switch (after->phase) {
+        case AUTO_TRYING:
+                return AUTO_CHANGE_TRYING;
+        case AUTO_IDLE:
+                return AUTO_CHANGE_IDLE;
+        case AUTO_SETTLED:
+                return AUTO_CHANGE_SETTLED;
+        default:
+                return AUTO_CHANGE_NONE; /* watched again */
+        }
+}
+
 static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi) {
         return v < lo ? lo : v > hi ? hi : v;
 }

@@ -84,6 +84,26 @@ typedef struct AutoDevice {
 const char *auto_phase_to_string(AutoPhase p);
 AutoPhase auto_phase_from_string(const char *s);
 
+/* What one decision did to a search (the journal's line and Monitor's "auto" event say it). */
+typedef enum AutoChange {
+        AUTO_CHANGE_NONE,
+        AUTO_CHANGE_BEGUN,    /* a search (re)began: new, or its bounds moved */
+        AUTO_CHANGE_TRYING,   /* busy at the proven size: a larger size is tried */
+        AUTO_CHANGE_PROVEN,   /* the size tried passed its window with big packets */
+        AUTO_CHANGE_UNPROVEN, /* its window passed without them: back to the proven size, idle */
+        AUTO_CHANGE_TRIPPED,  /* a guard tripped in its window: back, the size tried is a ceiling */
+        AUTO_CHANGE_IDLE,     /* a watch of the proven size saw no traffic that fills it */
+        AUTO_CHANGE_SETTLED,  /* nothing left to try */
+        AUTO_CHANGE_REPROBE,  /* the ceiling aged: it is tried once more */
+        _AUTO_CHANGE_MAX,
+        _AUTO_CHANGE_INVALID = -1,
+} AutoChange;
+
+const char *auto_change_to_string(AutoChange c);
+/* What took `before` to `after` (one decision apart; `before` zeroed: it began). A watch that
+ * starts again after an idle wait is no change an operator needs (AUTO_CHANGE_NONE). */
+AutoChange auto_search_change(const AutoSearch *before, const AutoSearch *after);
+
 /* Begin the search, or begin it again when `b` moves its bounds: the proven size is `hint` (the
  * largest size proven on the device before, 0: none) within the bounds, or min; no ceiling. A
  * search under the same bounds is left as it is. True when it (re)began. */

@@ -400,13 +400,60 @@ static void test_phase_names(void **state) {
         assert_int_equal(auto_phase_from_string(NULL), _AUTO_PHASE_INVALID);
 }
 
+/* What each decision did, as the journal and Monitor name it. */
+static void test_changes(void **state) {
+        AutoSearch s = {}, before;
+        uint64_t now = T0;
+        AutoBounds b = full;
+
+        (void) state;
+#define STEP(call, want)                                                     \
+        do {                                                                 \
+                before = s;                                                  \
+                call;                                                        \
+                assert_int_equal(auto_search_change(&before, &s), (want));   \
+        } while (0)
+        STEP(auto_search_begin(&s, &b, 0), AUTO_CHANGE_BEGUN);
+        STEP(auto_search_watched(&s, &b, 0, now), AUTO_CHANGE_IDLE);
+        STEP(auto_search_tick(&s, &b, now + WINDOW), AUTO_CHANGE_NONE); /* watched again: no news */
+        assert_int_equal(s.phase, AUTO_WATCHING);
+        STEP(auto_search_watched(&s, &b, 100, now), AUTO_CHANGE_TRYING);
+        STEP(auto_search_passed(&s, &b, 0, now), AUTO_CHANGE_UNPROVEN);
+        s.phase = AUTO_WATCHING;
+        STEP(auto_search_watched(&s, &b, 100, now), AUTO_CHANGE_TRYING);
+        STEP(auto_search_passed(&s, &b, 1000, now), AUTO_CHANGE_PROVEN); /* and 262144 follows */
+        assert_int_equal(s.phase, AUTO_TRYING);
+        STEP(auto_search_tripped(&s, &b, "Tcp.RetransSegs", 9, now), AUTO_CHANGE_TRIPPED);
+        STEP(auto_search_watched(&s, &b, 100, now), AUTO_CHANGE_TRYING);
+        assert_int_equal(s.trying, 196608);
+        STEP(auto_search_passed(&s, &b, 1000, now), AUTO_CHANGE_PROVEN);
+        STEP(auto_search_tripped(&s, &b, "Tcp.RetransSegs", 9, now), AUTO_CHANGE_TRIPPED);
+        while (s.phase != AUTO_SETTLED) {
+                if (s.phase == AUTO_WATCHING)
+                        auto_search_watched(&s, &b, 100, now);
+                else
+                        STEP(auto_search_tripped(&s, &b, "Tcp.RetransSegs", 9, now), AUTO_CHANGE_TRIPPED);
+        }
+        /* the ceiling ages: it is tried once more */
+        STEP(auto_search_tick(&s, &b, now + b.ceiling_age_usec), AUTO_CHANGE_REPROBE);
+        /* other bounds: a new search */
+        b.max = 300000;
+        STEP(auto_search_begin(&s, &b, s.proven), AUTO_CHANGE_BEGUN);
+        /* nothing at all */
+        before = s;
+        assert_int_equal(auto_search_change(&before, &s), AUTO_CHANGE_NONE);
+        assert_string_equal(auto_change_to_string(AUTO_CHANGE_REPROBE), "reprobe");
+        assert_null(auto_change_to_string(_AUTO_CHANGE_MAX));
+#undef STEP
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_clean_path),       cmocka_unit_test(test_policy_max),
                 cmocka_unit_test(test_broken_path),      cmocka_unit_test(test_every_break),
                 cmocka_unit_test(test_idle),             cmocka_unit_test(test_ceiling_ages_out),
                 cmocka_unit_test(test_bounds),           cmocka_unit_test(test_out_of_phase),
-                cmocka_unit_test(test_phase_names),
+                cmocka_unit_test(test_phase_names),      cmocka_unit_test(test_changes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* bigtcpctl-monitor.c — `bigtcpctl monitor`: the daemon's events as they happen, one line each
  * (or the daemon's JSON, one line per event): devices added and removed, state changes, writes
- * and their cause, rollbacks, halted rollouts, reloads, tries. Over varlink the Monitor stream,
+ * and their cause, rollbacks, halted rollouts, reloads, tries, the searches of `auto`. Over varlink the Monitor stream,
  * over D-Bus (--dbus) the Event signals after Subscribe(). */
 #include <errno.h>
 #include <inttypes.h>
@@ -149,7 +149,16 @@ static void print_event(const Ctl *c, json_object *e) {
                         printf("%s: evidence: %s%s%s\n", ifname, packets ?: "nothing counted",
                                effective ? "; in effect: " : "", effective ?: "");
         }
-        else if (streq_ptr(ev, "netns-problem") && jbool(e, "ok"))
+        else if (streq_ptr(ev, "auto")) {
+                /* a search of `auto` moved: "e0: gso_max_size proven: auto: proven 131072 by …" */
+                const char *change = jstr(e, "change") ?: "?";
+                json_object *s = jget(e, "search");
+                const char *col = streq_ptr(change, "tripped") ? ANSI_RED
+                                  : streq_ptr(change, "proven") || streq_ptr(change, "settled") ? ANSI_GREEN
+                                                                                               : NULL;
+                printf("%s: %s %s%s%s: %s\n", ifname, jstr(s, "size") ?: "?", color(c, col ?: ""), change,
+                       color(c, col ? ANSI_RESET : ""), jstr(s, "text") ?: "?");
+        } else if (streq_ptr(ev, "netns-problem") && jbool(e, "ok"))
                 printf("netns %s: %s no more\n", jstr(e, "netns") ?: "?", jstr(e, "problem") ?: "?");
         else if (streq_ptr(ev, "netns-problem"))
                 printf("netns %s: %s%s%s%s%s%s (see bigtcpctl status)\n", jstr(e, "netns") ?: "?",

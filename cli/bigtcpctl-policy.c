@@ -172,8 +172,21 @@ int verb_plan(Ctl *c, char **args, size_t n) {
                 table_set_width(t, c->columns, glyph(GLYPH_ELLIPSIS));
                 table_print(t, stdout, c->legend, c->color);
         }
+        /* Searches of `auto`: a device at its search's size changes nothing now, but it will */
+        size_t searching = 0;
+        for (size_t i = 0; i < nd; i++) {
+                json_object *d = json_object_array_get_idx(devs, i), *searches = jarray(d, "auto");
+                const char *netns = jstr(d, "netns");
+
+                for (size_t k = 0; k < jlen(searches); k++) {
+                        json_object *a = json_object_array_get_idx(searches, k);
+                        printf("%s%s%s%s %s %s\n", searching++ == 0 && (changing > 0 || (c->all && nd > 0)) ? "\n" : "",
+                               netns ? netns : "", netns ? "/" : "", jstr(d, "ifname") ?: "?", jstr(a, "size") ?: "?",
+                               jstr(a, "text") ?: "?");
+                }
+        }
         if (c->legend) {
-                printf("%s%zu of %zu %s would change.\n", changing > 0 || (c->all && nd > 0) ? "\n" : "",
+                printf("%s%zu of %zu %s would change.\n", changing > 0 || (c->all && nd > 0) || searching > 0 ? "\n" : "",
                        changing, nd, nd == 1 ? "device" : "devices");
         }
         return EXIT_OK;

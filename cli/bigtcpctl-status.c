@@ -325,6 +325,30 @@ int verb_status(Ctl *c, char **args, size_t n) {
                 }
                 printf("%s\n", jlen(ne) > 0 ? " (bigtcpctl show DEV)" : "");
         }
+        /* "Auto: 2 trying, 5 idle, 120 settled (4 trips)", then each size being tried */
+        json_object *au = jget(s, "auto"), *phases = jget(au, "searches"), *trying = jarray(au, "trying");
+        if (au) {
+                static const char *const order[] = {"trying", "watching", "idle", "settled"};
+                bool any = false;
+                label("Auto");
+                for (size_t i = 0; i < ELEMENTSOF(order); i++) {
+                        int64_t k = jint(phases, order[i], 0);
+                        if (k > 0)
+                                printf("%s%" PRId64 " %s", any ? ", " : "", k, order[i]);
+                        any = any || k > 0;
+                }
+                printf("%s (%" PRId64 " %s)\n", any ? "" : "no search", jint(au, "trips", 0),
+                       jint(au, "trips", 0) == 1 ? "trip" : "trips");
+                for (size_t i = 0; i < jlen(trying); i++) {
+                        json_object *t = json_object_array_get_idx(trying, i);
+                        label(NULL);
+                        printf("%s %s %s\n", jstr(t, "device") ?: "?", jstr(t, "size") ?: "?", jstr(t, "text") ?: "?");
+                }
+                if (jint(phases, "trying", 0) > (int64_t) jlen(trying)) {
+                        label(NULL);
+                        printf("… and %" PRId64 " more trying\n", jint(phases, "trying", 0) - (int64_t) jlen(trying));
+                }
+        }
         printf("%16s: %" PRId64 " (%" PRId64 " refused), %" PRId64 " restores, %" PRId64 " rollbacks\n",
                "Writes", jint(s, "writes", 0), jint(s, "write_failures", 0), jint(s, "restores", 0),
                jint(s, "rollbacks", 0));

@@ -38,50 +38,64 @@ static uint32_t proven_before(const Device *d, unsigned i) {
         return best;
 }
 
-void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
-        unsigned n = e->ipv4_supported ? SIZES_COUNT : 2, mask = 0;
-        AutoDevice *a = d->autosize;
-        uint64_t now = realtime(e);
+unsigned auto_apply_preview(const Device *d, const Policy *p, unsigned owned, bool ipv4, uint64_t now_usec,
+                            AutoDevice *ret, unsigned *ret_changed) {
+        unsigned n = ipv4 ? SIZES_COUNT : 2, mask = 0, changed = 0;
 
+        *ret = d->autosize ? *d->autosize : (AutoDevice){};
         for (unsigned i = 0; i < n; i++)
-                if (policy_size_spec(p, i)->kind == SIZE_AUTO && (want->owned & (1u << i)))
+                if (policy_size_spec(p, i)->kind == SIZE_AUTO && (owned & (1u << i)))
                         mask |= 1u << i;
-        if (mask == 0) {
-                if (a) {
-                        log_dev_info(d, "auto: no size of it is searched any more");
-                        free(a);
-                        d->autosize = NULL;
-                        state_store_mark(e->state, d);
-                }
-                return;
-        }
-        if (!a) {
-                a = d->autosize = calloc(1, sizeof(*a));
-                if (!a) {
-                        log_dev_warning(d, "auto: no memory for its search; it stays at the policy's min");
-                        return;
-                }
-        }
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                AutoSearch *s = &a->size[i];
-                char buf[256];
+                AutoSearch *s = &ret->size[i];
 
                 if (!(mask & (1u << i))) {
                         *s = (AutoSearch){};
                         continue;
                 }
-                resolve_bounds(d, p, policy_size_spec(p, i), i, &a->bounds[i]);
-                if (auto_search_begin(s, &a->bounds[i], proven_before(d, i))) {
-                        log_dev_info(d, "auto: %s searched from %u (bounds %u..%u): %s", size_name(i), s->proven,
-                                     a->bounds[i].min, a->bounds[i].max,
-                                     auto_search_format(s, now, buf, sizeof(buf)));
+                resolve_bounds(d, p, policy_size_spec(p, i), i, &ret->bounds[i]);
+                bool began = auto_search_begin(s, &ret->bounds[i], proven_before(d, i));
+                if (auto_search_tick(s, &ret->bounds[i], now_usec) || began)
+                        changed |= 1u << i;
+        }
+        ret->sizes = mask;
+        if (ret_changed)
+                *ret_changed = changed;
+        return mask;
+}
+
+static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets);
+
+void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
+        AutoDevice next;
+        unsigned changed, mask = auto_apply_preview(d, p, want->owned, e->ipv4_supported, realtime(e), &next, &changed);
+
+        if (mask == 0) {
+                if (d->autosize) {
+                        log_dev_info(d, "auto: no size of it is searched any more");
+                        free(d->autosize);
+                        d->autosize = NULL;
                         state_store_mark(e->state, d);
                 }
-                if (auto_search_tick(s, &a->bounds[i], now))
-                        state_store_mark(e->state, d);
-                *sizes_at(&want->sizes, i) = auto_search_target(s);
+                return;
         }
-        a->sizes = mask;
+        if (!d->autosize && !(d->autosize = calloc(1, sizeof(*d->autosize)))) {
+                log_dev_warning(d, "auto: no memory for its search; it stays at the policy's min");
+                return;
+        }
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                AutoSearch before = d->autosize->size[i];
+
+                d->autosize->size[i] = next.size[i];
+                d->autosize->bounds[i] = next.bounds[i];
+                if (mask & (1u << i))
+                        *sizes_at(&want->sizes, i) = auto_search_target(&next.size[i]);
+                if (changed & (1u << i)) {
+                        emit_change(e, d, i, &before, 0);
+                        state_store_mark(e->state, d);
+                }
+        }
+        d->autosize->sizes = mask;
 }
 
 /* What each size counts in the watch that begins: above the proven size while stepping, within
@@ -95,8 +109,6 @@ static int count_from_now(Device *d) {
                         above[i] = auto_search_count_above(&a->size[i]);
         return evidence_count_above_from_now(d, above);
 }
-
-static void log_step(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets);
 
 void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
         AutoDevice *a = d->autosize;
@@ -114,7 +126,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                         /* its window is over without a verdict this run saw (an earlier run's,
                          * stopped in it, resumed without it): not proven */
                         auto_search_passed(s, &a->bounds[i], 0, realtime(e));
-                        log_step(e, d, i, &before, 0);
+                        emit_change(e, d, i, &before, 0);
                         a->pending = true;
                         state_store_mark(e->state, d);
                 }
@@ -133,9 +145,14 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                 log_dev_debug(d, "auto: cannot watch its traffic (%s); waiting", r == -EOPNOTSUPP ? "counting is off"
                                                                                 : r == -EUSERS ? "too many watched"
                                                                                                : strerror(-r));
-                for (unsigned i = 0; i < SIZES_COUNT; i++)
-                        if (a->sizes & (1u << i))
-                                auto_search_watched(&a->size[i], &a->bounds[i], 0, realtime(e));
+                for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                        AutoSearch before = a->size[i];
+
+                        if (!(a->sizes & (1u << i)))
+                                continue;
+                        auto_search_watched(&a->size[i], &a->bounds[i], 0, realtime(e));
+                        emit_change(e, d, i, &before, 0);
+                }
                 state_store_mark(e->state, d);
                 return;
         }
@@ -160,27 +177,48 @@ static const uint64_t *above_counts(Engine *e, Device *d) {
         return d->evidence->counts.above;
 }
 
-/* The journal's one line for a step of size i (before: as it was). */
-static void log_step(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets) {
+/* What a decision did to size i's search (before: as it was), in the journal's one line and as
+ * Monitor's "auto" event. */
+static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets) {
         const AutoSearch *s = &d->autosize->size[i];
+        AutoChange change = auto_search_change(before, s);
         char buf[256];
 
+        if (change == AUTO_CHANGE_NONE)
+                return;
         auto_search_format(s, realtime(e), buf, sizeof(buf));
-        if (before->phase == AUTO_TRYING && s->proven == before->trying)
+        switch (change) {
+        case AUTO_CHANGE_BEGUN:
+                log_dev_info(d, "auto: %s searched from %u (bounds %u..%u): %s", size_name(i), s->proven, s->min, s->max, buf);
+                break;
+        case AUTO_CHANGE_PROVEN:
                 log_dev_info(d, "auto: %s %u proven by %llu big packets; %s", size_name(i), s->proven,
                              (unsigned long long) packets, buf);
-        else if (before->phase == AUTO_TRYING && s->ceiling == before->trying)
+                break;
+        case AUTO_CHANGE_TRIPPED:
                 log_dev_notice(d, "auto: %s %u tripped %s +%llu: back to %u; %s", size_name(i), before->trying,
-                               s->ceiling_counter, (unsigned long long) s->ceiling_rise, s->proven, buf);
-        else if (before->phase == AUTO_TRYING)
+                               s->ceiling_counter[0] ? s->ceiling_counter : "a guard",
+                               (unsigned long long) s->ceiling_rise, s->proven, buf);
+                break;
+        case AUTO_CHANGE_UNPROVEN:
                 log_dev_info(d, "auto: %s %u not proven: %llu packets above %u in its window (%llu needed); back to %u; %s",
                              size_name(i), before->trying, (unsigned long long) packets, before->proven,
                              (unsigned long long) AUTO_PROOF_MIN, s->proven, buf);
-        else if (s->phase == AUTO_TRYING)
+                break;
+        case AUTO_CHANGE_TRYING:
                 log_dev_info(d, "auto: %s busy at %u (%llu packets fill it); %s", size_name(i), s->proven,
                              (unsigned long long) packets, buf);
-        else
+                break;
+        case AUTO_CHANGE_REPROBE:
+                log_dev_info(d, "auto: %s ceiling %u aged; %s", size_name(i), s->ceiling, buf);
+                break;
+        default:
                 log_dev_debug(d, "auto: %s: %s", size_name(i), buf);
+                break;
+        }
+        if (event_watched(&e->events))
+                event_emit(&e->events, &(Event){.type = EVENT_AUTO, .device = d, .auto_size = i, .auto_change = change,
+                                                .auto_search = s});
 }
 
 bool auto_apply_passed(Engine *e, Device *d) {
@@ -201,7 +239,7 @@ bool auto_apply_passed(Engine *e, Device *d) {
                         auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
                 else
                         continue;
-                log_step(e, d, i, &before, above[i]);
+                emit_change(e, d, i, &before, above[i]);
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
         a->demand_watch = false;
@@ -221,7 +259,7 @@ bool auto_apply_tripped(Engine *e, Device *d, const RollbackRecord *why) {
                 if (!(a->sizes & (1u << i)) || s->phase != AUTO_TRYING)
                         continue;
                 auto_search_tripped(s, &a->bounds[i], why ? why->counter : NULL, why ? why->rise : 0, realtime(e));
-                log_step(e, d, i, &before, 0);
+                emit_change(e, d, i, &before, 0);
                 stepping = true;
         }
         if (stepping)
@@ -243,7 +281,7 @@ bool auto_apply_watch_ended(Engine *e, Device *d) {
                 if (!(a->sizes & (1u << i)) || s->phase != AUTO_WATCHING)
                         continue;
                 auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
-                log_step(e, d, i, &before, above[i]);
+                emit_change(e, d, i, &before, above[i]);
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
         a->pending = a->pending || changed;
@@ -259,9 +297,14 @@ bool auto_apply_tick(Engine *e, Device *d) {
                 return false;
         changed = a->pending;
         a->pending = false;
-        for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if ((a->sizes & (1u << i)) && auto_search_tick(&a->size[i], &a->bounds[i], realtime(e)))
+        for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                AutoSearch before = a->size[i];
+
+                if ((a->sizes & (1u << i)) && auto_search_tick(&a->size[i], &a->bounds[i], realtime(e))) {
+                        emit_change(e, d, i, &before, 0);
                         changed = true;
+                }
+        }
         if (changed)
                 state_store_mark(e->state, d);
         return changed;

@@ -191,35 +191,42 @@ static json_object *effective_json(const Device *d) {
         return json_object_new_boolean(d->evidence->verdict == EVIDENCE_EFFECTIVE);
 }
 
-/* Where each search of `auto` stands; NULL without one. */
-static json_object *auto_json(const Engine *e, const Device *d) {
-        const AutoDevice *a = d->autosize;
-        uint64_t now = clock_now(e->clock, CLOCK_REALTIME);
+/* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */
+static json_object *auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec) {
+        json_object *o = json_object_new_object();
+        char text[256];
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "size", json_object_new_string(size_name(i)));
+        json_object_object_add(o, "phase", json_object_new_string(auto_phase_to_string(s->phase) ?: "?"));
+        json_object_object_add(o, "proven", json_object_new_int64(s->proven));
+        json_object_object_add(o, "proven_packets", json_object_new_int64((int64_t) s->proven_packets));
+        json_object_object_add(o, "trying", s->phase == AUTO_TRYING ? json_object_new_int64(s->trying) : NULL);
+        json_object_object_add(o, "ceiling", json_object_new_int64(s->ceiling ?: s->max));
+        json_object_object_add(o, "tripped", json_object_new_boolean(s->ceiling != 0));
+        json_object_object_add(o, "tripped_by", s->ceiling ? json_object_new_string(s->ceiling_counter) : NULL);
+        json_object_object_add(o, "rise", s->ceiling ? json_object_new_int64((int64_t) s->ceiling_rise) : NULL);
+        json_object_object_add(o, "min", json_object_new_int64(s->min));
+        json_object_object_add(o, "max", json_object_new_int64(s->max));
+        json_object_object_add(o, "steps", json_object_new_int64(s->steps));
+        json_object_object_add(o, "trips", json_object_new_int64(s->trips));
+        json_object_object_add(o, "text", json_object_new_string(auto_search_format(s, now_usec, text, sizeof(text))));
+        return o;
+}
+
+/* Where each search of `a` stands; NULL without one. */
+static json_object *auto_json(const AutoDevice *a, uint64_t now_usec) {
         json_object *arr;
 
         if (!a || a->sizes == 0 || !(arr = json_object_new_array()))
                 return NULL;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                const AutoSearch *s = &a->size[i];
                 json_object *o;
-                char text[256];
 
-                if (!(a->sizes & (1u << i)) || s->phase == AUTO_NEW || !(o = json_object_new_object()))
+                if (!(a->sizes & (1u << i)) || a->size[i].phase == AUTO_NEW ||
+                    !(o = auto_search_json(&a->size[i], i, now_usec)))
                         continue;
-                json_object_object_add(o, "size", json_object_new_string(size_name(i)));
-                json_object_object_add(o, "phase", json_object_new_string(auto_phase_to_string(s->phase)));
-                json_object_object_add(o, "proven", json_object_new_int64(s->proven));
-                json_object_object_add(o, "proven_packets", json_object_new_int64((int64_t) s->proven_packets));
-                json_object_object_add(o, "trying", s->phase == AUTO_TRYING ? json_object_new_int64(s->trying) : NULL);
-                json_object_object_add(o, "ceiling", json_object_new_int64(s->ceiling ?: s->max));
-                json_object_object_add(o, "tripped", s->ceiling ? json_object_new_boolean(true) : json_object_new_boolean(false));
-                json_object_object_add(o, "tripped_by", s->ceiling ? json_object_new_string(s->ceiling_counter) : NULL);
-                json_object_object_add(o, "rise", s->ceiling ? json_object_new_int64((int64_t) s->ceiling_rise) : NULL);
-                json_object_object_add(o, "min", json_object_new_int64(s->min));
-                json_object_object_add(o, "max", json_object_new_int64(s->max));
-                json_object_object_add(o, "steps", json_object_new_int64(s->steps));
-                json_object_object_add(o, "trips", json_object_new_int64(s->trips));
-                json_object_object_add(o, "text", json_object_new_string(auto_search_format(s, now, text, sizeof(text))));
                 json_object_array_add(arr, o);
         }
         return arr;
@@ -264,7 +271,7 @@ json_object *control_device_json(const Control *c, const Device *d) {
         json_object_object_add(o, "altnames", alt);
         json_object_object_add(o, "big_packets", big_packets_json(now, d));
         json_object_object_add(o, "effective", effective_json(d));
-        json_object_object_add(o, "auto", auto_json(e, d));
+        json_object_object_add(o, "auto", auto_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
         return o;
 }
 
@@ -555,6 +562,57 @@ static json_object *last_reload_json(const ReloadResult *r) {
         return o;
 }
 
+#define AUTO_STATUS_TRYING_MAX 16
+
+/* GetStatus' auto (IDL AutoInfo): the searches in every namespace; NULL when there is none. */
+static json_object *auto_status_json(const Control *c) {
+        unsigned phases[_AUTO_PHASE_MAX] = {}, searches = 0;
+        uint64_t trips = 0;
+        json_object *o, *by, *trying = json_object_new_array();
+
+        if (!trying)
+                return NULL;
+        for (size_t i = 0; i < namespaces(c); i++) {
+                const Engine *e = engine_at(c, i);
+                uint64_t now = clock_now(e->clock, CLOCK_REALTIME);
+                Device *d;
+
+                DEVICE_FOREACH(d, &e->devices, it) {
+                        const AutoDevice *a = d->autosize;
+
+                        for (unsigned k = 0; a && k < SIZES_COUNT; k++) {
+                                const AutoSearch *s = &a->size[k];
+                                char text[256];
+                                json_object *t;
+
+                                if (!(a->sizes & (1u << k)) || s->phase <= AUTO_NEW || s->phase >= _AUTO_PHASE_MAX)
+                                        continue;
+                                searches++;
+                                phases[s->phase]++;
+                                trips += s->trips;
+                                if (s->phase != AUTO_TRYING || json_object_array_length(trying) >= AUTO_STATUS_TRYING_MAX ||
+                                    !(t = json_object_new_object()))
+                                        continue;
+                                _cleanup_(freep) char *name = control_device_name(d);
+                                json_object_object_add(t, "device", kernel_string(name));
+                                json_object_object_add(t, "size", json_object_new_string(size_name(k)));
+                                json_object_object_add(t, "text", json_object_new_string(auto_search_format(s, now, text, sizeof(text))));
+                                json_object_array_add(trying, t);
+                        }
+                }
+        }
+        if (searches == 0 || !(o = json_object_new_object()) || !(by = json_object_new_object())) {
+                json_object_put(trying);
+                return NULL;
+        }
+        for (AutoPhase p = AUTO_WATCHING; p < _AUTO_PHASE_MAX; p++)
+                json_object_object_add(by, auto_phase_to_string(p), json_object_new_int((int) phases[p]));
+        json_object_object_add(o, "searches", by);
+        json_object_object_add(o, "trips", json_object_new_int64((int64_t) trips));
+        json_object_object_add(o, "trying", trying);
+        return o;
+}
+
 json_object *control_status_json(const Control *c) {
         const Engine *e = home(c);
         const PolicySet *policy = control_policy(c);
@@ -634,6 +692,7 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(ev, "not_effective", ne);
         json_object_object_add(ev, "not_effective_families", quiet);
         json_object_object_add(o, "evidence", ev);
+        json_object_object_add(o, "auto", auto_status_json(c));
         json_object_object_add(o, "cohort_source",
                                json_object_new_string(host_identity_cohort_source(&host)));
         json_object_object_add(o, "policies", policy_scopes_json(policy));
@@ -944,8 +1003,18 @@ static json_object *plan_device(Device *d, const Policy *p, bool v4) {
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {
                 Desired want;
+                AutoDevice searches;
+                uint64_t now = realtime_usec();
+
                 compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size, v4,
                                 &want);
+                /* the sizes set to `auto`: where each search would be (a new one at the policy's min) */
+                if (auto_apply_preview(d, p, want.owned, v4, now, &searches, NULL) != 0) {
+                        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                                if (searches.sizes & (1u << i))
+                                        *sizes_at(&want.sizes, i) = auto_search_target(&searches.size[i]);
+                        json_object_object_add(o, "auto", auto_json(&searches, now));
+                }
                 json_object_object_add(o, "desired", control_sizes_json(&want.sizes, v4));
                 json_object *cl = json_object_new_array();
                 if (want.clamped & (CLAMP_GSO | CLAMP_GSO_IPV4))
@@ -1652,6 +1721,13 @@ json_object *control_event_json(const Event *e) {
                         return NULL;
                 json_object_object_add(o, "big_packets", big_packets_json(now_usec(), e->device));
                 json_object_object_add(o, "effective", effective_json(e->device));
+                return o;
+        case EVENT_AUTO:
+                o = device_event_json("auto", e->device);
+                if (!o)
+                        return NULL;
+                json_object_object_add(o, "change", json_object_new_string(auto_change_to_string(e->auto_change) ?: "?"));
+                json_object_object_add(o, "search", auto_search_json(e->auto_search, e->auto_size, realtime_usec()));
                 return o;
         case EVENT_NETNS_PROBLEM:
                 o = json_object_new_object();

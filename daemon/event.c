@@ -9,6 +9,7 @@ static const char *const event_type_table[_EVENT_TYPE_MAX] = {
         [EVENT_ROLLOUT] = "rollout",     [EVENT_RELOADING] = "reloading",
         [EVENT_SETTLED] = "settled",     [EVENT_TRY] = "try",
         [EVENT_EVIDENCE] = "evidence",   [EVENT_NETNS_PROBLEM] = "netns-problem",
+        [EVENT_AUTO] = "auto",
 };
 
 static const char *const try_action_table[_TRY_ACTION_MAX] = {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auto-size.h"
 #include "device.h"
 
 struct PolicyErrors;
@@ -27,6 +28,7 @@ typedef enum EventType {
                           * ok: not found ineffective */
         EVENT_NETNS_PROBLEM, /* a namespace problem came (ok false) or went (ok true): netns,
                               * problem, error */
+        EVENT_AUTO,          /* a search of `auto` moved: auto_size, auto_change, auto_search */
         _EVENT_TYPE_MAX,
         _EVENT_TYPE_INVALID = -EINVAL,
 } EventType;
@@ -72,6 +74,9 @@ typedef struct Event {
         const char *file, *target; /* EVENT_TRY: the tried file (as the caller named it), its place */
         uint64_t deadline;         /* EVENT_TRY: CLOCK_REALTIME, µs */
         const char *netns, *problem; /* EVENT_NETNS_PROBLEM: the namespace's name, the problem's kind */
+        unsigned auto_size;              /* EVENT_AUTO: the size searched (0..3) */
+        AutoChange auto_change;          /* EVENT_AUTO: what moved it */
+        const AutoSearch *auto_search;   /* EVENT_AUTO: where it stands now */
 } Event;
 
 typedef void (*EventFn)(const Event *e, void *userdata);

@@ -434,6 +434,7 @@ static void on_netns_event(const Event *ev, void *userdata) {
         case EVENT_ROLLBACK:
         case EVENT_ROLLOUT:
         case EVENT_EVIDENCE:
+        case EVENT_AUTO:
                 event_emit(&s->events, ev);
                 break;
         case EVENT_SETTLED:

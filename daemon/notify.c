@@ -225,6 +225,8 @@ static void on_event(const Event *e, void *userdata) {
                 if (n->ready_sent)
                         schedule_status(n, 250000);
                 return;
+        case EVENT_AUTO: /* STATUS= counts states, not searches */
+                return;
         case _EVENT_TYPE_MAX:
         case _EVENT_TYPE_INVALID:
                 break;

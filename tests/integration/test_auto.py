@@ -12,10 +12,10 @@ import subprocess
 import time
 
 import nl
-from helpers import T, current, ip, policy_text, read_state, wait_file
+from helpers import REPO, Monitor, T, current, ip, policy_text, read_state, wait_file
 import varlink_idl
-from helpers import REPO
-from test_evidence import device, pair
+from test_bigtcpctl import ctl
+from test_evidence import call, device, pair
 
 WINDOW = '2s'
 # Paced (SO_MAX_PACING_RATE): unpaced, a veth on this shared machine drops from its backlog and
@@ -107,10 +107,30 @@ def test_clean_path_settles_at_the_bound(netns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy())
     t0 = time.monotonic()
+    iface = varlink_idl.parse((REPO / 'conf' / 'io.bigtcpd.Manager.varlink').read_text())
     with Traffic(a, (b, 'fd13::2'), 60):
         d = daemon(a, cfg)
-        at = wait_settled(d, a, 40)
-        took = time.monotonic() - t0
+        with Monitor(d, seed=False) as mon:
+            # plan and status while it searches: what it tries, with nothing tripped yet
+            plan = call(d, 'Plan')
+            varlink_idl.check_reply(iface, 'Plan', plan)
+            [pe0] = [x for x in plan['devices'] if x['ifname'] == 'e0']
+            [planned] = pe0['auto']
+            assert planned['size'] == 'gso_max_size' and planned['max'] == 524280 and not planned['tripped'], planned
+            assert pe0['desired']['gso_max_size'] == (planned['trying'] or planned['proven']), pe0
+            status = call(d, 'GetStatus')
+            varlink_idl.check_reply(iface, 'GetStatus', status)
+            assert sum(status['auto']['searches'].values()) == 1, status['auto']
+            at = wait_settled(d, a, 40)
+            took = time.monotonic() - t0
+            # Monitor: each step as an "auto" event, in the interface's types
+            mon.wait_for(lambda ev: ev.get('event') == 'auto' and ev['search']['phase'] == 'settled', 10)
+            events = [ev for ev in mon.events if ev.get('event') == 'auto']
+    for ev in events:
+        varlink_idl.check_reply(iface, 'Monitor', ev)
+    assert [ev['search']['proven'] for ev in events if ev['change'] == 'proven'] == [131072, 262144, 524280], events
+    assert all(ev['ifname'] == 'e0' and ev['search']['size'] == 'gso_max_size' for ev in events), events
+    assert not [ev for ev in events if ev['change'] == 'tripped'], events
     assert at == 524280, d.log_tail()
     assert gso(a) == 524280
     proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d, 'proven')]
@@ -118,11 +138,16 @@ def test_clean_path_settles_at_the_bound(netns, daemon, confdir):
     assert steps(d, 'tripped') == []
     # ListDevices says where the search stands, in the interface's own types
     e0 = device(d)
-    iface = varlink_idl.parse((REPO / 'conf' / 'io.bigtcpd.Manager.varlink').read_text())
     varlink_idl.check_reply(iface, 'ListDevices', {'devices': [e0]})
     [search] = e0['auto']
     assert search['text'] == 'auto: settled at 524280 (the most it tries)', search
     assert (search['phase'], search['proven'], search['steps'], search['trips']) == ('settled', 524280, 3, 0), search
+    # status and plan say it too, in words
+    status = ctl('status', sock=d.runtime_dir / 'io.bigtcpd.Manager', check_rc=0).stdout
+    assert re.search(r'^ +Auto: 1 settled \(0 trips\)$', status, re.M), status
+    plan = ctl('plan', sock=d.runtime_dir / 'io.bigtcpd.Manager', check_rc=0).stdout
+    assert 'e0 gso_max_size auto: settled at 524280 (the most it tries)\n' in plan, plan
+    assert plan.endswith('0 of 2 devices would change.\n') or re.search(r'0 of \d+ devices would change', plan), plan
     print(f'clean path: settled at {at} in {len(proven)} steps, {took:.1f}s')
     d.stop()
 

@@ -358,7 +358,12 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                         hold(e, d);
                         return;
                 }
-                log_dev_info(d, "policy \"%s\" now asks for other sizes: released from rolled-back", p->name);
+                if (d->autosize)
+                        /* a trip of a step: the search went back below it and goes on from there */
+                        log_dev_info(d, "policy \"%s\" now asks for other sizes (its search of auto moved on): "
+                                        "released from rolled-back", p->name);
+                else
+                        log_dev_info(d, "policy \"%s\" now asks for other sizes: released from rolled-back", p->name);
                 (void) lifecycle_release(e, d);
         }
 

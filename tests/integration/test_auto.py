@@ -251,3 +251,29 @@ def test_restart_resumes_and_an_aged_ceiling_is_probed_again(netns, daemon, conf
         assert after['trips'] == trips + 1 and after['ceiling'] == 155648 and after['phase'] == 'settled', after
     print(f'restart: resumed settled at {at}; the aged ceiling 155648 tripped once more')
     d2.stop()
+
+
+def test_a_kill_in_a_step_s_window_proves_nothing(netns, daemon, confdir):
+    """SIGKILL while 131072 is in its window: the daemon that comes up does not take it as
+    proven. e0 goes back to 65536, its proven size, and the search goes on from there, each step
+    proven by the new run's own windows, to the bound."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    with Traffic(a, (b, 'fd13::2'), 90):
+        d1 = daemon(a, cfg)
+        nl.wait_links(a, lambda links: 'e0' in links and nl.sizes_of(links['e0'])[0] == 131072, T(30), 'e0 at 131072')
+        assert not steps(d1, 'proven'), d1.log_tail()
+        d1.kill()
+        saved = auto_entry(d1)
+        # the step was on disk before its write, or the search was not yet: either way not proven
+        assert saved['proven'] == 65536 and saved['steps'] == 0, saved
+
+        d2 = daemon(a, cfg, runtime_dir=d1.runtime_dir)
+        at = wait_settled(d2, a, 60)
+        writes = d2.log_lines(r'e0: writing gso_max_size')
+        assert writes and 'gso_max_size 131072→65536' in writes[0], d2.log_tail()
+        proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d2, 'proven')]
+        assert proven == [131072, 262144, 524280], d2.log_tail()
+        assert at == 524280 and gso(a) == 524280
+    d2.stop()

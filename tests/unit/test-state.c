@@ -1,5 +1,6 @@
 /* test-state.c — the state file: snapshot and journal round trips, what the parser refuses, and
- * the store's choices (journal or snapshot, forgotten devices before their successors). */
+ * the store's choices (journal or snapshot, forgotten devices before their successors), and the
+ * searches of `auto` kept in it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,12 +9,15 @@
 #include <cmocka.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <json-c/json.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "auto-size.h"
 #include "durable.h"
 #include "link-message.h"
 #include "state.h"
@@ -1104,6 +1108,290 @@ static void test_parse_damage(void **state) {
         free(e);
 }
 
+/* ---- the searches of `auto` ---- */
+
+static void assert_search_equal(const AutoSearch *a, const AutoSearch *b) {
+        assert_int_equal(a->min, b->min);
+        assert_int_equal(a->max, b->max);
+        assert_string_equal(auto_phase_to_string(a->phase), auto_phase_to_string(b->phase));
+        assert_int_equal(a->proven, b->proven);
+        assert_int_equal(a->proven_packets, b->proven_packets);
+        assert_int_equal(a->trying, b->trying);
+        assert_int_equal(a->ceiling, b->ceiling);
+        assert_int_equal(a->ceiling_usec, b->ceiling_usec);
+        assert_string_equal(a->ceiling_counter, b->ceiling_counter);
+        assert_int_equal(a->ceiling_rise, b->ceiling_rise);
+        assert_int_equal(a->reprobe, b->reprobe);
+        assert_int_equal(a->retry_usec, b->retry_usec);
+        assert_int_equal(a->idle_wait_usec, b->idle_wait_usec);
+        assert_int_equal(a->steps, b->steps);
+        assert_int_equal(a->trips, b->trips);
+}
+
+/* One search in each phase a search can be kept in, every field set (a counter with a quote). */
+static AutoDevice *searches_of_every_phase(void) {
+        AutoDevice *a = calloc(1, sizeof(*a));
+        assert_non_null(a);
+        a->sizes = SIZE_BITS_ALL;
+        a->size[0] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_WATCHING, .proven = 131072,
+                                  .proven_packets = 812, .steps = 1};
+        a->size[1] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_IDLE, .proven = 65536,
+                                  .retry_usec = UINT64_C(1700000090000000), .idle_wait_usec = 60000000};
+        a->size[2] = (AutoSearch){.min = 65536, .max = 400000, .phase = AUTO_TRYING, .proven = 131072,
+                                  .proven_packets = 99, .trying = 300000, .ceiling = 300000,
+                                  .ceiling_usec = UINT64_C(1690000000000000), .ceiling_rise = 7, .reprobe = true,
+                                  .steps = 3, .trips = 2};
+        snprintf(a->size[2].ceiling_counter, sizeof(a->size[2].ceiling_counter), "link.\"rx_crc_errors\"");
+        a->size[3] = (AutoSearch){.min = 100000, .max = 524280, .phase = AUTO_SETTLED, .proven = 150000,
+                                  .proven_packets = 4096, .ceiling = 155000, /* within 1/16: settled */
+                                  .ceiling_usec = UINT64_C(1700000000000000), .ceiling_rise = 412, .steps = 2,
+                                  .trips = 4};
+        snprintf(a->size[3].ceiling_counter, sizeof(a->size[3].ceiling_counter), "Tcp.RetransSegs");
+        return a;
+}
+
+/* What the writer puts down, the reader gives back: through a snapshot and through the journal. */
+static void test_auto_roundtrip(void **state) {
+        Dir dir;
+        DeviceTable t;
+        Device *d, *fresh;
+        StateEntry *e = NULL;
+        size_t n = 0;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        d = written(&t, 42, "eth0", ((Sizes){65536, 65536, 65536, 65536}), SIZE_BITS_ALL);
+        d->autosize = searches_of_every_phase();
+        /* a search not begun yet (AUTO_NEW) is not written: the next reconcile begins it */
+        fresh = written(&t, 43, "eth1", ((Sizes){65536, 65536, 65536, 65536}), SIZE_BITS_ALL);
+        fresh->autosize = calloc(1, sizeof(*fresh->autosize));
+        assert_non_null(fresh->autosize);
+        fresh->autosize->sizes = SIZE_BIT_GSO;
+
+        for (int through_journal = 0; through_journal < 2; through_journal++) {
+                if (through_journal) {
+                        const Device *devs[] = {d, fresh};
+                        d->autosize->size[0].proven_packets++; /* the journal's line is the newer */
+                        assert_int_equal(state_write_journal(dir.path, 1, devs, 2, NULL, 0), 0);
+                } else
+                        assert_int_equal(state_write_snapshot(dir.path, &t, 1), 0);
+                load(&dir, &t, &e, &n, 0);
+                assert_int_equal(n, 2);
+                StateEntry *x = find_entry(e, n, 42);
+                assert_non_null(x);
+                assert_non_null(x->autosize);
+                assert_int_equal(x->autosize->sizes, SIZE_BITS_ALL);
+                for (unsigned i = 0; i < SIZES_COUNT; i++)
+                        assert_search_equal(&x->autosize->size[i], &d->autosize->size[i]);
+                assert_null(find_entry(e, n, 43)->autosize);
+                state_entries_free(e, n);
+        }
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* A snapshot of one device whose "auto" is `searches` (JSON text). */
+static void parse_searches(const char *searches, StateEntry **ret, StateReadReport *rep) {
+        char *text = NULL;
+        size_t n = 0;
+
+        assert_true(asprintf(&text,
+                             "{\"version\":1,\"generation\":1,\"devices\":[\n{\"ifindex\":3,\"ifname\":\"v3\","
+                             "\"original\":{\"gso_max_size\":65536,\"gro_max_size\":65536,\"gso_ipv4_max_size\":65536,"
+                             "\"gro_ipv4_max_size\":65536},\"written\":[\"gso_max_size\"],\"auto\":%s}]}\n",
+                             searches) > 0);
+        assert_int_equal(state_parse(text, strlen(text), ret, &n, NULL, rep), 0);
+        free(text);
+        /* the entry itself always loads: its originals are what a restart needs */
+        assert_int_equal(n, 1);
+        assert_int_equal((*ret)[0].ifindex, 3);
+        assert_int_equal((*ret)[0].original.gso_max_size, 65536);
+}
+
+/* A search as the writer writes it, with one field replaced (`value` JSON text) or, `value` NULL,
+ * left out. */
+static char *search_with(const char *size, const char *key, const char *value) {
+        json_object *o = json_tokener_parse(
+                "{\"size\":\"gso_max_size\",\"phase\":\"trying\",\"min\":65536,\"max\":524280,\"proven\":131072,"
+                "\"proven_packets\":100,\"trying\":200000,\"ceiling\":262144,\"ceiling_usec\":1700000000000000,"
+                "\"counter\":\"Tcp.RetransSegs\",\"rise\":9,\"reprobe\":false,\"retry_usec\":0,"
+                "\"idle_wait_usec\":0,\"steps\":1,\"trips\":1}");
+        char *text;
+
+        assert_non_null(o);
+        json_object_object_add(o, "size", json_object_new_string(size));
+        if (key && value) {
+                json_object *v = json_tokener_parse(value);
+                assert_true(v || streq_ptr(value, "null"));
+                json_object_object_add(o, key, v);
+        } else if (key)
+                json_object_object_del(o, key);
+        text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        assert_non_null(text);
+        json_object_put(o);
+        return text;
+}
+
+static const char AUTO_DROPPED[] = "its searches of auto (dropped: they begin again)";
+
+/* What a search cannot be is dropped (the search begins again at the next reconcile), never the
+ * entry: its originals load. The searches of the other sizes stay. */
+static void test_auto_hostile(void **state) {
+        static const char long_counter[] = "\"Tcp.RetransSegsRetransSegsRetransSegsRetransSegsRetransSegsRetra\"";
+        static const struct {
+                const char *key, *value; /* value NULL: left out */
+        } bad[] = {
+                {"size", "\"gso_max_sizes\""}, /* an unknown size (see search_with's caller) */
+                {"phase", "\"bogus\""},
+                {"phase", "\"new\""}, /* never written: a search not begun is not kept */
+                {"phase", "3"},
+                {"phase", NULL},
+                {"min", "0"},
+                {"min", "300000"},     /* above proven */
+                {"min", "600000"},     /* above max, and above what a kernel takes */
+                {"max", "524281"},     /* above what a kernel takes */
+                {"max", "100000"},     /* below proven */
+                {"min", "-65536"},
+                {"min", "\"65536\""},
+                {"proven", "65535"},   /* below min */
+                {"proven", "600000"},  /* above max */
+                {"proven", "4294967296"},
+                {"proven", "131072.5"},
+                {"proven", "null"},
+                {"proven", NULL},
+                {"trying", "131072"},  /* trying, but not above proven */
+                {"trying", "524288"},  /* above max */
+                {"ceiling", "131072"}, /* at proven */
+                {"ceiling", "524281"}, /* above max */
+                {"ceiling_usec", "-1"},
+                {"proven_packets", "-5"},
+                {"rise", "\"9\""},
+                {"retry_usec", "true"},
+                {"idle_wait_usec", "[]"},
+                {"steps", "-1"},
+                {"steps", "4294967296"},
+                {"trips", "{}"},
+                {"counter", "null"},
+                {"counter", "7"},
+                {"counter", long_counter}, /* 64 bytes: one more than a counter may have */
+        };
+        for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
+                bool size_bad = streq_ptr(bad[k].key, "size");
+                char *one = search_with(size_bad ? "gso_max_sizes" : "gso_max_size", size_bad ? NULL : bad[k].key,
+                                        bad[k].value);
+                char *other = search_with("gro_max_size", NULL, NULL), *both = NULL;
+                StateReadReport rep;
+                StateEntry *e = NULL;
+
+                print_message("%s: %s\n", bad[k].key, bad[k].value ?: "(left out)");
+                /* alone: the device has no search, and the load says it dropped them */
+                assert_true(asprintf(&both, "[%s]", one) > 0);
+                parse_searches(both, &e, &rep);
+                assert_null(e[0].autosize);
+                assert_int_equal(rep.n_aside, 1);
+                assert_true(rep.aside[0].partial);
+                assert_string_equal(rep.aside[0].reason, AUTO_DROPPED);
+                state_entries_free(e, 1);
+                free(both);
+
+                /* beside a good one: that one stays */
+                assert_true(asprintf(&both, "[%s,%s]", one, other) > 0);
+                parse_searches(both, &e, &rep);
+                assert_non_null(e[0].autosize);
+                assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GRO);
+                assert_int_equal(e[0].autosize->size[1].proven, 131072);
+                state_entries_free(e, 1);
+                free(both);
+                free(one);
+                free(other);
+        }
+}
+
+/* The edges of what a search may be, and how the reader takes what is not its own. */
+static void test_auto_edges(void **state) {
+        static const char counter63[] = "\"Tcp.RetransSegsRetransSegsRetransSegsRetransSegsRetransSegsRetr\"";
+        StateReadReport rep;
+        StateEntry *e = NULL;
+        char *a, *b, *text;
+
+        /* a counter of 63 bytes fits; sizes at the kernel's most; the largest numbers JSON-C reads */
+        a = search_with("gso_max_size", "counter", counter63);
+        assert_true(asprintf(&text, "[%s]", a) > 0);
+        parse_searches(text, &e, &rep);
+        assert_int_equal(rep.n_aside, 0);
+        assert_non_null(e[0].autosize);
+        assert_int_equal(strlen(e[0].autosize->size[0].ceiling_counter), 63);
+        state_entries_free(e, 1);
+        free(text);
+        free(a);
+        a = search_with("gso_max_size", "max", "524280");
+        b = search_with("gso_max_size", "steps", "4294967295");
+        free(a);
+        assert_true(asprintf(&text, "[%s]", b) > 0);
+        parse_searches(text, &e, &rep);
+        assert_non_null(e[0].autosize);
+        assert_int_equal(e[0].autosize->size[0].steps, UINT32_MAX);
+        state_entries_free(e, 1);
+        free(text);
+        free(b);
+
+        /* a device whose limit is below 65536 searches within it alone (min = max): kept, settled */
+        text = strdup("[{\"size\":\"gso_max_size\",\"phase\":\"settled\",\"min\":16384,\"max\":16384,\"proven\":16384,"
+                      "\"proven_packets\":0,\"trying\":0,\"ceiling\":0,\"ceiling_usec\":0,\"counter\":\"\",\"rise\":0,"
+                      "\"reprobe\":false,\"retry_usec\":0,\"idle_wait_usec\":0,\"steps\":0,\"trips\":0}]");
+        parse_searches(text, &e, &rep);
+        assert_non_null(e[0].autosize);
+        assert_int_equal(e[0].autosize->size[0].proven, 16384);
+        state_entries_free(e, 1);
+        free(text);
+
+        /* reprobe without a ceiling means nothing: read as false */
+        a = search_with("gso_max_size", "ceiling", "0");
+        b = search_with("gro_max_size", "reprobe", "true");
+        char *c = search_with("gso_ipv4_max_size", "reprobe", "\"yes\""); /* not a boolean: false */
+        assert_true(asprintf(&text, "[%s,%s,%s]", a, b, c) > 0);
+        free(a);
+        free(b);
+        free(c);
+        parse_searches(text, &e, &rep);
+        free(text);
+        assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GSO | SIZE_BIT_GRO | SIZE_BIT_GSO_IPV4);
+        assert_false(e[0].autosize->size[0].reprobe);
+        assert_true(e[0].autosize->size[1].reprobe);
+        assert_false(e[0].autosize->size[2].reprobe);
+        state_entries_free(e, 1);
+
+        /* a size twice: the last is kept, as of the entries of one device */
+        a = search_with("gso_max_size", "proven", "65536");
+        b = search_with("gso_max_size", "proven", "131072");
+        assert_true(asprintf(&text, "[%s,%s]", a, b) > 0);
+        free(a);
+        free(b);
+        parse_searches(text, &e, &rep);
+        free(text);
+        assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GSO);
+        assert_int_equal(e[0].autosize->size[0].proven, 131072);
+        state_entries_free(e, 1);
+
+        /* not a list, an empty one, a list of what are not searches: none, said */
+        const char *none[] = {"{}", "\"auto\"", "7", "null", "[]", "[1,\"x\",[],null]"};
+        for (size_t k = 0; k < ELEMENTSOF(none); k++) {
+                parse_searches(none[k], &e, &rep);
+                assert_null(e[0].autosize);
+                assert_int_equal(rep.n_aside, 1);
+                assert_string_equal(rep.aside[0].reason, AUTO_DROPPED);
+                state_entries_free(e, 1);
+        }
+        /* more than four: the first four are read */
+        a = search_with("gso_max_size", NULL, NULL);
+        assert_true(asprintf(&text, "[1,2,3,4,%s]", a) > 0);
+        free(a);
+        parse_searches(text, &e, &rep);
+        free(text);
+        assert_null(e[0].autosize);
+        state_entries_free(e, 1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_snapshot_roundtrip),
@@ -1125,6 +1413,9 @@ int main(void) {
                 cmocka_unit_test(test_planted_files),
                 cmocka_unit_test(test_untrusted_dir),
                 cmocka_unit_test(test_compact_by_bytes),
+                cmocka_unit_test(test_auto_roundtrip),
+                cmocka_unit_test(test_auto_hostile),
+                cmocka_unit_test(test_auto_edges),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

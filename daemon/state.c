@@ -559,12 +559,18 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
             get_u64(v, "idle_wait_usec", &s.idle_wait_usec) < 0 || get_u32(v, "steps", &steps) < 0 ||
             get_u32(v, "trips", &trips) < 0 || !counter || strlen(counter) >= sizeof(s.ceiling_counter))
                 return -EBADMSG;
-        if (s.min == 0 || s.min > s.max || s.max > STATE_SIZE_MAX || s.proven < s.min || s.proven > s.max ||
+        /* min is the policy's (65536 or more), unless the device's limit is below it: then the
+         * bounds are that limit alone */
+        if (s.min == 0 || s.min > s.max || s.max > STATE_SIZE_MAX || (s.min < AUTO_SIZE_MIN_DEFAULT && s.min != s.max) ||
+            s.proven < s.min || s.proven > s.max ||
             (s.phase == AUTO_TRYING && (s.trying <= s.proven || s.trying > s.max)) ||
             (s.ceiling != 0 && (s.ceiling <= s.proven || s.ceiling > s.max)))
                 return -ERANGE;
         snprintf(s.ceiling_counter, sizeof(s.ceiling_counter), "%s", counter);
         s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
+        /* settled with a step left: nothing would ever step it again under the same bounds */
+        if (s.phase == AUTO_SETTLED && auto_search_next(&s) != 0)
+                return -ERANGE;
         s.steps = steps;
         s.trips = trips;
         *ret_index = index;

@@ -1246,8 +1246,10 @@ static void test_auto_hostile(void **state) {
                 {"phase", "\"new\""}, /* never written: a search not begun is not kept */
                 {"phase", "3"},
                 {"phase", NULL},
+                {"phase", "\"settled\""}, /* with a step left: it would never step again */
                 {"min", "0"},
                 {"min", "300000"},     /* above proven */
+                {"min", "16384"},      /* below 65536: only a device's limit (then min = max) is */
                 {"min", "600000"},     /* above max, and above what a kernel takes */
                 {"max", "524281"},     /* above what a kernel takes */
                 {"max", "100000"},     /* below proven */

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from canary import CANARY, cohort, fleet, host_file, needs_machine_id, pick_ids
-from helpers import BIN, REPO, T, veth, write_file_atomic
+from helpers import BIN, REPO, T, policy_text, veth, wait_file, write_file_atomic
 from varlink_client import Client
 
 RULES = sorted((REPO / 'conf' / 'prometheus').glob('*.yml'))
@@ -156,3 +156,56 @@ def test_metrics_name_the_policy_and_count_rollbacks_by_it(netns, daemon, tmp_pa
     assert value('bigtcpd_rollbacks_total', policy=CANARY) == 1
     assert value('bigtcpd_rollbacks_total', policy='web-only') == 0
     assert not [l for n, l, v in s if n == 'bigtcpd_policy_cohort'], 'no canary left'
+
+
+def test_metrics_of_a_search_of_auto(netns, daemon, tmp_path):
+    """An idle veth on a policy of `gso-max-size: auto`: its search shows as gauges of the device
+    and the size, proven 65536, its ceiling the device's limit (nothing tripped), no trip, and
+    exactly one phase at 1 (watching or idle: no traffic steps it). promtool lints the output."""
+    ns = netns()
+    veth(ns, 'v0', 'v1')
+    cfg = tmp_path / 'etc' / 'auto.yaml'
+    cfg.parent.mkdir()
+    cfg.write_text(policy_text('''
+        version: 1
+        policies:
+          - name: auto
+            match: {name: [v0]}
+            ipv6: {gso-max-size: auto}
+            rollback:
+              window: 2s
+              guards:
+                - {counter: link.tx_errors, max-increase: 1000}
+        '''))
+    d = daemon(ns, cfg)
+    wait_file(d.log_path, lambda: d.log_lines(r'v0: auto: gso_max_size searched from 65536'), 20, 'v0 searching')
+    sock = d.runtime_dir / IFACE
+    with Client(sock) as c:
+        dev = next(x for x in c.call(f'{IFACE}.ListDevices')['devices'] if x['ifname'] == 'v0')
+    limit = min(dev['tso_max_size'] or 65536, 524280)
+    assert limit > 65536, dev  # a veth takes BIG TCP: there is a step to try
+
+    text = metrics(sock)
+    s = samples(text)
+
+    def value(name, **labels):
+        got = [v for n, l, v in s if n == name and l == labels]
+        assert len(got) == 1, (name, labels, got, text)
+        return got[0]
+
+    labels = dict(ifname='v0', policy='auto', size='gso_max_size')
+    assert value('bigtcpd_device_auto_proven_bytes', **labels) == 65536
+    assert value('bigtcpd_device_auto_ceiling_bytes', **labels) == limit
+    assert value('bigtcpd_device_auto_trips', **labels) == 0
+    phases = {p: value('bigtcpd_device_auto_phase', phase=p, **labels) for p in ('watching', 'idle', 'trying', 'settled')}
+    assert sorted(phases.values()) == [0, 0, 0, 1], phases
+    assert phases['watching'] == 1 or phases['idle'] == 1, phases
+    # only the size searched, only the device searched
+    for name in ('bigtcpd_device_auto_proven_bytes', 'bigtcpd_device_auto_ceiling_bytes', 'bigtcpd_device_auto_trips',
+                 'bigtcpd_device_auto_phase'):
+        assert {(l['ifname'], l['size']) for n, l, v in s if n == name} == {('v0', 'gso_max_size')}, text
+    assert value('bigtcpd_device_size_bytes', ifname='v0', policy='auto', size='gso_max_size') == 65536
+    lint = subprocess.run([promtool(), 'check', 'metrics'], input=text, capture_output=True, text=True,
+                          timeout=T(60))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    d.stop()

@@ -181,3 +181,13 @@ int evidence_count_above_from_now(Device *d, const uint32_t above_len[static SIZ
 
 /* Read what is queued on every watched socket now (tests, and before a verdict). */
 void evidence_drain(EvidenceSet *s);
+
+/* For tests (the engine harness), whose clock is their own: watches without packet sockets. Each
+ * watch's descriptor is `make(userdata, d)`'s, one that maps EVIDENCE_BLOCKS blocks of
+ * EVIDENCE_BLOCK_SIZE (a memfd) and that the test fills as the kernel fills a TPACKET_V3 ring; it
+ * is neither bound nor polled, but read as a socket's ring is, by evidence_drain() and at the
+ * window's end. -errno from `make`: the watch fails with it. */
+typedef int (*EvidenceTestRing)(void *userdata, const Device *d);
+void evidence_set_test_rings(EvidenceSet *s, EvidenceTestRing make, void *userdata);
+/* What the window timer does when it fires, now (the fake clock moved). */
+void evidence_tick(EvidenceSet *s);

@@ -1,12 +1,19 @@
 /* test-auto-apply.c — the engine's side of `auto` on the harness's fake clock, writer and kernel:
  * an idle device waits, twice as long each time, and is never written; a canary that leaves this
- * host out begins no search. The harness counts no packets (its engine has no packet sockets):
- * every watch a search asks for fails as "counting is off", which the engine takes as a watch
- * that saw nothing (auto-apply.c), so only what an idle device does is seen here. */
+ * host out begins no search; busy devices under one rollout step one at a time and settle at the
+ * bound; a step's trip is the search's answer and halts no rollout, a policy change's does.
+ * Without rings, the harness's engine counts no packets: every watch a search asks for fails as
+ * "counting is off", which the engine takes as a watch that saw nothing (auto-apply.c). With them
+ * (evidence_set_test_rings()), each watch reads a ring the test fills as the kernel would. */
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <sys/mman.h>
+
 #include "engine-harness.h"
 
 #include "auto-apply.h"
 #include "policy.h"
+#include "rollout.h"
 
 #define WINDOW_USEC (10 * USEC_PER_SEC)
 
@@ -34,6 +41,114 @@ static void h_fire_auto(Harness *h) {
         event_active(h->e->auto_timer, EV_TIMEOUT, 0);
         assert_int_equal(event_base_loop(h->base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
         h_answer_all(h);
+}
+
+/* ---- rings the test fills as the kernel fills a TPACKET_V3 ring ---- */
+
+typedef struct Ring {
+        int ifindex;
+        uint8_t *map;
+        unsigned block; /* the next the "kernel" fills */
+} Ring;
+
+static Ring rings[64];
+static size_t n_rings;
+
+#define RING_BYTES ((size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE)
+#define FRAME_SLL_OFF TPACKET_ALIGN(sizeof(struct tpacket3_hdr))
+#define FRAME_SIZE TPACKET_ALIGN(FRAME_SLL_OFF + sizeof(struct sockaddr_ll))
+#define FIRST_FRAME TPACKET_ALIGN(sizeof(struct tpacket_block_desc))
+
+static Ring *ring_of(int ifindex) {
+        for (size_t i = 0; i < n_rings; i++)
+                if (rings[i].ifindex == ifindex)
+                        return &rings[i];
+        return NULL;
+}
+
+/* A watch begins: its ring, mapped by the test too (kept after the engine closes its descriptor). */
+static int make_ring(void *userdata, const Device *d) {
+        Ring *r = ring_of(d->ifindex);
+        int fd = memfd_create("bigtcpd-test-ring", MFD_CLOEXEC);
+
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, (off_t) RING_BYTES), 0);
+        if (!r) {
+                assert_true(n_rings < ELEMENTSOF(rings));
+                r = &rings[n_rings++];
+        } else
+                assert_int_equal(munmap(r->map, RING_BYTES), 0);
+        *r = (Ring){.ifindex = d->ifindex, .map = mmap(NULL, RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)};
+        assert_true(r->map != MAP_FAILED);
+        return fd;
+}
+
+static void rings_free(void) {
+        for (size_t i = 0; i < n_rings; i++)
+                (void) munmap(rings[i].map, RING_BYTES);
+        n_rings = 0;
+}
+
+static void h_rings_on(Harness *h) {
+        rings_free();
+        evidence_set_test_rings(h->e->evidence, make_ring, h);
+}
+
+/* `n` packets of `len` bytes through d's watched ring, `outgoing` or received, IPv6: a block at a
+ * time, each handed over as the kernel does (a full ring is read by the daemon's drain first). */
+static void h_packets(Harness *h, int ifindex, bool outgoing, uint32_t len, unsigned n) {
+        Ring *r = ring_of(ifindex);
+        unsigned per_block = (EVIDENCE_BLOCK_SIZE - FIRST_FRAME) / FRAME_SIZE;
+
+        assert_non_null(r);
+        assert_true(evidence_watching(h_dev(h, ifindex)));
+        while (n > 0) {
+                uint8_t *block = r->map + (size_t) r->block * EVIDENCE_BLOCK_SIZE;
+                struct tpacket_block_desc *bd = (struct tpacket_block_desc *) block;
+                unsigned k = n < per_block ? n : per_block;
+
+                if (__atomic_load_n(&bd->hdr.bh1.block_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER)
+                        evidence_drain(h->e->evidence);
+                assert_false(bd->hdr.bh1.block_status & TP_STATUS_USER);
+                memset(block, 0, EVIDENCE_BLOCK_SIZE);
+                bd->version = TPACKET_V3;
+                bd->hdr.bh1.num_pkts = k;
+                bd->hdr.bh1.offset_to_first_pkt = FIRST_FRAME;
+                for (unsigned i = 0; i < k; i++) {
+                        size_t off = FIRST_FRAME + (size_t) i * FRAME_SIZE;
+                        struct tpacket3_hdr *th = (struct tpacket3_hdr *) (block + off);
+                        struct sockaddr_ll *sll = (struct sockaddr_ll *) (block + off + FRAME_SLL_OFF);
+
+                        th->tp_len = len;
+                        th->tp_snaplen = 1;
+                        th->tp_next_offset = i + 1 < k ? FRAME_SIZE : 0;
+                        *sll = (struct sockaddr_ll){.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IPV6),
+                                                    .sll_ifindex = ifindex,
+                                                    .sll_pkttype = outgoing ? PACKET_OUTGOING : PACKET_HOST};
+                }
+                __atomic_store_n(&bd->hdr.bh1.block_status, TP_STATUS_USER, __ATOMIC_RELEASE);
+                r->block = (r->block + 1) % EVIDENCE_BLOCKS;
+                n -= k;
+        }
+}
+
+/* A quarter of a second of the loop on the fake clock: the guards' tick, the evidence windows'
+ * timer, the searches' timer, and every answer of the kernel. */
+static void h_step(Harness *h) {
+        h_advance(h, 250 * USEC_PER_MSEC);
+        probation_tick(h->e->probation);
+        h_answer_all(h);
+        evidence_tick(h->e->evidence);
+        h_answer_all(h);
+        if (h->e->auto_timer)
+                h_fire_auto(h);
+}
+
+/* Busy: d sends packets as large as its gso_max_size lets them be, while watched. */
+static void h_busy(Harness *h, int ifindex, unsigned n) {
+        Device *d = h_dev(h, ifindex);
+        if (evidence_watching(d) && !d->evidence->waiting)
+                h_packets(h, ifindex, true, d->current.gso_max_size, n);
 }
 
 static const AutoSearch *search_of(Harness *h, int ifindex) {
@@ -78,6 +193,46 @@ static void test_idle_device_waits_longer_each_time(void **state) {
         assert_int_equal(h_dev(h, 2)->current.gso_max_size, 65536);
         assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 65536);
         h_free(h);
+}
+
+/* The same through watches that count: a watch of 65536 as long as the window that sees no packet
+ * leaves the device idle; it is not watched until its wait is over, then at once, and the waits
+ * double. */
+static void test_idle_device_watched_with_rings(void **state) {
+        char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_new(yaml);
+        const AutoSearch *s;
+        uint64_t wait = WINDOW_USEC;
+        Device *d;
+
+        free(yaml);
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        d = h_dev(h, 2);
+        s = search_of(h, 2);
+        for (unsigned round = 0; round < 3; round++, wait *= 2) {
+                uint64_t began = h->real;
+
+                assert_string_equal(auto_phase_to_string(s->phase), "watching");
+                assert_true(evidence_watching(d));
+                while (s->phase == AUTO_WATCHING) {
+                        h_step(h);
+                        assert_true(h->real - began <= WINDOW_USEC + USEC_PER_SEC);
+                }
+                assert_string_equal(auto_phase_to_string(s->phase), "idle");
+                assert_int_equal(s->idle_wait_usec, wait);
+                assert_int_equal(s->retry_usec, h->real + wait);
+                while (h->real < s->retry_usec) {
+                        assert_false(evidence_watching(d));
+                        h_step(h);
+                }
+        }
+        assert_int_equal(s->steps, 0);
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+        h_free(h);
+        rings_free();
 }
 
 /* The waits stop doubling at AUTO_IDLE_WAIT_MAX_USEC. */
@@ -141,11 +296,187 @@ static void test_canary_cohort(void **state) {
         }
 }
 
+static const char ROLLOUT_POLICY[] =
+        "version: 1\n"
+        "policies:\n"
+        "  - name: auto\n"
+        "    match: {name: [e0, e1, e2]}\n"
+        "    ipv6: {gso-max-size: auto}\n"
+        "    rollout: {max-parallel: 1}\n"
+        "    rollback:\n"
+        "      window: 10s\n"
+        "      interval: 1s\n"
+        "      guards:\n"
+        "        - {counter: link.tx_errors, max-increase: 10}\n";
+
+/* The probation windows device `ifindex` entered. */
+static unsigned windows(const Harness *h, int ifindex) {
+        unsigned n = 0;
+        for (size_t i = 0; i < h->n_ev; i++)
+                n += h->ev[i].type == EVENT_STATE && h->ev[i].ifindex == ifindex && h->ev[i].state == DEVICE_PROBATION &&
+                     h->ev[i].previous != DEVICE_PROBATION;
+        return n;
+}
+
+static unsigned in_probation(Harness *h) {
+        unsigned n = 0;
+        for (int i = 2; i <= 4; i++)
+                n += h_state(h, i) == DEVICE_PROBATION;
+        return n;
+}
+
+/* Three busy devices on one search under max-parallel 1: never two in a step's window at once;
+ * each steps 65536 → 131072 → 262144 → 524280 (twice the proven size at most, then the bound),
+ * proven by its own packets, and settles there. */
+static void test_rollout_one_step_at_a_time(void **state) {
+        Harness *h = h_new(ROLLOUT_POLICY);
+
+        h_rings_on(h);
+        for (int i = 2; i <= 4; i++) {
+                char name[8];
+                snprintf(name, sizeof(name), "e%d", i - 2);
+                h_link_add(h, i, name);
+        }
+        h_start(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600; t++) {
+                for (int i = 2; i <= 4; i++)
+                        h_busy(h, i, 20);
+                h_step(h);
+                assert_true(in_probation(h) <= 1);
+                bool all = true;
+                for (int i = 2; i <= 4; i++)
+                        all = all && search_of(h, i)->phase == AUTO_SETTLED;
+                if (all)
+                        break;
+        }
+        for (int i = 2; i <= 4; i++) {
+                const AutoSearch *s = search_of(h, i);
+                assert_string_equal(auto_phase_to_string(s->phase), "settled");
+                assert_int_equal(s->proven, 524280);
+                assert_int_equal(s->steps, 3);
+                assert_int_equal(s->trips, 0);
+                assert_int_equal(h_link(h, i)->sizes.gso_max_size, 524280);
+                assert_int_equal(windows(h, i), 3); /* one per step */
+        }
+        h_free(h);
+        rings_free();
+}
+
+/* The first in probation of devices 2..last. */
+static int first_in_probation(Harness *h, int last) {
+        for (unsigned t = 0; t < 4 * 600; t++) {
+                for (int i = 2; i <= last; i++)
+                        if (h_state(h, i) == DEVICE_PROBATION)
+                                return i;
+                for (int i = 2; i <= last; i++)
+                        h_busy(h, i, 20);
+                h_step(h);
+        }
+        fail_msg("no device in probation");
+        return 0;
+}
+
+/* A guard trips in the window of a step: the search's answer. The device goes back to its proven
+ * size, the size tried is its ceiling, and the rollout goes on: the other device's steps follow
+ * (its search settles at the bound) and the tripped one searches on below its ceiling. */
+static void test_step_trip_halts_no_rollout(void **state) {
+        Harness *h = h_new(ROLLOUT_POLICY);
+        const AutoSearch *s;
+        int a, b;
+
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_link_add(h, 3, "e1");
+        h_start(h);
+        h_answer_all(h);
+        a = first_in_probation(h, 3);
+        b = a == 2 ? 3 : 2;
+        s = search_of(h, a);
+        assert_string_equal(auto_phase_to_string(s->phase), "trying");
+        assert_int_equal(s->trying, 131072);
+        assert_int_equal(h_link(h, a)->sizes.gso_max_size, 131072);
+
+        size_t from = h->n_ev;
+        h_link(h, a)->stats.tx_errors += 100;
+        while (h_state(h, a) == DEVICE_PROBATION)
+                h_step(h);
+        assert_non_null(h_find_event(h, EVENT_ROLLBACK, a, from));
+        assert_int_equal(h_link(h, a)->sizes.gso_max_size, 65536);
+        assert_int_equal(s->proven, 65536);
+        assert_int_equal(s->ceiling, 131072);
+        assert_string_equal(s->ceiling_counter, "link.tx_errors");
+        assert_int_equal(s->ceiling_rise, 100);
+        assert_int_equal(s->trips, 1);
+        assert_false(rollout_is_halted(rollout_find(&h->e->rollouts, "auto")));
+
+        /* the other's steps go on, to the bound; the tripped one settles below its ceiling */
+        for (unsigned t = 0; t < 4 * 1200 && !(search_of(h, a)->phase == AUTO_SETTLED &&
+                                                  search_of(h, b)->phase == AUTO_SETTLED); t++) {
+                h_busy(h, a, 20);
+                h_busy(h, b, 20);
+                h_step(h);
+        }
+        assert_string_equal(auto_phase_to_string(search_of(h, b)->phase), "settled");
+        assert_int_equal(search_of(h, b)->proven, 524280);
+        assert_int_equal(h_link(h, b)->sizes.gso_max_size, 524280);
+        assert_string_equal(auto_phase_to_string(s->phase), "settled");
+        assert_int_equal(s->ceiling, 131072);
+        assert_true(s->proven < 131072 && 131072 - s->proven <= s->proven >> AUTO_STOP_SHIFT);
+        assert_int_equal(h_link(h, a)->sizes.gso_max_size, s->proven);
+        assert_int_equal(s->trips, 1);
+        assert_false(rollout_is_halted(rollout_find(&h->e->rollouts, "auto")));
+        h_free(h);
+        rings_free();
+}
+
+/* The same trip of a change that is not a step (a fixed size) halts the rollout: the other device
+ * waits, its reason the halt. */
+static void test_policy_trip_halts_the_rollout(void **state) {
+        Harness *h = h_new("version: 1\n"
+                           "policies:\n"
+                           "  - name: fixed\n"
+                           "    match: {name: [e0, e1]}\n"
+                           "    ipv6: {gso-max-size: 185000}\n"
+                           "    rollout: {max-parallel: 1}\n"
+                           "    rollback:\n"
+                           "      window: 10s\n"
+                           "      interval: 1s\n"
+                           "      guards:\n"
+                           "        - {counter: link.tx_errors, max-increase: 10}\n");
+        int a, b;
+
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_link_add(h, 3, "e1");
+        h_start(h);
+        h_answer_all(h);
+        a = first_in_probation(h, 3);
+        b = a == 2 ? 3 : 2;
+        assert_state(h_state(h, b), DEVICE_PENDING);
+        h_link(h, a)->stats.tx_errors += 100;
+        while (h_state(h, a) == DEVICE_PROBATION)
+                h_step(h);
+        assert_state(h_state(h, a), DEVICE_ROLLED_BACK);
+        assert_true(rollout_is_halted(rollout_find(&h->e->rollouts, "fixed")));
+        for (unsigned t = 0; t < 4 * 60; t++)
+                h_step(h);
+        assert_state(h_state(h, b), DEVICE_PENDING);
+        assert_string_equal(h_pending_reason(h, b), "rollout-halted");
+        assert_int_equal(h_link(h, b)->sizes.gso_max_size, 65536);
+        h_free(h);
+        rings_free();
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_idle_device_waits_longer_each_time, h_teardown),
+                cmocka_unit_test_teardown(test_idle_device_watched_with_rings, h_teardown),
                 cmocka_unit_test_teardown(test_idle_wait_is_bounded, h_teardown),
                 cmocka_unit_test_teardown(test_canary_cohort, h_teardown),
+                cmocka_unit_test_teardown(test_rollout_one_step_at_a_time, h_teardown),
+                cmocka_unit_test_teardown(test_step_trip_halts_no_rollout, h_teardown),
+                cmocka_unit_test_teardown(test_policy_trip_halts_the_rollout, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

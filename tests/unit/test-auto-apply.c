@@ -430,6 +430,61 @@ static void test_step_trip_halts_no_rollout(void **state) {
         rings_free();
 }
 
+/* A restart resumes the searches from the state file: a settled one stays where it settled,
+ * unwritten; one stopped in a step's window finishes the window, but has lost its count and
+ * proves nothing: back to its proven size, the step not taken and not a trip. */
+static void test_restart_resumes(void **state) {
+        Harness *h = h_new(ROLLOUT_POLICY);
+        const AutoSearch *s;
+        int a, b;
+
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_link_add(h, 3, "e1");
+        h_start(h);
+        h_answer_all(h);
+        a = first_in_probation(h, 3);
+        b = a == 2 ? 3 : 2;
+        /* a steps to the bound; then b is in its first step's window */
+        while (search_of(h, a)->phase != AUTO_SETTLED || h_state(h, b) != DEVICE_PROBATION) {
+                h_busy(h, a, 20);
+                h_busy(h, b, 20);
+                h_step(h);
+        }
+        assert_int_equal(search_of(h, a)->proven, 524280);
+        assert_string_equal(auto_phase_to_string(search_of(h, b)->phase), "trying");
+        assert_int_equal(h_link(h, b)->sizes.gso_max_size, 131072);
+
+        /* the clocks go on across the restart (the harness's start theirs again) */
+        uint64_t mono = h->mono, boot = h->boot, real = h->real;
+        h = h_restart(h, ROLLOUT_POLICY);
+        h->mono = mono, h->boot = boot, h->real = real;
+        h_answer_all(h);
+        /* b's window goes on where it was (its probation is resumed), without the packets it had */
+        assert_state(h_state(h, b), DEVICE_PROBATION);
+        assert_string_equal(auto_phase_to_string(search_of(h, b)->phase), "trying");
+        for (unsigned t = 0; t < 4 * 20 && h_state(h, b) == DEVICE_PROBATION; t++)
+                h_step(h);
+        assert_state(h_state(h, b), DEVICE_APPLIED);
+        for (unsigned t = 0; t < 8; t++)
+                h_step(h);
+        s = search_of(h, a);
+        assert_string_equal(auto_phase_to_string(s->phase), "settled");
+        assert_int_equal(s->proven, 524280);
+        assert_int_equal(s->steps, 3);
+        assert_int_equal(h_count_writes(h, a, 0), 0);
+        assert_int_equal(h_link(h, a)->sizes.gso_max_size, 524280);
+        s = search_of(h, b);
+        assert_int_equal(s->proven, 65536);
+        assert_int_equal(s->steps, 0);
+        assert_int_equal(s->trips, 0);
+        assert_int_equal(s->ceiling, 0);
+        assert_true(s->phase == AUTO_IDLE || s->phase == AUTO_WATCHING);
+        assert_int_equal(h_link(h, b)->sizes.gso_max_size, 65536);
+        h_free(h);
+        rings_free();
+}
+
 /* The same trip of a change that is not a step (a fixed size) halts the rollout: the other device
  * waits, its reason the halt. */
 static void test_policy_trip_halts_the_rollout(void **state) {
@@ -477,6 +532,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_rollout_one_step_at_a_time, h_teardown),
                 cmocka_unit_test_teardown(test_step_trip_halts_no_rollout, h_teardown),
                 cmocka_unit_test_teardown(test_policy_trip_halts_the_rollout, h_teardown),
+                cmocka_unit_test_teardown(test_restart_resumes, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

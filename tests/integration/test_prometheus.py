@@ -61,6 +61,13 @@ def samples(text):
     return out
 
 
+def one(s, text, name, **labels):
+    """The value of the one sample of `name` with exactly `labels` in samples `s` (of `text`)."""
+    got = [v for n, l, v in s if n == name and l == labels]
+    assert len(got) == 1, (name, labels, got, text)
+    return got[0]
+
+
 def test_rules_are_yaml_and_use_what_bigtcpctl_exports():
     """Parsed as YAML (no promtool needed): groups of named rules, alerts with a severity and a
     summary, and every bigtcpd_* metric they use is one `bigtcpctl metrics` prints."""
@@ -120,9 +127,7 @@ def test_metrics_name_the_policy_and_count_rollbacks_by_it(netns, daemon, tmp_pa
     s = samples(text)
 
     def value(name, **labels):
-        got = [v for n, l, v in s if n == name and l == labels]
-        assert len(got) == 1, (name, labels, got, text)
-        return got[0]
+        return one(s, text, name, **labels)
 
     per_device = [l for n, l, v in s if n.startswith('bigtcpd_device_')]
     assert per_device and all('policy' in l for l in per_device), text
@@ -189,9 +194,7 @@ def test_metrics_of_a_search_of_auto(netns, daemon, tmp_path):
     s = samples(text)
 
     def value(name, **labels):
-        got = [v for n, l, v in s if n == name and l == labels]
-        assert len(got) == 1, (name, labels, got, text)
-        return got[0]
+        return one(s, text, name, **labels)
 
     labels = dict(ifname='v0', policy='auto', size='gso_max_size')
     assert value('bigtcpd_device_auto_proven_bytes', **labels) == 65536

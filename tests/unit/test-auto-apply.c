@@ -377,6 +377,17 @@ static int first_in_probation(Harness *h, int last) {
         return 0;
 }
 
+/* e0 and e1, busy, on the harness's policy: `a` the first in a probation window, `b` the other. */
+static void two_busy_devices(Harness *h, int *a, int *b) {
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_link_add(h, 3, "e1");
+        h_start(h);
+        h_answer_all(h);
+        *a = first_in_probation(h, 3);
+        *b = *a == 2 ? 3 : 2;
+}
+
 /* A guard trips in the window of a step: the search's answer. The device goes back to its proven
  * size, the size tried is its ceiling, and the rollout goes on: the other device's steps follow
  * (its search settles at the bound) and the tripped one searches on below its ceiling. */
@@ -385,13 +396,7 @@ static void test_step_trip_halts_no_rollout(void **state) {
         const AutoSearch *s;
         int a, b;
 
-        h_rings_on(h);
-        h_link_add(h, 2, "e0");
-        h_link_add(h, 3, "e1");
-        h_start(h);
-        h_answer_all(h);
-        a = first_in_probation(h, 3);
-        b = a == 2 ? 3 : 2;
+        two_busy_devices(h, &a, &b);
         s = search_of(h, a);
         assert_string_equal(auto_phase_to_string(s->phase), "trying");
         assert_int_equal(s->trying, 131072);
@@ -438,13 +443,7 @@ static void test_restart_resumes(void **state) {
         const AutoSearch *s;
         int a, b;
 
-        h_rings_on(h);
-        h_link_add(h, 2, "e0");
-        h_link_add(h, 3, "e1");
-        h_start(h);
-        h_answer_all(h);
-        a = first_in_probation(h, 3);
-        b = a == 2 ? 3 : 2;
+        two_busy_devices(h, &a, &b);
         /* a steps to the bound; then b is in its first step's window */
         while (search_of(h, a)->phase != AUTO_SETTLED || h_state(h, b) != DEVICE_PROBATION) {
                 h_busy(h, a, 20);
@@ -501,13 +500,7 @@ static void test_policy_trip_halts_the_rollout(void **state) {
                            "        - {counter: link.tx_errors, max-increase: 10}\n");
         int a, b;
 
-        h_rings_on(h);
-        h_link_add(h, 2, "e0");
-        h_link_add(h, 3, "e1");
-        h_start(h);
-        h_answer_all(h);
-        a = first_in_probation(h, 3);
-        b = a == 2 ? 3 : 2;
+        two_busy_devices(h, &a, &b);
         assert_state(h_state(h, b), DEVICE_PENDING);
         h_link(h, a)->stats.tx_errors += 100;
         while (h_state(h, a) == DEVICE_PROBATION)

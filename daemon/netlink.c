@@ -208,7 +208,7 @@ static void read_stats_socket(Netlink *nl) {
         int fd = nl_socket_get_fd(nl->st_sk);
 
         for (unsigned i = 0; i < READ_BUDGET; i++) {
-                bool trunc, kernel;
+                bool trunc = false, kernel = false;
                 ssize_t n = recv_datagram(nl, fd, &trunc, &kernel);
                 if (n == -EAGAIN)
                         break;
@@ -236,7 +236,7 @@ static void read_socket(Netlink *nl, struct nl_sock *sk, bool write_socket, unsi
         int fd = nl_socket_get_fd(sk);
 
         for (unsigned i = 0; i < budget; i++) {
-                bool trunc, kernel;
+                bool trunc = false, kernel = false;
                 ssize_t n = recv_datagram(nl, fd, &trunc, &kernel);
                 if (n == -EAGAIN)
                         break;

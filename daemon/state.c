@@ -1336,8 +1336,8 @@ static int journal_newest(Lines *l, uint64_t *ret) {
 }
 
 static int read_journal(Lines *l, uint64_t generation, Entries *x, StateReadReport *rep) {
-        const char *p;
-        size_t n;
+        const char *p = NULL;
+        size_t n = 0;
         bool whole;
         int r;
 

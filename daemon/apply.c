@@ -187,17 +187,18 @@ static void throttle(Engine *e, Device *d) {
 
 static void on_auto_timer(evutil_socket_t fd, short what, void *userdata);
 
-/* The timer at the earliest search due: an idle watch, an aged ceiling, a target changed. */
-static void auto_arm(Engine *e) {
-        uint64_t due = UINT64_MAX, now = clock_now(e->clock, CLOCK_REALTIME);
-        Device *d;
+/* The timer fires this long after the first search due, for those due meanwhile too: thousands
+ * of idle searches spread over a wait (auto_apply_due()) wake the daemon at most 20 times a
+ * second, not once each. */
+#define AUTO_TIMER_SLACK_USEC (50 * USEC_PER_MSEC)
+/* Searches one tick takes; the others are the next tick's, at once (the loop runs in between). */
+#define AUTO_TICK_MAX 256u
 
-        DEVICE_FOREACH(d, &e->devices, it) {
-                uint64_t t = auto_apply_due(d);
-                if (t < due)
-                        due = t;
-        }
-        if (due == UINT64_MAX) {
+/* The timer at the first search due (Engine.auto_queue). */
+static void auto_arm_timer(Engine *e) {
+        uint64_t due, now = clock_now(e->clock, CLOCK_REALTIME);
+
+        if (!auto_queue_first(&e->auto_queue, &due)) {
                 if (e->auto_timer)
                         evtimer_del(e->auto_timer);
                 return;
@@ -206,20 +207,39 @@ static void auto_arm(Engine *e) {
                 log_warning("auto: no memory for its timer: searches wait for the next reconcile");
                 return;
         }
-        uint64_t left = due > now ? due - now : 0;
+        uint64_t left = due > now ? due - now + AUTO_TIMER_SLACK_USEC : 0;
         struct timeval tv = {.tv_sec = (time_t) (left / USEC_PER_SEC), .tv_usec = (suseconds_t) (left % USEC_PER_SEC)};
         (void) evtimer_add(e->auto_timer, &tv);
 }
 
+/* d's search may be due at another time (an idle watch, an aged ceiling, a target changed): its
+ * place in the queue, and the timer at the first one. */
+static void auto_arm(Engine *e, Device *d) {
+        if (auto_queue_set(&e->auto_queue, d, auto_apply_due(d)) < 0)
+                log_dev_warning(d, "auto: no memory to queue its search: it waits for the next reconcile");
+        auto_arm_timer(e);
+}
+
 static void on_auto_timer(evutil_socket_t fd, short what, void *userdata) {
         Engine *e = userdata;
-        Device *d;
+        uint64_t due, now = clock_now(e->clock, CLOCK_REALTIME);
+        Device *batch[AUTO_TICK_MAX], *d;
+        size_t n = 0;
 
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (auto_apply_tick(e, d))
-                        apply_reconcile(e, d, REASON_SYNC);
+        /* taken out first: a device whose tick leaves it due (a target changed) is the next
+         * tick's, never this loop's again */
+        while (n < AUTO_TICK_MAX && (d = auto_queue_first(&e->auto_queue, &due)) && due <= now) {
+                auto_queue_remove(&e->auto_queue, d);
+                batch[n++] = d;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (auto_apply_tick(e, batch[i]))
+                        apply_reconcile(e, batch[i], REASON_SYNC);
+                if (auto_queue_set(&e->auto_queue, batch[i], auto_apply_due(batch[i])) < 0)
+                        log_dev_warning(batch[i], "auto: no memory to queue its search: it waits for the next reconcile");
+        }
         apply_flush(e);
-        auto_arm(e);
+        auto_arm_timer(e);
 }
 
 /* A watch the search asked for ended: reconciled from the timer, never inside the emitter (a
@@ -234,7 +254,7 @@ static void on_auto_event(const Event *ev, void *userdata) {
         if (d != ev->device || !d->autosize)
                 return;
         (void) auto_apply_watch_ended(e, d);
-        auto_arm(e); /* a step at once, or the next watch of an idle device */
+        auto_arm(e, d); /* a step at once, or the next watch of an idle device */
 }
 
 static void auto_at_policy(Engine *e, Device *d, const Policy *p) {
@@ -243,7 +263,7 @@ static void auto_at_policy(Engine *e, Device *d, const Policy *p) {
         if (!e->auto_watch_id)
                 e->auto_watch_id = event_watch_add(&e->events, on_auto_event, e);
         auto_apply_at_policy(e, d, p);
-        auto_arm(e);
+        auto_arm(e, d);
 }
 
 /* ---- reconcile ---- */
@@ -346,6 +366,7 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size,
                         e->ipv4_supported, &want);
         auto_apply_desired(e, d, p, &want);
+        auto_arm(e, d); /* its search may have begun, ticked, or gone with its last `auto` size */
         if (want.ipv4_unsupported)
                 log_dev_debug(d, "policy \"%s\" sets IPv4 sizes, but this kernel has none: IPv4 part unsupported", p->name);
         if (want.families == 0) {
@@ -582,7 +603,7 @@ static void on_passed(void *userdata, Device *d) {
         if (auto_apply_passed(e, d))
                 apply_reconcile(e, d, REASON_SYNC); /* the search's next step */
         apply_flush(e);
-        auto_arm(e);
+        auto_arm(e, d);
 }
 
 static void on_tripped(void *userdata, Device *d, const RollbackRecord *why) {
@@ -599,7 +620,7 @@ static void on_tripped(void *userdata, Device *d, const RollbackRecord *why) {
         } else
                 (void) roll_back(e, d, copy, !step);
         apply_flush(e);
-        auto_arm(e);
+        auto_arm(e, d);
 }
 
 static void on_probation_changed(void *userdata, Device *d) {
@@ -685,6 +706,7 @@ void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
                         free(d->autosize);
                         d->autosize = TAKE_PTR(s->autosize);
                         log_dev_info(d, "resuming its search of auto");
+                        auto_arm(e, d);
                 }
         }
         probation_arm(e->probation);

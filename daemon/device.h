@@ -303,6 +303,7 @@ struct Device {
 
         /* ---- auto-apply.c: the searches of `auto` (NULL: none of its sizes is `auto`), freed with it ---- */
         struct AutoDevice *autosize;
+        unsigned auto_slot; /* auto-queue.c: its place in Engine.auto_queue + 1; 0: not queued */
 
         /* ---- rollout.c ---- */
         struct {

@@ -51,6 +51,7 @@ void engine_free(Engine *e) {
                 event_free(e->state_retry_event);
         if (e->auto_timer)
                 event_free(e->auto_timer);
+        auto_queue_done(&e->auto_queue);
         device_table_done(&e->devices);
         strv_free(e->guard_warnings);
         event_list_done(&e->events);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auto-queue.h"
 #include "device.h"
 #include "event.h"
 #include "evidence.h"
@@ -88,6 +89,7 @@ typedef struct Engine {
         bool advancing_rollouts;         /* apply.c: a walk over the waiting devices runs */
         struct event *auto_timer;        /* apply.c: the next idle watch or aged ceiling of `auto` */
         unsigned auto_watch_id;          /* apply.c: the ends of the watches `auto` asked for */
+        AutoQueue auto_queue;            /* apply.c: the searches with a due time, the first first */
 } Engine;
 
 /* `transport` sends requests; `writer_ops` and `probation_ops` are the decisions above that

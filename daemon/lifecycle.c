@@ -702,6 +702,7 @@ void lifecycle_gone(Engine *e, Device *d) {
         (void) lifecycle_stop(e, d);
         writer_cancel_device(e->writer, d);
         evidence_forget(e->evidence, d);
+        auto_queue_remove(&e->auto_queue, d);
         state_store_forget(e->state, d);
         event_emit(&e->events, &(Event){.type = EVENT_REMOVED, .device = d});
         device_remove(&e->devices, d);

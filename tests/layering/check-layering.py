@@ -20,7 +20,7 @@ LAYERS = [
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
               'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
-              'packet-maker', 'auto-size']),
+              'packet-maker', 'auto-size', 'auto-queue']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
     ('decisions', ['auto-apply', 'lifecycle', 'apply']),

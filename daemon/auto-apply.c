@@ -325,7 +325,9 @@ uint64_t auto_apply_due(const Device *d) {
                         continue;
                 if (s->phase == AUTO_IDLE && s->retry_usec < due)
                         due = s->retry_usec;
-                if (s->ceiling != 0 && s->ceiling_usec + a->bounds[i].ceiling_age_usec < due)
+                /* an aged ceiling already tried once more ages again only after its next trip
+                 * (auto_search_tick()): not due, or the timer would fire for it without end */
+                if (s->ceiling != 0 && !s->reprobe && s->ceiling_usec + a->bounds[i].ceiling_age_usec < due)
                         due = s->ceiling_usec + a->bounds[i].ceiling_age_usec;
         }
         return due;

@@ -196,11 +196,31 @@ static void test_leaves(void **state) {
         h_free(h);
 }
 
+/* An aged ceiling tried once more is not due again until it trips again (auto_search_tick()
+ * does nothing for it): due, the timer would fire at once without end. */
+static void test_reprobe_not_due(void **state) {
+        Device d = {.ifindex = 7};
+        AutoDevice a = {.sizes = 1u << 0};
+
+        (void) state;
+        a.bounds[0].ceiling_age_usec = 3600 * USEC_PER_SEC;
+        a.size[0] = (AutoSearch){.phase = AUTO_SETTLED, .proven = 250000, .ceiling = 262144,
+                                 .ceiling_usec = 1000 * USEC_PER_SEC};
+        d.autosize = &a;
+        assert_int_equal(auto_apply_due(&d), 1000 * USEC_PER_SEC + a.bounds[0].ceiling_age_usec);
+        a.size[0].reprobe = true;
+        a.size[0].phase = AUTO_WATCHING;
+        assert_int_equal(auto_apply_due(&d), UINT64_MAX);
+        a.pending = true;
+        assert_int_equal(auto_apply_due(&d), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_order),
                 cmocka_unit_test_teardown(test_due_in_order, h_teardown),
                 cmocka_unit_test_teardown(test_leaves, h_teardown),
+                cmocka_unit_test(test_reprobe_not_due),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

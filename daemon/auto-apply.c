@@ -310,6 +310,17 @@ bool auto_apply_tick(Engine *e, Device *d) {
         return changed;
 }
 
+/* How much later than its wait `d` is watched again: up to 1/8 of the wait, the same fraction for
+ * the device each time (from its ifindex). The devices of a burst go idle within moments of each
+ * other, and so does every search the watch limit turned away (EVIDENCE_WATCHED_MAX): without it
+ * they would all wake in the same tick, a round of thousands of reconciles and watches of which
+ * 64 are counted, every wait. Spread, each tick takes the few due (AUTO_TIMER_SLACK_USEC). */
+static uint64_t idle_spread(const Device *d, uint64_t wait_usec) {
+        uint64_t h = (uint64_t) (uint32_t) d->ifindex * UINT64_C(0x9e3779b97f4a7c15); /* Fibonacci hashing */
+
+        return (wait_usec / 8) * (h >> 32) >> 32;
+}
+
 uint64_t auto_apply_due(const Device *d) {
         const AutoDevice *a = d->autosize;
         uint64_t due = UINT64_MAX;
@@ -323,8 +334,8 @@ uint64_t auto_apply_due(const Device *d) {
 
                 if (!(a->sizes & (1u << i)))
                         continue;
-                if (s->phase == AUTO_IDLE && s->retry_usec < due)
-                        due = s->retry_usec;
+                if (s->phase == AUTO_IDLE && s->retry_usec + idle_spread(d, s->idle_wait_usec) < due)
+                        due = s->retry_usec + idle_spread(d, s->idle_wait_usec);
                 /* an aged ceiling already tried once more ages again only after its next trip
                  * (auto_search_tick()): not due, or the timer would fire for it without end */
                 if (s->ceiling != 0 && !s->reprobe && s->ceiling_usec + a->bounds[i].ceiling_age_usec < due)

@@ -1,7 +1,7 @@
 /* test-auto-queue.c — the searches of `auto` by due time (auto-queue.c): the heap's order, moves
  * and removals on its own; then through the engine (engine-harness.h, fake clock, counting off so
  * that every search waits as if idle): the timer takes only the devices due, a device that goes
- * away or loses its search leaves the queue. */
+ * away or loses its search leaves the queue, and idle waits are spread by the device. */
 #include "auto-apply.h"
 #include "auto-queue.h"
 #include "engine-harness.h"
@@ -163,6 +163,28 @@ static void test_due_in_order(void **state) {
         h_free(h);
 }
 
+/* The devices of a burst go idle at the same moment, but are due apart: each one's wait plus up
+ * to 1/8 of it, by device. */
+static void test_spread(void **state) {
+        enum { N = 32 };
+        Harness *h = started_with(N, 0);
+        const uint64_t window = WINDOW_SEC * USEC_PER_SEC;
+        uint64_t lo = UINT64_MAX, hi = 0;
+
+        (void) state;
+        for (int i = 0; i < N; i++) {
+                Device *d = h_dev(h, 10 + i);
+                uint64_t due = auto_apply_due(d), retry = d->autosize->size[0].retry_usec;
+                assert_int_equal(retry, h->real + window); /* all at the same moment */
+                assert_true(due >= retry);
+                assert_true(due <= retry + window / 8);
+                lo = due < lo ? due : lo;
+                hi = due > hi ? due : hi;
+        }
+        assert_true(hi - lo > window / 16); /* spread over the most of it */
+        h_free(h);
+}
+
 /* A device that goes leaves the queue (the timer after it touches no freed device: ASan); one
  * whose policy no longer sets `auto` loses its search and leaves it; the last one gone, the timer
  * is off. */
@@ -219,6 +241,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_order),
                 cmocka_unit_test_teardown(test_due_in_order, h_teardown),
+                cmocka_unit_test_teardown(test_spread, h_teardown),
                 cmocka_unit_test_teardown(test_leaves, h_teardown),
                 cmocka_unit_test(test_reprobe_not_due),
         };

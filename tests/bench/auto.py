@@ -17,8 +17,6 @@ It prints its figures; it asserts nothing. Run as root, after `bash scripts/buil
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 import time
 
@@ -118,14 +116,7 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=60)
     args = ap.parse_args()
     args.devices = [int(x) for x in args.devices.split(",") if x]
-    if os.geteuid() != 0:
-        sys.exit("auto.py: must run as root")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    bench = Auto(args)
-    try:
-        return bench.run()
-    finally:
-        bench.cleanup()
+    return burst.run_as_root("auto.py", Auto, args)
 
 
 if __name__ == "__main__":

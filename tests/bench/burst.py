@@ -395,6 +395,19 @@ class Bench:
         return 0 if all("lag" in r for _, _, r in rows) else 1
 
 
+def run_as_root(name, make_bench, args):
+    """A benchmark's main once its arguments are parsed: as root only; SIGTERM, like the end,
+    goes through the bench's cleanup (its daemons and namespaces)."""
+    if os.geteuid() != 0:
+        sys.exit(f"{name}: must run as root")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    bench = make_bench(args)
+    try:
+        return bench.run()
+    finally:
+        bench.cleanup()
+
+
 def ip_version():
     r = subprocess.run(["ip", "-V"], capture_output=True, text=True, check=False)
     return r.stdout.strip().split("iproute2-")[-1].split(",")[0] or "?"
@@ -412,17 +425,9 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=30)
     args = ap.parse_args()
     args.pairs = [int(x) for x in args.pairs.split(",") if x]
-    if os.geteuid() != 0:
-        sys.exit("burst.py: must run as root")
-    if not os.access(args.bin, os.X_OK):
+    if os.geteuid() == 0 and not os.access(args.bin, os.X_OK):
         sys.exit(f"burst.py: {args.bin} not found; build it with: bash scripts/build.sh")
-
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    bench = Bench(args)
-    try:
-        return bench.run()
-    finally:
-        bench.cleanup()
+    return run_as_root("burst.py", Bench, args)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ on a policy with `ipv6: {gso-max-size: auto}`, for each N of --devices:
     after that. Nothing fills a proven size, so every search is idle and wakes for a watch
     after the window, then twice as long each time: with --window 2s, 60 s hold about five
     rounds of watches for every device (at most EVIDENCE_WATCHED_MAX of them counted at once);
-  * its RSS (VmRSS, VmHWM) and open descriptors, at the end and the most seen during idle.
+  * its RSS (VmRSS, VmHWM) and open descriptors, at the end and the most seen during idle;
+  * with --count-watches: how many devices had a watch at least once, and how many watches the
+    limit turned away (from the daemon's debug log).
 
 It prints its figures; it asserts nothing. Run as root, after `bash scripts/build.sh release`:
     /usr/bin/python3 tests/bench/auto.py [--bin build/daemon/bigtcpd] [--devices 10,1000,10000]
-        [--idle 60] [--window 2s] [--min 65536] [--prefix bt-bench-]
+        [--idle 60] [--window 2s] [--min 65536] [--count-watches] [--prefix bt-bench-]
 """
 
 import argparse
@@ -53,7 +55,7 @@ class Auto(Scale):
         config = os.path.join(self.tmp, f"auto-{n}.yaml")
         with open(config, "w") as f:
             f.write(policy(self.args.window, self.args.min))
-        daemon = self.start_daemon(ns, config)
+        daemon = self.start_daemon(ns, config, ["--log-level", "debug"] if self.args.count_watches else [])
         res = {"n": n}
         try:
             _, end = self.ip_batch(ns, self.pairs_batch(n // 2, "ba"))
@@ -71,7 +73,21 @@ class Auto(Scale):
                        rss=st["VmRSS"], hwm=st["VmHWM"], fd=fds(daemon.pid))
         finally:
             self.done_with(ns, daemon)
+        if self.args.count_watches:
+            res.update(self.watches(ns))
         return res
+
+    def watches(self, ns):
+        """From the daemon's debug log: the devices whose search had a watch at least once, and the
+        watches the limit on watched devices (EVIDENCE_WATCHED_MAX) turned away."""
+        watched, refused = set(), 0
+        with open(os.path.join(self.tmp, f"bigtcpd-{ns}.log"), errors="replace") as f:
+            for line in f:
+                if "auto: watching for traffic" in line:
+                    watched.add(line.split(": ")[2])
+                elif "cannot watch its traffic (too many watched)" in line:
+                    refused += 1
+        return {"watched": len(watched), "refused": refused}
 
     def run(self):
         rows = []
@@ -86,6 +102,9 @@ class Auto(Scale):
                       f"{r['cpu'] * 1000:.0f} ms ({r['cpu'] / r['period'] * 100:.2f} %), {r['vol']} voluntary / "
                       f"{r['invol']} involuntary switches; VmRSS {r['rss']}, VmHWM {r['hwm']}; fds {r['fd']} "
                       f"(max {r['fd_max']})", flush=True)
+                if "watched" in r:
+                    print(f"  {r['watched']} of {r['n']} devices watched at least once since the start; "
+                          f"{r['refused']} watches turned away by the limit", flush=True)
             rows.append(r)
         print()
         print(f"{'devices':>8} {'settle':>9} {'idle CPU':>10} {'switches':>9} {'VmRSS':>10} {'VmHWM':>10} {'fds':>4}"
@@ -111,6 +130,9 @@ def main():
     ap.add_argument("--min", type=int, default=65536,
                     help="the search's min (default 65536, the veths' own: nothing written; above it, every "
                          "device is written and passes a window first)")
+    ap.add_argument("--count-watches", action="store_true",
+                    help="bigtcpd --log-level debug, and from its log the devices watched at least once (the "
+                         "logging costs CPU of its own: the CPU figures of such a run are not the others')")
     ap.add_argument("--settle-timeout", type=float, default=300)
     ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))
     ap.add_argument("--ready-timeout", type=float, default=60)

@@ -150,7 +150,11 @@ static void go_idle(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
 bool auto_search_tick(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
         AutoPhase was = s->phase;
 
-        /* a clock that went back (CLOCK_REALTIME is set by others) never makes a ceiling older */
+        /* a ceiling from the future (CLOCK_REALTIME set back by others, or a state file from a
+         * host whose clock was ahead) ages from now: else it would wait out the jump, or never */
+        if (s->ceiling != 0 && s->ceiling_usec > now_usec)
+                s->ceiling_usec = now_usec;
+        /* a clock that went back never makes a ceiling older */
         if (s->ceiling != 0 && !s->reprobe && now_usec >= s->ceiling_usec &&
             now_usec - s->ceiling_usec >= b->ceiling_age_usec) {
                 /* the ceiling itself is tried once more; it ages again from now */

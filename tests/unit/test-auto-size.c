@@ -255,7 +255,7 @@ static void test_idle(void **state) {
 
 /* A ceiling ages out: a settled search watches again and tries the ceiling once more (one trip per
  * age if the path is still broken; the search goes on up if it is mended); until then it stays. A
- * clock set back does not age it. */
+ * clock set back does not age it; a ceiling from the future ages from when it is seen. */
 static void test_ceiling_ages_out(void **state) {
         AutoBounds b = full;
         AutoSearch s = {};
@@ -276,7 +276,20 @@ static void test_ceiling_ages_out(void **state) {
         assert_int_equal(auto_search_next(&s), 0);
 
         assert_false(auto_search_tick(&s, &b, now + b.ceiling_age_usec - 1));
-        assert_false(auto_search_tick(&s, &b, now - 7 * 24 * 3600 * SEC));
+        /* the clock set back a week: not aged, and it ages from then (not a week and an age) */
+        AutoSearch back = s;
+        assert_false(auto_search_tick(&back, &b, now - 7 * 24 * 3600 * SEC));
+        assert_false(back.reprobe);
+        assert_int_equal(back.ceiling_usec, now - 7 * 24 * 3600 * SEC);
+        assert_false(auto_search_tick(&back, &b, now - 7 * 24 * 3600 * SEC + b.ceiling_age_usec - 1));
+        assert_true(auto_search_tick(&back, &b, now - 7 * 24 * 3600 * SEC + b.ceiling_age_usec));
+        assert_true(back.reprobe);
+        /* a time far ahead (a damaged file): it ages from the first tick that sees it */
+        back = s;
+        back.ceiling_usec = UINT64_MAX - 1;
+        assert_false(auto_search_tick(&back, &b, now));
+        assert_int_equal(back.ceiling_usec, now);
+        assert_true(auto_search_tick(&back, &b, now + b.ceiling_age_usec));
         assert_false(s.reprobe);
         now += b.ceiling_age_usec;
         assert_true(auto_search_tick(&s, &b, now));

@@ -360,6 +360,8 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         }
         note_match(e, d, p);
         if (!p) {
+                auto_apply_none(e, d);
+                auto_arm(e, d); /* out of the queue */
                 give_back(e, d, false);
                 return;
         }

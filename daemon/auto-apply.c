@@ -66,17 +66,21 @@ unsigned auto_apply_preview(const Device *d, const Policy *p, unsigned owned, bo
 
 static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets);
 
+void auto_apply_none(Engine *e, Device *d) {
+        if (!d->autosize)
+                return;
+        log_dev_info(d, "auto: no size of it is searched any more");
+        free(d->autosize);
+        d->autosize = NULL;
+        state_store_mark(e->state, d);
+}
+
 void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
         AutoDevice next;
         unsigned changed, mask = auto_apply_preview(d, p, want->owned, e->ipv4_supported, realtime(e), &next, &changed);
 
         if (mask == 0) {
-                if (d->autosize) {
-                        log_dev_info(d, "auto: no size of it is searched any more");
-                        free(d->autosize);
-                        d->autosize = NULL;
-                        state_store_mark(e->state, d);
-                }
+                auto_apply_none(e, d);
                 return;
         }
         if (!d->autosize && !(d->autosize = calloc(1, sizeof(*d->autosize)))) {

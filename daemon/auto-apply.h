@@ -21,6 +21,9 @@ unsigned auto_apply_preview(const Device *d, const Policy *p, unsigned owned, bo
  * target; a search begins (again) when its bounds are new. A device that no longer has any loses
  * its searches. */
 void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want);
+/* No policy wants `d`, or none sets a size of it to `auto`: its searches end (what they proved
+ * stays in its record: a search that begins again starts there). */
+void auto_apply_none(Engine *e, Device *d);
 /* `d` is at its policy's sizes: a search waiting for traffic gets a watch of the proven sizes (as
  * long as the policy's window). Counting off or full: the search waits as if idle. */
 void auto_apply_at_policy(Engine *e, Device *d, const Policy *p);

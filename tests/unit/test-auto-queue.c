@@ -186,8 +186,8 @@ static void test_spread(void **state) {
 }
 
 /* A device that goes leaves the queue (the timer after it touches no freed device: ASan); one
- * whose policy no longer sets `auto` loses its search and leaves it; the last one gone, the timer
- * is off. */
+ * whose policy no longer sets `auto`, or that no policy matches any more, loses its search and
+ * leaves it; the last one gone, the timer is off. */
 static void test_leaves(void **state) {
         Harness *h = started_with(3, 0);
         uint64_t due;
@@ -215,6 +215,14 @@ static void test_leaves(void **state) {
         h_answer_all(h);
         assert_int_equal(h->e->auto_queue.n, 2);
         assert_true(evtimer_pending(h->e->auto_timer, NULL));
+
+        /* a policy that matches none of them: the searches end too (status counts none) */
+        h_reload(h, AUTO_POLICY("nothing*"));
+        h_answer_all(h);
+        assert_null(h_dev(h, 10)->autosize);
+        assert_int_equal(h_dev(h, 10)->auto_slot, 0);
+        assert_int_equal(h->e->auto_queue.n, 0);
+        assert_false(evtimer_pending(h->e->auto_timer, NULL));
         h_free(h);
 }
 

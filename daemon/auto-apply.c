@@ -144,11 +144,19 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
         r = evidence_watch(e->evidence, d, a->bounds[__builtin_ctz(a->sizes)].idle_wait_usec);
         if (r >= 0)
                 r = count_from_now(d);
+        if (r == -EUSERS) {
+                /* every watch is taken: tried again after a window, not found idle (no doubling,
+                 * no event: at 10000 devices most of them wait here a while) */
+                log_dev_debug(d, "auto: too many watched to watch its traffic now; trying again after a window");
+                for (unsigned i = 0; i < SIZES_COUNT; i++)
+                        if (a->sizes & (1u << i))
+                                auto_search_deferred(&a->size[i], &a->bounds[i], realtime(e));
+                return;
+        }
         if (r < 0) {
                 /* no watch, no proof: the search waits as for an idle device */
-                log_dev_debug(d, "auto: cannot watch its traffic (%s); waiting", r == -EOPNOTSUPP ? "counting is off"
-                                                                                : r == -EUSERS ? "too many watched"
-                                                                                               : strerror(-r));
+                log_dev_debug(d, "auto: cannot watch its traffic (%s); waiting",
+                              r == -EOPNOTSUPP ? "counting is off" : strerror(-r));
                 for (unsigned i = 0; i < SIZES_COUNT; i++) {
                         AutoSearch before = a->size[i];
 
@@ -338,8 +346,10 @@ uint64_t auto_apply_due(const Device *d) {
 
                 if (!(a->sizes & (1u << i)))
                         continue;
-                if (s->phase == AUTO_IDLE && s->retry_usec + idle_spread(d, s->idle_wait_usec) < due)
-                        due = s->retry_usec + idle_spread(d, s->idle_wait_usec);
+                /* a deferred search (no doubling yet) spreads over a window */
+                uint64_t spread = idle_spread(d, s->idle_wait_usec ?: a->bounds[i].idle_wait_usec);
+                if (s->phase == AUTO_IDLE && s->retry_usec + spread < due)
+                        due = s->retry_usec + spread;
                 /* an aged ceiling already tried once more ages again only after its next trip
                  * (auto_search_tick()): not due, or the timer would fire for it without end */
                 if (s->ceiling != 0 && !s->reprobe && s->ceiling_usec + a->bounds[i].ceiling_age_usec < due)

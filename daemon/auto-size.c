@@ -144,6 +144,16 @@ static void go_idle(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
         s->idle_wait_usec = w;
         s->retry_usec = now_usec + w;
         s->phase = AUTO_IDLE;
+        s->deferred = false;
+        s->trying = 0;
+}
+
+void auto_search_deferred(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
+        if (s->phase != AUTO_WATCHING)
+                return;
+        s->retry_usec = now_usec + (b->idle_wait_usec ?: 1);
+        s->phase = AUTO_IDLE;
+        s->deferred = true;
         s->trying = 0;
 }
 
@@ -164,8 +174,10 @@ bool auto_search_tick(AutoSearch *s, const AutoBounds *b, uint64_t now_usec) {
                         s->phase = AUTO_WATCHING;
         }
         /* the wait is bounded even when the clock jumped back: at most AUTO_IDLE_WAIT_MAX_USEC */
-        if (s->phase == AUTO_IDLE && (now_usec >= s->retry_usec || s->retry_usec - now_usec > AUTO_IDLE_WAIT_MAX_USEC))
+        if (s->phase == AUTO_IDLE && (now_usec >= s->retry_usec || s->retry_usec - now_usec > AUTO_IDLE_WAIT_MAX_USEC)) {
                 s->phase = AUTO_WATCHING;
+                s->deferred = false;
+        }
         return s->phase != was;
 }
 
@@ -256,7 +268,9 @@ const char *auto_search_format(const AutoSearch *s, uint64_t now_usec, char *buf
                 return buf;
         case AUTO_IDLE: {
                 uint64_t left = s->retry_usec > now_usec ? s->retry_usec - now_usec : 0;
-                snprintf(buf, size, "auto: proven %s, idle (no traffic that fills it; watched again in %" PRIu64 "s)",
+                snprintf(buf, size,
+                         s->deferred ? "auto: proven %s, waiting for a watch (every one is taken; tried again in %" PRIu64 "s)"
+                                     : "auto: proven %s, idle (no traffic that fills it; watched again in %" PRIu64 "s)",
                          proven, (left + USEC_PER_SEC - 1) / USEC_PER_SEC);
                 return buf;
         }

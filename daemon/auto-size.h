@@ -67,6 +67,7 @@ typedef struct AutoSearch {
         bool reprobe;            /* the ceiling aged: the next step tries it once more */
         uint64_t retry_usec;     /* AUTO_IDLE: CLOCK_REALTIME of the next watch */
         uint64_t idle_wait_usec; /* the wait after the last idle watch */
+        bool deferred;           /* AUTO_IDLE: not found idle, but no watch could begin (this run's) */
         unsigned steps, trips;   /* proven steps and trips of this search, since it began */
 } AutoSearch;
 
@@ -128,6 +129,10 @@ uint32_t auto_search_count_above(const AutoSearch *s);
  * (AUTO_DEMAND_MIN) steps (AUTO_TRYING), idle waits (AUTO_IDLE, doubling), nothing left settles.
  * Ignored in any other phase. */
 void auto_search_watched(AutoSearch *s, const AutoBounds *b, uint64_t packets, uint64_t now_usec);
+/* A watch of the proven size cannot begin now (every watch the daemon may run is taken): the
+ * search waits one wait of the bounds (idle_wait_usec) and is watched again, without doubling
+ * its wait — it was not found idle. Ignored unless watching. */
+void auto_search_deferred(AutoSearch *s, const AutoBounds *b, uint64_t now_usec);
 /* The step's window passed with `packets` counted above the proven size: AUTO_PROOF_MIN of them
  * prove it (and show traffic that fills it: the next step follows at once, or it settles);
  * fewer prove nothing and it goes back to the proven size, as idle. Ignored unless trying. */

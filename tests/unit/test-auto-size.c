@@ -413,6 +413,37 @@ static void test_phase_names(void **state) {
         assert_int_equal(auto_phase_from_string(NULL), _AUTO_PHASE_INVALID);
 }
 
+/* No watch could begin (every one taken): the search waits one window, not found idle — its wait
+ * does not double, and the first real idle watch after it waits one window too. */
+static void test_deferred(void **state) {
+        AutoSearch s = {};
+        uint64_t now = T0;
+
+        (void) state;
+        auto_search_begin(&s, &full, 0);
+        for (unsigned k = 0; k < 5; k++) {
+                auto_search_deferred(&s, &full, now);
+                assert_int_equal(s.phase, AUTO_IDLE);
+                assert_true(s.deferred);
+                assert_int_equal(s.retry_usec, now + WINDOW);
+                assert_int_equal(s.idle_wait_usec, 0);
+                assert_format(&s, now, "auto: proven 65536, waiting for a watch (every one is taken; tried again in 30s)");
+                assert_false(auto_search_tick(&s, &full, now + WINDOW - 1));
+                now += WINDOW;
+                assert_true(auto_search_tick(&s, &full, now));
+                assert_int_equal(s.phase, AUTO_WATCHING);
+                assert_false(s.deferred);
+        }
+        auto_search_watched(&s, &full, 0, now);
+        assert_int_equal(s.idle_wait_usec, WINDOW);
+        assert_false(s.deferred);
+        /* only a watching search defers */
+        AutoSearch t = s;
+        auto_search_deferred(&t, &full, now);
+        assert_int_equal(t.retry_usec, s.retry_usec);
+        assert_false(t.deferred);
+}
+
 /* What each decision did, as the journal and Monitor name it. */
 static void test_changes(void **state) {
         AutoSearch s = {}, before;
@@ -467,6 +498,7 @@ int main(void) {
                 cmocka_unit_test(test_idle),             cmocka_unit_test(test_ceiling_ages_out),
                 cmocka_unit_test(test_bounds),           cmocka_unit_test(test_out_of_phase),
                 cmocka_unit_test(test_phase_names),      cmocka_unit_test(test_changes),
+                cmocka_unit_test(test_deferred),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,10 +108,28 @@ static int count_from_now(Device *d) {
         uint32_t above[SIZES_COUNT] = {};
         AutoDevice *a = d->autosize;
 
+        unsigned mask = 0;
+        int r;
+
         for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if ((a->sizes & (1u << i)) && auto_search_wants_watch(&a->size[i]))
+                if ((a->sizes & (1u << i)) && auto_search_wants_watch(&a->size[i])) {
                         above[i] = auto_search_count_above(&a->size[i]);
-        return evidence_count_above_from_now(d, above);
+                        mask |= 1u << i;
+                }
+        r = evidence_count_above_from_now(d, above);
+        a->counting = r >= 0 ? mask : 0;
+        return r;
+}
+
+/* A size watching for traffic that no watch counts for (its idle wait ended while a window or
+ * another watch ran, which could not count for it): reconciled from the timer once they are
+ * over, when auto_apply_at_policy() begins its own watch. Else it would wait for nothing. */
+static void rewatch_if_uncounted(Device *d) {
+        AutoDevice *a = d->autosize;
+
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if ((a->sizes & (1u << i)) && a->size[i].phase == AUTO_WATCHING && !(a->counting & (1u << i)))
+                        a->pending = true;
 }
 
 void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
@@ -247,7 +265,7 @@ bool auto_apply_passed(Engine *e, Device *d) {
                         continue;
                 if (s->phase == AUTO_TRYING)
                         auto_search_passed(s, &a->bounds[i], above[i], realtime(e));
-                else if (s->phase == AUTO_WATCHING)
+                else if (s->phase == AUTO_WATCHING && (a->counting & (1u << i)))
                         auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
                 else
                         continue;
@@ -255,6 +273,8 @@ bool auto_apply_passed(Engine *e, Device *d) {
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
         a->demand_watch = false;
+        a->counting = 0;
+        rewatch_if_uncounted(d);
         state_store_mark(e->state, d);
         return changed;
 }
@@ -283,19 +303,27 @@ bool auto_apply_watch_ended(Engine *e, Device *d) {
         AutoDevice *a = d->autosize;
         bool changed = false;
 
-        if (!a || !a->demand_watch || evidence_watching(d))
+        if (!a || evidence_watching(d))
                 return false;
+        if (!a->demand_watch) {
+                /* a window's watch, or Watch()'s: no verdict of the search's, but it may wait */
+                a->counting = 0;
+                rewatch_if_uncounted(d);
+                return false;
+        }
         a->demand_watch = false;
         const uint64_t *above = d->evidence ? d->evidence->counts.above : (const uint64_t[SIZES_COUNT]){};
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 AutoSearch *s = &a->size[i], before = *s;
 
-                if (!(a->sizes & (1u << i)) || s->phase != AUTO_WATCHING)
+                if (!(a->sizes & (1u << i)) || s->phase != AUTO_WATCHING || !(a->counting & (1u << i)))
                         continue;
                 auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
                 emit_change(e, d, i, &before, above[i]);
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
+        a->counting = 0;
+        rewatch_if_uncounted(d);
         a->pending = a->pending || changed;
         state_store_mark(e->state, d);
         return changed;

@@ -80,6 +80,8 @@ typedef struct AutoDevice {
         /* this run's (auto-apply.c) */
         bool demand_watch;              /* a watch of the proven sizes runs, asked by the search */
         bool pending;                   /* its target changed outside a reconcile: apply.c's timer reconciles it */
+        unsigned counting;              /* SizeMask: the sizes the running watch counts for (set as it
+                                         * began): a size that began watching after it is not judged by it */
 } AutoDevice;
 
 const char *auto_phase_to_string(AutoPhase p);

@@ -85,7 +85,7 @@ class Auto(Scale):
             for line in f:
                 if "auto: watching for traffic" in line:
                     watched.add(line.split(": ")[2])
-                elif "cannot watch its traffic (too many watched)" in line:
+                elif "too many watched to watch its traffic now" in line:
                     refused += 1
         return {"watched": len(watched), "refused": refused}
 

@@ -13,7 +13,8 @@ fi
 # build-essential, dpkg-dev, debhelper, lintian: scripts/package.sh (the Debian package);
 # systemd-container (systemd-nspawn): tests/integration/test_systemd_boot.py
 # ansible-core, python3-apt (its apt module), git: test_systemd_fleet.py runs conf/ansible/ and
-# builds the previous release's package from its commit
+# builds the previous release's package from its commit; libnl-route-3-dev: that release's
+# Build-Depends (0.1.0 names it; today's needs libnl-3-dev alone)
 # nftables: tests/integration/test_evidence.py (an IPv4 path that drops big packets)
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
@@ -22,7 +23,7 @@ packages=(
         iperf3 iproute2 socat procps util-linux strace nftables
         dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml
         build-essential dpkg-dev debhelper lintian systemd-container
-        ansible-core python3-apt git
+        ansible-core python3-apt git libnl-route-3-dev
 )
 
 missing=()

@@ -107,7 +107,6 @@ void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
 static int count_from_now(Device *d) {
         uint32_t above[SIZES_COUNT] = {};
         AutoDevice *a = d->autosize;
-
         unsigned mask = 0;
         int r;
 
@@ -121,12 +120,13 @@ static int count_from_now(Device *d) {
         return r;
 }
 
-/* A size watching for traffic that no watch counts for (its idle wait ended while a window or
- * another watch ran, which could not count for it): reconciled from the timer once they are
- * over, when auto_apply_at_policy() begins its own watch. Else it would wait for nothing. */
-static void rewatch_if_uncounted(Device *d) {
+/* The watch that counted for d's searches is over. A size watching for traffic that it did not
+ * count for (its idle wait ended while a window or another watch ran) is reconciled from the
+ * timer, when auto_apply_at_policy() begins its own watch: else it would wait for nothing. */
+static void watch_over(Device *d) {
         AutoDevice *a = d->autosize;
 
+        a->counting = 0;
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if ((a->sizes & (1u << i)) && a->size[i].phase == AUTO_WATCHING && !(a->counting & (1u << i)))
                         a->pending = true;
@@ -273,8 +273,7 @@ bool auto_apply_passed(Engine *e, Device *d) {
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
         a->demand_watch = false;
-        a->counting = 0;
-        rewatch_if_uncounted(d);
+        watch_over(d);
         state_store_mark(e->state, d);
         return changed;
 }
@@ -307,8 +306,7 @@ bool auto_apply_watch_ended(Engine *e, Device *d) {
                 return false;
         if (!a->demand_watch) {
                 /* a window's watch, or Watch()'s: no verdict of the search's, but it may wait */
-                a->counting = 0;
-                rewatch_if_uncounted(d);
+                watch_over(d);
                 return false;
         }
         a->demand_watch = false;
@@ -322,8 +320,7 @@ bool auto_apply_watch_ended(Engine *e, Device *d) {
                 emit_change(e, d, i, &before, above[i]);
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
-        a->counting = 0;
-        rewatch_if_uncounted(d);
+        watch_over(d);
         a->pending = a->pending || changed;
         state_store_mark(e->state, d);
         return changed;
@@ -374,10 +371,12 @@ uint64_t auto_apply_due(const Device *d) {
 
                 if (!(a->sizes & (1u << i)))
                         continue;
-                /* a deferred search (no doubling yet) spreads over a window */
-                uint64_t spread = idle_spread(d, s->idle_wait_usec ?: a->bounds[i].idle_wait_usec);
-                if (s->phase == AUTO_IDLE && s->retry_usec + spread < due)
-                        due = s->retry_usec + spread;
+                if (s->phase == AUTO_IDLE) {
+                        /* a deferred search (no doubling yet) spreads over a window */
+                        uint64_t at = s->retry_usec + idle_spread(d, s->idle_wait_usec ?: a->bounds[i].idle_wait_usec);
+                        if (at < due)
+                                due = at;
+                }
                 /* an aged ceiling already tried once more ages again only after its next trip
                  * (auto_search_tick()): not due, or the timer would fire for it without end */
                 if (s->ceiling != 0 && !s->reprobe && s->ceiling_usec + a->bounds[i].ceiling_age_usec < due)

@@ -24,7 +24,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import burst  # noqa: E402  (run_as_root)
 import nl  # noqa: E402  (the tests' own rtnetlink: iproute2 6.1 cannot write the IPv4 sizes)
 
 IFACE = "io.bigtcpd.Manager"
@@ -254,16 +254,13 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "daemon", "bigtcpd"))
     ap.add_argument("--small", action="store_true", help="64-byte UDP packets, in Mpps")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("evidence.py: must run as root")
-    if not os.access(args.bin, os.X_OK):
-        sys.exit(f"evidence.py: {args.bin} not found; build it with: bash scripts/build.sh")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    bench = Bench(args)
-    try:
-        return bench.run()
-    finally:
-        bench.cleanup()
+
+    def make(args):
+        if not os.access(args.bin, os.X_OK):
+            sys.exit(f"evidence.py: {args.bin} not found; build it with: bash scripts/build.sh")
+        return Bench(args)
+
+    return burst.run_as_root("evidence.py", make, args)
 
 
 if __name__ == "__main__":

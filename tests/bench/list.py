@@ -20,13 +20,14 @@ Everything it makes (namespace, daemon, temporary files) is removed at the end.
 import argparse
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+import burst  # run_as_root (this directory is on sys.path: the script's own)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -175,17 +176,14 @@ def main():
     ap.add_argument("--ctl", default=os.path.join(ROOT, "build", "cli", "bigtcpctl"))
     ap.add_argument("--ready-timeout", type=float, default=300)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("list.py: must run as root")
-    for p in (args.bin, args.ctl):
-        if not os.access(p, os.X_OK):
-            sys.exit(f"list.py: {p} not found; build it with: bash scripts/build.sh")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    bench = Bench(args)
-    try:
-        return bench.run()
-    finally:
-        bench.cleanup()
+
+    def make(args):
+        for p in (args.bin, args.ctl):
+            if not os.access(p, os.X_OK):
+                sys.exit(f"list.py: {p} not found; build it with: bash scripts/build.sh")
+        return Bench(args)
+
+    return burst.run_as_root("list.py", make, args)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Not part of the test suite. Run as root, after `bash scripts/build.sh release`:
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -92,14 +91,7 @@ def main():
     ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))
     ap.add_argument("--ready-timeout", type=float, default=60)
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("newlink.py: must run as root")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    bench = NewLink(args)
-    try:
-        return bench.run()
-    finally:
-        bench.cleanup()
+    return burst.run_as_root("newlink.py", NewLink, args)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -559,14 +558,7 @@ def main():
                     help="the memory cgroup limit of the restart part, in bytes (MemoryMax=32M)")
     ap.add_argument("--only", choices=("restart", "probation", "lag", "scale"))
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("scale.py: must run as root")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    bench = Scale(args)
-    try:
-        return bench.run()
-    finally:
-        bench.cleanup()
+    return burst.run_as_root("scale.py", Scale, args)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ struct Operation {
 
         OperationResult result;
         PolicyErrors errs, warnings;
-        char *target, *try_file; /* copies, for the result */
+        char *target, *try_file, *ifname; /* copies, for the result: a reply owns what it says */
 };
 
 static void list_clear(OperationList *l) {
@@ -199,6 +199,7 @@ void operation_free(Operation *op) {
         policy_errors_clear(&op->warnings);
         free(op->target);
         free(op->try_file);
+        free(op->ifname);
         if (op->args.keep_free)
                 op->args.keep_free(op->args.keep);
         free(op);
@@ -309,8 +310,16 @@ static void fail(Operation *op, int error) {
                 if (op->kind == OPERATION_PLAN || op->kind == OPERATION_VALIDATE)
                         r->error = OPERATION_BUSY;
                 else {
+                        /* a copy: the try may end (and free its name) before the reply is made */
+                        free(op->try_file);
+                        op->try_file = t && t->file ? strdup(t->file) : NULL;
+                        if (t && t->file && !op->try_file) {
+                                r->error = OPERATION_FAILED;
+                                r->errno_ = -ENOMEM;
+                                break;
+                        }
                         r->error = OPERATION_TRY_RUNNING;
-                        r->try_file = t && t->file ? t->file : "";
+                        r->try_file = op->try_file ?: "";
                         r->deadline_usec = t ? t->deadline_realtime : 0;
                 }
                 break;
@@ -581,7 +590,10 @@ static void on_watch(int error, const Device *d, void *userdata) {
         op->watch = NULL; /* over: control.c freed it */
         if (error < 0) {
                 fail(op, error);
-                op->result.ifname = d->ifname;
+                /* a copy: the device goes once its watchers are told */
+                free(op->ifname);
+                op->ifname = strdup(d->ifname);
+                op->result.ifname = op->ifname ?: op->args.ifname;
         } else
                 op->result.device = d;
         complete(op);

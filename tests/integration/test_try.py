@@ -606,3 +606,35 @@ def test_try_parameters_are_checked(configured, ns):
     with pytest.raises(varlink_client.VarlinkError) as e:
         varlink_client.call(d.sock, f'{IFACE}.Confirm', timeout=T(10))
     assert e.value.error == f'{IFACE}.NoTry'
+
+
+def test_try_running_reply_owns_the_file_name_the_try_ends_meanwhile(configured):
+    """A Reload refused with TryRunning names the running try's file; a Revert read in the same
+    wakeup ends that try (and frees its name) before the refusal is answered. The reply says the
+    name it saw, whole (it read freed memory: ASan aborted the daemon, a release build sent
+    bytes that were not UTF-8)."""
+    import varlink_client
+    d = configured
+    name = 'a-tried-file-whose-name-is-long-enough-to-be-its-own-allocation.yaml'
+    for round_ in range(5):
+        varlink_client.call(d.sock, f'{IFACE}.Try', {'policy': TRIED, 'file': name}, timeout=T(10))
+        with varlink_client.Client(d.sock, timeout=T(10)) as reload, \
+                varlink_client.Client(d.sock, timeout=T(10)) as revert:
+            # Both accepted and read once before the daemon stops; Reload's last, so that it is
+            # ahead in epoll's ready list whether or not the daemon was back in epoll_wait() when
+            # it stopped (a level-triggered descriptor just handled stays listed until then).
+            for c in (revert, reload):
+                c.call(f'{IFACE}.GetStatus')
+            d.signal(signal.SIGSTOP)
+            try:
+                os.waitid(os.P_PID, d.pid, os.WSTOPPED | os.WNOWAIT)   # stopped: both sends wait
+                reload.send(f'{IFACE}.Reload')
+                revert.send(f'{IFACE}.Revert')
+            finally:
+                d.signal(signal.SIGCONT)
+            got = reload.recv()
+            assert 'parameters' in revert.recv()
+        assert got.get('error') == f'{IFACE}.TryRunning', (round_, got)
+        assert got['parameters']['file'] == name, (round_, got)
+        assert d.running(), d.log_tail()
+        assert status(d)['try'] is None

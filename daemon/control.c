@@ -468,20 +468,11 @@ static json_object *netns_problems_json(const Control *c) {
         return a;
 }
 
-/* Add the engine's devices, by state, to n. */
-static void count_states(const Engine *e, unsigned n[static _DEVICE_STATE_MAX]) {
-        const Device *d;
-
-        DEVICE_FOREACH(d, &e->devices, it)
-                if (d->life.state >= 0 && d->life.state < _DEVICE_STATE_MAX)
-                        n[d->life.state]++;
-}
-
 void control_counts(const Control *c, ControlCounts *ret) {
         *ret = (ControlCounts){};
         for (size_t i = 0; i < namespaces(c); i++) {
                 const Engine *e = engine_at(c, i);
-                count_states(e, ret->state);
+                lifecycle_count_states(e, ret->state);
                 ret->total += e->devices.n_devices;
                 ret->rollbacks += e->counters.rollbacks;
         }
@@ -495,7 +486,7 @@ static json_object *namespace_counts_json(const Netns *ns) {
 
         if (!o)
                 return NULL;
-        count_states(e, n);
+        lifecycle_count_states(e, n);
         json_object_object_add(o, "netns", kernel_string(ns->id.name));
         json_object_object_add(o, "devices", state_counts_json(n));
         json_object_object_add(o, "devices_total", json_object_new_int64((int64_t) e->devices.n_devices));
@@ -521,7 +512,7 @@ static json_object *netns_status_json(const Control *c) {
         }
         for (size_t i = 1; i < namespaces(c); i++) { /* the others */
                 const Engine *e = engine_at(c, i);
-                count_states(e, n);
+                lifecycle_count_states(e, n);
                 total += e->devices.n_devices;
                 writes += e->counters.writes;
                 failures += e->counters.write_failures;
@@ -624,7 +615,7 @@ json_object *control_status_json(const Control *c) {
 
         if (!o)
                 return NULL;
-        count_states(e, n);
+        lifecycle_count_states(e, n);
 
         json_object_object_add(o, "version", json_object_new_string(bigtcpd_version));
         json_object_object_add(o, "hostname", json_object_new_string(host.hostname ?: ""));

@@ -43,6 +43,23 @@ static void enter(Engine *e, Device *d, DeviceState to) {
         event_emit(&e->events, &(Event){.type = EVENT_STATE, .device = d, .state = to, .previous = from});
 }
 
+DeviceState lifecycle_counted_state(const Device *d) {
+        /* held and pending: its rollback's write (or the write it cut short) is on its way */
+        if (d->life.state == DEVICE_PENDING && d->life.held)
+                return DEVICE_ROLLED_BACK;
+        return d->life.state;
+}
+
+void lifecycle_count_states(const Engine *e, unsigned n[static _DEVICE_STATE_MAX]) {
+        const Device *d;
+
+        DEVICE_FOREACH(d, &e->devices, it) {
+                DeviceState s = lifecycle_counted_state(d);
+                if (s >= 0 && s < _DEVICE_STATE_MAX)
+                        n[s]++;
+        }
+}
+
 PendingReason lifecycle_pending_reason(const Device *d) {
         if (d->life.state != DEVICE_PENDING)
                 return _PENDING_REASON_INVALID;

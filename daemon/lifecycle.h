@@ -23,6 +23,13 @@
 /* May a device go from `from` to `to`? (Staying is always allowed.) */
 bool lifecycle_transition_allowed(DeviceState from, DeviceState to);
 
+/* The state a device is counted in (GetStatus, the D-Bus counts, STATUS=): its own, but a device
+ * whose rollback is decided counts as rolled back from that moment, while the rollback's write is
+ * on its way: its rollout halts at that moment too, and the halt and the counts change together. */
+DeviceState lifecycle_counted_state(const Device *d);
+/* Add the engine's devices, by lifecycle_counted_state(), to n. */
+void lifecycle_count_states(const Engine *e, unsigned n[static _DEVICE_STATE_MAX]);
+
 /* Why a pending device is not at its sizes yet; _PENDING_REASON_INVALID when it is not pending. */
 PendingReason lifecycle_pending_reason(const Device *d);
 

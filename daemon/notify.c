@@ -7,6 +7,7 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
+#include "lifecycle.h"
 #include "log.h"
 #include "notify.h"
 
@@ -37,15 +38,12 @@ char *notify_status_text(const NetnsSet *s, PolicySource source) {
         unsigned n[_DEVICE_STATE_MAX] = {};
         char *text = NULL;
         size_t size = 0, total = 0;
-        const Device *d;
         FILE *f;
 
         for (size_t i = 0; i < netns_set_size(s); i++) {
                 const Engine *e = netns_set_at(s, i)->engine;
                 total += e->devices.n_devices;
-                DEVICE_FOREACH(d, &e->devices, it)
-                        if (d->life.state >= 0 && d->life.state < _DEVICE_STATE_MAX)
-                                n[d->life.state]++;
+                lifecycle_count_states(e, n);
         }
         f = open_memstream(&text, &size);
         if (!f)

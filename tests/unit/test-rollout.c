@@ -552,6 +552,15 @@ static void test_halt(void **state) {
         assert_string_equal(json_object_get_string(json_object_object_get(ro0, "halted_by")),
                             h_dev(h, halter)->ifname);
         assert_int_equal(json_object_get_int(json_object_object_get(ro0, "waiting")), 4);
+        /* the halt and its counts together: its rollback's write is not answered yet, and the
+         * device that halted it is counted rolled back all the same (issue 34: a GetStatus said
+         * halted with nothing rolled back) */
+        assert_int_equal(h_dev(h, halter)->write.phase != WRITE_IDLE, true);
+        json_object *counts = json_object_object_get(st, "devices");
+        assert_int_equal(json_object_get_int(json_object_object_get(counts, "rolled-back")), 1);
+        assert_int_equal(json_object_get_int(json_object_object_get(counts, "probation")), 0);
+        assert_int_equal(json_object_get_int(json_object_object_get(counts, "pending")),
+                         count_state(h, DEVICE_PENDING, NULL) - 1);
         json_object_put(st);
 
         /* the ring empties, the rollback and the restore go out, time passes: nothing of the

@@ -349,7 +349,7 @@ const char *control_state(const Control *c) {
         for (size_t i = 0; i < namespaces(c); i++) {
                 const Engine *e = engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
-                        if (d->life.state == DEVICE_ROLLED_BACK || d->life.state == DEVICE_FAILED)
+                        if (lifecycle_counted_state(d) == DEVICE_ROLLED_BACK || d->life.state == DEVICE_FAILED)
                                 return "degraded";
         }
         return "ready";
@@ -369,7 +369,7 @@ static size_t problems_add(json_object *a, const Engine *e, size_t max) {
         /* one pass, keeping the lowest ifindexes: GetStatus must not sort 10000 devices */
         DEVICE_FOREACH(d, &e->devices, it) {
                 size_t k;
-                if (d->life.state != DEVICE_ROLLED_BACK && d->life.state != DEVICE_FAILED)
+                if (lifecycle_counted_state(d) != DEVICE_ROLLED_BACK && d->life.state != DEVICE_FAILED)
                         continue;
                 if (n == max && d->ifindex > first[n - 1]->ifindex)
                         continue;
@@ -389,7 +389,8 @@ static size_t problems_add(json_object *a, const Engine *e, size_t max) {
                         json_object_object_add(o, "netns", kernel_string(d->netns->name));
                 json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
                 json_object_object_add(o, "ifname", kernel_string(d->ifname));
-                json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->life.state)));
+                json_object_object_add(o, "state",
+                                       json_object_new_string(device_state_to_string(lifecycle_counted_state(d))));
                 json_object_object_add(o, "policy", string_or_null(d->match.policy_name));
                 json_object_object_add(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
                 json_object_object_add(o, "last_rollback",

@@ -1,8 +1,13 @@
 /* bigtcpctl-call.c — calls to bigtcpd over varlink or D-Bus, and what bigtcpctl says when one
  * fails (see bigtcpctl-call.h). */
 #include <inttypes.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bigtcpctl-call.h"
@@ -24,7 +29,73 @@ static int connect_exit(const Ctl *c, int r) {
  * waits that long for it. */
 #define ANSWER_TIMEOUT_MS 5000
 
-static int not_answering_exit(const Ctl *c) {
+/* Was the connection on `fd` accepted? The kernel's unix socket diagnostics name the peer of a
+ * connection once it is accepted: while it waits in the listening socket's queue its peer has no
+ * inode. 1 yes, 0 no, -errno when it cannot be told (no unix_diag). */
+static int connection_accepted(int fd) {
+        struct {
+                struct nlmsghdr h;
+                struct unix_diag_req r;
+        } req = {
+                .h = {.nlmsg_len = sizeof(req), .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST},
+                .r = {.sdiag_family = AF_UNIX, .udiag_states = UINT32_MAX, .udiag_show = UDIAG_SHOW_PEER,
+                      .udiag_cookie = {UINT32_MAX, UINT32_MAX}},
+        };
+        union {
+                struct nlmsghdr h;
+                char buf[1024];
+        } reply;
+        struct timeval tv = {.tv_sec = 1};
+        struct stat st;
+        ssize_t n;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        req.r.udiag_ino = (uint32_t) st.st_ino;
+        _cleanup_(closep) int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        if (nl < 0)
+                return -errno;
+        if (setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+                return -errno;
+        if (send(nl, &req, sizeof(req), 0) < 0)
+                return -errno;
+        n = recv(nl, &reply, sizeof(reply), 0);
+        if (n < 0)
+                return -errno;
+        if ((size_t) n < sizeof(struct nlmsghdr) || reply.h.nlmsg_len > (size_t) n)
+                return -EBADMSG;
+        if (reply.h.nlmsg_type == NLMSG_ERROR) {
+                const struct nlmsgerr *e = NLMSG_DATA(&reply.h);
+                return reply.h.nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0 ? e->error : -EBADMSG;
+        }
+        if (reply.h.nlmsg_type != SOCK_DIAG_BY_FAMILY || reply.h.nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg)))
+                return -EBADMSG;
+        const char *attrs = (const char *) NLMSG_DATA(&reply.h) + NLMSG_ALIGN(sizeof(struct unix_diag_msg));
+        size_t end = reply.h.nlmsg_len - NLMSG_LENGTH(sizeof(struct unix_diag_msg));
+        for (size_t off = 0; off + sizeof(struct nlattr) <= end;) {
+                struct nlattr a;
+                uint32_t peer;
+                memcpy(&a, attrs + off, sizeof(a));
+                if (a.nla_len < sizeof(a) || a.nla_len > end - off)
+                        return -EBADMSG;
+                if ((a.nla_type & NLA_TYPE_MASK) == UNIX_DIAG_PEER && a.nla_len >= NLA_HDRLEN + sizeof(peer)) {
+                        memcpy(&peer, attrs + off + NLA_HDRLEN, sizeof(peer));
+                        return peer != 0;
+                }
+                off += NLA_ALIGN(a.nla_len);
+        }
+        return 0; /* no peer */
+}
+
+/* No answer in time. bigtcpd took the connection: it runs, and has not come to it (the calls of
+ * this user that wait before it, or work that holds the loop); or nobody took it: nothing runs
+ * behind the socket (systemd's, while the service is down), or it is stuck. */
+static int not_answering_exit(const Ctl *c, int fd) {
+        if (connection_accepted(fd) > 0)
+                return error_exit(EXIT_FAILED,
+                                  "bigtcpd is busy: it took the connection on %s but did not answer within %d s "
+                                  "(the calls this user made before wait first); try again later",
+                                  c->socket, ANSWER_TIMEOUT_MS / 1000);
         return error_exit(EXIT_NOT_RUNNING,
                           "bigtcpd does not answer on %s within %d s: it is not running, or stuck (see "
                           "journalctl -u bigtcpd)",
@@ -44,8 +115,9 @@ int call_connect_answered(Ctl *c, int timeout_ms) {
         if (r >= 0)
                 r = varlink_recv(c->conn, timeout_ms, &reply);
         if (r == -ETIMEDOUT) {
+                r = not_answering_exit(c, varlink_fd(c->conn));
                 varlink_close(TAKE_PTR(c->conn));
-                return not_answering_exit(c);
+                return r;
         }
         if (r < 0) {
                 varlink_close(TAKE_PTR(c->conn));

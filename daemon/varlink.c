@@ -7,10 +7,16 @@
  * back on it), connections are capped in total and per UID, and bad input ends its connection
  * with an error reply sent without waiting. A UID other than 0 is also capped as a whole: the
  * unread replies of all its connections (and of all such UIDs together) hold its calls above one
- * mark and cut its streams above another, much lower than root's. */
+ * mark and cut its streams above another, much lower than root's. Calls read and not handled yet
+ * are capped per UID and for all such UIDs together, but every UID keeps a share of its own that
+ * the others cannot take: however many users (or UIDs of one login's range) fill the common cap,
+ * another user's small call is still read. A connection that is not read (held at a cap, or its
+ * replies not read) is still watched for its client hanging up, which closes it and gives its
+ * share back. */
 #include <event2/event.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -128,7 +134,9 @@ struct Connection {
         bool runnable; /* in the server's queue of calls to handle (UIDs other than 0) */
         TAILQ_ENTRY(Connection) run_link;
         struct event *read_event, *write_event, *process_event;
-        bool reading, writing;
+        struct event *hangup_event; /* while it is not read: the client hanging up */
+        bool reading, writing, watching_hangup;
+        bool half_closed; /* seen by the hang-up watch: the client shut its sending side only */
 
         /* Unprocessed input is in[in_start, in_len); in[in_start, in_scanned) has no NUL. */
         char *in;
@@ -154,10 +162,14 @@ static bool uid_over_output(const Connection *c) {
                                c->server->unprivileged_out >= VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER);
 }
 
-/* The same for calls read and not handled yet: nothing more is read. */
+/* The same for calls read and not handled yet: nothing more is read. Below its own share a UID is
+ * read whatever the others hold. */
+static bool input_over(size_t mine, size_t all) {
+        return mine >= VARLINK_INPUT_UID_MAX || (mine >= VARLINK_INPUT_UID_SHARE && all >= VARLINK_INPUT_UNPRIVILEGED_MAX);
+}
+
 static bool uid_over_input(const Connection *c) {
-        return c->uid != 0 && (c->usage->in_bytes >= VARLINK_INPUT_UID_MAX ||
-                               c->server->unprivileged_in >= VARLINK_INPUT_UNPRIVILEGED_MAX);
+        return c->uid != 0 && input_over(c->usage->in_bytes, c->server->unprivileged_in);
 }
 
 /* Connections held for their UID's share (uid 0: of every UID): let them go on. */
@@ -177,7 +189,7 @@ static void account(Connection *c, bool out, size_t added, size_t removed) {
         size_t *all = out ? &s->unprivileged_out : &s->unprivileged_in;
         size_t mark = out ? VARLINK_OUTPUT_UID_HIGH_WATER : VARLINK_INPUT_UID_MAX;
         size_t all_mark = out ? VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER : VARLINK_INPUT_UNPRIVILEGED_MAX;
-        bool was_over = *mine >= mark, all_was_over = *all >= all_mark;
+        bool was_over = out ? *mine >= mark : input_over(*mine, *all), all_was_over = *all >= all_mark;
 
         *mine = *mine + added - removed;
         if (c->uid == 0)
@@ -197,7 +209,7 @@ static void account(Connection *c, bool out, size_t added, size_t removed) {
 #endif
         if (all_was_over && *all < all_mark)
                 release_held(s, 0);
-        else if (was_over && *mine < mark)
+        else if (was_over && (out ? *mine < mark : !input_over(*mine, *all)))
                 release_held(s, c->uid);
 }
 
@@ -235,6 +247,8 @@ static void connection_free(Connection *c) {
                 event_free(c->write_event);
         if (c->process_event)
                 event_free(c->process_event);
+        if (c->hangup_event)
+                event_free(c->hangup_event);
         if (c->fd >= 0)
                 close(c->fd);
         free(c->in);
@@ -415,6 +429,8 @@ static int connection_update_events(Connection *c) {
         bool want_read = !c->eof && c->in_len - c->in_start <= VARLINK_MESSAGE_MAX &&
                          (streaming(c) || (out_pending(c) < VARLINK_OUTPUT_HIGH_WATER && !c->held));
         bool want_write = out_pending(c) > 0;
+        /* Not read, it would not see its client go: its share would stay taken for good. */
+        bool want_hangup = !want_read && !c->eof && !c->half_closed;
 
         /* event_add() and event_del() of a valid event fail only when out of memory. */
         if (want_read != c->reading) {
@@ -426,6 +442,11 @@ static int connection_update_events(Connection *c) {
                 if ((want_write ? event_add(c->write_event, NULL) : event_del(c->write_event)) < 0)
                         goto fail;
                 c->writing = want_write;
+        }
+        if (want_hangup != c->watching_hangup) {
+                if ((want_hangup ? event_add(c->hangup_event, NULL) : event_del(c->hangup_event)) < 0)
+                        goto fail;
+                c->watching_hangup = want_hangup;
         }
         return 0;
 fail:
@@ -974,6 +995,26 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
         connection_process(c);
 }
 
+/* A connection that is not read saw its client shut its side. Gone altogether, it is closed:
+ * what it sent and was not handled has no one to answer to (only root's calls change anything,
+ * and root's connections are never held for a cap; they stop reading only while their replies
+ * pile up, and those fail to send once the client is gone). A client that only shut its sending
+ * side may still read its answers: it waits for its turn, no longer watched (the watch is
+ * level-triggered, as every other event of the descriptor must be). */
+static void on_hangup(evutil_socket_t fd, short what, void *userdata) {
+        Connection *c = userdata;
+        struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+
+        if (poll(&p, 1, 0) < 0 || !(p.revents & (POLLHUP | POLLERR))) {
+                c->half_closed = true;
+                (void) connection_update_events(c);
+                return;
+        }
+        log_debug("varlink: pid %d uid %u hung up while its calls were not read (%zu bytes held)", (int) c->pid,
+                  (unsigned) c->uid, c->in_len - c->in_start);
+        connection_free(c);
+}
+
 static void on_writable(evutil_socket_t fd, short what, void *userdata) {
         Connection *c = userdata;
         bool was_high = out_pending(c) >= VARLINK_OUTPUT_HIGH_WATER;
@@ -1053,7 +1094,8 @@ static int connection_new(VarlinkServer *s, int fd, const struct ucred *cred) {
         c->read_event = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
         c->write_event = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
         c->process_event = event_new(s->base, -1, 0, on_process, c);
-        if (!c->read_event || !c->write_event || !c->process_event) {
+        c->hangup_event = event_new(s->base, fd, EV_CLOSED | EV_PERSIST, on_hangup, c);
+        if (!c->read_event || !c->write_event || !c->process_event || !c->hangup_event) {
                 connection_free(c);
                 return -ENOMEM;
         }

@@ -28,7 +28,8 @@
 #define VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER (16u * 1024u * 1024u)   /* all their calls wait */
 #define VARLINK_OUTPUT_UNPRIVILEGED_MAX (24u * 1024u * 1024u)          /* all their streams drop */
 #define VARLINK_INPUT_UID_MAX (8u * 1024u * 1024u)                     /* calls not handled yet: */
-#define VARLINK_INPUT_UNPRIVILEGED_MAX (32u * 1024u * 1024u)           /*   no more are read */
+#define VARLINK_INPUT_UNPRIVILEGED_MAX (32u * 1024u * 1024u)           /*   no more are read, */
+#define VARLINK_INPUT_UID_SHARE (256u * 1024u) /* but each UID's own share, beside what others hold */
 #define VARLINK_CALLS_PER_WAKEUP 64u                   /* calls of one connection per loop turn */
 #define VARLINK_UNPRIVILEGED_SLICE_USEC 2000u          /* calls of UIDs other than 0, per loop turn */
 

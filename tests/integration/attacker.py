@@ -9,6 +9,10 @@
                                            "ready" (with the bytes sent) once the daemon stops
                                            taking calls; they stay until stdin closes
     attacker.py SOCKET refused N           N pipelined Reload calls on one connection
+    attacker.py SOCKET unfinished N        N connections, each sending 1.5 MB of a Validate it never
+                                           finishes (no NUL) as far as the daemon takes it; "ready"
+                                           (with the bytes taken) once it takes no more; they stay
+                                           until stdin closes, then the process exits
     attacker.py SOCKET validate-big N      N connections each looping Validate of a 2 MB text
                                            (a comment: valid YAML), each sent whole in turn,
                                            then each reply read; "ready" after the first
@@ -130,6 +134,33 @@ def unread(path, n):
     sys.stdin.read()   # until the test closes it
 
 
+def unfinished(path, n):
+    head = encode(f'{IFACE}.Validate', {'policy': '#' + 'x' * (3 << 19)})[:-3]   # no '"}}' and no NUL
+    conns = []
+    for _ in range(n):
+        s = connect(path)
+        s.setblocking(False)
+        conns.append([s, 0])
+    last = time.monotonic()
+    while time.monotonic() - last < 3:
+        progressed = False
+        for c in conns:
+            if c[1] >= len(head):
+                continue
+            try:
+                k = c[0].send(head[c[1]:])
+            except BlockingIOError:
+                continue
+            c[1] += k
+            progressed = True
+        if progressed:
+            last = time.monotonic()
+        else:
+            time.sleep(0.01)
+    out(event='ready', sent=sum(c[1] for c in conns))
+    sys.stdin.read()   # until the test closes it; the connections close with the process
+
+
 def refused(path, n):
     with connect(path) as s:
         s.sendall(encode(f'{IFACE}.Reload') * n)
@@ -164,7 +195,7 @@ def validate_big(path, n):
 def main():
     path, what, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
     {'monitors': monitors, 'validate-deep': validate_deep, 'plan-big': plan_big, 'unread': unread,
-     'refused': refused, 'validate-big': validate_big}[what](path, arg)
+     'refused': refused, 'validate-big': validate_big, 'unfinished': unfinished}[what](path, arg)
 
 
 if __name__ == '__main__':

@@ -347,3 +347,56 @@ def probe_once(d):
     dt, p = timed_call(sock(d), timeout=T(5))
     assert p['version']
     return dt
+
+
+def metrics_as(d, uid):
+    """`bigtcpctl metrics` as `uid`: (seconds, the process)."""
+    from test_bigtcpctl import CTL
+    t0 = time.monotonic()
+    r = subprocess.run(['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', str(CTL), '--socket',
+                        sock(d), 'metrics'], capture_output=True, text=True, timeout=T(60), stdin=subprocess.DEVNULL)
+    return time.monotonic() - t0, r
+
+
+def test_unfinished_calls_of_five_uids_lock_no_one_out(ns, daemon, confdir, attackers):
+    """Five UIDs (one login's range of subordinate UIDs, say) each open 8 connections, send 1.5 MB
+    of a Validate they never finish, and exit. While they are connected another UID's `bigtcpctl
+    metrics` answers (each UID has its own share of the input cap; the 32 MiB they filled
+    together held every unprivileged caller: exit 3 after 5 s), one of them is told bigtcpd is
+    busy (its own share is full), and once they exit their connections are closed although
+    nothing of them was being read (held at the caps, their hang-up went unseen: another UID
+    was still locked out 65 s later, until bigtcpd restarted)."""
+    veth(ns, 'v0', 'v1')
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY)
+    d = daemon(ns, cfg)
+    open_to_others(d)
+    users = [attackers(d, 60001 + i, 'unfinished', 8) for i in range(5)]
+    taken = [a.line(120) for a in users]
+    assert all(t['event'] == 'ready' for t in taken), taken
+    print(f'5 UIDs x 8 connections: {sum(t["sent"] for t in taken) / 1e6:.1f} MB of unfinished calls taken')
+
+    dt, r = metrics_as(d, 60100)
+    print(f'another UID\'s bigtcpctl metrics while they are connected: {dt:.2f} s, exit {r.returncode}')
+    assert r.returncode == 0 and 'bigtcpd_devices' in r.stdout, r.stderr
+    assert dt < T(3), f'{dt:.2f} s'
+
+    # one of them, whose share is full: its call is not read, and it is told why
+    dt, r = metrics_as(d, 60001)
+    print(f'bigtcpctl metrics of a UID whose share is full: {dt:.2f} s, exit {r.returncode}: {r.stderr.strip()}')
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stderr.startswith('bigtcpctl: bigtcpd is busy'), r.stderr
+
+    t0 = time.monotonic()
+    for a in users:
+        a.stop()
+    deadline = time.monotonic() + T(30)
+    while len(d.log_lines(r'varlink: connection of pid \d+ uid 6000[1-5] closed')) < 40:
+        assert time.monotonic() < deadline, f'their connections stay open: {d.log_tail()}'
+        time.sleep(0.05)
+    closed = time.monotonic() - t0
+    dt, r = metrics_as(d, 60001)
+    print(f'once they exit: their 40 connections closed within {closed:.2f} s; bigtcpctl metrics of one of the '
+          f'UIDs then: {dt:.2f} s, exit {r.returncode}')
+    assert r.returncode == 0, r.stderr
+    assert dt < T(3), f'{dt:.2f} s'

@@ -252,11 +252,52 @@ static int call_failed(sd_bus *bus, int r, sd_bus_error *error, char **ret_error
         return -EIO;
 }
 
+/* Appends a call's arguments. */
+typedef int (*AppendFn)(sd_bus_message *call, const void *userdata);
+
+/* io.bigtcpd1.Manager.METHOD. Root calls io.bigtcpd1.Root, where no other user's calls wait
+ * before its own (io.bigtcpd1.conf); a bigtcpd without that name (an older one, or one the bus is
+ * to start: it starts io.bigtcpd1) is called as io.bigtcpd1. */
+static int call_bigtcpd(sd_bus *bus, const char *method, AppendFn append, const void *userdata, uint64_t timeout_usec,
+                        sd_bus_error *error, sd_bus_message **ret) {
+        int r = 0;
+
+        for (int root = geteuid() == 0; root >= 0; root--) {
+                sd_bus_message *call = NULL;
+
+                r = sd_bus_message_new_method_call(bus, &call, root ? "io.bigtcpd1.Root" : "io.bigtcpd1",
+                                                   "/io/bigtcpd1", "io.bigtcpd1.Manager", method);
+                if (r >= 0 && append)
+                        r = append(call, userdata);
+                if (r >= 0)
+                        r = sd_bus_call(bus, call, timeout_usec, error, ret);
+                sd_bus_message_unref(call);
+                if (r >= 0 || !root ||
+                    !sd_bus_error_has_names(error, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
+                        return r;
+                sd_bus_error_free(error);
+        }
+        return r;
+}
+
+typedef struct FullArgs {
+        const char *arg;
+        const uint64_t *usec;
+} FullArgs;
+
+static int append_full(sd_bus_message *call, const void *userdata) {
+        const FullArgs *a = userdata;
+
+        if (!a->arg)
+                return 0;
+        return a->usec ? sd_bus_message_append(call, "st", a->arg, *a->usec) : sd_bus_message_append(call, "s", a->arg);
+}
+
 /* `usec` (with `arg`): a second argument, type t; `timeout_usec` 0: the bus's default. */
 static int call_full(const char *method, const char *arg, const uint64_t *usec, uint64_t timeout_usec, char **ret,
                      char **ret_error) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
-        sd_bus_message *call = NULL, *reply = NULL;
+        sd_bus_message *reply = NULL;
         sd_bus *bus = NULL;
         const char *text;
         int r;
@@ -265,11 +306,7 @@ static int call_full(const char *method, const char *arg, const uint64_t *usec, 
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return r;
-        r = sd_bus_message_new_method_call(bus, &call, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method);
-        if (r >= 0 && arg)
-                r = usec ? sd_bus_message_append(call, "st", arg, *usec) : sd_bus_message_append(call, "s", arg);
-        if (r >= 0)
-                r = sd_bus_call(bus, call, timeout_usec, &error, &reply);
+        r = call_bigtcpd(bus, method, append_full, &(FullArgs){arg, usec}, timeout_usec, &error, &reply);
         if (r < 0) {
                 r = call_failed(bus, r, &error, ret_error);
                 goto finish;
@@ -287,7 +324,6 @@ static int call_full(const char *method, const char *arg, const uint64_t *usec, 
         r = 0;
 finish:
         sd_bus_error_free(&error);
-        sd_bus_message_unref(call);
         sd_bus_message_unref(reply);
         sd_bus_flush_close_unref(bus);
         return r;
@@ -306,9 +342,25 @@ static const char *const *result_names(const char *method) {
         return none;
 }
 
+typedef struct OperationCall {
+        const char *method;
+        const DbusOperationArgs *a;
+} OperationCall;
+
+static int append_operation(sd_bus_message *call, const void *userdata) {
+        const OperationCall *o = userdata;
+        const DbusOperationArgs *a = o->a;
+
+        if (streq_ptr(o->method, "Try"))
+                return sd_bus_message_append(call, "stss", a->policy ?: "", a->usec, a->file ?: "", a->target ?: "");
+        if (a && a->arg)
+                return sd_bus_message_append(call, "s", a->arg);
+        return 0;
+}
+
 int dbus_call_operation(const char *method, const DbusOperationArgs *a, json_object **ret, char **ret_error) {
         sd_bus_error error = SD_BUS_ERROR_NULL;
-        sd_bus_message *call = NULL, *reply = NULL;
+        sd_bus_message *reply = NULL;
         sd_bus *bus = NULL;
         json_object *o = NULL, *rest = NULL;
         const char *const *names = result_names(method);
@@ -318,13 +370,7 @@ int dbus_call_operation(const char *method, const DbusOperationArgs *a, json_obj
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return r;
-        r = sd_bus_message_new_method_call(bus, &call, "io.bigtcpd1", "/io/bigtcpd1", "io.bigtcpd1.Manager", method);
-        if (r >= 0 && streq_ptr(method, "Try"))
-                r = sd_bus_message_append(call, "stss", a->policy ?: "", a->usec, a->file ?: "", a->target ?: "");
-        else if (r >= 0 && a && a->arg)
-                r = sd_bus_message_append(call, "s", a->arg);
-        if (r >= 0)
-                r = sd_bus_call(bus, call, 0, &error, &reply);
+        r = call_bigtcpd(bus, method, append_operation, &(OperationCall){method, a}, 0, &error, &reply);
         if (r < 0) {
                 r = call_failed(bus, r, &error, ret_error);
                 goto finish;
@@ -367,7 +413,6 @@ finish:
         json_object_put(o);
         json_object_put(rest);
         sd_bus_error_free(&error);
-        sd_bus_message_unref(call);
         sd_bus_message_unref(reply);
         sd_bus_flush_close_unref(bus);
         return r;

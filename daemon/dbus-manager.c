@@ -41,6 +41,9 @@ struct DbusManager {
         Dbus *dbus;
         sd_bus *bus; /* while attached */
         sd_bus_slot *vtable_slot;
+        Dbus *root; /* DBUS_ROOT_NAME's connection: methods only */
+        sd_bus *root_bus; /* while attached */
+        sd_bus_slot *root_vtable_slot;
         unsigned watch_id;     /* of the daemon's events, while attached */
         struct event *changed; /* coalesces PropertiesChanged */
         Snapshot last;
@@ -514,6 +517,11 @@ static void run_operation(DbusCall *dc, sd_bus_message *call, uid_t uid, void *u
         }
 }
 
+/* The connection a call came on. */
+static Dbus *dbus_of(const DbusManager *b, sd_bus_message *call) {
+        return b->root_bus && sd_bus_message_get_bus(call) == b->root_bus ? b->root : b->dbus;
+}
+
 /* Asks the bus who sent the call, then runs the operation; the operation is the call's, and
  * goes with it (dbus.c's DbusCall frees it). `args`' strings are in the call's message. */
 static int start_operation(sd_bus_message *call, DbusManager *b, OperationKind kind, const OperationArgs *args,
@@ -524,7 +532,7 @@ static int start_operation(sd_bus_message *call, DbusManager *b, OperationKind k
         r = operation_new(b->control, kind, args, &op);
         if (r < 0)
                 return r;
-        return dbus_call_identified(b->dbus, call, operation_kind_to_string(kind), privileged(kind),
+        return dbus_call_identified(dbus_of(b, call), call, operation_kind_to_string(kind), privileged(kind),
                                     (args->policy ? strlen(args->policy) : 0) + (args->ifname ? strlen(args->ifname) : 0),
                                     run_operation, op, operation_freep_void, error);
 }
@@ -707,7 +715,7 @@ static void run_subscribe(DbusCall *dc, sd_bus_message *call, uid_t uid, void *u
 
 static int method_subscribe(sd_bus_message *call, void *userdata, sd_bus_error *error) {
         DbusManager *b = userdata;
-        return dbus_call_identified(b->dbus, call, "Subscribe", false, 0, run_subscribe, b, NULL, error);
+        return dbus_call_identified(dbus_of(b, call), call, "Subscribe", false, 0, run_subscribe, b, NULL, error);
 }
 
 static int method_unsubscribe(sd_bus_message *call, void *userdata, sd_bus_error *error) {
@@ -835,6 +843,33 @@ static const DbusOps manager_dbus_ops = {
         .busy = on_busy,
 };
 
+/* DBUS_ROOT_NAME's connection: the methods and properties, no signals. */
+static int on_root_attach(void *userdata, sd_bus *bus) {
+        DbusManager *b = userdata;
+        int r;
+
+        r = sd_bus_add_object_vtable(bus, &b->root_vtable_slot, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE,
+                                     manager_vtable, b);
+        if (r < 0)
+                return r;
+        b->root_bus = bus;
+        return 0;
+}
+
+static void on_root_detach(void *userdata) {
+        DbusManager *b = userdata;
+
+        b->root_vtable_slot = sd_bus_slot_unref(b->root_vtable_slot);
+        b->root_bus = NULL;
+}
+
+static const DbusOps root_dbus_ops = {
+        .attach = on_root_attach,
+        .detach = on_root_detach,
+        .busy = on_busy,
+        .second = true,
+};
+
 int dbus_manager_new(struct event_base *base, Control *control, DbusManager **ret) {
         _cleanup_(dbus_manager_freep) DbusManager *b = calloc(1, sizeof(*b));
         int r;
@@ -848,6 +883,9 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
         r = dbus_new(base, DBUS_SERVICE_NAME, &manager_dbus_ops, b, &b->dbus);
         if (r < 0)
                 return r;
+        r = dbus_new(base, DBUS_ROOT_NAME, &root_dbus_ops, b, &b->root);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(b);
         return 0;
 }
@@ -855,7 +893,8 @@ int dbus_manager_new(struct event_base *base, Control *control, DbusManager **re
 void dbus_manager_free(DbusManager *b) {
         if (!b)
                 return;
-        dbus_free(b->dbus); /* detaches first */
+        dbus_free(b->root); /* each detaches first */
+        dbus_free(b->dbus);
         if (b->changed)
                 event_free(b->changed);
         free(b);

@@ -3,7 +3,8 @@
  * owned by its DbusCall (dbus.h) and encoded when it completes; properties that emit
  * PropertiesChanged, a RolledBack signal for each rollback, and Monitor's events as Event
  * signals while someone has subscribed. Reload, Rollback, Retry, Try, Confirm, Revert and Watch
- * are root's. */
+ * are root's. The object is served under io.bigtcpd1 and, on a second connection, under
+ * io.bigtcpd1.Root (root's alone); signals come from io.bigtcpd1. */
 #pragma once
 
 #include <event2/event.h>
@@ -14,6 +15,11 @@
 #include "dbus.h"
 
 #define DBUS_SERVICE_NAME "io.bigtcpd1"
+/* The same object on a connection of its own, which only root may call (io.bigtcpd1.conf): the
+ * bus queues everyone's calls to io.bigtcpd1 in one line, which another user can fill faster than
+ * the bus passes it on; root's calls to this name wait behind root's alone. bigtcpctl --dbus
+ * calls it as root. */
+#define DBUS_ROOT_NAME "io.bigtcpd1.Root"
 #define DBUS_OBJECT_PATH "/io/bigtcpd1"
 #define DBUS_MANAGER_INTERFACE "io.bigtcpd1.Manager"
 #define DBUS_CHANGED_DELAY_USEC 100000ull /* PropertiesChanged: at most one per 100 ms */

@@ -691,7 +691,7 @@ static void schedule_reconnect(Dbus *b) {
 static void bus_lost(Dbus *b, int error) {
         if (!b->bus)
                 return;
-        if (b->ever_up && b->serving)
+        if (b->ever_up && b->serving && !b->ops->second)
                 log_warning_errno(error, "D-Bus: lost the system bus: %m; reconnecting in the background");
         else
                 log_debug_errno(error, "D-Bus: connection failed: %m");
@@ -704,7 +704,7 @@ static void try_connect(Dbus *b) {
         int r = bus_connect(b);
         if (r >= 0)
                 return;
-        if (!b->logged_absent && !b->ever_up) {
+        if (!b->logged_absent && !b->ever_up && !b->ops->second) {
                 /* Said once: a host without a system bus is normal; varlink is the interface. */
                 log_full_errno(LOG_NOTICE, r,
                                "D-Bus: no system bus (%m); running on varlink alone, connecting when one appears");

@@ -43,6 +43,9 @@ typedef struct DbusOps {
         /* What is served holds as much as it may of calls in progress: read no more calls until
          * dbus_kick() (asked before each message; may be NULL). */
         bool (*busy)(void *userdata);
+        /* A second connection beside another one to the same bus: that one says when there is no
+         * bus or it is lost (this one logs it at debug level). */
+        bool second;
 } DbusOps;
 
 /* Connect to the system bus ($DBUS_SYSTEM_BUS_ADDRESS, else the standard socket) and own `name`.

@@ -3,6 +3,9 @@
 
     dbus_attacker.py SOCKET big-validate N BYTES   N connections, two Validate calls each with a
                                                    string of BYTES; one line with the answers
+    dbus_attacker.py SOCKET big-flood N BYTES      N connections each keeping one Validate call
+                                                   with a string of BYTES in flight (a new one for
+                                                   every answer)
     dbus_attacker.py SOCKET noreply N              N connections sending Validate calls that
                                                    expect no reply, as fast as the bus takes them
     dbus_attacker.py SOCKET validate N K           N connections keeping K Validate calls each
@@ -15,6 +18,7 @@ closes and prints one JSON line of what it saw (answers by error name, calls sen
 
 import json
 import select
+import struct
 import sys
 import threading
 import time
@@ -69,18 +73,29 @@ def pump(path, n, k, member, signature, args, flags, stop):
     conns = connections(path, n)
     for c in conns:
         c.sock.setblocking(False)
-    msg = lambda c: w.encode(c.serial, w.NAME, w.PATH, w.IFACE, member, signature, args, flags)
+    # Encoded once (a 30 MB string takes seconds in Python): each call is the template with its
+    # serial (bytes 8 to 11 of the header) in front of the template's rest, shared, never copied.
+    template = memoryview(w.encode(1, w.NAME, w.PATH, w.IFACE, member, signature, args, flags))
+    order = '<' if template[0] == ord('l') else '>'
+    msg = lambda c: [template[:8], memoryview(struct.pack(order + 'I', c.serial)), template[12:]]
     sent, answers = 0, {}
-    outbox = {c: b'' for c in conns}
+    outbox = {c: [] for c in conns}   # memoryviews still to send: a partial send slices, never copies
+    queued = lambda c: sum(len(v) for v in outbox[c])
     inflight = {c: 0 for c in conns}
     ready = False
     while not stop.is_set():
         for c in conns:
-            while len(outbox[c]) < 65536 and (flags & w.NO_REPLY_EXPECTED or inflight[c] < k):
+            batch, size = [], queued(c)
+            while size < 65536 and (flags & w.NO_REPLY_EXPECTED or inflight[c] < k):
                 c.serial += 1
-                outbox[c] += msg(c)
+                batch += msg(c)
+                size += len(template)
                 inflight[c] += 1
                 sent += 1
+            if len(template) > 65536:
+                outbox[c] += batch   # a large call: its parts as they are
+            elif batch:
+                outbox[c].append(memoryview(b''.join(batch)))
         if not ready:
             out(event='ready', connections=len(conns))
             ready = True
@@ -89,8 +104,10 @@ def pump(path, n, k, member, signature, args, flags, stop):
         for s in wr:
             c = by_sock[s]
             try:
-                k_ = s.send(outbox[c])
-                outbox[c] = outbox[c][k_:]
+                k_ = s.send(outbox[c][0])
+                outbox[c][0] = outbox[c][0][k_:]
+                if not len(outbox[c][0]):
+                    outbox[c].pop(0)
             except BlockingIOError:
                 pass
         for s in r:
@@ -148,6 +165,9 @@ def main():
     path, what, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if what == 'big-validate':
         big_validate(path, n, int(sys.argv[4]))
+    elif what == 'big-flood':
+        text = 'version: 1\n#' + 'x' * int(sys.argv[4]) + '\npolicies: []\n'
+        flood(path, n, 1, 'Validate', 's', (text,), 0)
     elif what == 'noreply':
         flood(path, n, 0, 'Validate', 's', (POLICY,), w.NO_REPLY_EXPECTED)
     elif what == 'validate':

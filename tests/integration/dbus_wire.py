@@ -195,10 +195,10 @@ class Connection:
 NAME, PATH, IFACE = 'io.bigtcpd1', '/io/bigtcpd1', 'io.bigtcpd1.Manager'
 
 
-def timed_call(path, member, signature='', args=(), timeout=30.0):
+def timed_call(path, member, signature='', args=(), timeout=30.0, destination=NAME):
     """One call of io.bigtcpd1.Manager on a connection of its own, as bigtcpctl --dbus makes it:
     (seconds from connecting to the reply, the reply)."""
     t0 = time.monotonic()
     with Connection(path, timeout=timeout) as c:
-        m = c.call(NAME, PATH, IFACE, member, signature, args)
+        m = c.call(destination, PATH, IFACE, member, signature, args)
     return time.monotonic() - t0, m

@@ -279,7 +279,7 @@ def wait_serving(d, bus, timeout=10):
     the answer before it on the same connection."""
     wait_owned(bus, d, timeout)
     prop(bus, 'Ready')
-    assert d.log_lines(r'D-Bus: serving io\.bigtcpd1'), f'owns {NAME} but did not log it\n{d.log_tail()}'
+    assert d.log_lines(r'D-Bus: serving io\.bigtcpd1 on'), f'owns {NAME} but did not log it\n{d.log_tail()}'
 
 
 @pytest.fixture
@@ -693,5 +693,5 @@ def test_bus_goes_away_and_comes_back(served):
     r = call(bus, 'GetStatusJSON', check=False)
     assert not isinstance(r, subprocess.CompletedProcess), \
         f'bigtcpd did not come back to the bus: {r.stderr}\n{d.log_tail()}'
-    assert len(d.log_lines(r'D-Bus: serving io\.bigtcpd1')) == 2
+    assert len(d.log_lines(r'D-Bus: serving io\.bigtcpd1 on')) == 2
     assert prop(bus, 'DevicesApplied') == 4

@@ -115,12 +115,23 @@ def unread(path, n):
         conns.append([s, 0])
     batch = call_bytes * 256
     # Send until the daemon has taken nothing for half a second: it stopped reading our calls.
+    sent = send_until_stalled(conns, lambda c: batch[c[1] % len(call_bytes):][:len(batch) - 1], 0.5)
+    out(event='ready', sent=sent)
+    sys.stdin.read()   # until the test closes it
+
+
+def send_until_stalled(conns, data_of, idle):
+    """Send on each non-blocking connection ([socket, bytes sent]) what data_of() gives for it
+    until the daemon has taken nothing for `idle` seconds; the bytes taken in all."""
     last = time.monotonic()
-    while time.monotonic() - last < 0.5:
+    while time.monotonic() - last < idle:
         progressed = False
         for c in conns:
+            data = data_of(c)
+            if not data:
+                continue
             try:
-                k = c[0].send(batch[c[1] % len(call_bytes):][:len(batch) - 1])
+                k = c[0].send(data)
             except BlockingIOError:
                 continue
             c[1] += k
@@ -129,9 +140,7 @@ def unread(path, n):
             last = time.monotonic()
         else:
             time.sleep(0.01)
-    sent = sum(c[1] for c in conns)
-    out(event='ready', sent=sent)
-    sys.stdin.read()   # until the test closes it
+    return sum(c[1] for c in conns)
 
 
 def unfinished(path, n):
@@ -141,23 +150,7 @@ def unfinished(path, n):
         s = connect(path)
         s.setblocking(False)
         conns.append([s, 0])
-    last = time.monotonic()
-    while time.monotonic() - last < 3:
-        progressed = False
-        for c in conns:
-            if c[1] >= len(head):
-                continue
-            try:
-                k = c[0].send(head[c[1]:])
-            except BlockingIOError:
-                continue
-            c[1] += k
-            progressed = True
-        if progressed:
-            last = time.monotonic()
-        else:
-            time.sleep(0.01)
-    out(event='ready', sent=sum(c[1] for c in conns))
+    out(event='ready', sent=send_until_stalled(conns, lambda c: head[c[1]:], 3))
     sys.stdin.read()   # until the test closes it; the connections close with the process
 
 

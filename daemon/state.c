@@ -559,15 +559,22 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
             get_u64(v, "idle_wait_usec", &s.idle_wait_usec) < 0 || get_u32(v, "steps", &steps) < 0 ||
             get_u32(v, "trips", &trips) < 0 || !counter || strlen(counter) >= sizeof(s.ceiling_counter))
                 return -EBADMSG;
+        s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
         /* min is the policy's (65536 or more), unless the device's limit is below it: then the
          * bounds are that limit alone */
         if (s.min == 0 || s.min > s.max || s.max > STATE_SIZE_MAX || (s.min < AUTO_SIZE_MIN_DEFAULT && s.min != s.max) ||
-            s.proven < s.min || s.proven > s.max ||
-            (s.phase == AUTO_TRYING && (s.trying <= s.proven || s.trying > s.max)) ||
-            (s.ceiling != 0 && (s.ceiling <= s.proven || s.ceiling > s.max)))
+            s.proven < s.min || s.proven > s.max || (s.ceiling != 0 && (s.ceiling <= s.proven || s.ceiling > s.max)))
+                return -ERANGE;
+        /* The size tried is the one a restart writes: checked as whole as a step makes it — above
+         * the proven size, at most twice it (auto_search_next()), within the bound and below the
+         * ceiling (the ceiling itself only when it is tried once more); none outside a step. */
+        if (s.phase == AUTO_TRYING) {
+                if (s.trying <= s.proven || s.trying > s.max || s.trying > UINT64_C(2) * s.proven ||
+                    (s.ceiling != 0 && (s.trying > s.ceiling || (s.trying == s.ceiling && !s.reprobe))))
+                        return -ERANGE;
+        } else if (s.trying != 0)
                 return -ERANGE;
         snprintf(s.ceiling_counter, sizeof(s.ceiling_counter), "%s", counter);
-        s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
         /* settled with a step left: nothing would ever step it again under the same bounds */
         if (s.phase == AUTO_SETTLED && auto_search_next(&s) != 0)
                 return -ERANGE;
@@ -578,7 +585,9 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
         return 0;
 }
 
+/* 0, or 1 when some of them were dropped (what a search cannot be): the others kept. */
 static int auto_from_json(json_object *a, AutoDevice **ret) {
+        bool dropped = false;
         AutoDevice *d;
 
         if (!json_object_is_type(a, json_type_array))
@@ -590,8 +599,10 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
                 AutoSearch s;
                 unsigned i;
 
-                if (auto_search_from_json(json_object_array_get_idx(a, k), &i, &s) < 0)
+                if (auto_search_from_json(json_object_array_get_idx(a, k), &i, &s) < 0) {
+                        dropped = true;
                         continue;
+                }
                 d->size[i] = s;
                 d->sizes |= 1u << i;
         }
@@ -600,7 +611,7 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
                 return -EBADMSG;
         }
         *ret = d;
-        return 0;
+        return dropped;
 }
 
 static int probation_from_json(json_object *o, Probation **ret) {
@@ -784,6 +795,8 @@ static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *pa
                         goto oom;
                 if (r < 0)
                         *partial = true, *why = "its searches of auto (dropped: they begin again)";
+                else if (r > 0)
+                        *partial = true, *why = "a search of auto (dropped: it begins again)";
         }
         return 0;
 oom:

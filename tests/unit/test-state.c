@@ -1137,8 +1137,8 @@ static AutoDevice *searches_of_every_phase(void) {
                                   .proven_packets = 812, .steps = 1};
         a->size[1] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_IDLE, .proven = 65536,
                                   .retry_usec = UINT64_C(1700000090000000), .idle_wait_usec = 60000000};
-        a->size[2] = (AutoSearch){.min = 65536, .max = 400000, .phase = AUTO_TRYING, .proven = 131072,
-                                  .proven_packets = 99, .trying = 300000, .ceiling = 300000,
+        a->size[2] = (AutoSearch){.min = 65536, .max = 400000, .phase = AUTO_TRYING, .proven = 150000,
+                                  .proven_packets = 99, .trying = 300000, .ceiling = 300000, /* twice proven */
                                   .ceiling_usec = UINT64_C(1690000000000000), .ceiling_rise = 7, .reprobe = true,
                                   .steps = 3, .trips = 2};
         snprintf(a->size[2].ceiling_counter, sizeof(a->size[2].ceiling_counter), "link.\"rx_crc_errors\"");
@@ -1234,6 +1234,23 @@ static char *search_with(const char *size, const char *key, const char *value) {
 
 static const char AUTO_DROPPED[] = "its searches of auto (dropped: they begin again)";
 
+/* search_with()'s search with every field of `fields` (a JSON object's text) put in. */
+static char *search_over(const char *size, const char *fields) {
+        char *base = search_with(size, NULL, NULL), *text;
+        json_object *o = json_tokener_parse(base), *f = json_tokener_parse(fields);
+
+        assert_non_null(o);
+        assert_non_null(f);
+        json_object_object_foreach(f, key, value)
+                json_object_object_add(o, key, json_object_get(value));
+        text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        assert_non_null(text);
+        json_object_put(f);
+        json_object_put(o);
+        free(base);
+        return text;
+}
+
 /* What a search cannot be is dropped (the search begins again at the next reconcile), never the
  * entry: its originals load. The searches of the other sizes stay. */
 static void test_auto_hostile(void **state) {
@@ -1306,6 +1323,66 @@ static void test_auto_hostile(void **state) {
                 free(both);
                 free(one);
                 free(other);
+        }
+}
+
+/* A search is checked whole: the size it tries is the one a restart writes, so it must be one a step
+ * of that search could try (above the proven size, at most twice it, within the bound, below the
+ * ceiling or the ceiling itself tried once more), and a search in no step tries nothing. One that
+ * is not is dropped alone: the device's entry and its other searches load. */
+static void test_auto_checked_whole(void **state) {
+        static const char *const bad[] = {
+                /* the state file of issue 34: 524280 written above the ceiling of 300000 */
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":524280,\"max\":524280}",
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":300001,\"reprobe\":true}",
+                /* the ceiling itself, but not as a ceiling tried once more */
+                "{\"proven\":131072,\"ceiling\":200000,\"trying\":200000,\"reprobe\":false}",
+                /* more than twice the proven size */
+                "{\"proven\":131072,\"ceiling\":0,\"trying\":262145}",
+                "{\"proven\":65536,\"ceiling\":0,\"trying\":524280}",
+                /* a size tried outside a step */
+                "{\"phase\":\"watching\",\"trying\":200000}",
+                "{\"phase\":\"idle\",\"trying\":200000}",
+                "{\"phase\":\"settled\",\"proven\":250000,\"trying\":262000}",
+        };
+        static const char *const good[] = {
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":281072}",
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":300000,\"reprobe\":true}",
+                "{\"proven\":131072,\"ceiling\":0,\"trying\":262144}",
+                "{\"proven\":262144,\"ceiling\":0,\"trying\":524280}",
+                "{\"phase\":\"watching\",\"trying\":0}",
+        };
+        StateReadReport rep;
+        StateEntry *e = NULL;
+        char *one, *other, *text;
+
+        for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
+                print_message("bad: %s\n", bad[k]);
+                one = search_over("gso_max_size", bad[k]);
+                other = search_with("gro_max_size", NULL, NULL);
+                assert_true(asprintf(&text, "[%s,%s]", one, other) > 0);
+                parse_searches(text, &e, &rep);
+                assert_int_equal(rep.n_aside, 1);
+                assert_true(rep.aside[0].partial);
+                assert_string_equal(rep.aside[0].reason, "a search of auto (dropped: it begins again)");
+                assert_non_null(e[0].autosize);
+                assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GRO); /* the other stays */
+                state_entries_free(e, 1);
+                free(text);
+                free(one);
+                free(other);
+        }
+        for (size_t k = 0; k < ELEMENTSOF(good); k++) {
+                print_message("good: %s\n", good[k]);
+                one = search_over("gso_max_size", good[k]);
+                assert_true(asprintf(&text, "[%s]", one) > 0);
+                parse_searches(text, &e, &rep);
+                assert_int_equal(rep.n_aside, 0);
+                assert_non_null(e[0].autosize);
+                assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GSO);
+                state_entries_free(e, 1);
+                free(text);
+                free(one);
         }
 }
 
@@ -1417,6 +1494,7 @@ int main(void) {
                 cmocka_unit_test(test_compact_by_bytes),
                 cmocka_unit_test(test_auto_roundtrip),
                 cmocka_unit_test(test_auto_hostile),
+                cmocka_unit_test(test_auto_checked_whole),
                 cmocka_unit_test(test_auto_edges),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -524,6 +524,88 @@ static void test_policy_trip_halts_the_rollout(void **state) {
         rings_free();
 }
 
+/* An operator's rollback in a step's window ends the step: the operator's verdict on the size
+ * tried, as a guard's trip (its ceiling, the counter "operator"). The device is held at its last good
+ * size, busy or not, across a restart too; no search stays "trying" with no window to judge it. A
+ * retry releases it: the search goes on below the ceiling. */
+static void test_operator_rollback_ends_the_step(void **state) {
+        char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_new(yaml);
+        const AutoSearch *s;
+        Device *d;
+
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600 && h_state(h, 2) != DEVICE_PROBATION; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        s = search_of(h, 2);
+        assert_string_equal(auto_phase_to_string(s->phase), "trying");
+        assert_int_equal(s->trying, 131072);
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 131072);
+
+        d = h_dev(h, 2);
+        assert_int_equal(apply_rollback(h->e, d, NULL), 0);
+        h_flush(h);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 65536);
+        assert_string_equal(auto_phase_to_string(s->phase), "watching");
+        assert_int_equal(s->proven, 65536);
+        assert_int_equal(s->trying, 0);
+        assert_int_equal(s->ceiling, 131072);
+        assert_string_equal(s->ceiling_counter, "operator");
+        assert_int_equal(s->trips, 1);
+        assert_int_equal(auto_search_next(s), 98304);
+
+        /* held, busy or not: no step, no write, no window */
+        size_t writes = h_count_writes(h, 2, 0);
+        for (unsigned t = 0; t < 4 * 120; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_true(d->life.held);
+        assert_int_equal(h_count_writes(h, 2, 0), writes);
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 65536);
+        assert_int_equal(s->trying, 0);
+
+        /* and so after a restart */
+        uint64_t mono = h->mono, boot = h->boot, real = h->real;
+        h = h_restart(h, yaml);
+        h->mono = mono, h->boot = boot, h->real = real;
+        h_answer_all(h);
+        h_rings_on(h);
+        for (unsigned t = 0; t < 4 * 60; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        d = h_dev(h, 2);
+        s = search_of(h, 2);
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_true(d->life.held);
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+        assert_int_equal(s->ceiling, 131072);
+        assert_int_equal(s->trying, 0);
+
+        /* a retry: the search goes on below its ceiling */
+        assert_int_equal(apply_retry(h->e, d), 0);
+        h_flush(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600 && h_link(h, 2)->sizes.gso_max_size == 65536; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 98304);
+        assert_string_equal(auto_phase_to_string(s->phase), "trying");
+        h_free(h);
+        rings_free();
+        free(yaml);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_idle_device_waits_longer_each_time, h_teardown),
@@ -534,6 +616,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_step_trip_halts_no_rollout, h_teardown),
                 cmocka_unit_test_teardown(test_policy_trip_halts_the_rollout, h_teardown),
                 cmocka_unit_test_teardown(test_restart_resumes, h_teardown),
+                cmocka_unit_test_teardown(test_operator_rollback_ends_the_step, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -378,6 +378,154 @@ static void test_store_save_devices(void **state) {
 }
 
 
+/* The store's writes, counted (and made). */
+typedef struct Counted {
+        unsigned writes, syncs, renames;
+} Counted;
+
+static ssize_t counted_write(void *userdata, int fd, const void *buf, size_t n) {
+        ((Counted *) userdata)->writes++;
+        return write(fd, buf, n);
+}
+
+static int counted_sync(void *userdata, int fd, bool data_only) {
+        ((Counted *) userdata)->syncs++;
+        return data_only ? fdatasync(fd) : fsync(fd);
+}
+
+static int counted_rename(void *userdata, int dir_fd, const char *from, const char *to) {
+        ((Counted *) userdata)->renames++;
+        return renameat(dir_fd, from, dir_fd, to);
+}
+
+/* The store writes only what changes the state on disk (issue 34: 1000 idle devices that bigtcpd
+ * never wrote had it write a new snapshot 880 times a minute; with one written, a "forget" line
+ * for each of the others at every save): a device marked whose entry is on disk as it is, or that
+ * has none there and no originals, costs no write; a change costs one line. */
+static void test_store_writes_only_changes(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        Counted disk = {};
+        StateIo io = {.write = counted_write, .fsync = counted_sync, .renameat = counted_rename, .userdata = &disk};
+        StateEntry *e = NULL;
+        size_t n = 0;
+        Device *idle[8], *a;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        state_store_set_io(s, &io);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
+        for (int i = 0; i < (int) ELEMENTSOF(idle); i++)
+                assert_int_equal(device_add(&t, 10 + i, &idle[i]), 0);
+        assert_int_equal(state_store_save(s), 0); /* the snapshot after a load */
+        assert_int_equal(disk.renames, 1);
+
+        /* none held, nothing written: marks of devices without originals are no write at all */
+        disk = (Counted){};
+        for (unsigned round = 0; round < 10; round++) {
+                for (size_t i = 0; i < ELEMENTSOF(idle); i++)
+                        state_store_mark(s, idle[i]);
+                assert_int_equal(state_store_save(s), 0);
+                assert_false(state_store_pending(s));
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+
+        /* one held: its entry is one line; marked again unchanged, nothing; the others still nothing */
+        a = written(&t, 1, "a", (Sizes){65536, 65536, 65536, 65536}, SIZE_BITS_ALL);
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        assert_int_equal(disk.syncs, 1);
+        disk = (Counted){};
+        for (unsigned round = 0; round < 10; round++) {
+                state_store_mark(s, a);
+                for (size_t i = 0; i < ELEMENTSOF(idle); i++)
+                        state_store_mark(s, idle[i]);
+                Device *batch[] = {a, idle[0]};
+                assert_int_equal(state_store_save_devices(s, batch, ELEMENTSOF(batch)), 0);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+
+        /* an idle search's next watch (and whether it is deferred) is not what a restart needs */
+        a->autosize = calloc(1, sizeof(*a->autosize));
+        assert_non_null(a->autosize);
+        a->autosize->sizes = SIZE_BIT_GSO;
+        a->autosize->size[0] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_WATCHING, .proven = 65536,
+                                            .idle_wait_usec = 60 * USEC_PER_SEC};
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        disk = (Counted){};
+        for (unsigned round = 0; round < 10; round++) {
+                AutoSearch *x = &a->autosize->size[0];
+                x->phase = round % 2 ? AUTO_IDLE : AUTO_WATCHING;
+                x->retry_usec = UINT64_C(1700000000000000) + round * 60 * USEC_PER_SEC;
+                x->deferred = round % 3 == 0;
+                state_store_mark(s, a);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+        /* nor its wait while it doubles; once at its most (an hour), it is kept */
+        for (uint64_t w = 2 * a->autosize->size[0].idle_wait_usec; w < AUTO_IDLE_WAIT_MAX_USEC; w *= 2) {
+                a->autosize->size[0].idle_wait_usec = w;
+                state_store_mark(s, a);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+        a->autosize->size[0].idle_wait_usec = AUTO_IDLE_WAIT_MAX_USEC;
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+
+        /* its originals go (given back): one "forget" line, then nothing again */
+        disk = (Counted){};
+        a->record.has_original = false;
+        for (unsigned round = 0; round < 3; round++) {
+                state_store_mark(s, a);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.renames, 1); /* none held any more: an empty snapshot says so */
+        assert_int_equal(disk.writes, 1);
+        disk = (Counted){};
+        a->record.has_original = true;
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        /* a device with no entry on disk goes: nothing; one with an entry: a "forget" line */
+        disk = (Counted){};
+        state_store_forget(s, idle[0]);
+        assert_false(state_store_pending(s));
+        state_store_forget(s, a);
+        assert_true(state_store_pending(s));
+        device_remove(&t, a);
+        device_free(a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        state_store_free(s);
+
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 0);
+        state_entries_free(e, n);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* SipHash-2-4's own test vector (the paper's appendix A): key 00..0f, message 00..0e. */
+static void test_siphash(void **state) {
+        uint8_t key[16], msg[15];
+
+        for (unsigned i = 0; i < sizeof(key); i++)
+                key[i] = (uint8_t) i;
+        for (unsigned i = 0; i < sizeof(msg); i++)
+                msg[i] = (uint8_t) i;
+        assert_int_equal(siphash24(msg, sizeof(msg), key), UINT64_C(0xa129ca6149be45e5));
+        assert_int_equal(siphash24(msg, 0, key), UINT64_C(0x726fdb47dd0e0e31));
+        assert_int_equal(siphash24(msg, 8, key), UINT64_C(0x93f5f5799a932462));
+}
+
 /* Out of space in the middle of a line: the append is cut back, so that what comes after the space
  * is back is replayed (it was lost once: the torn line ended every later replay there). */
 static void test_enospc_cut_back(void **state) {
@@ -1150,7 +1298,8 @@ static AutoDevice *searches_of_every_phase(void) {
         return a;
 }
 
-/* What the writer puts down, the reader gives back: through a snapshot and through the journal. */
+/* What the writer puts down, the reader gives back: through a snapshot and through the journal
+ * (of an idle search, what a restart needs). */
 static void test_auto_roundtrip(void **state) {
         Dir dir;
         DeviceTable t;
@@ -1181,8 +1330,16 @@ static void test_auto_roundtrip(void **state) {
                 assert_non_null(x);
                 assert_non_null(x->autosize);
                 assert_int_equal(x->autosize->sizes, SIZE_BITS_ALL);
-                for (unsigned i = 0; i < SIZES_COUNT; i++)
-                        assert_search_equal(&x->autosize->size[i], &d->autosize->size[i]);
+                for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                        /* an idle search is kept as one watching, without the time of its next
+                         * watch (which moves at every watch): a restart watches it once more */
+                        AutoSearch kept = d->autosize->size[i];
+                        if (kept.phase == AUTO_IDLE)
+                                kept.phase = AUTO_WATCHING;
+                        kept.retry_usec = 0;
+                        kept.idle_wait_usec = 0; /* below its most: it doubles again after a restart */
+                        assert_search_equal(&x->autosize->size[i], &kept);
+                }
                 assert_null(find_entry(e, n, 43)->autosize);
                 state_entries_free(e, n);
         }
@@ -1478,6 +1635,8 @@ int main(void) {
                 cmocka_unit_test(test_journal),
                 cmocka_unit_test(test_store_forget_then_reuse),
                 cmocka_unit_test(test_store_save_devices),
+                cmocka_unit_test(test_store_writes_only_changes),
+                cmocka_unit_test(test_siphash),
                 cmocka_unit_test(test_parse_damage),
                 cmocka_unit_test(test_sync_bounded),
                 cmocka_unit_test(test_bad_entry_costs_itself),

@@ -502,7 +502,20 @@ static int roll_back(Engine *e, Device *d, const RollbackRecord *why, bool halt)
 }
 
 int apply_rollback(Engine *e, Device *d, const RollbackRecord *why) {
-        return roll_back(e, d, why, true);
+        int r = roll_back(e, d, why, true);
+
+        if (r < 0 || !d->life.held)
+                return r;
+        /* An operator's rollback in a step of `auto` ends the step: the operator's verdict on the
+         * size tried, taken as a guard's trip (its ceiling until it ages, so that a retry does not
+         * try it again at once). The hold stays: against the proven size its search asks for now,
+         * or the next reconcile would find the policy asking for other sizes and release it. */
+        Sizes held = device_history_get(d)->held_desired;
+        if (auto_apply_rolled_back(e, d, &held)) {
+                lifecycle_hold_against(e, d, &held);
+                auto_arm(e, d);
+        }
+        return 0;
 }
 
 int apply_retry(Engine *e, Device *d) {

@@ -298,6 +298,24 @@ bool auto_apply_tripped(Engine *e, Device *d, const RollbackRecord *why) {
         return stepping;
 }
 
+bool auto_apply_rolled_back(Engine *e, Device *d, Sizes *held) {
+        static const RollbackRecord operator = {.counter = (char *) "operator"};
+        AutoDevice *a = d->autosize;
+        unsigned stepping = 0;
+
+        if (!a)
+                return false;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if ((a->sizes & (1u << i)) && a->size[i].phase == AUTO_TRYING)
+                        stepping |= 1u << i;
+        if (!auto_apply_tripped(e, d, &operator))
+                return false;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (stepping & (1u << i))
+                        *sizes_at(held, i) = auto_search_target(&a->size[i]);
+        return true;
+}
+
 bool auto_apply_watch_ended(Engine *e, Device *d) {
         AutoDevice *a = d->autosize;
         bool changed = false;

@@ -35,6 +35,11 @@ bool auto_apply_passed(Engine *e, Device *d);
 /* A guard tripped: each step is a ceiling. True when some size was stepping (the trip is the
  * search's answer: it halts no rollout). */
 bool auto_apply_tripped(Engine *e, Device *d, const RollbackRecord *why);
+/* An operator rolled d back: a step ends as a trip by "operator" would (the size tried is the
+ * search's ceiling until it ages: the operator's verdict on it), back at the proven size. In
+ * `held`, the sizes d is held against, each that stepped is put at its search's target now. True
+ * when a step ended. */
+bool auto_apply_rolled_back(Engine *e, Device *d, Sizes *held);
 /* d's watch ended (EVENT_EVIDENCE): the search's own watch says busy or idle. True when a target
  * changed. */
 bool auto_apply_watch_ended(Engine *e, Device *d);

@@ -289,10 +289,11 @@ struct Device {
                 unsigned n_requests; /* requests of any kind in flight for this device */
         } write;
 
-        /* ---- state.c: an entry to save ---- */
+        /* ---- state.c: an entry to save, and what is on disk ---- */
         struct {
                 bool dirty;
                 uint32_t dirty_index;
+                uint64_t saved; /* the store's keyed hash of its entry on disk; 0: none */
         } store;
 
         /* ---- probation.c ---- */

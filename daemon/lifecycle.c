@@ -651,6 +651,13 @@ void lifecycle_held(Engine *e, Device *d, const Sizes *target) {
         enter(e, d, DEVICE_ROLLED_BACK);
 }
 
+void lifecycle_hold_against(Engine *e, Device *d, const Sizes *want) {
+        if (!d->life.held || !d->history || sizes_equal(&d->history->held_desired, want, true))
+                return;
+        d->history->held_desired = *want;
+        state_store_mark(e->state, d);
+}
+
 void lifecycle_hold_ends(Engine *e, Device *d) {
         d->life.held = false;
 }

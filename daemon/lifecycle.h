@@ -94,6 +94,9 @@ void lifecycle_rollback_target(const Engine *e, const Device *d, Sizes *ret);
 /* → rolled-back: a held device is at its rollback target (one cut short by a kill, or undone and
  * written again, or the one the kernel already held). */
 void lifecycle_held(Engine *e, Device *d, const Sizes *target);
+/* d stays held, but what its policy asks moved under the hold (an operator's rollback ended a step
+ * of `auto`: its search asks for its proven size now): held against `want` from here on. */
+void lifecycle_hold_against(Engine *e, Device *d, const Sizes *want);
 /* No policy wants d any more: a hold of it ends (its originals go back, or it was at them). */
 void lifecycle_hold_ends(Engine *e, Device *d);
 /* Release d from a hold or a failure (an operator's retry, or its policy asking for something

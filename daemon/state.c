@@ -199,27 +199,34 @@ static void out_rollback(Out *o, const RollbackRecord *r) {
         out_printf(o, "}");
 }
 
-/* The searches of `auto`, one object for each size searched. */
+/* The searches of `auto`, one object for each size searched: what a restart needs of each. An idle
+ * search is written as one watching, without the time of its next watch: that time moves at every
+ * watch (and a deferred one's at every window), and an entry that moved with it was written again
+ * each time — the state file of 1000 idle devices, none of them ever written, 900 times a minute.
+ * Its wait is written only once it is at its most (AUTO_IDLE_WAIT_MAX_USEC), else as none: it
+ * doubles at every idle watch, a dozen times in its first hour. A restart watches it once more,
+ * and its wait doubles again from the window, a few more short watches in the hour after. */
 static void out_auto(Out *o, const AutoDevice *a) {
         bool first = true;
 
         out_printf(o, ",\"auto\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 const AutoSearch *s = &a->size[i];
+                AutoPhase phase = s->phase == AUTO_IDLE ? AUTO_WATCHING : s->phase;
+                uint64_t idle_wait = s->idle_wait_usec >= AUTO_IDLE_WAIT_MAX_USEC ? AUTO_IDLE_WAIT_MAX_USEC : 0;
 
                 if (!(a->sizes & (1u << i)) || s->phase == AUTO_NEW)
                         continue;
                 out_printf(o, "%s{\"size\":\"%s\",\"phase\":\"%s\",\"min\":%u,\"max\":%u,\"proven\":%u,"
                               "\"proven_packets\":%llu,\"trying\":%u,\"ceiling\":%u,\"ceiling_usec\":%llu,\"counter\":",
-                           first ? "" : ",", size_name(i), auto_phase_to_string(s->phase), s->min, s->max, s->proven,
+                           first ? "" : ",", size_name(i), auto_phase_to_string(phase), s->min, s->max, s->proven,
                            (unsigned long long) s->proven_packets, s->trying, s->ceiling,
                            (unsigned long long) s->ceiling_usec);
                 out_string(o, s->ceiling_counter);
-                out_printf(o, ",\"rise\":%llu,\"reprobe\":%s,\"retry_usec\":%llu,\"idle_wait_usec\":%llu,\"steps\":%u,"
+                out_printf(o, ",\"rise\":%llu,\"reprobe\":%s,\"retry_usec\":0,\"idle_wait_usec\":%llu,\"steps\":%u,"
                               "\"trips\":%u}",
                            (unsigned long long) s->ceiling_rise, s->reprobe ? "true" : "false",
-                           (unsigned long long) s->retry_usec, (unsigned long long) s->idle_wait_usec, s->steps,
-                           s->trips);
+                           (unsigned long long) idle_wait, s->steps, s->trips);
                 first = false;
         }
         out_printf(o, "]");
@@ -295,17 +302,34 @@ static void out_drain(Out *o, bool all) {
         o->len = 0;
 }
 
-static int state_format(const DeviceTable *t, uint64_t generation, Out *o) {
+/* The store's hash of an entry's text (a device's object, as both files have it): what it compares
+ * a device's entry with before it writes it again. Keyed: a name that a pod chooses is in it. 0 is
+ * no entry. */
+static uint64_t entry_hash(const uint8_t *key, const char *entry, size_t size) {
+        return siphash24(entry, size, key) ?: 1;
+}
+
+/* With `key`, each device's Device.store.saved becomes its entry's hash in this snapshot (0: none;
+ * the store's bookkeeping, in a table it is lent as const), as the snapshot is formatted: one
+ * that fails leaves them saying what is not on disk, and is followed by another before any line
+ * of the journal counts on them (save_snapshot()). */
+static int state_format(const DeviceTable *t, uint64_t generation, const uint8_t *key, Out *o) {
         const Device *d;
         bool first = true;
 
         out_printf(o, "{\"version\":1,\"generation\":%llu,\"devices\":[", (unsigned long long) generation);
         DEVICE_FOREACH(d, t, it) {
-                if (!d->record.has_original)
+                if (!d->record.has_original) {
+                        if (key)
+                                ((Device *) d)->store.saved = 0;
                         continue;
+                }
                 out_printf(o, "%s\n", first ? "" : ",");
                 first = false;
+                size_t entry = o->len;
                 out_device(o, d);
+                if (key && !o->oom)
+                        ((Device *) d)->store.saved = entry_hash(key, o->buf + entry, o->len - entry);
                 out_drain(o, false);
                 if (o->error < 0)
                         return o->error;
@@ -340,7 +364,7 @@ static bool is_not_regular_error(int r) {
 }
 
 static int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generation, const StateIo *io,
-                             size_t *ret_size) {
+                             const uint8_t *key, size_t *ret_size) {
         _cleanup_(closep) int fd = -1;
         Out o = {};
         size_t size;
@@ -356,7 +380,7 @@ static int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generati
         o.sink = true;
         o.fd = fd;
         o.io = io;
-        r = state_format(t, generation, &o);
+        r = state_format(t, generation, key, &o);
         free(o.buf);
         size = o.flushed;
         if (r >= 0 && io_fsync(io, fd, false) < 0)
@@ -376,21 +400,47 @@ static int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generati
         return 0;
 }
 
+/* The journal's lines: a "forget" line for each of `forgotten`, then one for each of `devices`, its
+ * entry or, without originals, a "forget" line. With `key`, only the lines that change what is on
+ * disk: none for a device whose entry is there as it is now (Device.store.saved) or that has none
+ * there and no originals; `hashes` (one for each device) gets what each one's Device.store.saved
+ * is once they are appended. *ret_lines: how many. */
 static int format_journal(uint64_t generation, const Device *const *devices, size_t n_devices, const int *forgotten,
-                          size_t n_forgotten, Out *o) {
+                          size_t n_forgotten, const uint8_t *key, uint64_t *hashes, Out *o, size_t *ret_lines) {
+        size_t lines = n_forgotten;
+
         /* Forgotten devices first: a device that took a forgotten one's ifindex comes after. */
         for (size_t i = 0; i < n_forgotten; i++)
                 out_printf(o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
                            forgotten[i]);
         for (size_t i = 0; i < n_devices; i++) {
-                if (devices[i]->record.has_original) {
-                        out_printf(o, "{\"g\":%llu,\"device\":", (unsigned long long) generation);
-                        out_device(o, devices[i]);
-                        out_printf(o, "}\n");
-                } else
-                        out_printf(o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n",
-                                   (unsigned long long) generation, devices[i]->ifindex);
+                const Device *d = devices[i];
+
+                if (!d->record.has_original) {
+                        if (key && d->store.saved == 0)
+                                continue;
+                        out_printf(o, "{\"g\":%llu,\"ifindex\":%d,\"forget\":true}\n", (unsigned long long) generation,
+                                   d->ifindex);
+                        if (key)
+                                hashes[i] = 0;
+                        lines++;
+                        continue;
+                }
+                size_t line = o->len;
+                out_printf(o, "{\"g\":%llu,\"device\":", (unsigned long long) generation);
+                size_t entry = o->len;
+                out_device(o, d);
+                if (key && !o->oom) {
+                        hashes[i] = entry_hash(key, o->buf + entry, o->len - entry);
+                        if (hashes[i] == d->store.saved) {
+                                o->len = line; /* on disk as it is */
+                                continue;
+                        }
+                }
+                out_printf(o, "}\n");
+                lines++;
         }
+        *ret_lines = lines;
         return o->oom ? -ENOMEM : 0;
 }
 
@@ -433,7 +483,7 @@ int state_write_snapshot(const char *dir, const DeviceTable *t, uint64_t generat
 
         if (dir_fd < 0)
                 return dir_fd;
-        return write_snapshot_at(dir_fd, t, generation, NULL, NULL);
+        return write_snapshot_at(dir_fd, t, generation, NULL, NULL, NULL);
 }
 
 int state_write_journal(const char *dir, uint64_t generation, const Device *const *devices, size_t n_devices,
@@ -441,10 +491,11 @@ int state_write_journal(const char *dir, uint64_t generation, const Device *cons
         _cleanup_(closep) int dir_fd = -1;
         Out o = {};
         uint64_t size;
+        size_t lines;
         bool torn = false;
         int r;
 
-        r = format_journal(generation, devices, n_devices, forgotten, n_forgotten, &o);
+        r = format_journal(generation, devices, n_devices, forgotten, n_forgotten, NULL, NULL, &o, &lines);
         if (r < 0 || o.len == 0) {
                 free(o.buf);
                 return r;
@@ -559,15 +610,22 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
             get_u64(v, "idle_wait_usec", &s.idle_wait_usec) < 0 || get_u32(v, "steps", &steps) < 0 ||
             get_u32(v, "trips", &trips) < 0 || !counter || strlen(counter) >= sizeof(s.ceiling_counter))
                 return -EBADMSG;
+        s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
         /* min is the policy's (65536 or more), unless the device's limit is below it: then the
          * bounds are that limit alone */
         if (s.min == 0 || s.min > s.max || s.max > STATE_SIZE_MAX || (s.min < AUTO_SIZE_MIN_DEFAULT && s.min != s.max) ||
-            s.proven < s.min || s.proven > s.max ||
-            (s.phase == AUTO_TRYING && (s.trying <= s.proven || s.trying > s.max)) ||
-            (s.ceiling != 0 && (s.ceiling <= s.proven || s.ceiling > s.max)))
+            s.proven < s.min || s.proven > s.max || (s.ceiling != 0 && (s.ceiling <= s.proven || s.ceiling > s.max)))
+                return -ERANGE;
+        /* The size tried is the one a restart writes: checked as whole as a step makes it — above
+         * the proven size, at most twice it (auto_search_next()), within the bound and below the
+         * ceiling (the ceiling itself only when it is tried once more); none outside a step. */
+        if (s.phase == AUTO_TRYING) {
+                if (s.trying <= s.proven || s.trying > s.max || s.trying > UINT64_C(2) * s.proven ||
+                    (s.ceiling != 0 && (s.trying > s.ceiling || (s.trying == s.ceiling && !s.reprobe))))
+                        return -ERANGE;
+        } else if (s.trying != 0)
                 return -ERANGE;
         snprintf(s.ceiling_counter, sizeof(s.ceiling_counter), "%s", counter);
-        s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
         /* settled with a step left: nothing would ever step it again under the same bounds */
         if (s.phase == AUTO_SETTLED && auto_search_next(&s) != 0)
                 return -ERANGE;
@@ -578,7 +636,9 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
         return 0;
 }
 
+/* 0, or 1 when some of them were dropped (what a search cannot be): the others kept. */
 static int auto_from_json(json_object *a, AutoDevice **ret) {
+        bool dropped = false;
         AutoDevice *d;
 
         if (!json_object_is_type(a, json_type_array))
@@ -590,8 +650,10 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
                 AutoSearch s;
                 unsigned i;
 
-                if (auto_search_from_json(json_object_array_get_idx(a, k), &i, &s) < 0)
+                if (auto_search_from_json(json_object_array_get_idx(a, k), &i, &s) < 0) {
+                        dropped = true;
                         continue;
+                }
                 d->size[i] = s;
                 d->sizes |= 1u << i;
         }
@@ -600,7 +662,7 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
                 return -EBADMSG;
         }
         *ret = d;
-        return 0;
+        return dropped;
 }
 
 static int probation_from_json(json_object *o, Probation **ret) {
@@ -784,6 +846,8 @@ static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *pa
                         goto oom;
                 if (r < 0)
                         *partial = true, *why = "its searches of auto (dropped: they begin again)";
+                else if (r > 0)
+                        *partial = true, *why = "a search of auto (dropped: it begins again)";
         }
         return 0;
 oom:
@@ -1417,7 +1481,8 @@ struct StateStore {
         uint64_t retry_usec;
         StateRecoveredFn recovered;
         void *recovered_userdata;
-        Device **dirty; /* changed since the last save */
+        uint8_t key[16]; /* of entry_hash(): this run's, unknown to anyone else */
+        Device **dirty; /* marked since the last save: perhaps changed */
         size_t n_dirty, cap_dirty;
         int *forgotten; /* ifindexes of devices that went away */
         size_t n_forgotten, cap_forgotten;
@@ -1455,6 +1520,7 @@ int state_store_new(struct event_base *base, const char *dir, const DeviceTable 
                 return -ENOMEM;
         s->dir_fd = -1;
         s->table = table;
+        random_bytes(s->key, sizeof(s->key));
         s->dir = strdup(dir);
         s->save_event = evtimer_new(base, on_save, s);
         if (!s->dir || !s->save_event) {
@@ -1735,8 +1801,8 @@ void state_store_mark(StateStore *s, Device *d) {
 }
 
 void state_store_forget(StateStore *s, Device *d) {
-        /* an entry on disk, or one owed to it: either way a "forget" line */
-        bool owed = d->record.has_original || d->store.dirty;
+        /* an entry on disk: a "forget" line (one only owed to it is not written now) */
+        bool owed = d->store.saved != 0;
 
         if (d->store.dirty)
                 unmark(s, d); /* the list holds pointers: this one must not outlive its device */
@@ -1795,9 +1861,12 @@ static int save_snapshot(StateStore *s) {
         fd = store_dir(s);
         if (fd < 0)
                 return fd;
-        r = write_snapshot_at(fd, s->table, s->generation + 1, s->io, &size);
-        if (r < 0)
+        r = write_snapshot_at(fd, s->table, s->generation + 1, s->io, s->key, &size);
+        if (r < 0) {
+                /* its hashes are in the devices, but it is not on disk: no line may count on them */
+                s->compact = true;
                 return r;
+        }
         s->generation++;
         s->journal_lines = 0;
         s->journal_bytes = 0;
@@ -1810,19 +1879,26 @@ static int save_snapshot(StateStore *s) {
         return 0;
 }
 
-/* Append the lines of `devices` and of every forgotten device. 1: the journal is not a file the
- * daemon can append to (a symlink, a FIFO, a directory put in its place): it was moved aside, and
- * a snapshot must take its place. */
-static int save_journal(StateStore *s, const Device *const *devices, size_t n_devices) {
+/* Append the lines of every forgotten device and of those of `devices` whose entry changed since
+ * it was last written (*ret_written: whether there was any). 1: a snapshot must be written instead,
+ * because one is due (snapshot_due()) or the journal is not a file the daemon can append to (a
+ * symlink, a FIFO, a directory put in its place: moved aside). */
+static int save_journal(StateStore *s, const Device *const *devices, size_t n_devices, bool *ret_written) {
+        _cleanup_(freep) uint64_t *hashes = NULL;
         Out o = {};
         uint64_t size;
+        size_t lines;
         bool torn = false;
         int fd, r;
 
-        r = format_journal(s->generation, devices, n_devices, s->forgotten, s->n_forgotten, &o);
-        if (r < 0 || o.len == 0) {
+        *ret_written = false;
+        hashes = calloc(n_devices + 1, sizeof(uint64_t));
+        if (!hashes)
+                return -ENOMEM;
+        r = format_journal(s->generation, devices, n_devices, s->forgotten, s->n_forgotten, s->key, hashes, &o, &lines);
+        if (r < 0 || lines == 0 || snapshot_due(s, lines)) {
                 free(o.buf);
-                return r;
+                return r < 0 ? r : lines > 0;
         }
         fd = store_dir(s);
         if (fd < 0) {
@@ -1845,24 +1921,32 @@ static int save_journal(StateStore *s, const Device *const *devices, size_t n_de
         }
         if (r < 0)
                 return r;
-        s->journal_lines += n_devices + s->n_forgotten;
+        for (size_t i = 0; i < n_devices; i++)
+                ((Device *) devices[i])->store.saved = hashes[i];
+        s->journal_lines += lines;
         s->journal_bytes = size;
+        *ret_written = true;
         return 0;
 }
 
 int state_store_save(StateStore *s) {
+        bool written = false;
         int r;
 
-        if (snapshot_due(s, s->n_dirty + s->n_forgotten))
+        if (s->compact)
                 return done(s, save_snapshot(s));
         if (s->n_dirty + s->n_forgotten > 0) {
-                r = save_journal(s, (const Device *const *) s->dirty, s->n_dirty);
+                r = save_journal(s, (const Device *const *) s->dirty, s->n_dirty, &written);
                 if (r > 0)
                         return done(s, save_snapshot(s));
                 if (r < 0)
                         return done(s, r);
-        } else if (s->failing)
-                return 0; /* nothing written, nothing proven */
+        }
+        if (!written && s->failing)
+                /* Nothing changed since the save that failed, or nothing that is not on disk
+                 * already (a device refused for it lost the originals it never saved): a snapshot
+                 * proves the disk takes a write again before whoever waits for that is told. */
+                return done(s, save_snapshot(s));
         for (size_t i = 0; i < s->n_dirty; i++)
                 s->dirty[i]->store.dirty = false;
         s->n_dirty = s->n_forgotten = 0;
@@ -1872,10 +1956,11 @@ int state_store_save(StateStore *s) {
 
 int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
         _cleanup_(freep) const Device **l = NULL;
+        bool written = false;
         size_t k = 0;
         int r;
 
-        if (snapshot_due(s, n + s->n_forgotten))
+        if (s->compact)
                 return done(s, save_snapshot(s));
         l = calloc(n + 1, sizeof(Device *));
         if (!l)
@@ -1885,7 +1970,7 @@ int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
                         l[k++] = devices[i];
         if (k + s->n_forgotten == 0)
                 return 0;
-        r = save_journal(s, l, k);
+        r = save_journal(s, l, k, &written);
         if (r > 0)
                 return done(s, save_snapshot(s));
         if (r < 0)
@@ -1893,8 +1978,8 @@ int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
         s->n_forgotten = 0;
         for (size_t i = 0; i < k; i++)
                 unmark(s, (Device *) l[i]);
-        s->pending = s->n_dirty > 0;
-        return done(s, 0);
+        s->pending = s->n_dirty > 0 || (!written && s->failing);
+        return written ? done(s, 0) : 0;
 }
 
 bool state_store_pending(const StateStore *s) {

@@ -5,11 +5,14 @@
  * snapshot carries a generation; journal lines of older generations are ignored, so a crash
  * between writing a snapshot and removing the journal loses nothing and replays nothing stale.
  *
- * The StateStore below is what the engine uses: devices are marked when their entry changes
- * and forgotten when they go; a save (soon, from the loop, or now, before a write that needs its
- * originals on disk) appends them to the journal, or writes a new snapshot once the journal has
- * grown past twice the device table (in lines) or twice the last snapshot (in bytes). An append
- * that fails (a full disk) is cut back to the last whole line, and the save retried from the loop.
+ * The StateStore below is what the engine uses: devices are marked when their entry may have
+ * changed and forgotten when they go; a save (soon, from the loop, or now, before a write that
+ * needs its originals on disk) appends to the journal the entries of those whose entry differs
+ * from the one on disk (the store keeps a keyed hash of each: a device marked without a change,
+ * or without originals and with no entry there, costs no write), or writes a new snapshot once
+ * the journal has grown past twice the device table (in lines) or twice the last snapshot (in
+ * bytes). An append that fails (a full disk) is cut back to the last whole line, and the save
+ * retried from the loop.
  *
  * The files are opened relative to the runtime directory, which must be the daemon's alone (its
  * user's, writable by no one else), never through a symlink and never waiting on a FIFO. */
@@ -180,9 +183,10 @@ int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadRe
  * that could not be read at all (snapshot_error, journal_error): the caller says what follows. */
 void state_load_log(const char *dir, const StateLoadReport *rep);
 
-/* The device's entry changed (or it lost its originals): journal it at the next save. */
+/* The device's entry may have changed (or it lost its originals): journaled at the next save if
+ * it differs from the one on disk. */
 void state_store_mark(StateStore *s, Device *d);
-/* The device is going away: its entry goes at the next save. */
+/* The device is going away: its entry on disk, if it has one, goes at the next save. */
 void state_store_forget(StateStore *s, Device *d);
 /* The next save writes a whole new snapshot. */
 void state_store_compact(StateStore *s);

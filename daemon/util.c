@@ -171,17 +171,70 @@ int strextendf(char **s, const char *format, ...) {
         return 0;
 }
 
+void random_bytes(void *buf, size_t n) {
+        uint8_t *p = buf;
+
+        if (getrandom(buf, n, GRND_NONBLOCK) == (ssize_t) n)
+                return;
+        /* no entropy yet (early boot) */
+        for (size_t i = 0; i < n; i += sizeof(uint64_t)) {
+                struct timespec ts;
+                (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+                uint64_t x = ((uint64_t) ts.tv_nsec << 32) ^ (uint64_t) ts.tv_sec ^ ((uint64_t) getpid() << 16) ^
+                             (uintptr_t) &x ^ (uint64_t) i * UINT64_C(0x9e3779b97f4a7c15);
+                memcpy(p + i, &x, n - i < sizeof(x) ? n - i : sizeof(x));
+        }
+}
+
+#define SIP_ROTL(x, b) (uint64_t) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIP_ROUND(v0, v1, v2, v3)                                                                          \
+        do {                                                                                               \
+                v0 += v1, v1 = SIP_ROTL(v1, 13), v1 ^= v0, v0 = SIP_ROTL(v0, 32);                          \
+                v2 += v3, v3 = SIP_ROTL(v3, 16), v3 ^= v2;                                                 \
+                v0 += v3, v3 = SIP_ROTL(v3, 21), v3 ^= v0;                                                 \
+                v2 += v1, v1 = SIP_ROTL(v1, 17), v1 ^= v2, v2 = SIP_ROTL(v2, 32);                          \
+        } while (0)
+
+static uint64_t le64(const uint8_t *p) {
+        uint64_t x = 0;
+        for (unsigned i = 0; i < 8; i++)
+                x |= (uint64_t) p[i] << (8 * i);
+        return x;
+}
+
+uint64_t siphash24(const void *data, size_t size, const uint8_t key[16]) {
+        const uint8_t *p = data;
+        uint64_t k0 = le64(key), k1 = le64(key + 8);
+        uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ k0, v1 = UINT64_C(0x646f72616e646f6d) ^ k1,
+                 v2 = UINT64_C(0x6c7967656e657261) ^ k0, v3 = UINT64_C(0x7465646279746573) ^ k1;
+        uint64_t last = (uint64_t) size << 56;
+        size_t whole = size - size % 8;
+
+        for (size_t i = 0; i < whole; i += 8) {
+                uint64_t m = le64(p + i);
+                v3 ^= m;
+                SIP_ROUND(v0, v1, v2, v3);
+                SIP_ROUND(v0, v1, v2, v3);
+                v0 ^= m;
+        }
+        for (size_t i = whole; i < size; i++)
+                last |= (uint64_t) p[i] << (8 * (i - whole));
+        v3 ^= last;
+        SIP_ROUND(v0, v1, v2, v3);
+        SIP_ROUND(v0, v1, v2, v3);
+        v0 ^= last;
+        v2 ^= 0xff;
+        for (unsigned i = 0; i < 4; i++)
+                SIP_ROUND(v0, v1, v2, v3);
+        return v0 ^ v1 ^ v2 ^ v3;
+}
+
 /* A name no one can guess: another user who may not write the directory cannot, and one who
  * could would be refused before (write_file_atomic()); O_EXCL refuses whatever is there anyway. */
 static int temp_name(const char *base, char **ret) {
         uint64_t x;
 
-        if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t) sizeof(x)) {
-                struct timespec ts;
-                (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-                /* no entropy yet (early boot): unguessable enough with O_EXCL behind it */
-                x = ((uint64_t) ts.tv_nsec << 32) ^ (uint64_t) ts.tv_sec ^ ((uint64_t) getpid() << 16) ^ (uintptr_t) &x;
-        }
+        random_bytes(&x, sizeof(x));
         /* hidden: policy discovery and the watch's "*.yaml" never take it for a drop-in */
         return asprintf(ret, ".#%s.%016llx", base, (unsigned long long) x) < 0 ? -ENOMEM : 0;
 }

@@ -146,3 +146,10 @@ int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags
 /* Open it for reading as read_file_bounded_at() would, the same checks made: a descriptor (and
  * in `ret_st`, may be NULL, what fstat(2) said), or the same errors. For a file read in pieces. */
 int open_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, struct stat *ret_st);
+
+/* SipHash-2-4 of `data` under the 16-byte `key`: a hash that whoever does not know the key cannot
+ * make collide (names a pod chooses go into what is hashed). */
+uint64_t siphash24(const void *data, size_t size, const uint8_t key[16]);
+/* `n` bytes no one can guess: getrandom(2), or early in boot (no entropy yet) the clocks and
+ * addresses mixed, unguessable enough for what uses it (a key, a name made with O_EXCL). */
+void random_bytes(void *buf, size_t n);

@@ -10,7 +10,10 @@ on a policy with `ipv6: {gso-max-size: auto}`, for each N of --devices:
     rounds of watches for every device (at most EVIDENCE_WATCHED_MAX of them counted at once);
   * its RSS (VmRSS, VmHWM) and open descriptors, at the end and the most seen during idle;
   * with --count-watches: how many devices had a watch at least once, and how many watches the
-    limit turned away (from the daemon's debug log).
+    limit turned away (from the daemon's debug log);
+  * the state file's writes over the same idle seconds, per minute: new snapshots (state.json
+    renamed into place: two fsyncs each, the file's and the directory's) and journal appends
+    (one fdatasync each), seen by inotify on the runtime directory. An idle daemon writes none.
 
 It prints its figures; it asserts nothing. Run as root, after `bash scripts/build.sh release`:
     /usr/bin/python3 tests/bench/auto.py [--bin build/daemon/bigtcpd] [--devices 10,1000,10000]
@@ -24,7 +27,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import burst  # noqa: E402
+import burst  # noqa: E402  (which puts tests/integration on the path)
+from helpers import StateWrites  # noqa: E402
 from scale import Scale, cpu_ns, ctxt, proc_status  # noqa: E402
 
 
@@ -62,12 +66,17 @@ class Auto(Scale):
             self.wait_status(ns, lambda st: st["devices"].get("applied", 0) == n, self.args.settle_timeout,
                              f"{n} devices applied")
             res["settle"] = time.monotonic() - end / 1e9
+            writes = StateWrites(os.path.join(self.tmp, f"run-{ns}"))
             c0, (v0, i0), t0 = cpu_ns(daemon.pid), ctxt(daemon.pid), time.monotonic()
             res["fd_max"] = fds(daemon.pid)
             while time.monotonic() - t0 < self.args.idle:
                 time.sleep(1)  # sampling the descriptors; the daemon's own figures come from /proc
                 res["fd_max"] = max(res["fd_max"], fds(daemon.pid))
+                writes.read()
             c1, (v1, i1), t1 = cpu_ns(daemon.pid), ctxt(daemon.pid), time.monotonic()
+            writes.read()
+            writes.close()
+            res.update(snapshots=writes.snapshots, appends=writes.appends, overflows=writes.overflows)
             st = proc_status(daemon.pid)
             res.update(cpu=(c1 - c0) / 1e9, period=t1 - t0, vol=v1 - v0, invol=i1 - i0,
                        rss=st["VmRSS"], hwm=st["VmHWM"], fd=fds(daemon.pid))
@@ -102,6 +111,11 @@ class Auto(Scale):
                       f"{r['cpu'] * 1000:.0f} ms ({r['cpu'] / r['period'] * 100:.2f} %), {r['vol']} voluntary / "
                       f"{r['invol']} involuntary switches; VmRSS {r['rss']}, VmHWM {r['hwm']}; fds {r['fd']} "
                       f"(max {r['fd_max']})", flush=True)
+                per_min = 60 / r["period"]
+                print(f"  state file: {r['snapshots']} snapshots and {r['appends']} journal appends in "
+                      f"{r['period']:.0f} s ({r['snapshots'] * per_min:.0f} and {r['appends'] * per_min:.0f} a "
+                      f"minute: {(2 * r['snapshots'] + r['appends']) * per_min:.0f} syncs a minute)"
+                      + (f"; inotify overflowed {r['overflows']} times" if r["overflows"] else ""), flush=True)
                 if "watched" in r:
                     print(f"  {r['watched']} of {r['n']} devices watched at least once since the start; "
                           f"{r['refused']} watches turned away by the limit", flush=True)

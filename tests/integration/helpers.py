@@ -9,6 +9,7 @@ import select
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import textwrap
 import threading
@@ -519,6 +520,42 @@ class _Inotify:
 
     def close(self):
         os.close(self.fd)
+
+
+class StateWrites(_Inotify):
+    """The state file's writes in a runtime directory, counted by inotify as they happen:
+    `snapshots`, state.json renamed into place (two fsyncs each: the file's and the directory's);
+    `appends`, writes to state.journal (one write(2) and one fdatasync each: the sync comes after,
+    so what a reader sees of the journal is counted already). Its opens and closes are watched too:
+    inotify merges an event into the one before it when they are the same, and the daemon opens
+    and closes the journal around each append. read() takes what came since it was last called:
+    call it often enough for the kernel's queue (16384 events by default), or `overflows` says it
+    was not."""
+
+    IN_OPEN = 0x020
+    IN_Q_OVERFLOW = 0x4000
+
+    def __init__(self, runtime_dir):
+        super().__init__(runtime_dir, self.IN_OPEN | self.IN_MODIFY | self.IN_CLOSE_WRITE | self.IN_MOVED_TO)
+        self.snapshots = self.appends = self.overflows = 0
+
+    def read(self):
+        while True:
+            try:
+                buf = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return self
+            off = 0
+            while off + 16 <= len(buf):
+                _, mask, _, n = struct.unpack_from('iIII', buf, off)
+                name = buf[off + 16:off + 16 + n].rstrip(b'\0')
+                off += 16 + n
+                if mask & self.IN_Q_OVERFLOW:
+                    self.overflows += 1
+                elif mask & self.IN_MOVED_TO and name == b'state.json':
+                    self.snapshots += 1
+                elif mask & self.IN_MODIFY and name == b'state.journal':
+                    self.appends += 1
 
 
 def wait_file(path, check, timeout, what, directory=False):

@@ -12,7 +12,9 @@ import subprocess
 import time
 
 import nl
-from helpers import REPO, Monitor, T, current, ip, policy_text, read_state, wait_file
+import pytest
+
+from helpers import REPO, Monitor, StateWrites, T, current, ip, ip_batch, policy_text, read_state, wait_file
 import varlink_idl
 from test_bigtcpctl import ctl
 from test_evidence import call, device, pair
@@ -277,3 +279,51 @@ def test_a_kill_in_a_step_s_window_proves_nothing(netns, daemon, confdir):
         assert proven == [131072, 262144, 524280], d2.log_tail()
         assert at == 524280 and gso(a) == 524280
     d2.stop()
+
+
+IDLE_PAIRS = 40  # 80 devices: more than the 64 watched at once, so that most searches defer a window at a time
+
+
+@pytest.mark.parametrize('written', [False, True], ids=['none-written', 'one-written'])
+def test_idle_searches_write_no_state(netns, daemon, confdir, written):
+    """80 idle veths on `auto` with a window of 1 s: once every device is at its policy's sizes, the
+    searches' idle rounds (a watch, then twice as long a wait) and deferrals (the watch limit, a
+    window each) write nothing to the state file (issue 34: with none written by bigtcpd, a new
+    snapshot at every save, 880 a minute for 1000 devices; with one written, a "forget" line for
+    every other device at every save). Counted by inotify, over as many moves as the log shows."""
+    ns = netns()
+    ip_batch(ns, [f'link add a{i} type veth peer name b{i}' for i in range(IDLE_PAIRS)])
+    fixed = ('\n  - name: fixed\n    match: {name: [a0]}\n    ipv6: {gso-max-size: 131072}\n'
+             '    rollback: {window: 1s, interval: 200ms}') if written else ''
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(f'version: 1\npolicies:{fixed}\n  - name: auto\n    match: {{kind: [veth]}}\n'
+                   f'    ipv6: {{gso-max-size: auto}}\n    rollback: {{window: 1s, interval: 200ms}}\n')
+    d = daemon(ns, cfg)
+    n = 2 * IDLE_PAIRS
+    with Monitor(d) as mon:
+        mon.wait_until(lambda m: sum(1 for x in m.by_index.values()
+                                     if x['ifname'][:1] in 'ab' and x['state'] == 'applied') == n, 30,
+                       f'{n} devices applied')
+    # the first snapshot (every start writes one), and what was written saved as applied (a moment
+    # after it became so), before the count begins
+    wait_file(d.runtime_dir, lambda: (d.runtime_dir / 'state.json').exists() and
+              [(e['ifname'], e['state']) for e in read_state(d.runtime_dir)['devices']] ==
+              ([('a0', 'applied')] if written else []), 10, 'the state file holding what bigtcpd wrote',
+              directory=True)
+    moved = r'auto: (too many watched to watch its traffic now|watching for traffic|gso_max_size: auto: proven \d+, idle)'
+    writes = StateWrites(d.runtime_dir)
+    try:
+        start = len(d.log_lines(moved))
+        # every search moved several times, each move marking its device for saving
+        wait_file(d.log_path, lambda: len(d.log_lines(moved)) - start >= 8 * n, 60, f'{8 * n} idle or deferred moves')
+        writes.read()
+    finally:
+        writes.close()
+    moves = len(d.log_lines(moved)) - start
+    journal = d.runtime_dir / 'state.journal'
+    assert (writes.snapshots, writes.appends, writes.overflows) == (0, 0, 0), \
+        (f'{writes.snapshots} snapshots and {writes.appends} journal appends over {moves} idle or deferred moves; '
+         f'the journal ends in:\n' + ('\n'.join(journal.read_text().splitlines()[-5:]) if journal.exists() else '-'))
+    assert not d.log_lines(r'(a[1-9]\d*|b\d+): writing'), d.log_tail()
+    print(f'idle, {"one" if written else "none"} written: {moves} moves of searches, no write of the state file')
+    d.stop()

@@ -524,6 +524,188 @@ static void test_policy_trip_halts_the_rollout(void **state) {
         rings_free();
 }
 
+/* The state file's writes, counted (the syscalls themselves still made). Static: the store may
+ * still hold it when a failed test's teardown frees the harness. */
+static struct {
+        unsigned writes, syncs, renames;
+} disk;
+
+static ssize_t disk_write(void *userdata, int fd, const void *buf, size_t n) {
+        disk.writes++;
+        return write(fd, buf, n);
+}
+
+static int disk_sync(void *userdata, int fd, bool data_only) {
+        disk.syncs++;
+        return data_only ? fdatasync(fd) : fsync(fd);
+}
+
+static int disk_rename(void *userdata, int dir_fd, const char *from, const char *to) {
+        disk.renames++;
+        return renameat(dir_fd, from, dir_fd, to);
+}
+
+static const StateIo counting_disk = {.write = disk_write, .fsync = disk_sync, .renameat = disk_rename};
+
+/* The next of e0's and e1's idle watches (their timer fires when the first is due), and the save
+ * that the store's timer makes. */
+static void idle_round(Harness *h, Device *e0, Device *e1) {
+        uint64_t due = auto_apply_due(e0) < auto_apply_due(e1) ? auto_apply_due(e0) : auto_apply_due(e1);
+
+        if (due > h->real)
+                h_advance(h, due - h->real);
+        h_fire_auto(h);
+        assert_int_equal(state_store_save(h->e->state), 0);
+}
+
+/* Idle searches write nothing to the state file: not the time of their next watch, not their
+ * waits while they double, not a "forget" line for a device bigtcpd never wrote (e0, at 65536, the
+ * veths' own), not a new snapshot because none is held. Once a wait is an hour, e1's (whose
+ * originals are kept) is written, once; then a day of idle rounds is not a single write. A change
+ * of an entry is still written. */
+static void test_idle_searches_write_nothing(void **state) {
+        Harness *h = h_new("version: 1\n"
+                           "policies:\n"
+                           "  - name: written\n"
+                           "    match: {name: [e1]}\n"
+                           "    ipv6: {gso-max-size: {auto: {min: 131072}}}\n"
+                           "    rollback: {window: 10s}\n"
+                           "  - name: auto\n"
+                           "    match: {name: [e0]}\n"
+                           "    ipv6: {gso-max-size: auto}\n"
+                           "    rollback: {window: 10s}\n");
+        Device *e0, *e1;
+
+        h_link_add(h, 2, "e0");
+        h_link_add(h, 3, "e1");
+        h_start(h);
+        h_answer_all(h);
+        e0 = h_dev(h, 2);
+        e1 = h_dev(h, 3);
+        for (unsigned t = 0; t < 4 * 60 && h_state(h, 3) != DEVICE_APPLIED; t++)
+                h_step(h);
+        assert_state(h_state(h, 3), DEVICE_APPLIED);
+        assert_int_equal(h_link(h, 3)->sizes.gso_max_size, 131072);
+        assert_true(e1->record.has_original);
+        assert_false(e0->record.has_original);
+
+        assert_int_equal(state_store_save(h->e->state), 0);
+        disk = (typeof(disk)){};
+        state_store_set_io(h->e->state, &counting_disk);
+        /* their waits double up to their most: e1's written once, when it is an hour */
+        for (unsigned round = 0; e0->autosize->size[0].idle_wait_usec < AUTO_IDLE_WAIT_MAX_USEC ||
+                                 e1->autosize->size[0].idle_wait_usec < AUTO_IDLE_WAIT_MAX_USEC;
+             round++) {
+                assert_true(round < 100);
+                idle_round(h, e0, e1);
+        }
+        assert_int_equal(disk.writes, 1);
+        assert_int_equal(disk.syncs, 1);
+        disk = (typeof(disk)){};
+        /* a day and more: a watch of each an hour */
+        uint64_t began = h->real;
+        for (unsigned round = 0; round < 2 * 25; round++)
+                idle_round(h, e0, e1);
+        assert_true(h->real - began >= 24 * 3600 * USEC_PER_SEC);
+        assert_string_equal(auto_phase_to_string(e0->autosize->size[0].phase), "idle");
+        assert_string_equal(auto_phase_to_string(e1->autosize->size[0].phase), "idle");
+        assert_int_equal(disk.writes, 0);
+        assert_int_equal(disk.syncs, 0);
+        assert_int_equal(disk.renames, 0);
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+
+        /* a change is written: e1 rolled back */
+        assert_int_equal(apply_rollback(h->e, e1, NULL), 0);
+        h_flush(h);
+        h_answer_all(h);
+        assert_int_equal(state_store_save(h->e->state), 0);
+        assert_true(disk.writes > 0 && disk.syncs > 0);
+        state_store_set_io(h->e->state, NULL);
+        h_free(h);
+}
+
+/* An operator's rollback in a step's window ends the step: the operator's verdict on the size
+ * tried, as a guard's trip (its ceiling, the counter "operator"). The device is held at its last good
+ * size, busy or not, across a restart too; no search stays "trying" with no window to judge it. A
+ * retry releases it: the search goes on below the ceiling. */
+static void test_operator_rollback_ends_the_step(void **state) {
+        char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_new(yaml);
+        const AutoSearch *s;
+        Device *d;
+
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600 && h_state(h, 2) != DEVICE_PROBATION; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        s = search_of(h, 2);
+        assert_string_equal(auto_phase_to_string(s->phase), "trying");
+        assert_int_equal(s->trying, 131072);
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 131072);
+
+        d = h_dev(h, 2);
+        assert_int_equal(apply_rollback(h->e, d, NULL), 0);
+        h_flush(h);
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 65536);
+        assert_string_equal(auto_phase_to_string(s->phase), "watching");
+        assert_int_equal(s->proven, 65536);
+        assert_int_equal(s->trying, 0);
+        assert_int_equal(s->ceiling, 131072);
+        assert_string_equal(s->ceiling_counter, "operator");
+        assert_int_equal(s->trips, 1);
+        assert_int_equal(auto_search_next(s), 98304);
+
+        /* held, busy or not: no step, no write, no window */
+        size_t writes = h_count_writes(h, 2, 0);
+        for (unsigned t = 0; t < 4 * 120; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_true(d->life.held);
+        assert_int_equal(h_count_writes(h, 2, 0), writes);
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 65536);
+        assert_int_equal(s->trying, 0);
+
+        /* and so after a restart */
+        uint64_t mono = h->mono, boot = h->boot, real = h->real;
+        h = h_restart(h, yaml);
+        h->mono = mono, h->boot = boot, h->real = real;
+        h_answer_all(h);
+        h_rings_on(h);
+        for (unsigned t = 0; t < 4 * 60; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        d = h_dev(h, 2);
+        s = search_of(h, 2);
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_true(d->life.held);
+        assert_int_equal(h_count_writes(h, 2, 0), 0);
+        assert_int_equal(s->ceiling, 131072);
+        assert_int_equal(s->trying, 0);
+
+        /* a retry: the search goes on below its ceiling */
+        assert_int_equal(apply_retry(h->e, d), 0);
+        h_flush(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600 && h_link(h, 2)->sizes.gso_max_size == 65536; t++) {
+                h_busy(h, 2, 20);
+                h_step(h);
+        }
+        assert_int_equal(h_link(h, 2)->sizes.gso_max_size, 98304);
+        assert_string_equal(auto_phase_to_string(s->phase), "trying");
+        h_free(h);
+        rings_free();
+        free(yaml);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_idle_device_waits_longer_each_time, h_teardown),
@@ -534,6 +716,8 @@ int main(void) {
                 cmocka_unit_test_teardown(test_step_trip_halts_no_rollout, h_teardown),
                 cmocka_unit_test_teardown(test_policy_trip_halts_the_rollout, h_teardown),
                 cmocka_unit_test_teardown(test_restart_resumes, h_teardown),
+                cmocka_unit_test_teardown(test_operator_rollback_ends_the_step, h_teardown),
+                cmocka_unit_test_teardown(test_idle_searches_write_nothing, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -378,6 +378,154 @@ static void test_store_save_devices(void **state) {
 }
 
 
+/* The store's writes, counted (and made). */
+typedef struct Counted {
+        unsigned writes, syncs, renames;
+} Counted;
+
+static ssize_t counted_write(void *userdata, int fd, const void *buf, size_t n) {
+        ((Counted *) userdata)->writes++;
+        return write(fd, buf, n);
+}
+
+static int counted_sync(void *userdata, int fd, bool data_only) {
+        ((Counted *) userdata)->syncs++;
+        return data_only ? fdatasync(fd) : fsync(fd);
+}
+
+static int counted_rename(void *userdata, int dir_fd, const char *from, const char *to) {
+        ((Counted *) userdata)->renames++;
+        return renameat(dir_fd, from, dir_fd, to);
+}
+
+/* The store writes only what changes the state on disk (issue 34: 1000 idle devices that bigtcpd
+ * never wrote had it write a new snapshot 880 times a minute; with one written, a "forget" line
+ * for each of the others at every save): a device marked whose entry is on disk as it is, or that
+ * has none there and no originals, costs no write; a change costs one line. */
+static void test_store_writes_only_changes(void **state) {
+        Dir dir;
+        DeviceTable t;
+        StateStore *s;
+        Counted disk = {};
+        StateIo io = {.write = counted_write, .fsync = counted_sync, .renameat = counted_rename, .userdata = &disk};
+        StateEntry *e = NULL;
+        size_t n = 0;
+        Device *idle[8], *a;
+
+        dir_open(&dir);
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        state_store_set_io(s, &io);
+        assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
+        for (int i = 0; i < (int) ELEMENTSOF(idle); i++)
+                assert_int_equal(device_add(&t, 10 + i, &idle[i]), 0);
+        assert_int_equal(state_store_save(s), 0); /* the snapshot after a load */
+        assert_int_equal(disk.renames, 1);
+
+        /* none held, nothing written: marks of devices without originals are no write at all */
+        disk = (Counted){};
+        for (unsigned round = 0; round < 10; round++) {
+                for (size_t i = 0; i < ELEMENTSOF(idle); i++)
+                        state_store_mark(s, idle[i]);
+                assert_int_equal(state_store_save(s), 0);
+                assert_false(state_store_pending(s));
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+
+        /* one held: its entry is one line; marked again unchanged, nothing; the others still nothing */
+        a = written(&t, 1, "a", (Sizes){65536, 65536, 65536, 65536}, SIZE_BITS_ALL);
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        assert_int_equal(disk.syncs, 1);
+        disk = (Counted){};
+        for (unsigned round = 0; round < 10; round++) {
+                state_store_mark(s, a);
+                for (size_t i = 0; i < ELEMENTSOF(idle); i++)
+                        state_store_mark(s, idle[i]);
+                Device *batch[] = {a, idle[0]};
+                assert_int_equal(state_store_save_devices(s, batch, ELEMENTSOF(batch)), 0);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+
+        /* an idle search's next watch (and whether it is deferred) is not what a restart needs */
+        a->autosize = calloc(1, sizeof(*a->autosize));
+        assert_non_null(a->autosize);
+        a->autosize->sizes = SIZE_BIT_GSO;
+        a->autosize->size[0] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_WATCHING, .proven = 65536,
+                                            .idle_wait_usec = 60 * USEC_PER_SEC};
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        disk = (Counted){};
+        for (unsigned round = 0; round < 10; round++) {
+                AutoSearch *x = &a->autosize->size[0];
+                x->phase = round % 2 ? AUTO_IDLE : AUTO_WATCHING;
+                x->retry_usec = UINT64_C(1700000000000000) + round * 60 * USEC_PER_SEC;
+                x->deferred = round % 3 == 0;
+                state_store_mark(s, a);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+        /* nor its wait while it doubles; once at its most (an hour), it is kept */
+        for (uint64_t w = 2 * a->autosize->size[0].idle_wait_usec; w < AUTO_IDLE_WAIT_MAX_USEC; w *= 2) {
+                a->autosize->size[0].idle_wait_usec = w;
+                state_store_mark(s, a);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
+        a->autosize->size[0].idle_wait_usec = AUTO_IDLE_WAIT_MAX_USEC;
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+
+        /* its originals go (given back): one "forget" line, then nothing again */
+        disk = (Counted){};
+        a->record.has_original = false;
+        for (unsigned round = 0; round < 3; round++) {
+                state_store_mark(s, a);
+                assert_int_equal(state_store_save(s), 0);
+        }
+        assert_int_equal(disk.renames, 1); /* none held any more: an empty snapshot says so */
+        assert_int_equal(disk.writes, 1);
+        disk = (Counted){};
+        a->record.has_original = true;
+        state_store_mark(s, a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        /* a device with no entry on disk goes: nothing; one with an entry: a "forget" line */
+        disk = (Counted){};
+        state_store_forget(s, idle[0]);
+        assert_false(state_store_pending(s));
+        state_store_forget(s, a);
+        assert_true(state_store_pending(s));
+        device_remove(&t, a);
+        device_free(a);
+        assert_int_equal(state_store_save(s), 0);
+        assert_int_equal(disk.writes, 1);
+        state_store_free(s);
+
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 0);
+        state_entries_free(e, n);
+        device_table_done(&t);
+        dir_close(&dir);
+}
+
+/* SipHash-2-4's own test vector (the paper's appendix A): key 00..0f, message 00..0e. */
+static void test_siphash(void **state) {
+        uint8_t key[16], msg[15];
+
+        for (unsigned i = 0; i < sizeof(key); i++)
+                key[i] = (uint8_t) i;
+        for (unsigned i = 0; i < sizeof(msg); i++)
+                msg[i] = (uint8_t) i;
+        assert_int_equal(siphash24(msg, sizeof(msg), key), UINT64_C(0xa129ca6149be45e5));
+        assert_int_equal(siphash24(msg, 0, key), UINT64_C(0x726fdb47dd0e0e31));
+        assert_int_equal(siphash24(msg, 8, key), UINT64_C(0x93f5f5799a932462));
+}
+
 /* Out of space in the middle of a line: the append is cut back, so that what comes after the space
  * is back is replayed (it was lost once: the torn line ended every later replay there). */
 static void test_enospc_cut_back(void **state) {
@@ -1137,8 +1285,8 @@ static AutoDevice *searches_of_every_phase(void) {
                                   .proven_packets = 812, .steps = 1};
         a->size[1] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_IDLE, .proven = 65536,
                                   .retry_usec = UINT64_C(1700000090000000), .idle_wait_usec = 60000000};
-        a->size[2] = (AutoSearch){.min = 65536, .max = 400000, .phase = AUTO_TRYING, .proven = 131072,
-                                  .proven_packets = 99, .trying = 300000, .ceiling = 300000,
+        a->size[2] = (AutoSearch){.min = 65536, .max = 400000, .phase = AUTO_TRYING, .proven = 150000,
+                                  .proven_packets = 99, .trying = 300000, .ceiling = 300000, /* twice proven */
                                   .ceiling_usec = UINT64_C(1690000000000000), .ceiling_rise = 7, .reprobe = true,
                                   .steps = 3, .trips = 2};
         snprintf(a->size[2].ceiling_counter, sizeof(a->size[2].ceiling_counter), "link.\"rx_crc_errors\"");
@@ -1150,7 +1298,8 @@ static AutoDevice *searches_of_every_phase(void) {
         return a;
 }
 
-/* What the writer puts down, the reader gives back: through a snapshot and through the journal. */
+/* What the writer puts down, the reader gives back: through a snapshot and through the journal
+ * (of an idle search, what a restart needs). */
 static void test_auto_roundtrip(void **state) {
         Dir dir;
         DeviceTable t;
@@ -1181,8 +1330,16 @@ static void test_auto_roundtrip(void **state) {
                 assert_non_null(x);
                 assert_non_null(x->autosize);
                 assert_int_equal(x->autosize->sizes, SIZE_BITS_ALL);
-                for (unsigned i = 0; i < SIZES_COUNT; i++)
-                        assert_search_equal(&x->autosize->size[i], &d->autosize->size[i]);
+                for (unsigned i = 0; i < SIZES_COUNT; i++) {
+                        /* an idle search is kept as one watching, without the time of its next
+                         * watch (which moves at every watch): a restart watches it once more */
+                        AutoSearch kept = d->autosize->size[i];
+                        if (kept.phase == AUTO_IDLE)
+                                kept.phase = AUTO_WATCHING;
+                        kept.retry_usec = 0;
+                        kept.idle_wait_usec = 0; /* below its most: it doubles again after a restart */
+                        assert_search_equal(&x->autosize->size[i], &kept);
+                }
                 assert_null(find_entry(e, n, 43)->autosize);
                 state_entries_free(e, n);
         }
@@ -1233,6 +1390,23 @@ static char *search_with(const char *size, const char *key, const char *value) {
 }
 
 static const char AUTO_DROPPED[] = "its searches of auto (dropped: they begin again)";
+
+/* search_with()'s search with every field of `fields` (a JSON object's text) put in. */
+static char *search_over(const char *size, const char *fields) {
+        char *base = search_with(size, NULL, NULL), *text;
+        json_object *o = json_tokener_parse(base), *f = json_tokener_parse(fields);
+
+        assert_non_null(o);
+        assert_non_null(f);
+        json_object_object_foreach(f, key, value)
+                json_object_object_add(o, key, json_object_get(value));
+        text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        assert_non_null(text);
+        json_object_put(f);
+        json_object_put(o);
+        free(base);
+        return text;
+}
 
 /* What a search cannot be is dropped (the search begins again at the next reconcile), never the
  * entry: its originals load. The searches of the other sizes stay. */
@@ -1306,6 +1480,66 @@ static void test_auto_hostile(void **state) {
                 free(both);
                 free(one);
                 free(other);
+        }
+}
+
+/* A search is checked whole: the size it tries is the one a restart writes, so it must be one a step
+ * of that search could try (above the proven size, at most twice it, within the bound, below the
+ * ceiling or the ceiling itself tried once more), and a search in no step tries nothing. One that
+ * is not is dropped alone: the device's entry and its other searches load. */
+static void test_auto_checked_whole(void **state) {
+        static const char *const bad[] = {
+                /* the state file of issue 34: 524280 written above the ceiling of 300000 */
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":524280,\"max\":524280}",
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":300001,\"reprobe\":true}",
+                /* the ceiling itself, but not as a ceiling tried once more */
+                "{\"proven\":131072,\"ceiling\":200000,\"trying\":200000,\"reprobe\":false}",
+                /* more than twice the proven size */
+                "{\"proven\":131072,\"ceiling\":0,\"trying\":262145}",
+                "{\"proven\":65536,\"ceiling\":0,\"trying\":524280}",
+                /* a size tried outside a step */
+                "{\"phase\":\"watching\",\"trying\":200000}",
+                "{\"phase\":\"idle\",\"trying\":200000}",
+                "{\"phase\":\"settled\",\"proven\":250000,\"trying\":262000}",
+        };
+        static const char *const good[] = {
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":281072}",
+                "{\"proven\":262144,\"ceiling\":300000,\"trying\":300000,\"reprobe\":true}",
+                "{\"proven\":131072,\"ceiling\":0,\"trying\":262144}",
+                "{\"proven\":262144,\"ceiling\":0,\"trying\":524280}",
+                "{\"phase\":\"watching\",\"trying\":0}",
+        };
+        StateReadReport rep;
+        StateEntry *e = NULL;
+        char *one, *other, *text;
+
+        for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
+                print_message("bad: %s\n", bad[k]);
+                one = search_over("gso_max_size", bad[k]);
+                other = search_with("gro_max_size", NULL, NULL);
+                assert_true(asprintf(&text, "[%s,%s]", one, other) > 0);
+                parse_searches(text, &e, &rep);
+                assert_int_equal(rep.n_aside, 1);
+                assert_true(rep.aside[0].partial);
+                assert_string_equal(rep.aside[0].reason, "a search of auto (dropped: it begins again)");
+                assert_non_null(e[0].autosize);
+                assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GRO); /* the other stays */
+                state_entries_free(e, 1);
+                free(text);
+                free(one);
+                free(other);
+        }
+        for (size_t k = 0; k < ELEMENTSOF(good); k++) {
+                print_message("good: %s\n", good[k]);
+                one = search_over("gso_max_size", good[k]);
+                assert_true(asprintf(&text, "[%s]", one) > 0);
+                parse_searches(text, &e, &rep);
+                assert_int_equal(rep.n_aside, 0);
+                assert_non_null(e[0].autosize);
+                assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GSO);
+                state_entries_free(e, 1);
+                free(text);
+                free(one);
         }
 }
 
@@ -1401,6 +1635,8 @@ int main(void) {
                 cmocka_unit_test(test_journal),
                 cmocka_unit_test(test_store_forget_then_reuse),
                 cmocka_unit_test(test_store_save_devices),
+                cmocka_unit_test(test_store_writes_only_changes),
+                cmocka_unit_test(test_siphash),
                 cmocka_unit_test(test_parse_damage),
                 cmocka_unit_test(test_sync_bounded),
                 cmocka_unit_test(test_bad_entry_costs_itself),
@@ -1417,6 +1653,7 @@ int main(void) {
                 cmocka_unit_test(test_compact_by_bytes),
                 cmocka_unit_test(test_auto_roundtrip),
                 cmocka_unit_test(test_auto_hostile),
+                cmocka_unit_test(test_auto_checked_whole),
                 cmocka_unit_test(test_auto_edges),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

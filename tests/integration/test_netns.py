@@ -10,6 +10,7 @@ import json
 import os
 import resource
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -680,7 +681,7 @@ def test_pods_beyond_the_descriptors_wait_and_are_taken_when_some_go(ns, pods, d
     limit = 280  # about 27 namespaces of NETNS_FDS (7) fit beside the reserve (64) and the rest
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy())
-    names = add_many(pods, 40)
+    names = add_many(pods, int(os.environ.get('NSF_N', '40')))
     d = start(daemon, ns, cfg, wrapper=('prlimit', f'--nofile={limit}:{limit}', '--'))
     def budget_reached(m):
         # every pod entered has its eth0 written and every other one waits: the set is stable
@@ -1117,4 +1118,108 @@ def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
     assert bp['tx'] > 0 and bp['rx'] > 0 and bp['ipv6'] == bp['tx'] + bp['rx'], bp
     assert 65536 < bp['tx_largest'] <= POD_SIZE + 14, bp
     assert dev['effective'] is True, dev
+    d.stop()
+
+
+def daemon_children(d):
+    """The daemon's children, {pid: comm} (a zombie's comm too: it is still there)."""
+    out = {}
+    for task in os.listdir(f'/proc/{d.pid}/task'):
+        with open(f'/proc/{d.pid}/task/{task}/children') as f:
+            for k in f.read().split():
+                try:
+                    with open(f'/proc/{k}/comm') as c:
+                        out[int(k)] = c.read().strip()
+                except FileNotFoundError:
+                    pass   # gone meanwhile
+    return out
+
+
+def child_of(d, comm):
+    [pid] = [k for k, c in daemon_children(d).items() if c == comm]
+    return pid
+
+
+def test_dead_packet_children_are_reaped_made_again_and_a_pod_watch_never_counts_the_host(ns, pods, daemon,
+                                                                                          confdir):
+    """bigtcpd-packets and bigtcpd-closer killed (by pid): each is reaped at once (no zombie) and
+    logged; a watch of a pod's lo then counts that idle lo alone, not the busy lo of bigtcpd's own
+    namespace (the same ifindex, 1), whose big packets a socket made in the daemon's namespace would
+    count; both children are made again when next needed (the watch's start and its end)."""
+    from test_evidence import Iperf
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add(distinct=False)
+    ip(ns, 'link', 'set', 'lo', 'gso_max_size', str(POD_SIZE), 'gro_max_size', str(POD_SIZE))
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    maker, closer = child_of(d, 'bigtcpd-packets'), child_of(d, 'bigtcpd-closer')
+    os.kill(maker, signal.SIGKILL)
+    os.kill(closer, signal.SIGKILL)
+    for name, pid in (('bigtcpd-packets', maker), ('bigtcpd-closer', closer)):
+        wait_file(d.log_path, lambda: f'{name} (pid {pid}) was killed by signal KILL' in d.log(), 10,
+                  f'{name} reaped and logged')
+        assert not os.path.exists(f'/proc/{pid}'), f'{name} (pid {pid}) left a zombie'
+    watch = subprocess.Popen([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
+                              f'{p1}/lo', '--for', '4s'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_file(d.log_path, lambda: f'{p1}/lo: evidence:' in d.log() or watch.poll() is not None, 10,
+                  'the watch set up, or refused')
+        srv = Iperf(ns)
+        try:
+            r = subprocess.run(['ip', 'netns', 'exec', ns, 'iperf3', '-6', '-c', '::1', '-t', '2'],
+                               capture_output=True, text=True, timeout=40)
+            assert r.returncode == 0, r.stdout + r.stderr
+        finally:
+            srv.close()
+        out, err = watch.communicate(timeout=T(20))
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    if watch.returncode == 0:
+        bp = json.loads(out)['big_packets']
+        assert bp['tx'] == 0 and bp['rx'] == 0, f"the pod's idle lo counted another device's packets: {bp}"
+    else:   # refused: loudly
+        assert 'evidence: not counting' in d.log(), out + err + d.log_tail()
+    # made again: the maker for the watch, the closer for the socket's end
+    wait_file(d.log_path, lambda: d.log().count('made again') >= 2, 10, 'both made again')
+    kids = daemon_children(d)
+    assert sorted(kids.values()).count('bigtcpd-packets') == 1 and maker not in kids, kids
+    assert sorted(kids.values()).count('bigtcpd-closer') == 1 and closer not in kids, kids
+    d.stop()
+
+
+def test_a_packet_child_that_keeps_dying_is_not_made_again_at_once_and_a_pod_watch_fails_loudly(
+        ns, pods, daemon, confdir):
+    """bigtcpd-packets killed again each time it is made again: within a minute it is made again
+    at most 5 times (and with a backoff), then a watch of a pod's device is refused, logged, rather
+    than counted from a socket made in the daemon's own namespace; one of the daemon's own devices
+    is still counted (its socket made in the loop, in its own namespace)."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add(distinct=False)
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+
+    def watch(name):
+        return subprocess.run([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
+                               name, '--for', '1s'], capture_output=True, text=True, timeout=T(20))
+    refused = None
+    for i in range(7):
+        pid = child_of(d, 'bigtcpd-packets')
+        os.kill(pid, signal.SIGKILL)
+        wait_file(d.log_path, lambda: f'bigtcpd-packets (pid {pid}) was killed' in d.log(), 10, 'reaped')
+        r = watch(f'{p1}/lo')
+        if r.returncode != 0:
+            refused = i
+            break
+    assert refused is not None and refused <= 5, f'the watches after {i + 1} kills all went through'
+    assert d.log().count('bigtcpd-packets made again') == refused <= 5, d.log_tail()
+    assert 'bigtcpd-packets died 5 times within a minute, or just now: not made again' in d.log(), d.log_tail()
+    assert f'{p1}/lo: evidence: not counting its packets' in d.log(), d.log_tail()
+    assert not [k for k, c in daemon_children(d).items() if c == 'bigtcpd-packets']
+    r = watch('lo')   # the daemon's own: made in the loop, there
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert d.running()
     d.stop()

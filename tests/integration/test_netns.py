@@ -1293,3 +1293,98 @@ def test_a_packet_child_that_keeps_dying_is_not_made_again_at_once_and_a_pod_wat
     assert r.returncode == 0, r.stdout + r.stderr
     assert d.running()
     d.stop()
+
+
+class NamesDir:
+    """A namespace directory of the test's own (--netns-dir): a tmpfs, shared so that the names
+    bound in it later reach the daemon's mount namespace (ip netns exec makes it a slave), where
+    every name is a bind-mount of a namespace of /run/netns. Unmounted whole at the end."""
+
+    def __init__(self, path):
+        self.path = path
+        path.mkdir()
+        run('mount', '-t', 'tmpfs', '-o', 'size=1m', 'bt-names', str(path))
+        try:
+            run('mount', '--make-shared', str(path))
+        except Exception:
+            self.close()
+            raise
+
+    def bind(self, source, name):
+        """`name` here names the namespace whose file is `source` (over what it named: a stack).
+        The new mount is made a slave of the source's (a bind of a shared mount is its peer: a
+        mount over one of them would be over every other name of that namespace too, /run/netns's
+        included) and shared anew, for the daemon's mount namespace if it starts after this."""
+        target = self.path / name
+        if not target.exists():
+            target.touch()
+        run('mount', '--bind', str(source), str(target))
+        run('mount', '--make-slave', str(target))
+        run('mount', '--make-shared', str(target))
+        return target
+
+    def close(self):
+        run('umount', '--recursive', '--lazy', str(self.path))
+
+
+@pytest.fixture
+def names_dir(tmp_path):
+    n = NamesDir(tmp_path / 'netns')
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+def start_in(daemon, ns, cfg, names):
+    return daemon(ns, cfg, extra_args=('--netns-dir', str(names.path)))
+
+
+def test_a_namespace_is_managed_by_any_of_its_names_whatever_their_order(ns, pods, daemon, confdir, names_dir):
+    """Two namespaces with two names each, one a pods policy names (PREFIXpod-…) and one it does not
+    (PREFIXaux-…), bound in opposite orders (a directory lists its names in the order they came,
+    or the reverse): both are managed, under their pod name."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    a, b = lone_pod(pods, 'x'), lone_pod(pods, 'x')
+    names_dir.bind(f'/run/netns/{a}', f'{NETNS_PREFIX}aux-a')
+    names_dir.bind(f'/run/netns/{a}', f'{NETNS_PREFIX}pod-a')
+    names_dir.bind(f'/run/netns/{b}', f'{NETNS_PREFIX}pod-b')
+    names_dir.bind(f'/run/netns/{b}', f'{NETNS_PREFIX}aux-b')
+    d = start_in(daemon, ns, cfg, names_dir)
+    for x in (a, b):
+        wait_eth0(x, sizes4(POD_SIZE), f'{x} managed under its pod name')
+    managed = {x['netns'] for x in list_devices(d) if x.get('netns') not in (None, 'host')}
+    assert managed == {f'{NETNS_PREFIX}pod-a', f'{NETNS_PREFIX}pod-b'}, managed
+    # and a third, named in both orders while the daemon runs
+    c = lone_pod(pods, 'x')
+    names_dir.bind(f'/run/netns/{c}', f'{NETNS_PREFIX}aux-c')
+    names_dir.bind(f'/run/netns/{c}', f'{NETNS_PREFIX}pod-c')
+    wait_eth0(c, sizes4(POD_SIZE), f'{c} managed under its pod name')
+    d.stop()
+
+
+def test_a_name_that_now_names_another_namespace_is_a_new_namespace(ns, pods, daemon, confdir, names_dir):
+    """pod-a, managed, is bound over with another namespace (aux-b, which no policy names): the one
+    it named is let go, its eth0 given its originals back, although it keeps another name (aux-a)
+    and lives on; the one pod-a names now is managed under that name."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    old, new = lone_pod(pods, 'x'), lone_pod(pods, 'x')
+    ip(new, 'link', 'set', 'eth1', 'name', 'new-peer')   # the new one's devices told from the old one's
+    pod_a, aux_a, aux_b = (f'{NETNS_PREFIX}{n}' for n in ('pod-a', 'aux-a', 'aux-b'))
+    names_dir.bind(f'/run/netns/{old}', pod_a)
+    names_dir.bind(f'/run/netns/{new}', aux_b)
+    d = start_in(daemon, ns, cfg, names_dir)
+    wait_eth0(old, sizes4(POD_SIZE), 'the first pod-a managed')
+    assert eth0(new) == DISTINCT
+    names_dir.bind(f'/run/netns/{old}', aux_a)
+    names_dir.bind(f'/run/netns/{new}', pod_a)   # over the old one's
+    wait_eth0(old, DISTINCT, 'the namespace pod-a named before given its originals back')
+    wait_eth0(new, sizes4(POD_SIZE), 'the namespace pod-a names now managed')
+    wait_file(d.log_path, lambda: d.log_lines(f'netns {pod_a}: let go'), 10, 'the old one let go')
+    devices = sorted((x['netns'], x['ifname']) for x in list_devices(d) if x.get('netns') not in (None, 'host'))
+    assert devices == [(pod_a, 'eth0'), (pod_a, 'lo'), (pod_a, 'new-peer')], devices
+    assert d.running()
+    d.stop()
+    assert eth0(old) == DISTINCT

@@ -926,23 +926,26 @@ static bool keep_after_policy_change(NetnsProblem *p, const void *userdata) {
 }
 
 
-/* A namespace a scan found that is not managed yet. */
-typedef struct Candidate {
-        const char *dir;
+/* One name in a namespace directory: the file of a network namespace (a bind-mount of nsfs) other
+ * than the daemon's own. A namespace may have several; a name names one namespace at a time, which
+ * a later mount over it may change. */
+typedef struct Name {
+        const char *dir; /* s->dirs[dir_index] */
+        size_t dir_index;
         char *name;
         uint64_t ino;
-} Candidate;
+} Name;
 
-typedef struct Candidates {
-        Candidate *items;
+typedef struct Names {
+        Name *items;
         size_t n;
-} Candidates;
+} Names;
 
-static void candidates_done(Candidates *c) {
-        for (size_t i = 0; i < c->n; i++)
-                free(c->items[i].name);
-        free(c->items);
-        *c = (Candidates){};
+static void names_done(Names *v) {
+        for (size_t i = 0; i < v->n; i++)
+                free(v->items[i].name);
+        free(v->items);
+        *v = (Names){};
 }
 
 static void visible_clear(NetnsSet *s) {
@@ -975,28 +978,6 @@ size_t netns_set_visible_count(const NetnsSet *s) {
 
 const char *netns_set_visible(const NetnsSet *s, size_t i) {
         return s && i < s->n_visible ? s->visible[i] : NULL;
-}
-
-/* One name in a namespace directory: the file of a network namespace (a bind-mount of nsfs) other
- * than the daemon's own. A namespace may have several; a name names one namespace at a time, which
- * a later mount over it may change. */
-typedef struct Name {
-        const char *dir; /* s->dirs[dir_index] */
-        size_t dir_index;
-        char *name;
-        uint64_t ino;
-} Name;
-
-typedef struct Names {
-        Name *items;
-        size_t n;
-} Names;
-
-static void names_done(Names *v) {
-        for (size_t i = 0; i < v->n; i++)
-                free(v->items[i].name);
-        free(v->items);
-        *v = (Names){};
 }
 
 static void scan_dir(NetnsSet *s, size_t dir_index, Names *out) {
@@ -1097,7 +1078,7 @@ static const Name *pick_name(const NetnsSet *s, const Name *names, size_t n, con
 /* The names by namespace (sorted by inode, v reordered): each namespace once in the visible names
  * (under pick_name()) and in `seen`; those not known yet that a policy takes (or that have state
  * of an earlier run) into `found`, when it is given. */
-static void by_namespace(NetnsSet *s, Names *v, Seen *seen, Candidates *found) {
+static void by_namespace(NetnsSet *s, Names *v, Seen *seen, Names *found) {
         if (v->n > 1)
                 qsort(v->items, v->n, sizeof(*v->items), cmp_ino);
         for (size_t i = 0, j; i < v->n; i = j) {
@@ -1115,11 +1096,12 @@ static void by_namespace(NetnsSet *s, Names *v, Seen *seen, Candidates *found) {
                         continue;
                 if (is_refused(s, ino))
                         continue;
-                Candidate *t = realloc(found->items, (found->n + 1) * sizeof(*t));
+                Name *t = realloc(found->items, (found->n + 1) * sizeof(*t));
                 if (!t)
                         break;
                 found->items = t;
-                t[found->n] = (Candidate){.dir = pick->dir, .name = strdup(pick->name), .ino = ino};
+                t[found->n] = *pick;
+                t[found->n].name = strdup(pick->name);
                 if (t[found->n].name)
                         found->n++;
         }
@@ -1179,7 +1161,7 @@ static void on_starved_timer(evutil_socket_t fd, short what, void *userdata) {
         event_active(s->scan_event, EV_TIMEOUT, 0);
 }
 
-static void take(NetnsSet *s, const Candidate *c) {
+static void take(NetnsSet *s, const Name *c) {
         Netns *n = NULL;
         int r;
 
@@ -1283,7 +1265,7 @@ static void log_unseen_state(NetnsSet *s, const Seen *seen) {
 }
 
 static void scan(NetnsSet *s) {
-        Candidates found = {};
+        Names found = {};
         Names names = {};
         Seen seen = {};
 
@@ -1316,7 +1298,7 @@ static void scan(NetnsSet *s) {
         s->fd_budget = found.n > 0 ? fd_budget() : 0;
         for (size_t i = 0; i < found.n; i++)
                 take(s, &found.items[i]);
-        candidates_done(&found);
+        names_done(&found);
         if (s->n_starved > 0)
                 evtimer_add(s->starved_timer, &(struct timeval){.tv_sec = STARVED_RETRY_SEC});
         else {

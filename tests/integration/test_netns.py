@@ -54,6 +54,21 @@ def policy(pod_size=POD_SIZE, pods=True):
         ipv4: {{gso-max-size: {HOST_SIZE}, gro-max-size: {HOST_SIZE}}}''' + pod + '\n')
 
 
+def pods_only(more):
+    """A policy of the pods' eth0 alone (nothing in the daemon's own namespace) at POD_SIZE for
+    IPv6, with one more line of the policy's (`more`)."""
+    return policy_text(f'''
+    version: 1
+    policies:
+      - name: pods
+        match:
+          netns: ["{POD_GLOB}"]
+          name: [eth0]
+        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
+        {more}
+    ''') + '\n'
+
+
 class Pods:
     """Pod namespaces named PREFIX<kind>-<random>, each with eth0, the peer of a veth whose other
     end (vh<n>) stays in the host's namespace; every one removed at the end."""
@@ -1070,16 +1085,7 @@ def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
     another device at that ifindex, or none)."""
     from test_evidence import Iperf
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text(f'''
-    version: 1
-    policies:
-      - name: pods
-        match:
-          netns: ["{POD_GLOB}"]
-          name: [eth0]
-        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
-        rollback: {{window: 1s, interval: 500ms}}
-    ''') + '\n')
+    cfg.write_text(pods_only('rollback: {window: 1s, interval: 500ms}'))
     p1, h1 = pods.add(distinct=False)
     ip(ns, 'link', 'set', h1, 'gso_max_size', str(POD_SIZE), 'gro_max_size', str(POD_SIZE))
     ip(ns, 'addr', 'add', 'fd19::1/64', 'dev', h1, 'nodad')
@@ -1149,16 +1155,7 @@ def test_descriptors_after_a_burst_of_pods_come_back_to_the_start(ns, pods, daem
     again) are not counted. Only pods are named (nothing of the daemon's own namespace to save at
     its start), as in tests/bench/netns.py."""
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text(f'''
-    version: 1
-    policies:
-      - name: pods
-        match:
-          netns: ["{POD_GLOB}"]
-          name: [eth0]
-        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
-        ipv4: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
-    ''') + '\n')
+    cfg.write_text(pods_only(f'ipv4: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}'))
     d = start(daemon, ns, cfg)
 
     def held():

@@ -275,13 +275,14 @@ static void respawn_count(Respawn *r, uint64_t t) {
 
 /* A child that is gone, made again if the budget allows: true when it runs (again). */
 static bool revive(Respawn *r, bool running, int (*restart)(void *), void *child) {
-        uint64_t t = now_usec();
+        uint64_t t;
         int k;
 
         if (running)
                 return true;
         if (!child)
                 return false; /* never made (logged at start) */
+        t = now_usec();
         if (!respawn_allowed(r, t)) {
                 if (!r->logged_refused)
                         log_warning("evidence: %s died %u times within a minute, or just now: not made again for a "

@@ -1166,7 +1166,7 @@ static void take(NetnsSet *s, const Name *c) {
         int r;
 
         if (netns_set_find(s, c->name))
-                return; /* the name of one found in an earlier directory */
+                return; /* one that could not be let go (out of memory) keeps its name */
         if (s->n >= NETNS_MAX) {
                 if (!s->logged_limit)
                         log_warning("netns %s: already managing %u namespaces; leaving the others alone", c->name,

@@ -31,6 +31,7 @@
 
 typedef struct Respawn {
         const char *what;                            /* the child's name, for the log */
+        const char *without;                         /* … and what is done while it is not there */
         uint64_t at[EVIDENCE_RESTARTS_PER_MINUTE]; /* the last restarts (CLOCK_MONOTONIC; 0: none), a ring */
         unsigned next;                               /* the oldest of them, overwritten next */
         uint64_t backoff_usec;
@@ -265,10 +266,10 @@ static void respawn_count(Respawn *r, uint64_t t) {
 
         if (last == 0 || t - last >= 60 * USEC_PER_SEC)
                 r->backoff_usec = 0; /* the last one lived a minute (or this is the first) */
-        else
-                r->backoff_usec = r->backoff_usec == 0                                   ? EVIDENCE_RESTART_BACKOFF_MIN_USEC
-                                  : r->backoff_usec * 2 > EVIDENCE_RESTART_BACKOFF_MAX_USEC ? EVIDENCE_RESTART_BACKOFF_MAX_USEC
-                                                                                           : r->backoff_usec * 2;
+        else if (r->backoff_usec == 0)
+                r->backoff_usec = EVIDENCE_RESTART_BACKOFF_MIN_USEC;
+        else if (r->backoff_usec * 2 <= EVIDENCE_RESTART_BACKOFF_MAX_USEC)
+                r->backoff_usec *= 2;
         r->at[r->next] = t;
         r->next = (r->next + 1) % EVIDENCE_RESTARTS_PER_MINUTE;
 }
@@ -285,10 +286,9 @@ static bool revive(Respawn *r, bool running, int (*restart)(void *), void *child
         t = now_usec();
         if (!respawn_allowed(r, t)) {
                 if (!r->logged_refused)
-                        log_warning("evidence: %s died %u times within a minute, or just now: not made again for a "
-                                    "while; watches in bigtcpd's own namespace set up their sockets in the loop, "
-                                    "those of other namespaces are not counted",
-                                    r->what, EVIDENCE_RESTARTS_PER_MINUTE);
+                        log_warning("evidence: %s was made again %u times within a minute, or just now: not again "
+                                    "for a while; %s",
+                                    r->what, EVIDENCE_RESTARTS_PER_MINUTE, r->without);
                 r->logged_refused = true;
                 return false;
         }
@@ -594,8 +594,10 @@ int evidence_sockets_new(struct event_base *base, EvidenceSockets **ret) {
 
         if (!k)
                 return -ENOMEM;
-        k->closer_respawn.what = "bigtcpd-closer";
-        k->maker_respawn.what = "bigtcpd-packets";
+        k->closer_respawn = (Respawn){.what = "bigtcpd-closer", .without = "the loop closes the sockets itself"};
+        k->maker_respawn = (Respawn){.what = "bigtcpd-packets",
+                                     .without = "watches in bigtcpd's own namespace set up their sockets in the loop, "
+                                                "those of other namespaces are not counted"};
         r = closer_new(base, on_child_gone, &k->closer_respawn, &k->closer);
         if (r < 0)
                 log_warning_errno(r, "evidence: no process to close packet sockets in (%m): each watch's end "

@@ -18,8 +18,12 @@
 
 
 struct Closer {
-        int fd;
-        pid_t pid;
+        int fd;    /* -1: its child is gone */
+        pid_t pid; /* the last child made; -1 without one */
+        struct event_base *base;
+        SandboxReaper *reaper; /* with a base: reaps the child when it dies */
+        SandboxGoneFn gone;
+        void *userdata;
 };
 
 __attribute__((noreturn)) static void child(int fd, pid_t parent) {
@@ -46,13 +50,21 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
         }
 }
 
-int closer_new(Closer **ret) {
-        _cleanup_(freep) Closer *c = calloc(1, sizeof(*c));
-        pid_t parent = getpid(), pid;
-        int fd;
+static void on_gone(pid_t pid, int status, void *userdata) {
+        Closer *c = userdata;
 
-        if (!c)
-                return -ENOMEM;
+        if (c->fd >= 0)
+                (void) close(c->fd);
+        c->fd = -1;
+        if (c->gone)
+                c->gone(pid, status, c->userdata);
+}
+
+/* A child and its watch, into c (whose last child, if any, is reaped). */
+static int spawn(Closer *c) {
+        pid_t parent = getpid(), pid;
+        int fd, r;
+
         pid = sandbox_fork_pair(&fd);
         if (pid < 0)
                 return pid;
@@ -60,6 +72,30 @@ int closer_new(Closer **ret) {
                 child(fd, parent);
         c->fd = fd;
         c->pid = pid;
+        if (c->base) {
+                r = sandbox_reaper_new(c->base, pid, on_gone, c, &c->reaper);
+                if (r < 0) {
+                        (void) close(c->fd);
+                        c->fd = -1;
+                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                        c->pid = -1;
+                        return r;
+                }
+        }
+        return 0;
+}
+
+int closer_new(struct event_base *base, SandboxGoneFn gone, void *userdata, Closer **ret) {
+        _cleanup_(freep) Closer *c = calloc(1, sizeof(*c));
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        *c = (Closer){.fd = -1, .pid = -1, .base = base, .gone = gone, .userdata = userdata};
+        r = spawn(c);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -68,20 +104,44 @@ void closer_close(Closer *c, int fd) {
         if (fd < 0)
                 return;
         /* in flight, the message holds the socket: the close below is not its last */
-        if (c && c->fd >= 0)
-                (void) sandbox_send_fds(c->fd, MSG_DONTWAIT, &(char){0}, 1, &fd, 1);
+        if (c && c->fd >= 0 && sandbox_peer_gone(sandbox_send_fds(c->fd, MSG_DONTWAIT, &(char){0}, 1, &fd, 1))) {
+                /* its child is gone (reaped from the loop): until another is made, closes are here */
+                (void) close(c->fd);
+                c->fd = -1;
+        }
         (void) close(fd);
+}
+
+bool closer_running(const Closer *c) {
+        return c && c->fd >= 0;
+}
+
+int closer_restart(Closer *c) {
+        if (!c)
+                return -EINVAL;
+        if (c->fd >= 0)
+                return -EBUSY;
+        sandbox_reaper_free(TAKE_PTR(c->reaper), true);
+        if (!c->base && c->pid > 0)
+                while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        c->pid = -1;
+        return spawn(c);
 }
 
 void closer_free(Closer *c) {
         if (!c)
                 return;
-        (void) close(c->fd);
-        while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        if (c->fd >= 0)
+                (void) close(c->fd);
+        if (c->reaper)
+                sandbox_reaper_free(c->reaper, false); /* it ends once it closed what it was given */
+        else if (c->pid > 0)
+                while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
         free(c);
 }
 
 pid_t closer_pid(const Closer *c) {
-        return c ? c->pid : -1;
+        return c && c->fd >= 0 ? c->pid : -1;
 }

@@ -171,6 +171,10 @@ int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd) {
         }
 }
 
+int durable_start(void) {
+        return spawn();
+}
+
 pid_t durable_pid(void) {
         return D.pid;
 }

@@ -18,5 +18,10 @@
  * child reads one byte from before the sync and writes one byte to after it (a disk held until the
  * test lets it go, and an event once it synced). */
 int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd);
+/* The child, made now rather than by the first sync: the daemon makes it at start, so that the
+ * descriptors it holds from then on are those it began with (the first sync would make it in the
+ * middle of a burst of namespaces, one socket more at its end). 0 or -errno (the first sync tries
+ * again). */
+int durable_start(void);
 /* The child's pid (tests); -1 before the first sync. */
 pid_t durable_pid(void);

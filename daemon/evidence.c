@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,9 +22,26 @@
 #include "evidence.h"
 #include "log.h"
 
+/* A child that died is made again when next needed, at most EVIDENCE_RESTARTS_PER_MINUTE times in
+ * any minute and, after the first, no sooner than a backoff (doubling up to
+ * EVIDENCE_RESTART_BACKOFF_MAX_USEC; back to none once one lived a minute) after the last. */
+#define EVIDENCE_RESTARTS_PER_MINUTE 5u
+#define EVIDENCE_RESTART_BACKOFF_MIN_USEC (1 * USEC_PER_SEC)
+#define EVIDENCE_RESTART_BACKOFF_MAX_USEC (32 * USEC_PER_SEC)
+
+typedef struct Respawn {
+        const char *what;                            /* the child's name, for the log */
+        const char *without;                         /* … and what is done while it is not there */
+        uint64_t at[EVIDENCE_RESTARTS_PER_MINUTE]; /* the last restarts (CLOCK_MONOTONIC; 0: none), a ring */
+        unsigned next;                               /* the oldest of them, overwritten next */
+        uint64_t backoff_usec;
+        bool logged_refused;
+} Respawn;
+
 struct EvidenceSockets {
         Closer *closer;     /* the sockets' last close waits for the kernel: not in the loop */
         PacketMaker *maker; /* … and so does their ring's set-up */
+        Respawn closer_respawn, maker_respawn;
 };
 
 struct EvidenceSet {
@@ -43,6 +61,7 @@ struct EvidenceSet {
         size_t n_waiting;
         bool refill_off;   /* the last socket could not be made: no spare until a watch asks */
         bool logged_maker; /* its failure was logged */
+        bool logged_no_child; /* a watch of another namespace failed for want of the maker's child */
         EvidenceTestRing test_ring; /* tests: where each watch's ring comes from, in place of sockets */
         void *test_userdata;
 };
@@ -219,8 +238,97 @@ static void unmap(Evidence *ev) {
         ev->ring = NULL;
 }
 
+/* ---- the children, made again when they die ---- */
+
+static void on_child_gone(pid_t pid, int status, void *userdata) {
+        Respawn *r = userdata;
+
+        if (WIFSIGNALED(status))
+                log_warning("evidence: %s (pid %d) was killed by signal %s; it is made again when next needed",
+                            r->what, (int) pid, sigabbrev_np(WTERMSIG(status)) ?: "?");
+        else
+                log_warning("evidence: %s (pid %d) exited with status %d; it is made again when next needed", r->what,
+                            (int) pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* May another child be made now? The budget: EVIDENCE_RESTARTS_PER_MINUTE, and the backoff. */
+static bool respawn_allowed(Respawn *r, uint64_t t) {
+        uint64_t oldest = r->at[r->next];
+        uint64_t last = r->at[(r->next + EVIDENCE_RESTARTS_PER_MINUTE - 1) % EVIDENCE_RESTARTS_PER_MINUTE];
+
+        if (oldest != 0 && t - oldest < 60 * USEC_PER_SEC)
+                return false;
+        return last == 0 || t - last >= r->backoff_usec;
+}
+
+static void respawn_count(Respawn *r, uint64_t t) {
+        uint64_t last = r->at[(r->next + EVIDENCE_RESTARTS_PER_MINUTE - 1) % EVIDENCE_RESTARTS_PER_MINUTE];
+
+        if (last == 0 || t - last >= 60 * USEC_PER_SEC)
+                r->backoff_usec = 0; /* the last one lived a minute (or this is the first) */
+        else if (r->backoff_usec == 0)
+                r->backoff_usec = EVIDENCE_RESTART_BACKOFF_MIN_USEC;
+        else if (r->backoff_usec * 2 <= EVIDENCE_RESTART_BACKOFF_MAX_USEC)
+                r->backoff_usec *= 2;
+        r->at[r->next] = t;
+        r->next = (r->next + 1) % EVIDENCE_RESTARTS_PER_MINUTE;
+}
+
+/* A child that is gone, made again if the budget allows: true when it runs (again). */
+static bool revive(Respawn *r, bool running, int (*restart)(void *), void *child) {
+        uint64_t t;
+        int k;
+
+        if (running)
+                return true;
+        if (!child)
+                return false; /* never made (logged at start) */
+        t = now_usec();
+        if (!respawn_allowed(r, t)) {
+                if (!r->logged_refused)
+                        log_warning("evidence: %s was made again %u times within a minute, or just now: not again "
+                                    "for a while; %s",
+                                    r->what, EVIDENCE_RESTARTS_PER_MINUTE, r->without);
+                r->logged_refused = true;
+                return false;
+        }
+        k = restart(child);
+        if (k == -EBUSY)
+                return false; /* its answers owed are being failed: not from there */
+        respawn_count(r, t);
+        if (k < 0) {
+                log_warning_errno(k, "evidence: %s could not be made again: %m", r->what);
+                return false;
+        }
+        r->logged_refused = false;
+        log_notice("evidence: %s made again", r->what);
+        return true;
+}
+
+static int restart_closer(void *c) {
+        return closer_restart(c);
+}
+
+static int restart_maker(void *m) {
+        return packet_maker_restart(m);
+}
+
+static Closer *sockets_closer(EvidenceSockets *k) {
+        if (!k)
+                return NULL;
+        (void) revive(&k->closer_respawn, closer_running(k->closer), restart_closer, k->closer);
+        return k->closer; /* closes here while it has no child */
+}
+
+/* The maker, when its child runs (made again if need be); else NULL. */
+static PacketMaker *sockets_maker(EvidenceSockets *k) {
+        if (!k)
+                return NULL;
+        return revive(&k->maker_respawn, packet_maker_running(k->maker), restart_maker, k->maker) ? k->maker : NULL;
+}
+
 static void close_socket(EvidenceSet *s, int fd) {
-        closer_close(s->sockets ? s->sockets->closer : NULL, fd);
+        closer_close(sockets_closer(s->sockets), fd);
 }
 
 /* Close the socket, after counting what its ring holds. The block being filled is not handed
@@ -298,12 +406,26 @@ fail:
 static void on_made(int fd, void *userdata);
 static void arm(EvidenceSet *s);
 
+/* Without the maker's child: a socket made here, in the loop (it waits for the kernel), for a
+ * device of bigtcpd's own namespace alone. One made here for another namespace's device would be
+ * of this namespace, bound to whatever device has that ifindex here, and count its packets: such
+ * a watch fails (-ECHILD), said once (again after a socket came). */
+static int make_here(EvidenceSet *s, Device *d) {
+        if (s->netns_socket < 0)
+                return packet_socket_make(&recipe);
+        log_dev_full_errno(d, s->logged_no_child ? LOG_DEBUG : LOG_WARNING, 0,
+                           "evidence: not counting its packets: the process that makes packet sockets in its "
+                           "namespace is not running, and one made in bigtcpd's own would count another device");
+        s->logged_no_child = true;
+        return -ECHILD;
+}
+
 /* Ask the maker for what the set is short of: in the daemon's own namespace EVIDENCE_SPARE ready
  * (unless the last one failed), and one for each watch that waits. A pod keeps no spare: a
  * thousand of them would hold 32 MiB of rings for nothing; its watches wait for the child. */
 static void refill(EvidenceSet *s) {
-        PacketMaker *maker = s->sockets ? s->sockets->maker : NULL;
         size_t want = (s->refill_off || s->netns_socket >= 0 ? 0 : EVIDENCE_SPARE) + s->n_waiting;
+        PacketMaker *maker = s->n_spare + s->asked < want ? sockets_maker(s->sockets) : NULL;
 
         while (maker && s->n_spare + s->asked < want) {
                 /* the namespace, named by a socket of it for this request alone (the maker is sent
@@ -313,7 +435,8 @@ static void refill(EvidenceSet *s) {
                 if (r < 0) {
                         if (!s->logged_maker)
                                 log_warning_errno(r, "evidence: the process that makes packet sockets takes no "
-                                                     "request (%m): watches set theirs up in the loop");
+                                                     "request (%m): watches in bigtcpd's own namespace set theirs "
+                                                     "up in the loop, those of other namespaces are not counted");
                         s->logged_maker = true;
                         return;
                 }
@@ -364,6 +487,7 @@ static void on_made(int fd, void *userdata) {
                 return;
         }
         s->logged_maker = false;
+        s->logged_no_child = false;
         if (!ev) {
                 /* a spare, or asked for a watch that ended while it was made */
                 if (s->netns_socket < 0 && s->n_spare < EVIDENCE_SPARE)
@@ -470,11 +594,15 @@ int evidence_sockets_new(struct event_base *base, EvidenceSockets **ret) {
 
         if (!k)
                 return -ENOMEM;
-        r = closer_new(&k->closer);
+        k->closer_respawn = (Respawn){.what = "bigtcpd-closer", .without = "the loop closes the sockets itself"};
+        k->maker_respawn = (Respawn){.what = "bigtcpd-packets",
+                                     .without = "watches in bigtcpd's own namespace set up their sockets in the loop, "
+                                                "those of other namespaces are not counted"};
+        r = closer_new(base, on_child_gone, &k->closer_respawn, &k->closer);
         if (r < 0)
                 log_warning_errno(r, "evidence: no process to close packet sockets in (%m): each watch's end "
                                      "stalls the loop for a grace period of the kernel's");
-        r = packet_maker_new(base, &recipe, k->closer, &k->maker);
+        r = packet_maker_new(base, &recipe, k->closer, on_child_gone, &k->maker_respawn, &k->maker);
         if (r < 0)
                 log_warning_errno(r, "evidence: no process to make packet sockets in (%m): each watch's start "
                                      "stalls the loop for a grace period of the kernel's");
@@ -571,7 +699,7 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
                 fd = s->test_ring(s->test_userdata, d);
         else if (s->n_spare > 0)
                 fd = s->spare[--s->n_spare];
-        else if (s->sockets->maker) {
+        else if (sockets_maker(s->sockets)) {
                 /* it starts when the maker's socket comes (milliseconds); until then it reads as a
                  * count from zero since now, not as the last window's figures (or 1970's) */
                 ev->waiting = true;
@@ -585,9 +713,9 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
                 if (s->asked >= s->n_waiting)
                         return 0;
                 unwait(s, ev); /* none will come: made here */
-                fd = packet_socket_make(&recipe);
+                fd = make_here(s, d);
         } else
-                fd = packet_socket_make(&recipe); /* this waits for the kernel, in the loop */
+                fd = make_here(s, d);
         r = fd < 0 ? fd : start(s, ev, fd, duration_usec);
         if (r < 0) {
                 if (made)

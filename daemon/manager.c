@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "apply.h"
+#include "durable.h"
 #include "log.h"
 #include "manager.h"
 
@@ -117,6 +118,11 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                 if (r < 0)
                         return r;
         }
+        /* the syncs' child, from the start: not made by a namespace's first save, one socket more */
+        r = durable_start();
+        if (r < 0)
+                log_warning_errno(r, "failed to make the process that syncs the state files (%m): the first "
+                                     "save tries again");
         /* bigtcpd's own namespace, made as every other one is */
         NamespaceConfig own = {
                 .fd = -1,

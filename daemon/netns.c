@@ -926,23 +926,26 @@ static bool keep_after_policy_change(NetnsProblem *p, const void *userdata) {
 }
 
 
-/* A namespace a scan found that is not managed yet. */
-typedef struct Candidate {
-        const char *dir;
+/* One name in a namespace directory: the file of a network namespace (a bind-mount of nsfs) other
+ * than the daemon's own. A namespace may have several; a name names one namespace at a time, which
+ * a later mount over it may change. */
+typedef struct Name {
+        const char *dir; /* s->dirs[dir_index] */
+        size_t dir_index;
         char *name;
         uint64_t ino;
-} Candidate;
+} Name;
 
-typedef struct Candidates {
-        Candidate *items;
+typedef struct Names {
+        Name *items;
         size_t n;
-} Candidates;
+} Names;
 
-static void candidates_done(Candidates *c) {
-        for (size_t i = 0; i < c->n; i++)
-                free(c->items[i].name);
-        free(c->items);
-        *c = (Candidates){};
+static void names_done(Names *v) {
+        for (size_t i = 0; i < v->n; i++)
+                free(v->items[i].name);
+        free(v->items);
+        *v = (Names){};
 }
 
 static void visible_clear(NetnsSet *s) {
@@ -977,8 +980,8 @@ const char *netns_set_visible(const NetnsSet *s, size_t i) {
         return s && i < s->n_visible ? s->visible[i] : NULL;
 }
 
-static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found) {
-        _cleanup_(closep) int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+static void scan_dir(NetnsSet *s, size_t dir_index, Names *out) {
+        _cleanup_(closep) int fd = open(s->dirs[dir_index], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct dirent *de;
         DIR *d;
 
@@ -989,37 +992,119 @@ static void scan_dir(NetnsSet *s, const char *dir, Seen *seen, Candidates *found
                 return;
         while ((de = readdir(d))) {
                 struct stat st;
-                Netns *n;
+                char *name;
 
                 if (!netns_name_is_valid(de->d_name))
                         continue;
                 /* a namespace's file is a bind-mount of nsfs; before the mount it is an empty file */
-                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || (uint64_t) st.st_dev != s->nsfs_dev)
+                if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || (uint64_t) st.st_dev != s->nsfs_dev ||
+                    (uint64_t) st.st_ino == s->host_ino)
                         continue;
-                if ((uint64_t) st.st_ino == s->host_ino || seen_has(seen, st.st_ino))
-                        continue; /* the daemon's own, or a second name of one already found */
-                seen_add(seen, st.st_ino);
-                visible_add(s, de->d_name);
-                if (!found)
-                        continue; /* names only */
-                n = ino_map_get(&seen->known, st.st_ino);
-                if (n) {
-                        n->seen = true;
+                Name *t = realloc(out->items, (out->n + 1) * sizeof(*t));
+                if (!t)
+                        break;
+                out->items = t;
+                if (!(name = strdup(de->d_name)))
+                        break;
+                t[out->n++] = (Name){.dir = s->dirs[dir_index], .dir_index = dir_index, .name = name,
+                                     .ino = st.st_ino};
+        }
+        closedir(d);
+}
+
+static int cmp_name(const void *a, const void *b) {
+        const Name *x = a, *y = b;
+        int c = strcmp(x->name, y->name);
+
+        return c != 0 ? c : x->dir_index < y->dir_index ? -1 : x->dir_index > y->dir_index;
+}
+
+static int cmp_ino(const void *a, const void *b) {
+        const Name *x = a, *y = b;
+
+        return x->ino < y->ino ? -1 : x->ino > y->ino ? 1 : cmp_name(a, b);
+}
+
+/* Every name of every directory, each once, sorted by name: where two directories have one, the
+ * first directory's (whose file enter() and netns_set_peek() open). */
+static void collect(NetnsSet *s, Names *v) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < s->n_dirs; i++)
+                scan_dir(s, i, v);
+        if (v->n > 1)
+                qsort(v->items, v->n, sizeof(*v->items), cmp_name);
+        for (size_t i = 0; i < v->n; i++) {
+                if (k > 0 && streq_ptr(v->items[k - 1].name, v->items[i].name)) {
+                        free(v->items[i].name); /* a later directory's */
                         continue;
                 }
-                if (!policy_set_takes_netns(s->policy, de->d_name) && !state_dir_exists(s, st.st_ino))
+                v->items[k++] = v->items[i];
+        }
+        v->n = k;
+}
+
+/* The namespace a name names now (collect()'s order), or 0. */
+static uint64_t named(const Names *v, const char *name) {
+        size_t lo = 0, hi = v->n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int c = strcmp(v->items[mid].name, name);
+                if (c == 0)
+                        return v->items[mid].ino;
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return 0;
+}
+
+/* Of the `n` names of one namespace (sorted), the one it goes by: that of the Netns `known` that
+ * has it (managed, or being let go) while it is one of them; else the first a policy takes, so
+ * that whatever order a directory lists them in, a namespace any of whose names a policy takes
+ * is managed; else the first. */
+static const Name *pick_name(const NetnsSet *s, const Name *names, size_t n, const Netns *known) {
+        for (size_t i = 0; known && i < n; i++)
+                if (streq_ptr(names[i].name, known->id.name))
+                        return &names[i];
+        for (size_t i = 0; i < n; i++)
+                if (policy_set_takes_netns(s->policy, names[i].name))
+                        return &names[i];
+        return &names[0];
+}
+
+/* The names by namespace (sorted by inode, v reordered): each namespace once in the visible names
+ * (under pick_name()) and in `seen`; those not known yet that a policy takes (or that have state
+ * of an earlier run) into `found`, when it is given. */
+static void by_namespace(NetnsSet *s, Names *v, Seen *seen, Names *found) {
+        if (v->n > 1)
+                qsort(v->items, v->n, sizeof(*v->items), cmp_ino);
+        for (size_t i = 0, j; i < v->n; i = j) {
+                uint64_t ino = v->items[i].ino;
+                Netns *known = ino_map_get(&seen->known, ino);
+
+                for (j = i + 1; j < v->n && v->items[j].ino == ino; j++)
+                        ;
+                const Name *pick = pick_name(s, v->items + i, j - i, known);
+                seen_add(seen, ino);
+                visible_add(s, pick->name);
+                if (!found || known)
                         continue;
-                if (is_refused(s, st.st_ino))
+                if (!policy_set_takes_netns(s->policy, pick->name) && !state_dir_exists(s, ino))
                         continue;
-                Candidate *t = realloc(found->items, (found->n + 1) * sizeof(*t));
+                if (is_refused(s, ino))
+                        continue;
+                Name *t = realloc(found->items, (found->n + 1) * sizeof(*t));
                 if (!t)
                         break;
                 found->items = t;
-                t[found->n] = (Candidate){.dir = dir, .name = strdup(de->d_name), .ino = st.st_ino};
+                t[found->n] = *pick;
+                t[found->n].name = strdup(pick->name);
                 if (t[found->n].name)
                         found->n++;
         }
-        closedir(d);
 }
 
 /* ---- descriptors: each namespace holds NETNS_FDS of them for as long as it is managed; the
@@ -1076,12 +1161,12 @@ static void on_starved_timer(evutil_socket_t fd, short what, void *userdata) {
         event_active(s->scan_event, EV_TIMEOUT, 0);
 }
 
-static void take(NetnsSet *s, const Candidate *c) {
+static void take(NetnsSet *s, const Name *c) {
         Netns *n = NULL;
         int r;
 
         if (netns_set_find(s, c->name))
-                return; /* the name of one found in an earlier directory */
+                return; /* one that could not be let go (out of memory) keeps its name */
         if (s->n >= NETNS_MAX) {
                 if (!s->logged_limit)
                         log_warning("netns %s: already managing %u namespaces; leaving the others alone", c->name,
@@ -1124,15 +1209,17 @@ static void take(NetnsSet *s, const Candidate *c) {
 /* ---- read-only looks (Plan's): one socket, for a moment, in a namespace not entered ---- */
 
 void netns_set_look(NetnsSet *s) {
+        Names names = {};
         Seen seen = {};
 
         if (!s || s->watching)
                 return; /* the scans keep the names */
         visible_clear(s);
-        for (size_t i = 0; i < s->n_dirs; i++)
-                scan_dir(s, s->dirs[i], &seen, NULL);
+        collect(s, &names);
+        by_namespace(s, &names, &seen, NULL);
         if (s->n_visible > 1)
                 qsort(s->visible, s->n_visible, sizeof(*s->visible), cmp_names);
+        names_done(&names);
         ino_map_done(&seen.seen);
         ino_map_done(&seen.known);
 }
@@ -1178,32 +1265,40 @@ static void log_unseen_state(NetnsSet *s, const Seen *seen) {
 }
 
 static void scan(NetnsSet *s) {
-        Candidates found = {};
+        Names found = {};
+        Names names = {};
         Seen seen = {};
 
         watch_dirs(s);
+        collect(s, &names);
+        /* a managed one is there while its name names it: a name that names another namespace now
+         * (a mount over it) is that one's, and the one it named goes as when its file goes (while
+         * it is let go, another name of it does not enter it again) */
         for (size_t i = 0; i < s->n; i++) {
-                s->items[i]->seen = false;
-                (void) ino_map_put(&seen.known, s->items[i]->id.ino, s->items[i]);
+                Netns *n = s->items[i];
+                n->seen = named(&names, n->id.name) == n->id.ino;
+                (void) ino_map_put(&seen.known, n->id.ino, n);
         }
         /* one being let go is not entered again before that is done (a scan follows) */
         for (size_t i = 0; i < s->n_releasing; i++)
                 (void) ino_map_put(&seen.known, s->releasing[i]->id.ino, s->releasing[i]);
-        visible_clear(s);
-        for (size_t i = 0; i < s->n_dirs; i++)
-                scan_dir(s, s->dirs[i], &seen, &found);
-        if (s->n_visible > 1)
-                qsort(s->visible, s->n_visible, sizeof(*s->visible), cmp_names);
         /* those that went first: a name deleted and made again is a new namespace */
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
-                        release(s, i - 1, "its file is gone");
+                        release(s, i - 1,
+                                named(&names, s->items[i - 1]->id.name) ? "its name names another namespace now"
+                                                                         : "its file is gone");
+        visible_clear(s);
+        by_namespace(s, &names, &seen, &found);
+        names_done(&names);
+        if (s->n_visible > 1)
+                qsort(s->visible, s->n_visible, sizeof(*s->visible), cmp_names);
         s->n_starved = 0;
         problems_filter(s, keep_not_descriptors, NULL);
         s->fd_budget = found.n > 0 ? fd_budget() : 0;
         for (size_t i = 0; i < found.n; i++)
                 take(s, &found.items[i]);
-        candidates_done(&found);
+        names_done(&found);
         if (s->n_starved > 0)
                 evtimer_add(s->starved_timer, &(struct timeval){.tv_sec = STARVED_RETRY_SEC});
         else {

@@ -23,9 +23,15 @@ typedef struct Owed {
 } Owed;
 
 struct PacketMaker {
-        int fd;
-        pid_t pid;
+        int fd;    /* -1: its child is gone (or trusted no more) */
+        pid_t pid; /* the last child made */
+        struct event_base *base;
+        const PacketRecipe *recipe;
         struct event *io;
+        SandboxReaper *reaper; /* reaps the child when it dies */
+        SandboxGoneFn gone;
+        void *userdata;
+        bool losing; /* lost() tells those owed: no restart from there */
         Closer *closer;
         Owed *owed; /* a queue: [head, head + n) of cap, wrapping */
         size_t head, n, cap;
@@ -107,15 +113,29 @@ static void give(PacketMaker *m, int fd) {
                 closer_close(m->closer, fd);
 }
 
-/* The child is gone: every answer owed is a failure. */
+/* The child is gone, or trusted no more (killed, then reaped from the loop): every answer owed
+ * is a failure. */
 static void lost(PacketMaker *m) {
         if (m->io)
-                event_del(m->io);
+                event_free(m->io);
+        m->io = NULL;
         if (m->fd >= 0)
                 (void) close(m->fd);
         m->fd = -1;
+        sandbox_reaper_kill(m->reaper);
+        /* those who are told may ask again (-EPIPE), and are not made another child meanwhile */
+        m->losing = true;
         while (m->n > 0)
                 give(m, -EPIPE);
+        m->losing = false;
+}
+
+static void on_gone(pid_t pid, int status, void *userdata) {
+        PacketMaker *m = userdata;
+
+        lost(m);
+        if (m->gone)
+                m->gone(pid, status, m->userdata);
 }
 
 static void on_answer(evutil_socket_t sock, short what, void *userdata) {
@@ -138,28 +158,63 @@ static void on_answer(evutil_socket_t sock, short what, void *userdata) {
         }
 }
 
-int packet_maker_new(struct event_base *base, const PacketRecipe *recipe, Closer *closer, PacketMaker **ret) {
-        _cleanup_(freep) PacketMaker *m = calloc(1, sizeof(*m));
+/* A child, its end watched, and its reaper, into m (whose last child, if any, is reaped). */
+static int spawn(PacketMaker *m) {
         pid_t parent = getpid(), pid;
-        int fd;
+        int fd, r;
 
-        if (!m)
-                return -ENOMEM;
         pid = sandbox_fork_pair(&fd);
         if (pid < 0)
                 return pid;
         if (pid == 0)
-                child(fd, parent, recipe);
+                child(fd, parent, m->recipe);
         m->fd = fd;
         m->pid = pid;
-        m->closer = closer;
-        m->io = event_new(base, m->fd, EV_READ | EV_PERSIST, on_answer, m);
+        r = sandbox_reaper_new(m->base, pid, on_gone, m, &m->reaper);
+        if (r < 0) {
+                (void) close(m->fd);
+                m->fd = -1;
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                return r;
+        }
+        m->io = event_new(m->base, m->fd, EV_READ | EV_PERSIST, on_answer, m);
         if (!m->io || event_add(m->io, NULL) < 0) {
-                packet_maker_free(TAKE_PTR(m));
+                lost(m); /* killed, and reaped when it is replaced or freed */
                 return -ENOMEM;
+        }
+        return 0;
+}
+
+int packet_maker_new(struct event_base *base, const PacketRecipe *recipe, Closer *closer, SandboxGoneFn gone,
+                     void *userdata, PacketMaker **ret) {
+        _cleanup_(freep) PacketMaker *m = calloc(1, sizeof(*m));
+        int r;
+
+        if (!m)
+                return -ENOMEM;
+        *m = (PacketMaker){.fd = -1, .pid = -1, .base = base, .recipe = recipe, .gone = gone, .userdata = userdata,
+                           .closer = closer};
+        r = spawn(m);
+        if (r < 0) {
+                packet_maker_free(TAKE_PTR(m));
+                return r;
         }
         *ret = TAKE_PTR(m);
         return 0;
+}
+
+bool packet_maker_running(const PacketMaker *m) {
+        return m && m->fd >= 0;
+}
+
+int packet_maker_restart(PacketMaker *m) {
+        if (!m)
+                return -EINVAL;
+        if (m->fd >= 0 || m->losing)
+                return -EBUSY;
+        sandbox_reaper_free(TAKE_PTR(m->reaper), true);
+        return spawn(m);
 }
 
 void packet_maker_free(PacketMaker *m) {
@@ -171,8 +226,7 @@ void packet_maker_free(PacketMaker *m) {
         if (m->fd >= 0)
                 (void) close(m->fd);
         m->fd = -1;
-        while (waitpid(m->pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        sandbox_reaper_free(m->reaper, false); /* it ends when its socket does */
         free(m->owed);
         free(m);
 }
@@ -198,8 +252,10 @@ int packet_maker_ask(PacketMaker *m, int netns_fd, PacketMade done, void *userda
         n = send_fd(m->fd, MSG_DONTWAIT, &byte, 1, netns_fd);
         if (n == -EAGAIN || n == -ENOBUFS)
                 return -EAGAIN;
-        if (n < 0)
+        if (n < 0) {
+                lost(m); /* gone: reaped from the loop; the answers owed fail from here */
                 return -EPIPE;
+        }
         m->owed[(m->head + m->n) % m->cap] = (Owed){done, userdata};
         m->n++;
         return 0;
@@ -218,5 +274,5 @@ size_t packet_maker_pending(const PacketMaker *m) {
 }
 
 pid_t packet_maker_pid(const PacketMaker *m) {
-        return m ? m->pid : -1;
+        return m && m->fd >= 0 ? m->pid : -1;
 }

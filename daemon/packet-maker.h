@@ -30,10 +30,19 @@ typedef struct PacketMaker PacketMaker;
 typedef void (*PacketMade)(int fd, void *userdata);
 
 /* The child, and its end of the pair watched on `base`. Sockets that nobody takes any more go to
- * `closer` (their last close waits for the kernel too). -errno. */
-int packet_maker_new(struct event_base *base, const PacketRecipe *recipe, Closer *closer, PacketMaker **ret);
+ * `closer` (their last close waits for the kernel too). The child is reaped from the loop as soon
+ * as it dies (never a zombie): the answers owed fail (-EPIPE), then `gone` (may be NULL) is told;
+ * no request is taken until packet_maker_restart() makes another. `recipe` stays the caller's, and
+ * valid while the maker lives. -errno. */
+int packet_maker_new(struct event_base *base, const PacketRecipe *recipe, Closer *closer, SandboxGoneFn gone,
+                     void *userdata, PacketMaker **ret);
 /* Ends the child; the answers still owed are not made. NULL is a no-op. */
 void packet_maker_free(PacketMaker *m);
+/* Its child takes requests (not known dead). */
+bool packet_maker_running(const PacketMaker *m);
+/* Another child in place of one that is gone (one not quite reaped yet is killed and waited for).
+ * -EBUSY while the one it has runs; -errno when it cannot be made. */
+int packet_maker_restart(PacketMaker *m);
 /* Ask for one socket made in the namespace of `netns_fd` (-1: the daemon's own); `done` comes
  * later, from the loop, never from inside this call. -EAGAIN when the child cannot take the
  * request now, -EPIPE when it is gone. */
@@ -43,4 +52,5 @@ int packet_maker_ask(PacketMaker *m, int netns_fd, PacketMade done, void *userda
 void packet_maker_forget(PacketMaker *m, void *userdata);
 /* Requests asked and not yet answered. */
 size_t packet_maker_pending(const PacketMaker *m);
+/* The child's pid; -1 while it has none running. */
 pid_t packet_maker_pid(const PacketMaker *m);

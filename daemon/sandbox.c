@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -220,4 +221,79 @@ ssize_t sandbox_send_fds(int sock, int flags, const void *buf, size_t size, cons
         }
         ssize_t k = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
         return k < 0 ? -errno : k;
+}
+
+struct SandboxReaper {
+        pid_t pid;
+        int pidfd;
+        struct event *exit_event;
+        bool reaped;
+        SandboxGoneFn gone;
+        void *userdata;
+};
+
+static void on_exit_event(evutil_socket_t fd, short what, void *userdata) {
+        SandboxReaper *r = userdata;
+        int status = 0;
+        pid_t k;
+
+        do
+                k = waitpid(r->pid, &status, WNOHANG);
+        while (k < 0 && errno == EINTR);
+        if (k == 0)
+                return; /* not yet: the pidfd stays readable, this is called again */
+        if (k < 0)
+                status = W_EXITCODE(127, 0); /* not ours to reap after all: gone all the same */
+        r->reaped = true;
+        (void) event_del(r->exit_event);
+        if (r->gone)
+                r->gone(r->pid, status, r->userdata);
+}
+
+int sandbox_reaper_new(struct event_base *base, pid_t pid, SandboxGoneFn gone, void *userdata, SandboxReaper **ret) {
+        SandboxReaper *r = calloc(1, sizeof(*r));
+
+        if (!r)
+                return -ENOMEM;
+        *r = (SandboxReaper){.pid = pid, .gone = gone, .userdata = userdata};
+        r->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (r->pidfd < 0) {
+                int k = -errno;
+                free(r);
+                return k;
+        }
+        (void) fcntl(r->pidfd, F_SETFD, FD_CLOEXEC);
+        r->exit_event = event_new(base, r->pidfd, EV_READ | EV_PERSIST, on_exit_event, r);
+        if (!r->exit_event || event_add(r->exit_event, NULL) < 0) {
+                if (r->exit_event)
+                        event_free(r->exit_event);
+                (void) close(r->pidfd);
+                free(r);
+                return -ENOMEM;
+        }
+        *ret = r;
+        return 0;
+}
+
+bool sandbox_reaper_done(const SandboxReaper *r) {
+        return r && r->reaped;
+}
+
+void sandbox_reaper_kill(SandboxReaper *r) {
+        if (r && !r->reaped)
+                (void) syscall(SYS_pidfd_send_signal, r->pidfd, SIGKILL, NULL, 0);
+}
+
+void sandbox_reaper_free(SandboxReaper *r, bool kill) {
+        if (!r)
+                return;
+        if (!r->reaped) {
+                if (kill)
+                        sandbox_reaper_kill(r);
+                while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        event_free(r->exit_event);
+        (void) close(r->pidfd);
+        free(r);
 }

@@ -4,6 +4,9 @@
  * its own exit. Everything else fails with EPERM; a foreign architecture's calls kill it. */
 #pragma once
 
+#include <errno.h>
+#include <event2/event.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -36,3 +39,22 @@ ssize_t sandbox_recv_fds(int sock, int flags, void *buf, size_t size, int *fds, 
 /* One message of `size` bytes carrying the `n` (<= SANDBOX_FDS_MAX) descriptors `fds`; a broken
  * pipe is -EPIPE, never a signal. The bytes sent, or -errno. */
 ssize_t sandbox_send_fds(int sock, int flags, const void *buf, size_t size, const int *fds, size_t n);
+/* What sandbox_send_fds() returned says the child's end is closed: the child is gone. */
+static inline bool sandbox_peer_gone(ssize_t n) {
+        return n == -EPIPE || n == -ECONNRESET || n == -ECONNREFUSED;
+}
+
+/* A long-lived child (closer.c, packet-maker.c) watched from the loop through a pidfd: reaped as
+ * soon as it exits, so that it never stays a zombie, and then `gone` is called (from the loop;
+ * `status` as waitpid(2) gives it). */
+typedef void (*SandboxGoneFn)(pid_t pid, int status, void *userdata);
+typedef struct SandboxReaper SandboxReaper;
+/* -errno when the pidfd or its event cannot be made (the caller still owns the child). */
+int sandbox_reaper_new(struct event_base *base, pid_t pid, SandboxGoneFn gone, void *userdata, SandboxReaper **ret);
+/* Reaped already? */
+bool sandbox_reaper_done(const SandboxReaper *r);
+/* Kills the child (SIGKILL) unless it is reaped; it is reaped from the loop as when it dies. */
+void sandbox_reaper_kill(SandboxReaper *r);
+/* The child is waited for here (killed first with `kill`; else the caller made it end, by
+ * closing its socket), unless it is reaped already; `gone` is not called. NULL is a no-op. */
+void sandbox_reaper_free(SandboxReaper *r, bool kill);

@@ -49,6 +49,7 @@ struct Sync {
         uint64_t next_waiter_id;
         const SyncMoveOps *move_ops;
         void *move_userdata;
+        unsigned events_watch; /* the engine's events: a device managed from now on arms verify_timer */
 };
 
 void sync_set_move_ops(Sync *s, const SyncMoveOps *ops, void *userdata) {
@@ -76,8 +77,8 @@ static bool manages_any(const Engine *e) {
         return false;
 }
 
-/* Armed only while bigtcpd manages some device: an idle host with nothing managed sees no
- * wakeup at all. */
+/* Armed while bigtcpd manages some device, however it came to (present at a sync, or written
+ * later: on_engine_event()): an idle host with nothing managed sees no wakeup at all. */
 static void verify_arm(Sync *s) {
         if (s->verify_interval_usec == 0 || evtimer_pending(s->verify_timer, NULL))
                 return;
@@ -103,6 +104,15 @@ static void on_verify_timer(evutil_socket_t fd, short what, void *userdata) {
                 return;
         sync_verify(s);
         verify_arm(s);
+}
+
+/* A device bigtcpd wrote (its originals recorded) or that changed state with them, from a sync or
+ * an event: from now on the verification runs, if it did not already. */
+static void on_engine_event(const Event *ev, void *userdata) {
+        Sync *s = userdata;
+
+        if ((ev->type == EVENT_WRITE || ev->type == EVENT_STATE) && ev->device && ev->device->record.has_original)
+                verify_arm(s);
 }
 
 int sync_wait_links(Sync *s, SyncDoneFn fn, void *userdata, uint64_t *ret_id) {
@@ -582,7 +592,8 @@ int sync_new(Engine *e, Netlink *nl, uint64_t verify_interval_usec, Sync **ret) 
         s->retry_timer = evtimer_new(e->base, on_retry_timer, s);
         s->retry_event = event_new(e->base, -1, 0, on_retry_event, s);
         s->stall_timer = evtimer_new(e->base, on_stall_timer, s);
-        if (!s->verify_timer || !s->retry_timer || !s->retry_event || !s->stall_timer) {
+        s->events_watch = event_watch_add(&e->events, on_engine_event, s);
+        if (!s->verify_timer || !s->retry_timer || !s->retry_event || !s->stall_timer || s->events_watch == 0) {
                 sync_free(s);
                 return -ENOMEM;
         }
@@ -595,6 +606,8 @@ int sync_new(Engine *e, Netlink *nl, uint64_t verify_interval_usec, Sync **ret) 
 void sync_free(Sync *s) {
         if (!s)
                 return;
+        if (s->events_watch)
+                event_watch_remove(&s->engine->events, s->events_watch);
         if (s->verify_timer)
                 event_free(s->verify_timer);
         if (s->retry_timer)

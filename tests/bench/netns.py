@@ -106,15 +106,42 @@ def proc_status(pid, key):
 
 
 def fds(pid):
-    out = {"netlink": 0, "other": 0, "total": 0}
+    """The daemon's descriptors, but the spare packet sockets of its own namespace (bound to no
+    device: made ahead, they come after READY=1, and again after a watch there took one)."""
+    with open(f"/proc/{pid}/net/packet") as f:
+        spares = {c[8] for c in (line.split() for line in f) if len(c) > 8 and c[4] == "0"}
+    out = {"netlink": 0, "other": 0, "total": 0, "targets": {}}
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
+        if target.startswith("socket:[") and target[8:-1] in spares:
+            continue
         out["total"] += 1
+        out["targets"][fd] = target
         out["netlink" if target.startswith("socket:") else "other"] += 1
     return out
+
+
+def describe(pid, target):
+    """What a descriptor of pid is: a unix socket's line of /proc/PID/net/unix (its peer shown by
+    `ss -xp`), a packet socket's of /proc/PID/net/packet, else its target."""
+    if not target.startswith("socket:["):
+        return target
+    ino = target[8:-1]
+    for table, col in (("unix", 6), ("packet", 8), ("netlink", 9)):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for line in f:
+                c = line.split()
+                if len(c) > col and c[col] == ino:
+                    peer = ""
+                    if table == "unix":
+                        ss = subprocess.run(["nsenter", "-t", str(pid), "-n", "ss", "-xpH"], capture_output=True,
+                                            text=True).stdout
+                        peer = " " + " | ".join(x.strip() for x in ss.splitlines() if f" {ino} " in x)
+                    return f"{table} {line.strip()}{peer}"
+    return target
 
 
 def slab_kib():
@@ -240,11 +267,21 @@ policies:
     t0 = time.monotonic_ns()
     run.batch("".join(f"netns del {p}\n" for p in pods))
     run.namespaces = [x for x in run.namespaces if x not in pods]
+    # until the daemon is back at the descriptors it held at READY=1 (a poll: the daemon says
+    # nothing when its last one closes), for at most 60 s
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and fds(d.pid)["total"] > fds0["total"]:
         time.sleep(0.05)
     t1 = time.monotonic_ns()
-    print(f"  all {n} deleted: daemon back at {fds(d.pid)['total']} fds {(t1 - t0) / 1e6:.0f} ms after the delete "
+    back = fds(d.pid)
+    if back["total"] > fds0["total"]:
+        extra = {fd: t for fd, t in back["targets"].items() if fds0["targets"].get(fd) != t}
+        extra = {fd: describe(d.pid, t) for fd, t in extra.items()}
+        print(f"  all {n} deleted: daemon NOT back at its {fds0['total']} fds after 60 s: {back['total']} "
+              f"({back['total'] - fds0['total']} more: {extra}); RSS {proc_status(d.pid, 'VmRSS')} KiB; "
+              f"still running: {d.poll() is None}")
+        return 1
+    print(f"  all {n} deleted: daemon back at its {back['total']} fds {(t1 - t0) / 1e6:.0f} ms after the delete "
           f"batch began; RSS {proc_status(d.pid, 'VmRSS')} KiB; still running: {d.poll() is None}")
     return 0
 

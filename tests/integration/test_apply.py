@@ -193,6 +193,23 @@ def test_value_changed_behind_the_back_is_put_back(ns, daemon, confdir):
     d.stop()
 
 
+def test_value_changed_behind_the_back_of_a_device_made_after_an_empty_start_is_put_back(ns, daemon, confdir):
+    """The daemon starts with nothing to manage (a fresh node); a veth made later is written, then
+    changed behind its back: the verification (--verify-interval) finds it and puts it back, as it
+    does for a device present at start."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(POLICY_V)
+    d = daemon(ns, cfg, extra_args=('--verify-interval', '1s'))
+    veth(ns, 'v0', 'v1')
+    nl.wait_links(ns, at({'v0': sizes4(BIG), 'v1': sizes4(BIG)}), T(10), 'written')
+    with nl.LinkWatcher(ns) as w:
+        run('ip', '-n', ns, 'link', 'set', 'v0', 'gso_max_size', '65536', 'gro_max_size', '65536')
+        assert nl.sizes_of(nl.read_links(ns)['v0'])[:2] == (65536, 65536)
+        w.wait(at({'v0': sizes4(BIG)}), T(PUT_BACK_TIMEOUT), 'put back')
+    assert d.log_lines(r'v0: .*behind'), d.log_tail()
+    d.stop()
+
+
 def test_put_back_limit_holds_against_a_writer_that_fights(ns, daemon, confdir):
     """Another writer sets gso_max_size every 10 ms while the daemon verifies every 100 ms: it
     gets at most 10 put-backs a minute (the per-device limit), whichever path noticed the change

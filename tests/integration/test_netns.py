@@ -10,6 +10,7 @@ import json
 import os
 import resource
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,21 @@ def policy(pod_size=POD_SIZE, pods=True):
           name: ["vh*"]
         ipv6: {{gso-max-size: {HOST_SIZE}, gro-max-size: {HOST_SIZE}}}
         ipv4: {{gso-max-size: {HOST_SIZE}, gro-max-size: {HOST_SIZE}}}''' + pod + '\n')
+
+
+def pods_only(more):
+    """A policy of the pods' eth0 alone (nothing in the daemon's own namespace) at POD_SIZE for
+    IPv6, with one more line of the policy's (`more`)."""
+    return policy_text(f'''
+    version: 1
+    policies:
+      - name: pods
+        match:
+          netns: ["{POD_GLOB}"]
+          name: [eth0]
+        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
+        {more}
+    ''') + '\n'
 
 
 class Pods:
@@ -680,7 +696,7 @@ def test_pods_beyond_the_descriptors_wait_and_are_taken_when_some_go(ns, pods, d
     limit = 280  # about 27 namespaces of NETNS_FDS (7) fit beside the reserve (64) and the rest
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy())
-    names = add_many(pods, 40)
+    names = add_many(pods, int(os.environ.get('NSF_N', '40')))
     d = start(daemon, ns, cfg, wrapper=('prlimit', f'--nofile={limit}:{limit}', '--'))
     def budget_reached(m):
         # every pod entered has its eth0 written and every other one waits: the set is stable
@@ -1069,16 +1085,7 @@ def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
     another device at that ifindex, or none)."""
     from test_evidence import Iperf
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text(f'''
-    version: 1
-    policies:
-      - name: pods
-        match:
-          netns: ["{POD_GLOB}"]
-          name: [eth0]
-        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
-        rollback: {{window: 1s, interval: 500ms}}
-    ''') + '\n')
+    cfg.write_text(pods_only('rollback: {window: 1s, interval: 500ms}'))
     p1, h1 = pods.add(distinct=False)
     ip(ns, 'link', 'set', h1, 'gso_max_size', str(POD_SIZE), 'gro_max_size', str(POD_SIZE))
     ip(ns, 'addr', 'add', 'fd19::1/64', 'dev', h1, 'nodad')
@@ -1118,3 +1125,264 @@ def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
     assert 65536 < bp['tx_largest'] <= POD_SIZE + 14, bp
     assert dev['effective'] is True, dev
     d.stop()
+
+
+def described(d):
+    """The daemon's descriptors, {fd: what}: a socket as its /proc/PID/net table's kind (unix,
+    packet, netlink), with a unix socket's peer process (ss -xp), else the file it is."""
+    out = {}
+    ss = subprocess.run(['nsenter', '-t', str(d.pid), '-n', 'ss', '-xpH'], capture_output=True, text=True).stdout
+    tables = {}
+    for table, col in (('unix', 6), ('packet', 8), ('netlink', 9)):
+        with open(f'/proc/{d.pid}/net/{table}') as f:
+            tables.update({c[col]: table for c in (line.split() for line in f) if len(c) > col})
+    for fd, t in fds(d).items():
+        if t.startswith('socket:['):
+            ino = t[8:-1]
+            t = f'{tables.get(ino, "socket")} {ino}'
+            if t.startswith('unix'):
+                t += ' ' + ' | '.join(x.split('users:')[-1] for x in ss.splitlines() if f' {ino} ' in x)
+        out[fd] = t
+    return out
+
+
+def test_descriptors_after_a_burst_of_pods_come_back_to_the_start(ns, pods, daemon, confdir):
+    """From READY=1 on, the daemon holds what it holds while it runs: 40 pods made at once, their
+    ends written (their state saved), then all deleted at once; once every pod is let go, the daemon
+    holds the descriptors it held at READY=1, and its children are the same processes (the state's
+    syncs' child was made by the first save, after READY=1: one socket more at the end). The spare
+    packet sockets of its own namespace (made ahead, in flight at READY=1, taken by a watch and made
+    again) are not counted. Only pods are named (nothing of the daemon's own namespace to save at
+    its start), as in tests/bench/netns.py."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(pods_only(f'ipv4: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}'))
+    d = start(daemon, ns, cfg)
+
+    def held():
+        """fds(d) but the spares (/proc/PID/net/packet: bound to no device), read at once: no
+        process started, so that what the daemon does right after READY=1 comes after it."""
+        with open(f'/proc/{d.pid}/net/packet') as f:
+            spares = {c[8] for c in (line.split() for line in f) if len(c) > 8 and c[4] == '0'}
+        return {fd: t for fd, t in fds(d).items() if not (t.startswith('socket:[') and t[8:-1] in spares)}
+    before, kids = held(), daemon_children(d)
+    with Monitor(d, seed=False) as m:
+        names = add_many(pods, 40)
+        m.wait_until(lambda m: pods_at(d, names, POD_SIZE) == set(names), 30, 'all 40 pod ends written')
+        run('ip', '-batch', '-', input=''.join(f'netns del {x}\n' for x in names))
+        pods.names = [x for x in pods.names if x not in names]
+        m.wait_until(lambda m: status(d)['netns']['managed'] == 0, 30, 'every pod let go')
+        try:
+            # the Monitor's connection is one more
+            m.wait_until(lambda m: len(held()) <= len(before) + 1, 10, 'the descriptors of READY=1 again')
+        except AssertionError:
+            pass   # said below, with what they are
+        after, what = held(), described(d)
+        # the daemon's end of the Monitor's connection: the peer of a unix socket of this process
+        ss = subprocess.run(['ss', '-xpH'], capture_output=True, text=True).stdout.splitlines()
+        peers = {f'socket:[{x.split()[7]}]' for x in ss if len(x.split()) > 8 and f'pid={os.getpid()},' in x}
+    extra = {fd: what.get(fd, t) for fd, t in after.items() if before.get(fd) != t and t not in peers}
+    gone = {fd: t for fd, t in before.items() if after.get(fd) != t}
+    assert len([t for t in after.values() if t in peers]) == 1, (after, peers)
+    assert len(after) - 1 == len(before), f'{len(after) - 1} descriptors, not {len(before)}: more {extra}, less {gone}'
+    assert daemon_children(d) == kids, (kids, daemon_children(d))
+    d.stop()
+
+
+def daemon_children(d):
+    """The daemon's children, {pid: comm} (a zombie's comm too: it is still there)."""
+    out = {}
+    for task in os.listdir(f'/proc/{d.pid}/task'):
+        with open(f'/proc/{d.pid}/task/{task}/children') as f:
+            for k in f.read().split():
+                try:
+                    with open(f'/proc/{k}/comm') as c:
+                        out[int(k)] = c.read().strip()
+                except FileNotFoundError:
+                    pass   # gone meanwhile
+    return out
+
+
+def child_of(d, comm):
+    [pid] = [k for k, c in daemon_children(d).items() if c == comm]
+    return pid
+
+
+def test_dead_packet_children_are_reaped_made_again_and_a_pod_watch_never_counts_the_host(ns, pods, daemon,
+                                                                                          confdir):
+    """bigtcpd-packets and bigtcpd-closer killed (by pid): each is reaped at once (no zombie) and
+    logged; a watch of a pod's lo then counts that idle lo alone, not the busy lo of bigtcpd's own
+    namespace (the same ifindex, 1), whose big packets a socket made in the daemon's namespace would
+    count; both children are made again when next needed (the watch's start and its end)."""
+    from test_evidence import Iperf
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add(distinct=False)
+    ip(ns, 'link', 'set', 'lo', 'gso_max_size', str(POD_SIZE), 'gro_max_size', str(POD_SIZE))
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+    maker, closer = child_of(d, 'bigtcpd-packets'), child_of(d, 'bigtcpd-closer')
+    os.kill(maker, signal.SIGKILL)
+    os.kill(closer, signal.SIGKILL)
+    for name, pid in (('bigtcpd-packets', maker), ('bigtcpd-closer', closer)):
+        wait_file(d.log_path, lambda: f'{name} (pid {pid}) was killed by signal KILL' in d.log(), 10,
+                  f'{name} reaped and logged')
+        assert not os.path.exists(f'/proc/{pid}'), f'{name} (pid {pid}) left a zombie'
+    watch = subprocess.Popen([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
+                              f'{p1}/lo', '--for', '4s'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_file(d.log_path, lambda: f'{p1}/lo: evidence:' in d.log() or watch.poll() is not None, 10,
+                  'the watch set up, or refused')
+        srv = Iperf(ns)
+        try:
+            r = subprocess.run(['ip', 'netns', 'exec', ns, 'iperf3', '-6', '-c', '::1', '-t', '2'],
+                               capture_output=True, text=True, timeout=40)
+            assert r.returncode == 0, r.stdout + r.stderr
+        finally:
+            srv.close()
+        out, err = watch.communicate(timeout=T(20))
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    if watch.returncode == 0:
+        bp = json.loads(out)['big_packets']
+        assert bp['tx'] == 0 and bp['rx'] == 0, f"the pod's idle lo counted another device's packets: {bp}"
+    else:   # refused: loudly
+        assert 'evidence: not counting' in d.log(), out + err + d.log_tail()
+    # made again: the maker for the watch, the closer for the socket's end
+    wait_file(d.log_path, lambda: d.log().count('made again') >= 2, 10, 'both made again')
+    kids = daemon_children(d)
+    assert sorted(kids.values()).count('bigtcpd-packets') == 1 and maker not in kids, kids
+    assert sorted(kids.values()).count('bigtcpd-closer') == 1 and closer not in kids, kids
+    d.stop()
+
+
+def test_a_packet_child_that_keeps_dying_is_not_made_again_at_once_and_a_pod_watch_fails_loudly(
+        ns, pods, daemon, confdir):
+    """bigtcpd-packets killed again each time it is made again: within a minute it is made again
+    at most 5 times (and with a backoff), then a watch of a pod's device is refused, logged, rather
+    than counted from a socket made in the daemon's own namespace; one of the daemon's own devices
+    is still counted (its socket made in the loop, in its own namespace)."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    p1, _ = pods.add(distinct=False)
+    d = start(daemon, ns, cfg)
+    wait_eth0(p1, sizes4(POD_SIZE), p1)
+
+    def watch(name):
+        return subprocess.run([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
+                               name, '--for', '1s'], capture_output=True, text=True, timeout=T(20))
+    refused = None
+    for i in range(7):
+        pid = child_of(d, 'bigtcpd-packets')
+        os.kill(pid, signal.SIGKILL)
+        wait_file(d.log_path, lambda: f'bigtcpd-packets (pid {pid}) was killed' in d.log(), 10, 'reaped')
+        r = watch(f'{p1}/lo')
+        if r.returncode != 0:
+            refused = i
+            break
+    assert refused is not None and refused <= 5, f'the watches after {i + 1} kills all went through'
+    assert d.log().count('bigtcpd-packets made again') == refused <= 5, d.log_tail()
+    assert 'bigtcpd-packets was made again 5 times within a minute, or just now: not again for a while' in d.log(), \
+        d.log_tail()
+    assert f'{p1}/lo: evidence: not counting its packets' in d.log(), d.log_tail()
+    assert not [k for k, c in daemon_children(d).items() if c == 'bigtcpd-packets']
+    r = watch('lo')   # the daemon's own: made in the loop, there
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert d.running()
+    d.stop()
+
+
+class NamesDir:
+    """A namespace directory of the test's own (--netns-dir): a tmpfs, shared so that the names
+    bound in it later reach the daemon's mount namespace (ip netns exec makes it a slave), where
+    every name is a bind-mount of a namespace of /run/netns. Unmounted whole at the end."""
+
+    def __init__(self, path):
+        self.path = path
+        path.mkdir()
+        run('mount', '-t', 'tmpfs', '-o', 'size=1m', 'bt-names', str(path))
+        try:
+            run('mount', '--make-shared', str(path))
+        except Exception:
+            self.close()
+            raise
+
+    def bind(self, source, name):
+        """`name` here names the namespace whose file is `source` (over what it named: a stack).
+        The new mount is made a slave of the source's (a bind of a shared mount is its peer: a
+        mount over one of them would be over every other name of that namespace too, /run/netns's
+        included) and shared anew, for the daemon's mount namespace if it starts after this."""
+        target = self.path / name
+        if not target.exists():
+            target.touch()
+        run('mount', '--bind', str(source), str(target))
+        run('mount', '--make-slave', str(target))
+        run('mount', '--make-shared', str(target))
+        return target
+
+    def close(self):
+        run('umount', '--recursive', '--lazy', str(self.path))
+
+
+@pytest.fixture
+def names_dir(tmp_path):
+    n = NamesDir(tmp_path / 'netns')
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+def start_in(daemon, ns, cfg, names):
+    return daemon(ns, cfg, extra_args=('--netns-dir', str(names.path)))
+
+
+def test_a_namespace_is_managed_by_any_of_its_names_whatever_their_order(ns, pods, daemon, confdir, names_dir):
+    """Two namespaces with two names each, one a pods policy names (PREFIXpod-…) and one it does not
+    (PREFIXaux-…), bound in opposite orders (a directory lists its names in the order they came,
+    or the reverse): both are managed, under their pod name."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    a, b = lone_pod(pods, 'x'), lone_pod(pods, 'x')
+    names_dir.bind(f'/run/netns/{a}', f'{NETNS_PREFIX}aux-a')
+    names_dir.bind(f'/run/netns/{a}', f'{NETNS_PREFIX}pod-a')
+    names_dir.bind(f'/run/netns/{b}', f'{NETNS_PREFIX}pod-b')
+    names_dir.bind(f'/run/netns/{b}', f'{NETNS_PREFIX}aux-b')
+    d = start_in(daemon, ns, cfg, names_dir)
+    for x in (a, b):
+        wait_eth0(x, sizes4(POD_SIZE), f'{x} managed under its pod name')
+    managed = {x['netns'] for x in list_devices(d) if x.get('netns') not in (None, 'host')}
+    assert managed == {f'{NETNS_PREFIX}pod-a', f'{NETNS_PREFIX}pod-b'}, managed
+    # and a third, named in both orders while the daemon runs
+    c = lone_pod(pods, 'x')
+    names_dir.bind(f'/run/netns/{c}', f'{NETNS_PREFIX}aux-c')
+    names_dir.bind(f'/run/netns/{c}', f'{NETNS_PREFIX}pod-c')
+    wait_eth0(c, sizes4(POD_SIZE), f'{c} managed under its pod name')
+    d.stop()
+
+
+def test_a_name_that_now_names_another_namespace_is_a_new_namespace(ns, pods, daemon, confdir, names_dir):
+    """pod-a, managed, is bound over with another namespace (aux-b, which no policy names): the one
+    it named is let go, its eth0 given its originals back, although it keeps another name (aux-a)
+    and lives on; the one pod-a names now is managed under that name."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy())
+    old, new = lone_pod(pods, 'x'), lone_pod(pods, 'x')
+    ip(new, 'link', 'set', 'eth1', 'name', 'new-peer')   # the new one's devices told from the old one's
+    pod_a, aux_a, aux_b = (f'{NETNS_PREFIX}{n}' for n in ('pod-a', 'aux-a', 'aux-b'))
+    names_dir.bind(f'/run/netns/{old}', pod_a)
+    names_dir.bind(f'/run/netns/{new}', aux_b)
+    d = start_in(daemon, ns, cfg, names_dir)
+    wait_eth0(old, sizes4(POD_SIZE), 'the first pod-a managed')
+    assert eth0(new) == DISTINCT
+    names_dir.bind(f'/run/netns/{old}', aux_a)
+    names_dir.bind(f'/run/netns/{new}', pod_a)   # over the old one's
+    wait_eth0(old, DISTINCT, 'the namespace pod-a named before given its originals back')
+    wait_eth0(new, sizes4(POD_SIZE), 'the namespace pod-a names now managed')
+    wait_file(d.log_path, lambda: d.log_lines(f'netns {pod_a}: let go'), 10, 'the old one let go')
+    devices = sorted((x['netns'], x['ifname']) for x in list_devices(d) if x.get('netns') not in (None, 'host'))
+    assert devices == [(pod_a, 'eth0'), (pod_a, 'lo'), (pod_a, 'new-peer')], devices
+    assert d.running()
+    d.stop()
+    assert eth0(old) == DISTINCT

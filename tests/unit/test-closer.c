@@ -37,7 +37,7 @@ static void test_child_closes(void **state) {
         int p[2];
         char byte;
 
-        assert_int_equal(closer_new(&c), 0);
+        assert_int_equal(closer_new(NULL, NULL, NULL, &c), 0);
         assert_true(closer_pid(c) > 0);
         for (int round = 0; round < 3; round++) {
                 assert_int_equal(pipe(p), 0);

@@ -13,7 +13,9 @@
 #include <linux/filter.h>
 #include <linux/if_packet.h>
 #include <stdio.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "packet-maker.h"
@@ -72,8 +74,8 @@ static void test_made_in_order(void **state) {
         if (!can_make())
                 skip();
         assert_non_null(base);
-        assert_int_equal(closer_new(&closer), 0);
-        assert_int_equal(packet_maker_new(base, &recipe, closer, &m), 0);
+        assert_int_equal(closer_new(NULL, NULL, NULL, &closer), 0);
+        assert_int_equal(packet_maker_new(base, &recipe, closer, NULL, NULL, &m), 0);
         assert_int_equal(packet_maker_ask(m, -1, on_made, &g), 0);
         assert_int_equal(packet_maker_ask(m, -1, on_made, &other), 0);
         assert_int_equal(packet_maker_ask(m, -1, on_made, &g), 0);
@@ -110,7 +112,7 @@ static void test_bad_namespace(void **state) {
         if (!can_make())
                 skip();
         assert_int_equal(pipe(p), 0);
-        assert_int_equal(packet_maker_new(base, &recipe, NULL, &m), 0);
+        assert_int_equal(packet_maker_new(base, &recipe, NULL, NULL, NULL, &m), 0);
         assert_int_equal(packet_maker_ask(m, p[0], on_made, &g), 0);
         assert_int_equal(packet_maker_ask(m, -1, on_made, &g), 0);
         while (g.n < 2)
@@ -124,10 +126,102 @@ static void test_bad_namespace(void **state) {
         event_base_free(base);
 }
 
+typedef struct Gone {
+        pid_t pid;
+        int status;
+        struct event_base *base;
+} Gone;
+
+static void on_gone(pid_t pid, int status, void *userdata) {
+        Gone *g = userdata;
+
+        g->pid = pid;
+        g->status = status;
+        (void) event_base_loopbreak(g->base);
+}
+
+/* Is pid a zombie (or gone)? 'Z' from /proc/PID/stat, 0 when it is gone. */
+static char proc_state(pid_t pid) {
+        char path[64], comm[64], st = 0;
+        int p;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        if (fscanf(f, "%d %63s %c", &p, comm, &st) != 3)
+                st = '?';
+        fclose(f);
+        return st;
+}
+
+/* Both children killed: each is reaped from the loop (no zombie), the maker's owed answer fails,
+ * neither takes work until it is made again (the closer closes here meanwhile), and once made
+ * again they work as before. */
+static void test_dead_children_are_reaped_and_made_again(void **state) {
+        struct event_base *base = event_base_new();
+        Closer *closer = NULL;
+        PacketMaker *m = NULL;
+        Got g = {.base = base};
+        Gone mg = {.base = base}, cg = {.base = base};
+        int p[2];
+        char byte;
+
+        if (!can_make())
+                skip();
+        assert_int_equal(closer_new(base, on_gone, &cg, &closer), 0);
+        assert_int_equal(packet_maker_new(base, &recipe, closer, on_gone, &mg, &m), 0);
+        pid_t maker_pid = packet_maker_pid(m), closer_pid_was = closer_pid(closer);
+        assert_true(maker_pid > 0 && closer_pid_was > 0);
+        assert_int_equal(packet_maker_restart(m), -EBUSY); /* it runs */
+        assert_int_equal(closer_restart(closer), -EBUSY);
+
+        assert_int_equal(kill(maker_pid, SIGSTOP), 0); /* asked, and killed before it answers */
+        assert_int_equal(packet_maker_ask(m, -1, on_made, &g), 0);
+        assert_int_equal(kill(maker_pid, SIGKILL), 0);
+        while (mg.pid == 0)
+                assert_int_equal(event_base_loop(base, EVLOOP_ONCE), 0);
+        assert_int_equal(mg.pid, maker_pid);
+        assert_true(WIFSIGNALED(mg.status) && WTERMSIG(mg.status) == SIGKILL);
+        assert_int_equal(proc_state(maker_pid), 0); /* reaped, not a zombie */
+        assert_int_equal(g.n, 1);
+        assert_int_equal(g.fds[0], -EPIPE); /* the answer owed */
+        assert_false(packet_maker_running(m));
+        assert_int_equal(packet_maker_pid(m), -1);
+        assert_int_equal(packet_maker_ask(m, -1, on_made, &g), -EPIPE);
+
+        assert_int_equal(kill(closer_pid_was, SIGKILL), 0);
+        while (cg.pid == 0)
+                assert_int_equal(event_base_loop(base, EVLOOP_ONCE), 0);
+        assert_int_equal(cg.pid, closer_pid_was);
+        assert_int_equal(proc_state(closer_pid_was), 0);
+        assert_false(closer_running(closer));
+        assert_int_equal(pipe(p), 0);
+        closer_close(closer, p[1]); /* closed here: at once */
+        assert_int_equal(read(p[0], &byte, 1), 0);
+        close(p[0]);
+
+        assert_int_equal(packet_maker_restart(m), 0);
+        assert_int_equal(closer_restart(closer), 0);
+        assert_true(packet_maker_running(m) && closer_running(closer));
+        assert_true(packet_maker_pid(m) > 0 && packet_maker_pid(m) != maker_pid);
+        assert_true(closer_pid(closer) > 0 && closer_pid(closer) != closer_pid_was);
+        assert_int_equal(packet_maker_ask(m, -1, on_made, &g), 0);
+        while (g.n < 2)
+                assert_int_equal(event_base_loop(base, EVLOOP_ONCE), 0);
+        assert_true(g.fds[1] >= 0);
+        closer_close(closer, g.fds[1]);
+        packet_maker_free(m);
+        closer_free(closer);
+        event_base_free(base);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_made_in_order),
                 cmocka_unit_test(test_bad_namespace),
+                cmocka_unit_test(test_dead_children_are_reaped_and_made_again),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

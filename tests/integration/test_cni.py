@@ -20,8 +20,8 @@ import pytest
 
 import nl
 from helpers import NETNS_PREFIX, T, policy_text, read_state, run, wait_file
-from test_evidence import IFACE, Iperf, show
-from varlink_client import Client
+from test_evidence import Iperf, show, watch_during
+from test_netns import fds
 
 PLUGIN_DIR = '/usr/lib/cni'
 BRIDGE = 'cni0'
@@ -131,33 +131,6 @@ def start(daemon, node, tmp_path):
     return daemon(node, cfg, extra_args=('--netns-dir', '/run/netns'))
 
 
-def watch_during(d, ifname, seconds, traffic):
-    """Watch() `ifname` for `seconds` (extending the count of its probation when one runs), run
-    traffic() once the daemon said it watches; the device of the answer."""
-    mark = f'{ifname}: watching for {seconds}s'
-    before = d.log().count(mark)
-    c = Client(d.runtime_dir / IFACE, timeout=T(seconds + 30))
-    try:
-        c.send(f'{IFACE}.Watch', {'ifname': ifname, 'duration_usec': int(seconds * 1e6)})
-        wait_file(d.log_path, lambda: d.log().count(mark) > before, 10, 'the watch started')
-        traffic()
-        reply = c.recv(timeout=T(seconds + 30))
-    finally:
-        c.close()
-    return reply['parameters']['device']
-
-
-def fds(pid):
-    """The daemon's descriptors: {fd: what it is}."""
-    out = {}
-    for fd in os.listdir(f'/proc/{pid}/fd'):
-        try:
-            out[fd] = os.readlink(f'/proc/{pid}/fd/{fd}')
-        except OSError:
-            pass
-    return out
-
-
 def pooled(pid):
     """The inodes of the daemon's unix sockets (varlink connections, its children's socket pairs)
     and packet sockets (evidence's spares) in its own namespace: these come and go by themselves."""
@@ -168,11 +141,11 @@ def pooled(pid):
     return inodes
 
 
-def assert_no_descriptor_left(pid, before):
+def assert_no_descriptor_left(d, before):
     """Nothing the daemon opened for the pods stays open: their namespace files, their netlink and
     packet sockets (which no table of the node's namespace lists)."""
-    extra = set(fds(pid).items()) - set(before.items())
-    theirs = pooled(pid)
+    extra = set(fds(d).items()) - set(before.items())
+    theirs = pooled(d.pid)
     left = {(fd, t) for fd, t in extra if not (t.startswith('socket:[') and int(t[8:-1]) in theirs)}
     assert not left, f'descriptors left: {left}'
 
@@ -205,7 +178,7 @@ def wait_both(node, pods, timeout, what):
 
 def test_cni_pods_converge_carry_big_packets_and_leave_nothing(node, daemon, cni, tmp_path):
     d = start(daemon, node, tmp_path)
-    fds_before = fds(d.pid)
+    fds_before = fds(d)
     p1, h1, a4, a6, _ = cni.add()
     p2, h2, b4, b6, _ = cni.add()
     wait_both(node, [(p1, h1), (p2, h2)], 20, 'two CNI pods')
@@ -220,7 +193,7 @@ def test_cni_pods_converge_carry_big_packets_and_leave_nothing(node, daemon, cni
                 assert r.returncode == 0, r.stdout[-2000:] + r.stderr
                 gbit = json.loads(r.stdout)['end']['sum_received']['bits_per_second'] / 1e9
                 print(f'\niperf3 {p1} -> {p2} ({dst}): {gbit:.1f} Gbit/s')
-            dev = watch_during(d, f'{p1}/eth0', 4, traffic)
+            dev = watch_during(d, f'{p1}/eth0', 4, traffic, mark=f'{p1}/eth0: watching for 4s')
         finally:
             srv.close()
         bp = dev['big_packets']
@@ -241,7 +214,7 @@ def test_cni_pods_converge_carry_big_packets_and_leave_nothing(node, daemon, cni
     assert not (ns_dir.exists() and [n for n in os.listdir(ns_dir) if n in (p1, p2)]), os.listdir(ns_dir)
     state = read_state(d.runtime_dir)
     assert not [e for e in state['devices'] if e.get('ifname') in (h1, h2)], state
-    assert_no_descriptor_left(d.pid, fds_before)
+    assert_no_descriptor_left(d, fds_before)
     # nothing of host-local's left either: every address is free again
     left = [f for f in os.listdir(cni.data_dir / 'bt-cni') if f[0].isdigit() or ':' in f]
     assert not left, left
@@ -256,7 +229,7 @@ def test_cni_burst_of_pods(node, daemon, cni, tmp_path):
     both its ends set, read back from the kernel; then all deleted at once, every descriptor
     back."""
     d = start(daemon, node, tmp_path)
-    fds_before = fds(d.pid)
+    fds_before = fds(d)
     t_burst = time.monotonic()
     returned = {}
 
@@ -304,6 +277,6 @@ def test_cni_burst_of_pods(node, daemon, cni, tmp_path):
         del cni.pods[name]
     for name, *_ in added:
         wait_file(d.log_path, lambda n=name: d.log_lines(f'netns {n}: let go'), T(30), f'{name} let go')
-    assert_no_descriptor_left(d.pid, fds_before)
+    assert_no_descriptor_left(d, fds_before)
     links = nl.read_links(node)
     assert [n for n in links if n.startswith('veth')] == [], nl.format_table(links)

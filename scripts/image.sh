@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # image.sh [--deb-dir DIR] [--root DIR --runroot DIR] [--base-only] — builds the bigtcpd image
 # (conf/k8s/Containerfile) with podman from this tree's own Debian package, tagged
-# localhost/bigtcpd:VERSION (scripts/version.sh's version; "~", which an image tag cannot hold,
-# becomes "-": 0.2.0~git20261205.385.4ca0f42 -> 0.2.0-git20261205.385.4ca0f42). Prints the tag
-# and the image's size last.
+# localhost/bigtcpd:VERSION (the package's version, which is scripts/version.sh's; "~", which an
+# image tag cannot hold, becomes "-": 0.2.0~git20261205.385.4ca0f42 ->
+# 0.2.0-git20261205.385.4ca0f42). Prints the tag and the image's size last.
 #
-#   --deb-dir DIR   take bigtcpd_VERSION_*.deb from DIR (default: BIGTCPD_DEB_DIR, else build
-#                   it with scripts/package.sh into a temporary directory)
+#   --deb-dir DIR   take the one bigtcpd_*.deb in DIR (default: BIGTCPD_DEB_DIR, else build it
+#                   with scripts/package.sh into a temporary directory)
 #   --root, --runroot
 #                   podman's storage (default: podman's own); the tests keep theirs in their tmp
 #   --base-only     make sure the base image is there, build nothing
@@ -21,7 +21,6 @@
 # it in /var/cache/bigtcpd-tests: mmdebstrap takes minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 
 BASE=docker.io/library/debian:bookworm-slim
 deb_dir=${BIGTCPD_DEB_DIR:-}
@@ -101,17 +100,20 @@ fi
 echo "== base: $BASE ($(pod image inspect --format '{{.Size}}' "$BASE") bytes)"
 [[ $base_only -eq 0 ]] || exit 0
 
-upstream=$(sh scripts/version.sh "$root")
-tag=localhost/bigtcpd:${upstream//\~/-}
 if [[ -z $deb_dir ]]; then
         deb_dir=$work/debs
         bash scripts/package.sh "$deb_dir"
 fi
-debs=("$deb_dir"/bigtcpd_"$upstream"-*_*.deb)
-if [[ ! -e ${debs[0]} ]]; then
-        echo "image.sh: no bigtcpd_$upstream-*_*.deb in $deb_dir (scripts/package.sh makes it)" >&2
+debs=("$deb_dir"/bigtcpd_*_*.deb)
+if [[ ${#debs[@]} -ne 1 || ! -e ${debs[0]} ]]; then
+        echo "image.sh: expected one bigtcpd_*.deb in $deb_dir (scripts/package.sh makes it): ${debs[*]}" >&2
         exit 1
 fi
+# The package's version is the image's (scripts/version.sh's, as package.sh gave it; without the
+# Debian revision)
+version=$(dpkg-deb -f "${debs[0]}" Version)
+upstream=${version%-*}
+tag=localhost/bigtcpd:${upstream//\~/-}
 mkdir "$work/context"
 cp "${debs[@]}" "$work/context/"
 

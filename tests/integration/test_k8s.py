@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 import nl
-from helpers import NETNS_PREFIX, REPO, T, read_state, run
+from helpers import REPO, T, read_state
 from nspawn import package_deb
 from test_cni import BRIDGE, POD_GLOB, Cni
 
@@ -141,6 +141,16 @@ def manifests(image, state_dir):
         if v.get('hostPath', {}).get('path') == '/run/bigtcpd':
             v['hostPath']['path'] = str(state_dir)
     return cm, pod
+
+
+def recorded(state_dir):
+    """Every original the state holds: {(namespace, ifindex): sizes}, the node's (namespace None)
+    and each pod's (its directory under netns/)."""
+    out = {(None, e['ifindex']): e.get('original') for e in read_state(state_dir)['devices']}
+    ns_dir = Path(state_dir) / 'netns'
+    for d in (ns_dir.iterdir() if ns_dir.is_dir() else ()):
+        out.update({(d.name, e['ifindex']): e.get('original') for e in read_state(d)['devices']})
+    return out
 
 
 def policy_of(cm):
@@ -270,7 +280,7 @@ def test_daemonset_pod_under_podman(podman, cni, tmp_path, tmp_path_factory):
 
     # a rolling update: SIGTERM, then a new pod with the same hostPath state
     before = sizes(node, pods)
-    state_before = {e['ifindex']: e.get('original') for e in read_state(state_dir)['devices']}
+    state_before = recorded(state_dir)
     assert len(state_before) == len(before), (state_before, before)
     podman('kube', 'play', '--down', str(tmp_path / 'pod.yaml'), timeout=120)
     assert sizes(node, pods) == before, 'the stop changed a size'
@@ -288,8 +298,7 @@ def test_daemonset_pod_under_podman(podman, cni, tmp_path, tmp_path_factory):
         assert time.monotonic() < deadline, podman('logs', ctr).stderr[-3000:]
         time.sleep(0.5)
     assert sizes(node, pods) == before, 'the new pod changed a size'
-    state_after = {e['ifindex']: e.get('original') for e in read_state(state_dir)['devices']}
-    assert state_after == state_before
+    assert recorded(state_dir) == state_before
 
     # the documented uninstall: a policy that matches nothing, wait until status holds nothing,
     # delete
@@ -297,7 +306,7 @@ def test_daemonset_pod_under_podman(podman, cni, tmp_path, tmp_path_factory):
     deadline = time.monotonic() + T(60)
     while True:
         st = json.loads(podman('exec', ctr, '/usr/bin/bigtcpctl', 'status', '--json').stdout)
-        if read_state(state_dir)['devices'] == [] and not any(
+        if not recorded(state_dir) and not any(
                 st['devices'].get(k) for k in ('applied', 'probation', 'pending', 'rolled-back', 'failed')):
             break
         assert time.monotonic() < deadline, st

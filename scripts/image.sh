@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# image.sh [--deb-dir DIR] [--root DIR --runroot DIR] [--base-only] — builds the bigtcpd image
+# image.sh [--deb-dir DIR] [--root DIR --runroot DIR [--tmpdir DIR]] [--base-only] — builds the bigtcpd image
 # (conf/k8s/Containerfile) with podman from this tree's own Debian package, tagged
 # localhost/bigtcpd:VERSION (the package's version, which is scripts/version.sh's; "~", which an
 # image tag cannot hold, becomes "-": 0.2.0~git20261205.385.4ca0f42 ->
@@ -7,7 +7,7 @@
 #
 #   --deb-dir DIR   take the one bigtcpd_*.deb in DIR (default: BIGTCPD_DEB_DIR, else build it
 #                   with scripts/package.sh into a temporary directory)
-#   --root, --runroot
+#   --root, --runroot, --tmpdir
 #                   podman's storage (default: podman's own); the tests keep theirs in their tmp
 #   --base-only     make sure the base image is there, build nothing
 #
@@ -29,7 +29,7 @@ base_only=0
 while [[ $# -gt 0 ]]; do
         case $1 in
         --deb-dir) deb_dir=$2; shift 2 ;;
-        --root | --runroot) store+=("$1" "$2"); shift 2 ;;
+        --root | --runroot | --tmpdir) store+=("$1" "$2"); shift 2 ;;
         --base-only) base_only=1; shift ;;
         *) echo "image.sh: unknown argument $1 (see the head of $0)" >&2; exit 2 ;;
         esac

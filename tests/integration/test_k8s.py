@@ -264,11 +264,14 @@ def test_daemonset_pod_under_podman(podman, cni, tmp_path, tmp_path_factory):
 
     t0 = time.monotonic()
     play(podman, tmp_path, cm, pod)
+    returned = time.monotonic() - t0
     wait_sizes(node, pods, ALL, 60, 'every size set after kube play')
     took = time.monotonic() - t0
-    print(f'kube play to every size set ({len(sizes(node, pods))} devices: the bridge, {PODS} node '
-          f'veths, {PODS} pod ends): {took:.2f} s')
     ctr = container_of(podman)
+    started = podman('inspect', '--format', '{{.State.StartedAt}}', ctr).stdout.strip()
+    print(f'kube play to every size set ({len(sizes(node, pods))} devices: the bridge, {PODS} node '
+          f'veths, {PODS} pod ends): {took:.2f} s (kube play itself returned after {returned:.2f} s; '
+          f'the container started at {started})')
     # both probes answer 0 once the daemon is up and ready
     deadline = time.monotonic() + T(30)
     while probe(podman, ctr, 'readiness', pod) != 0:
@@ -320,11 +323,14 @@ def test_daemonset_pod_under_podman(podman, cni, tmp_path, tmp_path_factory):
         assert time.monotonic() < deadline, podman('logs', ctr).stderr[-3000:]
         time.sleep(0.5)
     assert sizes(node, pods) == before, 'the new pod changed a size'
+    st = json.loads(podman('exec', ctr, '/usr/bin/bigtcpctl', 'status', '--json').stdout)
+    assert st['writes'] == 0, f'the new pod wrote {st["writes"]} sizes'
     assert recorded(state_dir) == state_before
 
     # the documented uninstall: a policy that matches nothing, wait until status holds nothing,
     # delete
     kubelet_swap(vol, {'bigtcpd.yaml': 'version: 1\npolicies: []\n'})
+    t_uninstall = time.monotonic()
     deadline = time.monotonic() + T(60)
     while True:
         st = json.loads(podman('exec', ctr, '/usr/bin/bigtcpctl', 'status', '--json').stdout)
@@ -333,6 +339,8 @@ def test_daemonset_pod_under_podman(podman, cni, tmp_path, tmp_path_factory):
             break
         assert time.monotonic() < deadline, st
         time.sleep(0.5)
+    print(f'uninstall: the state held nothing {time.monotonic() - t_uninstall:.2f} s after the policy matching '
+          f'nothing was swapped in')
     podman('kube', 'play', '--down', str(tmp_path / 'pod.yaml'), timeout=120)
     assert sizes(node, pods) == originals
     assert BRIDGE in nl.read_links(node)

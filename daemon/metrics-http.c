@@ -300,7 +300,7 @@ static int listen_socket(const char *listen_on, int *ret) {
 
 int metrics_http_new(struct event_base *base, Control *control, const char *listen_on, MetricsHttp **ret) {
         _cleanup_(metrics_http_freep) MetricsHttp *m = calloc(1, sizeof(*m));
-        int fd, r;
+        int fd = -1, r;
 
         if (!m)
                 return -ENOMEM;

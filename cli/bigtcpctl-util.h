@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "json-read.h"
 #include "util.h"
 
 #define IFACE "io.bigtcpd.Manager"
@@ -63,15 +64,6 @@ extern const char *const size_names[4];
 /* "bigtcpctl: …" on stderr; returns `code`. */
 int error_exit(int code, const char *format, ...) _printf_(2, 3);
 
-/* Members of a JSON object; a missing member, a JSON null and a wrong type read as absent. */
-json_object *jget(json_object *o, const char *key);
-const char *jstr(json_object *o, const char *key);
-bool jhas_int(json_object *o, const char *key);
-int64_t jint(json_object *o, const char *key, int64_t def);
-bool jbool(json_object *o, const char *key);
-/* An array member, or NULL; and the length of an array that may be NULL. */
-json_object *jarray(json_object *o, const char *key);
-size_t jlen(json_object *a);
 /* The array `devices` of a ListDevices or Plan reply, or NULL. */
 json_object *devices_of(json_object *reply);
 

@@ -26,6 +26,9 @@ static void help(void) {
                "                          /run/netns and /run/docker/netns)\n"
                "     --no-count-packets   Count no big packets (no evidence of BIG TCP in effect;\n"
                "                          no AF_PACKET socket is ever opened)\n"
+               "     --metrics-listen ADDR:PORT\n"
+               "                          Serve GET /metrics (Prometheus text, as bigtcpctl\n"
+               "                          metrics prints it) on ADDR:PORT (default: not at all)\n"
                "     --check-config       Validate the policy and exit: 0 clean, 1 errors (guard\n"
                "                          counters this host lacks are warnings)\n"
                "  -h --help               Show this help\n"
@@ -34,7 +37,7 @@ static void help(void) {
 }
 
 int main(int argc, char *argv[]) {
-        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL, ARG_NETNS_DIR, ARG_NO_COUNT_PACKETS };
+        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL, ARG_NETNS_DIR, ARG_NO_COUNT_PACKETS, ARG_METRICS_LISTEN };
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"runtime-dir", required_argument, NULL, 'r'},
@@ -43,6 +46,7 @@ int main(int argc, char *argv[]) {
                 {"verify-interval", required_argument, NULL, ARG_VERIFY_INTERVAL},
                 {"netns-dir", required_argument, NULL, ARG_NETNS_DIR},
                 {"no-count-packets", no_argument, NULL, ARG_NO_COUNT_PACKETS},
+                {"metrics-listen", required_argument, NULL, ARG_METRICS_LISTEN},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION},
                 {},
@@ -105,6 +109,17 @@ int main(int argc, char *argv[]) {
                 case ARG_NO_COUNT_PACKETS:
                         cfg.no_count_packets = true;
                         break;
+                case ARG_METRICS_LISTEN: {
+                        struct sockaddr_storage ss;
+                        socklen_t len;
+                        if (metrics_http_parse_listen(optarg, &ss, &len) < 0) {
+                                log_error("--metrics-listen: \"%s\" is not ADDR:PORT (127.0.0.1:9437, [::1]:9437)",
+                                          optarg);
+                                return 2;
+                        }
+                        cfg.metrics_listen = optarg;
+                        break;
+                }
                 case ARG_CHECK_CONFIG:
                         check = true;
                         break;

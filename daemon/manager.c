@@ -179,6 +179,7 @@ void manager_free(Manager *m) {
         if (!m)
                 return;
         /* the transports first: nothing may call into what goes after them */
+        metrics_http_free(m->metrics);
         dbus_manager_free(m->dbus);
         varlink_manager_free(m->varlink);
         notify_free(m->notify);
@@ -324,6 +325,15 @@ int manager_start(Manager *m) {
         r = dbus_manager_new(m->base, &m->control, &m->dbus);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up D-Bus: %m");
+        if (m->cfg.metrics_listen) {
+                r = metrics_http_new(m->base, &m->control, m->cfg.metrics_listen, &m->metrics);
+                if (r < 0)
+                        /* as without the varlink socket: the devices are kept all the same */
+                        log_error_errno(r, "Failed to listen on %s for /metrics: %m; running without it",
+                                        m->cfg.metrics_listen);
+                else
+                        log_info("serving /metrics on http://%s", m->cfg.metrics_listen);
+        }
         return 0;
 }
 

@@ -1,6 +1,6 @@
 /* manager.h — the composition root: the event loop, signals, and every part of the daemon built
  * and wired together — bigtcpd's own namespace (sockets, engine, sync) and the set of them, the
- * running policy's reloader, the control surface, sd_notify, and the varlink and D-Bus
+ * running policy's reloader, the control surface, sd_notify, and the varlink, D-Bus and metrics
  * transports. */
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "control.h"
 #include "dbus-manager.h"
 #include "engine.h"
+#include "metrics-http.h"
 #include "netlink.h"
 #include "netns.h"
 #include "notify.h"
@@ -30,6 +31,7 @@ typedef struct ManagerConfig {
         size_t varlink_output_max; /* 0: the default cap on unread replies */
         char **netns_dirs; /* --netns-dir; NULL: NETNS_DIRS_DEFAULT */
         bool no_count_packets; /* --no-count-packets: no evidence, no packet socket */
+        const char *metrics_listen; /* --metrics-listen ADDR:PORT; NULL: no /metrics */
         size_t n_netns_dirs;
 } ManagerConfig;
 
@@ -48,6 +50,7 @@ typedef struct Manager {
         Notify *notify;
         VarlinkManager *varlink;
         DbusManager *dbus;
+        MetricsHttp *metrics;
         struct event *signals[3];
         struct event *stop_timer; /* stopping: the bound on waiting for a try's revert */
         unsigned stop_watch;      /* … and the watch for its writes to be answered */

@@ -320,10 +320,11 @@ def settled(d, mon, ifname='e0'):
                    f'{ifname} applied, its count over')
 
 
-def watch_during(d, ifname, seconds, traffic):
-    """Watch() `ifname` for `seconds`, run traffic() once its count started; the device of the
-    answer."""
-    mark = f'{ifname}: evidence: counting'
+def watch_during(d, ifname, seconds, traffic, mark=None):
+    """Watch() `ifname` for `seconds`, run traffic() once its count started (the log's `mark`,
+    by default its count's start; a watch that extends a probation's count says "watching for");
+    the device of the answer."""
+    mark = mark or f'{ifname}: evidence: counting'
     before = d.log().count(mark)
     c = Client(d.runtime_dir / IFACE, timeout=T(seconds + 30))
     try:

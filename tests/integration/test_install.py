@@ -63,6 +63,7 @@ def expected_files(t):
         '/usr/share/doc/bigtcpd/examples/bigtcpd.yaml': 0o644,
         '/usr/share/doc/bigtcpd/examples/fleet.yaml': 0o644,
         '/usr/share/doc/bigtcpd/examples/bigtcpd-daemonset.yaml': 0o644,
+        '/usr/share/doc/bigtcpd/examples/bigtcpd-podmonitor.yaml': 0o644,
         '/usr/share/doc/bigtcpd/examples/bigtcpd.yml': 0o644,
         '/usr/share/doc/bigtcpd/examples/bigtcpd.rules.yml': 0o644,
         '/usr/share/doc/bigtcpd/NEWS': 0o644,
@@ -248,6 +249,22 @@ def test_daemonset_manifest(tmp_path):
     volumes = {v['name']: v for v in spec['volumes']}
     assert volumes[mounts['/etc/bigtcpd']]['configMap']['name'] == cm['metadata']['name']
     assert volumes[mounts['/run/bigtcpd']]['hostPath']['path'] == '/run/bigtcpd'
+    # The image of this release (scripts/image.sh tags it with the version), the capabilities of
+    # today's daemon and of the eBPF observer, both probes, the metrics port and its annotations
+    version = re.search(r"version : '([^']+)'", (REPO / 'meson.build').read_text()).group(1)
+    assert c['image'] == f'localhost/bigtcpd:{version}', c['image']
+    assert {'NET_ADMIN', 'SYS_ADMIN', 'NET_RAW', 'BPF', 'PERFMON'} <= set(caps), caps
+    assert c['securityContext']['capabilities']['drop'] == ['ALL']
+    assert c['livenessProbe']['exec']['command'] and c['readinessProbe']['exec']['command']
+    args = c['args']
+    listen = args[args.index('--metrics-listen') + 1]
+    port = int(listen.rsplit(':', 1)[1])
+    assert {'name': 'metrics', 'containerPort': port, 'protocol': 'TCP'} in c['ports'], c['ports']
+    notes = ds['spec']['template']['metadata']['annotations']
+    assert notes['prometheus.io/scrape'] == 'true' and notes['prometheus.io/port'] == str(port), notes
+    pm = yaml.safe_load((REPO / 'conf/k8s/bigtcpd-podmonitor.yaml').read_text())
+    assert pm['spec']['podMetricsEndpoints'][0]['port'] == 'metrics'
+    assert pm['spec']['selector']['matchLabels'] == ds['spec']['selector']['matchLabels']
     # The ConfigMap's policy is one the daemon takes.
     f = tmp_path / 'bigtcpd.yaml'
     f.write_text(cm['data']['bigtcpd.yaml'])

@@ -72,7 +72,7 @@ def test_rules_are_yaml_and_use_what_bigtcpctl_exports():
     """Parsed as YAML (no promtool needed): groups of named rules, alerts with a severity and a
     summary, and every bigtcpd_* metric they use is one `bigtcpctl metrics` prints."""
     assert RULES, 'no rule file in conf/prometheus/'
-    exported = set(re.findall(r'"(bigtcpd_[a-z_]+)', (REPO / 'cli' / 'bigtcpctl-metrics.c').read_text()))
+    exported = set(re.findall(r'"(bigtcpd_[a-z_]+)', (REPO / 'daemon' / 'metrics.c').read_text()))
     assert {'bigtcpd_rollbacks_total', 'bigtcpd_policy_applies', 'bigtcpd_policy_hosts_percent'} <= exported
     alerts = set()
     for f in RULES:

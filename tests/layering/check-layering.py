@@ -20,7 +20,7 @@ LAYERS = [
     ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
               'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
-              'packet-maker', 'auto-size', 'auto-queue']),
+              'packet-maker', 'auto-size', 'auto-queue', 'json-read', 'metrics']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
     ('decisions', ['auto-apply', 'lifecycle', 'apply']),
@@ -29,7 +29,7 @@ LAYERS = [
     ('policy reload', ['reload', 'try']),
     ('namespaces', ['netns', 'netns-peek']),
     ('control', ['control', 'operation']),
-    ('transports', ['notify', 'varlink-manager', 'dbus-manager']),
+    ('transports', ['notify', 'varlink-manager', 'dbus-manager', 'metrics-http']),
     ('composition root', ['manager', 'main']),
 ]
 # The protocol halves and the worker pool know nothing of bigtcpd.

@@ -1,0 +1,357 @@
+/* metrics-http.c — GET /metrics over evhttp (metrics-http.h): each scrape reads every device from
+ * the kernel first (as `bigtcpctl metrics` asks ListDevices to: a size changed behind bigtcpd's
+ * back sends no event), then answers with metrics_write()'s text, built from the same JSON
+ * GetStatus and ListDevices answer with. */
+#include <assert.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/util.h>
+#include <stdio.h>
+#include <sys/queue.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "metrics-http.h"
+#include "metrics.h"
+#include "operation.h"
+
+typedef struct Scrape Scrape;
+typedef struct Accepted Accepted;
+
+struct MetricsHttp {
+        struct event_base *base;
+        Control *control;
+        struct evhttp *http;
+        unsigned n_connections;
+        LIST_HEAD(, Scrape) scrapes;   /* waiting for their read of the kernel */
+        unsigned n_scrapes;
+        LIST_HEAD(, Accepted) fresh;   /* accepted in this round of the loop, not yet counted */
+        struct event *count_event;     /* counts them, right after the accept */
+};
+
+/* A request waiting for its operation. evhttp keeps the request until it is answered, even when
+ * its client went away meanwhile. */
+struct Scrape {
+        MetricsHttp *owner;
+        struct evhttp_request *req;
+        Operation *op;
+        LIST_ENTRY(Scrape) link;
+};
+
+/* libevent 2.1 has no bound on an evhttp's connections (2.2's evhttp_set_max_connections): the
+ * bufferevent of every new connection is made here (evhttp_set_bevcb), held by a reference until
+ * evhttp has made the connection around it, and counted then, in the same round of the loop,
+ * before any of its I/O runs. The connection is the argument evhttp gives the bufferevent's
+ * callbacks; its close callback uncounts it. */
+struct Accepted {
+        struct bufferevent *bev;
+        LIST_ENTRY(Accepted) link;
+};
+
+/* Scrapes waiting at once; more are answered 503 (each connection has at most one, but a client
+ * that went away leaves its scrape to finish). */
+#define SCRAPES_MAX (2 * METRICS_HTTP_CONNECTIONS_MAX)
+
+int metrics_http_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len) {
+        struct sockaddr_storage ss = {};
+        int len = sizeof(ss);
+        uint16_t port;
+
+        if (!s || strlen(s) > 64)
+                return -EINVAL;
+        if (evutil_parse_sockaddr_port(s, (struct sockaddr *) &ss, &len) < 0)
+                return -EINVAL;
+        if (ss.ss_family == AF_INET)
+                port = ntohs(((struct sockaddr_in *) &ss)->sin_port);
+        else if (ss.ss_family == AF_INET6)
+                port = ntohs(((struct sockaddr_in6 *) &ss)->sin6_port);
+        else
+                return -EINVAL;
+        if (port == 0)
+                return -EINVAL;
+        *ret = ss;
+        *ret_len = (socklen_t) len;
+        return 0;
+}
+
+static void scrape_free(Scrape *s) {
+        if (!s)
+                return;
+        LIST_REMOVE(s, link);
+        s->owner->n_scrapes--;
+        operation_free(s->op);
+        free(s);
+}
+
+/* The devices as ListDevices has them, in one array. */
+static json_object *devices_json(Control *c) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+        _cleanup_(freep) Device **l = NULL;
+        size_t n = 0;
+
+        if (!a || control_sorted_devices(c, &l, &n) < 0)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = control_device_json(c, l[i]);
+                if (!o || json_object_array_add(a, o) < 0) {
+                        json_object_put(o);
+                        return NULL;
+                }
+        }
+        return TAKE_PTR(a);
+}
+
+static void free_text(const void *data, size_t len, void *extra) {
+        free((void *) data);
+}
+
+/* The text, into `out`. */
+static int metrics_text(Control *c, struct evbuffer *out) {
+        _cleanup_(json_object_putp) json_object *status = control_status_json(c), *devices = devices_json(c);
+        _cleanup_(freep) char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        if (!status || !devices)
+                return -ENOMEM;
+        f = open_memstream(&text, &size);
+        if (!f)
+                return -errno;
+        metrics_write(f, status, devices);
+        if (ferror(f)) {
+                fclose(f);
+                return -ENOMEM;
+        }
+        if (fclose(f) != 0)
+                return -errno;
+        if (evbuffer_add_reference(out, text, size, free_text, NULL) < 0)
+                return -ENOMEM;
+        TAKE_PTR(text);
+        return 0;
+}
+
+static void reply_text(Control *c, struct evhttp_request *req) {
+        struct evbuffer *out = evbuffer_new();
+        int r;
+
+        r = out ? metrics_text(c, out) : -ENOMEM;
+        if (r < 0) {
+                log_warning_errno(r, "metrics: failed to build the text: %m; answering 500");
+                evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        } else {
+                evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                                  "text/plain; version=0.0.4; charset=utf-8");
+                evhttp_send_reply(req, HTTP_OK, "OK", out);
+        }
+        if (out)
+                evbuffer_free(out);
+}
+
+static void on_read_done(Operation *op, const OperationResult *r, void *userdata) {
+        Scrape *s = userdata;
+        struct evhttp_request *req = s->req;
+        Control *c = s->owner->control;
+        int error = r->error == OPERATION_OK ? 0 : r->errno_ > 0 ? r->errno_ : EIO;
+
+        scrape_free(s); /* and the operation (allowed from here), and `r` with it */
+        if (error != 0) {
+                log_warning_errno(error, "metrics: the read of the devices failed: %m; answering 503");
+                evhttp_send_error(req, 503, "Service Unavailable");
+                return;
+        }
+        reply_text(c, req);
+}
+
+/* 405 with its Allow (evhttp_send_error() would drop every header of ours). */
+static void reply_not_allowed(struct evhttp_request *req) {
+        static const char text[] = "405 Method Not Allowed: GET /metrics only\n";
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        struct evbuffer *out = evbuffer_new();
+
+        if (!out || evbuffer_add(out, text, sizeof(text) - 1) < 0) {
+                if (out)
+                        evbuffer_free(out);
+                evhttp_send_error(req, HTTP_INTERNAL, NULL);
+                return;
+        }
+        evhttp_add_header(h, "Allow", "GET");
+        evhttp_add_header(h, "Content-Type", "text/plain; charset=utf-8");
+        evhttp_add_header(h, "Connection", "close");
+        evhttp_send_reply(req, 405, "Method Not Allowed", out);
+        evbuffer_free(out);
+}
+
+static void on_request(struct evhttp_request *req, void *userdata) {
+        MetricsHttp *m = userdata;
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        Scrape *s;
+        int r;
+
+        if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+                reply_not_allowed(req);
+                return;
+        }
+        if (!uri || !streq_ptr(evhttp_uri_get_path(uri), "/metrics")) {
+                evhttp_send_error(req, HTTP_NOTFOUND, NULL);
+                return;
+        }
+        if (m->n_scrapes >= SCRAPES_MAX) {
+                evhttp_send_error(req, 503, "Service Unavailable");
+                return;
+        }
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+                evhttp_send_error(req, HTTP_INTERNAL, NULL);
+                return;
+        }
+        s->owner = m;
+        s->req = req;
+        LIST_INSERT_HEAD(&m->scrapes, s, link);
+        m->n_scrapes++;
+        r = operation_new(m->control, OPERATION_READ, &(OperationArgs){}, &s->op);
+        if (r >= 0)
+                r = operation_start(s->op, on_read_done, s);
+        if (r < 0) {
+                scrape_free(s);
+                evhttp_send_error(req, HTTP_INTERNAL, NULL);
+        }
+}
+
+static void on_connection_close(struct evhttp_connection *evcon, void *userdata) {
+        MetricsHttp *m = userdata;
+
+        assert(m->n_connections > 0);
+        m->n_connections--;
+}
+
+static struct bufferevent *on_new_connection(struct event_base *base, void *userdata) {
+        MetricsHttp *m = userdata;
+        struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+        Accepted *a;
+
+        if (!bev)
+                return NULL; /* evhttp makes one, or drops the connection */
+        a = calloc(1, sizeof(*a));
+        if (!a) {
+                bufferevent_free(bev);
+                return NULL;
+        }
+        bufferevent_incref(bev);
+        a->bev = bev;
+        LIST_INSERT_HEAD(&m->fresh, a, link);
+        event_active(m->count_event, EV_TIMEOUT, 1);
+        return bev;
+}
+
+/* After the accepts of this round: each new connection counted, or closed when there are as many
+ * as allowed already. */
+static void on_count(evutil_socket_t fd, short what, void *userdata) {
+        MetricsHttp *m = userdata;
+        Accepted *a;
+
+        while ((a = LIST_FIRST(&m->fresh))) {
+                struct bufferevent *bev = a->bev;
+                bufferevent_data_cb read_cb;
+                bufferevent_event_cb event_cb;
+                void *arg = NULL;
+
+                LIST_REMOVE(a, link);
+                free(a);
+                bufferevent_getcb(bev, &read_cb, NULL, &event_cb, &arg);
+                /* NULL callbacks: evhttp gave the connection up already */
+                if (arg && read_cb && evhttp_connection_get_bufferevent(arg) == bev) {
+                        struct evhttp_connection *evcon = arg;
+                        if (m->n_connections >= METRICS_HTTP_CONNECTIONS_MAX) {
+                                log_debug("metrics: %u connections open already, closing a new one",
+                                          m->n_connections);
+                                evhttp_connection_free(evcon);
+                        } else {
+                                m->n_connections++;
+                                evhttp_connection_set_closecb(evcon, on_connection_close, m);
+                        }
+                }
+                bufferevent_decref(bev);
+        }
+}
+
+static int listen_socket(const char *listen_on, int *ret) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        int fd, r;
+
+        r = metrics_http_parse_listen(listen_on, &ss, &len);
+        if (r < 0)
+                return r;
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)) < 0 ||
+            (ss.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &(int){1}, sizeof(int)) < 0) ||
+            bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, (int) METRICS_HTTP_CONNECTIONS_MAX) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret = fd;
+        return 0;
+}
+
+int metrics_http_new(struct event_base *base, Control *control, const char *listen_on, MetricsHttp **ret) {
+        _cleanup_(metrics_http_freep) MetricsHttp *m = calloc(1, sizeof(*m));
+        int fd = -1, r;
+
+        if (!m)
+                return -ENOMEM;
+        m->base = base;
+        m->control = control;
+        LIST_INIT(&m->scrapes);
+        LIST_INIT(&m->fresh);
+        m->count_event = event_new(base, -1, 0, on_count, m);
+        m->http = evhttp_new(base);
+        if (!m->count_event || !m->http)
+                return -ENOMEM;
+        evhttp_set_max_headers_size(m->http, METRICS_HTTP_HEADERS_MAX);
+        evhttp_set_max_body_size(m->http, 0);
+        evhttp_set_timeout(m->http, METRICS_HTTP_TIMEOUT_SEC);
+        /* every method evhttp knows reaches on_request, which answers 405 to all but GET (evhttp
+         * itself would answer 501 to those not allowed here) */
+        evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                                    EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                                    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+        evhttp_set_gencb(m->http, on_request, m);
+        evhttp_set_bevcb(m->http, on_new_connection, m);
+        r = listen_socket(listen_on, &fd);
+        if (r < 0)
+                return r;
+        if (!evhttp_accept_socket_with_handle(m->http, fd)) {
+                close(fd);
+                return -ENOMEM;
+        }
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+void metrics_http_free(MetricsHttp *m) {
+        Scrape *s;
+        Accepted *a;
+
+        if (!m)
+                return;
+        while ((s = LIST_FIRST(&m->scrapes))) {
+                struct evhttp_request *req = s->req;
+                scrape_free(s);
+                evhttp_send_error(req, 503, "Service Unavailable");
+        }
+        while ((a = LIST_FIRST(&m->fresh))) {
+                LIST_REMOVE(a, link);
+                bufferevent_decref(a->bev);
+                free(a);
+        }
+        if (m->http)
+                evhttp_free(m->http); /* closes every connection: on_connection_close still runs */
+        if (m->count_event)
+                event_free(m->count_event);
+        free(m);
+}

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "apply.h"
+#include "durable.h"
 #include "log.h"
 #include "manager.h"
 
@@ -111,6 +112,10 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->base = event_base_new();
         if (!m->base)
                 return -ENOMEM;
+        /* the syncs' child, forked before any device is loaded (durable.h) */
+        r = durable_start();
+        if (r < 0)
+                log_warning_errno(r, "No process to sync the state file in yet (%m): the first save makes one");
 
         if (!cfg->no_count_packets) {
                 r = evidence_sockets_new(m->base, &m->packet_sockets);

@@ -215,21 +215,31 @@ static json_object *auto_search_json(const AutoSearch *s, unsigned i, uint64_t n
         return o;
 }
 
-/* Where each search of `a` stands; NULL without one. */
-static json_object *auto_json(const AutoDevice *a, uint64_t now_usec) {
+/* Where each search of `sizes` stands (search[i] for size i); NULL without one. */
+static json_object *auto_json(unsigned sizes, const AutoSearch *const search[SIZES_COUNT], uint64_t now_usec) {
         json_object *arr;
 
-        if (!a || a->sizes == 0 || !(arr = json_object_new_array()))
+        if (sizes == 0 || !(arr = json_object_new_array()))
                 return NULL;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 json_object *o;
 
-                if (!(a->sizes & (1u << i)) || a->size[i].phase == AUTO_NEW ||
-                    !(o = auto_search_json(&a->size[i], i, now_usec)))
+                if (!(sizes & (1u << i)) || search[i]->phase == AUTO_NEW || !(o = auto_search_json(search[i], i, now_usec)))
                         continue;
                 json_object_array_add(arr, o);
         }
         return arr;
+}
+
+static json_object *auto_device_json(const AutoDevice *a, uint64_t now_usec) {
+        const AutoSearch *search[SIZES_COUNT] = {};
+
+        if (!a)
+                return NULL;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (a->sizes & (1u << i))
+                        search[i] = auto_device_search(a, i);
+        return auto_json(a->sizes, search, now_usec);
 }
 
 json_object *control_device_json(const Control *c, const Device *d) {
@@ -271,7 +281,7 @@ json_object *control_device_json(const Control *c, const Device *d) {
         json_object_object_add(o, "altnames", alt);
         json_object_object_add(o, "big_packets", big_packets_json(now, d));
         json_object_object_add(o, "effective", effective_json(d));
-        json_object_object_add(o, "auto", auto_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
+        json_object_object_add(o, "auto", auto_device_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
         return o;
 }
 
@@ -581,11 +591,13 @@ static json_object *auto_status_json(const Control *c) {
                         const AutoDevice *a = d->autosize;
 
                         for (unsigned k = 0; a && k < SIZES_COUNT; k++) {
-                                const AutoSearch *s = &a->size[k];
                                 char text[256];
                                 json_object *t;
 
-                                if (!(a->sizes & (1u << k)) || s->phase <= AUTO_NEW || s->phase >= _AUTO_PHASE_MAX)
+                                if (!(a->sizes & (1u << k)))
+                                        continue;
+                                const AutoSearch *s = auto_device_search(a, k);
+                                if (s->phase <= AUTO_NEW || s->phase >= _AUTO_PHASE_MAX)
                                         continue;
                                 searches++;
                                 phases[s->phase]++;
@@ -1003,7 +1015,7 @@ static json_object *plan_device(Device *d, const Policy *p, bool v4) {
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {
                 Desired want;
-                AutoDevice searches;
+                AutoSearches searches;
                 uint64_t now = realtime_usec();
 
                 compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size, v4,
@@ -1013,7 +1025,10 @@ static json_object *plan_device(Device *d, const Policy *p, bool v4) {
                         for (unsigned i = 0; i < SIZES_COUNT; i++)
                                 if (searches.sizes & (1u << i))
                                         *sizes_at(&want.sizes, i) = auto_search_target(&searches.size[i]);
-                        json_object_object_add(o, "auto", auto_json(&searches, now));
+                        const AutoSearch *search[SIZES_COUNT];
+                        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                                search[i] = &searches.size[i];
+                        json_object_object_add(o, "auto", auto_json(searches.sizes, search, now));
                 }
                 json_object_object_add(o, "desired", control_sizes_json(&want.sizes, v4));
                 json_object *cl = json_object_new_array();

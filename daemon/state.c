@@ -205,10 +205,9 @@ static void out_auto(Out *o, const AutoDevice *a) {
 
         out_printf(o, ",\"auto\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                const AutoSearch *s = &a->size[i];
-
-                if (!(a->sizes & (1u << i)) || s->phase == AUTO_NEW)
+                if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase == AUTO_NEW)
                         continue;
+                const AutoSearch *s = auto_device_search(a, i);
                 out_printf(o, "%s{\"size\":\"%s\",\"phase\":\"%s\",\"min\":%u,\"max\":%u,\"proven\":%u,"
                               "\"proven_packets\":%llu,\"trying\":%u,\"ceiling\":%u,\"ceiling_usec\":%llu,\"counter\":",
                            first ? "" : ",", size_name(i), auto_phase_to_string(s->phase), s->min, s->max, s->proven,
@@ -579,26 +578,29 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
 }
 
 static int auto_from_json(json_object *a, AutoDevice **ret) {
+        AutoSearch all[SIZES_COUNT];
+        unsigned sizes = 0;
         AutoDevice *d;
 
         if (!json_object_is_type(a, json_type_array))
                 return -EBADMSG;
-        d = calloc(1, sizeof(*d));
-        if (!d)
-                return -ENOMEM;
         for (size_t k = 0; k < json_object_array_length(a) && k < SIZES_COUNT; k++) {
                 AutoSearch s;
                 unsigned i;
 
                 if (auto_search_from_json(json_object_array_get_idx(a, k), &i, &s) < 0)
                         continue;
-                d->size[i] = s;
-                d->sizes |= 1u << i;
+                all[i] = s;
+                sizes |= 1u << i;
         }
-        if (d->sizes == 0) {
-                free(d);
+        if (sizes == 0)
                 return -EBADMSG;
-        }
+        d = auto_device_new(sizes); /* room for these alone */
+        if (!d)
+                return -ENOMEM;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (sizes & (1u << i))
+                        *auto_device_search(d, i) = all[i];
         *ret = d;
         return 0;
 }

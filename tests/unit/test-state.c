@@ -1130,23 +1130,22 @@ static void assert_search_equal(const AutoSearch *a, const AutoSearch *b) {
 
 /* One search in each phase a search can be kept in, every field set (a counter with a quote). */
 static AutoDevice *searches_of_every_phase(void) {
-        AutoDevice *a = calloc(1, sizeof(*a));
+        AutoDevice *a = auto_device_new(SIZE_BITS_ALL);
         assert_non_null(a);
-        a->sizes = SIZE_BITS_ALL;
-        a->size[0] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_WATCHING, .proven = 131072,
+        *auto_device_search(a, 0) = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_WATCHING, .proven = 131072,
                                   .proven_packets = 812, .steps = 1};
-        a->size[1] = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_IDLE, .proven = 65536,
+        *auto_device_search(a, 1) = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_IDLE, .proven = 65536,
                                   .retry_usec = UINT64_C(1700000090000000), .idle_wait_usec = 60000000};
-        a->size[2] = (AutoSearch){.min = 65536, .max = 400000, .phase = AUTO_TRYING, .proven = 131072,
+        *auto_device_search(a, 2) = (AutoSearch){.min = 65536, .max = 400000, .phase = AUTO_TRYING, .proven = 131072,
                                   .proven_packets = 99, .trying = 300000, .ceiling = 300000,
                                   .ceiling_usec = UINT64_C(1690000000000000), .ceiling_rise = 7, .reprobe = true,
                                   .steps = 3, .trips = 2};
-        snprintf(a->size[2].ceiling_counter, sizeof(a->size[2].ceiling_counter), "link.\"rx_crc_errors\"");
-        a->size[3] = (AutoSearch){.min = 100000, .max = 524280, .phase = AUTO_SETTLED, .proven = 150000,
+        snprintf(auto_device_search(a, 2)->ceiling_counter, sizeof(auto_device_search(a, 2)->ceiling_counter), "link.\"rx_crc_errors\"");
+        *auto_device_search(a, 3) = (AutoSearch){.min = 100000, .max = 524280, .phase = AUTO_SETTLED, .proven = 150000,
                                   .proven_packets = 4096, .ceiling = 155000, /* within 1/16: settled */
                                   .ceiling_usec = UINT64_C(1700000000000000), .ceiling_rise = 412, .steps = 2,
                                   .trips = 4};
-        snprintf(a->size[3].ceiling_counter, sizeof(a->size[3].ceiling_counter), "Tcp.RetransSegs");
+        snprintf(auto_device_search(a, 3)->ceiling_counter, sizeof(auto_device_search(a, 3)->ceiling_counter), "Tcp.RetransSegs");
         return a;
 }
 
@@ -1164,14 +1163,13 @@ static void test_auto_roundtrip(void **state) {
         d->autosize = searches_of_every_phase();
         /* a search not begun yet (AUTO_NEW) is not written: the next reconcile begins it */
         fresh = written(&t, 43, "eth1", ((Sizes){65536, 65536, 65536, 65536}), SIZE_BITS_ALL);
-        fresh->autosize = calloc(1, sizeof(*fresh->autosize));
+        fresh->autosize = auto_device_new(SIZE_BIT_GSO);
         assert_non_null(fresh->autosize);
-        fresh->autosize->sizes = SIZE_BIT_GSO;
 
         for (int through_journal = 0; through_journal < 2; through_journal++) {
                 if (through_journal) {
                         const Device *devs[] = {d, fresh};
-                        d->autosize->size[0].proven_packets++; /* the journal's line is the newer */
+                        auto_device_search(d->autosize, 0)->proven_packets++; /* the journal's line is the newer */
                         assert_int_equal(state_write_journal(dir.path, 1, devs, 2, NULL, 0), 0);
                 } else
                         assert_int_equal(state_write_snapshot(dir.path, &t, 1), 0);
@@ -1182,7 +1180,7 @@ static void test_auto_roundtrip(void **state) {
                 assert_non_null(x->autosize);
                 assert_int_equal(x->autosize->sizes, SIZE_BITS_ALL);
                 for (unsigned i = 0; i < SIZES_COUNT; i++)
-                        assert_search_equal(&x->autosize->size[i], &d->autosize->size[i]);
+                        assert_search_equal(auto_device_search(x->autosize, i), auto_device_search(d->autosize, i));
                 assert_null(find_entry(e, n, 43)->autosize);
                 state_entries_free(e, n);
         }
@@ -1301,7 +1299,7 @@ static void test_auto_hostile(void **state) {
                 parse_searches(both, &e, &rep);
                 assert_non_null(e[0].autosize);
                 assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GRO);
-                assert_int_equal(e[0].autosize->size[1].proven, 131072);
+                assert_int_equal(auto_device_search(e[0].autosize, 1)->proven, 131072);
                 state_entries_free(e, 1);
                 free(both);
                 free(one);
@@ -1322,7 +1320,7 @@ static void test_auto_edges(void **state) {
         parse_searches(text, &e, &rep);
         assert_int_equal(rep.n_aside, 0);
         assert_non_null(e[0].autosize);
-        assert_int_equal(strlen(e[0].autosize->size[0].ceiling_counter), 63);
+        assert_int_equal(strlen(auto_device_search(e[0].autosize, 0)->ceiling_counter), 63);
         state_entries_free(e, 1);
         free(text);
         free(a);
@@ -1332,7 +1330,7 @@ static void test_auto_edges(void **state) {
         assert_true(asprintf(&text, "[%s]", b) > 0);
         parse_searches(text, &e, &rep);
         assert_non_null(e[0].autosize);
-        assert_int_equal(e[0].autosize->size[0].steps, UINT32_MAX);
+        assert_int_equal(auto_device_search(e[0].autosize, 0)->steps, UINT32_MAX);
         state_entries_free(e, 1);
         free(text);
         free(b);
@@ -1343,7 +1341,7 @@ static void test_auto_edges(void **state) {
                       "\"reprobe\":false,\"retry_usec\":0,\"idle_wait_usec\":0,\"steps\":0,\"trips\":0}]");
         parse_searches(text, &e, &rep);
         assert_non_null(e[0].autosize);
-        assert_int_equal(e[0].autosize->size[0].proven, 16384);
+        assert_int_equal(auto_device_search(e[0].autosize, 0)->proven, 16384);
         state_entries_free(e, 1);
         free(text);
 
@@ -1358,9 +1356,9 @@ static void test_auto_edges(void **state) {
         parse_searches(text, &e, &rep);
         free(text);
         assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GSO | SIZE_BIT_GRO | SIZE_BIT_GSO_IPV4);
-        assert_false(e[0].autosize->size[0].reprobe);
-        assert_true(e[0].autosize->size[1].reprobe);
-        assert_false(e[0].autosize->size[2].reprobe);
+        assert_false(auto_device_search(e[0].autosize, 0)->reprobe);
+        assert_true(auto_device_search(e[0].autosize, 1)->reprobe);
+        assert_false(auto_device_search(e[0].autosize, 2)->reprobe);
         state_entries_free(e, 1);
 
         /* a size twice: the last is kept, as of the entries of one device */
@@ -1372,7 +1370,7 @@ static void test_auto_edges(void **state) {
         parse_searches(text, &e, &rep);
         free(text);
         assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GSO);
-        assert_int_equal(e[0].autosize->size[0].proven, 131072);
+        assert_int_equal(auto_device_search(e[0].autosize, 0)->proven, 131072);
         state_entries_free(e, 1);
 
         /* not a list, an empty one, a list of what are not searches: none, said */

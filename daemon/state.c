@@ -23,6 +23,10 @@
 #define STATE_RETRY_MIN_USEC (1 * USEC_PER_SEC)
 #define STATE_RETRY_MAX_USEC (60 * USEC_PER_SEC)
 #define STATE_JOURNAL_BYTES_MIN (1u * 1024u * 1024u)
+/* A journal longer than the snapshot (and STATE_JOURNAL_BYTES_MIN) is compacted once no line was
+ * appended for this long: a burst's lines (two long ones for each device that enters probation) would otherwise stay until
+ * twice the snapshot, and a restart after the burst replay them all (snapshot_due()). */
+#define STATE_COMPACT_QUIET_USEC (500u * 1000u)
 
 static ssize_t io_write(const StateIo *io, int fd, const void *p, size_t n) {
         return io && io->write ? io->write(io->userdata, fd, p, n) : write(fd, p, n);
@@ -1409,6 +1413,7 @@ struct StateStore {
         const DeviceTable *table;
         const StateIo *io;
         struct event *save_event;
+        struct event *quiet_event; /* STATE_COMPACT_QUIET_USEC after the last append */
         uint64_t generation;
         size_t journal_lines;
         uint64_t journal_bytes;  /* the journal's size after the last append */
@@ -1450,6 +1455,14 @@ static void on_save(evutil_socket_t fd, short what, void *userdata) {
         arm(s, s->retry_usec);
 }
 
+/* The journal has had no line for a while: replaying it costs a restart more than the snapshot. */
+static void on_quiet(evutil_socket_t fd, short what, void *userdata) {
+        StateStore *s = userdata;
+
+        if (s->journal_bytes > s->snapshot_bytes)
+                state_store_compact(s);
+}
+
 int state_store_new(struct event_base *base, const char *dir, const DeviceTable *table, StateStore **ret) {
         StateStore *s = calloc(1, sizeof(*s));
 
@@ -1459,7 +1472,8 @@ int state_store_new(struct event_base *base, const char *dir, const DeviceTable 
         s->table = table;
         s->dir = strdup(dir);
         s->save_event = evtimer_new(base, on_save, s);
-        if (!s->dir || !s->save_event) {
+        s->quiet_event = evtimer_new(base, on_quiet, s);
+        if (!s->dir || !s->save_event || !s->quiet_event) {
                 state_store_free(s);
                 return -ENOMEM;
         }
@@ -1475,6 +1489,8 @@ void state_store_free(StateStore *s) {
                 (void) state_store_save(s);
         if (s->save_event)
                 event_free(s->save_event);
+        if (s->quiet_event)
+                event_free(s->quiet_event);
         for (size_t i = 0; i < s->n_dirty; i++)
                 s->dirty[i]->store.dirty = false;
         free(s->dirty);
@@ -1849,6 +1865,10 @@ static int save_journal(StateStore *s, const Device *const *devices, size_t n_de
                 return r;
         s->journal_lines += n_devices + s->n_forgotten;
         s->journal_bytes = size;
+        if (s->journal_bytes > s->snapshot_bytes && s->journal_bytes >= STATE_JOURNAL_BYTES_MIN) {
+                struct timeval tv = {.tv_usec = STATE_COMPACT_QUIET_USEC};
+                (void) evtimer_add(s->quiet_event, &tv); /* (again: from this line on) */
+        }
         return 0;
 }
 

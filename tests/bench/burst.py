@@ -197,10 +197,11 @@ class Poller:
         return t, self._parse(chunks)
 
 
-def write_four(ns, ifindexes, size, chunk=1000):
+def write_four(ns, ifindexes, size, chunk=1000, sock=None):
     """Writes the four sizes of each device as bigtcpd does (one acked RTM_NEWLINK each, with
     IFLA_GSO_MAX_SIZE, IFLA_GRO_MAX_SIZE and the IPv4 two), `chunk` requests in flight at once;
-    returns the seconds from the first send to the last ack (the requests are made first)."""
+    returns the seconds from the first send to the last ack (the requests are made first). `sock`:
+    a NETLINK_ROUTE socket of ns to use (netlink_socket_in()), else one made for it."""
     attrs = b"".join(struct.pack("=HHI", 8, a, size) for a in
                      (IFLA_GSO_MAX_SIZE, IFLA_GRO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE, IFLA_GRO_IPV4_MAX_SIZE))
     msgs = []
@@ -209,7 +210,9 @@ def write_four(ns, ifindexes, size, chunk=1000):
         msgs.append(struct.pack("=LHHLL", 16 + len(body), RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq, 0) + body)
     batches = [b"".join(msgs[i:i + chunk]) for i in range(0, len(msgs), chunk)]
     sizes = [min(chunk, len(msgs) - i) for i in range(0, len(msgs), chunk)]
-    sock = netlink_socket_in(ns)
+    own = sock is None
+    if own:
+        sock = netlink_socket_in(ns)
     try:
         start = time.monotonic_ns()
         for batch, expected in zip(batches, sizes):
@@ -230,7 +233,8 @@ def write_four(ns, ifindexes, size, chunk=1000):
                     off += (length + 3) & ~3
         return (time.monotonic_ns() - start) / 1e9
     finally:
-        sock.close()
+        if own:
+            sock.close()
 
 
 class Bench:

@@ -5,8 +5,9 @@
     from the end of the burst until every device reads back at the policy, next to the time
     the kernel takes to write the four sizes of as many devices (burst.write_four(): the kernel's
     own pace);
-  * single link: with those 10000 devices managed, the latency from a new link's creation (its
-    RTM_NEWLINK, seen on our own socket) to the daemon's write reading back, p50/p99;
+  * single link: with those 10000 devices managed, the latency from a new veth pair's creation (its
+    first RTM_NEWLINK, seen on our own socket) to the daemon's writes of both ends reading back,
+    p50/p99;
   * RSS of the daemon with 10000 managed devices (VmRSS, VmHWM);
   * `bigtcpctl list --json`: time and size of the reply, when the client is built;
   * idle: the daemon's context switches (voluntary + involuntary, /proc/PID/status) over 60 s
@@ -183,7 +184,10 @@ class Scale(Bench):
             time.sleep(0.2)  # a benchmark waiting for a window to pass: there is no event to wait on
         return False
 
-    def single_link_latency(self, ns, count):
+    def single_link_latency(self, ns, count, writer=None):
+        """For each of `count` new veth pairs: from the first RTM_NEWLINK of the pair (seen on our
+        own socket) until both ends read back at the policy's four sizes. `writer(ifindexes)`, when
+        given, writes them itself the moment both are announced (a baseline with no daemon)."""
         watcher = netlink_socket_in(ns)
         watcher.close()
         sub = subscribe(ns)
@@ -192,24 +196,28 @@ class Scale(Bench):
         try:
             for i in range(count):
                 name = f"sl{i}"
-                subprocess.run(["ip", "-n", ns, "link", "add", name, "type", "veth", "peer", "name",
-                                f"{name}x"], check=True)
-                # the moment the kernel announced the link
-                t0, ifindex = None, None
+                ends = (name, f"{name}x")
+                subprocess.run(["ip", "-n", ns, "link", "add", name, "type", "veth", "peer", "name", ends[1]],
+                               check=True)
+                # the moment the kernel announced the pair's first end, and both ifindexes
+                t0, index = None, {}
                 deadline = time.monotonic() + 5
-                while t0 is None and time.monotonic() < deadline:
+                while len(index) < 2 and time.monotonic() < deadline:
                     r, _, _ = select.select([sub], [], [], 0.5)
                     if not r:
                         continue
                     t = time.monotonic_ns()
                     for idx, nm, _ in parse_links(sub.recv(1 << 20)):
-                        if nm == name:
-                            t0, ifindex = t, idx
-                if t0 is None:
-                    raise RuntimeError(f"no RTM_NEWLINK for {name}")
+                        if nm in ends and nm not in index:
+                            t0 = t0 or t
+                            index[nm] = idx
+                if len(index) < 2:
+                    raise RuntimeError(f"no RTM_NEWLINK for both ends of {name}")
+                if writer:
+                    writer(list(index.values()))
                 while True:
-                    t, links = poller.get([ifindex])
-                    if links and all(x == SIZE for x in links[0][2]):
+                    t, links = poller.get(index.values())
+                    if len(links) == 2 and all(x == SIZE for link in links for x in link[2]):
                         lat.append((t - t0) / 1e6)
                         break
                     if t - t0 > 5e9:

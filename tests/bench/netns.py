@@ -106,7 +106,7 @@ def proc_status(pid, key):
 
 
 def fds(pid):
-    out = {"netlink": 0, "other": 0, "total": 0}
+    out = {"netlink": 0, "other": 0, "total": 0, "targets": {}}
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
@@ -114,6 +114,7 @@ def fds(pid):
             continue
         out["total"] += 1
         out["netlink" if target.startswith("socket:") else "other"] += 1
+        out["targets"][int(fd)] = target
     return out
 
 
@@ -242,9 +243,17 @@ policies:
     run.namespaces = [x for x in run.namespaces if x not in pods]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and fds(d.pid)["total"] > fds0["total"]:
-        time.sleep(0.05)
+        time.sleep(0.05)  # the daemon closes them as it notices each namespace gone: no event to wait on
     t1 = time.monotonic_ns()
-    print(f"  all {n} deleted: daemon back at {fds(d.pid)['total']} fds {(t1 - t0) / 1e6:.0f} ms after the delete "
+    now = fds(d.pid)
+    if now["total"] > fds0["total"]:
+        extra = sorted(set(now["targets"].items()) - set(fds0["targets"].items()))
+        print(f"  all {n} deleted: daemon NOT back at its {fds0['total']} fds 60 s after the delete batch (the "
+              f"wait's timeout, not a figure): {now['total']}, the extra ones "
+              f"{', '.join(f'{fd} -> {t}' for fd, t in extra[:10])}; RSS {proc_status(d.pid, 'VmRSS')} KiB; "
+              f"still running: {d.poll() is None}")
+        return 1
+    print(f"  all {n} deleted: daemon back at {now['total']} fds {(t1 - t0) / 1e6:.0f} ms after the delete "
           f"batch began; RSS {proc_status(d.pid, 'VmRSS')} KiB; still running: {d.poll() is None}")
     return 0
 

@@ -137,7 +137,8 @@ class Footprint(burst.Bench):
                 if p.poll() is not None:
                     raise RuntimeError(f"bigtcpd exited with {p.returncode} before READY=1")
                 if time.monotonic() - t0 > self.args.ready_timeout:
-                    raise RuntimeError("no READY=1 in time")
+                    self.kill(p)
+                    raise RuntimeError(f"no READY=1 within {self.args.ready_timeout:g} s")
         finally:
             sock.close()
             os.unlink(path)
@@ -145,7 +146,12 @@ class Footprint(burst.Bench):
     def kill(self, p):
         p.kill()
         p.wait()
-        self.procs.remove(p)
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def stop(self, p):
+        if p in self.procs:
+            super().stop(p)
 
     def config(self, text):
         self.k += 1
@@ -235,11 +241,21 @@ class Footprint(burst.Bench):
                            check=True)
         self.ip_batch(self.ns, self.pairs_batch(self.args.pairs, "fp"))
         parts = self.args.only.split(",")
-        for r in range(self.args.rounds):
-            for label, b in (bins if r % 2 == 0 else bins[::-1]):
-                for part in parts:
-                    getattr(self, part)(label, b)
-            print(f"round {r + 1} of {self.args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
+        try:
+            for r in range(self.args.rounds):
+                for label, b in (bins if r % 2 == 0 else bins[::-1]):
+                    for part in parts:
+                        try:
+                            getattr(self, part)(label, b)
+                        except RuntimeError as e:  # a part that failed (a loaded machine): said, and counted
+                            self.note(label, f"{part}: failed", 1)
+                            print(f"  round {r + 1}, {label}, {part}: {e}", flush=True)
+                print(f"round {r + 1} of {self.args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
+        finally:
+            self.table(bins, load0)
+        return 0
+
+    def table(self, bins, load0):
         load1 = os.getloadavg()
         print(f"\n{self.n} devices, {self.args.rounds} rounds; load average {load0[0]:.1f} at the start, "
               f"{load1[0]:.1f} at the end (2 cores: {os.cpu_count()})")
@@ -254,8 +270,7 @@ class Footprint(burst.Bench):
                     continue
                 f = "{:.3f}" if max(v) < 100 else "{:.0f}"
                 cells.append(f"{f.format(statistics.median(v)):>10} ({f.format(min(v))}..{f.format(max(v))})".rjust(28))
-            print(f"{w:48} " + " ".join(cells))
-        return 0
+            print(f"{w:48} " + " ".join(cells), flush=True)
 
 
 def main():
@@ -267,7 +282,7 @@ def main():
     ap.add_argument("--lists", type=int, default=5)
     ap.add_argument("--idle", type=float, default=20)
     ap.add_argument("--only", default="applied,probation,auto")
-    ap.add_argument("--ready-timeout", type=float, default=120)
+    ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))
     args = ap.parse_args()
     for b in filter(None, (args.bin, args.baseline_bin)):

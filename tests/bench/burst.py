@@ -456,6 +456,16 @@ class Bench:
         return 0 if all("lag" in r for _, _, r in rows) else 1
 
 
+def timed(argv):
+    """Seconds one run of `argv` takes, its output to /dev/null; raises if it fails."""
+    t0 = time.monotonic()
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t = time.monotonic() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{argv} exited {r.returncode}: {r.stderr.decode().strip()[:300]}")
+    return t
+
+
 def run_as_root(name, make_bench, args):
     """A benchmark's main once its arguments are parsed: as root only; SIGTERM, like the end,
     goes through the bench's cleanup (its daemons and namespaces)."""

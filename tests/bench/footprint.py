@@ -35,6 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import burst  # noqa: E402
+from burst import timed  # noqa: E402
 import varlink_client  # noqa: E402  (tests/integration, on the path through burst)
 from scale import children, cpu_ns  # noqa: E402  (the daemon's and its children's)
 
@@ -58,15 +59,6 @@ def status_kb(pid, key):
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
-
-
-def timed(argv):
-    t0 = time.monotonic()
-    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    t = time.monotonic() - t0
-    if r.returncode != 0:
-        raise RuntimeError(f"{argv} exited {r.returncode}: {r.stderr.decode().strip()[:300]}")
-    return t
 
 
 def ctl_of(daemon_bin):

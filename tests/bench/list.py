@@ -32,7 +32,8 @@ import sys
 import tempfile
 import time
 
-import burst  # run_as_root (this directory is on sys.path: the script's own)
+import burst  # run_as_root, timed (this directory is on sys.path: the script's own)
+from burst import timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -74,15 +75,6 @@ def raw_call(path, method):
     if data.startswith(b'{"error"'):
         raise RuntimeError(data[:200].decode())
     return t, data
-
-
-def timed(argv):
-    t0 = time.monotonic()
-    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    t = time.monotonic() - t0
-    if r.returncode != 0:
-        raise RuntimeError(f"{argv} exited {r.returncode}: {r.stderr.decode().strip()}")
-    return t
 
 
 def fmt(ts):

@@ -39,20 +39,21 @@ static uint32_t proven_before(const Device *d, unsigned i) {
 }
 
 unsigned auto_apply_preview(const Device *d, const Policy *p, unsigned owned, bool ipv4, uint64_t now_usec,
-                            AutoDevice *ret, unsigned *ret_changed) {
+                            AutoSearches *ret, unsigned *ret_changed) {
         unsigned n = ipv4 ? SIZES_COUNT : 2, mask = 0, changed = 0;
 
-        *ret = d->autosize ? *d->autosize : (AutoDevice){};
+        *ret = (AutoSearches){};
         for (unsigned i = 0; i < n; i++)
                 if (policy_size_spec(p, i)->kind == SIZE_AUTO && (owned & (1u << i)))
                         mask |= 1u << i;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 AutoSearch *s = &ret->size[i];
+                const AutoSize *was = auto_device_at(d->autosize, i);
 
-                if (!(mask & (1u << i))) {
-                        *s = (AutoSearch){};
+                if (!(mask & (1u << i)))
                         continue;
-                }
+                if (was)
+                        *s = was->search;
                 resolve_bounds(d, p, policy_size_spec(p, i), i, &ret->bounds[i]);
                 bool began = auto_search_begin(s, &ret->bounds[i], proven_before(d, i));
                 if (auto_search_tick(s, &ret->bounds[i], now_usec) || began)
@@ -76,30 +77,45 @@ void auto_apply_none(Engine *e, Device *d) {
 }
 
 void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
-        AutoDevice next;
+        AutoSearches next;
         unsigned changed, mask = auto_apply_preview(d, p, want->owned, e->ipv4_supported, realtime(e), &next, &changed);
+        AutoDevice *was = d->autosize, *a = was;
 
         if (mask == 0) {
                 auto_apply_none(e, d);
                 return;
         }
-        if (!d->autosize && !(d->autosize = calloc(1, sizeof(*d->autosize)))) {
-                log_dev_warning(d, "auto: no memory for its search; it stays at the policy's min");
-                return;
+        if (!was || was->sizes != mask) {
+                /* room for the sizes searched now alone */
+                a = auto_device_new(mask);
+                if (!a) {
+                        log_dev_warning(d, "auto: no memory for its search; it stays at the policy's min");
+                        return;
+                }
+                if (was) {
+                        a->counting = was->counting & mask;
+                        a->demand_watch = was->demand_watch;
+                        a->pending = was->pending;
+                }
+                d->autosize = a;
         }
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                AutoSearch before = d->autosize->size[i];
+                const AutoSize *old = auto_device_at(was, i);
+                AutoSearch before = old ? old->search : (AutoSearch){};
+                AutoSize *now = auto_device_at(a, i);
 
-                d->autosize->size[i] = next.size[i];
-                d->autosize->bounds[i] = next.bounds[i];
-                if (mask & (1u << i))
-                        *sizes_at(&want->sizes, i) = auto_search_target(&next.size[i]);
+                if (!now)
+                        continue;
+                now->search = next.size[i];
+                now->bounds = next.bounds[i];
+                *sizes_at(&want->sizes, i) = auto_search_target(&next.size[i]);
                 if (changed & (1u << i)) {
                         emit_change(e, d, i, &before, 0);
                         state_store_mark(e->state, d);
                 }
         }
-        d->autosize->sizes = mask;
+        if (was != a)
+                free(was);
 }
 
 /* What each size counts in the watch that begins: above the proven size while stepping, within
@@ -111,8 +127,8 @@ static int count_from_now(Device *d) {
         int r;
 
         for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if ((a->sizes & (1u << i)) && auto_search_wants_watch(&a->size[i])) {
-                        above[i] = auto_search_count_above(&a->size[i]);
+                if ((a->sizes & (1u << i)) && auto_search_wants_watch(auto_device_search(a, i))) {
+                        above[i] = auto_search_count_above(auto_device_search(a, i));
                         mask |= 1u << i;
                 }
         r = evidence_count_above_from_now(d, above);
@@ -128,7 +144,7 @@ static void watch_over(Device *d) {
 
         a->counting = 0;
         for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if ((a->sizes & (1u << i)) && a->size[i].phase == AUTO_WATCHING && !(a->counting & (1u << i)))
+                if ((a->sizes & (1u << i)) && auto_device_search(a, i)->phase == AUTO_WATCHING && !(a->counting & (1u << i)))
                         a->pending = true;
 }
 
@@ -140,14 +156,13 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
         if (!a || d->life.state != DEVICE_APPLIED || d->probation || a->demand_watch || evidence_watching(d))
                 return;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                AutoSearch *s = &a->size[i], before = *s;
-
                 if (!(a->sizes & (1u << i)))
                         continue;
+                AutoSearch *s = auto_device_search(a, i), before = *s;
                 if (s->phase == AUTO_TRYING) {
                         /* its window is over without a verdict this run saw (an earlier run's,
                          * stopped in it, resumed without it): not proven */
-                        auto_search_passed(s, &a->bounds[i], 0, realtime(e));
+                        auto_search_passed(s, auto_device_bounds(a, i), 0, realtime(e));
                         emit_change(e, d, i, &before, 0);
                         a->pending = true;
                         state_store_mark(e->state, d);
@@ -159,7 +174,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                 return; /* back to the proven sizes first */
         if (!wants)
                 return;
-        r = evidence_watch(e->evidence, d, a->bounds[__builtin_ctz(a->sizes)].idle_wait_usec);
+        r = evidence_watch(e->evidence, d, a->of[0].bounds.idle_wait_usec); /* the first size's */
         if (r >= 0)
                 r = count_from_now(d);
         if (r == -EUSERS) {
@@ -168,7 +183,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                 log_dev_debug(d, "auto: too many watched to watch its traffic now; trying again after a window");
                 for (unsigned i = 0; i < SIZES_COUNT; i++)
                         if (a->sizes & (1u << i))
-                                auto_search_deferred(&a->size[i], &a->bounds[i], realtime(e));
+                                auto_search_deferred(auto_device_search(a, i), auto_device_bounds(a, i), realtime(e));
                 return;
         }
         if (r < 0) {
@@ -176,11 +191,10 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                 log_dev_debug(d, "auto: cannot watch its traffic (%s); waiting",
                               r == -EOPNOTSUPP ? "counting is off" : strerror(-r));
                 for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                        AutoSearch before = a->size[i];
-
                         if (!(a->sizes & (1u << i)))
                                 continue;
-                        auto_search_watched(&a->size[i], &a->bounds[i], 0, realtime(e));
+                        AutoSearch before = *auto_device_search(a, i);
+                        auto_search_watched(auto_device_search(a, i), auto_device_bounds(a, i), 0, realtime(e));
                         emit_change(e, d, i, &before, 0);
                 }
                 state_store_mark(e->state, d);
@@ -210,7 +224,7 @@ static const uint64_t *above_counts(Engine *e, Device *d) {
 /* What a decision did to size i's search (before: as it was), in the journal's one line and as
  * Monitor's "auto" event. */
 static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets) {
-        const AutoSearch *s = &d->autosize->size[i];
+        const AutoSearch *s = auto_device_search(d->autosize, i);
         AutoChange change = auto_search_change(before, s);
         char buf[256];
 
@@ -259,14 +273,13 @@ bool auto_apply_passed(Engine *e, Device *d) {
                 return false;
         const uint64_t *above = above_counts(e, d);
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                AutoSearch *s = &a->size[i], before = *s;
-
                 if (!(a->sizes & (1u << i)))
                         continue;
+                AutoSearch *s = auto_device_search(a, i), before = *s;
                 if (s->phase == AUTO_TRYING)
-                        auto_search_passed(s, &a->bounds[i], above[i], realtime(e));
+                        auto_search_passed(s, auto_device_bounds(a, i), above[i], realtime(e));
                 else if (s->phase == AUTO_WATCHING && (a->counting & (1u << i)))
-                        auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
+                        auto_search_watched(s, auto_device_bounds(a, i), above[i], realtime(e));
                 else
                         continue;
                 emit_change(e, d, i, &before, above[i]);
@@ -285,11 +298,10 @@ bool auto_apply_tripped(Engine *e, Device *d, const RollbackRecord *why) {
         if (!a)
                 return false;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                AutoSearch *s = &a->size[i], before = *s;
-
-                if (!(a->sizes & (1u << i)) || s->phase != AUTO_TRYING)
+                if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase != AUTO_TRYING)
                         continue;
-                auto_search_tripped(s, &a->bounds[i], why ? why->counter : NULL, why ? why->rise : 0, realtime(e));
+                AutoSearch *s = auto_device_search(a, i), before = *s;
+                auto_search_tripped(s, auto_device_bounds(a, i), why ? why->counter : NULL, why ? why->rise : 0, realtime(e));
                 emit_change(e, d, i, &before, 0);
                 stepping = true;
         }
@@ -330,11 +342,11 @@ bool auto_apply_watch_ended(Engine *e, Device *d) {
         a->demand_watch = false;
         const uint64_t *above = d->evidence ? d->evidence->counts.above : (const uint64_t[SIZES_COUNT]){};
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                AutoSearch *s = &a->size[i], before = *s;
-
-                if (!(a->sizes & (1u << i)) || s->phase != AUTO_WATCHING || !(a->counting & (1u << i)))
+                if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase != AUTO_WATCHING ||
+                    !(a->counting & (1u << i)))
                         continue;
-                auto_search_watched(s, &a->bounds[i], above[i], realtime(e));
+                AutoSearch *s = auto_device_search(a, i), before = *s;
+                auto_search_watched(s, auto_device_bounds(a, i), above[i], realtime(e));
                 emit_change(e, d, i, &before, above[i]);
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
@@ -353,9 +365,10 @@ bool auto_apply_tick(Engine *e, Device *d) {
         changed = a->pending;
         a->pending = false;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                AutoSearch before = a->size[i];
-
-                if ((a->sizes & (1u << i)) && auto_search_tick(&a->size[i], &a->bounds[i], realtime(e))) {
+                if (!(a->sizes & (1u << i)))
+                        continue;
+                AutoSearch before = *auto_device_search(a, i);
+                if (auto_search_tick(auto_device_search(a, i), auto_device_bounds(a, i), realtime(e))) {
                         emit_change(e, d, i, &before, 0);
                         changed = true;
                 }
@@ -385,20 +398,20 @@ uint64_t auto_apply_due(const Device *d) {
         if (a->pending)
                 return 0;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                const AutoSearch *s = &a->size[i];
-
                 if (!(a->sizes & (1u << i)))
                         continue;
+                const AutoSearch *s = auto_device_search(a, i);
+                const AutoBounds *b = auto_device_bounds(a, i);
                 if (s->phase == AUTO_IDLE) {
                         /* a deferred search (no doubling yet) spreads over a window */
-                        uint64_t at = s->retry_usec + idle_spread(d, s->idle_wait_usec ?: a->bounds[i].idle_wait_usec);
+                        uint64_t at = s->retry_usec + idle_spread(d, s->idle_wait_usec ?: b->idle_wait_usec);
                         if (at < due)
                                 due = at;
                 }
                 /* an aged ceiling already tried once more ages again only after its next trip
                  * (auto_search_tick()): not due, or the timer would fire for it without end */
-                if (s->ceiling != 0 && !s->reprobe && s->ceiling_usec + a->bounds[i].ceiling_age_usec < due)
-                        due = s->ceiling_usec + a->bounds[i].ceiling_age_usec;
+                if (s->ceiling != 0 && !s->reprobe && s->ceiling_usec + b->ceiling_age_usec < due)
+                        due = s->ceiling_usec + b->ceiling_age_usec;
         }
         return due;
 }
@@ -416,7 +429,7 @@ const char *auto_apply_format(const Engine *e, const Device *d, char *buf, size_
                 if (!(a->sizes & (1u << i)))
                         continue;
                 int n = snprintf(buf + o, size - o, "%s%s %s", o ? "; " : "", size_name(i),
-                                 auto_search_format(&a->size[i], realtime(e), one, sizeof(one)));
+                                 auto_search_format(auto_device_search(a, i), realtime(e), one, sizeof(one)));
                 if (n < 0)
                         break;
                 o += (size_t) n < size - o ? (size_t) n : size - o - 1;

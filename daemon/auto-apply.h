@@ -16,7 +16,7 @@
  * (Desired.owned). Returns the sizes searched (SizeMask); ret_changed (may be NULL): those that
  * began or moved on. */
 unsigned auto_apply_preview(const Device *d, const Policy *p, unsigned owned, bool ipv4, uint64_t now_usec,
-                            AutoDevice *ret, unsigned *ret_changed);
+                            AutoSearches *ret, unsigned *ret_changed);
 /* What `p` asks of `d` (compute_desired()'s `want`): each size set to `auto` gets its search's
  * target; a search begins (again) when its bounds are new. A device that no longer has any loses
  * its searches. */

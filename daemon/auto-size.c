@@ -2,6 +2,7 @@
  * logging, no clock of its own: every time comes in as an argument. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "auto-size.h"
@@ -14,6 +15,15 @@ static const char *const auto_phase_table[_AUTO_PHASE_MAX] = {
         [AUTO_TRYING] = "trying",
         [AUTO_SETTLED] = "settled",
 };
+
+AutoDevice *auto_device_new(unsigned sizes) {
+        AutoDevice *a = calloc(1, offsetof(AutoDevice, of) +
+                                          (size_t) __builtin_popcount(sizes & SIZE_BITS_ALL) * sizeof(AutoSize));
+
+        if (a)
+                a->sizes = sizes & SIZE_BITS_ALL;
+        return a;
+}
 
 const char *auto_phase_to_string(AutoPhase p) {
         if (p < 0 || p >= _AUTO_PHASE_MAX)

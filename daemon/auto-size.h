@@ -64,25 +64,56 @@ typedef struct AutoSearch {
         uint64_t ceiling_usec;   /* CLOCK_REALTIME: when it tripped */
         char ceiling_counter[AUTO_COUNTER_MAX]; /* the guard's counter that rose */
         uint64_t ceiling_rise;
-        bool reprobe;            /* the ceiling aged: the next step tries it once more */
         uint64_t retry_usec;     /* AUTO_IDLE: CLOCK_REALTIME of the next watch */
         uint64_t idle_wait_usec; /* the wait after the last idle watch */
-        bool deferred;           /* AUTO_IDLE: not found idle, but no watch could begin (this run's) */
         unsigned steps, trips;   /* proven steps and trips of this search, since it began */
+        bool reprobe;            /* the ceiling aged: the next step tries it once more */
+        bool deferred;           /* AUTO_IDLE: not found idle, but no watch could begin (this run's) */
 } AutoSearch;
 
-/* A device's searches, one for each size its policy sets to `auto` (Device.autosize). The
- * searches are kept in the state file; the rest is this run's. */
-typedef struct AutoDevice {
+/* Every size's search, as a plan sees them (auto_apply_preview()): a value, room for all four. */
+typedef struct AutoSearches {
         AutoSearch size[SIZES_COUNT];
-        AutoBounds bounds[SIZES_COUNT]; /* as resolved at the last reconcile */
+        AutoBounds bounds[SIZES_COUNT]; /* as resolved */
         unsigned sizes;                 /* SizeMask: the sizes searched */
+} AutoSearches;
+
+/* One size's search and its bounds (as resolved at the last reconcile). */
+typedef struct AutoSize {
+        AutoSearch search;
+        AutoBounds bounds;
+} AutoSize;
+
+/* A device's searches (Device.autosize): made when a search begins, with room for the sizes its
+ * policy sets to `auto` alone (a device searching one size carries one search, not four), and
+ * made again when those change; freed when no size is searched. The searches are kept in the
+ * state file; the rest is this run's. */
+typedef struct AutoDevice {
+        unsigned sizes;    /* SizeMask: the sizes searched, an entry of `of` each, in the bits' order */
         /* this run's (auto-apply.c) */
-        bool demand_watch;              /* a watch of the proven sizes runs, asked by the search */
-        bool pending;                   /* its target changed outside a reconcile: apply.c's timer reconciles it */
-        unsigned counting;              /* SizeMask: the sizes the running watch counts for (set as it
-                                         * began): a size that began watching after it is not judged by it */
+        unsigned counting; /* SizeMask: the sizes the running watch counts for (set as it began): a
+                            * size that began watching after it is not judged by it */
+        bool demand_watch; /* a watch of the proven sizes runs, asked by the search */
+        bool pending;      /* its target changed outside a reconcile: apply.c's timer reconciles it */
+        AutoSize of[];
 } AutoDevice;
+
+/* Searches for the sizes of `sizes` (SizeMask), zeroed; NULL without memory. Free with free(). */
+AutoDevice *auto_device_new(unsigned sizes);
+/* Size i's entry, for a size that is searched (`a->sizes` has bit i). */
+static inline AutoSize *auto_device_entry(const AutoDevice *a, unsigned i) {
+        return (AutoSize *) &a->of[__builtin_popcount(a->sizes & ((1u << i) - 1))];
+}
+static inline AutoSearch *auto_device_search(const AutoDevice *a, unsigned i) {
+        return &auto_device_entry(a, i)->search;
+}
+static inline AutoBounds *auto_device_bounds(const AutoDevice *a, unsigned i) {
+        return &auto_device_entry(a, i)->bounds;
+}
+/* … or NULL when it is not searched (`a` may be NULL). */
+static inline AutoSize *auto_device_at(const AutoDevice *a, unsigned i) {
+        return a && i < SIZES_COUNT && (a->sizes & (1u << i)) ? auto_device_entry(a, i) : NULL;
+}
 
 const char *auto_phase_to_string(AutoPhase p);
 AutoPhase auto_phase_from_string(const char *s);

@@ -215,21 +215,38 @@ static json_object *auto_search_json(const AutoSearch *s, unsigned i, uint64_t n
         return o;
 }
 
-/* Where each search of `a` stands; NULL without one. */
-static json_object *auto_json(const AutoDevice *a, uint64_t now_usec) {
+/* Where each search of `sizes` stands (search[i] for size i); NULL without one. */
+static json_object *auto_json(unsigned sizes, const AutoSearch *const search[SIZES_COUNT], uint64_t now_usec) {
         json_object *arr;
 
-        if (!a || a->sizes == 0 || !(arr = json_object_new_array()))
+        if (sizes == 0 || !(arr = json_object_new_array()))
                 return NULL;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 json_object *o;
 
-                if (!(a->sizes & (1u << i)) || a->size[i].phase == AUTO_NEW ||
-                    !(o = auto_search_json(&a->size[i], i, now_usec)))
+                if (!(sizes & (1u << i)) || search[i]->phase == AUTO_NEW || !(o = auto_search_json(search[i], i, now_usec)))
                         continue;
                 json_object_array_add(arr, o);
         }
         return arr;
+}
+
+static json_object *auto_device_json(const AutoDevice *a, uint64_t now_usec) {
+        const AutoSearch *search[SIZES_COUNT] = {};
+
+        if (!a)
+                return NULL;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (a->sizes & (1u << i))
+                        search[i] = auto_device_search(a, i);
+        return auto_json(a->sizes, search, now_usec);
+}
+
+/* Adds `value` under `key` when there is one: a field a device does not have is left out (the
+ * IDL's optional fields), rather than sent as null. */
+static void add_present(json_object *o, const char *key, json_object *value) {
+        if (value)
+                json_object_object_add(o, key, value);
 }
 
 json_object *control_device_json(const Control *c, const Device *d) {
@@ -243,35 +260,37 @@ json_object *control_device_json(const Control *c, const Device *d) {
         json_object_object_add(o, "netns", kernel_string(device_netns_name(d)));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
         json_object_object_add(o, "ifname", kernel_string(d->ifname));
-        json_object_object_add(o, "kind", kernel_string(d->kind));
+        add_present(o, "kind", kernel_string(d->kind));
         /* the word match.kind has for it */
         json_object_object_add(o, "match_kind", d->flags & IFF_LOOPBACK ? json_object_new_string("loopback")
                                                 : d->kind               ? kernel_string(d->kind)
                                                                         : json_object_new_string("device"));
         json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->life.state)));
-        json_object_object_add(o, "policy", string_or_null(d->match.policy_name));
+        add_present(o, "policy", string_or_null(d->match.policy_name));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         json_object_object_add(o, "current_age_usec",
                                json_object_new_int64((int64_t) (now > d->current_usec ? now - d->current_usec : 0)));
-        json_object_object_add(o, "desired", managed ? control_sizes_json(&d->life.desired, v4) : NULL);
+        add_present(o, "desired", managed ? control_sizes_json(&d->life.desired, v4) : NULL);
         json_object_object_add(o, "owned", size_names_json(managed ? d->life.owned : 0, v4));
-        json_object_object_add(o, "original", d->record.has_original ? control_sizes_json(&d->record.original, v4) : NULL);
+        add_present(o, "original", d->record.has_original ? control_sizes_json(&d->record.original, v4) : NULL);
         json_object_object_add(o, "tso_max_size", json_object_new_int64(d->tso_max_size));
-        json_object_object_add(o, "pending", string_or_null(pending_reason_to_string(lifecycle_pending_reason(d))));
+        add_present(o, "pending", string_or_null(pending_reason_to_string(lifecycle_pending_reason(d))));
         if (d->probation)
                 json_object_object_add(o, "probation_left_usec",
                                        json_object_new_int64((int64_t) probation_left_usec(e->probation, d)));
         const DeviceHistory *h = device_history_get(d);
-        json_object_object_add(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
-        json_object_object_add(o, "last_rollback", h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
+        add_present(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
+        add_present(o, "last_rollback", h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
         json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) h->n_rollbacks));
-        json_object *alt = json_object_new_array();
-        for (size_t i = 0; alt && i < d->n_altnames; i++)
-                json_object_array_add(alt, kernel_string(d->altnames[i]));
-        json_object_object_add(o, "altnames", alt);
-        json_object_object_add(o, "big_packets", big_packets_json(now, d));
-        json_object_object_add(o, "effective", effective_json(d));
-        json_object_object_add(o, "auto", auto_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
+        if (d->n_altnames > 0) {
+                json_object *alt = json_object_new_array();
+                for (size_t i = 0; alt && i < d->n_altnames; i++)
+                        json_object_array_add(alt, kernel_string(d->altnames[i]));
+                add_present(o, "altnames", alt);
+        }
+        add_present(o, "big_packets", big_packets_json(now, d));
+        add_present(o, "effective", effective_json(d));
+        add_present(o, "auto", auto_device_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
         return o;
 }
 
@@ -573,11 +592,13 @@ static json_object *auto_status_json(const Control *c) {
                         const AutoDevice *a = d->autosize;
 
                         for (unsigned k = 0; a && k < SIZES_COUNT; k++) {
-                                const AutoSearch *s = &a->size[k];
                                 char text[256];
                                 json_object *t;
 
-                                if (!(a->sizes & (1u << k)) || s->phase <= AUTO_NEW || s->phase >= _AUTO_PHASE_MAX)
+                                if (!(a->sizes & (1u << k)))
+                                        continue;
+                                const AutoSearch *s = auto_device_search(a, k);
+                                if (s->phase <= AUTO_NEW || s->phase >= _AUTO_PHASE_MAX)
                                         continue;
                                 searches++;
                                 phases[s->phase]++;
@@ -995,7 +1016,7 @@ static json_object *plan_device(Device *d, const Policy *p, bool v4) {
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {
                 Desired want;
-                AutoDevice searches;
+                AutoSearches searches;
                 uint64_t now = realtime_usec();
 
                 compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size, v4,
@@ -1005,7 +1026,10 @@ static json_object *plan_device(Device *d, const Policy *p, bool v4) {
                         for (unsigned i = 0; i < SIZES_COUNT; i++)
                                 if (searches.sizes & (1u << i))
                                         *sizes_at(&want.sizes, i) = auto_search_target(&searches.size[i]);
-                        json_object_object_add(o, "auto", auto_json(&searches, now));
+                        const AutoSearch *search[SIZES_COUNT];
+                        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                                search[i] = &searches.size[i];
+                        json_object_object_add(o, "auto", auto_json(searches.sizes, search, now));
                 }
                 json_object_object_add(o, "desired", control_sizes_json(&want.sizes, v4));
                 json_object *cl = json_object_new_array();

@@ -263,12 +263,29 @@ struct Device {
         DeviceRecord record;
         struct DeviceHistory *history; /* NULL until something went wrong: device_history() */
 
-        /* ---- apply.c: the policy it matched, and a reconcile owed (sync.c holds it back until
-         * the sync is done) ---- */
+        /* ---- apply.c: the policy it matched (its reconcile owed is further down) ---- */
         struct {
                 const char *policy_name; /* interned: the policy that matched at the last reconcile */
                 bool logged;             /* the match (or none) was said */
         } match;
+        /* ---- writer.c (its enums in a byte each: the groups below fill no padding) ---- */
+        struct {
+                struct DeviceWrite *on; /* while queued or sent, until its ack is handled */
+                unsigned owned; /* the sizes of its policy it sets */
+                unsigned epoch; /* the link dump epoch it was sent in */
+                unsigned n_requests; /* requests of any kind in flight for this device */
+                WritePhase phase : 8;
+                WriteCause cause : 8;
+        } write;
+
+        /* ---- state.c: an entry to save, and what is on disk ---- */
+        struct {
+                bool dirty;
+                uint32_t dirty_index;
+                uint64_t saved; /* the store's keyed hash of its entry on disk; 0: none */
+        } store;
+
+        /* ---- apply.c: a reconcile owed (sync.c holds it back until the sync is done) ---- */
         struct {
                 bool owed;
                 bool sizes_moved; /* … and its sizes changed meanwhile */
@@ -279,22 +296,7 @@ struct Device {
                 bool seen_in_dump;
         } sync;
 
-        /* ---- writer.c ---- */
-        struct {
-                WritePhase phase;
-                WriteCause cause;
-                unsigned owned; /* the sizes of its policy it sets */
-                unsigned epoch; /* the link dump epoch it was sent in */
-                struct DeviceWrite *on; /* while queued or sent, until its ack is handled */
-                unsigned n_requests; /* requests of any kind in flight for this device */
-        } write;
-
-        /* ---- state.c: an entry to save, and what is on disk ---- */
-        struct {
-                bool dirty;
-                uint32_t dirty_index;
-                uint64_t saved; /* the store's keyed hash of its entry on disk; 0: none */
-        } store;
+        unsigned auto_slot; /* auto-queue.c: its place in Engine.auto_queue + 1; 0: not queued */
 
         /* ---- probation.c ---- */
         struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */
@@ -304,7 +306,6 @@ struct Device {
 
         /* ---- auto-apply.c: the searches of `auto` (NULL: none of its sizes is `auto`), freed with it ---- */
         struct AutoDevice *autosize;
-        unsigned auto_slot; /* auto-queue.c: its place in Engine.auto_queue + 1; 0: not queued */
 
         /* ---- rollout.c ---- */
         struct {

@@ -97,6 +97,10 @@ static int spawn(void) {
         return 0;
 }
 
+int durable_start(void) {
+        return spawn();
+}
+
 /* The child's answer, if there is one: 0 or -errno the sync's; -EAGAIN none yet; -ECHILD the child
  * is gone (dropped). */
 static int read_answer(void) {
@@ -169,10 +173,6 @@ int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd) {
                         continue;
                 return r == -ECHILD ? -EIO : r;
         }
-}
-
-int durable_start(void) {
-        return spawn();
 }
 
 pid_t durable_pid(void) {

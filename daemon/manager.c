@@ -112,17 +112,16 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         m->base = event_base_new();
         if (!m->base)
                 return -ENOMEM;
+        /* the syncs' child, forked before any device is loaded (durable.h) */
+        r = durable_start();
+        if (r < 0)
+                log_warning_errno(r, "No process to sync the state file in yet (%m): the first save makes one");
 
         if (!cfg->no_count_packets) {
                 r = evidence_sockets_new(m->base, &m->packet_sockets);
                 if (r < 0)
                         return r;
         }
-        /* the syncs' child, from the start: not made by a namespace's first save, one socket more */
-        r = durable_start();
-        if (r < 0)
-                log_warning_errno(r, "failed to make the process that syncs the state files (%m): the first "
-                                     "save tries again");
         /* bigtcpd's own namespace, made as every other one is */
         NamespaceConfig own = {
                 .fd = -1,

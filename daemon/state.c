@@ -23,6 +23,10 @@
 #define STATE_RETRY_MIN_USEC (1 * USEC_PER_SEC)
 #define STATE_RETRY_MAX_USEC (60 * USEC_PER_SEC)
 #define STATE_JOURNAL_BYTES_MIN (1u * 1024u * 1024u)
+/* A journal longer than the snapshot (and STATE_JOURNAL_BYTES_MIN) is compacted once no line was
+ * appended for this long: a burst's lines (two long ones for each device that enters probation) would otherwise stay until
+ * twice the snapshot, and a restart after the burst replay them all (snapshot_due()). */
+#define STATE_COMPACT_QUIET_USEC (500u * 1000u)
 
 static ssize_t io_write(const StateIo *io, int fd, const void *p, size_t n) {
         return io && io->write ? io->write(io->userdata, fd, p, n) : write(fd, p, n);
@@ -211,12 +215,11 @@ static void out_auto(Out *o, const AutoDevice *a) {
 
         out_printf(o, ",\"auto\":[");
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                const AutoSearch *s = &a->size[i];
+                if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase == AUTO_NEW)
+                        continue;
+                const AutoSearch *s = auto_device_search(a, i);
                 AutoPhase phase = s->phase == AUTO_IDLE ? AUTO_WATCHING : s->phase;
                 uint64_t idle_wait = s->idle_wait_usec >= AUTO_IDLE_WAIT_MAX_USEC ? AUTO_IDLE_WAIT_MAX_USEC : 0;
-
-                if (!(a->sizes & (1u << i)) || s->phase == AUTO_NEW)
-                        continue;
                 out_printf(o, "%s{\"size\":\"%s\",\"phase\":\"%s\",\"min\":%u,\"max\":%u,\"proven\":%u,"
                               "\"proven_packets\":%llu,\"trying\":%u,\"ceiling\":%u,\"ceiling_usec\":%llu,\"counter\":",
                            first ? "" : ",", size_name(i), auto_phase_to_string(phase), s->min, s->max, s->proven,
@@ -638,14 +641,13 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
 
 /* 0, or 1 when some of them were dropped (what a search cannot be): the others kept. */
 static int auto_from_json(json_object *a, AutoDevice **ret) {
+        AutoSearch all[SIZES_COUNT];
+        unsigned sizes = 0;
         bool dropped = false;
         AutoDevice *d;
 
         if (!json_object_is_type(a, json_type_array))
                 return -EBADMSG;
-        d = calloc(1, sizeof(*d));
-        if (!d)
-                return -ENOMEM;
         for (size_t k = 0; k < json_object_array_length(a) && k < SIZES_COUNT; k++) {
                 AutoSearch s;
                 unsigned i;
@@ -654,13 +656,17 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
                         dropped = true;
                         continue;
                 }
-                d->size[i] = s;
-                d->sizes |= 1u << i;
+                all[i] = s;
+                sizes |= 1u << i;
         }
-        if (d->sizes == 0) {
-                free(d);
+        if (sizes == 0)
                 return -EBADMSG;
-        }
+        d = auto_device_new(sizes); /* room for these alone */
+        if (!d)
+                return -ENOMEM;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (sizes & (1u << i))
+                        *auto_device_search(d, i) = all[i];
         *ret = d;
         return dropped;
 }
@@ -1471,6 +1477,7 @@ struct StateStore {
         const DeviceTable *table;
         const StateIo *io;
         struct event *save_event;
+        struct event *quiet_event; /* STATE_COMPACT_QUIET_USEC after the last append */
         uint64_t generation;
         size_t journal_lines;
         uint64_t journal_bytes;  /* the journal's size after the last append */
@@ -1513,6 +1520,14 @@ static void on_save(evutil_socket_t fd, short what, void *userdata) {
         arm(s, s->retry_usec);
 }
 
+/* The journal has had no line for a while: replaying it costs a restart more than the snapshot. */
+static void on_quiet(evutil_socket_t fd, short what, void *userdata) {
+        StateStore *s = userdata;
+
+        if (s->journal_bytes > s->snapshot_bytes)
+                state_store_compact(s);
+}
+
 int state_store_new(struct event_base *base, const char *dir, const DeviceTable *table, StateStore **ret) {
         StateStore *s = calloc(1, sizeof(*s));
 
@@ -1523,7 +1538,8 @@ int state_store_new(struct event_base *base, const char *dir, const DeviceTable 
         random_bytes(s->key, sizeof(s->key));
         s->dir = strdup(dir);
         s->save_event = evtimer_new(base, on_save, s);
-        if (!s->dir || !s->save_event) {
+        s->quiet_event = evtimer_new(base, on_quiet, s);
+        if (!s->dir || !s->save_event || !s->quiet_event) {
                 state_store_free(s);
                 return -ENOMEM;
         }
@@ -1539,6 +1555,8 @@ void state_store_free(StateStore *s) {
                 (void) state_store_save(s);
         if (s->save_event)
                 event_free(s->save_event);
+        if (s->quiet_event)
+                event_free(s->quiet_event);
         for (size_t i = 0; i < s->n_dirty; i++)
                 s->dirty[i]->store.dirty = false;
         free(s->dirty);
@@ -1926,6 +1944,10 @@ static int save_journal(StateStore *s, const Device *const *devices, size_t n_de
         s->journal_lines += lines;
         s->journal_bytes = size;
         *ret_written = true;
+        if (s->journal_bytes > s->snapshot_bytes && s->journal_bytes >= STATE_JOURNAL_BYTES_MIN) {
+                struct timeval tv = {.tv_usec = STATE_COMPACT_QUIET_USEC};
+                (void) evtimer_add(s->quiet_event, &tv); /* (again: from this line on) */
+        }
         return 0;
 }
 

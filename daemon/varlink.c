@@ -35,6 +35,10 @@
 #define BUFFER_KEEP_MAX (256u * 1024u) /* root's larger buffers are freed once empty; others' all */
 #define BUFFER_SHRINK_MIN (64u * 1024u) /* others' buffers above this shrink once less than half full */
 #define BUFFER_SLACK_MAX (1024u * 1024u) /* growth: a quarter more than needed, at most this more */
+/* A reply written piece by piece (ListDevices of 10000 devices: 7 MB) goes out while it is made
+ * once this much of it waits: the buffer stays small and warm instead of growing (and faulting in)
+ * to the whole reply. */
+#define FLUSH_AT (64u * 1024u)
 #define TRIM_AFTER (4u * 1024u * 1024u)   /* others' buffers once held this much: trimmed when freed */
 #define SERVICE_INTERFACE "org.varlink.service"
 
@@ -144,6 +148,7 @@ struct Connection {
         /* Replies not yet sent: out[out_start, out_len). */
         char *out;
         size_t out_start, out_len, out_size;
+        size_t flush_at; /* connection_write() sends what waits once this much does (0: FLUSH_AT) */
 
         VarlinkCall call; /* the one in progress */
         bool eof;         /* the client shut down its side */
@@ -336,6 +341,11 @@ static int connection_flush(Connection *c) {
 static int connection_write(Connection *c, const char *data, size_t size) {
         if (size == 0)
                 return 0;
+        if (out_pending(c) >= (c->flush_at ?: FLUSH_AT)) {
+                (void) connection_flush(c); /* a broken connection is found where it is waited on */
+                /* a client that does not read is tried again only after as much more */
+                c->flush_at = out_pending(c) + FLUSH_AT;
+        }
         /* Compact first: the start of the buffer is sent already. */
         if (c->out_start > 0 && c->out_len + size > c->out_size) {
                 memmove(c->out, c->out + c->out_start, out_pending(c));

@@ -4,7 +4,8 @@ on a policy with `ipv6: {gso-max-size: auto}`, for each N of --devices:
 
   * settle: from the end of the burst until GetStatus counts every device applied (at the
     search's first size, its min: the veths' own 65536, so nothing is written);
-  * idle: the daemon's CPU time (/proc/PID/schedstat) and context switches over --idle seconds
+  * idle: the CPU time of the daemon and its children (scale.cpu_ns()) and the daemon's context
+    switches over --idle seconds
     after that. Nothing fills a proven size, so every search is idle and wakes for a watch
     after the window, then twice as long each time: with --window 2s, 60 s hold about five
     rounds of watches for every device (at most EVIDENCE_WATCHED_MAX of them counted at once);
@@ -129,7 +130,7 @@ class Auto(Scale):
                 continue
             print(f"{r['n']:>8} {r['settle']:>7.2f} s {r['cpu'] * 1000:>7.0f} ms {r['vol']:>9} {r['rss']:>10} "
                   f"{r['hwm']:>10} {r['fd']:>4} {r['fd_max']:>4}")
-        print(f"idle CPU: the daemon's CPU time over {self.args.idle:g} s after every device was applied; "
+        print(f"idle CPU: the CPU time of the daemon and its children over {self.args.idle:g} s after every device was applied; "
               f"switches: voluntary ones (wakeups).")
         return 0 if all("error" not in r for r in rows) else 1
 

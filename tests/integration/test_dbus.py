@@ -361,7 +361,7 @@ def test_read_methods(served):
     assert tuple(current) == BIG and tuple(desired) == BIG and tso == links['va']['tso_max_size']
     # its big packets, as ListDevicesJSON has them (zeros, and in effect not known, when never counted)
     va = json.loads(call(bus, 'ListDevicesJSON', 's', 'va')[0])['devices'][0]
-    bp, eff = va['big_packets'], va['effective']
+    bp, eff = va.get('big_packets'), va.get('effective')
     assert big == ([False, 0, 0, 0, 0, 0, 0, 0, 0, -1] if bp is None else
                    [bp['watching'], bp['tx'], bp['rx'], bp['tx_largest'], bp['rx_largest'], bp['ipv6'], bp['ipv4'],
                     bp['missed'], bp['since'], -1 if eff is None else int(eff)]), (big, va)
@@ -585,7 +585,7 @@ def test_watch(served):
     took = time.monotonic() - t0
     dev = json.loads(data[0])['device']
     assert dev['ifname'] == 'vc' and dev['big_packets']['watching'] is False, dev
-    assert dev['big_packets']['tx'] == 0 and dev['effective'] is None, 'idle: counted nothing, no verdict'
+    assert dev['big_packets']['tx'] == 0 and dev.get('effective') is None, 'idle: counted nothing, no verdict'
     assert 1.0 <= took < T(5), f'answered after {took:.2f}s for a 1 s window'
     assert d.log_lines(r'vc: watching for 1s, asked for over D-Bus')
     ctl = Path(os.environ.get('BIGTCPD_BIN', REPO / 'build' / 'daemon' / 'bigtcpd')).resolve().parent.parent

@@ -165,7 +165,12 @@ def test_every_method(ns, daemon, confdir, iface):
         assert v0['state'] in ('probation', 'applied')
         assert v0['current'] == v0['desired'] == dict(zip(nl.SIZES, sizes4(BIG)))
         assert v0['original'] == dict(zip(nl.SIZES, sizes4(65536)))
-        assert by['k0']['state'] == 'unmanaged' and by['k0']['desired'] is None
+        assert by['k0']['state'] == 'unmanaged' and by['k0'].get('desired') is None
+        # what a device does not have is left out, not sent as null (the IDL's optional fields)
+        assert not [(x['ifname'], k) for x in devs for k, v in x.items() if v is None], devs
+        assert not {'policy', 'desired', 'original', 'pending', 'last_error', 'last_rollback', 'altnames', 'effective',
+                    'auto'} & set(by['k0']), by['k0']
+        assert 'kind' not in by['lo'] and 'altnames' not in v0, (by['lo'], v0)
         one = checked(iface, c, 'ListDevices', {'ifname': 'v0'})['devices']
         # ListDevices(ifname) reads the device again first: only the ages may differ (and the time
         # left of a big-packet count); and it explains the device (only the one named: matching

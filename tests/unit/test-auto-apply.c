@@ -5,6 +5,7 @@
  * Without rings, the harness's engine counts no packets: every watch a search asks for fails as
  * "counting is off", which the engine takes as a watch that saw nothing (auto-apply.c). With them
  * (evidence_set_test_rings()), each watch reads a ring the test fills as the kernel would. */
+#include <malloc.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <sys/mman.h>
@@ -155,7 +156,7 @@ static const AutoSearch *search_of(Harness *h, int ifindex) {
         Device *d = h_dev(h, ifindex);
         assert_non_null(d->autosize);
         assert_int_equal(d->autosize->sizes, SIZE_BIT_GSO);
-        return &d->autosize->size[0];
+        return auto_device_search(d->autosize, 0);
 }
 
 /* No traffic fills 65536: the device stays there, unwritten, watched again after the window, then
@@ -593,8 +594,8 @@ static void test_idle_searches_write_nothing(void **state) {
         disk = (typeof(disk)){};
         state_store_set_io(h->e->state, &counting_disk);
         /* their waits double up to their most: e1's written once, when it is an hour */
-        for (unsigned round = 0; e0->autosize->size[0].idle_wait_usec < AUTO_IDLE_WAIT_MAX_USEC ||
-                                 e1->autosize->size[0].idle_wait_usec < AUTO_IDLE_WAIT_MAX_USEC;
+        for (unsigned round = 0; (*auto_device_search(e0->autosize, 0)).idle_wait_usec < AUTO_IDLE_WAIT_MAX_USEC ||
+                                 (*auto_device_search(e1->autosize, 0)).idle_wait_usec < AUTO_IDLE_WAIT_MAX_USEC;
              round++) {
                 assert_true(round < 100);
                 idle_round(h, e0, e1);
@@ -607,8 +608,8 @@ static void test_idle_searches_write_nothing(void **state) {
         for (unsigned round = 0; round < 2 * 25; round++)
                 idle_round(h, e0, e1);
         assert_true(h->real - began >= 24 * 3600 * USEC_PER_SEC);
-        assert_string_equal(auto_phase_to_string(e0->autosize->size[0].phase), "idle");
-        assert_string_equal(auto_phase_to_string(e1->autosize->size[0].phase), "idle");
+        assert_string_equal(auto_phase_to_string((*auto_device_search(e0->autosize, 0)).phase), "idle");
+        assert_string_equal(auto_phase_to_string((*auto_device_search(e1->autosize, 0)).phase), "idle");
         assert_int_equal(disk.writes, 0);
         assert_int_equal(disk.syncs, 0);
         assert_int_equal(disk.renames, 0);
@@ -704,11 +705,61 @@ static void test_operator_rollback_ends_the_step(void **state) {
         h_free(h);
         rings_free();
         free(yaml);
+/* A device's searches have room for the sizes its policy sets to `auto` alone, made again when
+ * those change (what was searched goes on where it was) and freed when none is. Once every device
+ * on `auto` carried all four sizes' searches (720 bytes) to search one. */
+static void test_room_for_the_sizes_searched(void **state) {
+        char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_new(yaml);
+        const size_t one = offsetof(AutoDevice, of) + sizeof(AutoSize);
+        Device *d;
+
+        free(yaml);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        d = h_dev(h, 2);
+        assert_non_null(d->autosize);
+        assert_int_equal(d->autosize->sizes, SIZE_BIT_GSO);
+        assert_true(malloc_usable_size(d->autosize) < one + sizeof(AutoSize));
+        AutoSearch gso = *auto_device_search(d->autosize, 0);
+        assert_int_equal(gso.phase, AUTO_IDLE);
+
+        h_reload(h, "version: 1\n"
+                    "policies:\n"
+                    "  - name: auto\n"
+                    "    match: {name: [e0]}\n"
+                    "    ipv6: {gso-max-size: auto, gro-max-size: auto}\n"
+                    "    rollback:\n"
+                    "      window: 10s\n"
+                    "      guards:\n"
+                    "        - {counter: link.tx_errors, max-increase: 10}\n");
+        h_answer_all(h);
+        d = h_dev(h, 2);
+        assert_non_null(d->autosize);
+        assert_int_equal(d->autosize->sizes, SIZE_BIT_GSO | SIZE_BIT_GRO);
+        assert_true(malloc_usable_size(d->autosize) < one + 2 * sizeof(AutoSize));
+        /* the GSO search is the one it was, the GRO one began */
+        assert_int_equal(auto_device_search(d->autosize, 0)->phase, gso.phase);
+        assert_int_equal(auto_device_search(d->autosize, 0)->retry_usec, gso.retry_usec);
+        assert_int_equal(auto_device_search(d->autosize, 0)->idle_wait_usec, gso.idle_wait_usec);
+        assert_int_equal(auto_device_search(d->autosize, 1)->proven, 65536);
+        assert_null(auto_device_at(d->autosize, 2));
+
+        h_reload(h, "version: 1\n"
+                    "policies:\n"
+                    "  - name: auto\n"
+                    "    match: {name: [e0]}\n"
+                    "    ipv6: {gso-max-size: 65536, gro-max-size: 65536}\n");
+        h_answer_all(h);
+        assert_null(h_dev(h, 2)->autosize);
+        h_free(h);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_idle_device_waits_longer_each_time, h_teardown),
+                cmocka_unit_test_teardown(test_room_for_the_sizes_searched, h_teardown),
                 cmocka_unit_test_teardown(test_idle_device_watched_with_rings, h_teardown),
                 cmocka_unit_test_teardown(test_idle_wait_is_bounded, h_teardown),
                 cmocka_unit_test_teardown(test_canary_cohort, h_teardown),

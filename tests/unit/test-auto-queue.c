@@ -89,11 +89,11 @@ static uint64_t wait_of(Harness *h, int ifindex) {
         Device *d = h_dev(h, ifindex);
         assert_non_null(d);
         assert_non_null(d->autosize);
-        return d->autosize->size[0].idle_wait_usec;
+        return auto_device_search(d->autosize, 0)->idle_wait_usec;
 }
 
 static AutoPhase phase_of(Harness *h, int ifindex) {
-        return h_dev(h, ifindex)->autosize->size[0].phase;
+        return auto_device_search(h_dev(h, ifindex)->autosize, 0)->phase;
 }
 
 /* The auto timer fires as the event loop would run it, at the fake clock's time. */
@@ -174,7 +174,7 @@ static void test_spread(void **state) {
         (void) state;
         for (int i = 0; i < N; i++) {
                 Device *d = h_dev(h, 10 + i);
-                uint64_t due = auto_apply_due(d), retry = d->autosize->size[0].retry_usec;
+                uint64_t due = auto_apply_due(d), retry = auto_device_search(d->autosize, 0)->retry_usec;
                 assert_int_equal(retry, h->real + window); /* all at the same moment */
                 assert_true(due >= retry);
                 assert_true(due <= retry + window / 8);
@@ -230,18 +230,19 @@ static void test_leaves(void **state) {
  * does nothing for it): due, the timer would fire at once without end. */
 static void test_reprobe_not_due(void **state) {
         Device d = {.ifindex = 7};
-        AutoDevice a = {.sizes = 1u << 0};
+        _cleanup_(freep) AutoDevice *a = auto_device_new(1u << 0);
 
         (void) state;
-        a.bounds[0].ceiling_age_usec = 3600 * USEC_PER_SEC;
-        a.size[0] = (AutoSearch){.phase = AUTO_SETTLED, .proven = 250000, .ceiling = 262144,
-                                 .ceiling_usec = 1000 * USEC_PER_SEC};
-        d.autosize = &a;
-        assert_int_equal(auto_apply_due(&d), 1000 * USEC_PER_SEC + a.bounds[0].ceiling_age_usec);
-        a.size[0].reprobe = true;
-        a.size[0].phase = AUTO_WATCHING;
+        assert_non_null(a);
+        auto_device_bounds(a, 0)->ceiling_age_usec = 3600 * USEC_PER_SEC;
+        *auto_device_search(a, 0) = (AutoSearch){.phase = AUTO_SETTLED, .proven = 250000, .ceiling = 262144,
+                                                   .ceiling_usec = 1000 * USEC_PER_SEC};
+        d.autosize = a;
+        assert_int_equal(auto_apply_due(&d), 1000 * USEC_PER_SEC + auto_device_bounds(a, 0)->ceiling_age_usec);
+        auto_device_search(a, 0)->reprobe = true;
+        auto_device_search(a, 0)->phase = AUTO_WATCHING;
         assert_int_equal(auto_apply_due(&d), UINT64_MAX);
-        a.pending = true;
+        a->pending = true;
         assert_int_equal(auto_apply_due(&d), 0);
 }
 

@@ -1,0 +1,288 @@
+#!/usr/bin/python3
+"""footprint.py — what 10000 devices cost the daemon, and how its reads compare with the kernel's
+own, each figure beside its baseline from the same run (issue 37). Not part of the test suite.
+
+One namespace with --pairs veth pairs (10000 devices by default), made once. Then --rounds rounds;
+in each, every binary given (--bin, and --baseline-bin to compare two builds side by side; their
+order alternates from round to round) goes through:
+
+  * applied: a fresh runtime directory and a policy for kind veth at sizes no device holds yet
+    (all four; a window of 1 s; the guard link.tx_dropped, as scale.py's), the time to READY=1 and until GetStatus counts every device
+    applied; then its VmRSS and VmHWM, and its children's RSS;
+  * `bigtcpctl --json list` against `ip -n NS -j -d link show` of the same devices, --lists times
+    each, interleaved, both printing to /dev/null: wall times, and the ratio of the medians;
+  * a restart over the applied devices (SIGKILL, then the same runtime directory): the time to
+    READY=1 against one `ip -j -d link show` measured right after;
+  * probation: the same with a window of an hour (every device in probation), its RSS, and a
+    restart over them;
+  * auto: a policy with `ipv6: {gso-max-size: auto}` (window 2 s), every device applied, then
+    --idle seconds idle: RSS at the end, and the CPU time of the daemon and its children.
+
+Each figure is printed as the median over the rounds (min..max), with the load average at the
+start and the end. It asserts nothing. Run as root after `bash scripts/build.sh`:
+    /usr/bin/python3 tests/bench/footprint.py [--bin build/daemon/bigtcpd] [--baseline-bin OTHER]
+        [--pairs 5000] [--rounds 5] [--lists 5] [--idle 20] [--only applied,probation,auto]
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import burst  # noqa: E402
+from burst import timed  # noqa: E402
+import varlink_client  # noqa: E402  (tests/integration, on the path through burst)
+from scale import children, cpu_ns  # noqa: E402  (the daemon's and its children's)
+
+IFACE = "io.bigtcpd.Manager"
+
+
+def policy(size, window, auto=False):
+    if auto:
+        sizes = "    ipv6:\n      gso-max-size: auto\n"
+    else:
+        sizes = (f"    ipv6:\n      gso-max-size: {size}\n      gro-max-size: {size}\n"
+                 f"    ipv4:\n      gso-max-size: {size}\n      gro-max-size: {size}\n")
+    return (f"version: 1\npolicies:\n  - name: bench\n    match:\n      kind: [veth]\n{sizes}"
+            f"    rollback:\n      window: {window}\n      interval: 500ms\n"
+            f"      guards:\n        - {{counter: link.tx_dropped, max-increase: 10}}\n")
+
+
+def status_kb(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def ctl_of(daemon_bin):
+    for c in (os.path.join(os.path.dirname(daemon_bin), "bigtcpctl"),
+              os.path.join(os.path.dirname(daemon_bin), "..", "cli", "bigtcpctl")):
+        if os.access(c, os.X_OK):
+            return os.path.normpath(c)
+    sys.exit(f"footprint.py: no bigtcpctl beside {daemon_bin}")
+
+
+class Footprint(burst.Bench):
+    """The runtime directories are on a tmpfs, as /run is on a real system (each first write of a
+    device waits for the state file's fsync)."""
+
+    def __init__(self, args):
+        super().__init__(args)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0755", "bigtcpd-bench", self.tmp], check=True)
+        self.mounted = True
+        self.ns = f"{args.prefix}fp"
+        self.n = 2 * args.pairs
+        self.k = 0
+        self.figures = {}  # (label, figure) -> [values]
+
+    def cleanup(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.procs.clear()
+        if getattr(self, "mounted", False):
+            subprocess.run(["umount", self.tmp], check=False)
+            self.mounted = False
+        super().cleanup()
+
+    def note(self, label, what, value):
+        self.figures.setdefault((label, what), []).append(value)
+
+    def status(self, run):
+        return varlink_client.call(os.path.join(run, IFACE), f"{IFACE}.GetStatus", timeout=60)
+
+    def wait_count(self, run, state, timeout=300):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.status(run)["devices"].get(state, 0) >= self.n:
+                return
+            time.sleep(0.2)  # GetStatus has no change notification short of Monitor's stream
+        raise RuntimeError(f"not every device {state} within {timeout} s")
+
+    def start(self, daemon_bin, config, run):
+        """Starts daemon_bin with `run` as its runtime directory; (process, seconds to READY=1)."""
+        path = os.path.join(self.tmp, "notify")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        sock.settimeout(0.1)
+        t0 = time.monotonic()
+        with open(os.path.join(self.tmp, f"bigtcpd-{self.k}.log"), "ab") as log:
+            p = subprocess.Popen(["ip", "netns", "exec", self.ns, daemon_bin, "--config", config, "--runtime-dir", run],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 env=dict(os.environ, NOTIFY_SOCKET=path))
+        self.procs.append(p)
+        try:
+            while True:
+                try:
+                    if b"READY=1" in sock.recv(65536).split(b"\n"):
+                        return p, time.monotonic() - t0
+                except socket.timeout:
+                    pass
+                if p.poll() is not None:
+                    raise RuntimeError(f"bigtcpd exited with {p.returncode} before READY=1")
+                if time.monotonic() - t0 > self.args.ready_timeout:
+                    self.kill(p)
+                    raise RuntimeError(f"no READY=1 within {self.args.ready_timeout:g} s")
+        finally:
+            sock.close()
+            os.unlink(path)
+
+    def kill(self, p):
+        p.kill()
+        p.wait()
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def stop(self, p):
+        if p in self.procs:
+            super().stop(p)
+
+    def config(self, text):
+        self.k += 1
+        path = os.path.join(self.tmp, f"policy-{self.k}.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        run = os.path.join(self.tmp, f"state-{self.k}")
+        os.mkdir(run, 0o755)
+        return path, run
+
+    def size(self):
+        return 100000 + 1000 * (self.k % 200)  # one no device holds: every device is written
+
+    def ip_show(self):
+        return timed(["ip", "-n", self.ns, "-j", "-d", "link", "show"])
+
+    def restart(self, label, what, daemon_bin, p, config, run):
+        self.kill(p)
+        p, ready = self.start(daemon_bin, config, run)
+        ip = self.ip_show()
+        self.note(label, f"{what}: restart to READY=1 (s)", ready)
+        self.note(label, f"{what}: ip -j -d link show then (s)", ip)
+        self.note(label, f"{what}: restart / ip", ready / ip)
+        return p
+
+    def applied(self, label, daemon_bin):
+        config, run = self.config(policy(self.size(), "1s"))
+        p, ready = self.start(daemon_bin, config, run)
+        try:
+            self.wait_count(run, "applied")
+            time.sleep(1)
+            self.note(label, "applied: VmRSS (kB)", status_kb(p.pid, "VmRSS"))
+            self.note(label, "applied: VmHWM (kB)", status_kb(p.pid, "VmHWM"))
+            self.note(label, "applied: children's VmRSS (kB)", sum(status_kb(k, "VmRSS") for k in children(p.pid)))
+            ctl = [ctl_of(daemon_bin), "--socket", os.path.join(run, IFACE), "--json", "list"]
+            lists, ips = [], []
+            for _ in range(self.args.lists):
+                lists.append(timed(ctl))
+                ips.append(self.ip_show())
+            self.note(label, "list --json (s)", statistics.median(lists))
+            self.note(label, "ip -j -d link show (s)", statistics.median(ips))
+            self.note(label, "list --json / ip", statistics.median(lists) / statistics.median(ips))
+            size = len(subprocess.run(ctl, capture_output=True, check=True).stdout)
+            ipsize = len(subprocess.run(["ip", "-n", self.ns, "-j", "-d", "link", "show"], capture_output=True,
+                                        check=True).stdout)
+            self.note(label, "list --json bytes a device", size / self.n)
+            self.note(label, "ip -j -d bytes a device", ipsize / (self.n + 1))
+            p = self.restart(label, "applied", daemon_bin, p, config, run)
+            self.wait_count(run, "applied")
+        finally:
+            self.stop(p)
+
+    def probation(self, label, daemon_bin):
+        config, run = self.config(policy(self.size(), "3600s"))
+        p, _ = self.start(daemon_bin, config, run)
+        try:
+            self.wait_count(run, "probation")
+            time.sleep(1)
+            self.note(label, "probation: VmRSS (kB)", status_kb(p.pid, "VmRSS"))
+            p = self.restart(label, "probation", daemon_bin, p, config, run)
+            self.wait_count(run, "probation")
+            self.note(label, "probation: VmRSS after the restart (kB)", status_kb(p.pid, "VmRSS"))
+        finally:
+            self.stop(p)
+
+    def auto(self, label, daemon_bin):
+        config, run = self.config(policy(0, "2s", auto=True))
+        p, _ = self.start(daemon_bin, config, run)
+        try:
+            self.wait_count(run, "applied")
+            c0, t0 = cpu_ns(p.pid), time.monotonic()
+            time.sleep(self.args.idle)
+            c1, t1 = cpu_ns(p.pid), time.monotonic()
+            self.note(label, "auto idle: VmRSS (kB)", status_kb(p.pid, "VmRSS"))
+            self.note(label, "auto idle: CPU incl. children (ms/min)", (c1 - c0) / 1e6 * 60 / (t1 - t0))
+        finally:
+            self.stop(p)
+
+    def run(self):
+        bins = [("after", self.args.bin)]
+        if self.args.baseline_bin:
+            bins.insert(0, ("before", self.args.baseline_bin))
+        load0 = os.getloadavg()
+        self.netns_add(self.ns)
+        for k in ("all", "default"):  # no router solicitations into thousands of veths
+            subprocess.run(["ip", "netns", "exec", self.ns, "sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1"],
+                           check=True)
+        self.ip_batch(self.ns, self.pairs_batch(self.args.pairs, "fp"))
+        parts = self.args.only.split(",")
+        try:
+            for r in range(self.args.rounds):
+                for label, b in (bins if r % 2 == 0 else bins[::-1]):
+                    for part in parts:
+                        try:
+                            getattr(self, part)(label, b)
+                        except RuntimeError as e:  # a part that failed (a loaded machine): said, and counted
+                            self.note(label, f"{part}: failed", 1)
+                            print(f"  round {r + 1}, {label}, {part}: {e}", flush=True)
+                print(f"round {r + 1} of {self.args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
+        finally:
+            self.table(bins, load0)
+        return 0
+
+    def table(self, bins, load0):
+        load1 = os.getloadavg()
+        print(f"\n{self.n} devices, {self.args.rounds} rounds; load average {load0[0]:.1f} at the start, "
+              f"{load1[0]:.1f} at the end (2 cores: {os.cpu_count()})")
+        whats = list(dict.fromkeys(w for _, w in self.figures))
+        print(f"{'figure':48} " + " ".join(f"{label:>28}" for label, _ in bins))
+        for w in whats:
+            cells = []
+            for label, _ in bins:
+                v = self.figures.get((label, w))
+                if not v:
+                    cells.append(f"{'-':>28}")
+                    continue
+                f = "{:.3f}" if max(v) < 100 else "{:.0f}"
+                cells.append(f"{f.format(statistics.median(v)):>10} ({f.format(min(v))}..{f.format(max(v))})".rjust(28))
+            print(f"{w:48} " + " ".join(cells), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", default=os.path.join(burst.ROOT, "build", "daemon", "bigtcpd"))
+    ap.add_argument("--baseline-bin", help="another build's bigtcpd (its bigtcpctl beside it or in ../cli)")
+    ap.add_argument("--pairs", type=int, default=5000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--lists", type=int, default=5)
+    ap.add_argument("--idle", type=float, default=20)
+    ap.add_argument("--only", default="applied,probation,auto")
+    ap.add_argument("--ready-timeout", type=float, default=300)
+    ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))
+    args = ap.parse_args()
+    for b in filter(None, (args.bin, args.baseline_bin)):
+        if not os.access(b, os.X_OK):
+            sys.exit(f"footprint.py: {b} not found; build it with: bash scripts/build.sh")
+        ctl_of(b)
+    return burst.run_as_root("footprint.py", Footprint, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -318,13 +318,13 @@ bool auto_apply_rolled_back(Engine *e, Device *d, Sizes *held) {
         if (!a)
                 return false;
         for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if ((a->sizes & (1u << i)) && a->size[i].phase == AUTO_TRYING)
+                if ((a->sizes & (1u << i)) && auto_device_search(a, i)->phase == AUTO_TRYING)
                         stepping |= 1u << i;
         if (!auto_apply_tripped(e, d, &operator))
                 return false;
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if (stepping & (1u << i))
-                        *sizes_at(held, i) = auto_search_target(&a->size[i]);
+                        *sizes_at(held, i) = auto_search_target(auto_device_search(a, i));
         return true;
 }
 

@@ -705,6 +705,8 @@ static void test_operator_rollback_ends_the_step(void **state) {
         h_free(h);
         rings_free();
         free(yaml);
+}
+
 /* A device's searches have room for the sizes its policy sets to `auto` alone, made again when
  * those change (what was searched goes on where it was) and freed when none is. Once every device
  * on `auto` carried all four sizes' searches (720 bytes) to search one. */

@@ -21,7 +21,6 @@ typedef struct Scrape Scrape;
 typedef struct Accepted Accepted;
 
 struct MetricsHttp {
-        struct event_base *base;
         Control *control;
         struct evhttp *http;
         unsigned n_connections;
@@ -304,7 +303,6 @@ int metrics_http_new(struct event_base *base, Control *control, const char *list
 
         if (!m)
                 return -ENOMEM;
-        m->base = base;
         m->control = control;
         LIST_INIT(&m->scrapes);
         LIST_INIT(&m->fresh);

@@ -450,11 +450,10 @@ static void test_store_writes_only_changes(void **state) {
         assert_int_equal(disk.writes + disk.syncs + disk.renames, 0);
 
         /* an idle search's next watch (and whether it is deferred) is not what a restart needs */
-        a->autosize = calloc(1, sizeof(*a->autosize));
+        a->autosize = auto_device_new(SIZE_BIT_GSO);
         assert_non_null(a->autosize);
-        a->autosize->sizes = SIZE_BIT_GSO;
-        (*auto_device_search(a->autosize, 0)) = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_WATCHING, .proven = 65536,
-                                            .idle_wait_usec = 60 * USEC_PER_SEC};
+        *auto_device_search(a->autosize, 0) = (AutoSearch){.min = 65536, .max = 524280, .phase = AUTO_WATCHING,
+                                                           .proven = 65536, .idle_wait_usec = 60 * USEC_PER_SEC};
         state_store_mark(s, a);
         assert_int_equal(state_store_save(s), 0);
         assert_int_equal(disk.writes, 1);

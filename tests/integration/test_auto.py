@@ -26,7 +26,7 @@ RATE = '4G'
 BROKEN_ABOVE = 150000
 
 
-def policy(max_=None, guard='- {counter: link.tx_errors, max-increase: 1000000}', ceiling_age=None):
+def policy(max_=None, guard='- {counter: link.tx_errors, max-increase: 1000000}', ceiling_age=None, window=WINDOW):
     keys = ', '.join(k for k in (f'max: {max_}' if max_ else '', f'ceiling-age: {ceiling_age}' if ceiling_age else '')
                      if k)
     bound = f'{{auto: {{{keys}}}}}' if keys else 'auto'
@@ -37,7 +37,7 @@ def policy(max_=None, guard='- {counter: link.tx_errors, max-increase: 1000000}'
             match: {{name: [e0]}}
             ipv6: {{gso-max-size: {bound}}}
             rollback:
-              window: {WINDOW}
+              window: {window}
               interval: 200ms
               guards:
                 {guard}
@@ -279,6 +279,42 @@ def test_a_kill_in_a_step_s_window_proves_nothing(netns, daemon, confdir):
         assert proven == [131072, 262144, 524280], d2.log_tail()
         assert at == 524280 and gso(a) == 524280
     d2.stop()
+
+
+def test_an_operator_rollback_ends_the_step(netns, daemon, confdir):
+    """`bigtcpctl rollback e0` while 131072 is in its window (a window long enough to say so
+    within it): e0 goes back to 65536 and is held there, and the step ends as a trip by "operator"
+    would — 131072 is the ceiling, in the state file too, and status counts no search trying (issue
+    34: it stayed "trying 131072" for good, with no window left to judge it). A retry releases it,
+    and the search goes on below the ceiling: 98304."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(window='8s'))
+    sock = None
+    with Traffic(a, (b, 'fd13::2'), 120):
+        d = daemon(a, cfg)
+        sock = d.runtime_dir / 'io.bigtcpd.Manager'
+        nl.wait_links(a, lambda links: 'e0' in links and nl.sizes_of(links['e0'])[0] == 131072, T(40), 'e0 at 131072')
+        assert device(d)['auto'][0]['trying'] == 131072
+        ctl('rollback', 'e0', sock=sock, check_rc=0)
+        nl.wait_links(a, lambda links: nl.sizes_of(links['e0'])[0] == 65536, T(10), 'e0 back at 65536')
+        e0 = device(d)
+        [search] = e0['auto']
+        assert e0['state'] == 'rolled-back', e0
+        assert (search['phase'], search['trying'], search['proven'], search['ceiling'], search['tripped_by']) == \
+            ('watching', None, 65536, 131072, 'operator'), search
+        status = ctl('status', sock=sock, check_rc=0).stdout
+        assert re.search(r'^ +Auto: 1 watching \(1 trip\)$', status, re.M), status
+        wait_file(d.runtime_dir, lambda: (auto_entry(d)['ceiling'], auto_entry(d)['trying']) == (131072, 0), 10,
+                  'the ceiling on disk', directory=True)
+        assert auto_entry(d)['counter'] == 'operator'
+        # held while busy: two windows, no write
+        with Monitor(d, seed=False) as mon:
+            assert mon.no_event(lambda ev: ev.get('event') == 'write', 2 * 8) is None
+        assert gso(a) == 65536
+        ctl('retry', 'e0', sock=sock, check_rc=0)
+        nl.wait_links(a, lambda links: nl.sizes_of(links['e0'])[0] == 98304, T(40), 'e0 at 98304')
+    d.stop()
 
 
 IDLE_PAIRS = 40  # 80 devices: more than the 64 watched at once, so that most searches defer a window at a time

@@ -692,6 +692,8 @@ void apply_policy_changed(Engine *e) {
 }
 
 void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
+        size_t windows = 0, searches = 0;
+
         for (size_t i = 0; i < n; i++) {
                 StateEntry *s = &entries[i];
                 Device *d = device_get(&e->devices, s->ifindex);
@@ -713,17 +715,26 @@ void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
                         continue;
                 }
                 lifecycle_resume(e, d, s);
-                if (d->probation)
-                        log_dev_info(d, "resuming probation begun by an earlier run");
+                /* each device in the debug log, all of them in one line (10000 lines to the
+                 * journal cost a restart over 10000 windows more than the rest of its start) */
+                if (d->probation) {
+                        log_dev_debug(d, "resuming probation begun by an earlier run");
+                        windows++;
+                }
                 if (s->autosize) {
                         /* the searches go on where they were; a step whose window was cut short
                          * has lost its count of packets and proves nothing */
                         free(d->autosize);
                         d->autosize = TAKE_PTR(s->autosize);
-                        log_dev_info(d, "resuming its search of auto");
+                        log_dev_debug(d, "resuming its search of auto");
+                        searches++;
                         auto_arm(e, d);
                 }
         }
+        if (windows > 0)
+                log_info("resuming %zu probation window%s begun by an earlier run", windows, windows == 1 ? "" : "s");
+        if (searches > 0)
+                log_info("resuming the searches of auto of %zu device%s", searches, searches == 1 ? "" : "s");
         probation_arm(e->probation);
         state_store_compact(e->state);
 }

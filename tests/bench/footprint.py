@@ -26,6 +26,7 @@ start and the end. It asserts nothing. Run as root after `bash scripts/build.sh`
 
 import argparse
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -135,6 +136,22 @@ class Footprint(burst.Bench):
             sock.close()
             os.unlink(path)
 
+    def log_tail(self, lines=5):
+        try:
+            with open(os.path.join(self.tmp, f"bigtcpd-{self.k}.log"), errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def forget_part(self):
+        """The part's state directory and log go: 22 parts of 10000 devices fill the tmpfs."""
+        shutil.rmtree(os.path.join(self.tmp, f"state-{self.k}"), ignore_errors=True)
+        for f in (f"bigtcpd-{self.k}.log", f"policy-{self.k}.yaml"):
+            try:
+                os.unlink(os.path.join(self.tmp, f))
+            except FileNotFoundError:
+                pass
+
     def kill(self, p):
         p.kill()
         p.wait()
@@ -242,6 +259,8 @@ class Footprint(burst.Bench):
                         except RuntimeError as e:  # a part that failed (a loaded machine): said, and counted
                             self.note(label, f"{part}: failed", 1)
                             print(f"  round {r + 1}, {label}, {part}: {e}", flush=True)
+                            print(self.log_tail(), flush=True)
+                        self.forget_part()
                 print(f"round {r + 1} of {self.args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
         finally:
             self.table(bins, load0)

@@ -760,7 +760,7 @@ def test_without_cap_sys_admin_status_is_degraded_and_names_the_namespace(ns, po
     # logged once, however many scans follow
     pods.add(distinct=False)   # the daemon runs: it writes vh1 at once (a set of ours could land before or after)
     d.reload()
-    assert len(d.log_lines(f'netns {p1}: cannot enter it')) == 2   # the reload is the operator's word: tried again
+    assert len(d.log_lines(f'netns {p1}: failed to enter it')) == 2   # the reload is the operator's word: tried again
 
 
 def test_list_refresh_and_show_read_every_namespace_first(ns, pods, daemon, confdir):

@@ -122,7 +122,7 @@ def test_full_runtime_dir_during_a_burst(ns, small_tmpfs, daemon, confdir):
                        'every device of the burst written or refused')
         refused = [n for n in full if mon.state(n) == 'failed']
         assert refused, 'no device was refused: the disk never filled up'
-        assert d.log_lines('cannot record original sizes|cannot be recorded')
+        assert d.log_lines('failed to record (the original sizes|what a restart needs)')
         os.unlink(filler)
 
         # Nothing else happens: the store's own retry finds the room.
@@ -165,7 +165,7 @@ def test_full_runtime_dir_when_a_policy_owns_more(ns, small_tmpfs, daemon, confd
                        T(30), 'every device written or refused')
         refused = [n for n in originals if mon.state(n) == 'failed']
         assert refused, 'no device was refused: the disk never filled up'
-        assert d.log_lines('cannot be recorded')
+        assert d.log_lines('failed to record (the original sizes|what a restart needs)')
         now = current(ns, refused)
         for n in refused:
             assert now[n] == v6[n], f'{n}: refused, but its sizes are {now[n]}, not {v6[n]}'

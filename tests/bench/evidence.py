@@ -39,7 +39,7 @@ import nl  # noqa: E402  (the tests' own rtnetlink: iproute2 6.1 cannot write th
 
 IFACE = "io.bigtcpd.Manager"
 BIG = 185000
-POLICY = standard_policy("bench-evidence", "{name: [ev0]}", BIG, rollback=["guards: []"])
+POLICY = standard_policy("bench-evidence", "name: [ev0]", BIG, rollback=("guards: []",))
 ADDR = {"ipv6": ("fd13:be::1", "fd13:be::2"), "ipv4": ("10.213.0.1", "10.213.0.2")}
 
 

@@ -175,7 +175,7 @@ def burst(run):
     host = f"{run.tag}-host"
     pods = [f"{run.tag}-{i}" for i in range(n)]
     run.make_namespaces([host])
-    policy = standard_policy("pod-ends", f'{{netns: ["{run.tag}-[0-9]*"], kind: [veth]}}')
+    policy = standard_policy("pod-ends", (f'netns: ["{run.tag}-[0-9]*"]', "kind: [veth]"))
     cfg = os.path.join(run.tmp, "bigtcpd.yaml")
     with open(cfg, "w") as f:
         f.write(policy)

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from helpers import NETNS_PREFIX, REPO, T, read_state
+from helpers import NETNS_PREFIX, REPO, T, read_state, wait_file
 
 # What commands inside see: nothing of the test's environment (ASAN_OPTIONS, BIGTCPD_BIN...).
 ENV = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8',
@@ -311,8 +311,18 @@ class Container:
 
 def package_deb(tmp_path_factory):
     """The package under test: the one bigtcpd_*.deb in BIGTCPD_DEB_DIR (scripts/test.sh builds
-    it with scripts/package.sh), or built here."""
+    it with scripts/package.sh beside the tests, and writes package.sh's exit status into the
+    file BIGTCPD_DEB_STATUS, when set, once the package is there: waited for here), or built
+    here."""
     d = os.environ.get('BIGTCPD_DEB_DIR')
+    status = os.environ.get('BIGTCPD_DEB_STATUS')
+    if d and status:
+        status = Path(status)
+        started = time.monotonic()
+        wait_file(status.parent, status.exists, 1200, f'{status}: scripts/package.sh did not end', directory=True)
+        rc = status.read_text().strip()
+        assert rc == '0', f'scripts/package.sh exited {rc} (its output: scripts/test.sh shows it after these tests)'
+        print(f'package: waited {time.monotonic() - started:.0f} s for scripts/package.sh')
     if d:
         d = Path(d)
     else:

@@ -11,11 +11,16 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 import nl
 from helpers import REPO, Monitor, T, current, ip, policy_text, read_state, wait_file
 import varlink_idl
 from test_bigtcpctl import ctl
 from test_evidence import call, device, pair
+
+# searches through windows of traffic: not in the quick tier
+pytestmark = pytest.mark.slow
 
 WINDOW = '2s'
 # Paced (SO_MAX_PACING_RATE): unpaced, a veth on this shared machine drops from its backlog and

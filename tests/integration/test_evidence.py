@@ -18,6 +18,9 @@ import varlink_idl
 from helpers import BIN, REPO, Monitor, T, ip, policy_text, wait_file
 from varlink_client import Client, VarlinkError
 
+# iperf3 through windows of counting: not in the quick tier
+pytestmark = pytest.mark.slow
+
 IFACE = 'io.bigtcpd.Manager'
 BIG = 185000
 IFF_RUNNING = 0x40
@@ -231,6 +234,7 @@ def test_legacy_counts_zero_and_is_not_effective(netns, daemon, confdir, iface):
     d.stop()
 
 
+@pytest.mark.serial  # the daemon's CPU seconds against a watch's time
 def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     """A device that matches no policy (never in probation) and is not watched has no packet
     socket; one in probation has exactly one, bound to it; a Watch() attaches one for its time,
@@ -284,6 +288,7 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     d.stop()
 
 
+@pytest.mark.serial  # a 1 s watch answers within 2 s
 def test_watch_in_probation_answers_after_its_own_duration(netns, daemon, confdir):
     """e0 in a 60 s probation is watched already, longer than a Watch of 1 s asks: the call
     answers after its own second, with what the running window counted so far, which goes on."""

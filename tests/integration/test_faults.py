@@ -16,24 +16,16 @@ import pytest
 
 import inject
 import nl
-from helpers import NETNS_PREFIX, Monitor, T, at, ip, ip_batch, policy_text, read_state, sizes4, veth, wait_file
+from helpers import NETNS_PREFIX, Monitor, T, at, ip, ip_batch, read_state, sizes4, veth, wait_file
+from policies import standard_policy
+
+# kills at random points of storms: not in the quick tier
+pytestmark = pytest.mark.slow
 
 BIG = sizes4(185000)
 ORIG = sizes4(65536)
 
-POLICY = policy_text('''
-    version: 1
-    policies:
-      - name: all
-        match: {kind: [veth]}
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-        rollback:
-          window: 30s
-          interval: 200ms
-          guards:
-            - {counter: Ip.InHdrErrors, max-increase: 5}
-    ''')
+POLICY = standard_policy('all', rollback=('window: 30s', 'interval: 200ms', 'guards:', '  - {counter: Ip.InHdrErrors, max-increase: 5}'))
 
 
 @pytest.fixture

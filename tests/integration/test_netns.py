@@ -622,6 +622,7 @@ def idle_cpu(d):
     return cpu_seconds(d.pid) - cpu0
 
 
+@pytest.mark.slow
 def test_discovery_rests_with_a_netns_policy(ns, pods, daemon, confdir, tmp_path):
     """The mount table polls as readable always: the daemon watches it for its "priority" alone,
     scans once per change and uses no CPU while nothing changes, before and after a change."""
@@ -661,6 +662,7 @@ def status(d):
         return m.call('io.bigtcpd.Manager.GetStatus')
 
 
+@pytest.mark.slow
 def test_300_pods_under_a_soft_nofile_of_1024(ns, pods, daemon, confdir):
     """systemd's default soft RLIMIT_NOFILE (1024) holds about 140 namespaces: the daemon raises it to
     the hard limit at start, and every pod is managed."""
@@ -674,6 +676,7 @@ def test_300_pods_under_a_soft_nofile_of_1024(ns, pods, daemon, confdir):
     assert not d.log_lines('not managed for now'), d.log_tail()
 
 
+@pytest.mark.slow
 def test_pods_beyond_the_descriptors_wait_and_are_taken_when_some_go(ns, pods, daemon, confdir):
     """With a hard limit of 320 descriptors, the pods that would eat into the reserve kept for
     control connections wait (status and control still answer), and are taken once others go."""
@@ -1018,6 +1021,7 @@ def test_plan_does_not_look_with_the_descriptors_kept_for_root(ns, pods, daemon,
     assert any(x.get('netns') == p1 and x['ifname'] == 'eth0' and x['action'] == 'write' for x in plan['devices'])
 
 
+@pytest.mark.slow
 def test_plan_looks_into_64_namespaces_at_most(ns, pods, daemon, confdir):
     """A plan looks into at most 64 namespaces; the others its policy takes are named ("limit")."""
     cfg = confdir / 'bigtcpd.yaml'
@@ -1063,6 +1067,7 @@ def test_plan_looks_into_64_namespaces_at_most(ns, pods, daemon, confdir):
             c.close()
 
 
+@pytest.mark.slow
 def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
     """`bigtcpctl watch POD/eth0` while iperf3 runs between the pod and the host: the pod end's big
     packets are counted, from a packet socket made inside the pod (the daemon's own namespace has

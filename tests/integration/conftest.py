@@ -26,7 +26,7 @@ def pytest_configure(config):
 # The xdist_groups that take longest, in this order before every other test: with pytest-xdist
 # (scripts/test.sh) a process takes them first, and the others share the rest, instead of one
 # process starting them when the rest is almost done.
-LONGEST_FIRST = ('nspawn', 'install-tree')
+LONGEST_FIRST = ('nspawn', 'netns', 'install-tree')
 
 
 def pytest_collection_modifyitems(config, items):

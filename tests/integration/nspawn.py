@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -340,14 +341,17 @@ def booted(logdir, what, budget, prepare=None):
     """A Container, prepare(container) run on its /etc and /var before the boot, booted, with
     Docker's policy-rc.d (exit 101: never start a service; on this host's /usr) gone from its
     overlay, as on any real Debian system, or nothing would start. Stopped and removed at the
-    end, also on a CI timeout's SIGTERM; fails when the whole took more than `budget` seconds."""
+    end, also on a CI timeout's SIGTERM; fails when the whole took more than `budget` seconds.
+    A SIGTERM handler can only be set in the main thread: where pytest-xdist runs the test in
+    another, the process's death is what ends the container (nspawn's parent-death signal)."""
     def terminated(signum, frame):
         # Through the finally below, so that the container goes too.
         raise KeyboardInterrupt(f'signal {signum}')
 
     started = time.monotonic()
     c = Container(logdir)
-    previous = signal.signal(signal.SIGTERM, terminated)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminated) if main else None
     try:
         if prepare:
             prepare(c)
@@ -356,7 +360,8 @@ def booted(logdir, what, budget, prepare=None):
         yield c
     finally:
         problems = c.stop()
-        signal.signal(signal.SIGTERM, previous)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         took = time.monotonic() - started
         print(f'\n{what}: {took:.0f} s (boots: {c.boots})')
         assert not problems, problems

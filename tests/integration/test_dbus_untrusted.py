@@ -137,6 +137,7 @@ def flood(served, attackers, seconds, *attacks):
     return prober, reports, grown
 
 
+@pytest.mark.serial  # 60 MB through the bus within the attacker's 30 s socket timeout
 def test_huge_validate_refused_at_once(served, attackers):
     """Validate calls of 30 MB (two, on one connection: the sanitizer build takes 4 s to read one,
     the optimized build reads 16 of them in 6 s): each refused as it is read, before its caller is

@@ -65,9 +65,10 @@ def pair(netns, peer_sizes=None):
     ip(a, 'link', 'set', 'e0', 'up')
     ip(b, 'link', 'set', 'e1', 'up')
     # The carrier comes up asynchronously (linkwatch); until it does, neighbour discovery fails
-    # and iperf3 finds "no route to host". Its link event is what is waited for.
+    # and iperf3 finds "no route to host". Its link event is what is waited for: linkwatch runs
+    # under the RTNL lock, which other tests' thousands of devices may hold for seconds.
     for ns, name in ((a, 'e0'), (b, 'e1')):
-        nl.wait_links(ns, lambda links: name in links and links[name]['flags'] & IFF_RUNNING, T(10),
+        nl.wait_links(ns, lambda links: name in links and links[name]['flags'] & IFF_RUNNING, T(60),
                       f'{name} running')
     return a, b
 

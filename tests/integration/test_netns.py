@@ -28,6 +28,11 @@ from test_evidence import cpu_seconds, packet_sockets
 from inject import mac_of
 from varlink_client import Client
 
+# The daemon watches /run/netns, where every test makes its namespaces, and its policies name
+# the pods of this module (POD_GLOB): two of its tests side by side would see each other's pods.
+# One process runs them all, one after the other.
+pytestmark = pytest.mark.xdist_group('netns')
+
 HOST_SIZE = 150000
 POD_SIZE = 185000
 DISTINCT = sizes4(60000, 60001, 60002, 60003)
@@ -623,6 +628,7 @@ def idle_cpu(d):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # the daemon's CPU seconds while idle: no namespaces of other tests coming and going
 def test_discovery_rests_with_a_netns_policy(ns, pods, daemon, confdir, tmp_path):
     """The mount table polls as readable always: the daemon watches it for its "priority" alone,
     scans once per change and uses no CPU while nothing changes, before and after a change."""
@@ -1091,7 +1097,8 @@ def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
     ip(ns, 'link', 'set', h1, 'up')
     ip(p1, 'link', 'set', 'eth0', 'up')
     for where, name in ((ns, h1), (p1, 'eth0')):
-        nl.wait_links(where, lambda links: name in links and links[name]['flags'] & 0x40, T(10), f'{name} running')
+        # the carrier (linkwatch, under the RTNL lock that other tests' many devices may hold)
+        nl.wait_links(where, lambda links: name in links and links[name]['flags'] & 0x40, T(60), f'{name} running')
     d = start(daemon, ns, cfg)
     with Monitor(d, seed=False) as m:
         # applied, and its probation's count is over: the watch below starts one of its own

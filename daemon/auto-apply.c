@@ -188,7 +188,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
         }
         if (r < 0) {
                 /* no watch, no proof: the search waits as for an idle device */
-                log_dev_debug(d, "auto: cannot watch its traffic (%s); waiting",
+                log_dev_debug(d, "auto: failed to watch its traffic (%s); waiting",
                               r == -EOPNOTSUPP ? "counting is off" : strerror(-r));
                 for (unsigned i = 0; i < SIZES_COUNT; i++) {
                         if (!(a->sizes & (1u << i)))

@@ -1452,7 +1452,7 @@ static int job_start(Control *c, bool plan, uid_t uid, const char *policy_yaml, 
                         return r;
                 }
                 if (r < 0)
-                        log_debug_errno(r, "Validate: cannot read the SNMP counters (%m): no warnings");
+                        log_debug_errno(r, "Validate: failed to read the SNMP counters (%m): no warnings");
                 j->have_snap = r >= 0;
         }
         r = worker_submit(c->workers, uid, job_run, on_job_done, j, &j->job);

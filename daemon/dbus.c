@@ -293,7 +293,7 @@ static int on_sender_uid(sd_bus_message *reply, void *userdata, sd_bus_error *re
         }
         if (e || r < 0) {
                 dc = TAILQ_FIRST(&lk->calls);
-                log_call(LOG_WARNING, "cannot tell who called %s() (%s): %s", dc ? dc->method : "?", lk->sender,
+                log_call(LOG_WARNING, "failed to tell who called %s() (%s): %s", dc ? dc->method : "?", lk->sender,
                          e ? e->message : strerror(-r));
                 while ((dc = TAILQ_FIRST(&lk->calls))) {
                         r = timeout ? sd_bus_reply_method_errorf(dc->call, SD_BUS_ERROR_TIMEOUT,
@@ -535,7 +535,7 @@ static int on_name_reply(sd_bus_message *reply, void *userdata, sd_bus_error *re
         }
         if (e || r < 0 || (result != 1 && result != 4)) {
                 /* 1: primary owner, 4: already the owner; 3: someone else has it. */
-                log_warning("D-Bus: cannot own %s: %s; the D-Bus interface is off (is %s.conf installed in the "
+                log_warning("D-Bus: failed to own %s: %s; the D-Bus interface is off (is %s.conf installed in the "
                             "bus's system.d?)",
                             b->name,
                             e ? e->message : r < 0 ? strerror(-r) : result == 3 ? "another process has it" : "refused",

@@ -127,7 +127,7 @@ void lifecycle_queue_write(Engine *e, Device *d, WriteCause cause, const Sizes *
                 d->history->corrections.throttled = false;
         int r = queue(e, d, cause, target, owned);
         if (r < 0) {
-                log_dev_error_errno(d, r, "cannot queue the write (%s): %m", write_cause_to_string(cause));
+                log_dev_error_errno(d, r, "failed to queue the write (%s): %m", write_cause_to_string(cause));
                 refused(e, d, r, NULL, false);
                 return;
         }
@@ -357,7 +357,7 @@ static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
                 const DeviceWrite *o = d->write.on;
                 if (p && probation_begin(e->probation, d, &p->rollback, have_snap ? &snap : NULL,
                                          o->baseline_size > 0 ? o->baseline : NULL, o->baseline_size) < 0)
-                        log_dev_warning(d, "cannot set up probation: out of memory; writing without guards");
+                        log_dev_warning(d, "failed to set up probation: out of memory; writing without guards");
                 state_store_mark(e->state, d);
         }
         snmp_done(&snap);
@@ -391,10 +391,10 @@ static void begin(Engine *e, Device *const *batch, size_t n, WriteFlush *ret) {
                 if (!needs_record(d))
                         continue;
                 if (unsaved)
-                        log_dev_error_errno(d, r, "not writing: original sizes cannot be recorded: %m");
+                        log_dev_error_errno(d, r, "failed to record the original sizes: %m; not writing");
                 else
-                        log_dev_error_errno(d, r, "not writing: what a restart needs to give its sizes back cannot "
-                                                  "be recorded: %m");
+                        log_dev_error_errno(d, r, "failed to record what a restart needs to give its sizes "
+                                                  "back: %m; not writing");
                 refused(e, d, r, unsaved ? "cannot record original sizes" : "cannot record its state", true);
                 writer_unqueue(e->writer, d);
                 /* tried again once the state file can be written: lifecycle_state_recovered() */
@@ -500,7 +500,7 @@ static void done(Engine *e, Device *d) {
                         log_dev_debug(d, "not counting its packets above 64 KiB: %u devices are counted already",
                                       EVIDENCE_WATCHED_MAX);
                 else if (r < 0)
-                        log_dev_warning_errno(d, r, "cannot count its packets above 64 KiB: %m, ignoring");
+                        log_dev_warning_errno(d, r, "failed to count its packets above 64 KiB: %m, ignoring");
                 return;
         case _WRITE_CAUSE_MAX:
         case _WRITE_CAUSE_INVALID:
@@ -638,7 +638,7 @@ int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why) {
         k = queue(e, d, WRITE_CAUSE_ROLLBACK, &target, d->record.written);
         if (k < 0) {
                 /* it must not stay where it is: tried again at the next reconcile */
-                log_dev_error_errno(d, k, "cannot queue the rollback: %m; trying again");
+                log_dev_error_errno(d, k, "failed to queue the rollback: %m; trying again");
                 reconsider_later(e, d);
         }
         enter(e, d, DEVICE_PENDING);

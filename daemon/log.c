@@ -1,8 +1,10 @@
 /* log.c — writes log lines to stderr ("bigtcpd: info: …"); under journald (JOURNAL_STREAM names
  * stderr, as systemd sets it for a service) each is a journal entry of its own, sent with
- * sd_journal_sendv() with its priority and fields. */
+ * sd_journal_sendv_with_location() with its priority, fields and call site (CODE_FILE=,
+ * CODE_LINE=, CODE_FUNC= of the line that logged, not of this file). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -62,10 +64,28 @@ _printf_(5, 6) static void field(struct iovec *iov, size_t *n, char *buf, size_t
         *used += (size_t) k + 1;
 }
 
+/* Where a log line was written, from the log macros. */
+typedef struct LogSite {
+        const char *file, *func;
+        int line;
+} LogSite;
+
+/* __FILE__ as the compiler was given it, relative to the build directory ("../daemon/apply.c"):
+ * the path in the source tree ("daemon/apply.c"). */
+static const char *source_path(const char *file) {
+        for (;;)
+                if (strncmp(file, "../", 3) == 0)
+                        file += 3;
+                else if (strncmp(file, "./", 2) == 0)
+                        file += 2;
+                else
+                        return file;
+}
+
 /* The entry for the journal; false when it could not be sent (then stderr has the line). */
-static bool send_journal(int level, int error, const LogFields *f, const char *line, int n) {
+static bool send_journal(int level, int error, const LogSite *site, const LogFields *f, const char *line, int n) {
         struct iovec iov[32];
-        char buf[LOG_FIELDS_BUF];
+        char buf[LOG_FIELDS_BUF], code_file[256], code_line[32];
         size_t k = 0, used = 0;
         _cleanup_(freep) char *message = NULL;
 
@@ -103,10 +123,12 @@ static bool send_journal(int level, int error, const LogFields *f, const char *l
         }
         if (f && f->has_digest)
                 field(iov, &k, buf, &used, "BIGTCPD_POLICY_DIGEST=%016llx", (unsigned long long) f->digest);
-        return sd_journal_sendv(iov, (int) k) >= 0;
+        (void) snprintf(code_file, sizeof(code_file), "CODE_FILE=%s", source_path(site->file));
+        (void) snprintf(code_line, sizeof(code_line), "CODE_LINE=%d", site->line);
+        return sd_journal_sendv_with_location(code_file, code_line, site->func, iov, (int) k) >= 0;
 }
 
-static int log_vfields(int level, int error, const LogFields *f, const char *format, va_list ap) {
+static int log_vfields(int level, int error, const LogSite *site, const LogFields *f, const char *format, va_list ap) {
         char line[4096];
         int n;
 
@@ -119,7 +141,7 @@ static int log_vfields(int level, int error, const LogFields *f, const char *for
         if ((size_t) n >= sizeof(line))
                 n = sizeof(line) - 1;
 
-        if (log_to_journal && send_journal(level, error, f, line, n))
+        if (log_to_journal && send_journal(level, error, site, f, line, n))
                 return -error;
         if (log_to_journal)
                 fprintf(stderr, "<%d>%.*s\n", level, n, line);
@@ -128,22 +150,25 @@ static int log_vfields(int level, int error, const LogFields *f, const char *for
         return -error;
 }
 
-int log_internal(int level, int error, const char *format, ...) {
+int log_internal(int level, int error, const char *file, int line, const char *func, const char *format, ...) {
+        const LogSite site = {.file = file, .line = line, .func = func};
         va_list ap;
         int r;
 
         va_start(ap, format);
-        r = log_vfields(level, error, NULL, format, ap);
+        r = log_vfields(level, error, &site, NULL, format, ap);
         va_end(ap);
         return r;
 }
 
-int log_fields_internal(int level, int error, const LogFields *fields, const char *format, ...) {
+int log_fields_internal(int level, int error, const char *file, int line, const char *func, const LogFields *fields,
+                        const char *format, ...) {
+        const LogSite site = {.file = file, .line = line, .func = func};
         va_list ap;
         int r;
 
         va_start(ap, format);
-        r = log_vfields(level, error, fields, format, ap);
+        r = log_vfields(level, error, &site, fields, format, ap);
         va_end(ap);
         return r;
 }

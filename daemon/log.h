@@ -48,17 +48,21 @@ void log_open(void);
 int log_level_from_string(const char *s);
 
 /* Logs at `level` when enabled; sets errno to `error` first so that "%m" names it. Always
- * returns -abs(error), so that `return log_error_errno(r, "…: %m");` works. */
-int log_internal(int level, int error, const char *format, ...) _printf_(3, 4);
+ * returns -abs(error), so that `return log_error_errno(r, "…: %m");` works. `file`, `line` and
+ * `func` are the call site (the macros below pass __FILE__, __LINE__, __func__), the journal
+ * entry's CODE_FILE=, CODE_LINE= and CODE_FUNC=, as systemd's own log functions do. */
+int log_internal(int level, int error, const char *file, int line, const char *func, const char *format, ...)
+        _printf_(6, 7);
 /* The same with fields (NULL: none); on stderr they are not shown. */
-int log_fields_internal(int level, int error, const LogFields *fields, const char *format, ...) _printf_(4, 5);
+int log_fields_internal(int level, int error, const char *file, int line, const char *func, const LogFields *fields,
+                        const char *format, ...) _printf_(7, 8);
 /* Whether lines go to the journal (log_open() saw JOURNAL_STREAM name stderr). */
 bool log_journal(void);
 
 #define log_full_errno(level, error, ...)                                                        \
         ({                                                                                       \
                 int _l_ = (level), _e_ = (error);                                                \
-                (log_max_level >= _l_) ? log_internal(_l_, _e_, __VA_ARGS__)                     \
+                (log_max_level >= _l_) ? log_internal(_l_, _e_, __FILE__, __LINE__, __func__, __VA_ARGS__) \
                                        : -(_e_ < 0 ? -_e_ : _e_);                                \
         })
 
@@ -78,7 +82,8 @@ bool log_journal(void);
 #define log_fields_full_errno(level, error, fields, ...)                                          \
         ({                                                                                       \
                 int _l_ = (level), _e_ = (error);                                                \
-                (log_max_level >= _l_) ? log_fields_internal(_l_, _e_, fields, __VA_ARGS__)      \
+                (log_max_level >= _l_) ? log_fields_internal(_l_, _e_, __FILE__, __LINE__, __func__, fields, \
+                                                             __VA_ARGS__)                        \
                                        : -(_e_ < 0 ? -_e_ : _e_);                                \
         })
 /* A device's fields, with more set by the caller: LOG_DEV_FIELDS(d, .message_id = …). */

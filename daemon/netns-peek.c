@@ -300,7 +300,7 @@ static void on_step(evutil_socket_t fd, short what, void *userdata) {
                         return; /* on_read goes on */
                 }
                 if (r == -ENOMEM)
-                        log_debug_errno(r, "netns %s: cannot look at it for a plan: %m", it->id.name);
+                        log_debug_errno(r, "netns %s: failed to look at it for a plan: %m", it->id.name);
                 close_socket(p);
                 device_table_done(&it->devices);
                 it->error = r;

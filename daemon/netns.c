@@ -1191,7 +1191,7 @@ static void take(NetnsSet *s, const Name *c) {
         if (r < 0) {
                 problem_add(s, NETNS_PROBLEM_CANNOT_ENTER, c->name, c->ino, r, 0, true);
                 if (r == -EPERM)
-                        log_error_errno(r, "netns %s: cannot enter it: %m; bigtcpd needs CAP_SYS_ADMIN for other "
+                        log_error_errno(r, "netns %s: failed to enter it: %m; bigtcpd needs CAP_SYS_ADMIN for other "
                                            "namespaces (see NETWORK NAMESPACES in bigtcpd(8))",
                                         c->name);
                 else if (r != -EMEDIUMTYPE) /* not a network namespace: nothing to say */

@@ -277,7 +277,7 @@ int policy_watch_set(PolicyWatch *w, char *const *paths, size_t n_paths, const c
                 w->watches = t;
                 wd = inotify_add_watch(w->fd, x->dir, WATCH_MASK);
                 if (wd < 0) {
-                        log_warning_errno(errno, "inotify: cannot watch %s: %m, ignoring", x->dir);
+                        log_warning_errno(errno, "inotify: failed to watch %s: %m, ignoring", x->dir);
                         continue;
                 }
                 x->wd = wd;

@@ -1930,8 +1930,8 @@ static int save_journal(StateStore *s, const Device *const *devices, size_t n_de
         if (is_not_regular_error(r)) {
                 int k = move_aside(fd, STATE_JOURNAL);
                 if (k < 0)
-                        log_warning_errno(k, "%s/" STATE_JOURNAL " is not a regular file (%s) and cannot be moved "
-                                             "aside: %m", s->dir, strerror(-r));
+                        log_warning_errno(k, "Failed to move %s/" STATE_JOURNAL " aside, which is not a regular "
+                                             "file (%s): %m", s->dir, strerror(-r));
                 else
                         log_warning("%s/" STATE_JOURNAL " is not a regular file (%s): moved aside as " STATE_JOURNAL
                                     STATE_CORRUPT ", writing a new snapshot instead", s->dir, strerror(-r));

@@ -238,7 +238,7 @@ static void handle_link(Sync *s, struct nlmsghdr *nlh, NetlinkSource source) {
         int old_master = d->master;
         r = device_update(d, &lm, engine_now(e), &changes);
         if (r < 0) {
-                log_dev_error_errno(d, r, "cannot update: %m");
+                log_dev_error_errno(d, r, "failed to update: %m");
                 return;
         }
         d->sync.seen_in_dump = true;

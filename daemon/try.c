@@ -264,8 +264,8 @@ int policy_try_recover(PolicyTry *t) {
                         r = -EBADMSG;
         }
         if (r < 0)
-                log_warning_errno(r, "%s: an earlier run's try cannot be read (%m): it is over, and the configured "
-                                  "policy runs",
+                log_warning_errno(r, "Failed to read an earlier run's try in %s (%m): it is over, and the "
+                                  "configured policy runs",
                                   t->record_path);
         else if (read_file_bounded(json_object_get_string(target), POLICY_FILE_MAX, READ_FILE_REGULAR, &installed,
                                    &n) >= 0 &&

@@ -460,7 +460,7 @@ static int connection_update_events(Connection *c) {
         }
         return 0;
 fail:
-        log_warning("varlink: cannot watch the connection of pid %d, closing it", (int) c->pid);
+        log_warning("varlink: failed to watch the connection of pid %d, closing it", (int) c->pid);
         connection_free(c);
         return -ECONNRESET;
 }
@@ -512,7 +512,7 @@ static int call_send(VarlinkCall *call, json_object *msg, bool last) {
         if (r < 0) {
                 if (inside)
                         return r; /* connection_handle() closes it */
-                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+                log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
                 connection_free(c);
                 return -ECONNRESET;
         }
@@ -562,7 +562,7 @@ int varlink_call_notify_json(VarlinkCall *call, const char *parameters, size_t s
                 r = connection_append(c, tail, sizeof(tail) - 1);
         if (r < 0) {
                 /* half a message may be queued: the connection cannot go on */
-                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+                log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
                 if (call->phase == CALL_RUNNING)
                         return r;
                 connection_free(c);
@@ -601,7 +601,7 @@ int varlink_call_reply_end(VarlinkCall *call) {
 
         call_done(call);
         if (r < 0 && !inside) {
-                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+                log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
                 connection_free(c);
                 return -ECONNRESET;
         }
@@ -845,7 +845,7 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
                 r = m->fn(&c->call, params, c->server->info->userdata);
 
         if (r < 0) {
-                log_warning_errno(r, "varlink: cannot answer pid %d: %m, closing the connection", (int) c->pid);
+                log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
                 connection_free(c);
                 return -ECONNRESET;
         }
@@ -1119,7 +1119,7 @@ static int connection_new(VarlinkServer *s, int fd, const struct ucred *cred) {
 static void on_accept_retry(evutil_socket_t fd, short what, void *userdata) {
         VarlinkServer *s = userdata;
         if (event_add(s->accept_event, NULL) < 0)
-                log_error("varlink: cannot watch the socket again; no more connections are accepted");
+                log_error("varlink: failed to watch the socket again; no more connections are accepted");
 }
 
 static void on_accept(evutil_socket_t lfd, short what, void *userdata) {
@@ -1139,7 +1139,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *userdata) {
                                 /* The pending connection stays in the backlog: try again later
                                  * instead of spinning on it. */
                                 struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-                                log_warning_errno(errno, "varlink: cannot accept connections: %m; pausing");
+                                log_warning_errno(errno, "varlink: failed to accept connections: %m; pausing");
                                 (void) event_del(s->accept_event);
                                 (void) event_add(s->accept_retry, &tv);
                                 return;
@@ -1171,7 +1171,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *userdata) {
                 }
                 r = connection_new(s, fd, &cred);
                 if (r < 0)
-                        log_warning_errno(r, "varlink: cannot set up a connection: %m, closing it");
+                        log_warning_errno(r, "varlink: failed to set up a connection: %m, closing it");
         }
 }
 

@@ -70,7 +70,7 @@ static void schedule_start(WorkerPool *p) {
 static void job_kill(WorkerJob *j) {
         if (j->started && !j->reaped && syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0) < 0 &&
             errno != ESRCH)
-                log_warning_errno(errno, "worker: cannot kill pid %d: %m", (int) j->pid);
+                log_warning_errno(errno, "worker: failed to kill pid %d: %m", (int) j->pid);
 }
 
 /* No more reading: the result is decided, or nobody wants it. */
@@ -168,7 +168,7 @@ static void on_child_exit(evutil_socket_t fd, short what, void *userdata) {
         if (r == 0)
                 return; /* not yet: the pidfd stays readable, we are called again */
         if (r < 0) {
-                log_warning_errno(errno, "worker: cannot reap pid %d: %m", (int) j->pid);
+                log_warning_errno(errno, "worker: failed to reap pid %d: %m", (int) j->pid);
                 j->status = W_EXITCODE(127, 0);
         }
         (void) event_del(j->exit_event);
@@ -307,7 +307,7 @@ static void on_start(evutil_socket_t fd, short what, void *userdata) {
                 p->n_waiting--;
                 int r = job_start(j);
                 if (r < 0) {
-                        log_warning_errno(r, "worker: cannot start a job: %m");
+                        log_warning_errno(r, "worker: failed to start a job: %m");
                         WorkerDoneFn done = j->done;
                         void *ud = j->userdata;
                         job_free(j);

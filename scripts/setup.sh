@@ -23,7 +23,7 @@ fi
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libnl-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
-        libcmocka-dev python3-pytest
+        libcmocka-dev python3-pytest python3-pytest-xdist
         iperf3 iproute2 socat procps util-linux strace nftables
         dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml
         build-essential dpkg-dev debhelper lintian systemd-container

@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds with ASan+UBSan, runs the unit tests
-# (meson test), builds the Debian package and checks it with lintian (scripts/package.sh), runs
-# the integration tests (pytest, real kernel, in namespaces the tests make; test_systemd_boot.py
-# installs the package under a real systemd in a container) and a short run of every fuzzer
-# (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20), checks that no namespace of its own was
-# left behind (in a /run/netns of the run's own), and prints one summary line. BT_NETNS_PREFIX
-# (default bt-) names the namespaces the tests make and the ones counted (and deleted) as left
-# behind: another prefix keeps two runs on one machine from counting each other's.
+# (meson test) and the integration tests (pytest, real kernel, in namespaces the tests make;
+# test_systemd_boot.py installs the package under a real systemd in a container), and beside
+# them, in the background, builds the Debian package and checks it with lintian
+# (scripts/package.sh), builds the optimized build and runs a short run of every fuzzer
+# (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20); checks that no namespace of its
+# own was left behind (in a /run/netns of the run's own), and prints one summary line.
+# BT_NETNS_PREFIX (default bt-) names the namespaces the tests make and the ones counted (and
+# deleted) as left behind: another prefix keeps two runs on one machine from counting each
+# other's. BT_TEST_JOBS (default 3): how many processes run the integration tests.
+#
+#   scripts/test.sh           all of it (CI: .ci/run)
+#   scripts/test.sh --quick   the edit-test loop: the ASan build, the unit tests and the
+#                             integration tests not marked slow; no package, no optimized build,
+#                             no fuzzers
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+
+quick=0
+case $# in
+0) ;;
+1) [[ $1 == --quick ]] && quick=1 ;;
+esac
+if [[ $# -gt 1 || ($# -eq 1 && $quick -eq 0) ]]; then
+        echo "usage: $0 [--quick]" >&2
+        exit 2
+fi
 
 if [[ $(id -u) -ne 0 ]]; then
         echo "test.sh: must run as root (try: sudo bash scripts/test.sh)" >&2
@@ -38,10 +55,13 @@ summary() { echo "summary: $1 passed, $2 failed, $3 skipped"; }
 
 bash scripts/setup.sh || { echo "test.sh: FAILED: setup"; summary 0 1 0; exit 1; }
 bash scripts/build.sh asan || { echo "test.sh: FAILED: build (asan)"; summary 0 1 0; exit 1; }
-# The optimized build too: -O2 finds warnings (-Werror) that the -O0 sanitizer build does not.
-bash scripts/build.sh release || { echo "test.sh: FAILED: build (release)"; summary 0 1 0; exit 1; }
 tmp=$(mktemp -d /tmp/bigtcpd-test.XXXXXX)
-trap 'rm -rf -- "$tmp"' EXIT
+side_pid=
+# On any exit (an interrupt too) the background part is stopped, by its process group, before
+# its files go.
+trap '[[ -n $side_pid ]] && kill -TERM -- -"$side_pid" 2>/dev/null; wait; rm -rf -- "$tmp"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 before=$(bt_namespaces)
 if [[ -n $before ]]; then
@@ -49,38 +69,89 @@ if [[ -n $before ]]; then
 fi
 
 failed=()
+fuzz_seconds=${BT_FUZZ_SECONDS:-20}
+
+# The background part: what needs CPU but no test waits on, beside the integration tests, which
+# mostly wait. The Debian package first (test_systemd_boot.py and test_systemd_fleet.py wait for
+# it through BIGTCPD_DEB_STATUS), then the optimized build (-O2 finds warnings, -Werror, that the
+# -O0 sanitizer build does not), then each fuzzer: it replays its committed corpus and
+# regression inputs, then fuzzes briefly; its own clang build (build-fuzz/, ASan+UBSan). Long
+# runs: scripts/fuzz.sh TARGET SECONDS. Each step's output goes to a file of its own, shown
+# below when the step is over; its exit status to STEP.rc.
+side() {
+        bash scripts/package.sh "$tmp/debs" </dev/null >"$tmp/package.log" 2>&1
+        echo $? >"$tmp/package.rc.new" && mv "$tmp/package.rc.new" "$tmp/package.rc"
+        bash scripts/build.sh release </dev/null >"$tmp/release.log" 2>&1
+        echo $? >"$tmp/release.rc"
+        bash scripts/fuzz.sh --check "$fuzz_seconds" </dev/null >"$tmp/fuzz.log" 2>&1
+        echo $? >"$tmp/fuzz.rc"
+}
 
 echo "== unit tests (build-asan)"
 meson test -C build-asan --print-errorlogs
 unit_rc=$?
 [[ $unit_rc -eq 0 ]] || failed+=("unit tests (meson test exit $unit_rc)")
 
-# The Debian package (dpkg-buildpackage, lintian): test_systemd_boot.py installs it in a container
-# under a real systemd.
-echo "== Debian package (scripts/package.sh)"
-bash scripts/package.sh "$tmp/debs" </dev/null
-package_rc=$?
-[[ $package_rc -eq 0 ]] || failed+=("Debian package (package.sh exit $package_rc)")
+# After the unit tests (some bound a worker's time): the background part starts, at a lower
+# priority than the tests (nice), in a process group of its own (set -m), which the trap above
+# stops.
+if [[ $quick -eq 0 ]]; then
+        mkdir -p "$tmp/debs"
+        set -m
+        (renice -n 10 -p "$BASHPID" >/dev/null && side) &
+        side_pid=$!
+        set +m
+fi
 
-echo "== integration tests (build-asan/daemon/bigtcpd)"
-BIGTCPD_DEB_DIR=$tmp/debs \
-        BIGTCPD_BIN=$PWD/build-asan/daemon/bigtcpd \
-        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        /usr/bin/python3 -m pytest -v --junitxml="$tmp/integration.xml" \
-        tests/integration </dev/null
-integ_rc=$?
-# pytest: 5 means no test was collected, which is a failure here, not a pass
-[[ $integ_rc -eq 0 ]] || failed+=("integration tests (pytest exit $integ_rc)")
+# integration PART MARKEXPR ARGS...: the integration tests that MARKEXPR selects, their JUnit
+# XML in $tmp/PART.xml. Exit 5 (none collected) is a failure here, not a pass.
+debs=()
+[[ $quick -eq 0 ]] && debs=(BIGTCPD_DEB_DIR="$tmp/debs" BIGTCPD_DEB_STATUS="$tmp/package.rc")
+integration() {
+        local part=$1 markexpr=$2 rc
+        shift 2
+        env "${debs[@]}" \
+                BIGTCPD_BIN=$PWD/build-asan/daemon/bigtcpd \
+                ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+                UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+                /usr/bin/python3 -m pytest -v --durations=25 -m "$markexpr" --junitxml="$tmp/$part.xml" "$@" \
+                tests/integration </dev/null
+        rc=$?
+        [[ $rc -eq 0 ]] || failed+=("$part (pytest exit $rc)")
+}
 
-# Each fuzzer replays its committed corpus and regression inputs, then fuzzes briefly; its own
-# clang build (build-fuzz/, ASan+UBSan). Long runs: scripts/fuzz.sh TARGET SECONDS.
-fuzz_seconds=${BT_FUZZ_SECONDS:-20}
-echo "== fuzzers (build-fuzz, corpus and regressions, then ${fuzz_seconds}s each)"
-bash scripts/fuzz.sh --check "$fuzz_seconds" 2>&1 | tee "$tmp/fuzz.log"
-fuzz_rc=${PIPESTATUS[0]}
-[[ $fuzz_rc -eq 0 ]] || failed+=("fuzzers (fuzz.sh --check exit $fuzz_rc)")
-read -r fuzz_passed fuzz_failed < <(sed -n 's/^fuzz-check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$tmp/fuzz.log")
+# The tests in parallel, in BT_TEST_JOBS processes (pytest-xdist): a test waits on the kernel
+# and the daemon far more than it computes. Tests that share something expensive (a build, a
+# booted container) are one xdist_group and run in one process; tests marked `serial` measure
+# time (a latency, a deadline near what they wait for, CPU seconds) and run afterwards, one at a
+# time, with nothing beside them: the background part is over by then. --quick leaves out the
+# tests marked `slow`. tests/integration/README.md lists the marks.
+jobs=${BT_TEST_JOBS:-3}
+only=
+[[ $quick -eq 1 ]] && only=' and not slow'
+echo "== integration tests in $jobs processes (build-asan/daemon/bigtcpd)"
+integration integration "not serial$only" -n "$jobs" --dist loadgroup
+
+if [[ -n $side_pid ]]; then
+        wait "$side_pid"
+        side_pid=
+        echo "== Debian package (scripts/package.sh, beside the tests)"
+        cat "$tmp/package.log"
+        package_rc=$(cat "$tmp/package.rc" 2>/dev/null || echo 1)
+        [[ $package_rc -eq 0 ]] || failed+=("Debian package (package.sh exit $package_rc)")
+        echo "== release build (scripts/build.sh release, beside the tests)"
+        grep -v '^\[' "$tmp/release.log"
+        release_rc=$(cat "$tmp/release.rc" 2>/dev/null || echo 1)
+        [[ $release_rc -eq 0 ]] || failed+=("build (release) (build.sh exit $release_rc)")
+        echo "== fuzzers (build-fuzz, corpus and regressions, then ${fuzz_seconds}s each, beside the tests)"
+        cat "$tmp/fuzz.log"
+        fuzz_rc=$(cat "$tmp/fuzz.rc" 2>/dev/null || echo 1)
+        [[ $fuzz_rc -eq 0 ]] || failed+=("fuzzers (fuzz.sh --check exit $fuzz_rc)")
+        read -r fuzz_passed fuzz_failed < <(sed -n 's/^fuzz-check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$tmp/fuzz.log")
+fi
+
+echo "== integration tests that measure time, one at a time"
+integration integration-serial "serial$only"
 
 leaked=$(comm -13 <(printf '%s\n' "$before") <(bt_namespaces) | sed '/^$/d')
 if [[ -n $leaked ]]; then
@@ -90,7 +161,7 @@ fi
 
 # counts: meson's test log (one JSON object per line) and pytest's JUnit XML
 read -r passed nfailed skipped < <(/usr/bin/python3 - build-asan/meson-logs/testlog.json \
-        "$tmp/integration.xml" <<'PY'
+        "$tmp/integration.xml" "$tmp/integration-serial.xml" <<'PY'
 import json, sys
 import xml.etree.ElementTree as ET
 p = f = s = 0
@@ -105,14 +176,15 @@ try:
             f += 1
 except (OSError, ValueError):
     pass
-try:
-    root = ET.parse(sys.argv[2]).getroot()
+for xml in sys.argv[2:]:
+    try:
+        root = ET.parse(xml).getroot()
+    except (OSError, ET.ParseError):
+        continue
     for suite in ([root] if root.tag == "testsuite" else root.iter("testsuite")):
         n, bad = int(suite.get("tests", 0)), int(suite.get("failures", 0)) + int(suite.get("errors", 0))
         sk = int(suite.get("skipped", 0))
         p, f, s = p + n - bad - sk, f + bad, s + sk
-except (OSError, ET.ParseError):
-    pass
 print(p, f, s)
 PY
 )
@@ -123,7 +195,11 @@ nfailed=$((${nfailed:-0} + ${fuzz_failed:-0}))
 
 echo
 if [[ ${#failed[@]} -eq 0 ]]; then
-        echo "test.sh: PASSED (unit tests, Debian package, integration tests, fuzzers, no namespaces left behind)"
+        if [[ $quick -eq 1 ]]; then
+                echo "test.sh: PASSED (--quick: unit tests, integration tests not marked slow, no namespaces left behind)"
+        else
+                echo "test.sh: PASSED (unit tests, Debian package, release build, integration tests, fuzzers, no namespaces left behind)"
+        fi
         summary "${passed:-0}" 0 "${skipped:-0}"
         exit 0
 fi

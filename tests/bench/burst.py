@@ -45,21 +45,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import helpers  # noqa: E402  (its Monitor: a varlink Monitor stream read by a thread)
 import nl  # noqa: E402  (the integration tests' own netlink reader)
 
-SIZE = 185000
+from policies import SIZE, standard_policy  # noqa: E402  (the tests' standard policy)
+
 FIELDS = ("gso_max_size", "gro_max_size", "gso_ipv4_max_size", "gro_ipv4_max_size")
-POLICY = f"""\
-version: 1
-policies:
-  - name: bench-veth
-    match:
-      kind: [veth]
-    ipv6:
-      gso-max-size: {SIZE}
-      gro-max-size: {SIZE}
-    ipv4:
-      gso-max-size: {SIZE}
-      gro-max-size: {SIZE}
-"""
+POLICY = standard_policy("bench-veth")
 
 # rtnetlink constants (linux/rtnetlink.h, linux/if_link.h)
 RTM_NEWLINK, RTM_GETLINK = 16, 18
@@ -237,6 +226,44 @@ def write_four(ns, ifindexes, size, chunk=1000, sock=None):
             sock.close()
 
 
+def log_tail(path, lines=20):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def start_bigtcpd(argv, notify, log, timeout, started):
+    """The benches' one daemon start: runs `argv` (bigtcpd, or a command that execs it) with
+    NOTIFY_SOCKET at the path `notify` and its output in the file `log`, hands the process to
+    `started` at once (the caller's list of what to stop at the end, also when this fails), and
+    waits for READY=1. Returns the Popen; raises RuntimeError, with the end of the log, when
+    bigtcpd exits first or sends no READY=1 within `timeout` seconds."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(notify)
+    sock.settimeout(0.1)
+    try:
+        with open(log, "wb") as out:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 env=dict(os.environ, NOTIFY_SOCKET=notify))
+        started(p)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if b"READY=1" in sock.recv(65536).split(b"\n"):
+                    return p
+            except socket.timeout:
+                pass
+            if p.poll() is not None:
+                raise RuntimeError(f"bigtcpd exited with {p.returncode} before READY=1 (log {log}):\n"
+                                   + log_tail(log))
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"bigtcpd sent no READY=1 within {timeout} s (log {log}):\n" + log_tail(log))
+    finally:
+        sock.close()
+        os.unlink(notify)
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -290,41 +317,13 @@ class Bench:
     def start_daemon(self, ns, config, extra_args=(), prefix=()):
         """Starts bigtcpd in ns (with `extra_args`, its command line after `prefix`, which must
         exec it) and waits for READY=1 on its NOTIFY_SOCKET."""
-        path = os.path.join(self.tmp, f"notify-{ns}")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(path)
-        sock.settimeout(0.1)
-        log = open(os.path.join(self.tmp, f"bigtcpd-{ns}.log"), "wb")
         cmd = [*prefix, "ip", "netns", "exec", ns, self.args.bin, "--config", config,
                "--runtime-dir", os.path.join(self.tmp, f"run-{ns}"), *extra_args]
-        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                             env=dict(os.environ, NOTIFY_SOCKET=path))
-        self.procs.append(p)
-        log.close()
-        deadline = time.monotonic() + self.args.ready_timeout
-        try:
-            while True:
-                try:
-                    if b"READY=1" in sock.recv(65536).split(b"\n"):
-                        return p
-                except socket.timeout:
-                    pass
-                if p.poll() is not None:
-                    raise RuntimeError(f"bigtcpd exited with {p.returncode} before READY=1:\n"
-                                       + self.daemon_log(ns))
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"bigtcpd sent no READY=1 within "
-                                       f"{self.args.ready_timeout} s:\n" + self.daemon_log(ns))
-        finally:
-            sock.close()
-            os.unlink(path)
+        return start_bigtcpd(cmd, os.path.join(self.tmp, f"notify-{ns}"),
+                             os.path.join(self.tmp, f"bigtcpd-{ns}.log"), self.args.ready_timeout, self.procs.append)
 
     def daemon_log(self, ns, lines=20):
-        try:
-            with open(os.path.join(self.tmp, f"bigtcpd-{ns}.log"), errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(os.path.join(self.tmp, f"bigtcpd-{ns}.log"), lines)
 
     def stop(self, p):
         p.terminate()

@@ -33,22 +33,13 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-import burst  # noqa: E402  (run_as_root)
+import burst  # noqa: E402  (run_as_root, start_bigtcpd)
+from policies import standard_policy  # noqa: E402
 import nl  # noqa: E402  (the tests' own rtnetlink: iproute2 6.1 cannot write the IPv4 sizes)
 
 IFACE = "io.bigtcpd.Manager"
 BIG = 185000
-POLICY = f"""\
-version: 1
-policies:
-  - name: bench-evidence
-    match:
-      name: [ev0]
-    ipv6: {{gso-max-size: {BIG}, gro-max-size: {BIG}}}
-    ipv4: {{gso-max-size: {BIG}, gro-max-size: {BIG}}}
-    rollback:
-      guards: []
-"""
+POLICY = standard_policy("bench-evidence", "name: [ev0]", BIG, rollback=("guards: []",))
 ADDR = {"ipv6": ("fd13:be::1", "fd13:be::2"), "ipv4": ("10.213.0.1", "10.213.0.2")}
 
 
@@ -131,28 +122,11 @@ class Bench:
         config = os.path.join(self.tmp, "bench.yaml")
         with open(config, "w") as f:
             f.write(POLICY)
-        notify = os.path.join(self.tmp, "notify")
-        ns_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        ns_sock.bind(notify)
-        ns_sock.settimeout(0.2)
         self.log = os.path.join(self.tmp, "bigtcpd.log")
-        with open(self.log, "wb") as log:
-            self.daemon = subprocess.Popen(
-                ["ip", "netns", "exec", a, self.args.bin, "--config", config, "--runtime-dir",
-                 os.path.join(self.tmp, "run"), "--log-level", "info"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=dict(os.environ, NOTIFY_SOCKET=notify))
-        self.procs.append(self.daemon)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if b"READY=1" in ns_sock.recv(65536).split(b"\n"):
-                    break
-            except socket.timeout:
-                pass
-            if self.daemon.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"bigtcpd did not come up; log {self.log}")
-        ns_sock.close()
+        self.daemon = burst.start_bigtcpd(
+            ["ip", "netns", "exec", a, self.args.bin, "--config", config, "--runtime-dir",
+             os.path.join(self.tmp, "run"), "--log-level", "info"],
+            os.path.join(self.tmp, "notify"), self.log, 30, self.procs.append)
         self.sock = os.path.join(self.tmp, "run", IFACE)
         # `ip netns exec` execs bigtcpd (older iproute2 forked it): the process named bigtcpd, not
         # its children (bigtcpd-closer, bigtcpd-packets, bigtcpd-sync)

@@ -115,29 +115,13 @@ class Bench:
         config = os.path.join(self.tmp, "bench.yaml")
         with open(config, "w") as f:
             f.write(POLICY)
-        notify = os.path.join(self.tmp, "notify")
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(notify)
-        sock.settimeout(0.2)
         self.log = os.path.join(self.tmp, "bigtcpd.log")
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                ["ip", "netns", "exec", self.ns, self.args.bin, "--config", config,
-                 "--runtime-dir", os.path.join(self.tmp, "run"), "--verify-interval", "0"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=dict(os.environ, NOTIFY_SOCKET=notify))
         t0 = time.monotonic()
-        while True:
-            try:
-                if b"READY=1" in sock.recv(65536).split(b"\n"):
-                    break
-            except socket.timeout:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"bigtcpd exited with {self.proc.returncode}; log {self.log}")
-            if time.monotonic() - t0 > self.args.ready_timeout:
-                raise RuntimeError("no READY=1 in time")
-        sock.close()
+        self.proc = burst.start_bigtcpd(
+            ["ip", "netns", "exec", self.ns, self.args.bin, "--config", config,
+             "--runtime-dir", os.path.join(self.tmp, "run"), "--verify-interval", "0"],
+            os.path.join(self.tmp, "notify"), self.log, self.args.ready_timeout,
+            lambda p: setattr(self, "proc", p))
         print(f"bigtcpd ready (every device written) {time.monotonic() - t0:.1f} s after start", flush=True)
         self.sock = os.path.join(self.tmp, "run", "io.bigtcpd.Manager")
         while True:  # every window over: the devices applied, as they mostly are

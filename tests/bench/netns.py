@@ -38,7 +38,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from burst import Bench, parse_links  # noqa: E402  (processes, namespaces, temporary directory: cleaned up)
-SIZE = 185000
+from policies import SIZE, standard_policy  # noqa: E402
+
 CLONE_NEWNET = 0x40000000
 SO_RCVBUFFORCE = 33
 SOL_NETLINK = 270
@@ -201,15 +202,7 @@ def burst(run):
     host = f"{run.tag}-host"
     pods = [f"{run.tag}-{i}" for i in range(n)]
     run.make_namespaces([host])
-    policy = f"""version: 1
-policies:
-  - name: pod-ends
-    match:
-      netns: ["{run.tag}-[0-9]*"]
-      kind: [veth]
-    ipv6: {{gso-max-size: {SIZE}, gro-max-size: {SIZE}}}
-    ipv4: {{gso-max-size: {SIZE}, gro-max-size: {SIZE}}}
-"""
+    policy = standard_policy("pod-ends", (f'netns: ["{run.tag}-[0-9]*"]', "kind: [veth]"))
     cfg = os.path.join(run.tmp, "bigtcpd.yaml")
     with open(cfg, "w") as f:
         f.write(policy)

@@ -14,13 +14,27 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import helpers  # noqa: E402
-from helpers import Daemon, ip, run  # noqa: E402
+from helpers import Attacker, Daemon, ip, run  # noqa: E402
 from pause import Pause  # noqa: E402
 
 
 def pytest_configure(config):
     if os.geteuid() != 0:
         raise pytest.UsageError('the integration tests need root (network namespaces)')
+
+
+# The xdist_groups that take longest, in this order before every other test: with pytest-xdist
+# (scripts/test.sh) a process takes them first, and the others share the rest, instead of one
+# process starting them when the rest is almost done.
+LONGEST_FIRST = ('nspawn', 'netns', 'install-tree')
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        m = item.get_closest_marker('xdist_group')
+        group = m.args[0] if m and m.args else None
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -137,6 +151,31 @@ def pause(tmp_path):
     yield make
     for p in made:
         p.close()
+
+
+@pytest.fixture
+def attackers():
+    """Factory: attackers(script, target, uid, *args) -> a helpers.Attacker, running `script`
+    under `uid` against the socket `target`; each is stopped (by pid) at teardown. Modules
+    narrow it to their own script and target (test_untrusted.py, test_dbus_untrusted.py)."""
+    started = []
+
+    def start(script, target, uid, *args):
+        a = Attacker(script, target, uid, *args)
+        started.append(a)
+        return a
+    yield start
+    for a in started:
+        a.stop()
+
+
+@pytest.fixture(scope='session')
+def tree(tmp_path_factory):
+    """bigtcpd configured, built and installed with prefix /usr under a directory of the session's
+    (test_install.install_tree): once for test_install.py and test_systemd.py, which are one
+    xdist_group for it."""
+    from test_install import install_tree
+    return install_tree(tmp_path_factory.mktemp('install'))
 
 
 @pytest.fixture(scope='session')

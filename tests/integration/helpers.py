@@ -11,6 +11,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -556,6 +557,55 @@ class StateWrites(_Inotify):
                     self.snapshots += 1
                 elif mask & self.IN_MODIFY and name == b'state.journal':
                     self.appends += 1
+
+
+class Attacker:
+    """An attacker script (attacker.py: varlink, dbus_attacker.py: D-Bus) run under another UID
+    against `target` (a socket path), by pid; each line it prints is JSON, and kept."""
+
+    def __init__(self, script, target, uid, *args):
+        self.proc = subprocess.Popen(
+            ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', sys.executable, str(script),
+             str(target), *map(str, args)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines = []
+
+    def line(self, timeout=60):
+        """The next line it prints, as JSON."""
+        deadline = time.monotonic() + T(timeout)
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f'attacker said nothing in {T(timeout)} s'
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                text = self.proc.stdout.readline()
+                if not text:
+                    raise AssertionError(f'attacker exited {self.proc.wait()}: {self.proc.stderr.read()}')
+                self.lines.append(json.loads(text))
+                return self.lines[-1]
+
+    def say(self, text):
+        self.proc.stdin.write(text)
+        self.proc.stdin.flush()
+
+    def finish(self):
+        """Close its stdin: it stops and says what it saw."""
+        self.proc.stdin.close()
+        return self.line()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout=T(10))
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
 
 
 def wait_file(path, check, timeout, what, directory=False):

@@ -33,10 +33,11 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from helpers import NETNS_PREFIX, REPO, T, read_state
+from helpers import NETNS_PREFIX, REPO, T, read_state, wait_file
 
 # What commands inside see: nothing of the test's environment (ASAN_OPTIONS, BIGTCPD_BIN...).
 ENV = {'PATH': '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'LANG': 'C.UTF-8',
@@ -311,8 +312,18 @@ class Container:
 
 def package_deb(tmp_path_factory):
     """The package under test: the one bigtcpd_*.deb in BIGTCPD_DEB_DIR (scripts/test.sh builds
-    it with scripts/package.sh), or built here."""
+    it with scripts/package.sh beside the tests, and writes package.sh's exit status into the
+    file BIGTCPD_DEB_STATUS, when set, once the package is there: waited for here), or built
+    here."""
     d = os.environ.get('BIGTCPD_DEB_DIR')
+    status = os.environ.get('BIGTCPD_DEB_STATUS')
+    if d and status:
+        status = Path(status)
+        started = time.monotonic()
+        wait_file(status.parent, status.exists, 1200, f'{status}: scripts/package.sh did not end', directory=True)
+        rc = status.read_text().strip()
+        assert rc == '0', f'scripts/package.sh exited {rc} (its output: scripts/test.sh shows it after these tests)'
+        print(f'package: waited {time.monotonic() - started:.0f} s for scripts/package.sh')
     if d:
         d = Path(d)
     else:
@@ -330,14 +341,17 @@ def booted(logdir, what, budget, prepare=None):
     """A Container, prepare(container) run on its /etc and /var before the boot, booted, with
     Docker's policy-rc.d (exit 101: never start a service; on this host's /usr) gone from its
     overlay, as on any real Debian system, or nothing would start. Stopped and removed at the
-    end, also on a CI timeout's SIGTERM; fails when the whole took more than `budget` seconds."""
+    end, also on a CI timeout's SIGTERM; fails when the whole took more than `budget` seconds.
+    A SIGTERM handler can only be set in the main thread: where pytest-xdist runs the test in
+    another, the process's death is what ends the container (nspawn's parent-death signal)."""
     def terminated(signum, frame):
         # Through the finally below, so that the container goes too.
         raise KeyboardInterrupt(f'signal {signum}')
 
     started = time.monotonic()
     c = Container(logdir)
-    previous = signal.signal(signal.SIGTERM, terminated)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminated) if main else None
     try:
         if prepare:
             prepare(c)
@@ -346,7 +360,8 @@ def booted(logdir, what, budget, prepare=None):
         yield c
     finally:
         problems = c.stop()
-        signal.signal(signal.SIGTERM, previous)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         took = time.monotonic() - started
         print(f'\n{what}: {took:.0f} s (boots: {c.boots})')
         assert not problems, problems

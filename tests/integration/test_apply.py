@@ -8,22 +8,11 @@ import pytest
 import nl
 from helpers import (Monitor, assert_sizes, at, device_lines, ip, policy_text, run, set_and_check, sizes4,
                      T, veth, write_file_atomic)
+from policies import standard_policy
 
 BIG = 185000
 
-POLICY_V = policy_text('''
-    version: 1
-    policies:
-      - name: big
-        match:
-          name: ["v*"]
-        ipv6:
-          gso-max-size: 185000
-          gro-max-size: 185000
-        ipv4:
-          gso-max-size: 185000
-          gro-max-size: 185000
-    ''')
+POLICY_V = standard_policy('big', 'name: ["v*"]', flow=False)
 
 PUT_BACK_TIMEOUT = 15
 
@@ -78,14 +67,7 @@ def test_present_and_later_devices_reach_policy_lo_and_unmatched_untouched(ns, d
 def test_lo_matched_only_by_kind_loopback(ns, daemon, confdir):
     """A catch-all name glob must not take lo; kind: [loopback] does."""
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text('''
-        version: 1
-        policies:
-          - name: everything
-            match:
-              name: ["*"]
-            ipv6: {gso-max-size: 100000, gro-max-size: 100000}
-        '''))
+    cfg.write_text(standard_policy('everything', 'name: ["*"]', 100000, ipv4=False))
     veth(ns, 'v0', 'v1')
     set_and_check(ns, 'lo', DISTINCT)
     d = daemon(ns, cfg)

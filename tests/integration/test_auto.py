@@ -11,6 +11,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 import nl
 import pytest
 
@@ -18,6 +20,9 @@ from helpers import REPO, Monitor, StateWrites, T, current, ip, ip_batch, policy
 import varlink_idl
 from test_bigtcpctl import ctl
 from test_evidence import call, device, pair
+
+# searches through windows of traffic: not in the quick tier
+pytestmark = pytest.mark.slow
 
 WINDOW = '2s'
 # Paced (SO_MAX_PACING_RATE): unpaced, a veth on this shared machine drops from its backlog and

@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 import helpers
 import nl
 from helpers import assert_sizes, at, policy_text, set_and_check, sizes4, T, veth, write_file_atomic
@@ -87,6 +89,7 @@ def check_degraded(d, cfg, source):
         'of bytes, \\"max\\", \\"legacy\\" or \\"auto\\""} 1' in r.stdout, r.stdout
 
 
+@pytest.mark.serial  # status answers within 1 s
 def test_broken_at_start_runs_the_last_policy_that_ran(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy(185000))
@@ -131,6 +134,7 @@ def test_broken_at_start_runs_the_last_policy_that_ran(ns, daemon, confdir):
     d2.stop()
 
 
+@pytest.mark.serial  # status answers within 1 s
 def test_broken_at_start_with_no_record_writes_nothing(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy(185000))
@@ -161,6 +165,7 @@ def test_broken_at_start_with_no_record_writes_nothing(ns, daemon, confdir):
     d2.stop()
 
 
+@pytest.mark.serial  # status answers within 1 s
 def test_a_record_that_does_not_add_up_is_not_run(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy(185000))
@@ -181,6 +186,8 @@ def test_a_record_that_does_not_add_up_is_not_run(ns, daemon, confdir):
     d2.stop()
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # gives up after its 5 s, within 2 s more
 def test_a_socket_nobody_answers_is_not_running(tmp_path):
     """What systemd's bigtcpd.socket is while the service is down: it accepts, nobody reads.
     bigtcpctl says so within seconds, exit 3, and where to look; not a 60 s wait and exit 1."""

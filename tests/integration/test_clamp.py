@@ -5,6 +5,7 @@ import pytest
 
 import nl
 from helpers import assert_sizes, at, ip, policy_text, sizes4, T, veth
+from policies import standard_policy
 
 REFUSAL_MARKERS = ('refused', 'EINVAL', 'Invalid argument')
 
@@ -13,15 +14,7 @@ def refusals(log):
     return [l for l in log.splitlines() if any(m in l for m in REFUSAL_MARKERS)]
 
 
-BRIDGE_POLICY = policy_text('''
-    version: 1
-    policies:
-      - name: bridges
-        match:
-          kind: [bridge]
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-    ''')
+BRIDGE_POLICY = standard_policy('bridges', 'kind: [bridge]')
 
 
 @pytest.mark.parametrize('links_up', [False, True], ids=['down', 'up'])

@@ -14,19 +14,11 @@ import time
 
 import pytest
 
-from helpers import T, policy_text, veth
+from helpers import T, veth
+from policies import standard_policy
 from test_bigtcpctl import CTL, ctl, one_line_error
 
-POLICY = policy_text('''
-    version: 1
-    policies:
-      - name: a-policy-with-a-rather-long-name-for-a-narrow-terminal
-        match:
-          name: ["v*"]
-        ipv6:
-          gso-max-size: 185000
-          gro-max-size: 185000
-    ''')
+POLICY = standard_policy('a-policy-with-a-rather-long-name-for-a-narrow-terminal', 'name: ["v*"]', ipv4=False, flow=False)
 
 
 @pytest.fixture
@@ -85,6 +77,7 @@ def test_json_modes(running):
     one_line_error(ctl('--json=long', 'status', sock=sock), 2, r'--json takes pretty or short, not "long"')
 
 
+@pytest.mark.slow
 def test_ascii_outside_utf8(running, tmp_path):
     sock = running.sock
     other = tmp_path / 'other.yaml'

@@ -18,7 +18,8 @@ import pytest
 import helpers
 import dbus_wire
 import nl
-from helpers import REPO, T, assert_sizes, at, line_of, policy_text, sizes4, veth, wait_file
+from helpers import REPO, T, assert_sizes, at, line_of, sizes4, veth, wait_file
+from policies import standard_policy
 
 SHIPPED_POLICY = REPO / 'conf' / 'io.bigtcpd1.conf'
 NAME, PATH, IFACE = 'io.bigtcpd1', '/io/bigtcpd1', 'io.bigtcpd1.Manager'
@@ -27,17 +28,7 @@ NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
 ORIG = sizes4(65536)
 BIG = sizes4(185000)
 
-POLICY = policy_text('''
-    version: 1
-    rollback:
-      guards: []
-    policies:
-      - name: veth
-        match:
-          kind: [veth]
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-    ''')
+POLICY = standard_policy(guards='[]')
 
 # The system bus's own defaults (Debian's /usr/share/dbus-1/system.conf): connect, but no name
 # and no method call unless a policy file punches a hole; root may monitor.
@@ -576,6 +567,7 @@ def test_try_confirm_revert(served):
     assert json.loads(call(bus, 'GetStatusJSON')[0])['try'] is None
 
 
+@pytest.mark.serial  # a 1 s watch answers between 1 s and 5 s
 def test_watch(served):
     """Watch(s ifname, t duration_usec) counts a device's big packets for that time and answers
     then, with the device's JSON; bigtcpctl --dbus watch says it in words. Root only."""
@@ -601,6 +593,7 @@ def test_watch(served):
     assert r.returncode != 0 and 'nosuch0' in r.stderr, r.stderr
 
 
+@pytest.mark.serial  # a 1 s watch answers within 2 s
 def test_watch_in_probation_answers_after_its_own_duration(ns, confdir, bus, daemon):
     """A device in a 60 s probation is watched already, and longer than a Watch(1 s) asks: the
     call answers after its own second (D-Bus clients give up after 25 s) with what the running

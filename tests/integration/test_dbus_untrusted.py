@@ -6,38 +6,28 @@ connection of its own each time, as bigtcpctl --dbus makes it) is never refused,
 memory stays bounded, its log too. Each test prints root's D-Bus latency under the flood and
 varlink's beside it."""
 
-import json
 import os
 import pwd
-import select
 import statistics
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 import dbus_wire
-from helpers import REPO, T, policy_text, veth
+from helpers import REPO, T, veth
+from policies import standard_policy
 from test_dbus import bus, bus_factory, busdir, wait_serving  # noqa: F401 (fixtures)
 from varlink_client import timed_call as varlink_timed_call
+
+# floods of connections and calls: not in the quick tier
+pytestmark = pytest.mark.slow
 
 ATTACKER = REPO / 'tests' / 'integration' / 'dbus_attacker.py'
 NAME, PATH, IFACE = 'io.bigtcpd1', '/io/bigtcpd1', 'io.bigtcpd1.Manager'
 ROOT_NAME = 'io.bigtcpd1.Root'   # the same object on a connection only root may call
 
-POLICY = policy_text('''
-    version: 1
-    rollback:
-      guards: []
-    policies:
-      - name: veth
-        match:
-          kind: [veth]
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-    ''')
+POLICY = standard_policy(guards='[]')
 
 
 def users(n):
@@ -62,58 +52,10 @@ def vm(pid, key):
     raise AssertionError(f'no {key} for pid {pid}')
 
 
-class Attacker:
-    """dbus_attacker.py under another UID, by pid."""
-
-    def __init__(self, bus, uid, *args):
-        self.proc = subprocess.Popen(
-            ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', sys.executable, str(ATTACKER),
-             str(bus.socket), *map(str, args)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def line(self, timeout=60):
-        deadline = time.monotonic() + T(timeout)
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f'attacker said nothing in {T(timeout)} s'
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                text = self.proc.stdout.readline()
-                if not text:
-                    raise AssertionError(f'attacker exited {self.proc.wait()}: {self.proc.stderr.read()}')
-                return json.loads(text)
-
-    def finish(self):
-        """Close its stdin: it stops and says what it saw."""
-        self.proc.stdin.close()
-        return self.line()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
-            try:
-                self.proc.wait(timeout=T(10))
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-
-
 @pytest.fixture
-def attackers():
-    started = []
-
-    def start(*args):
-        a = Attacker(*args)
-        started.append(a)
-        return a
-    yield start
-    for a in started:
-        a.stop()
+def attackers(attackers):
+    """attackers(bus, uid, *args): dbus_attacker.py on the bus (conftest's, narrowed)."""
+    return lambda bus, uid, *args: attackers(ATTACKER, bus.socket, uid, *args)
 
 
 class Prober(threading.Thread):
@@ -213,6 +155,7 @@ def flood(served, attackers, seconds, *attacks):
     return prober, reports, grown
 
 
+@pytest.mark.serial  # 60 MB through the bus within the attacker's 30 s socket timeout
 def test_huge_validate_refused_at_once(served, attackers):
     """Validate calls of 30 MB (two, on one connection: the sanitizer build takes 4 s to read one,
     the optimized build reads 16 of them in 6 s): each refused as it is read, before its caller is

@@ -18,6 +18,9 @@ import varlink_idl
 from helpers import BIN, REPO, Monitor, T, ip, policy_text, wait_file
 from varlink_client import Client, VarlinkError
 
+# iperf3 through windows of counting: not in the quick tier
+pytestmark = pytest.mark.slow
+
 IFACE = 'io.bigtcpd.Manager'
 BIG = 185000
 IFF_RUNNING = 0x40
@@ -62,9 +65,10 @@ def pair(netns, peer_sizes=None):
     ip(a, 'link', 'set', 'e0', 'up')
     ip(b, 'link', 'set', 'e1', 'up')
     # The carrier comes up asynchronously (linkwatch); until it does, neighbour discovery fails
-    # and iperf3 finds "no route to host". Its link event is what is waited for.
+    # and iperf3 finds "no route to host". Its link event is what is waited for: linkwatch runs
+    # under the RTNL lock, which other tests' thousands of devices may hold for seconds.
     for ns, name in ((a, 'e0'), (b, 'e1')):
-        nl.wait_links(ns, lambda links: name in links and links[name]['flags'] & IFF_RUNNING, T(10),
+        nl.wait_links(ns, lambda links: name in links and links[name]['flags'] & IFF_RUNNING, T(60),
                       f'{name} running')
     return a, b
 
@@ -231,6 +235,7 @@ def test_legacy_counts_zero_and_is_not_effective(netns, daemon, confdir, iface):
     d.stop()
 
 
+@pytest.mark.serial  # the daemon's CPU seconds against a watch's time
 def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     """A device that matches no policy (never in probation) and is not watched has no packet
     socket; one in probation has exactly one, bound to it; a Watch() attaches one for its time,
@@ -284,6 +289,7 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     d.stop()
 
 
+@pytest.mark.serial  # a 1 s watch answers within 2 s
 def test_watch_in_probation_answers_after_its_own_duration(netns, daemon, confdir):
     """e0 in a 60 s probation is watched already, longer than a Watch of 1 s asks: the call
     answers after its own second, with what the running window counted so far, which goes on."""
@@ -387,6 +393,7 @@ def test_paced_traffic_gives_no_verdict(netns, daemon, confdir):
     d.stop()
 
 
+@pytest.mark.serial  # what GRO makes of the traffic depends on the receiver's timing
 def test_ipv4_not_big_on_the_path_names_ipv4(netns, daemon, confdir, iface):
     """Both families raised on e0; its peer sends IPv6 above 64 KiB but IPv4 at 64 KiB at most
     (its gso_ipv4_max_size stays 65536: a peer without IPv4 BIG TCP, or a 6.7 kernel that

@@ -5,6 +5,8 @@ or nobody answers: test_broken_start.py); 4 permission denied."""
 
 import re
 
+import pytest
+
 from test_bigtcpctl import POLICY, ctl, running  # noqa: F401 (the fixture)
 
 
@@ -42,6 +44,7 @@ def test_exit_codes(running, tmp_path):
     check(ctl('reload', sock=d.sock, nobody=True), 4, 'permission denied')
 
 
+@pytest.mark.slow
 def test_networkctl_habits(running):
     """No command lists (as networkctl does); `help` is --help, which points at the man page;
     -q drops the messages of a success; -l/--full never cuts a cell; --json=off is text."""

@@ -9,20 +9,14 @@ import json
 import re
 import time
 
+import pytest
+
 import nl
 from helpers import T, ip, line_of, policy_text, sizes4, veth, write_file_atomic
+from policies import standard_policy
 from test_bigtcpctl import ctl, one_line_error, status_fields
 
-POLICY = policy_text('''
-    version: 1
-    policies:
-      - name: big
-        match:
-          name: ["v*"]
-        ipv6:
-          gso-max-size: 185000
-          gro-max-size: 185000
-    ''')
+POLICY = standard_policy('big', 'name: ["v*"]', ipv4=False, flow=False)
 
 # One typo: gso_max_size for gso-max-size, so the policy is refused.
 TYPO = POLICY.replace('gso-max-size', 'gso_max_size')
@@ -135,6 +129,7 @@ def test_status_rollout_progress(ns, daemon, confdir):
                         r'\(rolled back by an operator\)', line[0]), line
 
 
+@pytest.mark.slow
 def test_status_counts_are_right_at_every_moment_of_a_halt(ns, daemon, confdir):
     """Issue 24: the counts at the moment a rollout halts (a guard trips on the one in probation
     while two are applied) are the counts a second later: sampled all along, no sample says

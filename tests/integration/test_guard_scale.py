@@ -4,9 +4,15 @@ intervals, and no other device is touched."""
 
 import time
 
+import pytest
+
 import inject
 import nl
-from helpers import Monitor, T, ip, ip_batch, policy_text, run, sizes4
+from helpers import Monitor, T, ip, ip_batch, run, sizes4
+from policies import standard_policy
+
+# a rollback within two intervals of the rise, among 2000 devices: alone, after the parallel tests
+pytestmark = [pytest.mark.serial, pytest.mark.slow]
 
 PAIRS = 1000          # 2000 devices in probation
 ROGUE = 'r500a'       # in the middle of the list
@@ -17,19 +23,7 @@ LEGACY = sizes4(65536)
 
 def test_rise_among_2000_in_probation_rolls_back_only_its_device(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text('''
-        version: 1
-        policies:
-          - name: pods
-            match: {kind: [veth], name: ["r*"]}
-            ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-            ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-            rollback:
-              window: 120s
-              interval: 1s
-              guards:
-                - {counter: link.tx_dropped, max-increase: 10}
-        '''))
+    cfg.write_text(standard_policy('pods', ('kind: [veth]', 'name: ["r*"]'), rollback=('window: 120s', 'interval: 1s', 'guards:', '  - {counter: link.tx_dropped, max-increase: 10}')))
     # No IPv6 in the namespace: no router solicitations or DAD into the veth whose peer is down,
     # only the test's own frames.
     for k in ('all', 'default'):

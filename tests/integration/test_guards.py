@@ -4,6 +4,8 @@ window and undone when a counter rises too much."""
 import signal
 import time
 
+import pytest
+
 import inject
 import nl
 from helpers import Monitor, T, at, ip, policy_text, sizes4, veth, wait_file, write_file_atomic
@@ -48,6 +50,7 @@ def wait_state(d, ifname, state, timeout):
     return wait_file(d.runtime_dir, on_disk, timeout, f'{ifname} {state} in the state file', directory=True)
 
 
+@pytest.mark.serial  # a rollback within 1.4 s of the rise
 def test_tx_dropped_rolls_back_and_stays_across_reload(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy('{name: ["g0"]}', ['{counter: link.tx_dropped, max-increase: 0}'], window='20s'))
@@ -207,6 +210,7 @@ def test_sigkill_then_guard_trips_while_down_rolls_back_on_restart(ns, daemon, c
     d2.stop()
 
 
+@pytest.mark.slow
 def test_clean_run_under_iperf3_load_ends_applied(netns, daemon, tmp_path):
     """iperf3 at full speed through the changed devices for the whole window: no false positive."""
     a, b = netns(), netns()

@@ -18,6 +18,9 @@ import yaml
 import helpers
 from helpers import REPO, T, policy_text, veth
 
+# the install tree (conftest.tree), built once for both modules
+pytestmark = [pytest.mark.xdist_group('install-tree'), pytest.mark.slow]
+
 
 def pkg_config_var(package, var, default):
     r = subprocess.run(['pkg-config', f'--variable={var}', package], capture_output=True, text=True)
@@ -38,11 +41,6 @@ def install_tree(base):
         'unitdir': pkg_config_var('systemd', 'systemdsystemunitdir', '/usr/lib/systemd/system'),
         'completionsdir': pkg_config_var('bash-completion', 'completionsdir', '/usr/share/bash-completion/completions'),
     }
-
-
-@pytest.fixture(scope='module')
-def tree(tmp_path_factory):
-    return install_tree(tmp_path_factory.mktemp('install'))
 
 
 def expected_files(t):

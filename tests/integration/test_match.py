@@ -5,6 +5,7 @@ import pytest
 import nl
 from helpers import (assert_sizes, at, device_lines, ip, policy_text, run, set_and_check,
                      sizes4, T, veth)
+from policies import standard_policy
 
 ORIG = sizes4(60000, 60001, 60002, 60003)
 BIG = sizes4(185000)
@@ -12,15 +13,7 @@ BIG = sizes4(185000)
 
 def test_rename_into_and_out_of_a_name_match(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text('''
-        version: 1
-        policies:
-          - name: big
-            match:
-              name: ["big*"]
-            ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-            ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-        '''))
+    cfg.write_text(standard_policy('big', 'name: ["big*"]'))
     veth(ns, 'v0', 'v1')
     set_and_check(ns, 'v0', ORIG)
     d = daemon(ns, cfg)
@@ -45,15 +38,7 @@ def test_rename_into_and_out_of_a_name_match(ns, daemon, confdir):
     d.stop()
 
 
-ROUTE_POLICY = policy_text('''
-    version: 1
-    policies:
-      - name: uplink
-        match:
-          route: [default]
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-    ''')
+ROUTE_POLICY = standard_policy('uplink', 'route: [default]')
 
 
 @pytest.mark.parametrize('family', ['-4', '-6'])

@@ -10,20 +10,13 @@ import pytest
 import nl
 from helpers import (Monitor, assert_sizes, at, device_lines, line_of, policy_text, set_and_check, sizes4,
                      T, veth, write_file_atomic)
+from policies import standard_policy
 
 ORIG = sizes4(60000, 60001, 60002, 60003)
 
 
 def policy_v(size, names='["v*"]'):
-    return policy_text(f'''
-        version: 1
-        policies:
-          - name: big
-            match:
-              name: {names}
-            ipv6: {{gso-max-size: {size}, gro-max-size: {size}}}
-            ipv4: {{gso-max-size: {size}, gro-max-size: {size}}}
-        ''')
+    return standard_policy('big', f'name: {names}', size)
 
 
 # name -> (file text, the marker on the line the (first) error must be reported at, or None when
@@ -185,6 +178,7 @@ def test_inotify_reload_on_configmap_symlink_swap(ns, daemon, tmp_path):
     d.stop()
 
 
+@pytest.mark.serial  # GetStatus within 1 s
 def test_fifo_renamed_over_the_policy(ns, daemon, confdir):
     """A FIFO where the policy file was: the reload it triggers refuses it at once (opened
     without blocking, named as what it is); the daemon answers within a second; the running

@@ -2,8 +2,9 @@
 device that stops matching after the restart gets its pre-first-start sizes back."""
 
 import nl
-from helpers import (assert_sizes, device_lines, ip, policy_text, set_and_check, sizes4,
+from helpers import (assert_sizes, device_lines, ip, set_and_check, sizes4,
                      state_devices, veth, write_file_atomic)
+from policies import standard_policy
 
 ORIG0 = sizes4(60000, 60001, 60002, 60003)
 ORIG1 = sizes4(50000, 50001, 50002, 50003)
@@ -11,15 +12,7 @@ BIG = sizes4(185000)
 
 
 def policy(names):
-    return policy_text(f'''
-        version: 1
-        policies:
-          - name: big
-            match:
-              name: {names}
-            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}
-            ipv4: {{gso-max-size: 185000, gro-max-size: 185000}}
-        ''')
+    return standard_policy('big', f'name: {names}')
 
 
 def check_originals(state, expected):

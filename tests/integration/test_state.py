@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import BIN, Monitor, T, at, current, ip, vm, ip_batch, policy_text, read_state, run, sizes4, veth, write_file_atomic
+from helpers import BIN, Monitor, T, at, current, ip, vm, ip_batch, read_state, run, sizes4, veth, write_file_atomic
+from policies import standard_policy
 from varlink_client import call
 
 IFACE = 'io.bigtcpd.Manager'
@@ -26,17 +27,7 @@ PAGE = 4096
 
 def policy(names, ipv4=True):
     """All four sizes at 185000 (or the IPv6 ones only), no guards."""
-    v4 = '\n            ipv4: {gso-max-size: 185000, gro-max-size: 185000}' if ipv4 else ''
-    return policy_text(f'''
-        version: 1
-        policies:
-          - name: big
-            match:
-              name: {names}
-            ipv6: {{gso-max-size: 185000, gro-max-size: 185000}}{v4}
-            rollback:
-              guards: []
-        ''')
+    return standard_policy('big', f'name: {names}', ipv4=ipv4, rollback=('guards: []',))
 
 
 def runtime_dir(daemon, name):
@@ -122,7 +113,7 @@ def test_full_runtime_dir_during_a_burst(ns, small_tmpfs, daemon, confdir):
                        'every device of the burst written or refused')
         refused = [n for n in full if mon.state(n) == 'failed']
         assert refused, 'no device was refused: the disk never filled up'
-        assert d.log_lines('cannot record original sizes|cannot be recorded')
+        assert d.log_lines('failed to record (the original sizes|what a restart needs)')
         os.unlink(filler)
 
         # Nothing else happens: the store's own retry finds the room.
@@ -165,7 +156,7 @@ def test_full_runtime_dir_when_a_policy_owns_more(ns, small_tmpfs, daemon, confd
                        T(30), 'every device written or refused')
         refused = [n for n in originals if mon.state(n) == 'failed']
         assert refused, 'no device was refused: the disk never filled up'
-        assert d.log_lines('cannot be recorded')
+        assert d.log_lines('failed to record (the original sizes|what a restart needs)')
         now = current(ns, refused)
         for n in refused:
             assert now[n] == v6[n], f'{n}: refused, but its sizes are {now[n]}, not {v6[n]}'
@@ -291,20 +282,7 @@ def test_restart_under_a_memory_limit(ns, daemon, confdir, memory_cgroup, tmp_pa
     snapshot a json-c tree first: 60 MB from a 4.4 MB file, and every restart was OOM-killed."""
     pairs = 5000
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text('''
-        version: 1
-        policies:
-          - name: big
-            match:
-              name: ["m*"]
-            ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-            ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-            rollback:
-              window: 1h
-              interval: 1s
-              guards:
-                - {counter: link.tx_dropped, max-increase: 10}
-        '''))
+    cfg.write_text(standard_policy('big', 'name: ["m*"]', rollback=('window: 1h', 'interval: 1s', 'guards:', '  - {counter: link.tx_dropped, max-increase: 10}')))
     for k in ('all', 'default'):   # no router solicitations into 10000 veths
         run('ip', 'netns', 'exec', ns, 'sysctl', '-qw', f'net.ipv6.conf.{k}.disable_ipv6=1')
     ip_batch(ns, [f'link add m{i}a type veth peer name m{i}b' for i in range(pairs)])

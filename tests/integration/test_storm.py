@@ -6,9 +6,15 @@ none."""
 
 import time
 
+import pytest
+
 import nl
-from helpers import T, ip_batch, netlink_drops, policy_text, sizes4, veth
+from helpers import T, ip_batch, netlink_drops, sizes4, veth
+from policies import standard_policy
 from varlink_client import Client
+
+# a storm of 5000 devices: not in the quick tier
+pytestmark = pytest.mark.slow
 
 PAIRS = 2500   # 5000 devices
 IFACE = 'io.bigtcpd.Manager'
@@ -16,16 +22,7 @@ IFACE = 'io.bigtcpd.Manager'
 
 def test_storm_of_5000_links_with_enobufs(ns, daemon, confdir, pause):
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text('''
-        version: 1
-        policies:
-          - name: veths
-            match:
-              kind: [veth]
-              name: ["s*"]
-            ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-            ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-        '''))
+    cfg.write_text(standard_policy('veths', ('kind: [veth]', 'name: ["s*"]')))
     veth(ns, 'z0', 'z1')      # matches nothing: the device whose read the shim holds the daemon on
     p = pause(nl.read_links(ns)['z0']['ifindex'], 'getlink')
     d = daemon(ns, cfg, env={'BIGTCPD_NETLINK_RCVBUF': '65536', **p.env})

@@ -19,28 +19,16 @@ import pytest
 import helpers
 import nl
 import varlink_client
-from helpers import T, assert_sizes, at, ip_batch, policy_text, sizes4, veth
-from test_install import install_tree
+from helpers import T, assert_sizes, at, ip_batch, sizes4, veth
+from policies import standard_policy
+
+# the install tree (conftest.tree), built once for both modules
+pytestmark = [pytest.mark.xdist_group('install-tree'), pytest.mark.slow]
 
 EXPOSURE_MAX = 2.0
 
-POLICY = policy_text('''
-    version: 1
-    rollback:
-      guards: []
-    policies:
-      - name: veth
-        match:
-          kind: [veth]
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-    ''')
+POLICY = standard_policy(guards='[]')
 BIG = sizes4(185000)
-
-
-@pytest.fixture(scope='module')
-def tree(tmp_path_factory):
-    return install_tree(tmp_path_factory.mktemp('install'))
 
 
 @pytest.fixture

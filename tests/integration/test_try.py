@@ -90,8 +90,8 @@ def is_try(action, reason=None):
 def test_unconfirmed_try_is_reverted_at_its_deadline(configured, ns):
     d = configured
     with Monitor(d) as mon:
+        start = time.time()   # before the try is asked for: its deadline is 3 s after it began
         r = ctl('try', d.tried, '--timeout', '3s', sock=d.sock, check_rc=0)
-        start = time.time()
         assert r.stdout.startswith(f'Trying {d.tried} (digest '), r.stdout
         assert f'Once confirmed, it is installed as {d.cfg}.' in r.stdout
         assert 'Keep it with "bigtcpctl confirm"' in r.stdout and r.stderr == ''

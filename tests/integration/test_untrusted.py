@@ -5,13 +5,9 @@ are capped for the UID as a whole, its refused calls are logged at a bounded rat
 file nested too deep is refused before it costs anything. The attacker is tests/integration/
 attacker.py, run under setpriv as UIDs other than 0."""
 
-import json
 import os
-import select
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -20,9 +16,13 @@ from pathlib import Path
 import pytest
 
 import helpers
-from helpers import REPO, T, policy_text, veth
+from helpers import REPO, T, veth
+from policies import standard_policy
 from test_systemd import wrapper
 from varlink_client import Client, timed_call
+
+# every test bounds a latency (LATENCY) or the watchdog's gaps: alone, after the parallel tests
+pytestmark = [pytest.mark.serial, pytest.mark.slow]
 
 IFACE = 'io.bigtcpd.Manager'
 ATTACKER = REPO / 'tests' / 'integration' / 'attacker.py'
@@ -31,17 +31,7 @@ ATTACKER = REPO / 'tests' / 'integration' / 'attacker.py'
 # loading both cores. The bound leaves room for such a machine, not for a stall.
 LATENCY = 0.3
 
-POLICY = policy_text('''
-    version: 1
-    rollback:
-      guards: []
-    policies:
-      - name: big
-        match:
-          name: ["v*"]
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-    ''')
+POLICY = standard_policy('big', 'name: ["v*"]', guards='[]')
 
 
 def sock(d):
@@ -65,59 +55,10 @@ def tmpfs_runtime():
     shutil.rmtree(path, ignore_errors=True)
 
 
-class Attacker:
-    """attacker.py under another UID, by pid; every line it prints is kept."""
-
-    def __init__(self, d, uid, *args):
-        self.proc = subprocess.Popen(
-            ['setpriv', f'--reuid={uid}', f'--regid={uid}', '--clear-groups', sys.executable, str(ATTACKER),
-             sock(d), *map(str, args)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines = []
-
-    def line(self, timeout=60):
-        """The next line it prints, as JSON."""
-        deadline = time.monotonic() + T(timeout)
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f'attacker said nothing in {timeout} s'
-            r, _, _ = select.select([self.proc.stdout], [], [], left)
-            if r:
-                text = self.proc.stdout.readline()
-                if not text:
-                    raise AssertionError(f'attacker exited {self.proc.wait()}: {self.proc.stderr.read()}')
-                self.lines.append(json.loads(text))
-                return self.lines[-1]
-
-    def say(self, text):
-        self.proc.stdin.write(text)
-        self.proc.stdin.flush()
-
-    def stop(self):
-        try:
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            self.proc.wait(timeout=T(10))
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-
-
 @pytest.fixture
-def attackers():
-    started = []
-
-    def start(*args):
-        a = Attacker(*args)
-        started.append(a)
-        return a
-    yield start
-    for a in started:
-        a.stop()
+def attackers(attackers):
+    """attackers(d, uid, *args): attacker.py against the daemon (conftest's, narrowed)."""
+    return lambda d, uid, *args: attackers(ATTACKER, sock(d), uid, *args)
 
 
 class Prober(threading.Thread):

@@ -24,7 +24,8 @@ import pytest
 import helpers
 import nl
 import varlink_idl
-from helpers import REPO, T, ip, policy_text, sizes4, veth, write_file_atomic
+from helpers import REPO, T, ip, sizes4, veth, write_file_atomic
+from policies import BROKEN, standard_policy
 from varlink_client import Client, Closed, VarlinkError, timed_call
 
 IFACE = 'io.bigtcpd.Manager'
@@ -33,29 +34,7 @@ BIG = 185000
 # The answer another client must get while one misbehaves.
 LATENCY = 0.1
 
-POLICY = policy_text('''
-    version: 1
-    policies:
-      - name: big
-        match:
-          name: ["v*"]
-        ipv6:
-          gso-max-size: 185000
-          gro-max-size: 185000
-        ipv4:
-          gso-max-size: 185000
-          gro-max-size: 185000
-    ''')
-
-BROKEN = policy_text('''
-    version: 1
-    policies:
-      - name: broken
-        match:
-          name: ["v*"]
-        ipv6:
-          gso-max-size: lots
-    ''')
+POLICY = standard_policy('big', 'name: ["v*"]', flow=False)
 
 
 @pytest.fixture(scope='module')
@@ -328,6 +307,7 @@ def test_pipelined_calls_are_answered_in_order_and_oneway_gets_no_reply(ns, daem
 
 # --- Monitor ------------------------------------------------------------------------------------
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_monitor_streams_events_of_a_device_created_mid_stream(ns, daemon, confdir, iface):
     d, cfg = start(ns, daemon, confdir)
     with Client(sock(d)) as mon, Client(sock(d)) as other:
@@ -369,6 +349,7 @@ def test_monitor_streams_events_of_a_device_created_mid_stream(ns, daemon, confd
     assert_responsive(d, 'after a monitor went away')
 
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_monitor_that_never_reads_is_dropped(ns, daemon, confdir):
     """With the output cap lowered to 64 KiB (a test knob; 16 MiB in production)."""
     cfg = confdir / 'bigtcpd.yaml'
@@ -439,6 +420,7 @@ def test_privileged_methods_need_root(ns, daemon, confdir):
 
 # --- hostile clients ----------------------------------------------------------------------------
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_half_a_message_then_idle(ns, daemon, confdir):
     d, _ = start(ns, daemon, confdir)
     data = Client.encode(f'{IFACE}.GetStatus')
@@ -452,6 +434,7 @@ def test_half_a_message_then_idle(ns, daemon, confdir):
         c.close()
 
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_client_that_never_reads_its_replies(ns, daemon, confdir):
     d, _ = start(ns, daemon, confdir)
     c = Client(sock(d))
@@ -484,6 +467,7 @@ def test_client_that_never_reads_its_replies(ns, daemon, confdir):
     c.close()
 
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_twenty_mebibytes_without_a_nul(ns, daemon, confdir):
     d, _ = start(ns, daemon, confdir)
     c = Client(sock(d))
@@ -532,6 +516,7 @@ def test_twenty_mebibytes_without_a_nul(ns, daemon, confdir):
      'JSON nested too deep'),
 ], ids=['trailing-comma', 'not-json', 'array', 'no-method', 'trailing-data', 'more-not-bool',
         'parameters-not-object', 'invalid-utf8', 'deep-100000', 'deep-parameters'])
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_invalid_input_gets_an_error_and_a_closed_connection(ns, daemon, confdir, data, reason):
     d, _ = start(ns, daemon, confdir)
     with Client(sock(d)) as c:
@@ -579,6 +564,7 @@ sys.stdin.read()   # hold them until told
 '''
 
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_hundreds_of_connections(ns, daemon, confdir):
     d, _ = start(ns, daemon, confdir)
     os.chmod(d.runtime_dir.parent, 0o755)
@@ -607,6 +593,7 @@ def test_hundreds_of_connections(ns, daemon, confdir):
     assert_responsive(d, 'after the flood')
 
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_oversized_message_with_its_nul(ns, daemon, confdir):
     d, _ = start(ns, daemon, confdir)
     with Client(sock(d)) as c:
@@ -690,6 +677,7 @@ def test_socket_activation(ns, confdir, tmp_path):
     assert not [l for l in text.splitlines() if any(m in l for m in helpers.SANITIZER_MARKERS)], text
 
 
+@pytest.mark.serial  # GetStatus within 100 ms (assert_responsive)
 def test_random_garbage_does_not_hurt(ns, daemon, confdir):
     """Mutated calls and random bytes (a fixed seed): every connection ends with replies or a
     clean close, and the daemon answers everyone else throughout."""

@@ -147,6 +147,22 @@ static void load(const Dir *dir, const DeviceTable *t, StateEntry **e, size_t *n
         state_store_free(s);
 }
 
+/* A test's end: the device table, the directory and the files in it go. */
+static void teardown(DeviceTable *t, Dir *dir) {
+        device_table_done(t);
+        dir_close(dir);
+}
+
+/* A test's end after what a restart would load now is `n_expected` entries. */
+static void reload_and_teardown(DeviceTable *t, Dir *dir, size_t n_expected) {
+        StateEntry *e = NULL;
+        size_t n = 0;
+        load(dir, t, &e, &n, 0);
+        assert_int_equal(n, n_expected);
+        state_entries_free(e, n);
+        teardown(t, dir);
+}
+
 static void test_snapshot_roundtrip(void **state) {
         Dir dir;
         DeviceTable t;
@@ -206,8 +222,7 @@ static void test_snapshot_roundtrip(void **state) {
         assert_int_equal(n, 0);
         snprintf(path, sizeof(path), "%s/state.json.corrupt", dir.path);
         assert_int_equal(access(path, F_OK), 0);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 /* Files of the version before the redesign said which families were written. */
@@ -276,11 +291,7 @@ static void test_journal(void **state) {
         /* a new snapshot drops the journal */
         assert_int_equal(state_write_snapshot(dir.path, &t, 8), 0);
         assert_int_equal(access(path, F_OK), -1);
-        load(&dir, &t, &e, &n, 0);
-        assert_int_equal(n, 2);
-        state_entries_free(e, n);
-        device_table_done(&t);
-        dir_close(&dir);
+        reload_and_teardown(&t, &dir, 2);
 }
 
 /* A device that went away while marked, and a new one with its ifindex: the new one's entry
@@ -329,8 +340,7 @@ static void test_store_forget_then_reuse(void **state) {
         device_remove(&t, x);
         device_free(x);
         state_store_free(s);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 /* Before a write only what it needs goes to disk; the rest waits for the next save. */
@@ -370,11 +380,7 @@ static void test_store_save_devices(void **state) {
         assert_int_equal(state_store_save(s), 0);
         assert_false(state_store_pending(s));
         state_store_free(s);
-        load(&dir, &t, &e, &n, 0);
-        assert_int_equal(n, 2);
-        state_entries_free(e, n);
-        device_table_done(&t);
-        dir_close(&dir);
+        reload_and_teardown(&t, &dir, 2);
 }
 
 
@@ -578,8 +584,7 @@ static void test_enospc_cut_back(void **state) {
         assert_non_null(find_entry(e, n, 2));
         assert_int_equal(find_entry(e, n, 3)->original.gso_max_size, 3);
         state_entries_free(e, n);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 /* Out of space, and the journal cannot be cut back either: it may end in a torn line now, so no
@@ -616,11 +621,7 @@ static void test_enospc_not_cut_back(void **state) {
         assert_int_equal(state_store_save(s), 0);
         assert_false(dir_has(&dir, "state.journal")); /* a snapshot, which drops the journal */
         state_store_free(s);
-        load(&dir, &t, &e, &n, 0);
-        assert_int_equal(n, 2);
-        state_entries_free(e, n);
-        device_table_done(&t);
-        dir_close(&dir);
+        reload_and_teardown(&t, &dir, 2);
 }
 
 /* A failed save is retried from the loop: 1 s after, then twice as long each time. */
@@ -657,11 +658,7 @@ static void test_retry_backoff(void **state) {
         assert_int_equal(state_store_retry_usec(s), 0);
         assert_false(state_store_pending(s));
         state_store_free(s);
-        load(&dir, &t, &e, &n, 0);
-        assert_int_equal(n, 1);
-        state_entries_free(e, n);
-        device_table_done(&t);
-        dir_close(&dir);
+        reload_and_teardown(&t, &dir, 1);
 }
 
 /* A line in the middle that does not parse costs only itself: what is before it and what is after
@@ -729,8 +726,7 @@ static void test_bad_journal_line_costs_itself(void **state) {
         assert_int_equal(state_store_save(s), 0);
         assert_false(dir_has(&dir, "state.journal"));
         state_store_free(s);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 #undef LINE
 }
 
@@ -789,8 +785,7 @@ static void load_text(const char *text, StateEntry **e, size_t *n, uint64_t *g, 
         assert_true(lr.snapshot_kept == (rep->n_aside > 0 || rep->truncated || rep->bad_header));
         assert_true(dir_has(&dir, "state.json")); /* still there until a save replaces it */
         state_store_free(s);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 static void check_bad_entry(const BadEntryCase *c) {
@@ -998,8 +993,7 @@ static void test_bad_journal_keeps_snapshot(void **state) {
                         assert_string_equal(text, "{\"g\":3,\"ifindex\":7,\"forget\":true}\n");
                         assert_int_equal(unlink(target), 0);
                 }
-                device_table_done(&t);
-                dir_close(&dir);
+                teardown(&t, &dir);
         }
 }
 
@@ -1072,8 +1066,7 @@ static void test_planted_files(void **state) {
         text = get_file(target);
         assert_string_equal(text, "precious\n");
         assert_int_equal(unlink(target), 0);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 /* Writable by others, or someone else's: not trusted with the state. */
@@ -1108,8 +1101,7 @@ static void test_untrusted_dir(void **state) {
                 state_store_free(s);
                 assert_int_equal(chown(dir.path, 0, 0), 0);
         }
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 /* The journal is compacted by its bytes too, not only by its lines: a few long lines (here, 1000
@@ -1158,8 +1150,7 @@ static void test_compact_by_bytes(void **state) {
         for (size_t k = 0; k < n; k++)
                 assert_int_equal(e[k].original.gso_max_size, 39);
         state_entries_free(e, n);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 /* The loop waits for a sync at most its bound: a sync that takes longer fails the save at the
@@ -1216,8 +1207,7 @@ static void test_sync_bounded(void **state) {
         assert_int_equal(n, 1);
         assert_int_equal(e[0].original.gso_max_size, 60001);
         state_entries_free(e, n);
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
         close(gate[0]);
         close(gate[1]);
 }
@@ -1340,8 +1330,7 @@ static void test_auto_roundtrip(void **state) {
                 assert_null(find_entry(e, n, 43)->autosize);
                 state_entries_free(e, n);
         }
-        device_table_done(&t);
-        dir_close(&dir);
+        teardown(&t, &dir);
 }
 
 /* A snapshot of one device whose "auto" is `searches` (JSON text). */

@@ -19,7 +19,7 @@
 #include "packet-maker.h"
 #include "counters.h"
 #include "evidence.h"
-#include "log.h"
+#include "log-fields.h"
 
 struct EvidenceSockets {
         Closer *closer;     /* the sockets' last close waits for the kernel: not in the loop */

@@ -10,7 +10,7 @@
 #include "ethtool.h"
 #include "guard.h"
 #include "lifecycle.h"
-#include "log.h"
+#include "log-fields.h"
 #include "match.h"
 #include "reconcile.h"
 #include "route.h"

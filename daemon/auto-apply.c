@@ -6,7 +6,7 @@
 
 #include "auto-apply.h"
 #include "evidence.h"
-#include "log.h"
+#include "log-fields.h"
 
 #define AUTO_IDLE_WAIT_DEFAULT_USEC (30 * USEC_PER_SEC) /* a policy without a window */
 

@@ -9,7 +9,7 @@
 
 #include "dbus-manager.h"
 #include "evidence.h"
-#include "log.h"
+#include "log-fields.h"
 #include "utf8.h"
 #include "version.h"
 

@@ -20,7 +20,7 @@
 #include "packet-maker.h"
 #include "counters.h"
 #include "evidence.h"
-#include "log.h"
+#include "log-fields.h"
 
 /* A child that died is made again when next needed, at most EVIDENCE_RESTARTS_PER_MINUTE times in
  * any minute and, after the first, no sooner than a backoff (doubling up to

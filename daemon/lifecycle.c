@@ -1,6 +1,6 @@
 /* lifecycle.c — the legal transitions, and one function per step of a device's life. */
 #include "lifecycle.h"
-#include "log.h"
+#include "log-fields.h"
 #include "reconcile.h"
 #include "rollout.h"
 

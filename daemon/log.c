@@ -1,7 +1,8 @@
-/* log.c — writes log lines to stderr ("bigtcpd: info: …"); under journald (JOURNAL_STREAM names
+/* log.c — writes log lines to stderr ("bigtcpd: info: …", the program's name); under journald (JOURNAL_STREAM names
  * stderr, as systemd sets it for a service) each is a journal entry of its own, sent with
  * sd_journal_sendv_with_location() with its priority, fields and call site (CODE_FILE=,
  * CODE_LINE=, CODE_FUNC= of the line that logged, not of this file). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,20 +49,28 @@ bool log_journal(void) {
         return log_to_journal;
 }
 
-/* One "KEY=value" field in `buf` (at `*used`), as iovec `iov[(*n)++]`: fields are short (names,
- * numbers); one that does not fit is left out. */
-_printf_(5, 6) static void field(struct iovec *iov, size_t *n, char *buf, size_t *used, const char *format, ...) {
-        size_t size = LOG_FIELDS_BUF - *used;
+/* The fields of one entry other than MESSAGE and the call site, as iovecs into one buffer: fields
+ * are short (names, numbers); one that does not fit is left out. */
+struct LogEntry {
+        struct iovec iov[32];
+        size_t n, used;
+        char buf[LOG_FIELDS_BUF];
+};
+
+void log_entry_field(LogEntry *e, const char *format, ...) {
+        size_t size = LOG_FIELDS_BUF - e->used;
         va_list ap;
         int k;
 
+        if (e->n >= ELEMENTSOF(e->iov))
+                return;
         va_start(ap, format);
-        k = vsnprintf(buf + *used, size, format, ap);
+        k = vsnprintf(e->buf + e->used, size, format, ap);
         va_end(ap);
         if (k < 0 || (size_t) k >= size)
                 return;
-        iov[(*n)++] = (struct iovec){.iov_base = buf + *used, .iov_len = (size_t) k};
-        *used += (size_t) k + 1;
+        e->iov[e->n++] = (struct iovec){.iov_base = e->buf + e->used, .iov_len = (size_t) k};
+        e->used += (size_t) k + 1;
 }
 
 /* Where a log line was written, from the log macros. */
@@ -83,52 +92,28 @@ static const char *source_path(const char *file) {
 }
 
 /* The entry for the journal; false when it could not be sent (then stderr has the line). */
-static bool send_journal(int level, int error, const LogSite *site, const LogFields *f, const char *line, int n) {
-        struct iovec iov[32];
-        char buf[LOG_FIELDS_BUF], code_file[256], code_line[32];
-        size_t k = 0, used = 0;
+static bool send_journal(int level, int error, const LogSite *site, LogFieldsFn fn, const void *fields,
+                         const char *line, int n) {
+        char code_file[256], code_line[32];
         _cleanup_(freep) char *message = NULL;
+        LogEntry entry = {.n = 0}, *e = &entry;
 
         if (asprintf(&message, "MESSAGE=%.*s", n, line) < 0)
                 return false;
-        iov[k++] = (struct iovec){.iov_base = message, .iov_len = strlen(message)};
-        field(iov, &k, buf, &used, "PRIORITY=%d", level);
-        field(iov, &k, buf, &used, "SYSLOG_IDENTIFIER=bigtcpd");
+        e->iov[e->n++] = (struct iovec){.iov_base = message, .iov_len = strlen(message)};
+        log_entry_field(e, "PRIORITY=%d", level);
+        log_entry_field(e, "SYSLOG_IDENTIFIER=%s", program_invocation_short_name);
         if (error > 0)
-                field(iov, &k, buf, &used, "ERRNO=%d", error);
-        if (f && f->message_id)
-                field(iov, &k, buf, &used, "MESSAGE_ID=%s", f->message_id);
-        if (f && f->ifname)
-                field(iov, &k, buf, &used, "INTERFACE=%s", f->ifname);
-        if (f && f->ifindex > 0)
-                field(iov, &k, buf, &used, "BIGTCPD_IFINDEX=%d", f->ifindex);
-        if (f && f->netns)
-                field(iov, &k, buf, &used, "BIGTCPD_NETNS=%s", f->netns);
-        if (f && f->policy)
-                field(iov, &k, buf, &used, "BIGTCPD_POLICY=%s", f->policy);
-        if (f && f->cause)
-                field(iov, &k, buf, &used, "BIGTCPD_CAUSE=%s", f->cause);
-        for (unsigned i = 0; f && i < SIZES_COUNT; i++) {
-                if (i >= 2 && !f->ipv4)
-                        break;
-                if (f->from)
-                        field(iov, &k, buf, &used, "BIGTCPD_FROM_%s=%u", size_field_name(i), sizes_get(f->from, i));
-                if (f->to)
-                        field(iov, &k, buf, &used, "BIGTCPD_TO_%s=%u", size_field_name(i), sizes_get(f->to, i));
-        }
-        if (f && f->counter) {
-                field(iov, &k, buf, &used, "BIGTCPD_COUNTER=%s", f->counter);
-                field(iov, &k, buf, &used, "BIGTCPD_RISE=%llu", f->rise);
-                field(iov, &k, buf, &used, "BIGTCPD_THRESHOLD=%g", f->threshold);
-        }
-        if (f && f->has_digest)
-                field(iov, &k, buf, &used, "BIGTCPD_POLICY_DIGEST=%016llx", (unsigned long long) f->digest);
+                log_entry_field(e, "ERRNO=%d", error);
+        if (fn && fields)
+                fn(e, fields);
         (void) snprintf(code_file, sizeof(code_file), "CODE_FILE=%s", source_path(site->file));
         (void) snprintf(code_line, sizeof(code_line), "CODE_LINE=%d", site->line);
-        return sd_journal_sendv_with_location(code_file, code_line, site->func, iov, (int) k) >= 0;
+        return sd_journal_sendv_with_location(code_file, code_line, site->func, e->iov, (int) e->n) >= 0;
 }
 
-static int log_vfields(int level, int error, const LogSite *site, const LogFields *f, const char *format, va_list ap) {
+static int log_vfields(int level, int error, const LogSite *site, LogFieldsFn fn, const void *fields,
+                       const char *format, va_list ap) {
         char line[4096];
         int n;
 
@@ -141,12 +126,12 @@ static int log_vfields(int level, int error, const LogSite *site, const LogField
         if ((size_t) n >= sizeof(line))
                 n = sizeof(line) - 1;
 
-        if (log_to_journal && send_journal(level, error, site, f, line, n))
+        if (log_to_journal && send_journal(level, error, site, fn, fields, line, n))
                 return -error;
         if (log_to_journal)
                 fprintf(stderr, "<%d>%.*s\n", level, n, line);
         else
-                fprintf(stderr, "bigtcpd: %s: %.*s\n", level_names[level & 7], n, line);
+                fprintf(stderr, "%s: %s: %.*s\n", program_invocation_short_name, level_names[level & 7], n, line);
         return -error;
 }
 
@@ -156,19 +141,19 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         int r;
 
         va_start(ap, format);
-        r = log_vfields(level, error, &site, NULL, format, ap);
+        r = log_vfields(level, error, &site, NULL, NULL, format, ap);
         va_end(ap);
         return r;
 }
 
-int log_fields_internal(int level, int error, const char *file, int line, const char *func, const LogFields *fields,
-                        const char *format, ...) {
+int log_fields_internal(int level, int error, const char *file, int line, const char *func, LogFieldsFn fn,
+                        const void *fields, const char *format, ...) {
         const LogSite site = {.file = file, .line = line, .func = func};
         va_list ap;
         int r;
 
         va_start(ap, format);
-        r = log_vfields(level, error, &site, fields, format, ap);
+        r = log_vfields(level, error, &site, fn, fields, format, ap);
         va_end(ap);
         return r;
 }

@@ -20,7 +20,7 @@
 
 #include "apply.h"
 #include "lifecycle.h"
-#include "log.h"
+#include "log-fields.h"
 #include "match.h"
 #include "netns.h"
 

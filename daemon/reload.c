@@ -5,7 +5,7 @@
 #include "policy-files.h"
 #include "policy-record.h"
 #include "policy-watch.h"
-#include "log.h"
+#include "log-fields.h"
 #include "reload.h"
 
 struct Reloader {

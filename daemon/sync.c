@@ -8,7 +8,7 @@
 #include "apply.h"
 #include "lifecycle.h"
 #include "link-message.h"
-#include "log.h"
+#include "log-fields.h"
 #include "route.h"
 #include "stats-message.h"
 #include "sync.h"

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <sys/queue.h>
 
-#include "log.h"
+#include "log-fields.h"
 #include "varlink-manager.h"
 #include "version.h"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 # From the bottom up. The review's target layout, with the parts as they are named here.
 LAYERS = [
     ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8', 'intern', 'pool']),
-    ('pure', ['parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
+    ('pure', ['log-fields', 'parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
               'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
               'packet-maker', 'auto-size', 'auto-queue', 'json-read', 'metrics']),

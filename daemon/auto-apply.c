@@ -104,7 +104,7 @@ void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
 
 /* What each size counts in the watch that begins: above the proven size while stepping, within
  * 1/16 of it while waiting for traffic. */
-static int count_from_now(Device *d) {
+static int count_from_now(Engine *e, Device *d) {
         uint32_t above[SIZES_COUNT] = {};
         AutoDevice *a = d->autosize;
         unsigned mask = 0;
@@ -115,7 +115,7 @@ static int count_from_now(Device *d) {
                         above[i] = auto_search_count_above(&a->size[i]);
                         mask |= 1u << i;
                 }
-        r = evidence_count_above_from_now(d, above);
+        r = evidence_count_above_from_now(e->evidence, d, above);
         a->counting = r >= 0 ? mask : 0;
         return r;
 }
@@ -161,7 +161,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                 return;
         r = evidence_watch(e->evidence, d, a->bounds[__builtin_ctz(a->sizes)].idle_wait_usec);
         if (r >= 0)
-                r = count_from_now(d);
+                r = count_from_now(e, d);
         if (r == -EUSERS) {
                 /* every watch is taken: tried again after a window, not found idle (no doubling,
                  * no event: at 10000 devices most of them wait here a while) */
@@ -195,7 +195,7 @@ void auto_apply_window_begins(Engine *e, Device *d) {
         if (!d->autosize || !d->evidence)
                 return;
         d->autosize->demand_watch = false; /* the window's watch counts for it too */
-        (void) count_from_now(d);
+        (void) count_from_now(e, d);
 }
 
 static const uint64_t *above_counts(Engine *e, Device *d) {

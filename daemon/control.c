@@ -175,6 +175,8 @@ static json_object *big_packets_json(uint64_t now, EvidenceSet *s, const Device 
                 free(t);
                 return o;
         }
+        if (ev && s)
+                evidence_refresh(s, (Device *) d); /* its window as counted now */
         return ev ? big_packets_of(now, d, ev) : NULL;
 }
 
@@ -713,7 +715,8 @@ json_object *control_status_json(const Control *c) {
                 const Engine *e0 = engine_at(c, 0);
                 Observer *obs = e0->cfg.observer;
                 json_object_object_add(ev, "observer", json_object_new_string(obs ? "ebpf" : e0->cfg.packet_sockets ? "packet-socket" : "none"));
-                json_object_object_add(ev, "observer_why", obs || !e0->cfg.observer_why ? NULL : json_object_new_string(e0->cfg.observer_why));
+                if (!obs && e0->cfg.observer_why)
+                        json_object_object_add(ev, "observer_why", json_object_new_string(e0->cfg.observer_why));
                 if (obs) {
                         size_t nd, ndr, nn;
                         observer_entries(obs, &nd, &ndr, &nn);

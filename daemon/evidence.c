@@ -368,6 +368,11 @@ static void observe(EvidenceSet *s, Evidence *ev) {
         counts_of(&ev->counts, &cur, &ev->base, r >= 0 ? &near : NULL);
 }
 
+void evidence_refresh(EvidenceSet *s, Device *d) {
+        if (d->evidence && d->evidence->observed)
+                observe(s, d->evidence);
+}
+
 int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret) {
         struct observer_dev cur;
         EvidenceCounts c = {};
@@ -404,7 +409,7 @@ static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) 
         ev->counts = (EvidenceCounts){};
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
         ev->until_usec = now(s) + duration_usec;
-        log_dev_debug(ev->device, "evidence: a window over its counts begins");
+        log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB (a window over the observer's counts)");
         arm(s);
         return 0;
 }

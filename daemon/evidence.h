@@ -176,6 +176,9 @@ uint32_t evidence_netns_of(const EvidenceSet *s, const Device *d);
  * by_family, full unsampled), read afresh when older than EVIDENCE_FRESH_USEC. -EOPNOTSUPP without
  * an observer. */
 int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret);
+/* d's running window (with the observer) as counted up to now: a reader sees it live, as it
+ * sees a packet socket's (which its socket's events keep current). */
+void evidence_refresh(EvidenceSet *s, Device *d);
 /* Stops every watch (the records stay with their devices). */
 void evidence_set_free(EvidenceSet *s);
 

@@ -252,9 +252,12 @@ int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec) {
                              &o->cap_nears);
         if (r < 0)
                 return r;
-        qsort(o->devs, o->n_devs, sizeof(DevEntry), cmp_key);
-        qsort(o->drops, o->n_drops, sizeof(DropEntry), cmp_drop_key);
-        qsort(o->nears, o->n_nears, sizeof(NearEntry), cmp_key);
+        if (o->n_devs > 1)
+                qsort(o->devs, o->n_devs, sizeof(DevEntry), cmp_key);
+        if (o->n_drops > 1)
+                qsort(o->drops, o->n_drops, sizeof(DropEntry), cmp_drop_key);
+        if (o->n_nears > 1)
+                qsort(o->nears, o->n_nears, sizeof(NearEntry), cmp_key);
         o->read_at = now_usec ?: 1;
         o->read_cost = mono_usec() - t0;
         return 0;

@@ -719,6 +719,7 @@ json_object *control_status_json(const Control *c) {
                         json_object_object_add(ev, "observer_why", json_object_new_string(e0->cfg.observer_why));
                 if (obs) {
                         size_t nd, ndr, nn;
+                        (void) observer_read(obs, clock_now(e0->clock, CLOCK_MONOTONIC), EVIDENCE_FRESH_USEC);
                         observer_entries(obs, &nd, &ndr, &nn);
                         json_object_object_add(ev, "observer_devices", json_object_new_int64((int64_t) nd));
                         json_object_object_add(ev, "observer_read_usec", json_object_new_int64((int64_t) observer_read_cost_usec(obs)));

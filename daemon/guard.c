@@ -242,7 +242,9 @@ static bool trips(const GuardState *g, uint64_t v, uint64_t pv, RollbackRecord *
                                         .threshold = (double) g->max_increase, .namespace_wide = namespace_wide};
                 return true;
         }
-        if (g->has_max_ratio && g->per) {
+        /* a ratio of the device's own counters says nothing of a few segments (a retransmit of
+         * a segment sent before the window, with none sent in it, is no infinite ratio) */
+        if (g->has_max_ratio && g->per && (g->per_kind != GUARD_COUNTER_OBSERVER || per_rise >= GUARD_OBSERVER_PER_MIN)) {
                 double ratio = per_rise > 0 ? (double) rise / (double) per_rise : (rise > 0 ? INFINITY : 0.0);
                 if (ratio > g->max_ratio) {
                         *ret = (RollbackRecord){.counter = (char *) g->counter, /* borrowed */ .per = (char *) g->per,
@@ -443,6 +445,8 @@ static int spec_observer_errors(const RollbackSpec *spec, PolicyErrors *ret, siz
         for (size_t i = 0; i < spec->n_guards; i++) {
                 const Guard *g = &spec->guards[i];
                 int r = 0;
+                if (!g->file)
+                        continue; /* a built-in guard: inactive where the observer does not run */
                 if (g->counter && g->counter_kind == GUARD_COUNTER_OBSERVER && !observer_counter_exposed(g->counter)) {
                         r = observer_error(g->file, g->line, g->column, g->counter, ret);
                         (*n)++;

@@ -11,6 +11,9 @@
 #include "observer.h"
 #include "policy.h"
 
+/* A ratio whose `per` is one of the observer's counters is judged once `per` rose this much. */
+#define GUARD_OBSERVER_PER_MIN UINT64_C(100)
+
 typedef struct GuardState {
         const char *counter; /* interned (intern.h), as `per` */
         GuardCounterKind kind;

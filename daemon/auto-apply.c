@@ -112,7 +112,8 @@ static int count_from_now(Engine *e, Device *d) {
 
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if ((a->sizes & (1u << i)) && auto_search_wants_watch(&a->size[i])) {
-                        above[i] = auto_search_count_above(&a->size[i]);
+                        above[i] = evidence_set_get_observer(e->evidence) ? auto_search_count_near(&a->size[i])
+                                                                          : auto_search_count_above(&a->size[i]);
                         mask |= 1u << i;
                 }
         r = evidence_count_above_from_now(e->evidence, d, above);

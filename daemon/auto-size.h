@@ -32,6 +32,9 @@
 /* Bytes a packet as the evidence sees it may carry beyond the size that bounds it: the
  * link-layer header (Ethernet, VLAN tags). */
 #define AUTO_LINK_MARGIN 64u
+/* The least room below a step's size that counts as near it: two segments and headers at a
+ * 9000-byte MTU. */
+#define AUTO_NEAR_SLACK 18432u
 /* An idle device is watched again after the window, then twice as long each time, up to this. */
 #define AUTO_IDLE_WAIT_MAX_USEC (UINT64_C(3600) * UINT64_C(1000000))
 #define AUTO_COUNTER_MAX 64u
@@ -127,6 +130,13 @@ static inline uint32_t auto_search_target(const AutoSearch *s) {
  * else within 1/16 of the proven size (demand). */
 bool auto_search_wants_watch(const AutoSearch *s);
 uint32_t auto_search_count_above(const AutoSearch *s);
+/* With the observer (which counts every packet, not a sample): what a step counts is the top
+ * quarter of it, packets longer than trying - (trying - proven) / 4 (at least AUTO_NEAR_SLACK
+ * below trying, never below the proven size and a link-layer header). TCP cuts a full send queue
+ * into packets within one segment (and headers) of the size, so a busy flow at the new size
+ * fills that quarter; packets merely above the old size, which a path that drops the biggest
+ * still delivers, do not prove the step. While watching it is auto_search_count_above(). */
+uint32_t auto_search_count_near(const AutoSearch *s);
 /* A watch of the proven size ended with `packets` counted above auto_search_count_above(): busy
  * (AUTO_DEMAND_MIN) steps (AUTO_TRYING), idle waits (AUTO_IDLE, doubling), nothing left settles.
  * Ignored in any other phase. */

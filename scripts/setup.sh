@@ -16,6 +16,7 @@ fi
 # builds the previous release's package from its commit; libnl-route-3-dev: that release's
 # Build-Depends (0.1.0 names it; today's needs libnl-3-dev alone)
 # nftables: tests/integration/test_evidence.py (an IPv4 path that drops big packets)
+# clang, bpftool, libbpf-dev: the eBPF observer (daemon/observer.bpf.c, its skeleton, libbpf)
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libnl-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
@@ -24,6 +25,7 @@ packages=(
         dbus dbus-daemon systemd scdoc man-db bash-completion python3-yaml
         build-essential dpkg-dev debhelper lintian systemd-container
         ansible-core python3-apt git libnl-route-3-dev
+        bpftool libbpf-dev
 )
 
 missing=()

@@ -480,7 +480,22 @@ const char *const *observer_drop_reason_names(size_t *ret_n) {
         return (const char *const *) reason_names;
 }
 
-/* ---- tests ---- */
+/* ---- benchmarks and tests ---- */
+
+int observer_bench_fill(Observer *o, uint32_t netns, size_t n) {
+        if (!o->skel)
+                return -EOPNOTSUPP;
+        for (size_t i = 1; i <= n; i++) {
+                struct observer_key k = {.netns = netns, .ifindex = (uint32_t) i};
+                struct observer_dev v = {.tcp_sent = i, .big[OBSERVER_TX][OBSERVER_IPV6] = i};
+                struct observer_drop_key dk = {.netns = netns, .ifindex = (uint32_t) i, .reason = 2};
+                uint64_t one = 1;
+                if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.devs), &k, &v, BPF_ANY) < 0 ||
+                    bpf_map_update_elem(bpf_map__fd(o->skel->maps.drops), &dk, &one, BPF_ANY) < 0)
+                        return -errno;
+        }
+        return 0;
+}
 
 int observer_test_set(Observer *o, uint32_t netns, int ifindex, const struct observer_dev *v) {
         struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};

@@ -6,6 +6,7 @@
  * for status). Tests use a fake one, whose entries they set. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +71,10 @@ void observer_forget(Observer *o, uint32_t netns, int ifindex);
 int observer_drop_reason(const char *name, uint32_t *ret);
 /* All of them (NULL-terminated, borrowed), for did-you-mean; NULL without BTF. */
 const char *const *observer_drop_reason_names(size_t *ret_n);
+
+/* Benchmarks: `n` made-up devices of namespace `netns` (ifindex 1..n) in the kernel's maps, each
+with counts and one drop reason, as a host with that many busy devices has. */
+int observer_bench_fill(Observer *o, uint32_t netns, size_t n);
 
 /* Tests: set a device's counts, drops, or the counts of its thresholds, as the kernel would. */
 int observer_test_set(Observer *o, uint32_t netns, int ifindex, const struct observer_dev *v);

@@ -659,40 +659,19 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
 
         if (!s->sockets && !s->test_ring && !s->observer)
                 return -EOPNOTSUPP;
-        if (s->observer) {
-                if (ev && ev->observed && !ev->ending) {
-                        if (until > ev->until_usec)
-                                ev->until_usec = until;
-                        arm(s);
-                        return 0;
-                }
-                if (!ev) {
-                        ev = calloc(1, sizeof(*ev));
-                        if (!ev)
-                                return -ENOMEM;
-                        *ev = (Evidence){.device = d, .fd = -1};
-                        d->evidence = ev;
-                        made = true;
-                }
-                if (ev->ending)
-                        judge(s, ev);
-                r = start_observed(s, ev, duration_usec);
-                if (r < 0 && made)
-                        d->evidence = mfree(ev);
-                return r;
-        }
         if (ev && ev->waiting) {
                 if (duration_usec > ev->duration_usec)
                         ev->duration_usec = duration_usec;
                 return 0;
         }
-        if (ev && ev->fd >= 0 && !ev->ending) {
+        if (ev && (ev->fd >= 0 || ev->observed) && !ev->ending) {
                 if (until > ev->until_usec)
                         ev->until_usec = until;
                 arm(s);
                 return 0;
         }
-        if (s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->ending))
+        /* the observer counts every device anyway: no bound on windows over its counts */
+        if (!s->observer && s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->ending))
                 return -EUSERS;
         if (!ev) {
                 ev = calloc(1, sizeof(*ev));
@@ -704,6 +683,12 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         }
         if (ev->ending)
                 judge(s, ev); /* the window that just closed is judged as it is */
+        if (s->observer) {
+                r = start_observed(s, ev, duration_usec);
+                if (r < 0 && made)
+                        d->evidence = mfree(ev);
+                return r;
+        }
         s->refill_off = false;
         if (s->test_ring)
                 fd = s->test_ring(s->test_userdata, d);

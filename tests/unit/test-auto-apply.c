@@ -371,6 +371,139 @@ static void test_rollout_one_step_at_a_time(void **state) {
         rings_free();
 }
 
+/* ---- the eBPF observer, faked: the test counts what the kernel would ---- */
+
+#define OWN_NETNS 4026531840u
+
+static Observer *h_observer_on(Harness *h) {
+        Observer *o;
+
+        assert_int_equal(observer_new_fake(OWN_NETNS, &o), 0);
+        evidence_set_observer(h->e->evidence, o);
+        probation_set_observer(h->e->probation, o);
+        return o;
+}
+
+/* d sends `n` packets of `len` bytes (IPv6): the device's counts, and those of its thresholds
+ * (a step's, set by the engine: near the size tried), as observer.bpf.c adds them. */
+static void h_observed_packets(Harness *h, Observer *o, int ifindex, uint32_t len, unsigned n) {
+        struct observer_dev v;
+        struct observer_near nr;
+
+        (void) observer_get(o, OWN_NETNS, ifindex, &v);
+        if (len > OBSERVER_BIG) {
+                v.big[OBSERVER_TX][OBSERVER_IPV6] += n;
+                v.tcp_sent_big += 45u * n;
+        }
+        v.tcp_sent += 45u * n;
+        assert_int_equal(observer_test_set(o, OWN_NETNS, ifindex, &v), 0);
+        if (observer_near_get(o, OWN_NETNS, ifindex, &nr) < 0)
+                return;
+        if (nr.len[0] != 0 && len > nr.len[0])
+                nr.count[0] += n;
+        if (len > OBSERVER_BIG && len > nr.largest[0])
+                nr.largest[0] = len;
+        assert_int_equal(observer_test_set_near(o, OWN_NETNS, ifindex, (const uint64_t *) nr.count, nr.largest), 0);
+}
+
+/* With the observer, busy at its size: the clean path settles at the bound in three steps, each
+ * counted by packets near the size tried (the threshold the engine set is the step's top
+ * quarter). */
+static void test_observer_clean_path_settles_at_the_bound(void **state) {
+        Harness *h = h_new(auto_policy("auto", NULL));
+        Observer *o = h_observer_on(h);
+        struct observer_near nr;
+        bool saw_step = false;
+
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->phase != AUTO_SETTLED; t++) {
+                const AutoSearch *s = search_of(h, 2);
+                if (s->phase == AUTO_TRYING && observer_near_get(o, OWN_NETNS, 2, &nr) >= 0 &&
+                    h_dev(h, 2)->current.gso_max_size == s->trying) {
+                        assert_int_equal(nr.len[0], auto_search_count_near(s));
+                        assert_true(nr.len[0] > s->proven + (s->trying - s->proven) / 2);
+                        saw_step = true;
+                }
+                h_observed_packets(h, o, 2, h_dev(h, 2)->current.gso_max_size, 20);
+                h_step(h);
+        }
+        const AutoSearch *s = search_of(h, 2);
+        assert_true(saw_step);
+        assert_string_equal(auto_phase_to_string(s->phase), "settled");
+        assert_int_equal(s->proven, 524280);
+        assert_int_equal(s->steps, 3);
+        assert_int_equal(s->trips, 0);
+        h_free(h);
+        observer_free(o);
+}
+
+/* Packets above the old size but far below the size tried (what a path that drops the biggest
+ * still delivers, or traffic that never fills it) prove no step: the device goes back to 65536
+ * each time; packets of 140000 while trying 131072 would have, and do. */
+static void test_observer_packets_above_the_old_size_prove_nothing(void **state) {
+        Harness *h = h_new(auto_policy("auto", NULL));
+        Observer *o = h_observer_on(h);
+
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        unsigned unproven = 0;
+        for (unsigned t = 0; t < 4 * 300; t++) {
+                const AutoSearch *s = search_of(h, 2), before = *s;
+                /* 100000-byte packets: above 65536 (the old rule's proof of 131072), below
+                 * 131072 - 18432 */
+                h_observed_packets(h, o, 2, 100000, 20);
+                h_step(h);
+                if (before.phase == AUTO_TRYING && search_of(h, 2)->phase != AUTO_TRYING)
+                        unproven += search_of(h, 2)->proven == 65536;
+        }
+        const AutoSearch *s = search_of(h, 2);
+        assert_true(unproven >= 1);
+        assert_int_equal(s->proven, 65536);
+        assert_int_equal(s->steps, 0);
+        assert_int_equal(s->trips, 0);
+        h_free(h);
+        observer_free(o);
+}
+
+/* The built-in guards with the observer: a step whose big packets are retransmitted (a tenth of
+ * them: a path that drops big ones) trips tcp.retrans-big, the device's own counter, and the
+ * size tried is the ceiling. */
+static void test_observer_big_retransmits_trip_the_step(void **state) {
+        Harness *h = h_new("version: 1\n"
+                           "policies:\n"
+                           "  - name: auto\n"
+                           "    match: {name: [e0]}\n"
+                           "    ipv6: {gso-max-size: auto}\n"
+                           "    rollback:\n"
+                           "      window: 10s\n");
+        Observer *o = h_observer_on(h);
+
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->trips == 0; t++) {
+                uint32_t size = h_dev(h, 2)->current.gso_max_size;
+                h_observed_packets(h, o, 2, size, 20);
+                if (h_state(h, 2) == DEVICE_PROBATION && size > 65536) {
+                        struct observer_dev v;
+                        (void) observer_get(o, OWN_NETNS, 2, &v);
+                        v.tcp_retrans_big += 90; /* of 900 big segments sent in this step */
+                        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
+                }
+                h_step(h);
+        }
+        const AutoSearch *s = search_of(h, 2);
+        assert_int_equal(s->trips, 1);
+        assert_int_equal(s->ceiling, 131072);
+        assert_string_equal(s->ceiling_counter, "tcp.retrans-big");
+        assert_int_equal(s->proven, 65536);
+        h_free(h);
+        observer_free(o);
+}
+
 /* The first in probation of devices 2..last. */
 static int first_in_probation(Harness *h, int last) {
         for (unsigned t = 0; t < 4 * 600; t++) {
@@ -534,6 +667,9 @@ int main(void) {
                 cmocka_unit_test_teardown(test_step_trip_halts_no_rollout, h_teardown),
                 cmocka_unit_test_teardown(test_policy_trip_halts_the_rollout, h_teardown),
                 cmocka_unit_test_teardown(test_restart_resumes, h_teardown),
+                cmocka_unit_test_teardown(test_observer_clean_path_settles_at_the_bound, h_teardown),
+                cmocka_unit_test_teardown(test_observer_packets_above_the_old_size_prove_nothing, h_teardown),
+                cmocka_unit_test_teardown(test_observer_big_retransmits_trip_the_step, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

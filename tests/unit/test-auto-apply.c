@@ -406,18 +406,41 @@ static void h_observed_packets(Harness *h, Observer *o, int ifindex, uint32_t le
         assert_int_equal(observer_test_set_near(o, OWN_NETNS, ifindex, (const uint64_t *) nr.count, nr.largest), 0);
 }
 
+/* e0 (ifindex 2) on `yaml`, counted by a fake observer (*ret), started. */
+static Harness *h_observed_e0(const char *yaml, Observer **ret) {
+        Harness *h = h_new(yaml);
+
+        *ret = h_observer_on(h);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        return h;
+}
+
+/* Busy at its size; in each quarter second of a step's window above 65536, `n` more big
+ * retransmits of its own: until its search trips. */
+static void h_retransmit_until_a_trip(Harness *h, Observer *o, uint64_t n) {
+        for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->trips == 0; t++) {
+                uint32_t size = h_dev(h, 2)->current.gso_max_size;
+                h_observed_packets(h, o, 2, size, 20);
+                if (h_state(h, 2) == DEVICE_PROBATION && size > 65536) {
+                        struct observer_dev v;
+                        (void) observer_get(o, OWN_NETNS, 2, &v);
+                        v.tcp_retrans_big += n;
+                        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
+                }
+                h_step(h);
+        }
+}
+
 /* With the observer, busy at its size: the clean path settles at the bound in three steps, each
  * counted by packets near the size tried (the threshold the engine set is the step's top
  * quarter). */
 static void test_observer_clean_path_settles_at_the_bound(void **state) {
-        Harness *h = h_new(auto_policy("auto", NULL));
-        Observer *o = h_observer_on(h);
+        Observer *o;
+        Harness *h = h_observed_e0(auto_policy("auto", NULL), &o);
         struct observer_near nr;
         bool saw_step = false;
-
-        h_link_add(h, 2, "e0");
-        h_start(h);
-        h_answer_all(h);
         for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->phase != AUTO_SETTLED; t++) {
                 const AutoSearch *s = search_of(h, 2);
                 if (s->phase == AUTO_TRYING && observer_near_get(o, OWN_NETNS, 2, &nr) >= 0 &&
@@ -444,12 +467,8 @@ static void test_observer_clean_path_settles_at_the_bound(void **state) {
  * the size tried its ceiling (busy, and short of it: another try would show the same); the
  * search then proves only sizes whose top quarter the 100000-byte packets reach. */
 static void test_observer_packets_above_the_old_size_prove_nothing(void **state) {
-        Harness *h = h_new(auto_policy("auto", NULL));
-        Observer *o = h_observer_on(h);
-
-        h_link_add(h, 2, "e0");
-        h_start(h);
-        h_answer_all(h);
+        Observer *o;
+        Harness *h = h_observed_e0(auto_policy("auto", NULL), &o);
         unsigned unproven = 0;
         for (unsigned t = 0; t < 4 * 300; t++) {
                 const AutoSearch *s = search_of(h, 2), before = *s;
@@ -476,29 +495,16 @@ static void test_observer_packets_above_the_old_size_prove_nothing(void **state)
  * them: a path that drops big ones) trips tcp.retrans-big, the device's own counter, and the
  * size tried is the ceiling. */
 static void test_observer_big_retransmits_trip_the_step(void **state) {
-        Harness *h = h_new("version: 1\n"
-                           "policies:\n"
-                           "  - name: auto\n"
-                           "    match: {name: [e0]}\n"
-                           "    ipv6: {gso-max-size: auto}\n"
-                           "    rollback:\n"
-                           "      window: 10s\n");
-        Observer *o = h_observer_on(h);
-
-        h_link_add(h, 2, "e0");
-        h_start(h);
-        h_answer_all(h);
-        for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->trips == 0; t++) {
-                uint32_t size = h_dev(h, 2)->current.gso_max_size;
-                h_observed_packets(h, o, 2, size, 20);
-                if (h_state(h, 2) == DEVICE_PROBATION && size > 65536) {
-                        struct observer_dev v;
-                        (void) observer_get(o, OWN_NETNS, 2, &v);
-                        v.tcp_retrans_big += 90; /* of 900 big segments sent in this step */
-                        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
-                }
-                h_step(h);
-        }
+        Observer *o;
+        Harness *h = h_observed_e0("version: 1\n"
+                                   "policies:\n"
+                                   "  - name: auto\n"
+                                   "    match: {name: [e0]}\n"
+                                   "    ipv6: {gso-max-size: auto}\n"
+                                   "    rollback:\n"
+                                   "      window: 10s\n",
+                                   &o);
+        h_retransmit_until_a_trip(h, o, 90); /* of 900 big segments sent in each */
         const AutoSearch *s = search_of(h, 2);
         assert_int_equal(s->trips, 1);
         assert_int_equal(s->ceiling, 131072);
@@ -512,23 +518,9 @@ static void test_observer_big_retransmits_trip_the_step(void **state) {
  * pass the window's guards but not the step's own bound (1/AUTO_RETRANS_BIG_DIV): the step is not
  * proven, the size tried is the ceiling, and the device was never rolled back. */
 static void test_observer_step_bound_on_own_retransmits(void **state) {
-        Harness *h = h_new(auto_policy("auto", NULL));
-        Observer *o = h_observer_on(h);
-
-        h_link_add(h, 2, "e0");
-        h_start(h);
-        h_answer_all(h);
-        for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->trips == 0; t++) {
-                uint32_t size = h_dev(h, 2)->current.gso_max_size;
-                h_observed_packets(h, o, 2, size, 20);
-                if (h_state(h, 2) == DEVICE_PROBATION && size > 65536) {
-                        struct observer_dev v;
-                        (void) observer_get(o, OWN_NETNS, 2, &v);
-                        v.tcp_retrans_big += 3;
-                        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
-                }
-                h_step(h);
-        }
+        Observer *o;
+        Harness *h = h_observed_e0(auto_policy("auto", NULL), &o);
+        h_retransmit_until_a_trip(h, o, 3); /* 0.33 % */
         const AutoSearch *s = search_of(h, 2);
         assert_int_equal(s->trips, 1);
         assert_int_equal(s->ceiling, 131072);

@@ -438,7 +438,8 @@ static void h_retransmit_until_a_trip(Harness *h, Observer *o, uint64_t n) {
  * quarter). */
 static void test_observer_clean_path_settles_at_the_bound(void **state) {
         Observer *o;
-        Harness *h = h_observed_e0(auto_policy("auto", NULL), &o);
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_e0(yaml, &o);
         struct observer_near nr;
         bool saw_step = false;
         for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->phase != AUTO_SETTLED; t++) {
@@ -468,7 +469,8 @@ static void test_observer_clean_path_settles_at_the_bound(void **state) {
  * search then proves only sizes whose top quarter the 100000-byte packets reach. */
 static void test_observer_packets_above_the_old_size_prove_nothing(void **state) {
         Observer *o;
-        Harness *h = h_observed_e0(auto_policy("auto", NULL), &o);
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_e0(yaml, &o);
         unsigned unproven = 0;
         for (unsigned t = 0; t < 4 * 300; t++) {
                 const AutoSearch *s = search_of(h, 2), before = *s;
@@ -519,7 +521,8 @@ static void test_observer_big_retransmits_trip_the_step(void **state) {
  * proven, the size tried is the ceiling, and the device was never rolled back. */
 static void test_observer_step_bound_on_own_retransmits(void **state) {
         Observer *o;
-        Harness *h = h_observed_e0(auto_policy("auto", NULL), &o);
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_e0(yaml, &o);
         h_retransmit_until_a_trip(h, o, 3); /* 0.33 % */
         const AutoSearch *s = search_of(h, 2);
         assert_int_equal(s->trips, 1);

@@ -238,6 +238,8 @@ int verb_validate(Ctl *c, char **args, size_t n) {
         }
         if (set)
                 (void) guard_counter_warnings_here(set, NULL, &warnings);
+        if (set && guard_observer_errors(set, &errs) > 0 && r >= 0)
+                r = -EINVAL;
         if (c->json) {
                 json_object *o = json_object_new_object();
                 json_object_object_add(o, "valid", json_object_new_boolean(r >= 0));

@@ -305,6 +305,14 @@ int verb_status(Ctl *c, char **args, size_t n) {
         }
         json_object *ev = jget(s, "evidence"), *ne = jarray(ev, "not_effective"),
                     *nef = jarray(ev, "not_effective_families");
+        if (jstr(ev, "observer")) {
+                printf("%16s: %s", "Observer", jstr(ev, "observer"));
+                if (jstr(ev, "observer_why"))
+                        printf(" (not ebpf: %s)", jstr(ev, "observer_why"));
+                else if (jget(ev, "observer_devices"))
+                        printf(" (%" PRId64 " devices counted)", jint(ev, "observer_devices", 0));
+                printf("\n");
+        }
         if (ev && (jint(ev, "watched", 0) > 0 || jlen(ne) > 0)) {
                 printf("%16s: %" PRId64 " counting packets above 64 KiB", "Evidence", jint(ev, "watched", 0));
                 for (size_t i = 0; i < jlen(ne); i++) {

@@ -120,7 +120,7 @@ void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
 
 /* What each size counts in the watch that begins: above the proven size while stepping, within
  * 1/16 of it while waiting for traffic. */
-static int count_from_now(Device *d) {
+static int count_from_now(Engine *e, Device *d) {
         uint32_t above[SIZES_COUNT] = {};
         AutoDevice *a = d->autosize;
         unsigned mask = 0;
@@ -128,10 +128,11 @@ static int count_from_now(Device *d) {
 
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if ((a->sizes & (1u << i)) && auto_search_wants_watch(auto_device_search(a, i))) {
-                        above[i] = auto_search_count_above(auto_device_search(a, i));
+                        above[i] = evidence_set_get_observer(e->evidence) ? auto_search_count_near(auto_device_search(a, i))
+                                                                          : auto_search_count_above(auto_device_search(a, i));
                         mask |= 1u << i;
                 }
-        r = evidence_count_above_from_now(d, above);
+        r = evidence_count_above_from_now(e->evidence, d, above);
         a->counting = r >= 0 ? mask : 0;
         return r;
 }
@@ -176,7 +177,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                 return;
         r = evidence_watch(e->evidence, d, a->of[0].bounds.idle_wait_usec); /* the first size's */
         if (r >= 0)
-                r = count_from_now(d);
+                r = count_from_now(e, d);
         if (r == -EUSERS) {
                 /* every watch is taken: tried again after a window, not found idle (no doubling,
                  * no event: at 10000 devices most of them wait here a while) */
@@ -205,11 +206,39 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
         (void) p;
 }
 
+/* Its own TCP counts now, from the observer (false without one). */
+static bool own_tcp(Engine *e, const Device *d, struct observer_dev *ret) {
+        Observer *o = evidence_set_get_observer(e->evidence);
+
+        if (!o)
+                return false;
+        (void) observer_read(o, clock_now(e->clock, CLOCK_MONOTONIC), EVIDENCE_FRESH_USEC);
+        (void) observer_get(o, evidence_netns_of(e->evidence, d), d->ifindex, ret);
+        return true;
+}
+
 void auto_apply_window_begins(Engine *e, Device *d) {
+        struct observer_dev v;
+
         if (!d->autosize || !d->evidence)
                 return;
         d->autosize->demand_watch = false; /* the window's watch counts for it too */
-        (void) count_from_now(d);
+        d->autosize->has_tcp_base = own_tcp(e, d, &v);
+        d->autosize->sent_big_base = d->autosize->has_tcp_base ? v.tcp_sent_big : 0;
+        d->autosize->retrans_big_base = d->autosize->has_tcp_base ? v.tcp_retrans_big : 0;
+        (void) count_from_now(e, d);
+}
+
+/* The device's own big retransmits in the step's window above the bound: their rise (0: within). */
+static uint64_t retransmits_over(Engine *e, Device *d) {
+        AutoDevice *a = d->autosize;
+        struct observer_dev v;
+
+        if (!a->has_tcp_base || !own_tcp(e, d, &v))
+                return 0;
+        uint64_t sent = v.tcp_sent_big > a->sent_big_base ? v.tcp_sent_big - a->sent_big_base : 0;
+        uint64_t re = v.tcp_retrans_big > a->retrans_big_base ? v.tcp_retrans_big - a->retrans_big_base : 0;
+        return sent >= AUTO_RETRANS_BIG_MIN && re * AUTO_RETRANS_BIG_DIV > sent ? re : 0;
 }
 
 static const uint64_t *above_counts(Engine *e, Device *d) {
@@ -272,11 +301,25 @@ bool auto_apply_passed(Engine *e, Device *d) {
         if (!a)
                 return false;
         const uint64_t *above = above_counts(e, d);
+        uint64_t retrans = retransmits_over(e, d); /* the step's own bound (auto-size.h) */
+        a->has_tcp_base = false;
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)))
                         continue;
                 AutoSearch *s = auto_device_search(a, i), before = *s;
-                if (s->phase == AUTO_TRYING)
+                if (s->phase == AUTO_TRYING && retrans > 0 && !(i & 1u)) {
+                        /* its own sends were lost: the step's answer (GSO; a GRO step is the peer's) */
+                        auto_search_tripped(s, auto_device_bounds(a, i), AUTO_RETRANS_COUNTER, retrans, realtime(e));
+                        emit_change(e, d, i, &before, 0);
+                        changed = changed || auto_search_target(s) != auto_search_target(&before);
+                        continue;
+                }
+                /* the window's big packets in the size's direction (sizes.h: odd ones are GRO) */
+                uint64_t busy = !d->evidence ? 0 : (i & 1u) ? d->evidence->counts.rx : d->evidence->counts.tx;
+                if (s->phase == AUTO_TRYING && evidence_set_get_observer(e->evidence) && above[i] < AUTO_PROOF_MIN &&
+                    busy >= AUTO_PROOF_MIN)
+                        auto_search_tripped(s, auto_device_bounds(a, i), AUTO_SHORT_COUNTER, busy, realtime(e));
+                else if (s->phase == AUTO_TRYING)
                         auto_search_passed(s, auto_device_bounds(a, i), above[i], realtime(e));
                 else if (s->phase == AUTO_WATCHING && (a->counting & (1u << i)))
                         auto_search_watched(s, auto_device_bounds(a, i), above[i], realtime(e));

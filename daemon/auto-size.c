@@ -131,6 +131,19 @@ uint32_t auto_search_count_above(const AutoSearch *s) {
         return s->proven - (s->proven >> AUTO_STOP_SHIFT);
 }
 
+uint32_t auto_search_count_near(const AutoSearch *s) {
+        uint32_t floor, slack, t;
+
+        if (s->phase != AUTO_TRYING)
+                return auto_search_count_above(s);
+        floor = s->proven + AUTO_LINK_MARGIN;
+        t = s->trying;
+        slack = (t - s->proven) / 4;
+        if (slack < AUTO_NEAR_SLACK)
+                slack = AUTO_NEAR_SLACK;
+        return t > floor + slack ? t - slack : floor;
+}
+
 /* Nothing in flight: step if there is one, else settle. */
 static void step_or_settle(AutoSearch *s) {
         uint32_t t = auto_search_next(s);

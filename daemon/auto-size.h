@@ -32,6 +32,9 @@
 /* Bytes a packet as the evidence sees it may carry beyond the size that bounds it: the
  * link-layer header (Ethernet, VLAN tags). */
 #define AUTO_LINK_MARGIN 64u
+/* The least room below a step's size that counts as near it: two segments and headers at a
+ * 9000-byte MTU. */
+#define AUTO_NEAR_SLACK 18432u
 /* An idle device is watched again after the window, then twice as long each time, up to this. */
 #define AUTO_IDLE_WAIT_MAX_USEC (UINT64_C(3600) * UINT64_C(1000000))
 #define AUTO_COUNTER_MAX 64u
@@ -91,10 +94,12 @@ typedef struct AutoSize {
 typedef struct AutoDevice {
         unsigned sizes;    /* SizeMask: the sizes searched, an entry of `of` each, in the bits' order */
         /* this run's (auto-apply.c) */
-        unsigned counting; /* SizeMask: the sizes the running watch counts for (set as it began): a
-                            * size that began watching after it is not judged by it */
-        bool demand_watch; /* a watch of the proven sizes runs, asked by the search */
-        bool pending;      /* its target changed outside a reconcile: apply.c's timer reconciles it */
+        bool demand_watch;              /* a watch of the proven sizes runs, asked by the search */
+        bool pending;                   /* its target changed outside a reconcile: apply.c's timer reconciles it */
+        unsigned counting;              /* SizeMask: the sizes the running watch counts for (set as it
+                                         * began): a size that began watching after it is not judged by it */
+        bool has_tcp_base;              /* with the observer: its own TCP counts as a step's window began */
+        uint64_t sent_big_base, retrans_big_base;
         AutoSize of[];
 } AutoDevice;
 
@@ -158,6 +163,27 @@ static inline uint32_t auto_search_target(const AutoSearch *s) {
  * else within 1/16 of the proven size (demand). */
 bool auto_search_wants_watch(const AutoSearch *s);
 uint32_t auto_search_count_above(const AutoSearch *s);
+/* With the observer (which counts every packet, not a sample): what a step counts is the top
+ * quarter of it, packets longer than trying - (trying - proven) / 4 (at least AUTO_NEAR_SLACK
+ * below trying, never below the proven size and a link-layer header). TCP cuts a full send queue
+ * into packets within one segment (and headers) of the size, so a busy flow at the new size
+ * fills that quarter; packets merely above the old size, which a path that drops the biggest
+ * still delivers, do not prove the step. While watching it is auto_search_count_above(). */
+uint32_t auto_search_count_near(const AutoSearch *s);
+/* What a step's ceiling is said to have tripped when, with the observer, its window was busy with
+ * big packets (AUTO_PROOF_MIN or more above 64 KiB in the size's direction) but fewer than
+ * AUTO_PROOF_MIN came near the size: the path or the traffic stops short of it (a path that drops
+ * the biggest makes TCP send them seldom, and smaller), which another try would show again. */
+#define AUTO_SHORT_COUNTER "packets-short-of-size"
+/* With the observer a step is proven only when the device's own retransmits of big packets in its
+ * window stayed at or below 1/AUTO_RETRANS_BIG_DIV of the big segments it sent (once
+ * AUTO_RETRANS_BIG_MIN were sent): a veth or LAN path under load loses about 1e-4 from queues at
+ * any size, a path that drops the packets above a size 4e-3 and more even while TCP sizes most
+ * below it (tests/integration/test_auto.py); 2e-3 lies between, with room on both sides. Above it
+ * the step trips with AUTO_RETRANS_COUNTER: a search's ceiling, which ages, not a policy's hold. */
+#define AUTO_RETRANS_BIG_DIV 500u
+#define AUTO_RETRANS_BIG_MIN UINT64_C(1000)
+#define AUTO_RETRANS_COUNTER "tcp.retrans-big"
 /* A watch of the proven size ended with `packets` counted above auto_search_count_above(): busy
  * (AUTO_DEMAND_MIN) steps (AUTO_TRYING), idle waits (AUTO_IDLE, doubling), nothing left settles.
  * Ignored in any other phase. */

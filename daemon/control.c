@@ -155,13 +155,35 @@ static json_object *families_json(unsigned mask) {
         return a;
 }
 
-/* big_packets: what the last (or the running) watch of d counted; NULL when never watched.
- * `now`: CLOCK_MONOTONIC, for the time left of a watch. */
-static json_object *big_packets_json(uint64_t now, const Device *d) {
+static json_object *big_packets_of(uint64_t now, const Device *d, const Evidence *ev);
+
+/* big_packets: what the last (or the running) watch of d counted; never watched, what the eBPF
+ * observer of `s` (NULL: none asked) counted since it was loaded; else NULL. `now`:
+ * CLOCK_MONOTONIC, for the time left of a watch. */
+static json_object *big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
         const Evidence *ev = d->evidence;
+        EvidenceCounts totals;
         json_object *o;
 
-        if (!ev || !(o = json_object_new_object()))
+        if (!ev && s && evidence_totals(s, d, &totals) >= 0) {
+                Evidence *t = calloc(1, sizeof(*t));
+                if (!t)
+                        return NULL;
+                *t = (Evidence){.device = (Device *) d, .counts = totals, .fd = -1,
+                                .since_usec = observer_loaded_usec(evidence_set_get_observer(s))};
+                o = big_packets_of(now, d, t);
+                free(t);
+                return o;
+        }
+        if (ev && s)
+                evidence_refresh(s, (Device *) d); /* its window as counted now */
+        return ev ? big_packets_of(now, d, ev) : NULL;
+}
+
+static json_object *big_packets_of(uint64_t now, const Device *d, const Evidence *ev) {
+        json_object *o;
+
+        if (!(o = json_object_new_object()))
                 return NULL;
         json_object_object_add(o, "tx", json_object_new_int64((int64_t) ev->counts.tx));
         json_object_object_add(o, "rx", json_object_new_int64((int64_t) ev->counts.rx));
@@ -173,8 +195,8 @@ static json_object *big_packets_json(uint64_t now, const Device *d) {
         json_object_object_add(o, "full_ipv6", json_object_new_int64((int64_t) ev->counts.full[EVIDENCE_IPV6]));
         json_object_object_add(o, "full_ipv4", json_object_new_int64((int64_t) ev->counts.full[EVIDENCE_IPV4]));
         json_object_object_add(o, "missed", json_object_new_int64((int64_t) ev->counts.missed));
-        json_object_object_add(o, "watching", json_object_new_boolean(evidence_watching(d)));
-        if (evidence_watching(d))
+        json_object_object_add(o, "watching", json_object_new_boolean(ev == d->evidence && evidence_watching(d)));
+        if (ev == d->evidence && evidence_watching(d))
                 json_object_object_add(o, "watch_left_usec",
                                        json_object_new_int64((int64_t) (ev->waiting ? ev->duration_usec /* from its socket */
                                                                         : ev->until_usec > now ? ev->until_usec - now : 0)));
@@ -288,7 +310,7 @@ json_object *control_device_json(const Control *c, const Device *d) {
                         json_object_array_add(alt, kernel_string(d->altnames[i]));
                 add_present(o, "altnames", alt);
         }
-        add_present(o, "big_packets", big_packets_json(now, d));
+        add_present(o, "big_packets", big_packets_json(now, e->evidence, d));
         add_present(o, "effective", effective_json(d));
         add_present(o, "auto", auto_device_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
         return o;
@@ -702,6 +724,21 @@ json_object *control_status_json(const Control *c) {
                 }
         }
         json_object_object_add(ev, "watched", json_object_new_int64((int64_t) watched));
+        {
+                const Engine *e0 = engine_at(c, 0);
+                Observer *obs = e0->cfg.observer;
+                json_object_object_add(ev, "observer", json_object_new_string(obs ? "ebpf" : e0->cfg.packet_sockets ? "packet-socket" : "none"));
+                if (!obs && e0->cfg.observer_why)
+                        json_object_object_add(ev, "observer_why", json_object_new_string(e0->cfg.observer_why));
+                if (obs) {
+                        size_t nd, ndr, nn;
+                        (void) observer_read(obs, clock_now(e0->clock, CLOCK_MONOTONIC), EVIDENCE_FRESH_USEC);
+                        observer_entries(obs, &nd, &ndr, &nn);
+                        json_object_object_add(ev, "observer_devices", json_object_new_int64((int64_t) nd));
+                        json_object_object_add(ev, "observer_read_usec", json_object_new_int64((int64_t) observer_read_cost_usec(obs)));
+                        json_object_object_add(ev, "observer_map_bytes", json_object_new_int64((int64_t) observer_map_bytes(obs)));
+                }
+        }
         json_object_object_add(ev, "not_effective", ne);
         json_object_object_add(ev, "not_effective_families", quiet);
         json_object_object_add(o, "evidence", ev);
@@ -1735,7 +1772,7 @@ json_object *control_event_json(const Event *e) {
                 o = device_event_json("evidence", e->device);
                 if (!o)
                         return NULL;
-                json_object_object_add(o, "big_packets", big_packets_json(now_usec(), e->device));
+                json_object_object_add(o, "big_packets", big_packets_json(now_usec(), NULL, e->device));
                 json_object_object_add(o, "effective", effective_json(e->device));
                 return o;
         case EVENT_AUTO:

@@ -26,6 +26,10 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
         if (r >= 0)
                 r = evidence_set_new(base, e->writer, &e->events, clock, cfg->packet_sockets,
                                      cfg->packet_sockets ? cfg->netns_socket : -1, &e->evidence);
+        if (r >= 0 && cfg->observer) {
+                evidence_set_observer(e->evidence, cfg->observer);
+                probation_set_observer(e->probation, cfg->observer);
+        }
         if (r >= 0)
                 r = state_store_new(base, cfg->runtime_dir, &e->devices, &e->state);
         if (r < 0) {

@@ -34,6 +34,10 @@ typedef struct EngineConfig {
          * device */
         EvidenceSockets *packet_sockets;
         int netns_socket;
+        /* the eBPF observer (observer.h), every namespace's, in place of packet sockets; NULL:
+         * none, and `observer_why` says why (status) */
+        Observer *observer;
+        const char *observer_why;
 } EngineConfig;
 
 /* Rollbacks of one policy's devices since start. Kept when the policy leaves the set, so that a

@@ -62,6 +62,7 @@ struct EvidenceSet {
         bool refill_off;   /* the last socket could not be made: no spare until a watch asks */
         bool logged_maker; /* its failure was logged */
         bool logged_no_child; /* a watch of another namespace failed for want of the maker's child */
+        Observer *observer;         /* NULL: packet sockets */
         EvidenceTestRing test_ring; /* tests: where each watch's ring comes from, in place of sockets */
         void *test_userdata;
 };
@@ -113,11 +114,13 @@ void evidence_count_above(EvidenceCounts *c, const uint32_t above_len[static SIZ
                 c->above[i]++;
 }
 
-int evidence_count_above_from_now(Device *d, const uint32_t above_len[static SIZES_COUNT]) {
+int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t above_len[static SIZES_COUNT]) {
         if (!d->evidence)
                 return -ENOENT;
         memcpy(d->evidence->above_len, above_len, sizeof(d->evidence->above_len));
         memset(d->evidence->counts.above, 0, sizeof(d->evidence->counts.above));
+        if (d->evidence->observed)
+                return observer_near_set(s->observer, evidence_netns_of(s, d), d->ifindex, above_len);
         return 0;
 }
 
@@ -334,7 +337,16 @@ static void close_socket(EvidenceSet *s, int fd) {
 /* Close the socket, after counting what its ring holds. The block being filled is not handed
  * over before its time: its packets count as missed only if its timer never ran (at most
  * EVIDENCE_BLOCK_MSEC of a window). */
+static void observe(EvidenceSet *s, Evidence *ev);
 static void detach(EvidenceSet *s, Evidence *ev) {
+        if (ev->observed) {
+                observe(s, ev);
+                observer_near_clear(s->observer, evidence_netns_of(s, ev->device), ev->device->ifindex);
+                ev->observed = false;
+                TAILQ_REMOVE(&s->watched, ev, link);
+                s->n--;
+                return;
+        }
         if (ev->fd < 0)
                 return;
         read_ring(ev);
@@ -418,6 +430,110 @@ static int make_here(EvidenceSet *s, Device *d) {
                            "namespace is not running, and one made in bigtcpd's own would count another device");
         s->logged_no_child = true;
         return -ECHILD;
+}
+
+uint32_t evidence_netns_of(const EvidenceSet *s, const Device *d) {
+        return d->netns ? (uint32_t) d->netns->ino : s->observer ? observer_own_netns(s->observer) : 0;
+}
+
+static uint64_t rise(uint64_t now, uint64_t base) {
+        return now >= base ? now - base : now; /* went down: its entry was made again */
+}
+
+/* The observer's counts as a window's: `base` (NULL: from zero) to `cur`, and its thresholds'. The
+ * packets at the old ceiling are all counted here, where a socket's filter passes one in
+ * EVIDENCE_FULL_SAMPLE: divided, the verdict weighs them as before. */
+static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const struct observer_dev *base,
+                      const struct observer_near *near) {
+        static const struct observer_dev zero;
+
+        if (!base)
+                base = &zero;
+        for (EvidenceFamily f = 0; f < _EVIDENCE_FAMILY_MAX; f++) {
+                unsigned of = f == EVIDENCE_IPV4 ? OBSERVER_IPV4 : OBSERVER_IPV6;
+                uint64_t tx = rise(cur->big[OBSERVER_TX][of], base->big[OBSERVER_TX][of]);
+                uint64_t rx = rise(cur->big[OBSERVER_RX][of], base->big[OBSERVER_RX][of]);
+                c->by_family[f] = tx + rx;
+                c->full[f] = (rise(cur->full[OBSERVER_TX][of], base->full[OBSERVER_TX][of]) +
+                              rise(cur->full[OBSERVER_RX][of], base->full[OBSERVER_RX][of])) /
+                             EVIDENCE_FULL_SAMPLE;
+        }
+        c->tx = c->rx = 0;
+        for (unsigned of = 0; of < 2; of++) {
+                c->tx += rise(cur->big[OBSERVER_TX][of], base->big[OBSERVER_TX][of]);
+                c->rx += rise(cur->big[OBSERVER_RX][of], base->big[OBSERVER_RX][of]);
+        }
+        c->missed = 0;
+        if (near) {
+                /* sizes.h's order: GSO IPv6 (sent), GRO IPv6 (received), GSO IPv4, GRO IPv4 */
+                c->tx_largest = near->largest[0] > near->largest[2] ? near->largest[0] : near->largest[2];
+                c->rx_largest = near->largest[1] > near->largest[3] ? near->largest[1] : near->largest[3];
+                for (unsigned i = 0; i < SIZES_COUNT; i++)
+                        c->above[i] = near->count[i];
+        } else {
+                c->tx_largest = cur->largest[OBSERVER_TX][0] > cur->largest[OBSERVER_TX][1] ? cur->largest[OBSERVER_TX][0] : cur->largest[OBSERVER_TX][1];
+                c->rx_largest = cur->largest[OBSERVER_RX][0] > cur->largest[OBSERVER_RX][1] ? cur->largest[OBSERVER_RX][0] : cur->largest[OBSERVER_RX][1];
+        }
+}
+
+/* ev's window as the observer counted it up to now (its last read, if recent). */
+static void observe(EvidenceSet *s, Evidence *ev) {
+        uint32_t ns = evidence_netns_of(s, ev->device);
+        struct observer_dev cur;
+        struct observer_near near;
+        int r = observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
+
+        if (r < 0)
+                log_debug_errno(r, "evidence: reading the observer's maps failed: %m");
+        (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
+        r = observer_near_get(s->observer, ns, ev->device->ifindex, &near);
+        counts_of(&ev->counts, &cur, &ev->base, r >= 0 ? &near : NULL);
+}
+
+void evidence_refresh(EvidenceSet *s, Device *d) {
+        if (d->evidence && d->evidence->observed)
+                observe(s, d->evidence);
+}
+
+int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret) {
+        struct observer_dev cur;
+        EvidenceCounts c = {};
+
+        if (!s->observer)
+                return -EOPNOTSUPP;
+        (void) observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
+        (void) observer_get(s->observer, evidence_netns_of(s, d), d->ifindex, &cur);
+        counts_of(&c, &cur, NULL, NULL);
+        *ret = c;
+        return 0;
+}
+
+void evidence_set_observer(EvidenceSet *s, Observer *o) {
+        s->observer = o;
+}
+
+Observer *evidence_set_get_observer(const EvidenceSet *s) {
+        return s->observer;
+}
+
+/* The window of ev starts now, over the observer's counts. */
+static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) {
+        uint32_t ns = evidence_netns_of(s, ev->device);
+        int r = observer_near_set(s->observer, ns, ev->device->ifindex, ev->above_len);
+
+        if (r < 0)
+                return r;
+        (void) observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
+        (void) observer_get(s->observer, ns, ev->device->ifindex, &ev->base);
+        ev->observed = true;
+        TAILQ_INSERT_TAIL(&s->watched, ev, link);
+        s->n++;
+        ev->counts = (EvidenceCounts){};
+        ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
+        ev->until_usec = now(s) + duration_usec;
+        log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB (a window over the observer's counts)");
+        arm(s);
+        return 0;
 }
 
 /* Ask the maker for what the set is short of: in the daemon's own namespace EVIDENCE_SPARE ready
@@ -581,7 +697,7 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
                 next = TAILQ_NEXT(ev, link);
                 if (!ev->ending && ev->until_usec <= t) {
                         ev->ending = true; /* judged once the kernel handed over its last block */
-                        ev->settle_usec = t + EVIDENCE_SETTLE_USEC;
+                        ev->settle_usec = t + (ev->observed ? 0 : EVIDENCE_SETTLE_USEC);
                 } else if (ev->ending && ev->settle_usec <= t)
                         judge(s, ev);
         }
@@ -669,20 +785,21 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         bool made = false;
         int fd, r;
 
-        if (!s->sockets && !s->test_ring)
+        if (!s->sockets && !s->test_ring && !s->observer)
                 return -EOPNOTSUPP;
         if (ev && ev->waiting) {
                 if (duration_usec > ev->duration_usec)
                         ev->duration_usec = duration_usec;
                 return 0;
         }
-        if (ev && ev->fd >= 0 && !ev->ending) {
+        if (ev && (ev->fd >= 0 || ev->observed) && !ev->ending) {
                 if (until > ev->until_usec)
                         ev->until_usec = until;
                 arm(s);
                 return 0;
         }
-        if (s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->ending))
+        /* the observer counts every device anyway: no bound on windows over its counts */
+        if (!s->observer && s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->ending))
                 return -EUSERS;
         if (!ev) {
                 ev = calloc(1, sizeof(*ev));
@@ -694,6 +811,12 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         }
         if (ev->ending)
                 judge(s, ev); /* the window that just closed is judged as it is */
+        if (s->observer) {
+                r = start_observed(s, ev, duration_usec);
+                if (r < 0 && made)
+                        d->evidence = mfree(ev);
+                return r;
+        }
         s->refill_off = false;
         if (s->test_ring)
                 fd = s->test_ring(s->test_userdata, d);
@@ -734,7 +857,7 @@ void evidence_stop(EvidenceSet *s, Device *d) {
                 emit(s, ev);
                 return;
         }
-        if (!ev || ev->fd < 0)
+        if (!ev || (ev->fd < 0 && !ev->observed))
                 return;
         ev->ending = false;
         detach(s, ev);
@@ -745,6 +868,11 @@ void evidence_stop(EvidenceSet *s, Device *d) {
 void evidence_forget(EvidenceSet *s, Device *d) {
         Evidence *ev = d->evidence;
 
+        if (s->observer) {
+                if (ev && ev->observed)
+                        detach(s, ev);
+                observer_forget(s->observer, evidence_netns_of(s, d), d->ifindex);
+        }
         if (!ev)
                 return;
         if (ev->waiting)
@@ -763,6 +891,10 @@ void evidence_drain(EvidenceSet *s) {
         Evidence *ev;
 
         TAILQ_FOREACH(ev, &s->watched, link) {
+                if (ev->observed) {
+                        observe(s, ev);
+                        continue;
+                }
                 read_ring(ev);
                 read_drops(ev);
         }

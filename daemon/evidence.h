@@ -30,6 +30,7 @@
 
 #include "device.h"
 #include "event.h"
+#include "observer.h"
 #include "writer.h"
 
 #define EVIDENCE_BIG 65536u               /* a packet longer than this is big */
@@ -63,6 +64,9 @@
 /* Sockets made ahead in the daemon's own namespace (16 KiB of ring each, in the kernel): the two
  * ends of a new veth pair are watched at once. Pods keep none. */
 #define EVIDENCE_SPARE 2u
+/* With the observer, what a window or a total reads may be this old: one batch read of its maps
+ * serves every device that asks within it. */
+#define EVIDENCE_FRESH_USEC (100 * USEC_PER_MSEC)
 
 typedef enum EvidenceFamily {
         EVIDENCE_IPV6, /* and every other protocol of the IPv6/legacy sizes */
@@ -108,6 +112,8 @@ typedef struct Evidence {
         uint32_t above_len[SIZES_COUNT]; /* counts.above[i] counts packets longer; 0: not counted */
 
         /* while watched */
+        bool observed; /* through the eBPF observer: the window is `base` to its counts now */
+        struct observer_dev base;
         int fd; /* -1: not watched, or waiting for a socket */
         bool waiting; /* for a socket to be made: the window starts when it comes */
         uint64_t duration_usec; /* … and lasts this long */
@@ -159,6 +165,20 @@ typedef struct EvidenceSet EvidenceSet;
  * Without `sockets`, nothing is ever watched (-EOPNOTSUPP). */
 int evidence_set_new(struct event_base *base, Writer *writer, EventList *events, const Clock *clock,
                      EvidenceSockets *sockets, int netns_socket, EvidenceSet **ret);
+/* Count with the eBPF observer (shared by every set, kept by its owner) instead of packet sockets:
+ * every device is counted always, a watch is a window over its counts, and any number of devices
+ * are watched at once. */
+void evidence_set_observer(EvidenceSet *s, Observer *o);
+Observer *evidence_set_get_observer(const EvidenceSet *s);
+/* The observer's key of d: the inode of its namespace and its ifindex. */
+uint32_t evidence_netns_of(const EvidenceSet *s, const Device *d);
+/* What the observer counted on d since it was loaded (the window fields: tx, rx, largest,
+ * by_family, full unsampled), read afresh when older than EVIDENCE_FRESH_USEC. -EOPNOTSUPP without
+ * an observer. */
+int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret);
+/* d's running window (with the observer) as counted up to now: a reader sees it live, as it
+ * sees a packet socket's (which its socket's events keep current). */
+void evidence_refresh(EvidenceSet *s, Device *d);
 /* Stops every watch (the records stay with their devices). */
 void evidence_set_free(EvidenceSet *s);
 
@@ -172,12 +192,12 @@ void evidence_stop(EvidenceSet *s, Device *d);
 /* d goes away: its watch ends silently and its record is freed. */
 void evidence_forget(EvidenceSet *s, Device *d);
 static inline bool evidence_watching(const Device *d) {
-        return d->evidence && (d->evidence->fd >= 0 || d->evidence->waiting);
+        return d->evidence && (d->evidence->fd >= 0 || d->evidence->waiting || d->evidence->observed);
 }
 size_t evidence_watched(const EvidenceSet *s);
 /* Count d's packets longer than above_len[i] for size i from now (counts.above from 0); d is
  * watched (its record exists). -ENOENT when it has no record. */
-int evidence_count_above_from_now(Device *d, const uint32_t above_len[static SIZES_COUNT]);
+int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t above_len[static SIZES_COUNT]);
 
 /* Read what is queued on every watched socket now (tests, and before a verdict). */
 void evidence_drain(EvidenceSet *s);

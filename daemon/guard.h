@@ -8,7 +8,11 @@
 
 #include "counters.h"
 #include "device.h"
+#include "observer.h"
 #include "policy.h"
+
+/* A ratio whose `per` is one of the observer's counters is judged once `per` rose this much. */
+#define GUARD_OBSERVER_PER_MIN UINT64_C(100)
 
 typedef struct GuardState {
         const char *counter; /* interned (intern.h), as `per` */
@@ -21,6 +25,7 @@ typedef struct GuardState {
         uint64_t max_increase;
         bool has_max_ratio;
         double max_ratio;
+        uint32_t reason, per_reason; /* observer drop.<reason> counters: the kernel's value (UINT32_MAX: any) */
         bool active;    /* false: a counter this kernel does not expose */
         bool have_base; /* link baselines arrive with the first stats after the write */
         uint64_t base, per_base;
@@ -50,6 +55,24 @@ bool guard_set_has_baselines(const GuardSet *s);
 /* Take the link baselines from a stats64 blob; guards whose field the blob lacks go inactive. */
 void guard_set_link_baseline(GuardSet *s, const void *stats, size_t size);
 
+/* The device whose own counters (the observer's: drop.*, tcp.*) its guards read. */
+typedef struct GuardObserver {
+        const Observer *observer; /* NULL: there is none; such guards are inactive */
+        uint32_t netns;
+        int ifindex;
+} GuardObserver;
+
+bool guard_set_has_observer(const GuardSet *s);
+/* Take the baselines of the observer's guards that have none (from the observer's last read): at
+ * the write, and after a restart (a new observer counts from zero). No observer: they go inactive. */
+void guard_set_observer_baseline(GuardSet *s, const GuardObserver *g);
+/* Evaluate the observer's guards (the device's own counters, observer_read() done): 1 and `ret`
+ * for the first that trips (namespace_wide false), else 0. Those without a baseline take it. */
+int guard_set_check_observer(GuardSet *s, const GuardObserver *g, RollbackRecord *ret);
+/* The value of one of the observer's counters for the device (tests, status). -ENOENT for a
+ * drop reason this kernel does not have. */
+int guard_observer_value(const GuardObserver *g, const char *name, uint64_t *ret);
+
 /* Evaluate the guards with the counters given (NULL: skip that kind). Returns 1 and fills `ret`
  * (counter, per, rise, per_rise, threshold, namespace_wide — strings borrowed from the guard) for
  * the first guard that trips, 0 when none does. */
@@ -67,6 +90,11 @@ int guard_counter_warnings(const PolicySet *set, const SnmpSnapshot *snap, size_
 /* The same against this host: the SNMP counters below `proc_net` (NULL: /proc/net) and the
  * kernel's stats64. Each message starts "warning: ". */
 int guard_counter_warnings_here(const PolicySet *set, const char *proc_net, PolicyErrors *ret);
+
+/* The observer's counters (drop.*, tcp.*) of `set` that this host cannot count (no BTF to run the
+ * observer; a drop reason its kernel lacks, with did-you-mean), as errors: validate and
+ * --check-config refuse such a policy. Returns how many. */
+int guard_observer_errors(const PolicySet *set, PolicyErrors *ret);
 
 int guard_spec_check(const RollbackSpec *spec, const SnmpSnapshot *snap, size_t stats_size, char ***warnings,
                      size_t *n_warnings);

@@ -25,7 +25,9 @@ static void help(void) {
                "     --netns-dir DIR      Look for network namespaces in DIR (repeatable; default\n"
                "                          /run/netns and /run/docker/netns)\n"
                "     --no-count-packets   Count no big packets (no evidence of BIG TCP in effect;\n"
-               "                          no AF_PACKET socket is ever opened)\n"
+               "                          no AF_PACKET socket is ever opened, no eBPF observer)\n"
+               "     --observer MODE      auto (default: eBPF when it loads, else packet sockets),\n"
+               "                          ebpf (or fail), packet-socket\n"
                "     --metrics-listen ADDR:PORT\n"
                "                          Serve GET /metrics (Prometheus text, as bigtcpctl\n"
                "                          metrics prints it) on ADDR:PORT (default: not at all)\n"
@@ -37,7 +39,8 @@ static void help(void) {
 }
 
 int main(int argc, char *argv[]) {
-        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL, ARG_NETNS_DIR, ARG_NO_COUNT_PACKETS, ARG_METRICS_LISTEN };
+        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION, ARG_VERIFY_INTERVAL, ARG_NETNS_DIR, ARG_NO_COUNT_PACKETS, ARG_METRICS_LISTEN,
+               ARG_OBSERVER };
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
                 {"runtime-dir", required_argument, NULL, 'r'},
@@ -47,6 +50,7 @@ int main(int argc, char *argv[]) {
                 {"netns-dir", required_argument, NULL, ARG_NETNS_DIR},
                 {"no-count-packets", no_argument, NULL, ARG_NO_COUNT_PACKETS},
                 {"metrics-listen", required_argument, NULL, ARG_METRICS_LISTEN},
+                {"observer", required_argument, NULL, ARG_OBSERVER},
                 {"help", no_argument, NULL, 'h'},
                 {"version", no_argument, NULL, ARG_VERSION},
                 {},
@@ -120,6 +124,14 @@ int main(int argc, char *argv[]) {
                         cfg.metrics_listen = optarg;
                         break;
                 }
+                case ARG_OBSERVER:
+                        r = observer_mode_from_string(optarg);
+                        if (r < 0) {
+                                log_error("--observer: \"%s\" is not auto, ebpf or packet-socket", optarg);
+                                return 2;
+                        }
+                        cfg.observer = r;
+                        break;
                 case ARG_CHECK_CONFIG:
                         check = true;
                         break;

@@ -117,7 +117,23 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         if (r < 0)
                 log_warning_errno(r, "No process to sync the state file in yet (%m): the first save makes one");
 
-        if (!cfg->no_count_packets) {
+        if (cfg->no_count_packets)
+                m->observer_why = strdup("--no-count-packets");
+        else if (cfg->observer == OBSERVER_MODE_PACKET_SOCKET)
+                m->observer_why = strdup("--observer=packet-socket");
+        else {
+                r = observer_new(&m->observer, &m->observer_why);
+                if (r < 0 && cfg->observer == OBSERVER_MODE_EBPF)
+                        return log_error_errno(r, "--observer=ebpf: the eBPF observer cannot run: %s",
+                                               m->observer_why ?: strerror(-r));
+                if (r < 0)
+                        log_warning("The eBPF observer cannot run (%s): evidence from packet sockets while devices "
+                                    "are watched, guards from namespace-wide counters",
+                                    m->observer_why ?: strerror(-r));
+                else
+                        log_info("The eBPF observer counts every device's packets, drops and TCP retransmits");
+        }
+        if (!cfg->no_count_packets && !m->observer) {
                 r = evidence_sockets_new(m->base, &m->packet_sockets);
                 if (r < 0)
                         return r;
@@ -132,6 +148,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                         .kernel_release = m->uts.release,
                         .machine_id = m->machine_id[0] ? m->machine_id : NULL,
                         .packet_sockets = m->packet_sockets,
+                        .observer = m->observer,
+                        .observer_why = m->observer_why,
                 },
                 .netlink_rcvbuf = cfg->netlink_rcvbuf,
                 .verify_interval_usec = cfg->verify_interval_usec,
@@ -195,6 +213,8 @@ void manager_free(Manager *m) {
         netns_set_free(m->netns);
         netns_free(m->host);
         evidence_sockets_free(m->packet_sockets); /* after every namespace's evidence */
+        observer_free(m->observer);
+        free(m->observer_why);
         if (m->base)
                 event_base_free(m->base);
         free(m);

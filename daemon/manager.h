@@ -30,7 +30,8 @@ typedef struct ManagerConfig {
         uint64_t verify_interval_usec;
         size_t varlink_output_max; /* 0: the default cap on unread replies */
         char **netns_dirs; /* --netns-dir; NULL: NETNS_DIRS_DEFAULT */
-        bool no_count_packets; /* --no-count-packets: no evidence, no packet socket */
+        bool no_count_packets; /* --no-count-packets: no evidence, no packet socket, no observer */
+        ObserverMode observer;  /* --observer */
         const char *metrics_listen; /* --metrics-listen ADDR:PORT; NULL: no /metrics */
         size_t n_netns_dirs;
 } ManagerConfig;
@@ -41,6 +42,8 @@ typedef struct Manager {
         struct utsname uts;
         char machine_id[33]; /* "" when the host has none: cohorts come from the hostname */
         EvidenceSockets *packet_sockets; /* every namespace's evidence: made and closed in children */
+        Observer *observer;              /* … or counted by the eBPF observer (then no packet socket) */
+        char *observer_why;              /* why not: for status */
         Netns *host; /* bigtcpd's own namespace, the set's first entry */
         NetnsSet *netns; /* the other namespaces */
         Reloader *reloader;

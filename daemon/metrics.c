@@ -128,6 +128,23 @@ static void print_evidence(FILE *f, json_object *s, json_object *devs) {
         }
         metric_header(f, "bigtcpd_devices_not_effective", "gauge", "Devices found with BIG TCP not in effect.");
         fprintf(f, "bigtcpd_devices_not_effective %zu\n", jlen(jarray(jget(s, "evidence"), "not_effective")));
+        json_object *ev = jget(s, "evidence");
+        if (jstr(ev, "observer")) {
+                metric_header(f, "bigtcpd_observer", "gauge",
+                              "1 for what counts packets: ebpf (every device, always), packet-socket (watched "
+                              "devices; why: the reason it is not ebpf), none.");
+                fprintf(f, "bigtcpd_observer{kind=\"");
+                print_label(f, jstr(ev, "observer"));
+                fprintf(f, "\",why=\"");
+                print_label(f, jstr(ev, "observer_why") ?: "");
+                fprintf(f, "\"} 1\n");
+        }
+        if (jget(ev, "observer_map_bytes")) {
+                metric_header(f, "bigtcpd_observer_map_bytes", "gauge", "Kernel memory of the eBPF observer's maps.");
+                fprintf(f, "bigtcpd_observer_map_bytes %" PRId64 "\n", jint(ev, "observer_map_bytes", 0));
+                metric_header(f, "bigtcpd_observer_read_seconds", "gauge", "The last batch read of the observer's maps.");
+                fprintf(f, "bigtcpd_observer_read_seconds %.6f\n", (double) jint(ev, "observer_read_usec", 0) / 1e6);
+        }
 }
 
 /* The searches of `auto`: each size's proven size, its ceiling and its phase. */

@@ -39,7 +39,22 @@ const char *kernel_op_to_string(KernelOp op) {
 static const char *const guard_counter_kind_table[_GUARD_COUNTER_KIND_MAX] = {
         [GUARD_COUNTER_LINK] = "link",
         [GUARD_COUNTER_SNMP] = "snmp",
+        [GUARD_COUNTER_OBSERVER] = "observer",
 };
+
+const char *const observer_tcp_counters[_OBSERVER_TCP_MAX + 1] = {
+        [OBSERVER_TCP_SENT] = "tcp.sent",
+        [OBSERVER_TCP_SENT_BIG] = "tcp.sent-big",
+        [OBSERVER_TCP_RETRANS] = "tcp.retrans",
+        [OBSERVER_TCP_RETRANS_BIG] = "tcp.retrans-big",
+};
+
+int observer_tcp_counter(const char *name) {
+        for (int i = 0; i < _OBSERVER_TCP_MAX; i++)
+                if (name && strcmp(name, observer_tcp_counters[i]) == 0)
+                        return i;
+        return -ENOENT;
+}
 
 const char *guard_counter_kind_to_string(GuardCounterKind k) {
         if (k < 0 || k >= _GUARD_COUNTER_KIND_MAX)
@@ -413,6 +428,28 @@ int guard_counter_parse(const char *name, GuardCounterKind *ret) {
                         return -EINVAL;
                 if (ret)
                         *ret = GUARD_COUNTER_LINK;
+                return 0;
+        }
+
+        /* the observer's, lower case (no SNMP group is): drop.<kernel drop reason>, drop.any, and
+         * four of TCP; whether this kernel has the reason is a question for the host (guard.c) */
+        if (strncmp(name, "drop.", 5) == 0) {
+                p = name + 5;
+                if (!islower((unsigned char) *p))
+                        return -EINVAL;
+                while (islower((unsigned char) *p) || isdigit((unsigned char) *p) || *p == '_')
+                        p++;
+                if (*p != '\0' || p - name > 64)
+                        return -EINVAL;
+                if (ret)
+                        *ret = GUARD_COUNTER_OBSERVER;
+                return 0;
+        }
+        if (strncmp(name, "tcp.", 4) == 0) {
+                if (observer_tcp_counter(name) < 0)
+                        return -EINVAL;
+                if (ret)
+                        *ret = GUARD_COUNTER_OBSERVER;
                 return 0;
         }
 

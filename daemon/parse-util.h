@@ -31,9 +31,21 @@ typedef struct KernelReq {
 typedef enum GuardCounterKind {
         GUARD_COUNTER_LINK, /* link.<stats64 field> */
         GUARD_COUNTER_SNMP, /* <Group>.<Name> from /proc/net/{snmp,netstat,snmp6} */
+        GUARD_COUNTER_OBSERVER, /* drop.<reason>, drop.any, tcp.<…>: the device's own, from the eBPF observer */
         _GUARD_COUNTER_KIND_MAX,
         _GUARD_COUNTER_KIND_INVALID = -1,
 } GuardCounterKind;
+
+/* The observer's TCP counters, "tcp.sent" …: their index in observer_tcp_counters, or -ENOENT. */
+typedef enum ObserverTcpCounter {
+        OBSERVER_TCP_SENT,
+        OBSERVER_TCP_SENT_BIG,
+        OBSERVER_TCP_RETRANS,
+        OBSERVER_TCP_RETRANS_BIG,
+        _OBSERVER_TCP_MAX,
+} ObserverTcpCounter;
+extern const char *const observer_tcp_counters[_OBSERVER_TCP_MAX + 1]; /* NULL-terminated */
+int observer_tcp_counter(const char *name);
 
 /* An item of match.route: `default`, or an IPv4/IPv6 prefix. */
 typedef struct RoutePrefix {

@@ -135,6 +135,11 @@ static void parse_guard(Parser *p, yaml_node_t *n, Guard *g) {
                         parser_error(p, v[GUARD_PER], "per: only allowed with max-ratio");
                 else
                         parser_counter(p, v[GUARD_PER], "per", &g->per, &g->per_kind);
+                /* the observer's counters are the device's own: divided by its own only */
+                if (g->counter && g->per && (g->counter_kind == GUARD_COUNTER_OBSERVER) != (g->per_kind == GUARD_COUNTER_OBSERVER))
+                        parser_error(p, v[GUARD_PER], "per: a counter of the observer (drop.*, tcp.*) is divided by "
+                                                      "another of the observer (tcp.sent, tcp.sent-big), and no "
+                                                      "other counter by one");
         }
 }
 

@@ -438,9 +438,16 @@ void parser_counter(Parser *p, yaml_node_t *n, const char *key, char **ret, Guar
                 return;
         if (guard_counter_parse(s, ret_kind) < 0) {
                 const char *near = strncmp(s, "link.", 5) == 0 ? link_stats_field_suggest(s + 5) : NULL;
+                const char *tcp = strncmp(s, "tcp.", 4) == 0 ? nearest_word(s, observer_tcp_counters) : NULL;
                 if (near)
                         parser_error(p, n, "%s: bad counter %s (did you mean \"link.%s\"?)", key,
                                      parser_quote(s, q, sizeof(q)), near);
+                else if (tcp)
+                        parser_error(p, n, "%s: bad counter %s (did you mean \"%s\"?)", key,
+                                     parser_quote(s, q, sizeof(q)), tcp);
+                else if (strncmp(s, "tcp.", 4) == 0)
+                        parser_error(p, n, "%s: bad counter %s (the observer's are tcp.sent, tcp.sent-big, "
+                                           "tcp.retrans, tcp.retrans-big)", key, parser_quote(s, q, sizeof(q)));
                 else
                         parser_error(p, n, "%s: bad counter %s", key, parser_quote(s, q, sizeof(q)));
                 return;

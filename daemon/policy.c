@@ -33,14 +33,23 @@ const char *size_kind_to_string(SizeKind k) {
  * broken GSO/GRO segmentation shows first; retransmits alone are too noisy to guard by default. */
 #define BUILTIN_WINDOW_USEC (30 * USEC_PER_SEC)
 #define BUILTIN_INTERVAL_USEC (1 * USEC_PER_SEC)
+/* With the eBPF observer, the device's own TCP retransmits of big packets, divided by the big
+ * packets' segments it sent: a path that drops every big packet above a size retransmits a third
+ * of them (measured: 8250 of 24827 behind a drop above 150000 bytes), one that drops only the few
+ * between the break and the size a percent or more, a clean one none (a veth's backlog: 1e-4),
+ * one with ordinary loss about its loss rate; 1 % lies between (guard.c judges it once 100 were
+ * sent). Without the observer it is inactive. */
 static const struct {
         const char *counter;
         uint64_t max_increase;
+        const char *per;
+        double max_ratio;
 } builtin_guards[] = {
-        {"link.tx_errors", 0},
-        {"link.rx_errors", 0},
-        {"Ip.InHdrErrors", 100},
-        {"Ip6.Ip6InHdrErrors", 100},
+        {"link.tx_errors", 0, NULL, 0},
+        {"link.rx_errors", 0, NULL, 0},
+        {"Ip.InHdrErrors", 100, NULL, 0},
+        {"Ip6.Ip6InHdrErrors", 100, NULL, 0},
+        {"tcp.retrans-big", 0, "tcp.sent-big", 0.01},
 };
 
 const char *size_spec_format(const SizeSpec *s, char *buf, size_t size) {
@@ -213,6 +222,17 @@ int rollback_spec_builtin(RollbackSpec *ret) {
                         return -ENOMEM;
                 }
                 (void) guard_counter_parse(g->counter, &g->counter_kind);
+                if (builtin_guards[i].per) {
+                        g->per = strdup(builtin_guards[i].per);
+                        if (!g->per) {
+                                rollback_spec_done(&r);
+                                return -ENOMEM;
+                        }
+                        (void) guard_counter_parse(g->per, &g->per_kind);
+                        g->has_max_ratio = true;
+                        g->max_ratio = builtin_guards[i].max_ratio;
+                        continue;
+                }
                 g->has_max_increase = true;
                 g->max_increase = builtin_guards[i].max_increase;
         }

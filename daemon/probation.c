@@ -28,6 +28,7 @@ struct ProbationSet {
         size_t n_verdicts;
         uint64_t gap_max_usec; /* since the set was last empty: the longest gap between samples */
         uint64_t dumps;        /* … and the statistics dumps asked for */
+        Observer *observer;    /* the devices' own counters (drop.*, tcp.*); NULL: none */
 };
 
 #define PROBATION_SIZE(n) (sizeof(Probation) + (n) * sizeof(GuardState))
@@ -120,6 +121,29 @@ static uint64_t now(const ProbationSet *s) {
         return clock_now(s->clock, CLOCK_BOOTTIME);
 }
 
+void probation_set_observer(ProbationSet *s, Observer *o) {
+        s->observer = o;
+}
+
+static GuardObserver guard_observer(const ProbationSet *s, const Device *d) {
+        return (GuardObserver){
+                .observer = s->observer,
+                .netns = d->netns ? (uint32_t) d->netns->ino : s->observer ? observer_own_netns(s->observer) : 0,
+                .ifindex = d->ifindex,
+        };
+}
+
+/* The observer's maps as they are now, once for every device that asks within a tick. */
+static void observer_fresh(ProbationSet *s, uint64_t max_age_usec) {
+        int r;
+
+        if (!s->observer)
+                return;
+        r = observer_read(s->observer, clock_now(s->clock, CLOCK_MONOTONIC), max_age_usec);
+        if (r < 0)
+                log_debug_errno(r, "probation: reading the observer's maps failed: %m");
+}
+
 static void attach(ProbationSet *s, Device *d, Probation *p) {
         if (d->probation)
                 probation_end(s, d);
@@ -147,6 +171,11 @@ int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const 
                 return r;
         if (stats)
                 guard_set_link_baseline(&p->guards, stats, size);
+        if (guard_set_has_observer(&p->guards)) {
+                GuardObserver g = guard_observer(s, d);
+                observer_fresh(s, 0); /* the baseline is the counts just before the write */
+                guard_set_observer_baseline(&p->guards, &g);
+        }
         attach(s, d, p);
         return 0;
 }
@@ -333,6 +362,14 @@ void probation_tick(ProbationSet *s) {
                 if (have_snap && guard_set_check(&p->guards, &snap, NULL, 0, &rec) > 0) {
                         (void) verdict_push(s, d, &rec);
                         continue;
+                }
+                if (s->observer && guard_set_has_observer(&p->guards)) {
+                        GuardObserver g = guard_observer(s, d);
+                        observer_fresh(s, tick / 2); /* one read serves every device of the tick */
+                        if (guard_set_check_observer(&p->guards, &g, &rec) > 0) {
+                                (void) verdict_push(s, d, &rec);
+                                continue;
+                        }
                 }
                 if (link) {
                         p->sampling = true; /* judged when its statistics come */

@@ -60,6 +60,9 @@ int probation_set_new(struct event_base *base, Writer *writer, const SnmpFiles *
                       const ProbationOps *ops, void *userdata, ProbationSet **ret);
 /* Ends every probation (the devices stay). */
 void probation_set_free(ProbationSet *s);
+/* The eBPF observer, whose counters guards of the device's own (drop.*, tcp.*) read; without it
+ * they are inactive. */
+void probation_set_observer(ProbationSet *s, Observer *o);
 
 /* Put `d` under `spec`'s guards, before its write is sent; `snap` is a reading of the SNMP
  * counters taken now (NULL when none was read), `stats` (`size` bytes of struct

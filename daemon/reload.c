@@ -92,6 +92,8 @@ int reload_read_policy(const ReloadConfig *cfg, const HostIdentity *host, Policy
         if (n < 0)
                 return n;
         r = policy_load(paths, (size_t) n, warnings ? POLICY_LOAD_PARTIAL : 0, NULL, &set, errs);
+        if (set && guard_observer_errors(set, errs) > 0 && r >= 0)
+                r = -EINVAL; /* the observer's counters on a host that has no observer */
         if (r == -EINVAL && set) /* partial: for its warnings only */
                 (void) guard_counter_warnings_here(set, NULL, warnings);
         if (r < 0) {

@@ -712,7 +712,9 @@ static int probation_from_json(json_object *o, Probation **ret) {
                         g->has_max_ratio = g->per != NULL && isfinite(g->max_ratio) && g->max_ratio >= 0;
                 }
                 g->active = get_bool(j, "active");
-                g->have_base = get_bool(j, "have_base");
+                /* the observer's counters began again with this run's: baselines again */
+                g->have_base = get_bool(j, "have_base") && g->kind != GUARD_COUNTER_OBSERVER &&
+                               !(g->per && g->per_kind == GUARD_COUNTER_OBSERVER);
                 (void) get_u64(j, "base", &g->base);
                 (void) get_u64(j, "per_base", &g->per_base);
         }

@@ -20,6 +20,7 @@ fi
 # podman, runc, catatonit (the pause of a pod's infra container), mmdebstrap, uidmap:
 # scripts/image.sh (the image; its base made from Debian's archive when no registry answers)
 # and tests/integration/test_k8s.py (the DaemonSet's pod, podman kube play)
+# clang, bpftool, libbpf-dev: the eBPF observer (daemon/observer.bpf.c, its skeleton, libbpf)
 packages=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libnl-3-dev libsystemd-dev libyaml-dev libevent-dev libjson-c-dev
@@ -29,6 +30,7 @@ packages=(
         build-essential dpkg-dev debhelper lintian systemd-container
         ansible-core python3-apt git libnl-route-3-dev
         containernetworking-plugins podman runc catatonit mmdebstrap uidmap
+        bpftool libbpf-dev
 )
 
 missing=()

@@ -219,6 +219,38 @@ def test_broken_path_settles_below_the_break_and_stays(netns, daemon, confdir):
     d.stop()
 
 
+def test_broken_path_with_the_default_guards_settles_below_the_break(netns, daemon, confdir):
+    """The same path with no guard of the policy's own: the built-in set's tcp.retrans-big per
+    tcp.sent-big (e0's own retransmits of big packets, the eBPF observer's) trips each step above
+    the break, and a step is proven only by packets in its top quarter: it settles at or below
+    150000 within 60 s, with at most 6 trips, and no ratio for the user to tune."""
+    a, b = pair(netns)
+    drop_above(b, BROKEN_ABOVE)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy_text(f'''
+        version: 1
+        policies:
+          - name: auto
+            match: {{name: [e0]}}
+            ipv6: {{gso-max-size: auto}}
+            rollback:
+              window: {WINDOW}
+              interval: 200ms
+        '''))
+    with Traffic(a, (b, 'fd13::2'), 90):
+        d = daemon(a, cfg)
+        t0 = time.monotonic()
+        at = wait_settled(d, a, 60)
+        took = time.monotonic() - t0
+        trips = steps(d, 'tripped')
+        assert at <= BROKEN_ABOVE and gso(a) == at, d.log_tail()
+        assert 1 <= len(trips) <= 6, d.log_tail()
+        assert all('tcp.retrans-big' in line for line in trips), trips
+        assert took <= T(60), f'settled after {took:.1f}s'
+    print(f'broken path, default guards: settled at {at} after {len(trips)} trips, {took:.1f}s')
+    d.stop()
+
+
 def auto_entry(d):
     [e0] = [e for e in read_state(d.runtime_dir)['devices'] if e['ifname'] == 'e0']
     [search] = e0['auto']

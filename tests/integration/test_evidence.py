@@ -27,6 +27,21 @@ IFF_RUNNING = 0x40
 IPERF_SECONDS = 2
 
 
+@pytest.fixture(params=['ebpf', 'packet-socket'])
+def observer(request):
+    """Every test runs with the eBPF observer and again with the packet sockets it falls back on."""
+    return request.param
+
+
+@pytest.fixture
+def daemon(daemon, observer):
+    def start(ns, config, **kw):
+        kw['extra_args'] = (*kw.get('extra_args', ()), f'--observer={observer}')
+        return daemon(ns, config, **kw)
+    start.sockdir = daemon.sockdir
+    return start
+
+
 @pytest.fixture(scope='module')
 def iface():
     return varlink_idl.parse((REPO / 'conf' / 'io.bigtcpd.Manager.varlink').read_text())
@@ -148,7 +163,7 @@ def wait_evidence(mon, ifname, timeout, since=0):
 
 
 @pytest.mark.parametrize('family', ['ipv4', 'ipv6'])
-def test_big_packets_counted_in_probation(netns, daemon, confdir, iface, family):
+def test_big_packets_counted_in_probation(netns, daemon, confdir, iface, family, observer):
     """At 185000 for one family only (the other stays at 65536: for IPv4 this is IPv4-only BIG TCP,
     gso_max_size 65536), iperf3 in both directions during probation: big packets sent and
     received, of that family, the largest above 65536; the window ends effective."""
@@ -164,7 +179,8 @@ def test_big_packets_counted_in_probation(netns, daemon, confdir, iface, family)
         assert e0['big_packets'] is not None and e0['big_packets']['watching'] is True, e0
         # its socket may come after the write (made by the child, when none was ready)
         wait_file(d.log_path, lambda: 'e0: evidence: counting' in d.log(), 10, 'e0 counted')
-        assert len(packet_sockets(a, e0['ifindex'])) == 1, 'one packet socket bound to e0'
+        # the observer counts in the kernel: no packet socket at all
+        assert len(packet_sockets(a, e0['ifindex'])) == (1 if observer == 'packet-socket' else 0)
         server = (b, '10.13.0.2' if family == 'ipv4' else 'fd13::2')
         run = iperf(a, server, '--bidir')
         gbps = {k: round(v['bits_per_second'] / 1e9, 1) for k, v in run['end'].items() if 'bits_per_second' in v}
@@ -189,7 +205,10 @@ def test_big_packets_counted_in_probation(netns, daemon, confdir, iface, family)
     assert packet_sockets(a, e0['ifindex']) == [], 'the window is over: nothing attached'
     assert not d.log_lines('not in effect')
     st = call(d, 'GetStatus')
-    assert st['evidence'] == {'watched': 0, 'not_effective': [], 'not_effective_families': []}, st['evidence']
+    assert {k: st['evidence'][k] for k in ('watched', 'not_effective', 'not_effective_families')} == \
+        {'watched': 0, 'not_effective': [], 'not_effective_families': []}, st['evidence']
+    assert st['evidence']['observer'] == observer, st['evidence']
+    assert ('observer_why' in st['evidence']) == (observer != 'ebpf'), st['evidence']
     d.stop()
 
 
@@ -236,7 +255,7 @@ def test_legacy_counts_zero_and_is_not_effective(netns, daemon, confdir, iface):
 
 
 @pytest.mark.serial  # the daemon's CPU seconds against a watch's time
-def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
+def test_unwatched_device_has_nothing_attached(netns, daemon, confdir, observer):
     """A device that matches no policy (never in probation) and is not watched has no packet
     socket; one in probation has exactly one, bound to it; a Watch() attaches one for its time,
     answers with the counts when it is over, and leaves nothing behind."""
@@ -246,16 +265,22 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     cfg.write_text(policy(ipv6=BIG, ipv4=BIG, window='3s'))
     d = daemon(a, cfg)
     u0 = device(d, 'u0')
-    assert u0['state'] == 'unmanaged' and u0.get('big_packets') is None and u0.get('effective') is None, u0
+    ebpf = observer == 'ebpf'
+    assert u0['state'] == 'unmanaged' and u0.get('effective') is None, u0
+    # the observer counts every device always (nothing yet on u0); packet sockets only the watched
+    if ebpf:
+        assert u0['big_packets']['tx'] == 0 and u0['big_packets']['watching'] is False, u0
+    else:
+        assert u0.get('big_packets') is None, u0
     e0 = device(d)
     if e0['state'] == 'probation':
         wait_file(d.log_path, lambda: 'e0: evidence: counting' in d.log(), 10, 'e0 counted')
     socks = packet_sockets(a)
-    assert [int(r[4]) for r in socks] == ([e0['ifindex']] if e0['state'] == 'probation' else []), socks
+    assert [int(r[4]) for r in socks] == ([e0['ifindex']] if e0['state'] == 'probation' and not ebpf else []), socks
     assert packet_sockets(a, u0['ifindex']) == []
     # made ahead, so that a watch's start does not wait for the kernel: at most EVIDENCE_SPARE,
-    # receiving nothing
-    assert len(spare_sockets(a)) <= 2
+    # receiving nothing; none with the observer
+    assert len(spare_sockets(a)) <= (0 if ebpf else 2)
 
     # A watch on request: attached for its time, an answer when it is over, then nothing. u0 is
     # down: its socket holds ENETDOWN from the bind, which the daemon must read and not spin on
@@ -264,7 +289,7 @@ def test_unwatched_device_has_nothing_attached(netns, daemon, confdir):
     cpu0 = cpu_seconds(d.proc.pid)
     c.send(f'{IFACE}.Watch', {'ifname': 'u0', 'duration_usec': 1500000})
     wait_file(d.log_path, lambda: 'u0: evidence: counting' in d.log(), 5, 'the watch set up')
-    assert len(packet_sockets(a, u0['ifindex'])) == 1, 'Watch attached one socket to u0'
+    assert len(packet_sockets(a, u0['ifindex'])) == (0 if ebpf else 1), 'Watch attached one socket to u0'
     t0 = time.monotonic()
     reply = c.recv(timeout=T(20))
     took = time.monotonic() - t0
@@ -463,4 +488,31 @@ def test_monitor_says_a_count_in_words(netns, daemon, confdir):
         mon.stdout.close()
         mon.stderr.close()
     assert 'e0: evidence: 0 sent above 64 KiB; 0 received; since ' in line and '{' not in line, line
+    d.stop()
+
+
+def test_device_never_watched_shows_its_big_packets(netns, daemon, confdir, observer):
+    """With the observer every device is counted always: e0, matched by no policy (never in
+    probation, never watched) but raised by hand, shows the big packets iperf3 sent through it in
+    ListDevices and `bigtcpctl show`; its peer's namespace is counted too (the same object)."""
+    if observer != 'ebpf':
+        pytest.skip('packet sockets count watched devices only')
+    a, b = pair(netns, peer_sizes=BIG)
+    ip(a, 'link', 'set', 'e0', 'gso_max_size', str(BIG), 'gro_max_size', str(BIG))
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(ipv6=BIG).replace('name: [e0]', 'name: [nothing0]'))
+    d = daemon(a, cfg)
+    e0 = device(d)
+    assert e0['state'] == 'unmanaged' and e0['big_packets']['tx'] == 0, e0
+    iperf(a, (b, 'fd13::2'), '--bidir')
+    e0 = device(d)
+    bp = e0['big_packets']
+    assert e0['state'] == 'unmanaged' and bp['watching'] is False, e0
+    assert bp['tx'] > 0 and 65536 < bp['tx_largest'] <= BIG + 14, bp
+    assert bp['rx'] > 0 and 65536 < bp['rx_largest'] <= BIG + 14, bp
+    assert bp['ipv6'] == bp['tx'] + bp['rx'] and bp['ipv4'] == 0, bp
+    ctl = [str(BIN.parent.parent / 'cli' / 'bigtcpctl'), '--socket', str(d.runtime_dir / IFACE)]
+    show = subprocess.run([*ctl, 'show', 'e0'], capture_output=True, text=True, check=True).stdout
+    assert f"{bp['tx']} sent above 64 KiB" in show, show
+    assert packet_sockets(a) == [] and spare_sockets(a) == [], 'no packet socket with the observer'
     d.stop()

@@ -96,8 +96,9 @@ def test_installed_contents(tree):
     assert '@SBINDIR@' not in unit, 'unsubstituted @SBINDIR@'
     for line in ('Type=notify', 'ExecReload=/bin/kill -HUP $MAINPID', 'Restart=on-failure', 'WatchdogSec=30s',
                  'RuntimeDirectory=bigtcpd', 'RuntimeDirectoryPreserve=yes',
-                 # AF_PACKET and CAP_NET_RAW: the evidence's packet sockets, nothing more
-                 'CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW',
+                 # AF_PACKET and CAP_NET_RAW: the evidence's packet sockets; CAP_BPF, CAP_PERFMON and
+                 # bpf(): the eBPF observer; nothing more
+                 'CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_PERFMON', 'SystemCallFilter=bpf',
                  'RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_PACKET', 'NoNewPrivileges=yes', 'ProtectSystem=strict',
                  'ProtectHome=yes', 'PrivateTmp=yes', 'SystemCallFilter=@system-service',
                  # the socket comes with the service, in any order (test_systemd_boot.py boots it)

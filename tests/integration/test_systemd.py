@@ -26,6 +26,9 @@ from policies import standard_policy
 pytestmark = [pytest.mark.xdist_group('install-tree'), pytest.mark.slow]
 
 EXPOSURE_MAX = 2.0
+# With the example drop-in for other namespaces (CAP_SYS_ADMIN): the eBPF observer's CAP_BPF and
+# CAP_PERFMON raise both figures by 0.2 (1.6 → 1.8 without it, 2.0 → 2.1 with it).
+EXPOSURE_NETNS_MAX = 2.1
 
 POLICY = standard_policy(guards='[]')
 BIG = sizes4(185000)
@@ -89,7 +92,7 @@ def test_security_exposure_with_netns_dropin(tree, units, tmp_path):
     assert re.search(r'✗ CapabilityBoundingSet=~CAP_SYS_ADMIN', out), out
     assert re.search(r'✗ RestrictNamespaces=~net ', out), out
     assert not re.search(r'✗ RestrictNamespaces=~(user|mnt|pid|ipc|uts|cgroup) ', out), out
-    assert without < with_dropin <= EXPOSURE_MAX, out
+    assert without <= EXPOSURE_MAX and without < with_dropin <= EXPOSURE_NETNS_MAX, out
 
 
 def wrapper(tmp_path, name, body):

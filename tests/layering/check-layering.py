@@ -20,7 +20,8 @@ LAYERS = [
     ('pure', ['log-fields', 'parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
               'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
-              'packet-maker', 'auto-size', 'auto-queue', 'json-read', 'metrics']),
+              'packet-maker', 'auto-size', 'auto-queue', 'json-read', 'metrics', 'observer', 'observer.bpf',
+              'observer-map', 'observer-kernel']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
     ('decisions', ['auto-apply', 'lifecycle', 'apply']),
@@ -41,7 +42,7 @@ ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}
 APART = {m: {'engine', 'apply', 'lifecycle', 'sync', 'namespace', 'netns'} for m in ('reload', 'try')}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
-GENERATED = {'varlink-interface'}
+GENERATED = {'varlink-interface', 'observer.skel'}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 # Where the compiler's -I finds the project's headers (meson.build: include_directories), before

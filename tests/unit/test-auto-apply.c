@@ -372,6 +372,169 @@ static void test_rollout_one_step_at_a_time(void **state) {
         rings_free();
 }
 
+/* ---- the eBPF observer, faked: the test counts what the kernel would ---- */
+
+#define OWN_NETNS 4026531840u
+
+static Observer *h_observer_on(Harness *h) {
+        Observer *o;
+
+        assert_int_equal(observer_new_fake(OWN_NETNS, &o), 0);
+        evidence_set_observer(h->e->evidence, o);
+        probation_set_observer(h->e->probation, o);
+        return o;
+}
+
+/* d sends `n` packets of `len` bytes (IPv6): the device's counts, and those of its thresholds
+ * (a step's, set by the engine: near the size tried), as observer.bpf.c adds them. */
+static void h_observed_packets(Harness *h, Observer *o, int ifindex, uint32_t len, unsigned n) {
+        struct observer_dev v;
+        struct observer_near nr;
+
+        (void) observer_get(o, OWN_NETNS, ifindex, &v);
+        if (len > OBSERVER_BIG) {
+                v.big[OBSERVER_TX][OBSERVER_IPV6] += n;
+                v.tcp_sent_big += 45u * n;
+        }
+        v.tcp_sent += 45u * n;
+        assert_int_equal(observer_test_set(o, OWN_NETNS, ifindex, &v), 0);
+        if (observer_near_get(o, OWN_NETNS, ifindex, &nr) < 0)
+                return;
+        if (nr.len[0] != 0 && len > nr.len[0])
+                nr.count[0] += n;
+        if (len > OBSERVER_BIG && len > nr.largest[0])
+                nr.largest[0] = len;
+        assert_int_equal(observer_test_set_near(o, OWN_NETNS, ifindex, (const uint64_t *) nr.count, nr.largest), 0);
+}
+
+/* e0 (ifindex 2) on `yaml`, counted by a fake observer (*ret), started. */
+static Harness *h_observed_e0(const char *yaml, Observer **ret) {
+        Harness *h = h_new(yaml);
+
+        *ret = h_observer_on(h);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        return h;
+}
+
+/* Busy at its size; in each quarter second of a step's window above 65536, `n` more big
+ * retransmits of its own: until its search trips. */
+static void h_retransmit_until_a_trip(Harness *h, Observer *o, uint64_t n) {
+        for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->trips == 0; t++) {
+                uint32_t size = h_dev(h, 2)->current.gso_max_size;
+                h_observed_packets(h, o, 2, size, 20);
+                if (h_state(h, 2) == DEVICE_PROBATION && size > 65536) {
+                        struct observer_dev v;
+                        (void) observer_get(o, OWN_NETNS, 2, &v);
+                        v.tcp_retrans_big += n;
+                        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
+                }
+                h_step(h);
+        }
+}
+
+/* With the observer, busy at its size: the clean path settles at the bound in three steps, each
+ * counted by packets near the size tried (the threshold the engine set is the step's top
+ * quarter). */
+static void test_observer_clean_path_settles_at_the_bound(void **state) {
+        Observer *o;
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_e0(yaml, &o);
+        struct observer_near nr;
+        bool saw_step = false;
+        for (unsigned t = 0; t < 4 * 600 && search_of(h, 2)->phase != AUTO_SETTLED; t++) {
+                const AutoSearch *s = search_of(h, 2);
+                if (s->phase == AUTO_TRYING && observer_near_get(o, OWN_NETNS, 2, &nr) >= 0 &&
+                    h_dev(h, 2)->current.gso_max_size == s->trying) {
+                        assert_int_equal(nr.len[0], auto_search_count_near(s));
+                        assert_true(nr.len[0] > s->proven + (s->trying - s->proven) / 2);
+                        saw_step = true;
+                }
+                h_observed_packets(h, o, 2, h_dev(h, 2)->current.gso_max_size, 20);
+                h_step(h);
+        }
+        const AutoSearch *s = search_of(h, 2);
+        assert_true(saw_step);
+        assert_string_equal(auto_phase_to_string(s->phase), "settled");
+        assert_int_equal(s->proven, 524280);
+        assert_int_equal(s->steps, 3);
+        assert_int_equal(s->trips, 0);
+        h_free(h);
+        observer_free(o);
+}
+
+/* Packets above the old size but far below the size tried (what a path that drops the biggest
+ * still delivers, or traffic that never fills it) prove no step: the device goes back to 65536,
+ * the size tried its ceiling (busy, and short of it: another try would show the same); the
+ * search then proves only sizes whose top quarter the 100000-byte packets reach. */
+static void test_observer_packets_above_the_old_size_prove_nothing(void **state) {
+        Observer *o;
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_e0(yaml, &o);
+        unsigned unproven = 0;
+        for (unsigned t = 0; t < 4 * 300; t++) {
+                const AutoSearch *s = search_of(h, 2), before = *s;
+                /* 100000-byte packets: above 65536 (the old rule's proof of 131072), below
+                 * 131072 - 18432 */
+                h_observed_packets(h, o, 2, 100000, 20);
+                h_step(h);
+                if (before.phase == AUTO_TRYING && search_of(h, 2)->phase != AUTO_TRYING)
+                        unproven += search_of(h, 2)->proven == 65536;
+        }
+        const AutoSearch *s = search_of(h, 2);
+        /* 131072 was its ceiling; what the packets fill below it is proven (the old rule proved
+         * 131072 with them, then 262144 …) */
+        assert_true(unproven >= 1);
+        assert_true(s->trips >= 1);
+        assert_string_equal(s->ceiling_counter, AUTO_SHORT_COUNTER);
+        assert_true(s->ceiling <= 131072);
+        assert_true(s->proven < 131072 && s->proven - 18432 < 100000);
+        h_free(h);
+        observer_free(o);
+}
+
+/* The built-in guards with the observer: a step whose big packets are retransmitted (a tenth of
+ * them: a path that drops big ones) trips tcp.retrans-big, the device's own counter, and the
+ * size tried is the ceiling. */
+static void test_observer_big_retransmits_trip_the_step(void **state) {
+        Observer *o;
+        Harness *h = h_observed_e0("version: 1\n"
+                                   "policies:\n"
+                                   "  - name: auto\n"
+                                   "    match: {name: [e0]}\n"
+                                   "    ipv6: {gso-max-size: auto}\n"
+                                   "    rollback:\n"
+                                   "      window: 10s\n",
+                                   &o);
+        h_retransmit_until_a_trip(h, o, 90); /* of 900 big segments sent in each */
+        const AutoSearch *s = search_of(h, 2);
+        assert_int_equal(s->trips, 1);
+        assert_int_equal(s->ceiling, 131072);
+        assert_string_equal(s->ceiling_counter, "tcp.retrans-big");
+        assert_int_equal(s->proven, 65536);
+        h_free(h);
+        observer_free(o);
+}
+
+/* Fewer big retransmits than the built-in guard's 1 % (3 of 900 big segments each quarter second: 0.33 %)
+ * pass the window's guards but not the step's own bound (1/AUTO_RETRANS_BIG_DIV): the step is not
+ * proven, the size tried is the ceiling, and the device was never rolled back. */
+static void test_observer_step_bound_on_own_retransmits(void **state) {
+        Observer *o;
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_e0(yaml, &o);
+        h_retransmit_until_a_trip(h, o, 3); /* 0.33 % */
+        const AutoSearch *s = search_of(h, 2);
+        assert_int_equal(s->trips, 1);
+        assert_int_equal(s->ceiling, 131072);
+        assert_string_equal(s->ceiling_counter, AUTO_RETRANS_COUNTER);
+        assert_int_equal(s->proven, 65536);
+        assert_int_equal(device_history_get(h_dev(h, 2))->n_rollbacks, 0);
+        h_free(h);
+        observer_free(o);
+}
+
 /* The first in probation of devices 2..last. */
 static int first_in_probation(Harness *h, int last) {
         for (unsigned t = 0; t < 4 * 600; t++) {
@@ -771,6 +934,10 @@ int main(void) {
                 cmocka_unit_test_teardown(test_restart_resumes, h_teardown),
                 cmocka_unit_test_teardown(test_operator_rollback_ends_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_idle_searches_write_nothing, h_teardown),
+                cmocka_unit_test_teardown(test_observer_clean_path_settles_at_the_bound, h_teardown),
+                cmocka_unit_test_teardown(test_observer_packets_above_the_old_size_prove_nothing, h_teardown),
+                cmocka_unit_test_teardown(test_observer_big_retransmits_trip_the_step, h_teardown),
+                cmocka_unit_test_teardown(test_observer_step_bound_on_own_retransmits, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -947,6 +947,16 @@ static void test_guard_counters(void **state) {
                 {"TcpExt.TCPLossProbes", 0, GUARD_COUNTER_SNMP},
                 {"Icmp6.Icmp6InType1", 0, GUARD_COUNTER_SNMP},
                 {"Udp.In_Errors", 0, GUARD_COUNTER_SNMP},
+                {"drop.netfilter_drop", 0, GUARD_COUNTER_OBSERVER},
+                {"drop.any", 0, GUARD_COUNTER_OBSERVER},
+                {"tcp.sent", 0, GUARD_COUNTER_OBSERVER},
+                {"tcp.sent-big", 0, GUARD_COUNTER_OBSERVER},
+                {"tcp.retrans", 0, GUARD_COUNTER_OBSERVER},
+                {"tcp.retrans-big", 0, GUARD_COUNTER_OBSERVER},
+                {"tcp.retransmits", -EINVAL, 0},
+                {"drop.", -EINVAL, 0},
+                {"drop.Netfilter_drop", -EINVAL, 0},
+                {"drop.a-b", -EINVAL, 0},
                 {"link.tx_foo", -EINVAL, 0},
                 {"link.", -EINVAL, 0},
                 {"link", -EINVAL, 0},
@@ -1422,12 +1432,12 @@ static void test_load_files(void **state) {
         assert_int_equal(s->n_policies, 3);
         assert_int_equal(s->defaults.window_usec, 10 * SEC);
         assert_int_equal(s->defaults.interval_usec, 2 * SEC);
-        assert_int_equal(s->defaults.n_guards, 4); /* built-in */
+        assert_int_equal(s->defaults.n_guards, 5); /* built-in (with tcp.retrans-big per tcp.sent-big) */
         assert_int_equal(s->policies[0].rollback.window_usec, 10 * SEC);
         assert_int_equal(s->policies[0].rollback.interval_usec, 2 * SEC);
         assert_int_equal(s->policies[1].rollback.window_usec, 10 * SEC);
         assert_int_equal(s->policies[1].rollback.interval_usec, 3 * SEC);
-        assert_int_equal(s->policies[1].rollback.n_guards, 4);
+        assert_int_equal(s->policies[1].rollback.n_guards, 5);
         assert_int_equal(s->policies[2].rollback.window_usec, 30 * SEC);
         assert_int_equal(s->policies[2].rollback.interval_usec, 1 * SEC);
         assert_true(s->policies[2].rollback.has_guards);

@@ -1,0 +1,527 @@
+/* observer.c — loading the eBPF observer (the skeleton bpftool made of observer.bpf.c), reading
+ * its maps in batches into a sorted snapshot, and the kernel's drop reason names from BTF. */
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "observer.h"
+#include "observer.skel.h"
+#include "util.h"
+
+#define BATCH 1024u /* entries per lookup_batch call */
+
+typedef struct DevEntry {
+        struct observer_key key;
+        struct observer_dev v;
+} DevEntry;
+
+typedef struct DropEntry {
+        struct observer_drop_key key;
+        uint64_t n;
+} DropEntry;
+
+typedef struct NearEntry {
+        struct observer_key key;
+        struct observer_near v;
+} NearEntry;
+
+struct Observer {
+        struct observer_bpf *skel; /* NULL: fake */
+        uint32_t own_netns;
+        DevEntry *devs;
+        size_t n_devs, cap_devs;
+        DropEntry *drops;
+        size_t n_drops, cap_drops;
+        NearEntry *nears;
+        size_t n_nears, cap_nears;
+        uint64_t read_at, read_cost;
+        uint64_t loaded_usec;
+};
+
+static const char *const mode_table[_OBSERVER_MODE_MAX] = {
+        [OBSERVER_MODE_AUTO] = "auto",
+        [OBSERVER_MODE_EBPF] = "ebpf",
+        [OBSERVER_MODE_PACKET_SOCKET] = "packet-socket",
+};
+
+const char *observer_mode_to_string(ObserverMode m) {
+        return m >= 0 && m < _OBSERVER_MODE_MAX ? mode_table[m] : NULL;
+}
+
+ObserverMode observer_mode_from_string(const char *s) {
+        for (ObserverMode m = 0; s && m < _OBSERVER_MODE_MAX; m++)
+                if (streq_ptr(s, mode_table[m]))
+                        return m;
+        return _OBSERVER_MODE_INVALID;
+}
+
+static uint64_t mono_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static int own_netns(uint32_t *ret) {
+        struct stat st;
+        if (stat("/proc/self/ns/net", &st) < 0)
+                return -errno;
+        *ret = (uint32_t) st.st_ino;
+        return 0;
+}
+
+/* libbpf prints through this; its lines are not ours to log (they say "libbpf: …" on stderr
+ * when a load fails, which the caller says once, in its own words). */
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap) {
+        (void) level;
+        (void) fmt;
+        (void) ap;
+        return 0;
+}
+
+static int why(char **ret_why, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (vasprintf(ret_why, fmt, ap) < 0)
+                *ret_why = NULL;
+        va_end(ap);
+        return 0;
+}
+
+int observer_new(Observer **ret, char **ret_why) {
+        _cleanup_(freep) Observer *o = calloc(1, sizeof(*o));
+        int r;
+
+        *ret_why = NULL;
+        if (!o)
+                return -ENOMEM;
+        r = own_netns(&o->own_netns);
+        if (r < 0) {
+                why(ret_why, "cannot read /proc/self/ns/net: %s", strerror(-r));
+                return r;
+        }
+        if (access("/sys/kernel/btf/vmlinux", R_OK) < 0) {
+                r = -errno;
+                why(ret_why, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s)", strerror(-r));
+                return r;
+        }
+        libbpf_set_print(quiet_print);
+        o->skel = observer_bpf__open();
+        if (!o->skel) {
+                r = -errno;
+                why(ret_why, "opening the eBPF object: %s", strerror(-r));
+                return r ?: -EINVAL;
+        }
+        r = observer_bpf__load(o->skel);
+        if (r < 0) {
+                why(ret_why, "loading the eBPF object: %s%s", strerror(-r),
+                    r == -EPERM || r == -EACCES ? " (CAP_BPF and CAP_PERFMON needed, or lockdown forbids it)" : "");
+                observer_bpf__destroy(o->skel);
+                return r;
+        }
+        r = observer_bpf__attach(o->skel);
+        if (r < 0) {
+                why(ret_why, "attaching to the tracepoints: %s", strerror(-r));
+                observer_bpf__destroy(o->skel);
+                return r;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->loaded_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+uint64_t observer_loaded_usec(const Observer *o) {
+        return o->loaded_usec;
+}
+
+int observer_new_fake(uint32_t own, Observer **ret) {
+        Observer *o = calloc(1, sizeof(*o));
+        if (!o)
+                return -ENOMEM;
+        o->own_netns = own;
+        *ret = o;
+        return 0;
+}
+
+void observer_free(Observer *o) {
+        if (!o)
+                return;
+        if (o->skel)
+                observer_bpf__destroy(o->skel);
+        free(o->devs);
+        free(o->drops);
+        free(o->nears);
+        free(o);
+}
+
+uint32_t observer_own_netns(const Observer *o) {
+        return o->own_netns;
+}
+
+static int cmp_key(const void *a, const void *b) {
+        const struct observer_key *x = a, *y = b;
+        if (x->netns != y->netns)
+                return x->netns < y->netns ? -1 : 1;
+        return x->ifindex < y->ifindex ? -1 : x->ifindex > y->ifindex;
+}
+
+static int cmp_drop_key(const void *a, const void *b) {
+        const struct observer_drop_key *x = a, *y = b;
+        int c = cmp_key(a, b); /* netns and ifindex first, as in observer_key */
+        if (c != 0)
+                return c;
+        return x->reason < y->reason ? -1 : x->reason > y->reason;
+}
+
+static int grow(void **p, size_t *cap, size_t want, size_t size) {
+        if (want <= *cap)
+                return 0;
+        size_t c = *cap ? *cap : 64;
+        while (c < want)
+                c *= 2;
+        void *n = reallocarray(*p, c, size);
+        if (!n)
+                return -ENOMEM;
+        *p = n;
+        *cap = c;
+        return 0;
+}
+
+/* Every entry of map `fd` into *entries (key then value, `esize` bytes each, the key `ksize`),
+ * BATCH at a time. */
+static int read_map(int fd, size_t ksize, size_t vsize, size_t esize, void **entries, size_t *n, size_t *cap) {
+        _cleanup_(freep) uint8_t *keys = malloc(BATCH * ksize), *values = malloc(BATCH * vsize);
+        uint8_t in[16], out[16]; /* the hash maps' batch token is a u32 bucket index */
+        bool first = true;
+        size_t total = 0;
+
+        if (!keys || !values)
+                return -ENOMEM;
+        for (;;) {
+                __u32 count = BATCH;
+                int r = bpf_map_lookup_batch(fd, first ? NULL : in, out, keys, values, &count, NULL);
+                int err = r < 0 ? -errno : 0;
+                if (err < 0 && err != -ENOENT)
+                        return err;
+                if (grow(entries, cap, total + count, esize) < 0)
+                        return -ENOMEM;
+                for (__u32 i = 0; i < count; i++) {
+                        uint8_t *e = (uint8_t *) *entries + (total + i) * esize;
+                        memcpy(e, keys + i * ksize, ksize);
+                        memcpy(e + esize - vsize, values + i * vsize, vsize);
+                }
+                total += count;
+                if (err == -ENOENT)
+                        break;
+                memcpy(in, out, sizeof(in));
+                first = false;
+        }
+        *n = total;
+        return 0;
+}
+
+int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec) {
+        uint64_t t0;
+        int r;
+
+        if (max_age_usec > 0 && o->read_at > 0 && now_usec >= o->read_at && now_usec - o->read_at < max_age_usec)
+                return 0;
+        if (!o->skel) {
+                o->read_at = now_usec ?: 1;
+                return 0;
+        }
+        t0 = mono_usec();
+        r = read_map(bpf_map__fd(o->skel->maps.devs), sizeof(struct observer_key), sizeof(struct observer_dev),
+                     sizeof(DevEntry), (void **) &o->devs, &o->n_devs, &o->cap_devs);
+        if (r >= 0)
+                r = read_map(bpf_map__fd(o->skel->maps.drops), sizeof(struct observer_drop_key), sizeof(uint64_t),
+                             sizeof(DropEntry), (void **) &o->drops, &o->n_drops, &o->cap_drops);
+        if (r >= 0)
+                r = read_map(bpf_map__fd(o->skel->maps.nears), sizeof(struct observer_key),
+                             sizeof(struct observer_near), sizeof(NearEntry), (void **) &o->nears, &o->n_nears,
+                             &o->cap_nears);
+        if (r < 0)
+                return r;
+        if (o->n_devs > 1)
+                qsort(o->devs, o->n_devs, sizeof(DevEntry), cmp_key);
+        if (o->n_drops > 1)
+                qsort(o->drops, o->n_drops, sizeof(DropEntry), cmp_drop_key);
+        if (o->n_nears > 1)
+                qsort(o->nears, o->n_nears, sizeof(NearEntry), cmp_key);
+        o->read_at = now_usec ?: 1;
+        o->read_cost = mono_usec() - t0;
+        return 0;
+}
+
+uint64_t observer_read_at(const Observer *o) {
+        return o->read_at;
+}
+
+uint64_t observer_read_cost_usec(const Observer *o) {
+        return o->read_cost;
+}
+
+void observer_entries(const Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
+        *ret_devs = o->n_devs;
+        *ret_drops = o->n_drops;
+        *ret_nears = o->n_nears;
+}
+
+static uint64_t map_bytes(const struct bpf_map *m) {
+        _cleanup_(freep) char *path = NULL, *text = NULL;
+        char buf[4096];
+        size_t n;
+        FILE *f;
+
+        if (asprintf(&path, "/proc/self/fdinfo/%d", bpf_map__fd(m)) < 0)
+                return 0;
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *p = strstr(buf, "memlock:");
+        return p ? strtoull(p + strlen("memlock:"), NULL, 10) : 0;
+}
+
+uint64_t observer_map_bytes(const Observer *o) {
+        if (!o->skel)
+                return 0;
+        return map_bytes(o->skel->maps.devs) + map_bytes(o->skel->maps.drops) + map_bytes(o->skel->maps.nears);
+}
+
+static const DevEntry *find_dev(const Observer *o, uint32_t netns, int ifindex) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        return o->n_devs ? bsearch(&k, o->devs, o->n_devs, sizeof(DevEntry), cmp_key) : NULL;
+}
+
+static const NearEntry *find_near(const Observer *o, uint32_t netns, int ifindex) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        return o->n_nears ? bsearch(&k, o->nears, o->n_nears, sizeof(NearEntry), cmp_key) : NULL;
+}
+
+int observer_get(const Observer *o, uint32_t netns, int ifindex, struct observer_dev *ret) {
+        const DevEntry *e = find_dev(o, netns, ifindex);
+
+        *ret = e ? e->v : (struct observer_dev){};
+        return e ? 0 : -ENOENT;
+}
+
+uint64_t observer_drops(const Observer *o, uint32_t netns, int ifindex, uint32_t reason) {
+        struct observer_drop_key k = {.netns = netns, .ifindex = (uint32_t) ifindex, .reason = reason};
+        uint64_t sum = 0;
+
+        if (reason != UINT32_MAX) {
+                const DropEntry *e = o->n_drops ? bsearch(&k, o->drops, o->n_drops, sizeof(DropEntry), cmp_drop_key) : NULL;
+                return e ? e->n : 0;
+        }
+        for (size_t i = 0; i < o->n_drops; i++)
+                if (cmp_key(&o->drops[i].key, &k) == 0)
+                        sum += o->drops[i].n;
+        return sum;
+}
+
+int observer_near_get(const Observer *o, uint32_t netns, int ifindex, struct observer_near *ret) {
+        const NearEntry *e = find_near(o, netns, ifindex);
+
+        if (!e)
+                return -ENOENT;
+        *ret = e->v;
+        return 0;
+}
+
+/* The snapshot's entry of `k` in a sorted array, inserted (zeroed) when missing. */
+static void *upsert(void **arr, size_t *n, size_t *cap, size_t esize, const void *key, size_t ksize,
+                    int (*cmp)(const void *, const void *)) {
+        size_t lo = 0, hi = *n;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                int c = cmp((uint8_t *) *arr + mid * esize, key);
+                if (c == 0)
+                        return (uint8_t *) *arr + mid * esize;
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (grow(arr, cap, *n + 1, esize) < 0)
+                return NULL;
+        uint8_t *e = (uint8_t *) *arr + lo * esize;
+        memmove(e + esize, e, (*n - lo) * esize);
+        memset(e, 0, esize);
+        memcpy(e, key, ksize);
+        (*n)++;
+        return e;
+}
+
+static void remove_at(void *arr, size_t *n, size_t esize, size_t i) {
+        memmove((uint8_t *) arr + i * esize, (uint8_t *) arr + (i + 1) * esize, (*n - i - 1) * esize);
+        (*n)--;
+}
+
+int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 4]) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        struct observer_near v = {};
+        NearEntry *e;
+
+        memcpy(v.len, len, sizeof(v.len));
+        if (o->skel && bpf_map_update_elem(bpf_map__fd(o->skel->maps.nears), &k, &v, BPF_ANY) < 0)
+                return -errno;
+        e = upsert((void **) &o->nears, &o->n_nears, &o->cap_nears, sizeof(NearEntry), &k, sizeof(k), cmp_key);
+        if (!e)
+                return -ENOMEM;
+        e->v = v;
+        return 0;
+}
+
+void observer_near_clear(Observer *o, uint32_t netns, int ifindex) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        const NearEntry *e = find_near(o, netns, ifindex);
+
+        if (o->skel)
+                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.nears), &k);
+        if (e)
+                remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
+}
+
+void observer_forget(Observer *o, uint32_t netns, int ifindex) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        const DevEntry *e = find_dev(o, netns, ifindex);
+
+        observer_near_clear(o, netns, ifindex);
+        if (o->skel)
+                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.devs), &k);
+        if (e)
+                remove_at(o->devs, &o->n_devs, sizeof(DevEntry), (size_t) (e - o->devs));
+        for (size_t i = o->n_drops; i > 0; i--)
+                if (cmp_key(&o->drops[i - 1].key, &k) == 0) {
+                        if (o->skel)
+                                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.drops), &o->drops[i - 1].key);
+                        remove_at(o->drops, &o->n_drops, sizeof(DropEntry), i - 1);
+                }
+}
+
+/* ---- drop reasons ---- */
+
+static char **reason_names;  /* NULL-terminated, lower case */
+static uint32_t *reason_values;
+static size_t n_reasons;
+static int reasons_error;    /* 0: not read yet; <0: could not be */
+
+static int read_reasons(void) {
+        struct btf *btf;
+        int id;
+
+        if (reason_names || reasons_error < 0)
+                return reasons_error;
+        libbpf_set_print(quiet_print);
+        btf = btf__load_vmlinux_btf();
+        if (!btf)
+                return (reasons_error = -EOPNOTSUPP);
+        id = btf__find_by_name_kind(btf, "skb_drop_reason", BTF_KIND_ENUM);
+        const struct btf_type *t = id > 0 ? btf__type_by_id(btf, (__u32) id) : NULL;
+        if (!t) {
+                btf__free(btf);
+                return (reasons_error = -EOPNOTSUPP);
+        }
+        size_t vlen = btf_vlen(t);
+        const struct btf_enum *en = btf_enum(t);
+        reason_names = calloc(vlen + 1, sizeof(char *));
+        reason_values = calloc(vlen + 1, sizeof(uint32_t));
+        if (!reason_names || !reason_values) {
+                btf__free(btf);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < vlen; i++) {
+                const char *name = btf__name_by_offset(btf, en[i].name_off);
+                static const char prefix[] = "SKB_DROP_REASON_";
+                if (!name || strncmp(name, prefix, strlen(prefix)) != 0 || streq_ptr(name, "SKB_DROP_REASON_MAX"))
+                        continue; /* SKB_CONSUMED (no drop), the last one's _MAX */
+                char *s = strdup(name + strlen(prefix));
+                if (!s)
+                        break;
+                for (char *p = s; *p; p++)
+                        *p = (char) tolower((unsigned char) *p);
+                reason_names[n_reasons] = s;
+                reason_values[n_reasons++] = (uint32_t) en[i].val;
+        }
+        btf__free(btf);
+        return 0;
+}
+
+int observer_drop_reason(const char *name, uint32_t *ret) {
+        int r = read_reasons();
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n_reasons; i++)
+                if (streq_ptr(reason_names[i], name)) {
+                        *ret = reason_values[i];
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+const char *const *observer_drop_reason_names(size_t *ret_n) {
+        if (read_reasons() < 0)
+                return NULL;
+        if (ret_n)
+                *ret_n = n_reasons;
+        return (const char *const *) reason_names;
+}
+
+/* ---- benchmarks and tests ---- */
+
+int observer_bench_fill(Observer *o, uint32_t netns, size_t n) {
+        if (!o->skel)
+                return -EOPNOTSUPP;
+        for (size_t i = 1; i <= n; i++) {
+                struct observer_key k = {.netns = netns, .ifindex = (uint32_t) i};
+                struct observer_dev v = {.tcp_sent = i, .big[OBSERVER_TX][OBSERVER_IPV6] = i};
+                struct observer_drop_key dk = {.netns = netns, .ifindex = (uint32_t) i, .reason = 2};
+                uint64_t one = 1;
+                if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.devs), &k, &v, BPF_ANY) < 0 ||
+                    bpf_map_update_elem(bpf_map__fd(o->skel->maps.drops), &dk, &one, BPF_ANY) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+int observer_test_set(Observer *o, uint32_t netns, int ifindex, const struct observer_dev *v) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        DevEntry *e = upsert((void **) &o->devs, &o->n_devs, &o->cap_devs, sizeof(DevEntry), &k, sizeof(k), cmp_key);
+        if (!e)
+                return -ENOMEM;
+        e->v = *v;
+        return 0;
+}
+
+int observer_test_set_drops(Observer *o, uint32_t netns, int ifindex, uint32_t reason, uint64_t n) {
+        struct observer_drop_key k = {.netns = netns, .ifindex = (uint32_t) ifindex, .reason = reason};
+        DropEntry *e = upsert((void **) &o->drops, &o->n_drops, &o->cap_drops, sizeof(DropEntry), &k, sizeof(k),
+                              cmp_drop_key);
+        if (!e)
+                return -ENOMEM;
+        e->n = n;
+        return 0;
+}
+
+int observer_test_set_near(Observer *o, uint32_t netns, int ifindex, const uint64_t count[static 4],
+                           const uint32_t largest[static 4]) {
+        NearEntry *e = (NearEntry *) find_near(o, netns, ifindex);
+        if (!e)
+                return -ENOENT;
+        memcpy(e->v.count, count, sizeof(e->v.count));
+        memcpy(e->v.largest, largest, sizeof(e->v.largest));
+        return 0;
+}

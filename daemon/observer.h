@@ -1,0 +1,83 @@
+/* observer.h — the eBPF observer (observer.bpf.c): what the stack does to every device of every
+ * namespace, counted in the kernel and read here once per tick, all entries of a map in one
+ * batch. Devices are named by (the inode of their network namespace, ifindex). Without the
+ * kernel's support (no BTF, no CAP_BPF/CAP_PERFMON, lockdown, an older kernel) it does not load,
+ * and the daemon falls back on packet sockets and namespace-wide counters (the reason is kept
+ * for status). Tests use a fake one, whose entries they set. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "observer-map.h"
+
+typedef enum ObserverMode {
+        OBSERVER_MODE_AUTO,          /* eBPF when it loads, else packet sockets */
+        OBSERVER_MODE_EBPF,          /* eBPF or nothing: the daemon does not start without it */
+        OBSERVER_MODE_PACKET_SOCKET, /* today's packet sockets and namespace-wide counters */
+        _OBSERVER_MODE_MAX,
+        _OBSERVER_MODE_INVALID = -EINVAL,
+} ObserverMode;
+
+const char *observer_mode_to_string(ObserverMode m);
+ObserverMode observer_mode_from_string(const char *s);
+
+typedef struct Observer Observer;
+
+/* Load the object and attach its programs. On failure *ret_why (allocated) says why in words for
+ * status ("the kernel has no BTF (/sys/kernel/btf/vmlinux)", "loading the eBPF object: Operation
+ * not permitted (CAP_BPF and CAP_PERFMON needed)", …). `now_usec`: CLOCK_MONOTONIC. */
+int observer_new(Observer **ret, char **ret_why);
+/* For tests: a map in memory that observer_test_set() fills, never the kernel's. `own_netns` the
+ * inode that stands for the daemon's own namespace. */
+int observer_new_fake(uint32_t own_netns, Observer **ret);
+void observer_free(Observer *o);
+
+/* CLOCK_REALTIME, microseconds: when it was loaded (its counts begin); 0 for a fake one. */
+uint64_t observer_loaded_usec(const Observer *o);
+/* The inode of the daemon's own network namespace (a device of it has no NetnsId). */
+uint32_t observer_own_netns(const Observer *o);
+
+/* Read every entry of the maps, one batch per map: the snapshot the getters below answer from.
+ * `now_usec` CLOCK_MONOTONIC; with max_age_usec > 0 nothing is read when the snapshot is younger. */
+int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec);
+/* When the last read was (CLOCK_MONOTONIC; 0: never), and how long it took. */
+uint64_t observer_read_at(const Observer *o);
+uint64_t observer_read_cost_usec(const Observer *o);
+/* Entries in the snapshot: devices, (device, reason) drops, thresholds. */
+void observer_entries(const Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);
+/* The bytes of kernel memory the maps hold (as the kernel reports them: memlock), 0 unknown. */
+uint64_t observer_map_bytes(const Observer *o);
+
+/* A device's counts at the last read; zeros (and -ENOENT) when it carried nothing yet. */
+int observer_get(const Observer *o, uint32_t netns, int ifindex, struct observer_dev *ret);
+/* Its drops of one reason, or of every reason when `reason` is UINT32_MAX. */
+uint64_t observer_drops(const Observer *o, uint32_t netns, int ifindex, uint32_t reason);
+/* Its thresholds' counts at the last read (-ENOENT: none set). */
+int observer_near_get(const Observer *o, uint32_t netns, int ifindex, struct observer_near *ret);
+/* Count, from now, its packets longer than len[i] for size i (0: not counted), and the largest
+ * above OBSERVER_BIG; the counts start from zero. */
+int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 4]);
+/* Stop counting thresholds for it. */
+void observer_near_clear(Observer *o, uint32_t netns, int ifindex);
+/* The device went: its entries go (kernel and snapshot). */
+void observer_forget(Observer *o, uint32_t netns, int ifindex);
+
+/* The kernel's drop reasons (enum skb_drop_reason, read from the running kernel's BTF), by their
+ * names lower case without SKB_DROP_REASON_: "netfilter_drop" → 12. -ENOENT when unknown;
+ * -EOPNOTSUPP when there is no BTF to read them from. The table is read once. */
+int observer_drop_reason(const char *name, uint32_t *ret);
+/* All of them (NULL-terminated, borrowed), for did-you-mean; NULL without BTF. */
+const char *const *observer_drop_reason_names(size_t *ret_n);
+
+/* Benchmarks: `n` made-up devices of namespace `netns` (ifindex 1..n) in the kernel's maps, each
+with counts and one drop reason, as a host with that many busy devices has. */
+int observer_bench_fill(Observer *o, uint32_t netns, size_t n);
+
+/* Tests: set a device's counts, drops, or the counts of its thresholds, as the kernel would. */
+int observer_test_set(Observer *o, uint32_t netns, int ifindex, const struct observer_dev *v);
+int observer_test_set_drops(Observer *o, uint32_t netns, int ifindex, uint32_t reason, uint64_t n);
+int observer_test_set_near(Observer *o, uint32_t netns, int ifindex, const uint64_t count[static 4],
+                           const uint32_t largest[static 4]);

@@ -53,9 +53,10 @@ from nspawn import booted, journal_on_failure, package_deb
 pytestmark = [pytest.mark.xdist_group('nspawn'), pytest.mark.slow]
 
 EXPOSURE_MAX = 2.0
-# seconds for the whole module, the container's boots included: 180 alone, more beside the
-# other tests of a parallel run (scripts/test.sh), which share the two cores
-BUDGET = 300
+# seconds for the whole module, the container's boots included: 180 alone, three times that
+# beside the other tests of a parallel run (scripts/test.sh: pytest-xdist), which share the two
+# cores (241 s and 321 s were seen with other work on the machine)
+BUDGET = 180 * (3 if os.environ.get('PYTEST_XDIST_WORKER') else 1)
 ROUNDS = 10
 BIG = sizes4(185000)       # the shipped policy (conf/bigtcpd.yaml): every veth at 185000
 EDITED = sizes4(150000)    # the operator's edit

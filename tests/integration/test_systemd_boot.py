@@ -623,7 +623,7 @@ def test_upgrade_keeps_state_and_edited_policy(box, tmp_path):
     c.run('systemctl', 'reload', 'bigtcpd')
     wait_sizes(c, {n: EDITED for n in ('va', 'vb', 'wa', 'wb')}, 'the edited policy')
     state_before = state_originals(c, tmp_path / 'before')
-    originals = {d['ifname']: d['original'] for d in devices(c).values() if d['original']}
+    originals = {d['ifname']: d['original'] for d in devices(c).values() if d.get('original')}
     assert set(originals) == {'va', 'vb', 'wa', 'wb'}, originals
     pid = main_pid(c)
     old = deb_version(c.deb)
@@ -643,7 +643,7 @@ def test_upgrade_keeps_state_and_edited_policy(box, tmp_path):
     log = c.run('journalctl', f'--after-cursor={cursor}', '-u', 'bigtcpd', '-o', 'cat', '--no-pager').stdout
     assert starts and not re.search(r': writing ', log), log
     assert 'state: original sizes of 4 devices recorded by an earlier run' in log, log
-    after = {d['ifname']: d['original'] for d in devices(c).values() if d['original']}
+    after = {d['ifname']: d['original'] for d in devices(c).values() if d.get('original')}
     assert after == originals
     assert state_originals(c, tmp_path / 'after') == state_before == originals
     assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: EDITED for n in ('va', 'vb', 'wa', 'wb')}

@@ -286,7 +286,7 @@ def test_upgrade_from_the_repository_unattended(box, tmp_path):
     old, new = deb_version(c.prev), deb_version(c.new)
     mine = c.path('/etc/bigtcpd/bigtcpd.yaml').read_text()
     before = state(c, tmp_path / 'before')
-    originals = {n: d['original'] for n, d in devices(c).items() if d['original']}
+    originals = {n: d['original'] for n, d in devices(c).items() if d.get('original')}
     assert set(originals) == set(ALL), originals
     pid = main_pid(c)
 
@@ -323,7 +323,7 @@ def test_upgrade_from_the_repository_unattended(box, tmp_path):
         assert after[n]['original'] == before[n]['original'], (n, before[n], after[n])
     assert after['va'].get('held') == before['va']['held'], (before['va'], after['va'])
     now = devices(c)
-    assert {n: d['original'] for n, d in now.items() if d['original']} == originals
+    assert {n: d['original'] for n, d in now.items() if d.get('original')} == originals
     assert now['va']['state'] == 'rolled-back' and now['vb']['state'] in ('applied', 'probation'), now
     assert sizes_now(c) == {'va': ORIG, 'vb': EDITED, 'lxca': EDITED, 'lxcb': EDITED}
     assert ctl_json(c, 'status')['writes'] == 0

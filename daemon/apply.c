@@ -9,9 +9,9 @@
 #include "intern.h"
 #include "ethtool.h"
 #include "guard.h"
-#include "lifecycle.h"
+#include "device-lifecycle.h"
 #include "log-fields.h"
-#include "match.h"
+#include "policy-match.h"
 #include "reconcile.h"
 #include "route.h"
 

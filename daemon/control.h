@@ -8,10 +8,10 @@
 #include <json-c/json.h>
 
 #include "engine.h"
-#include "netns.h"
-#include "reload.h"
+#include "netns-set.h"
+#include "policy-reload.h"
 #include "sync.h"
-#include "try.h"
+#include "policy-try.h"
 #include "worker.h"
 
 typedef struct Control {

@@ -7,7 +7,7 @@
 
 #include "device.h"
 #include "intern.h"
-#include "link-message.h"
+#include "netlink-link.h"
 #include "pool.h"
 
 _Static_assert(DEVICE_IFNAMSIZ == IFNAMSIZ, "a Device's ifname holds IFNAMSIZ bytes");

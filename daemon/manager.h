@@ -9,16 +9,16 @@
 #include <sys/utsname.h>
 
 #include "control.h"
-#include "dbus-manager.h"
+#include "manager-dbus.h"
 #include "engine.h"
 #include "metrics-http.h"
 #include "netlink.h"
-#include "netns.h"
-#include "notify.h"
-#include "reload.h"
+#include "netns-set.h"
+#include "manager-notify.h"
+#include "policy-reload.h"
 #include "sync.h"
-#include "try.h"
-#include "varlink-manager.h"
+#include "policy-try.h"
+#include "manager-varlink.h"
 
 typedef struct ManagerConfig {
         const char *config_path; /* NULL: the standard files and drop-ins */

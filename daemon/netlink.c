@@ -10,7 +10,7 @@
 #include "linux-compat.h"
 #include "log.h"
 #include "netlink.h"
-#include "stats-message.h"
+#include "netlink-stats.h"
 
 #define READ_BUDGET 256            /* datagrams per wakeup, so writes and acks interleave */
 #define RECV_BUFFER (256u * 1024u) /* larger than any rtnetlink datagram */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ethtool.h"
-#include "link-message.h"
+#include "netlink-link.h"
 #include "log.h"
 #include "netns-peek.h"
 #include "route.h"

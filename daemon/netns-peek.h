@@ -9,7 +9,7 @@
 #include <event2/event.h>
 
 #include "device.h"
-#include "netns.h"
+#include "netns-set.h"
 
 #define NETNS_PEEK_MAX 64u
 #define NETNS_PEEK_DEVICES_MAX 4096u

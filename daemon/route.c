@@ -6,7 +6,7 @@
 #include <netlink/msg.h>
 #include <sys/socket.h>
 
-#include "match.h"
+#include "policy-match.h"
 #include "route.h"
 
 static struct nla_policy route_policy[RTA_MAX + 1] = {

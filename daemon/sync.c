@@ -6,11 +6,11 @@
 #include <sys/socket.h>
 
 #include "apply.h"
-#include "lifecycle.h"
-#include "link-message.h"
+#include "device-lifecycle.h"
+#include "netlink-link.h"
 #include "log-fields.h"
 #include "route.h"
-#include "stats-message.h"
+#include "netlink-stats.h"
 #include "sync.h"
 
 typedef enum SyncPhase {

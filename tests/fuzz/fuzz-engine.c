@@ -16,8 +16,8 @@
 
 #include "fuzz-engine.h"
 #include "fuzz.h"
-#include "lifecycle.h"
-#include "link-message.h"
+#include "device-lifecycle.h"
+#include "netlink-link.h"
 #include "linux-compat.h"
 #include "reconcile.h"
 #include "rollout.h"

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 
 #include "fuzz.h"
-#include "match.h"
+#include "policy-match.h"
 #include "policy.h"
 
 typedef struct FakeRoute {

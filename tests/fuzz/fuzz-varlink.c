@@ -38,7 +38,7 @@
 #include "control.h"
 #include "fuzz-engine.h"
 #include "fuzz.h"
-#include "varlink-manager.h"
+#include "manager-varlink.h"
 
 #define CLIENT_UID 65534
 #define PUMP_SLACK 100000u /* event loop turns beyond the writes: a stuck connection is a finding */

@@ -164,12 +164,12 @@ def test_man_pages_render(tree):
 
 def test_format_man_page_is_complete(tree):
     """bigtcpd.yaml(5) names every key the parser knows, every link counter, and the built-in
-    defaults, taken from the parser's sources (daemon/policy*.c, daemon/parse-util.c) so that a new
+    defaults, taken from the parser's sources (daemon/policy*.c, lib/parse-util.c) so that a new
     key cannot go undocumented."""
     text = man(tree['dest'] / 'usr/share/man/man5/bigtcpd.yaml.5', width=200)
     # Words that the formatter hyphenated at a line end anyway are joined again.
     flat = re.sub(r'\s+', ' ', re.sub(r'\u2010\n\s*', '', text).replace('\u2010', '-'))
-    sources = sorted((REPO / 'daemon').glob('policy*.c')) + [REPO / 'daemon/parse-util.c']
+    sources = sorted((REPO / 'daemon').glob('policy*.c')) + [REPO / 'lib/parse-util.c']
     src = ''.join(f.read_text() for f in sources)
     keys = set()
     for table in re.findall(r'_keys\[[^\]]*\] = \{(.*?)\};', src, re.S):

@@ -17,7 +17,7 @@ import nl
 from helpers import REPO, T, at, sizes4, veth
 from policies import standard_policy
 
-LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # daemon/log.h
+LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # lib/log.h
 
 
 def parse_native(data):
@@ -109,7 +109,7 @@ def function_lines(path, name):
 
 def test_entries_carry_their_call_site(ns, confdir, daemon, journal):
     """Each entry names the function, file and line that logged it: the writes (MESSAGE_ID of a
-    write) come from log_write() in daemon/lifecycle.c, at a line inside it; the entries do not
+    write) come from log_write() in daemon/device-lifecycle.c, at a line inside it; the entries do not
     all name one place."""
     veth(ns, 'va', 'vb')
     cfg = confdir / 'bigtcpd.yaml'
@@ -124,7 +124,7 @@ def test_entries_carry_their_call_site(ns, confdir, daemon, journal):
     assert {e.get('INTERFACE') for e in writes} == {'va', 'vb'}, got
     body = function_lines(REPO / 'daemon' / 'lifecycle.c', 'log_write')
     for e in writes:
-        assert (e['CODE_FUNC'], e['CODE_FILE']) == ('log_write', 'daemon/lifecycle.c'), e
+        assert (e['CODE_FUNC'], e['CODE_FILE']) == ('log_write', 'daemon/device-lifecycle.c'), e
         assert int(e['CODE_LINE']) in body, (e, body)
     # the journalctl CODE_FUNC=log_write query: the writes, and only they
     assert [e for e in got if e.get('CODE_FUNC') == 'log_write'] == writes

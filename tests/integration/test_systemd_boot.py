@@ -253,7 +253,7 @@ def test_journal_has_the_decisions(box):
         assert line in log, f'{line!r} not in journalctl -u bigtcpd:\n{log[-3000:]}'
 
 
-LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # daemon/log.h
+LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # lib/log.h
 LOG_ID_ROLLBACK = 'dead71caba744ee4a84e55d96f6e3464'
 
 
@@ -276,10 +276,10 @@ def test_journal_can_be_queried(box):
     assert w['MESSAGE'].startswith('va: writing gso_max_size 65536→185000'), w
     assert {e.get('INTERFACE') for e in entries(f'MESSAGE_ID={LOG_ID_WRITE}')} >= {'va', 'vb', 'wa', 'wb'}
     # by call site: `journalctl CODE_FUNC=log_write` finds the writes (log_write() in
-    # daemon/lifecycle.c logs them), and no entry names the logger itself
+    # daemon/device-lifecycle.c logs them), and no entry names the logger itself
     by_site = entries('CODE_FUNC=log_write')
     assert {e['MESSAGE'] for e in by_site} >= {e['MESSAGE'] for e in entries(f'MESSAGE_ID={LOG_ID_WRITE}')}, by_site
-    assert {e['CODE_FILE'] for e in by_site} == {'daemon/lifecycle.c'}, by_site
+    assert {e['CODE_FILE'] for e in by_site} == {'daemon/device-lifecycle.c'}, by_site
     assert entries('_SYSTEMD_UNIT=bigtcpd.service', 'CODE_FUNC=send_journal') == []
     assert c.run('journalctl', '--list-catalog', LOG_ID_WRITE).stdout == (
         f'{LOG_ID_WRITE} bigtcpd: bigtcpd changed the BIG TCP sizes of @INTERFACE@\n')

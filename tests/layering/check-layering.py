@@ -16,30 +16,36 @@ from pathlib import Path
 
 # From the bottom up. The review's target layout, with the parts as they are named here.
 LAYERS = [
-    ('base', ['util', 'log', 'sizes', 'linux-compat', 'utf8', 'intern', 'pool']),
-    ('pure', ['log-fields', 'parse-util', 'counters', 'link-message', 'policy', 'policy-yaml', 'policy-files',
-              'policy-parse', 'policy-record', 'policy-watch', 'match', 'reconcile', 'device', 'route', 'ethtool',
-              'guard', 'stats-message', 'netlink', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
-              'packet-maker', 'auto-size', 'auto-queue', 'json-read', 'metrics', 'observer', 'observer.bpf',
-              'observer-map', 'observer-kernel']),
+    ('lib: base', ['util', 'log', 'linux-compat', 'utf8', 'intern', 'pool']),
+    ('lib: protocols and children', ['parse-util', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
+                                     'packet-maker']),
+    ('pure', ['sizes', 'log-fields', 'counters', 'netlink-link', 'policy', 'policy-yaml', 'policy-files',
+              'policy-parse', 'policy-record', 'policy-watch', 'policy-match', 'reconcile', 'device', 'route',
+              'ethtool', 'guard', 'netlink-stats', 'netlink', 'auto-size', 'auto-queue', 'json-read', 'metrics',
+              'observer', 'observer.bpf', 'observer-map', 'observer-kernel']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
     ('engine', ['engine']),
-    ('decisions', ['auto-apply', 'lifecycle', 'apply']),
+    ('decisions', ['auto-apply', 'device-lifecycle', 'apply']),
     ('kernel side', ['sync']),
     ('namespace', ['namespace']),
-    ('policy reload', ['reload', 'try']),
-    ('namespaces', ['netns', 'netns-peek']),
+    ('policy reload', ['policy-reload', 'policy-try']),
+    ('namespaces', ['netns-set', 'netns-peek']),
     ('control', ['control', 'operation']),
-    ('transports', ['notify', 'varlink-manager', 'dbus-manager', 'metrics-http']),
+    ('transports', ['manager-notify', 'manager-varlink', 'manager-dbus', 'metrics-http']),
     ('composition root', ['manager', 'main']),
 ]
+# The layers of lib/ are the bottom ones, up to this module's: lib/ holds them and nothing else, and
+# includes nothing above them (the headers of include/ are everybody's).
+LIB_TOP = 'packet-maker'
+SOURCE_DIRS = ('lib', 'daemon')
+INCLUDE_ONLY = {'linux-compat'}
 # The protocol halves and the worker pool know nothing of bigtcpd.
 ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util', 'sandbox'},
         'packet-maker': {'util', 'sandbox', 'closer'}, 'worker': {'util', 'log', 'sandbox'}, 'durable': {'util', 'sandbox'}}
 # The running policy is one for every namespace, held above them all by the reloader (a try's
 # previous one by the try): reload and try know no engine and no namespace, and reach what runs
 # the policy through ReloaderOps.
-APART = {m: {'engine', 'apply', 'lifecycle', 'sync', 'namespace', 'netns'} for m in ('reload', 'try')}
+APART = {m: {'engine', 'apply', 'device-lifecycle', 'sync', 'namespace', 'netns-set'} for m in ('policy-reload', 'policy-try')}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface', 'observer.skel'}
@@ -47,7 +53,7 @@ GENERATED = {'varlink-interface', 'observer.skel'}
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 # Where the compiler's -I finds the project's headers (meson.build: include_directories), before
 # the system's: an #include <…> of one of them is the project's header too.
-INCLUDE_DIRS = ['include', 'daemon']
+INCLUDE_DIRS = ['include', 'lib', 'daemon']
 
 
 def includes(path, root):
@@ -60,7 +66,7 @@ def includes(path, root):
             yield angled
 # What only operation.c calls: the control calls that complete later or change sizes (and their
 # cancels). A transport that called them would keep the pending call itself.
-TRANSPORTS = ('varlink-manager', 'dbus-manager')
+TRANSPORTS = ('manager-varlink', 'manager-dbus')
 PENDING_CALLS = ('control_read', 'control_request_cancel', 'control_plan', 'control_validate', 'control_job_cancel',
                  'control_watch', 'control_watch_cancel', 'control_reload', 'control_try', 'control_confirm',
                  'control_revert', 'control_rollback', 'control_retry')
@@ -77,7 +83,7 @@ POLICY_LENT = re.compile(r'(?:\bengine|\be)->policy\s*=(?!=)')
 # rollback target) are changed by the lifecycle alone, so that the write's transaction can undo
 # what it did in one place; device.c makes the device. Others read them.
 LIFECYCLE_GROUPS = ('life', 'record')
-LIFECYCLE_OWNERS = {'lifecycle', 'device'}
+LIFECYCLE_OWNERS = {'device-lifecycle', 'device'}
 LIFECYCLE_WRITE = re.compile(r'(?:\+\+|--)\s*[\w\]\[()>.-]*(?:->|\.)(?:' + '|'.join(LIFECYCLE_GROUPS) +
                              r')\b|(?:->|\.)(' + '|'.join(LIFECYCLE_GROUPS) +
                              r')((?:\.\w+|\[[^]]*\])*)\s*(?:[-+*/|&^]?=(?!=)|\+\+|--)')
@@ -90,12 +96,20 @@ def check(root):
     problems = []
     edges = {}
 
-    daemon = sorted(p for p in (root / 'daemon').iterdir() if p.suffix in ('.c', '.h'))
+    daemon = sorted(p for d in SOURCE_DIRS if (root / d).is_dir()
+                    for p in (root / d).iterdir() if p.suffix in ('.c', '.h'))
+    in_lib = {p.stem for p in daemon if p.parent.name == 'lib'}
     for path in daemon:
         mod = path.stem
+        where = f'{path.parent.name}/{path.name}'
         if mod not in rank:
-            problems.append(f'daemon/{path.name}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
+            problems.append(f'{where}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
             continue
+        is_lib = path.parent.name == 'lib'
+        if is_lib != (rank[mod] <= rank[LIB_TOP]):
+            problems.append(f'{where}: in a layer of daemon/ ("{layer_name[rank[mod]]}"); lib/ holds the layers up '
+                            f'to "{layer_name[rank[LIB_TOP]]}" alone' if is_lib else
+                            f'{where}: in a layer of lib/ ("{layer_name[rank[mod]]}"); move it there')
         for inc in includes(path, root):
             dep = Path(inc).stem
             if dep in GENERATED or dep == mod:
@@ -103,14 +117,17 @@ def check(root):
             if dep not in rank:
                 continue  # a header of the project's include/ checked below, or a system one
             edges.setdefault(mod, set()).add(dep)
+            if is_lib and dep not in in_lib and dep not in INCLUDE_ONLY:
+                problems.append(f'{where}: includes {inc}; lib/ knows nothing of bigtcpd and includes only lib/ '
+                                f'and include/')
             if dep in APART.get(mod, ()):
-                problems.append(f'daemon/{path.name}: includes {inc}; the running policy is above every '
+                problems.append(f'{path.parent.name}/{path.name}: includes {inc}; the running policy is above every '
                                 f'namespace: {mod} reaches them through ReloaderOps')
             if mod in ONLY and dep not in ONLY[mod]:
-                problems.append(f'daemon/{path.name}: includes {inc}; the protocol half includes only '
+                problems.append(f'{path.parent.name}/{path.name}: includes {inc}; the protocol half includes only '
                                 f'{", ".join(sorted(ONLY[mod]))}')
             if rank[dep] > rank[mod]:
-                problems.append(f'daemon/{path.name} ({layer_name[rank[mod]]}) includes {inc} '
+                problems.append(f'{path.parent.name}/{path.name} ({layer_name[rank[mod]]}) includes {inc} '
                                 f'({layer_name[rank[dep]]}): calls must point down')
 
     # Outside the files that define them, the constructors of a namespace's parts are called by
@@ -123,10 +140,10 @@ def check(root):
             if path.stem == part.rsplit('_', 1)[0]:
                 continue  # its own definition
             if re.search(rf'\b{part}\s*\(', text):
-                problems.append(f'daemon/{path.name} calls {part}(): a namespace\'s netlink, engine and sync are '
+                problems.append(f'{path.parent.name}/{path.name} calls {part}(): a namespace\'s netlink, engine and sync are '
                                 f'made by {NAMESPACE_MAKER}.c alone (netns_new), for bigtcpd\'s own namespace too')
         if POLICY_LENT.search(text):
-            problems.append(f'daemon/{path.name} sets an engine\'s policy: every namespace runs the reloader\'s, '
+            problems.append(f'{path.parent.name}/{path.name} sets an engine\'s policy: every namespace runs the reloader\'s, '
                             f'lent to its engine by {NAMESPACE_MAKER}.c alone (netns_run_policy)')
 
     for path in daemon:
@@ -135,8 +152,8 @@ def check(root):
         text = re.sub(r'/\*.*?\*/', '', path.read_text(), flags=re.S)
         for m in LIFECYCLE_WRITE.finditer(text):
             line = text.count('\n', 0, m.start()) + 1
-            problems.append(f'daemon/{path.name}:{line} changes a device\'s {m.group(0).strip()}: a device\'s life and '
-                            f'record are changed by lifecycle.c alone (ask it with a step of lifecycle.h)')
+            problems.append(f'{path.parent.name}/{path.name}:{line} changes a device\'s {m.group(0).strip()}: a device\'s life and '
+                            f'record are changed by device-lifecycle.c alone (ask it with a step of device-lifecycle.h)')
 
     # The transports keep no pending-call lifetimes of their own: a call that is not answered at
     # once is an operation (operation.h), which owns what runs for it and goes with the call.
@@ -145,12 +162,12 @@ def check(root):
             continue
         text = re.sub(r'/\*.*?\*/', '', path.read_text(), flags=re.S)
         for m in re.finditer(r'\bstruct\s+(Pending\w*)', text):
-            problems.append(f'daemon/{path.name} defines struct {m.group(1)}: a transport keeps no pending call of '
+            problems.append(f'{path.parent.name}/{path.name} defines struct {m.group(1)}: a transport keeps no pending call of '
                             f'its own; run an operation (operation.h), which goes with the call')
             break
         for fn in PENDING_CALLS:
             if re.search(rf'\b{fn}\s*\(', text):
-                problems.append(f'daemon/{path.name} calls {fn}(): transports run operations (operation.h), '
+                problems.append(f'{path.parent.name}/{path.name} calls {fn}(): transports run operations (operation.h), '
                                 f'which own what runs for a call')
 
     for path in sorted((root / 'cli').glob('*.[ch]')):
@@ -183,25 +200,25 @@ def check(root):
 # The self-test: a small tree that keeps every rule, then one breach planted in it at a time, with
 # exactly what the check must say about it (and nothing else). A new rule adds its case here.
 CLEAN_TREE = {
-    'include/util.h': '',
-    'daemon/util.c': '#include <util.h>\n#include <stdio.h>\n',
+    'lib/util.h': '',
+    'lib/util.c': '#include <util.h>\n#include <stdio.h>\n',
     'daemon/device.h': '#include "util.h"\n',
     'daemon/device.c': '#include "device.h"\n#include <errno.h>\n',
     'daemon/writer.h': '#include "device.h"\n',
     'daemon/writer.c': '#include "writer.h"\n#include <event2/event.h>\n',
     'daemon/engine.h': '#include "writer.h"\n',
     'daemon/control.h': '#include "engine.h"\n',
-    'daemon/varlink.h': '#include "util.h"\n',
-    'daemon/varlink.c': '#include "varlink.h"\n#include "log.h"\n',
-    'daemon/log.h': '',
-    'daemon/lifecycle.h': '#include "engine.h"\n',
-    'daemon/lifecycle.c': '#include "lifecycle.h"\n',
+    'lib/varlink.h': '#include "util.h"\n',
+    'lib/varlink.c': '#include "varlink.h"\n#include "log.h"\n',
+    'lib/log.h': '',
+    'daemon/device-lifecycle.h': '#include "engine.h"\n',
+    'daemon/device-lifecycle.c': '#include "device-lifecycle.h"\n',
     'daemon/apply.h': '#include "engine.h"\n',
-    'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\n',
-    'daemon/reload.h': '#include "device.h"\n',
-    'daemon/reload.c': '#include "reload.h"\n',
+    'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\n',
+    'daemon/policy-reload.h': '#include "device.h"\n',
+    'daemon/policy-reload.c': '#include "policy-reload.h"\n',
     'daemon/namespace.c': '#include "engine.h"\nn->engine->policy = set;\n',
-    'daemon/varlink-manager.c': '#include "control.h"\n',
+    'daemon/manager-varlink.c': '#include "control.h"\n',
     'cli/x.c': '#include "device.h"\n#include <util.h>\n',
 }
 
@@ -212,10 +229,17 @@ SELF_TEST_CASES = [
     ('a call up, written #include <…>', {'daemon/writer.c': '#include "writer.h"\n#include <control.h>\n'},
      ['daemon/writer.c (engine parts) includes control.h (control): calls must point down',
       'include circle: engine → writer → control → engine']),
-    ('a protocol half that knows of bigtcpd', {'daemon/varlink.c': '#include "varlink.h"\n#include "device.h"\n'},
-     ['daemon/varlink.c: includes device.h; the protocol half includes only log, util']),
-    ('a circle within a layer', {'daemon/lifecycle.c': '#include "lifecycle.h"\n#include "apply.h"\n'},
-     ['include circle: apply → lifecycle → apply']),
+    ('a protocol half that knows of bigtcpd', {'lib/varlink.c': '#include "varlink.h"\n#include "device.h"\n'},
+     ['lib/varlink.c: includes device.h; lib/ knows nothing of bigtcpd and includes only lib/ and include/',
+      'lib/varlink.c: includes device.h; the protocol half includes only log, util',
+      'lib/varlink.c (lib: protocols and children) includes device.h (pure): calls must point down']),
+    ('a circle within a layer', {'daemon/device-lifecycle.c': '#include "device-lifecycle.h"\n#include "apply.h"\n'},
+     ['include circle: apply → device-lifecycle → apply']),
+    ('a file of lib/ kept in daemon/', {'daemon/pool.c': ''},
+     ['daemon/pool.c: in a layer of lib/ ("lib: base"); move it there']),
+    ('a file of the daemon put in lib/', {'lib/device.c': ''},
+     ['lib/device.c: in a layer of daemon/ ("pure"); lib/ holds the layers up to "lib: protocols and children" '
+      'alone']),
     ('a file in no layer', {'daemon/frobnicate.c': ''},
      ['daemon/frobnicate.c: in no layer; add "frobnicate" to LAYERS in check-layering.py']),
     ('bigtcpctl reaching into the engine', {'cli/x.c': '#include "engine.h"\n'},
@@ -223,32 +247,32 @@ SELF_TEST_CASES = [
     ('bigtcpctl reaching into the engine, written #include <…>', {'cli/x.c': '#include <engine.h>\n'},
      ['cli/x.c includes engine.h (engine): bigtcpctl shares only the pure layer of the daemon']),
     ('a transport that keeps a pending call',
-     {'daemon/varlink-manager.c': '#include "control.h"\ntypedef struct PendingJob { int x; } PendingJob;\n'
+     {'daemon/manager-varlink.c': '#include "control.h"\ntypedef struct PendingJob { int x; } PendingJob;\n'
                                   'r = control_plan(c, 0, p, s, fn, j, &j->job);\n'},
-     ['daemon/varlink-manager.c defines struct PendingJob: a transport keeps no pending call of its own; run an '
+     ['daemon/manager-varlink.c defines struct PendingJob: a transport keeps no pending call of its own; run an '
       'operation (operation.h), which goes with the call',
-      'daemon/varlink-manager.c calls control_plan(): transports run operations (operation.h), which own what '
+      'daemon/manager-varlink.c calls control_plan(): transports run operations (operation.h), which own what '
       'runs for a call']),
     ('a second place that makes a namespace\'s engine',
-     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nr = engine_new(b, &c, NULL, -1, &t, &w, &p, &e);\n'},
+     {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\nr = engine_new(b, &c, NULL, -1, &t, &w, &p, &e);\n'},
      ["daemon/apply.c calls engine_new(): a namespace's netlink, engine and sync are made by namespace.c alone "
       "(netns_new), for bigtcpd's own namespace too"]),
-    ('the reloader reaching into an engine', {'daemon/reload.c': '#include "reload.h"\n#include "engine.h"\n'},
-     ['daemon/reload.c: includes engine.h; the running policy is above every namespace: reload reaches them '
-      'through ReloaderOps']),
+    ('the reloader reaching into an engine', {'daemon/policy-reload.c': '#include "policy-reload.h"\n#include "engine.h"\n'},
+     ['daemon/policy-reload.c: includes engine.h; the running policy is above every namespace: policy-reload '
+      'reaches them through ReloaderOps']),
     ('a policy given to an engine elsewhere',
-     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\ne->policy = set;\n'},
+     {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\ne->policy = set;\n'},
      ["daemon/apply.c sets an engine's policy: every namespace runs the reloader's, lent to its engine by "
       "namespace.c alone (netns_run_policy)"]),
     ('a decision that moves the rollback target itself',
-     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nif (d->life.held == x)\n'
+     {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\nif (d->life.held == x)\n'
                         '        d->record.last_good = d->life.desired;\n'},
      ["daemon/apply.c:4 changes a device's ->record.last_good =: a device's life and record are changed by "
-      "lifecycle.c alone (ask it with a step of lifecycle.h)"]),
+      "device-lifecycle.c alone (ask it with a step of device-lifecycle.h)"]),
     ('a decision that counts in a device\'s record',
-     {'daemon/apply.c': '#include "apply.h"\n#include "lifecycle.h"\nd->record.proven.n++;\n'},
+     {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\nd->record.proven.n++;\n'},
      ["daemon/apply.c:3 changes a device's ->record.proven.n++: a device's life and record are changed by "
-      "lifecycle.c alone (ask it with a step of lifecycle.h)"]),
+      "device-lifecycle.c alone (ask it with a step of device-lifecycle.h)"]),
 ]
 
 
@@ -259,7 +283,7 @@ def self_test():
     for what, change, expect in [('the clean tree', {}, [])] + SELF_TEST_CASES:
         with tempfile.TemporaryDirectory() as tmp:
             t = Path(tmp)
-            for d in ('daemon', 'cli', 'include'):
+            for d in ('lib', 'daemon', 'cli', 'include'):
                 (t / d).mkdir()
             for name, text in {**CLEAN_TREE, **change}.items():
                 (t / name).write_text(text)
@@ -282,7 +306,7 @@ def main():
         print('\n'.join(problems))
         print(f'check-layering: {len(problems)} problems')
         return 1
-    print(f'check-layering: {n} daemon files in {len(LAYERS)} layers, calls point down')
+    print(f'check-layering: {n} files of lib/ and daemon/ in {len(LAYERS)} layers, calls point down')
     return 0
 
 

@@ -23,11 +23,11 @@
 
 #include "apply.h"
 #include "engine.h"
-#include "lifecycle.h"
-#include "link-message.h"
+#include "device-lifecycle.h"
+#include "netlink-link.h"
 #include "linux-compat.h"
-#include "reload.h"
-#include "try.h"
+#include "policy-reload.h"
+#include "policy-try.h"
 #include "sync.h"
 #include "test-helpers.h"
 

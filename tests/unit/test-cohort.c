@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "match.h"
+#include "policy-match.h"
 #include "policy.h"
 #include "test-helpers.h"
 #include "util.h"

@@ -17,9 +17,9 @@
 #endif
 
 #include "device.h"
-#include "link-message.h"
+#include "netlink-link.h"
 #include "linux-compat.h"
-#include "match.h"
+#include "policy-match.h"
 #include "pool.h"
 #include "route.h"
 

@@ -2,7 +2,7 @@
 #include "netlink-messages.h"
 
 #include "device.h"
-#include "link-message.h"
+#include "netlink-link.h"
 
 static void test_link_parse(void **state) {
         const Sizes sizes = {65536, 65537, 65538, 65539};

@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "match.h"
-#include "netns.h"
+#include "policy-match.h"
+#include "netns-set.h"
 #include "policy.h"
 #include "test-helpers.h"
 #include "util.h"

@@ -19,8 +19,8 @@
 #include "engine-harness.h"
 #include "log.h"
 #include "reconcile.h"
-#include "reload.h"
-#include "try.h"
+#include "policy-reload.h"
+#include "policy-try.h"
 
 #define MODEL_SEEDS 600
 #define MODEL_STEPS 30

@@ -19,7 +19,7 @@
 
 #include "auto-size.h"
 #include "durable.h"
-#include "link-message.h"
+#include "netlink-link.h"
 #include "state.h"
 
 typedef struct Dir {

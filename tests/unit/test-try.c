@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 
 #include "engine-harness.h"
-#include "reload.h"
-#include "try.h"
+#include "policy-reload.h"
+#include "policy-try.h"
 
 #define POLICY(glob, sizes)                                                                                 \
         "version: 1\n"                                                                                      \

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "namespace.h"
-#include "reload.h"
+#include "policy-reload.h"
 
 /* Where namespaces are looked for when no --netns-dir is given. */
 #define NETNS_DIRS_DEFAULT {"/run/netns", "/run/docker/netns"}

@@ -6,7 +6,7 @@
 #include <netlink/msg.h>
 #include <sys/socket.h>
 
-#include "link-message.h"
+#include "netlink-link.h"
 #include "linux-compat.h"
 #include "util.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "match.h"
+#include "policy-match.h"
 #include "util.h"
 
 static bool glob_matches_any_name(const char *glob, const MatchDevice *d) {

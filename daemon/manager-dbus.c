@@ -7,7 +7,7 @@
 #include <sys/queue.h>
 #include <systemd/sd-bus.h>
 
-#include "dbus-manager.h"
+#include "manager-dbus.h"
 #include "evidence.h"
 #include "log-fields.h"
 #include "utf8.h"

@@ -5,7 +5,7 @@
 #include <sys/queue.h>
 
 #include "log-fields.h"
-#include "varlink-manager.h"
+#include "manager-varlink.h"
 #include "version.h"
 
 typedef struct MonitorStream MonitorStream;

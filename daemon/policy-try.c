@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "log.h"
-#include "try.h"
+#include "policy-try.h"
 
 /* A record larger than any tried policy can make is not ours. */
 #define TRY_RECORD_MAX (POLICY_FILE_MAX * 7 + 65536)

@@ -8,8 +8,8 @@
 
 #include <event2/event.h>
 
-#include "netns.h"
-#include "reload.h"
+#include "netns-set.h"
+#include "policy-reload.h"
 
 typedef struct Notify Notify;
 

@@ -7,9 +7,9 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
-#include "lifecycle.h"
+#include "device-lifecycle.h"
 #include "log.h"
-#include "notify.h"
+#include "manager-notify.h"
 
 struct Notify {
         struct event_base *base;

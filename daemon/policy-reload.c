@@ -6,7 +6,7 @@
 #include "policy-record.h"
 #include "policy-watch.h"
 #include "log-fields.h"
-#include "reload.h"
+#include "policy-reload.h"
 
 struct Reloader {
         ReloadConfig cfg;

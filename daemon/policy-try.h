@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "reload.h"
+#include "policy-reload.h"
 
 /* The record in the runtime directory. */
 #define TRY_RECORD_FILE "try.json"

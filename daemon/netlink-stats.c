@@ -5,7 +5,7 @@
 #include <netlink/msg.h>
 #include <sys/socket.h>
 
-#include "stats-message.h"
+#include "netlink-stats.h"
 #include "util.h"
 
 int stats_message_parse(const struct nlmsghdr *nlh, StatsMessage *ret) {

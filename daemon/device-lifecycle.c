@@ -1,5 +1,5 @@
 /* lifecycle.c — the legal transitions, and one function per step of a device's life. */
-#include "lifecycle.h"
+#include "device-lifecycle.h"
 #include "log-fields.h"
 #include "reconcile.h"
 #include "rollout.h"

@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "apply.h"
-#include "lifecycle.h"
+#include "device-lifecycle.h"
 #include "log-fields.h"
-#include "match.h"
-#include "netns.h"
+#include "policy-match.h"
+#include "netns-set.h"
 
 /* How long the records of a device that left wait for it to show up in another namespace. The
  * kernel announces the arrival before the move returns, so this only covers the daemon reading

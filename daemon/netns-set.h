@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "namespace.h"
+#include "netns.h"
 #include "policy-reload.h"
 
 /* Where namespaces are looked for when no --netns-dir is given. */

@@ -27,7 +27,7 @@ LAYERS = [
     ('engine', ['engine']),
     ('decisions', ['auto-apply', 'device-lifecycle', 'apply']),
     ('kernel side', ['sync']),
-    ('namespace', ['namespace']),
+    ('namespace', ['netns']),
     ('policy reload', ['policy-reload', 'policy-try']),
     ('namespaces', ['netns-set', 'netns-peek']),
     ('control', ['control', 'operation']),
@@ -45,7 +45,7 @@ ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}
 # The running policy is one for every namespace, held above them all by the reloader (a try's
 # previous one by the try): reload and try know no engine and no namespace, and reach what runs
 # the policy through ReloaderOps.
-APART = {m: {'engine', 'apply', 'device-lifecycle', 'sync', 'namespace', 'netns-set'} for m in ('policy-reload', 'policy-try')}
+APART = {m: {'engine', 'apply', 'device-lifecycle', 'sync', 'netns', 'netns-set'} for m in ('policy-reload', 'policy-try')}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface', 'observer.skel'}
@@ -73,7 +73,7 @@ PENDING_CALLS = ('control_read', 'control_request_cancel', 'control_plan', 'cont
 # A namespace's sockets, engine and sync are made in one place, for bigtcpd's own namespace and
 # every other one alike (the review's step 1: FRR's zebra_ns_new for the default and the others).
 NAMESPACE_PARTS = ('netlink_new', 'engine_new', 'sync_new')
-NAMESPACE_MAKER = 'namespace'
+NAMESPACE_MAKER = 'netns'
 # … and a namespace's engine is lent the policy it runs there alone (netns_run_policy), for
 # bigtcpd's own namespace too: no engine keeps a policy of its own.
 POLICY_LENT = re.compile(r'(?:\bengine|\be)->policy\s*=(?!=)')
@@ -131,7 +131,7 @@ def check(root):
                                 f'({layer_name[rank[dep]]}): calls must point down')
 
     # Outside the files that define them, the constructors of a namespace's parts are called by
-    # namespace.c alone.
+    # netns.c alone.
     for path in daemon:
         if path.suffix != '.c' or path.stem == NAMESPACE_MAKER:
             continue
@@ -217,7 +217,7 @@ CLEAN_TREE = {
     'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\n',
     'daemon/policy-reload.h': '#include "device.h"\n',
     'daemon/policy-reload.c': '#include "policy-reload.h"\n',
-    'daemon/namespace.c': '#include "engine.h"\nn->engine->policy = set;\n',
+    'daemon/netns.c': '#include "engine.h"\nn->engine->policy = set;\n',
     'daemon/manager-varlink.c': '#include "control.h"\n',
     'cli/x.c': '#include "device.h"\n#include <util.h>\n',
 }
@@ -255,7 +255,7 @@ SELF_TEST_CASES = [
       'runs for a call']),
     ('a second place that makes a namespace\'s engine',
      {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\nr = engine_new(b, &c, NULL, -1, &t, &w, &p, &e);\n'},
-     ["daemon/apply.c calls engine_new(): a namespace's netlink, engine and sync are made by namespace.c alone "
+     ["daemon/apply.c calls engine_new(): a namespace's netlink, engine and sync are made by netns.c alone "
       "(netns_new), for bigtcpd's own namespace too"]),
     ('the reloader reaching into an engine', {'daemon/policy-reload.c': '#include "policy-reload.h"\n#include "engine.h"\n'},
      ['daemon/policy-reload.c: includes engine.h; the running policy is above every namespace: policy-reload '
@@ -263,7 +263,7 @@ SELF_TEST_CASES = [
     ('a policy given to an engine elsewhere',
      {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\ne->policy = set;\n'},
      ["daemon/apply.c sets an engine's policy: every namespace runs the reloader's, lent to its engine by "
-      "namespace.c alone (netns_run_policy)"]),
+      "netns.c alone (netns_run_policy)"]),
     ('a decision that moves the rollback target itself',
      {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\nif (d->life.held == x)\n'
                         '        d->record.last_good = d->life.desired;\n'},

@@ -14,7 +14,7 @@
 
 #include "apply.h"
 #include "log.h"
-#include "namespace.h"
+#include "netns.h"
 
 #ifndef SO_NETNS_COOKIE
 #define SO_NETNS_COOKIE 71

@@ -92,15 +92,15 @@ static json_object *write_error_json(const Device *d) {
 /* The engines, for i < namespaces(): bigtcpd's own namespace's (0), then each other's (a control
  * without the set, the tests', has its own engine alone). */
 static size_t namespaces(const Control *c) {
-        return c->netns ? netns_set_size(c->netns) : 1;
+        return c->netns ? netns_set_all_count(c->netns) : 1;
 }
 
 static Engine *engine_at(const Control *c, size_t i) {
-        return c->netns ? netns_set_at(c->netns, i)->engine : c->engine;
+        return c->netns ? netns_set_all_at(c->netns, i)->engine : c->engine;
 }
 
 static Sync *sync_at(const Control *c, size_t i) {
-        return c->netns ? netns_set_at(c->netns, i)->sync : c->sync;
+        return c->netns ? netns_set_all_at(c->netns, i)->sync : c->sync;
 }
 
 /* The one rule for a device named without a namespace ("eth0", like "host/eth0"): it is one of
@@ -562,7 +562,7 @@ static json_object *netns_status_json(const Control *c) {
                 rollbacks += e->counters.rollbacks;
                 n_problems += problems_add(problems, e, CONTROL_PROBLEMS_MAX - n_problems);
         }
-        json_object_object_add(o, "managed", json_object_new_int((int) netns_set_count(c->netns)));
+        json_object_object_add(o, "managed", json_object_new_int((int) netns_set_others_count(c->netns)));
         json_object_object_add(o, "devices", state_counts_json(n));
         json_object_object_add(o, "devices_total", json_object_new_int64((int64_t) total));
         json_object_object_add(o, "writes", json_object_new_int64((int64_t) writes));
@@ -571,8 +571,8 @@ static json_object *netns_status_json(const Control *c) {
         json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) rollbacks));
         json_object_object_add(o, "problems", problems);
         json_object *each = json_object_new_array();
-        for (size_t i = 0; each && i < netns_set_count(c->netns) && i < CONTROL_NAMESPACES_MAX; i++)
-                json_object_array_add(each, namespace_counts_json(netns_set_get(c->netns, i)));
+        for (size_t i = 0; each && i < netns_set_others_count(c->netns) && i < CONTROL_NAMESPACES_MAX; i++)
+                json_object_array_add(each, namespace_counts_json(netns_set_other_at(c->netns, i)));
         json_object_object_add(o, "namespaces", each);
         json_object_object_add(o, "namespace_problems", netns_problems_json(c));
         json_object_object_add(o, "namespace_problems_total",
@@ -982,7 +982,7 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
                 return -ENOMEM;
         }
         /* One device: one request, through its namespace's writer (a namespace that goes ends
-         * its devices' reads with -ENODEV first: netns.c); when the ring is full, a new dump of
+         * its devices' reads with -ENODEV first: netns-set.c); when the ring is full, a new dump of
          * its namespace. Every device: a new dump of every namespace. */
         if (d) {
                 Netns *n = netns_of_device(d);

@@ -118,7 +118,7 @@ void control_job_cancel(ControlJob *j);
  * releases a rolled-back or failed device (NULL: all of them). -ENODEV unknown device; -EALREADY
  * nothing to do. */
 int control_reload(Control *c, PolicyErrors *errs, PolicyErrors *warnings);
-/* Try, Confirm, Revert (try.h): -EBUSY a try runs (Try, and Reload during one); -ENOENT no try
+/* Try, Confirm, Revert (policy-try.h): -EBUSY a try runs (Try, and Reload during one); -ENOENT no try
  * runs (Confirm, Revert). */
 int control_try(Control *c, const char *policy_yaml, size_t size, const char *file, const char *target,
                 uint64_t timeout_usec, PolicyErrors *errs);

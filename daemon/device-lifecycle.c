@@ -1,4 +1,4 @@
-/* lifecycle.c — the legal transitions, and one function per step of a device's life. */
+/* device-lifecycle.c — the legal transitions, and one function per step of a device's life. */
 #include "device-lifecycle.h"
 #include "log-fields.h"
 #include "reconcile.h"

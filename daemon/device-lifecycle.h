@@ -1,5 +1,5 @@
-/* lifecycle.h — the device lifecycle as an explicit state machine. The states are design.md's
- * (device.h); the transitions the daemon may make between them are listed once, in lifecycle.c,
+/* device-lifecycle.h — the device lifecycle as an explicit state machine. The states are those of
+ * bigtcpd(8), DEVICE STATES (device.h); the transitions the daemon may make between them are listed once, in device-lifecycle.c,
  * and each function below is one step: it does all the bookkeeping of that step — the writer, the
  * probation set, the rollout, the records, the state file, the event — so that no combination of
  * flags elsewhere has a meaning of its own. Which step to take is decided in apply.c. A write is
@@ -50,7 +50,7 @@ void lifecycle_forget_originals(Engine *e, Device *d);
 /* → unsupported. */
 void lifecycle_unsupported(Engine *e, Device *d);
 
-/* ---- the write as one transaction (lifecycle.c has its steps) ----
+/* ---- the write as one transaction (device-lifecycle.c has its steps) ----
  * lifecycle_queue_write() (and a rollback) queue it; lifecycle_flush() begins the writes that can
  * go and sends them; lifecycle_write_answered() ends each one. */
 
@@ -84,8 +84,8 @@ bool lifecycle_state_recovered(Engine *e, Device *d);
 void lifecycle_passed(Engine *e, Device *d);
 
 /* → pending (the rollback write) or rolled-back: d goes back to the sizes it had before
- * bigtcpd's most recent change and is held there against `policy_want` (the sizes its policy
- * asks now). `why` is the guard that tripped (copied), NULL for an operator. -EALREADY when
+ * bigtcpd's most recent change and is held there against the sizes its policy asks now (until
+ * those change, or an operator retries it). `why` is the guard that tripped (copied), NULL for an operator. -EALREADY when
  * bigtcpd never wrote d or it is rolled back (or going back) already. */
 int lifecycle_roll_back(Engine *e, Device *d, const RollbackRecord *why);
 /* Where a rollback of d goes: its last-known-good sizes (its originals after one change), all

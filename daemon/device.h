@@ -1,6 +1,6 @@
 /* device.h — one network device as bigtcpd knows it, and the table of them (a hash on ifindex).
  * The struct is grouped by owner, each group a member named for it: what the kernel said (sync.c,
- * the device's own fields), its step and records (`life` and `record`: lifecycle.c), the match
+ * the device's own fields), its step and records (`life` and `record`: device-lifecycle.c), the match
  * and a reconcile owed (apply.c), and the parts the writer, the probation set, the evidence, the
  * rollouts and the state store keep for their own bookkeeping. Only the owner of a group writes it
  * (tests/layering/check-layering.py holds the lifecycle's to it). */
@@ -15,8 +15,8 @@
 #include "sizes.h"
 #include "util.h"
 
-/* The device states of the contract (design.md, "Device states"). The legal transitions between
- * them are listed once, in lifecycle.c. */
+/* The device states, as bigtcpd(8) DEVICE STATES names them for operators. The legal transitions between
+ * them are listed once, in device-lifecycle.c. */
 typedef enum DeviceState {
         DEVICE_UNMANAGED,   /* matches no policy; bigtcpd has not written it (or restored it) */
         DEVICE_PENDING,     /* bigtcpd wants other sizes: a write is queued, in flight or waiting */
@@ -110,7 +110,7 @@ void rollback_record_free(RollbackRecord *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(RollbackRecord *, rollback_record_free);
 
 /* A network namespace other than the daemon's own, as its devices name it: one for each managed
- * namespace (netns.c owns it), and every device of it points to it. */
+ * namespace (netns-set.c owns it), and every device of it points to it. */
 typedef struct NetnsId {
         char *name;         /* its file name under the namespace directories */
         uint64_t cookie;    /* SO_NETNS_COOKIE: never handed out again while the host runs */
@@ -152,7 +152,7 @@ typedef struct ProvenSizes {
 bool proven_sizes_contain(const ProvenSizes *p, const Sizes *s, bool ipv4);
 void proven_sizes_add(ProvenSizes *p, const Sizes *s, bool ipv4);
 
-/* A write's steps as one transaction (lifecycle.c, which says what each does). */
+/* A write's steps as one transaction (device-lifecycle.c, which says what each does). */
 typedef enum WriteStep {
         WRITE_STEP_QUEUED, /* in the writer's queue: nothing of it is on disk or in effect yet */
         WRITE_STEP_BEGUN,  /* what a restart needs is on disk; the rollback target and window are its */
@@ -161,7 +161,7 @@ typedef enum WriteStep {
         _WRITE_STEP_INVALID = -EINVAL,
 } WriteStep;
 
-/* The write as lifecycle.c's transaction: its step, and what a refusal undoes. */
+/* The write as device-lifecycle.c's transaction: its step, and what a refusal undoes. */
 typedef struct WriteTxn {
         WriteStep step;
         bool orphaned; /* the device left its policy while this write was in flight */
@@ -187,7 +187,7 @@ typedef struct DeviceWrite {
         uint16_t baseline_size;
         unsigned char baseline[sizeof(struct rtnl_link_stats64)];
 
-        /* ---- lifecycle.c: the transaction ---- */
+        /* ---- device-lifecycle.c: the transaction ---- */
         WriteTxn txn;
 } DeviceWrite;
 
@@ -196,7 +196,7 @@ typedef struct DeviceWrite {
 DeviceWrite *device_write_begin(Device *d);
 void device_write_end(Device *d);
 
-/* A device's step of its lifecycle: lifecycle.c alone writes it (apply.c decides which step). */
+/* A device's step of its lifecycle: device-lifecycle.c alone writes it (apply.c decides which step). */
 typedef struct DeviceLife {
         DeviceState state;
         unsigned owned; /* SizeMask: the sizes its policy names */
@@ -207,7 +207,7 @@ typedef struct DeviceLife {
         bool unrecorded;
 } DeviceLife;
 
-/* What bigtcpd must give back, and where a rollback goes: lifecycle.c alone writes them (the
+/* What bigtcpd must give back, and where a rollback goes: device-lifecycle.c alone writes them (the
  * write's transaction, a pass, a rollback, a restart's resume, a move between namespaces); the
  * state file keeps them. */
 typedef struct DeviceRecord {
@@ -258,7 +258,7 @@ struct Device {
         bool carried_traffic; /* some stats of it counted packets */
         uint16_t n_altnames;  /* (device_update() refuses more) */
 
-        /* ---- lifecycle.c: its step, and the records the state file keeps ---- */
+        /* ---- device-lifecycle.c: its step, and the records the state file keeps ---- */
         DeviceLife life;
         DeviceRecord record;
         struct DeviceHistory *history; /* NULL until something went wrong: device_history() */

@@ -1,6 +1,6 @@
 /* engine.h — the decision engine of one network namespace: its device table, the policy it runs
  * (lent), the writer, the probation set, the rollouts, the state store and the events. It is
- * data plus construction; the decisions live in apply.c and lifecycle.c, the kernel's side in
+ * data plus construction; the decisions live in apply.c and device-lifecycle.c, the kernel's side in
  * sync.c. Lower parts reach back up only through the ops structs given here (WriterOps,
  * ProbationOps) and through events. */
 #pragma once
@@ -22,7 +22,7 @@
 typedef struct EngineConfig {
         const char *runtime_dir; /* the state file */
         const char *proc_net;    /* the namespace's SNMP files; "/proc/net" */
-        const SnmpFiles *snmp;   /* instead: opened in another namespace (netns.c); NULL: proc_net */
+        const SnmpFiles *snmp;   /* instead: opened in another namespace (netns-set.c); NULL: proc_net */
         const char *hostname;    /* for scoping policies (plan) */
         const char *kernel_release;
         const char *machine_id; /* for cohorts (rollout.hosts-percent); NULL: the hostname */
@@ -64,7 +64,7 @@ typedef struct Engine {
 
         DeviceTable devices;
         /* The running policy, never NULL once started: lent by what runs the engine, which holds
-         * it (namespace.c, netns_run_policy()); the engine never keeps or frees one. */
+         * it (netns.c, netns_run_policy()); the engine never keeps or frees one. */
         const PolicySet *policy;
         bool ipv4_supported;
         bool policy_uses_routes;

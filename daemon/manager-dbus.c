@@ -1,4 +1,4 @@
-/* dbus-manager.c — the io.bigtcpd1.Manager object: properties, PropertiesChanged, the RolledBack
+/* manager-dbus.c — the io.bigtcpd1.Manager object: properties, PropertiesChanged, the RolledBack
  * signal, and the methods, each a call of control.h and its typed reply. */
 #include <event2/event.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-/* dbus-manager.h — io.bigtcpd1 on the system bus: the object /io/bigtcpd1 with interface
+/* manager-dbus.h — io.bigtcpd1 on the system bus: the object /io/bigtcpd1 with interface
  * io.bigtcpd1.Manager — the operations (operation.h) as typed methods, each call's operation
  * owned by its DbusCall (dbus.h) and encoded when it completes; properties that emit
  * PropertiesChanged, a RolledBack signal for each rollback, and Monitor's events as Event

@@ -1,4 +1,4 @@
-/* notify.c — sd_notify as a watcher of the daemon's events (the namespace set's), and the watchdog. */
+/* manager-notify.c — sd_notify as a watcher of the daemon's events (the namespace set's), and the watchdog. */
 #include <linux/sockios.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
@@ -40,8 +40,8 @@ char *notify_status_text(const NetnsSet *s, PolicySource source) {
         size_t size = 0, total = 0;
         FILE *f;
 
-        for (size_t i = 0; i < netns_set_size(s); i++) {
-                const Engine *e = netns_set_at(s, i)->engine;
+        for (size_t i = 0; i < netns_set_all_count(s); i++) {
+                const Engine *e = netns_set_all_at(s, i)->engine;
                 total += e->devices.n_devices;
                 lifecycle_count_states(e, n);
         }
@@ -187,8 +187,8 @@ static void on_status_timer(evutil_socket_t fd, short what, void *userdata) {
 
 static size_t count_devices(const NetnsSet *s) {
         size_t total = 0;
-        for (size_t i = 0; i < netns_set_size(s); i++)
-                total += netns_set_at(s, i)->engine->devices.n_devices;
+        for (size_t i = 0; i < netns_set_all_count(s); i++)
+                total += netns_set_all_at(s, i)->engine->devices.n_devices;
         return total;
 }
 

@@ -1,4 +1,4 @@
-/* notify.h — what systemd is told (the sd_notify protocol): READY=1 after the first full reconcile
+/* manager-notify.h — what systemd is told (the sd_notify protocol): READY=1 after the first full reconcile
  * and after each reload, RELOADING=1 when one begins, STATUS= when the counts change, and
  * WATCHDOG=1 from a loop timer at half of WatchdogSec=. It watches the daemon's events (every
  * namespace's, through the set); nothing calls it. Never blocking: on a non-blocking socket of its

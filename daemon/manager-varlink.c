@@ -1,4 +1,4 @@
-/* varlink-manager.c — the methods of io.bigtcpd.Manager: each checks its parameters and runs an
+/* manager-varlink.c — the methods of io.bigtcpd.Manager: each checks its parameters and runs an
  * operation (operation.h) whose result it encodes. */
 #include <limits.h>
 #include <stdio.h>

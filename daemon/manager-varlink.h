@@ -1,4 +1,4 @@
-/* varlink-manager.h — io.bigtcpd.Manager: the daemon's methods on the varlink server, each a
+/* manager-varlink.h — io.bigtcpd.Manager: the daemon's methods on the varlink server, each a
  * check of its parameters, an operation (operation.h) and its result as the reply; the call's
  * operation goes with the call. Monitor streams the engine's events as control_event_json()
  * gives them. */

@@ -1,4 +1,4 @@
-/* link-message.c — parsing and checking one rtnetlink link message (iproute2's libnetlink is
+/* netlink-link.c — parsing and checking one rtnetlink link message (iproute2's libnetlink is
  * the model: every attribute checked for type and length before use, nothing copied). */
 #include <linux/if_link.h>
 #include <net/if.h>

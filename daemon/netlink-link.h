@@ -1,4 +1,4 @@
-/* link-message.h — what one RTM_NEWLINK/RTM_DELLINK says, checked for type and length. Strings
+/* netlink-link.h — what one RTM_NEWLINK/RTM_DELLINK says, checked for type and length. Strings
  * and attributes point into the message. */
 #pragma once
 

@@ -1,4 +1,4 @@
-/* stats-message.c — RTM_GETSTATS built, RTM_NEWSTATS parsed. */
+/* netlink-stats.c — RTM_GETSTATS built, RTM_NEWSTATS parsed. */
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <netlink/attr.h>

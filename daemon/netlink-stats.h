@@ -1,4 +1,4 @@
-/* stats-message.h — the link statistics dump: the RTM_GETSTATS request for every device's
+/* netlink-stats.h — the link statistics dump: the RTM_GETSTATS request for every device's
  * IFLA_STATS_LINK_64 (what `ip stats` asks; no link attributes, about 200 bytes a device), and
  * what one RTM_NEWSTATS of its answer says, checked for type and length. */
 #pragma once

@@ -52,7 +52,7 @@ uint64_t netlink_dump_progress(const Netlink *nl);
 /* Give up on the running dump: its remaining messages are taken as events, its end ignored. */
 void netlink_dump_abandon(Netlink *nl);
 
-/* Start a dump of every device's link statistics (stats-message.h) on the statistics socket.
+/* Start a dump of every device's link statistics (netlink-stats.h) on the statistics socket.
  * One at a time: -EBUSY while another runs. */
 int netlink_stats_dump(Netlink *nl);
 /* netlink_stats_dump() as a WriterTransport's stats_dump. */

@@ -1,4 +1,4 @@
-/* netns.c — the other network namespaces: scanning the namespace directories, entering each
+/* netns-set.c — the other network namespaces: scanning the namespace directories, entering each
  * namespace once (setns there, open its sockets and SNMP files, setns back: the daemon has no
  * threads, and nothing but this file ever leaves its own namespace), an engine and a sync for
  * each, their state directories, and letting them go (their originals given back first) when
@@ -120,11 +120,11 @@ bool netns_name_is_valid(const char *name) {
         return true;
 }
 
-size_t netns_set_count(const NetnsSet *s) {
+size_t netns_set_others_count(const NetnsSet *s) {
         return s ? s->n : 0;
 }
 
-Netns *netns_set_get(const NetnsSet *s, size_t i) {
+Netns *netns_set_other_at(const NetnsSet *s, size_t i) {
         return s && i < s->n ? s->items[i] : NULL;
 }
 
@@ -390,7 +390,7 @@ static const SyncMoveOps move_ops;
 
 /* Device events reach the watchers of the daemon (Monitor, D-Bus, sd_notify); a namespace's own
  * settling is the set's to sum up (check_settled). */
-static void released(Netns *n);
+static void schedule_reap(Netns *n);
 static void maybe_release(Netns *n);
 
 /* EVENT_SETTLED for the daemon, once one is owed and every namespace has settled: READY=1 and the
@@ -398,8 +398,8 @@ static void maybe_release(Netns *n);
 static void check_settled(NetnsSet *s) {
         if (!s->settle_owed)
                 return;
-        for (size_t i = 0; i < netns_set_size(s); i++) {
-                const Engine *e = netns_set_at(s, i)->engine;
+        for (size_t i = 0; i < netns_set_all_count(s); i++) {
+                const Engine *e = netns_set_all_at(s, i)->engine;
                 if (!e->settled_once || e->settle_pending)
                         return;
         }
@@ -439,7 +439,7 @@ static void on_netns_event(const Event *ev, void *userdata) {
                 break;
         case EVENT_SETTLED:
                 if (n->releasing) {
-                        released(n);
+                        schedule_reap(n);
                         break;
                 }
                 if (!n->own)
@@ -563,7 +563,7 @@ static size_t count_originals(const Engine *e) {
         return n;
 }
 
-static void released(Netns *n) {
+static void schedule_reap(Netns *n) {
         n->released = true;
         event_active(n->set->reap_event, EV_TIMEOUT, 0);
 }
@@ -573,12 +573,12 @@ static void on_release_timeout(evutil_socket_t fd, short what, void *userdata) {
 
         log_warning("netns %s: its original sizes are not all back after %ds; letting it go anyway", n->id.name,
                     RELEASE_TIMEOUT_SEC);
-        released(n);
+        schedule_reap(n);
 }
 
 /* Out of the list, and what bigtcpd wrote goes back: the engine runs a policy of nothing, which
  * gives every device its originals. Done once the engine settles (or after a bound). */
-static void release(NetnsSet *s, size_t i, const char *why) {
+static void give_up(NetnsSet *s, size_t i, const char *why) {
         Netns *n = s->items[i];
         size_t held = count_originals(n->engine);
         PolicySet *none;
@@ -605,7 +605,7 @@ static void release(NetnsSet *s, size_t i, const char *why) {
         if (held == 0 || !none || !n->release_timer ||
             evtimer_add(n->release_timer, &(struct timeval){.tv_sec = RELEASE_TIMEOUT_SEC}) < 0) {
                 policy_set_free(none);
-                released(n);
+                schedule_reap(n);
                 return;
         }
         netns_run_policy(n, none, false); /* settles once its devices are reconciled here */
@@ -613,7 +613,7 @@ static void release(NetnsSet *s, size_t i, const char *why) {
         DEVICE_FOREACH(d, &n->engine->devices, it)
                 apply_reconcile(n->engine, d, REASON_SYNC);
         apply_flush(n->engine);
-        engine_check_settled(n->engine); /* nothing to write after all: released() */
+        engine_check_settled(n->engine); /* nothing to write after all: schedule_reap() */
         check_settled(s);                /* it may have been the one the daemon waited for */
 }
 
@@ -626,7 +626,7 @@ static void maybe_release(Netns *n) {
                 return;
         for (size_t i = 0; i < s->n; i++)
                 if (s->items[i] == n) {
-                        release(s, i, "no policy names it");
+                        give_up(s, i, "no policy names it");
                         return;
                 }
 }
@@ -724,11 +724,11 @@ static void adopt(Engine *e, Device *d, const Moving *m) {
                      m->new_ifindex);
 }
 
-size_t netns_set_size(const NetnsSet *s) {
+size_t netns_set_all_count(const NetnsSet *s) {
         return s ? s->n + 1 : 0;
 }
 
-Netns *netns_set_at(const NetnsSet *s, size_t i) {
+Netns *netns_set_all_at(const NetnsSet *s, size_t i) {
         return !s ? NULL : i == 0 ? s->own : i <= s->n ? s->items[i - 1] : NULL;
 }
 
@@ -772,7 +772,7 @@ static void on_leaving(void *userdata, Engine *from, Device *d, int nsid, int ne
         }
         /* read there already? (the sockets of two namespaces are read in no set order) */
         for (size_t i = 0; i <= s->n; i++) {
-                Engine *e = netns_set_at(s, i)->engine;
+                Engine *e = netns_set_all_at(s, i)->engine;
                 Device *there = e == from ? NULL : device_get(&e->devices, new_ifindex);
                 char mac2[DEVICE_MAC_STRLEN];
 
@@ -1285,7 +1285,7 @@ static void scan(NetnsSet *s) {
         /* those that went first: a name deleted and made again is a new namespace */
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
-                        release(s, i - 1,
+                        give_up(s, i - 1,
                                 named(&names, s->items[i - 1]->id.name) ? "its name names another namespace now"
                                                                          : "its file is gone");
         visible_clear(s);
@@ -1451,8 +1451,8 @@ static void run_policy(void *userdata, PolicySet *set) {
         s->policy = policy_set_ref(set);
         s->settle_owed = true; /* READY=1 once every namespace runs it */
         problems_filter(s, keep_after_policy_change, NULL);
-        for (size_t i = 0; i < netns_set_size(s); i++)
-                netns_run_policy(netns_set_at(s, i), set, true);
+        for (size_t i = 0; i < netns_set_all_count(s); i++)
+                netns_run_policy(netns_set_all_at(s, i), set, true);
         policy_set_free(old);
         check_settled(s); /* every namespace may have it already (none has to write) */
         if (s->started)

@@ -1,4 +1,4 @@
-/* netns.h — the network namespaces other than the daemon's own. They are found under the
+/* netns-set.h — the network namespaces other than the daemon's own. They are found under the
  * namespace directories (inotify on them, and the mount table for the bind-mount that makes a
  * file there a namespace), entered once each to open what the daemon needs inside (its rtnetlink
  * sockets, its SNMP files), run each by an engine, a sync and a state directory of their own,
@@ -31,7 +31,7 @@
 
 typedef struct NetnsConfig {
         /* What every namespace's engine shares with bigtcpd's own (the host as policies see it,
-         * the packet sockets' helpers; namespace.c fills in each one's paths), and their clock */
+         * the packet sockets' helpers; netns.c fills in each one's paths), and their clock */
         EngineConfig engine;
         const Clock *clock;
         char *const *dirs; /* NULL: NETNS_DIRS_DEFAULT */
@@ -88,10 +88,10 @@ void netns_set_start(NetnsSet *s);
 size_t netns_set_problem_count(const NetnsSet *s);
 const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i);
 
-/* Every namespace bigtcpd runs, for i < netns_set_size(): its own first, then the others by name
- * (netns_set_get(s, i - 1)). */
-size_t netns_set_size(const NetnsSet *s);
-Netns *netns_set_at(const NetnsSet *s, size_t i);
+/* Every namespace bigtcpd runs, for i < netns_set_all_count(): its own first, then the others by name
+ * (netns_set_other_at(s, i - 1)). */
+size_t netns_set_all_count(const NetnsSet *s);
+Netns *netns_set_all_at(const NetnsSet *s, size_t i);
 
 /* The names of every network namespace in the directories as the last scan saw them, sorted, one
  * per namespace, managed or not (none while the directories are not watched). */
@@ -110,8 +110,8 @@ void netns_set_look(NetnsSet *s);
 int netns_set_peek(NetnsSet *s, const char *name, int *ret_fd, uint64_t *ret_ino, uint64_t *ret_cookie);
 
 /* The managed namespaces other than bigtcpd's own, sorted by name. */
-size_t netns_set_count(const NetnsSet *s);
-Netns *netns_set_get(const NetnsSet *s, size_t i);
+size_t netns_set_others_count(const NetnsSet *s);
+Netns *netns_set_other_at(const NetnsSet *s, size_t i);
 Netns *netns_set_find(const NetnsSet *s, const char *name);
 
 /* Is `name` a file name a namespace may have under the directories (printable ASCII, no blank,

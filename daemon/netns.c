@@ -1,4 +1,4 @@
-/* namespace.c — making one network namespace's sockets, engine and sync, for the daemon's own and
+/* netns.c — making one network namespace's sockets, engine and sync, for the daemon's own and
  * for every other one alike. */
 #include <fcntl.h>
 #include <inttypes.h>

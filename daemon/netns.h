@@ -1,10 +1,10 @@
-/* namespace.h — one network namespace as bigtcpd runs it: its rtnetlink sockets (events and
+/* netns.h — one network namespace as bigtcpd runs it: its rtnetlink sockets (events and
  * dumps, writes, statistics), its SNMP files, the engine that decides for its devices and the
  * sync that keeps that engine's table the kernel's, and its state directory. The daemon's own
  * namespace and every other one are made by the one constructor here; only a namespace other
  * than the daemon's own is entered (setns there, open, setns back: the daemon has no threads,
  * and nothing but this file ever leaves its own namespace). What the set of them does (finding
- * them, letting them go, devices moving between them) is netns.c's. */
+ * them, letting them go, devices moving between them) is netns-set.c's. */
 #pragma once
 
 #include <event2/event.h>
@@ -29,7 +29,7 @@ typedef struct Netns {
         PolicySet *policy; /* what its engine runs (a reference; lent to the engine) */
         bool started;      /* its first sync began */
 
-        /* The set's (netns.c) */
+        /* The set's (netns-set.c) */
         NetnsSet *set;
         unsigned forward_watch;
         bool seen; /* by the scan that runs */

@@ -1,4 +1,4 @@
-/* match.c — does a device fall under a policy's `match:`? Pure logic on a MatchDevice view;
+/* policy-match.c — does a device fall under a policy's `match:`? Pure logic on a MatchDevice view;
  * the only costs (driver lookup, route lookup) are paid through callbacks when a policy asks. */
 
 #include <fnmatch.h>

@@ -1,4 +1,4 @@
-/* match.h — does a device match a policy? Pure logic on a view of the device, so that it is
+/* policy-match.h — does a device match a policy? Pure logic on a view of the device, so that it is
  * table-tested without a kernel. */
 #pragma once
 

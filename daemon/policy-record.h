@@ -1,6 +1,6 @@
 /* policy-record.h — the last policy that ran, kept beside the state in the runtime directory:
  * every file's name and text, and the set's digest. A start whose policy files have errors runs
- * it instead of refusing to start (reload.c); nothing else reads it. */
+ * it instead of refusing to start (policy-reload.c); nothing else reads it. */
 #pragma once
 
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* reload.c — loading, checking and swapping the policy; watching its files. */
+/* policy-reload.c — loading, checking and swapping the policy; watching its files. */
 #include <stdio.h>
 
 #include "guard.h"

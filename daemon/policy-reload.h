@@ -1,4 +1,4 @@
-/* reload.h — the running policy, one for every namespace: finding and reading its files, checking
+/* policy-reload.h — the running policy, one for every namespace: finding and reading its files, checking
  * them, holding the one that runs and handing a new one to the namespaces only when it is clean
  * (then every link is read again and reconciled), watching the files with inotify, and
  * --check-config, which takes the same path without a daemon. The reloader knows no namespace and
@@ -47,7 +47,7 @@ typedef struct ReloadResult {
 /* A refused reload keeps at most this many of its errors for status; the log has every one. */
 #define RELOAD_ERRORS_KEPT 20u
 
-/* What runs the policy: every namespace (netns.c), or a test's one engine. */
+/* What runs the policy: every namespace (netns-set.c), or a test's one engine. */
 typedef struct ReloaderOps {
         /* `set` is the running policy from now on (the first, a reload's, a try's, a revert's):
          * every namespace runs it, its writes queued, and every link is read again. The reloader
@@ -83,7 +83,7 @@ int reloader_reload(Reloader *r, bool forced, PolicyErrors *ret_errs, PolicyErro
 
 /* The last reload's outcome (a try's start and end are not reloads); NULL before the first load. */
 const ReloadResult *reloader_last(const Reloader *r);
-/* A try (try.c) holds the running policy: while held, a forced reload (SIGHUP, Reload()) is
+/* A try (policy-try.c) holds the running policy: while held, a forced reload (SIGHUP, Reload()) is
  * refused with -EBUSY and a file change is only noted; both are done, as one reload of the files,
  * when the hold ends. */
 void reloader_hold(Reloader *r, bool hold);

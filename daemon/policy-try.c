@@ -1,4 +1,4 @@
-/* try.c — a tried policy, from its record in the runtime directory to its end: confirmed
+/* policy-try.c — a tried policy, from its record in the runtime directory to its end: confirmed
  * (installed), reverted, timed out, or over because the daemon restarted.
  *
  * Crash safety, step by step. Start: the record is written (fsync, rename) before the tried

@@ -1,4 +1,4 @@
-/* try.h — a tried policy: run a policy text instead of the configured one until it is confirmed
+/* policy-try.h — a tried policy: run a policy text instead of the configured one until it is confirmed
  * (then installed where the daemon reads its policy), reverted, or its deadline passes. The try
  * is recorded in the runtime directory before it takes effect, so that a daemon that stops or
  * crashes during it comes back on the policy that ran before. */

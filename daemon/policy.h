@@ -131,7 +131,7 @@ typedef struct PolicySet {
         RollbackSpec defaults; /* built-in defaults overridden by the first file's `rollback` */
         uint64_t digest;       /* FNV-1a 64 over the files' names and contents, in order */
         unsigned n_ref;        /* the engines of every namespace run one set */
-        /* No policy: the files have errors and no policy ran before (reload.c). The engine
+        /* No policy: the files have errors and no policy ran before (policy-reload.c). The engine
          * decides nothing and writes nothing, not even a restore: what an earlier run wrote
          * stays as it is until a policy runs. */
         bool frozen;

@@ -755,32 +755,33 @@ static int rollback_from_json(json_object *o, RollbackRecord **ret) {
 
 /* One device's entry. -EBADMSG when what a restart needs to give its sizes back (the ifindex, the
  * originals, the sizes written) is missing or malformed, or an original out of what a kernel takes
- * (*why says which); a damaged last-good, hold or probation is dropped alone (*partial, *why). */
-static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *partial) {
+ * (*ret_why says which); a damaged last-good, hold or probation is dropped alone (*ret_partial,
+ * *ret_why). */
+static int parse_entry(json_object *e, StateEntry *ret_entry, const char **ret_why, bool *ret_partial) {
         json_object *fam, *name, *pv;
         uint32_t ifindex;
         int r;
 
-        *s = (StateEntry){};
-        *partial = false;
+        *ret_entry = (StateEntry){};
+        *ret_partial = false;
         if (!json_object_is_type(e, json_type_object)) {
-                *why = "not an object";
+                *ret_why = "not an object";
                 return -EBADMSG;
         }
         if (get_u32(e, "ifindex", &ifindex) < 0 || ifindex == 0 || ifindex > INT32_MAX) {
-                *why = "no ifindex, or not one (1..2147483647)";
+                *ret_why = "no ifindex, or not one (1..2147483647)";
                 return -EBADMSG;
         }
-        s->ifindex = (int) ifindex;
-        r = get_sizes(e, "original", &s->original);
+        ret_entry->ifindex = (int) ifindex;
+        r = get_sizes(e, "original", &ret_entry->original);
         if (r < 0) {
-                *why = r == -ERANGE ? "an original size out of what the kernel takes (GSO 1..524280, GRO 0..524280)"
+                *ret_why = r == -ERANGE ? "an original size out of what the kernel takes (GSO 1..524280, GRO 0..524280)"
                                     : "no original sizes, or not four numbers 0..4294967295";
                 return -EBADMSG;
         }
         bool families = !json_object_object_get_ex(e, "written", &fam);
         if ((families && !json_object_object_get_ex(e, "families", &fam)) || !json_object_is_type(fam, json_type_array)) {
-                *why = "no list of the sizes written";
+                *ret_why = "no list of the sizes written";
                 return -EBADMSG;
         }
         for (size_t j = 0; j < json_object_array_length(fam); j++) {
@@ -796,32 +797,32 @@ static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *pa
                                         bit = 1u << i;
                 if (bit == 0) {
                         /* giving back less than was written is what this reader is there to prevent */
-                        *why = "a size written that is not one of the four";
+                        *ret_why = "a size written that is not one of the four";
                         return -EBADMSG;
                 }
-                s->written |= bit;
+                ret_entry->written |= bit;
         }
         if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string) &&
-            !(s->ifname = strdup(json_object_get_string(name))))
+            !(ret_entry->ifname = strdup(json_object_get_string(name))))
                 goto oom;
         /* Written since entries carry an identity; an entry without one is of an earlier version
          * and taken to be its ifindex's device, as it always was (state_entry_is_device()). */
         const char *kind = get_str(e, "kind"), *mac = get_str(e, "mac");
         if (kind && mac) {
-                s->has_identity = true;
-                s->kind = strdup(kind);
-                s->mac = strdup(mac);
-                if (!s->kind || !s->mac)
+                ret_entry->has_identity = true;
+                ret_entry->kind = strdup(kind);
+                ret_entry->mac = strdup(mac);
+                if (!ret_entry->kind || !ret_entry->mac)
                         goto oom;
         }
         const char *st = get_str(e, "state");
-        s->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
+        ret_entry->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
         /* What follows only says where a rollback goes and what runs: without it the device is
          * resumed as applied, its originals kept. */
         if (json_object_object_get_ex(e, "last_good", &pv)) {
-                s->has_last_good = get_sizes(e, "last_good", &s->last_good) >= 0;
-                if (!s->has_last_good)
-                        *partial = true, *why = "its last-good sizes (dropped: a rollback goes to the originals)";
+                ret_entry->has_last_good = get_sizes(e, "last_good", &ret_entry->last_good) >= 0;
+                if (!ret_entry->has_last_good)
+                        *ret_partial = true, *ret_why = "its last-good sizes (dropped: a rollback goes to the originals)";
         }
         if (json_object_object_get_ex(e, "proven", &pv) && json_object_is_type(pv, json_type_array)) {
                 size_t np = json_object_array_length(pv);
@@ -830,36 +831,36 @@ static int parse_entry(json_object *e, StateEntry *s, const char **why, bool *pa
                 for (size_t i = np > PROVEN_SIZES_MAX ? np - PROVEN_SIZES_MAX : 0; i < np; i++) {
                         Sizes p;
                         if (get_sizes_of(json_object_array_get_idx(pv, i), &p) >= 0)
-                                s->proven.items[s->proven.n++] = p;
+                                ret_entry->proven.items[ret_entry->proven.n++] = p;
                 }
         }
         if (json_object_object_get_ex(e, "held", &pv)) {
-                s->held = get_sizes(e, "held", &s->held_desired) >= 0;
-                if (!s->held)
-                        *partial = true, *why = "its hold (dropped)";
+                ret_entry->held = get_sizes(e, "held", &ret_entry->held_desired) >= 0;
+                if (!ret_entry->held)
+                        *ret_partial = true, *ret_why = "its hold (dropped)";
         }
         if (json_object_object_get_ex(e, "probation", &pv)) {
-                r = probation_from_json(pv, &s->probation);
+                r = probation_from_json(pv, &ret_entry->probation);
                 if (r == -ENOMEM)
                         goto oom;
                 if (r < 0)
-                        *partial = true, *why = "its probation (dropped: resumed as applied)";
+                        *ret_partial = true, *ret_why = "its probation (dropped: resumed as applied)";
         }
         if (json_object_object_get_ex(e, "last_rollback", &pv) && json_object_is_type(pv, json_type_object) &&
-            rollback_from_json(pv, &s->last_rollback) < 0)
+            rollback_from_json(pv, &ret_entry->last_rollback) < 0)
                 goto oom;
         if (json_object_object_get_ex(e, "auto", &pv)) {
-                r = auto_from_json(pv, &s->autosize);
+                r = auto_from_json(pv, &ret_entry->autosize);
                 if (r == -ENOMEM)
                         goto oom;
                 if (r < 0)
-                        *partial = true, *why = "its searches of auto (dropped: they begin again)";
+                        *ret_partial = true, *ret_why = "its searches of auto (dropped: they begin again)";
                 else if (r > 0)
-                        *partial = true, *why = "a search of auto (dropped: it begins again)";
+                        *ret_partial = true, *ret_why = "a search of auto (dropped: it begins again)";
         }
         return 0;
 oom:
-        state_entries_free_one(s);
+        state_entries_free_one(ret_entry);
         return -ENOMEM;
 }
 
@@ -1615,7 +1616,7 @@ static int store_dir(StateStore *s) {
 
 /* Every save ends here. A failure keeps what was owed pending and arms the retry (unless a save is
  * due already); the first success after failures says so to whoever listens. */
-static int done(StateStore *s, int r) {
+static int save_ended(StateStore *s, int r) {
         struct stat st;
 
         if (r < 0) {
@@ -1958,24 +1959,24 @@ int state_store_save(StateStore *s) {
         int r;
 
         if (s->compact)
-                return done(s, save_snapshot(s));
+                return save_ended(s, save_snapshot(s));
         if (s->n_dirty + s->n_forgotten > 0) {
                 r = save_journal(s, (const Device *const *) s->dirty, s->n_dirty, &written);
                 if (r > 0)
-                        return done(s, save_snapshot(s));
+                        return save_ended(s, save_snapshot(s));
                 if (r < 0)
-                        return done(s, r);
+                        return save_ended(s, r);
         }
         if (!written && s->failing)
                 /* Nothing changed since the save that failed, or nothing that is not on disk
                  * already (a device refused for it lost the originals it never saved): a snapshot
                  * proves the disk takes a write again before whoever waits for that is told. */
-                return done(s, save_snapshot(s));
+                return save_ended(s, save_snapshot(s));
         for (size_t i = 0; i < s->n_dirty; i++)
                 s->dirty[i]->store.dirty = false;
         s->n_dirty = s->n_forgotten = 0;
         s->pending = false;
-        return done(s, 0);
+        return save_ended(s, 0);
 }
 
 int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
@@ -1985,10 +1986,10 @@ int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
         int r;
 
         if (s->compact)
-                return done(s, save_snapshot(s));
+                return save_ended(s, save_snapshot(s));
         l = calloc(n + 1, sizeof(Device *));
         if (!l)
-                return done(s, -ENOMEM);
+                return save_ended(s, -ENOMEM);
         for (size_t i = 0; i < n; i++)
                 if (devices[i]->store.dirty)
                         l[k++] = devices[i];
@@ -1996,14 +1997,14 @@ int state_store_save_devices(StateStore *s, Device *const *devices, size_t n) {
                 return 0;
         r = save_journal(s, l, k, &written);
         if (r > 0)
-                return done(s, save_snapshot(s));
+                return save_ended(s, save_snapshot(s));
         if (r < 0)
-                return done(s, r);
+                return save_ended(s, r);
         s->n_forgotten = 0;
         for (size_t i = 0; i < k; i++)
                 unmark(s, (Device *) l[i]);
         s->pending = s->n_dirty > 0 || (!written && s->failing);
-        return written ? done(s, 0) : 0;
+        return written ? save_ended(s, 0) : 0;
 }
 
 bool state_store_pending(const StateStore *s) {

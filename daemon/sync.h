@@ -12,7 +12,7 @@
 
 typedef struct Sync Sync;
 
-/* Devices that move between namespaces (netns.c keeps their records across the move). */
+/* Devices that move between namespaces (netns-set.c keeps their records across the move). */
 typedef struct SyncMoveOps {
         /* `d` leaves this engine's namespace for the one with `nsid` here, where its ifindex is
          * `new_ifindex`; called before it is forgotten. */

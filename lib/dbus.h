@@ -3,7 +3,7 @@
  * for its socket with inotify, not a timer), and who sent a call: the caller's UID, asked of the
  * bus asynchronously on a second connection of its own, cached by unique name, with limits per
  * UID and the check of calls only root may make. What is served on it is given to it through
- * DbusOps (dbus-manager.c). Without a system bus nothing fails: it waits for one.
+ * DbusOps (manager-dbus.c). Without a system bus nothing fails: it waits for one.
  *
  * Nothing a caller sends is held without a bound: calls that expect no reply are dropped as they
  * are read, calls wait for their caller's UID only so many (then no more is read until the bus

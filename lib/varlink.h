@@ -2,7 +2,7 @@
  * socket, one non-blocking connection per client, the wire protocol (NUL-terminated JSON calls
  * and replies, `more`, `oneway`, pipelining), org.varlink.service, and the limits that let a
  * client hurt only itself. It knows nothing of bigtcpd: the methods, their interface descriptions
- * and the names of the protocol's own errors are given to it (varlink-manager.c). */
+ * and the names of the protocol's own errors are given to it (manager-varlink.c). */
 #pragma once
 
 #include <event2/event.h>

@@ -122,7 +122,7 @@ def test_entries_carry_their_call_site(ns, confdir, daemon, journal):
     assert d.log().strip() == '', f'under journald the lines go to the journal only:\n{d.log_tail()}'
     writes = [e for e in got if e.get('MESSAGE_ID') == LOG_ID_WRITE]
     assert {e.get('INTERFACE') for e in writes} == {'va', 'vb'}, got
-    body = function_lines(REPO / 'daemon' / 'lifecycle.c', 'log_write')
+    body = function_lines(REPO / 'daemon' / 'device-lifecycle.c', 'log_write')
     for e in writes:
         assert (e['CODE_FUNC'], e['CODE_FILE']) == ('log_write', 'daemon/device-lifecycle.c'), e
         assert int(e['CODE_LINE']) in body, (e, body)

@@ -604,7 +604,7 @@ static inline void h_reload(Harness *h, const char *yaml) {
 }
 
 /* A reloader's policy runs in the harness's one engine as it does in every namespace of the
- * daemon (namespace.c, netns_run_policy()): lent, and once started every link read again. */
+ * daemon (netns.c, netns_run_policy()): lent, and once started every link read again. */
 static inline void h_run_policy(void *userdata, PolicySet *set) {
         Harness *h = userdata;
 

@@ -1,4 +1,4 @@
-/* test-lifecycle.c — the device lifecycle (lifecycle.c) and the decisions that drive it (apply.c),
+/* test-lifecycle.c — the device lifecycle (device-lifecycle.c) and the decisions that drive it (apply.c),
  * through the engine with a fake clock and a fake kernel (engine-harness.h): the transitions one
  * scenario at a time, and what each step must end — a write, a probation window, a rollout slot. */
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* test-try.c — the try state machine (try.c) on the engine harness's fake clock: a try runs until
+/* test-try.c — the try state machine (policy-try.c) on the engine harness's fake clock: a try runs until
  * its deadline and not a moment less, Confirm installs and keeps it, Revert and the deadline put
  * back the very policy that ran before, reloads wait for the end of a try, what a try refuses
  * leaves everything as it was, and a restart's recovery tells a committed confirm from a try to

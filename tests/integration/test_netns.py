@@ -118,8 +118,12 @@ def pods(ns):
         p.close()
 
 
-def start(daemon, ns, cfg, **kw):
-    return daemon(ns, cfg, extra_args=('--netns-dir', '/run/netns'), **kw)
+def start(daemon, ns, cfg, packet_sockets=False, **kw):
+    """The daemon watching /run/netns; with packet_sockets, counting with the packet sockets made in
+    each namespace (--observer=packet-socket: the fallback, what these tests are about) rather than
+    with the eBPF observer, which needs none."""
+    args = ('--netns-dir', '/run/netns') + (('--observer', 'packet-socket') if packet_sockets else ())
+    return daemon(ns, cfg, extra_args=args, **kw)
 
 
 def eth0(name):
@@ -421,7 +425,7 @@ def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdi
     for p, h in ((p1, h1), (p2, h2)):
         ip(ns, 'link', 'set', h, 'up')
         ip(p, 'link', 'set', 'eth0', 'up')
-    d = start(daemon, ns, cfg)
+    d = start(daemon, ns, cfg, packet_sockets=True)
     for p in (p1, p2):
         wait_eth0(p, sizes4(POD_SIZE), p)
     with Monitor(d, seed=False) as m:
@@ -1230,7 +1234,7 @@ def test_dead_packet_children_are_reaped_made_again_and_a_pod_watch_never_counts
     cfg.write_text(policy())
     p1, _ = pods.add(distinct=False)
     ip(ns, 'link', 'set', 'lo', 'gso_max_size', str(POD_SIZE), 'gro_max_size', str(POD_SIZE))
-    d = start(daemon, ns, cfg)
+    d = start(daemon, ns, cfg, packet_sockets=True)
     wait_eth0(p1, sizes4(POD_SIZE), p1)
     maker, closer = child_of(d, 'bigtcpd-packets'), child_of(d, 'bigtcpd-closer')
     os.kill(maker, signal.SIGKILL)
@@ -1278,7 +1282,7 @@ def test_a_packet_child_that_keeps_dying_is_not_made_again_at_once_and_a_pod_wat
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy())
     p1, _ = pods.add(distinct=False)
-    d = start(daemon, ns, cfg)
+    d = start(daemon, ns, cfg, packet_sockets=True)
     wait_eth0(p1, sizes4(POD_SIZE), p1)
 
     def watch(name):

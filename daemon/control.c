@@ -160,6 +160,17 @@ static json_object *big_packets_of(uint64_t now, const Device *d, const Evidence
 /* big_packets: what the last (or the running) watch of d counted; never watched, what the eBPF
  * observer of `s` (NULL: none asked) counted since it was loaded; else NULL. `now`:
  * CLOCK_MONOTONIC, for the time left of a watch. */
+bool control_device_totals(const Control *c, const Device *d, EvidenceCounts *ret, uint64_t *ret_since) {
+        EvidenceSet *s = control_engine_of(c, d)->evidence;
+        EvidenceCounts totals;
+
+        if (d->evidence || !s || evidence_totals(s, d, &totals) < 0)
+                return false;
+        *ret = totals;
+        *ret_since = observer_loaded_usec(evidence_set_get_observer(s));
+        return true;
+}
+
 static json_object *big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
         const Evidence *ev = d->evidence;
         EvidenceCounts totals;

@@ -311,7 +311,8 @@ static int reply_devices_json(Control *c, sd_bus_message *call, const char *name
 
 /* (issss(uuuu)(uuuu)u(bttuutttti)): ifindex, ifname, kind ("" for none), state, policy ("" for
  * none), the current and the desired sizes (gso, gro, gso_ipv4, gro_ipv4; 0 where unknown),
- * tso_max_size, and its big packets (evidence.h; zeros when never counted): watching, tx, rx,
+ * tso_max_size, and its big packets (evidence.h; the eBPF observer's since it loaded when never
+ * watched, as ListDevicesJSON has them; zeros when nothing counted them): watching, tx, rx,
  * tx_largest, rx_largest, ipv6, ipv4, missed, since (CLOCK_REALTIME µs), effective (1 yes, 0 no,
  * -1 not known). */
 #define DEVICE_SIGNATURE "(issss(uuuu)(uuuu)u(bttuutttti))"
@@ -325,18 +326,22 @@ static int append_device(sd_bus_message *reply, const Control *c, const Device *
         const Sizes none = {}, *cur = &d->current, *want = managed ? &d->life.desired : &none;
         bool v4 = control_engine_of(c, d)->ipv4_supported;
         const Evidence *ev = d->evidence;
-        const EvidenceCounts none_counted = {}, *n = ev ? &ev->counts : &none_counted;
+        EvidenceCounts totals = {};
+        uint64_t since = ev ? ev->since_usec : 0;
+        const EvidenceCounts *n = ev ? &ev->counts : &totals;
         int32_t effective = !ev || ev->verdict == EVIDENCE_UNKNOWN ? -1 : ev->verdict == EVIDENCE_EFFECTIVE;
 
         if (!ifname || !kind || !policy)
                 return -ENOMEM;
+        if (!ev)
+                (void) control_device_totals(c, d, &totals, &since); /* the observer's, as ListDevicesJSON */
         return sd_bus_message_append(reply, DEVICE_SIGNATURE, (int32_t) d->ifindex, ifname, kind,
                                      device_state_to_string(d->life.state), policy, cur->gso_max_size, cur->gro_max_size,
                                      v4 ? cur->gso_ipv4_max_size : 0, v4 ? cur->gro_ipv4_max_size : 0,
                                      want->gso_max_size, want->gro_max_size, v4 ? want->gso_ipv4_max_size : 0,
                                      v4 ? want->gro_ipv4_max_size : 0, d->tso_max_size, (int) evidence_watching(d),
                                      n->tx, n->rx, n->tx_largest, n->rx_largest, n->by_family[EVIDENCE_IPV6],
-                                     n->by_family[EVIDENCE_IPV4], n->missed, ev ? ev->since_usec : UINT64_C(0),
+                                     n->by_family[EVIDENCE_IPV4], n->missed, since,
                                      effective);
 }
 

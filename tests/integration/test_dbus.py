@@ -358,7 +358,11 @@ def test_read_methods(served):
                     bp['missed'], bp['since'], -1 if eff is None else int(eff)]), (big, va)
     lo = by_name['lo']
     assert lo[3] == 'unmanaged' and lo[4] == '' and tuple(lo[6]) == (0, 0, 0, 0), lo
-    assert lo[8] == [False, 0, 0, 0, 0, 0, 0, 0, 0, -1], 'never counted: zeros, in effect not known'
+    # lo, never watched: with the eBPF observer, what it counted since it loaded (lo carries no
+    # packet above 64 KiB here), as ListDevicesJSON says; with packet sockets, zeros
+    lj = json.loads(call(bus, 'ListDevicesJSON', 's', 'lo')[0])['devices'][0].get('big_packets')
+    assert lo[8] == ([False, 0, 0, 0, 0, 0, 0, 0, 0, -1] if lj is None else
+                     [False, 0, 0, 0, 0, 0, 0, 0, lj['since'], -1]), ('never counted: zeros, in effect not known', lj)
     assert call(bus, 'GetDevice', 's', 'vb')[0][1] == 'vb'
     assert call_error(bus, 'GetDevice', 'nosuch0')[0] == f'{IFACE}.NoSuchDevice'
 

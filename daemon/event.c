@@ -98,10 +98,15 @@ void event_emit(EventList *l, const Event *e) {
 }
 
 bool event_watched(const EventList *l) {
+        return event_watch_count(l) > 0;
+}
+
+size_t event_watch_count(const EventList *l) {
+        size_t n = 0;
+
         for (size_t i = 0; i < l->n; i++)
-                if (!l->items[i].stale)
-                        return true;
-        return false;
+                n += !l->items[i].stale;
+        return n;
 }
 
 void event_list_done(EventList *l) {

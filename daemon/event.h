@@ -104,4 +104,6 @@ void event_watch_remove(EventList *l, unsigned id);
 void event_emit(EventList *l, const Event *e);
 /* Anyone watching? Lets an emitter skip building an event nobody reads. */
 bool event_watched(const EventList *l);
+/* How many watch `l` (for the fuzzers: what a session left behind). */
+size_t event_watch_count(const EventList *l);
 void event_list_done(EventList *l);

@@ -8,6 +8,7 @@ attacker.py, run under setpriv as UIDs other than 0."""
 import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 import threading
 import time

@@ -67,6 +67,7 @@ struct Observer {
         size_t n_nears, cap_nears;
         uint64_t devs_whole_at, drops_whole_at, nears_whole_at; /* the snapshot each was read whole in */
         size_t devs_asked, drops_asked, nears_asked;            /* keys looked up in this snapshot */
+        uint64_t whole_reads;
         uint64_t read_at, read_cost;
         uint64_t loaded_usec;
 };
@@ -297,6 +298,7 @@ static int fresh_whole(Observer *o, int fd, const MapShape *m, void **entries, s
                 return r;
         *whole_at = o->read_at;
         o->read_cost = mono_usec() - t0;
+        o->whole_reads++;
         return 0;
 }
 
@@ -375,6 +377,10 @@ uint64_t observer_read_at(const Observer *o) {
 
 uint64_t observer_read_cost_usec(const Observer *o) {
         return o->read_cost;
+}
+
+uint64_t observer_whole_reads(const Observer *o) {
+        return o->whole_reads;
 }
 
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
@@ -534,6 +540,15 @@ void observer_forget(Observer *o, uint32_t netns, int ifindex) {
                 (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.devs), &k);
         if (e)
                 remove_at(o->devs, &o->n_devs, sizeof(DevEntry), (size_t) (e - o->devs));
+        if (o->skel) {
+                /* its drops of every reason, in the kernel now: a device gone is rare, a batch read
+                 * for it cheap enough (a new device of its ifindex must not inherit them) */
+                o->drops_whole_at = 0;
+                int r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
+                                    &o->n_drops, &o->cap_drops, &o->drops_whole_at);
+                if (r < 0)
+                        log_debug_errno(r, "observer: reading the drops of a device gone failed: %m");
+        }
         for (size_t i = o->n_drops; i > 0; i--)
                 if (cmp_key(&o->drops[i - 1].key, &k) == 0) {
                         if (o->skel)

@@ -304,27 +304,29 @@ static int fresh_whole(Observer *o, int fd, const MapShape *m, void **entries, s
 
 /* The entry of `key` in the snapshot as the kernel has it in this one: looked up in the kernel
  * when it was not yet (a whole read of the map once more than OBSERVER_FEW keys were). Returns
- * the entry, NULL when the kernel has none (*ret_err: why, when the kernel could not be asked;
- * the last snapshot's entry is then kept). */
+ * the entry, NULL when the kernel has none (when the kernel cannot be asked, the last snapshot's
+ * entry stays). */
 static void *fresh_key(Observer *o, int fd, const MapShape *m, void **entries, size_t *n, size_t *cap,
-                       uint64_t *whole_at, size_t *asked, const void *key, int *ret_err) {
+                       uint64_t *whole_at, size_t *asked, const void *key) {
         uint8_t value[sizeof(struct observer_dev)];
         uint8_t *e;
+        int r;
 
         _Static_assert(sizeof(struct observer_dev) >= sizeof(struct observer_near), "value buffer");
-        *ret_err = 0;
         e = *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
         if (!o->skel || (*whole_at == o->read_at && o->read_at > 0))
                 return e;
         if (e && memcmp(e + m->atoff, &o->read_at, sizeof(o->read_at)) == 0)
                 return e;
         if (++*asked > OBSERVER_FEW) {
-                *ret_err = fresh_whole(o, fd, m, entries, n, cap, whole_at);
+                r = fresh_whole(o, fd, m, entries, n, cap, whole_at);
+                if (r < 0)
+                        log_debug_errno(r, "observer: reading a map whole failed: %m");
                 return *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
         }
         if (bpf_map_lookup_elem(fd, key, value) < 0) {
                 if (errno != ENOENT) {
-                        *ret_err = -errno;
+                        log_debug_errno(-errno, "observer: looking up an entry failed: %m");
                         return e;
                 }
                 if (e)
@@ -332,43 +334,26 @@ static void *fresh_key(Observer *o, int fd, const MapShape *m, void **entries, s
                 return NULL;
         }
         e = upsert(entries, n, cap, m->esize, key, m->ksize, m->cmp);
-        if (!e) {
-                *ret_err = -ENOMEM;
+        if (!e)
                 return NULL;
-        }
         memcpy(e + m->voff, value, m->vsize);
         memcpy(e + m->atoff, &o->read_at, sizeof(o->read_at));
         return e;
 }
 
 static const DevEntry *fresh_dev(Observer *o, const struct observer_key *k) {
-        int err;
-        const DevEntry *e = fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.devs) : -1, &dev_shape,
-                                      (void **) &o->devs, &o->n_devs, &o->cap_devs, &o->devs_whole_at,
-                                      &o->devs_asked, k, &err);
-        if (err < 0)
-                log_debug_errno(err, "observer: reading a device's counts failed: %m");
-        return e;
+        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.devs) : -1, &dev_shape, (void **) &o->devs, &o->n_devs,
+                         &o->cap_devs, &o->devs_whole_at, &o->devs_asked, k);
 }
 
 static const DropEntry *fresh_drop(Observer *o, const struct observer_drop_key *k) {
-        int err;
-        const DropEntry *e = fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.drops) : -1, &drop_shape,
-                                       (void **) &o->drops, &o->n_drops, &o->cap_drops, &o->drops_whole_at,
-                                       &o->drops_asked, k, &err);
-        if (err < 0)
-                log_debug_errno(err, "observer: reading a device's drops failed: %m");
-        return e;
+        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.drops) : -1, &drop_shape, (void **) &o->drops,
+                         &o->n_drops, &o->cap_drops, &o->drops_whole_at, &o->drops_asked, k);
 }
 
 static const NearEntry *fresh_near(Observer *o, const struct observer_key *k) {
-        int err;
-        const NearEntry *e = fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.nears) : -1, &near_shape,
-                                       (void **) &o->nears, &o->n_nears, &o->cap_nears, &o->nears_whole_at,
-                                       &o->nears_asked, k, &err);
-        if (err < 0)
-                log_debug_errno(err, "observer: reading a device's thresholds failed: %m");
-        return e;
+        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.nears) : -1, &near_shape, (void **) &o->nears,
+                         &o->n_nears, &o->cap_nears, &o->nears_whole_at, &o->nears_asked, k);
 }
 
 uint64_t observer_read_at(const Observer *o) {

@@ -57,7 +57,7 @@ void guard_set_link_baseline(GuardSet *s, const void *stats, size_t size);
 
 /* The device whose own counters (the observer's: drop.*, tcp.*) its guards read. */
 typedef struct GuardObserver {
-        const Observer *observer; /* NULL: there is none; such guards are inactive */
+        Observer *observer; /* NULL: there is none; such guards are inactive */
         uint32_t netns;
         int ifindex;
 } GuardObserver;

@@ -1,11 +1,20 @@
 /* observer.c — loading the eBPF observer (the skeleton bpftool made of observer.bpf.c), reading
- * its maps in batches into a sorted snapshot, and the kernel's drop reason names from BTF. */
+ * its maps into a sorted snapshot, and the kernel's drop reason names from BTF.
+ *
+ * A read is lazy: observer_read() starts a new snapshot, and each entry is read from the kernel
+ * when it is first asked for in it, one lookup per key. A batch read walks every bucket of a map
+ * (32768 of them, each in the kernel, on the daemon's CPU) whatever it holds: a tick that wants a
+ * device or two in probation pays for all of them. Only when more than OBSERVER_FEW keys of a map
+ * are asked for in one snapshot (a host at scale), or all of them (observer_entries()), is the map
+ * read whole in batches; a map no one asks for (drops without a drop.* guard, thresholds without
+ * a window) is not read at all. */
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,25 +23,38 @@
 #include <unistd.h>
 
 #include "observer.h"
+#include "log.h"
 #include "observer.skel.h"
 #include "util.h"
 
-#define BATCH 1024u /* entries per lookup_batch call */
+#define BATCH 1024u      /* entries per lookup_batch call */
+#define OBSERVER_FEW 64u /* keys of a map looked up one by one in a snapshot; beyond, one batch read */
 
+/* Each entry: the kernel's key and value, and the snapshot (read_at) it was read in. */
 typedef struct DevEntry {
         struct observer_key key;
         struct observer_dev v;
+        uint64_t at;
 } DevEntry;
 
 typedef struct DropEntry {
         struct observer_drop_key key;
         uint64_t n;
+        uint64_t at;
 } DropEntry;
 
 typedef struct NearEntry {
         struct observer_key key;
         struct observer_near v;
+        uint64_t at;
 } NearEntry;
+
+/* How one map's entries lie in its snapshot array. */
+typedef struct MapShape {
+        size_t ksize, vsize, esize, voff, atoff;
+        int (*cmp)(const void *, const void *);
+} MapShape;
+
 
 struct Observer {
         struct observer_bpf *skel; /* NULL: fake */
@@ -43,6 +65,9 @@ struct Observer {
         size_t n_drops, cap_drops;
         NearEntry *nears;
         size_t n_nears, cap_nears;
+        uint64_t devs_whole_at, drops_whole_at, nears_whole_at; /* the snapshot each was read whole in */
+        size_t devs_asked, drops_asked, nears_asked;            /* keys looked up in this snapshot */
+        uint64_t whole_reads;
         uint64_t read_at, read_cost;
         uint64_t loaded_usec;
 };
@@ -197,10 +222,22 @@ static int grow(void **p, size_t *cap, size_t want, size_t size) {
         return 0;
 }
 
-/* Every entry of map `fd` into *entries (key then value, `esize` bytes each, the key `ksize`),
- * BATCH at a time. */
-static int read_map(int fd, size_t ksize, size_t vsize, size_t esize, void **entries, size_t *n, size_t *cap) {
-        _cleanup_(freep) uint8_t *keys = malloc(BATCH * ksize), *values = malloc(BATCH * vsize);
+static const MapShape dev_shape = {
+        .ksize = sizeof(struct observer_key), .vsize = sizeof(struct observer_dev), .esize = sizeof(DevEntry),
+        .voff = offsetof(DevEntry, v), .atoff = offsetof(DevEntry, at), .cmp = cmp_key,
+};
+static const MapShape drop_shape = {
+        .ksize = sizeof(struct observer_drop_key), .vsize = sizeof(uint64_t), .esize = sizeof(DropEntry),
+        .voff = offsetof(DropEntry, n), .atoff = offsetof(DropEntry, at), .cmp = cmp_drop_key,
+};
+static const MapShape near_shape = {
+        .ksize = sizeof(struct observer_key), .vsize = sizeof(struct observer_near), .esize = sizeof(NearEntry),
+        .voff = offsetof(NearEntry, v), .atoff = offsetof(NearEntry, at), .cmp = cmp_key,
+};
+
+/* Every entry of map `fd` into *entries, BATCH at a time, sorted, stamped `at`. */
+static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size_t *n, size_t *cap) {
+        _cleanup_(freep) uint8_t *keys = malloc(BATCH * m->ksize), *values = malloc(BATCH * m->vsize);
         uint8_t in[16], out[16]; /* the hash maps' batch token is a u32 bucket index */
         bool first = true;
         size_t total = 0;
@@ -213,12 +250,14 @@ static int read_map(int fd, size_t ksize, size_t vsize, size_t esize, void **ent
                 int err = r < 0 ? -errno : 0;
                 if (err < 0 && err != -ENOENT)
                         return err;
-                if (grow(entries, cap, total + count, esize) < 0)
+                if (grow(entries, cap, total + count, m->esize) < 0)
                         return -ENOMEM;
                 for (__u32 i = 0; i < count; i++) {
-                        uint8_t *e = (uint8_t *) *entries + (total + i) * esize;
-                        memcpy(e, keys + i * ksize, ksize);
-                        memcpy(e + esize - vsize, values + i * vsize, vsize);
+                        uint8_t *e = (uint8_t *) *entries + (total + i) * m->esize;
+                        memset(e, 0, m->esize);
+                        memcpy(e, keys + i * m->ksize, m->ksize);
+                        memcpy(e + m->voff, values + i * m->vsize, m->vsize);
+                        memcpy(e + m->atoff, &at, sizeof(at));
                 }
                 total += count;
                 if (err == -ENOENT)
@@ -227,40 +266,94 @@ static int read_map(int fd, size_t ksize, size_t vsize, size_t esize, void **ent
                 first = false;
         }
         *n = total;
+        if (total > 1)
+                qsort(*entries, total, m->esize, m->cmp);
         return 0;
 }
 
 int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec) {
+        if (max_age_usec > 0 && o->read_at > 0 && now_usec >= o->read_at && now_usec - o->read_at < max_age_usec)
+                return 0;
+        /* a new snapshot: its entries are read when asked for (a fake one's are what tests set) */
+        o->read_at = now_usec ?: 1;
+        o->devs_asked = o->drops_asked = o->nears_asked = 0;
+        return 0;
+}
+
+static void *upsert(void **arr, size_t *n, size_t *cap, size_t esize, const void *key, size_t ksize,
+                    int (*cmp)(const void *, const void *));
+static void remove_at(void *arr, size_t *n, size_t esize, size_t i);
+
+/* Map `fd` read whole into the snapshot, unless it was in this one. */
+static int fresh_whole(Observer *o, int fd, const MapShape *m, void **entries, size_t *n, size_t *cap,
+                       uint64_t *whole_at) {
         uint64_t t0;
         int r;
 
-        if (max_age_usec > 0 && o->read_at > 0 && now_usec >= o->read_at && now_usec - o->read_at < max_age_usec)
+        if (!o->skel || (*whole_at == o->read_at && o->read_at > 0))
                 return 0;
-        if (!o->skel) {
-                o->read_at = now_usec ?: 1;
-                return 0;
-        }
         t0 = mono_usec();
-        r = read_map(bpf_map__fd(o->skel->maps.devs), sizeof(struct observer_key), sizeof(struct observer_dev),
-                     sizeof(DevEntry), (void **) &o->devs, &o->n_devs, &o->cap_devs);
-        if (r >= 0)
-                r = read_map(bpf_map__fd(o->skel->maps.drops), sizeof(struct observer_drop_key), sizeof(uint64_t),
-                             sizeof(DropEntry), (void **) &o->drops, &o->n_drops, &o->cap_drops);
-        if (r >= 0)
-                r = read_map(bpf_map__fd(o->skel->maps.nears), sizeof(struct observer_key),
-                             sizeof(struct observer_near), sizeof(NearEntry), (void **) &o->nears, &o->n_nears,
-                             &o->cap_nears);
+        r = read_map(fd, m, o->read_at, entries, n, cap);
         if (r < 0)
                 return r;
-        if (o->n_devs > 1)
-                qsort(o->devs, o->n_devs, sizeof(DevEntry), cmp_key);
-        if (o->n_drops > 1)
-                qsort(o->drops, o->n_drops, sizeof(DropEntry), cmp_drop_key);
-        if (o->n_nears > 1)
-                qsort(o->nears, o->n_nears, sizeof(NearEntry), cmp_key);
-        o->read_at = now_usec ?: 1;
+        *whole_at = o->read_at;
         o->read_cost = mono_usec() - t0;
+        o->whole_reads++;
         return 0;
+}
+
+/* The entry of `key` in the snapshot as the kernel has it in this one: looked up in the kernel
+ * when it was not yet (a whole read of the map once more than OBSERVER_FEW keys were). Returns
+ * the entry, NULL when the kernel has none (when the kernel cannot be asked, the last snapshot's
+ * entry stays). */
+static void *fresh_key(Observer *o, int fd, const MapShape *m, void **entries, size_t *n, size_t *cap,
+                       uint64_t *whole_at, size_t *asked, const void *key) {
+        uint8_t value[sizeof(struct observer_dev)];
+        uint8_t *e;
+        int r;
+
+        _Static_assert(sizeof(struct observer_dev) >= sizeof(struct observer_near), "value buffer");
+        e = *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
+        if (!o->skel || (*whole_at == o->read_at && o->read_at > 0))
+                return e;
+        if (e && memcmp(e + m->atoff, &o->read_at, sizeof(o->read_at)) == 0)
+                return e;
+        if (++*asked > OBSERVER_FEW) {
+                r = fresh_whole(o, fd, m, entries, n, cap, whole_at);
+                if (r < 0)
+                        log_debug_errno(r, "observer: reading a map whole failed: %m");
+                return *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
+        }
+        if (bpf_map_lookup_elem(fd, key, value) < 0) {
+                if (errno != ENOENT) {
+                        log_debug_errno(-errno, "observer: looking up an entry failed: %m");
+                        return e;
+                }
+                if (e)
+                        remove_at(*entries, n, m->esize, (size_t) (e - (uint8_t *) *entries) / m->esize);
+                return NULL;
+        }
+        e = upsert(entries, n, cap, m->esize, key, m->ksize, m->cmp);
+        if (!e)
+                return NULL;
+        memcpy(e + m->voff, value, m->vsize);
+        memcpy(e + m->atoff, &o->read_at, sizeof(o->read_at));
+        return e;
+}
+
+static const DevEntry *fresh_dev(Observer *o, const struct observer_key *k) {
+        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.devs) : -1, &dev_shape, (void **) &o->devs, &o->n_devs,
+                         &o->cap_devs, &o->devs_whole_at, &o->devs_asked, k);
+}
+
+static const DropEntry *fresh_drop(Observer *o, const struct observer_drop_key *k) {
+        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.drops) : -1, &drop_shape, (void **) &o->drops,
+                         &o->n_drops, &o->cap_drops, &o->drops_whole_at, &o->drops_asked, k);
+}
+
+static const NearEntry *fresh_near(Observer *o, const struct observer_key *k) {
+        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.nears) : -1, &near_shape, (void **) &o->nears,
+                         &o->n_nears, &o->cap_nears, &o->nears_whole_at, &o->nears_asked, k);
 }
 
 uint64_t observer_read_at(const Observer *o) {
@@ -271,7 +364,25 @@ uint64_t observer_read_cost_usec(const Observer *o) {
         return o->read_cost;
 }
 
-void observer_entries(const Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
+uint64_t observer_whole_reads(const Observer *o) {
+        return o->whole_reads;
+}
+
+void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
+        int r = 0;
+
+        if (o->skel) {
+                r = fresh_whole(o, bpf_map__fd(o->skel->maps.devs), &dev_shape, (void **) &o->devs, &o->n_devs,
+                                &o->cap_devs, &o->devs_whole_at);
+                if (r >= 0)
+                        r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
+                                        &o->n_drops, &o->cap_drops, &o->drops_whole_at);
+                if (r >= 0)
+                        r = fresh_whole(o, bpf_map__fd(o->skel->maps.nears), &near_shape, (void **) &o->nears,
+                                        &o->n_nears, &o->cap_nears, &o->nears_whole_at);
+                if (r < 0)
+                        log_debug_errno(r, "observer: reading the maps whole failed: %m");
+        }
         *ret_devs = o->n_devs;
         *ret_drops = o->n_drops;
         *ret_nears = o->n_nears;
@@ -311,20 +422,28 @@ static const NearEntry *find_near(const Observer *o, uint32_t netns, int ifindex
         return o->n_nears ? bsearch(&k, o->nears, o->n_nears, sizeof(NearEntry), cmp_key) : NULL;
 }
 
-int observer_get(const Observer *o, uint32_t netns, int ifindex, struct observer_dev *ret) {
-        const DevEntry *e = find_dev(o, netns, ifindex);
+int observer_get(Observer *o, uint32_t netns, int ifindex, struct observer_dev *ret) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        const DevEntry *e = fresh_dev(o, &k);
 
         *ret = e ? e->v : (struct observer_dev){};
         return e ? 0 : -ENOENT;
 }
 
-uint64_t observer_drops(const Observer *o, uint32_t netns, int ifindex, uint32_t reason) {
+uint64_t observer_drops(Observer *o, uint32_t netns, int ifindex, uint32_t reason) {
         struct observer_drop_key k = {.netns = netns, .ifindex = (uint32_t) ifindex, .reason = reason};
         uint64_t sum = 0;
 
         if (reason != UINT32_MAX) {
-                const DropEntry *e = o->n_drops ? bsearch(&k, o->drops, o->n_drops, sizeof(DropEntry), cmp_drop_key) : NULL;
+                const DropEntry *e = fresh_drop(o, &k);
                 return e ? e->n : 0;
+        }
+        /* every reason of it: only a whole read finds them all */
+        if (o->skel) {
+                int r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
+                                    &o->n_drops, &o->cap_drops, &o->drops_whole_at);
+                if (r < 0)
+                        log_debug_errno(r, "observer: reading the drops failed: %m");
         }
         for (size_t i = 0; i < o->n_drops; i++)
                 if (cmp_key(&o->drops[i].key, &k) == 0)
@@ -332,8 +451,9 @@ uint64_t observer_drops(const Observer *o, uint32_t netns, int ifindex, uint32_t
         return sum;
 }
 
-int observer_near_get(const Observer *o, uint32_t netns, int ifindex, struct observer_near *ret) {
-        const NearEntry *e = find_near(o, netns, ifindex);
+int observer_near_get(Observer *o, uint32_t netns, int ifindex, struct observer_near *ret) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        const NearEntry *e = fresh_near(o, &k);
 
         if (!e)
                 return -ENOENT;
@@ -382,6 +502,7 @@ int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t l
         if (!e)
                 return -ENOMEM;
         e->v = v;
+        e->at = o->read_at; /* what the kernel has now */
         return 0;
 }
 
@@ -404,6 +525,15 @@ void observer_forget(Observer *o, uint32_t netns, int ifindex) {
                 (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.devs), &k);
         if (e)
                 remove_at(o->devs, &o->n_devs, sizeof(DevEntry), (size_t) (e - o->devs));
+        if (o->skel) {
+                /* its drops of every reason, in the kernel now: a device gone is rare, a batch read
+                 * for it cheap enough (a new device of its ifindex must not inherit them) */
+                o->drops_whole_at = 0;
+                int r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
+                                    &o->n_drops, &o->cap_drops, &o->drops_whole_at);
+                if (r < 0)
+                        log_debug_errno(r, "observer: reading the drops of a device gone failed: %m");
+        }
         for (size_t i = o->n_drops; i > 0; i--)
                 if (cmp_key(&o->drops[i - 1].key, &k) == 0) {
                         if (o->skel)

@@ -1,6 +1,6 @@
 /* observer.h — the eBPF observer (observer.bpf.c): what the stack does to every device of every
- * namespace, counted in the kernel and read here once per tick, all entries of a map in one
- * batch. Devices are named by (the inode of their network namespace, ifindex). Without the
+ * namespace, counted in the kernel and read here once per tick: each entry when first asked for
+ * in the tick, a map whole (in batches) only at scale. Devices are named by (the inode of their network namespace, ifindex). Without the
  * kernel's support (no BTF, no CAP_BPF/CAP_PERFMON, lockdown, an older kernel) it does not load,
  * and the daemon falls back on packet sockets and namespace-wide counters (the reason is kept
  * for status). Tests use a fake one, whose entries they set. */
@@ -40,23 +40,29 @@ uint64_t observer_loaded_usec(const Observer *o);
 /* The inode of the daemon's own network namespace (a device of it has no NetnsId). */
 uint32_t observer_own_netns(const Observer *o);
 
-/* Read every entry of the maps, one batch per map: the snapshot the getters below answer from.
- * `now_usec` CLOCK_MONOTONIC; with max_age_usec > 0 nothing is read when the snapshot is younger. */
+/* Start a new snapshot, the one the getters below answer from: each of its entries is read from
+ * the kernel when first asked for (one lookup per key; past OBSERVER_FEW keys of a map, the map
+ * whole in batches). `now_usec` CLOCK_MONOTONIC; with max_age_usec > 0 the snapshot stays when it
+ * is younger. */
 int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec);
-/* When the last read was (CLOCK_MONOTONIC; 0: never), and how long it took. */
+/* When the last snapshot began (CLOCK_MONOTONIC; 0: never), and how long the last whole read of a
+ * map took. */
 uint64_t observer_read_at(const Observer *o);
 uint64_t observer_read_cost_usec(const Observer *o);
-/* Entries in the snapshot: devices, (device, reason) drops, thresholds. */
-void observer_entries(const Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);
+/* How many times a map was read whole (in batches) since it was loaded. */
+uint64_t observer_whole_reads(const Observer *o);
+/* Entries in the kernel's maps: devices, (device, reason) drops, thresholds (the maps are read
+ * whole into the snapshot, once in it). */
+void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);
 /* The bytes of kernel memory the maps hold (as the kernel reports them: memlock), 0 unknown. */
 uint64_t observer_map_bytes(const Observer *o);
 
 /* A device's counts at the last read; zeros (and -ENOENT) when it carried nothing yet. */
-int observer_get(const Observer *o, uint32_t netns, int ifindex, struct observer_dev *ret);
+int observer_get(Observer *o, uint32_t netns, int ifindex, struct observer_dev *ret);
 /* Its drops of one reason, or of every reason when `reason` is UINT32_MAX. */
-uint64_t observer_drops(const Observer *o, uint32_t netns, int ifindex, uint32_t reason);
+uint64_t observer_drops(Observer *o, uint32_t netns, int ifindex, uint32_t reason);
 /* Its thresholds' counts at the last read (-ENOENT: none set). */
-int observer_near_get(const Observer *o, uint32_t netns, int ifindex, struct observer_near *ret);
+int observer_near_get(Observer *o, uint32_t netns, int ifindex, struct observer_near *ret);
 /* Count, from now, its packets longer than len[i] for size i (0: not counted), and the largest
  * above OBSERVER_BIG; the counts start from zero. */
 int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 4]);

@@ -2,10 +2,12 @@
  * and to nothing else; guards on the device's own counters trip for the device whose counters
  * rose; the ratio of big retransmits judged only once enough was sent; what a step of `auto`
  * counts as near its size. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 #include <string.h>
@@ -195,12 +197,63 @@ static void test_near_the_step(void **state) {
         assert_int_equal(auto_search_count_near(&s), auto_search_count_above(&s));
 }
 
+/* The kernel's observer (skipped where it does not load): a tick that asks for a few devices looks
+ * them up one by one and reads no map whole (a batch walks all its buckets, whatever it holds);
+ * past 64 keys of a map, one whole read serves the rest; status's count reads every map whole. */
+static void test_reads_what_is_asked(void **state) {
+        Observer *o;
+        char *why = NULL;
+        struct observer_dev v;
+        struct observer_near near;
+        size_t devs, drops, nears;
+        uint64_t t = 1000;
+
+        (void) state;
+        if (observer_new(&o, &why) < 0) {
+                free(why);
+                skip();
+        }
+        assert_int_equal(observer_bench_fill(o, NS_B, 100), 0);
+        assert_int_equal(observer_read(o, t, 0), 0);
+        assert_int_equal(observer_get(o, NS_B, 7, &v), 0);
+        assert_int_equal(v.tcp_sent, 7);
+        assert_int_equal(observer_drops(o, NS_B, 7, 2), 1);
+        assert_int_equal(observer_drops(o, NS_B, 7, 3), 0);
+        assert_int_equal(observer_near_get(o, NS_B, 7, &near), -ENOENT);
+        assert_int_equal(observer_get(o, NS_B, 101, &v), -ENOENT);
+        assert_int_equal(observer_whole_reads(o), 0);
+        /* a threshold set is what the kernel has; a device forgotten is gone from both */
+        assert_int_equal(observer_near_set(o, NS_B, 7, (const uint32_t[4]){70000, 0, 0, 0}), 0);
+        assert_int_equal(observer_read(o, ++t, 0), 0);
+        assert_int_equal(observer_near_get(o, NS_B, 7, &near), 0);
+        assert_int_equal(near.len[0], 70000);
+        observer_forget(o, NS_B, 7);
+        assert_int_equal(observer_read(o, ++t, 0), 0);
+        assert_int_equal(observer_get(o, NS_B, 7, &v), -ENOENT);
+        assert_int_equal(observer_drops(o, NS_B, 7, 2), 0);
+        assert_int_equal(observer_whole_reads(o), 1); /* forget read the drops whole: all of 7's go */
+        /* at scale: the 65th device asked for reads the map whole, once */
+        assert_int_equal(observer_read(o, ++t, 0), 0);
+        for (int i = 1; i <= 100; i++)
+                if (i != 7) {
+                        assert_int_equal(observer_get(o, NS_B, i, &v), 0);
+                        assert_int_equal(v.tcp_sent, (uint64_t) i);
+                }
+        assert_int_equal(observer_whole_reads(o), 2);
+        observer_entries(o, &devs, &drops, &nears);
+        assert_int_equal(devs, 99);
+        assert_int_equal(drops, 99);
+        free(why);
+        observer_free(o);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_attribution),
                 cmocka_unit_test(test_guards_on_the_device_alone),
                 cmocka_unit_test(test_unknown_reason_is_inactive),
                 cmocka_unit_test(test_near_the_step),
+                cmocka_unit_test(test_reads_what_is_asked),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

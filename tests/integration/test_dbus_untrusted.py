@@ -15,7 +15,7 @@ import time
 import pytest
 
 import dbus_wire
-from helpers import REPO, T, veth
+from helpers import BIN, REPO, T, veth
 from policies import standard_policy
 from test_dbus import bus, bus_factory, busdir, wait_serving  # noqa: F401 (fixtures)
 from varlink_client import timed_call as varlink_timed_call
@@ -194,9 +194,17 @@ def test_root_never_refused_while_users_flood(served, attackers, n_users):
     assert any(r['answers'].get('ok') for r in answered), reports
 
 
+# The 30 MB flood is a release build's measurement: an ASan daemon reads the flood so slowly that
+# the bus's queue behind it holds root's calls past their timeout whatever bigtcpd does (issue 34,
+# item 8: root's latency under it is the bus's, 1.5-3.0 s on a release build, target 250 ms).
+ASAN_DAEMON = 'build-asan' in str(BIN)
+
+
 @pytest.mark.serial  # root's calls timed against a flood: nothing else may load the bus or the CPU
-@pytest.mark.parametrize('attack, seconds', [(('big-flood', 8, 30_000_000), 12), (('noreply', 16), 5)],
-                         ids=['30MB-validate', 'noreply'])
+@pytest.mark.parametrize('attack, seconds', [
+    pytest.param(('big-flood', 8, 30_000_000), 12, marks=pytest.mark.skipif(
+        ASAN_DAEMON, reason='a release build measurement: the ASan daemon cannot keep up with 30 MB calls')),
+    (('noreply', 16), 5)], ids=['30MB-validate', 'noreply'])
 def test_root_never_refused_nor_queued_behind_one_users_flood(served, attackers, attack, seconds):
     """One user floods io.bigtcpd1: 8 connections each keeping a 30 MB Validate call in flight,
     or 16 connections sending calls that expect no reply as fast as the bus takes them. The bus

@@ -23,7 +23,8 @@ LAYERS = [
               'policy-parse', 'policy-record', 'policy-watch', 'policy-match', 'reconcile', 'device', 'route',
               'ethtool', 'guard', 'netlink-stats', 'netlink', 'auto-size', 'auto-queue', 'json-read', 'metrics',
               'observer', 'observer.bpf', 'observer-map', 'observer-kernel']),
-    ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state']),
+    ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state', 'state-format',
+                      'state-read']),
     ('engine', ['engine']),
     ('decisions', ['auto-apply', 'device-lifecycle', 'apply']),
     ('kernel side', ['sync']),
@@ -49,6 +50,17 @@ APART = {m: {'engine', 'apply', 'device-lifecycle', 'sync', 'netns', 'netns-set'
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface', 'observer.skel'}
+# A module carved into several files shares its internals through one private header,
+# <module>-internal.h: a part of the module itself (it includes the module's own header), which only
+# the module's files (<module>.c, <module>-*.c) include.
+INTERNAL = '-internal'
+
+
+def module_of(stem, rank):
+    """The module a file of this stem belongs to: its own, or the one whose private header it is."""
+    if stem.endswith(INTERNAL) and stem[:-len(INTERNAL)] in rank:
+        return stem[:-len(INTERNAL)]
+    return stem
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 # Where the compiler's -I finds the project's headers (meson.build: include_directories), before
@@ -100,7 +112,7 @@ def check(root):
                     for p in (root / d).iterdir() if p.suffix in ('.c', '.h'))
     in_lib = {p.stem for p in daemon if p.parent.name == 'lib'}
     for path in daemon:
-        mod = path.stem
+        mod = module_of(path.stem, rank)
         where = f'{path.parent.name}/{path.name}'
         if mod not in rank:
             problems.append(f'{where}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
@@ -111,7 +123,10 @@ def check(root):
                             f'to "{layer_name[rank[LIB_TOP]]}" alone' if is_lib else
                             f'{where}: in a layer of lib/ ("{layer_name[rank[mod]]}"); move it there')
         for inc in includes(path, root):
-            dep = Path(inc).stem
+            dep = module_of(Path(inc).stem, rank)
+            if dep != Path(inc).stem and path.stem != dep and not path.stem.startswith(dep + '-'):
+                problems.append(f'{where}: includes {inc}, the private header of {dep}, which only its own files '
+                                f'({dep}.c, {dep}-*.c) include')
             if dep in GENERATED or dep == mod:
                 continue
             if dep not in rank:
@@ -205,7 +220,8 @@ CLEAN_TREE = {
     'daemon/device.h': '#include "util.h"\n',
     'daemon/device.c': '#include "device.h"\n#include <errno.h>\n',
     'daemon/writer.h': '#include "device.h"\n',
-    'daemon/writer.c': '#include "writer.h"\n#include <event2/event.h>\n',
+    'daemon/writer.c': '#include "writer.h"\n#include "writer-internal.h"\n#include <event2/event.h>\n',
+    'daemon/writer-internal.h': '#include "writer.h"\n',
     'daemon/engine.h': '#include "writer.h"\n',
     'daemon/control.h': '#include "engine.h"\n',
     'lib/varlink.h': '#include "util.h"\n',
@@ -240,6 +256,10 @@ SELF_TEST_CASES = [
     ('a file of the daemon put in lib/', {'lib/device.c': ''},
      ['lib/device.c: in a layer of daemon/ ("pure"); lib/ holds the layers up to "lib: protocols and children" '
       'alone']),
+    ('another module\'s private header', {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\n'
+                                                               '#include "writer-internal.h"\n'},
+     ['daemon/apply.c: includes writer-internal.h, the private header of writer, which only its own files '
+      '(writer.c, writer-*.c) include']),
     ('a file in no layer', {'daemon/frobnicate.c': ''},
      ['daemon/frobnicate.c: in no layer; add "frobnicate" to LAYERS in check-layering.py']),
     ('bigtcpctl reaching into the engine', {'cli/x.c': '#include "engine.h"\n'},

@@ -30,7 +30,7 @@ LAYERS = [
     ('namespace', ['netns']),
     ('policy reload', ['policy-reload', 'policy-try']),
     ('namespaces', ['netns-set', 'netns-peek']),
-    ('control', ['control', 'operation']),
+    ('control', ['control', 'control-json', 'control-plan', 'operation']),
     ('transports', ['manager-notify', 'manager-varlink', 'manager-dbus', 'metrics-http']),
     ('composition root', ['manager', 'main']),
 ]
@@ -49,6 +49,15 @@ APART = {m: {'engine', 'apply', 'device-lifecycle', 'sync', 'netns', 'netns-set'
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface', 'observer.skel'}
+# A module carved into files shares its internals in one private header, MODULE-internal.h: it is
+# the module's own (its layer, no include circle with it), and only the module's files (MODULE.c,
+# MODULE-*.c) include it.
+INTERNAL = '-internal'
+
+
+def module_of(stem):
+    """The module a file's stem names: MODULE-internal is MODULE's."""
+    return stem[:-len(INTERNAL)] if stem.endswith(INTERNAL) else stem
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 # Where the compiler's -I finds the project's headers (meson.build: include_directories), before
@@ -100,7 +109,7 @@ def check(root):
                     for p in (root / d).iterdir() if p.suffix in ('.c', '.h'))
     in_lib = {p.stem for p in daemon if p.parent.name == 'lib'}
     for path in daemon:
-        mod = path.stem
+        mod = module_of(path.stem)
         where = f'{path.parent.name}/{path.name}'
         if mod not in rank:
             problems.append(f'{where}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
@@ -111,7 +120,9 @@ def check(root):
                             f'to "{layer_name[rank[LIB_TOP]]}" alone' if is_lib else
                             f'{where}: in a layer of lib/ ("{layer_name[rank[mod]]}"); move it there')
         for inc in includes(path, root):
-            dep = Path(inc).stem
+            dep = module_of(Path(inc).stem)
+            if Path(inc).stem.endswith(INTERNAL) and path.stem != dep and not path.stem.startswith(dep + '-'):
+                problems.append(f'{where}: includes {inc}; it is {dep}\'s own, for {dep}.c and {dep}-*.c alone')
             if dep in GENERATED or dep == mod:
                 continue
             if dep not in rank:
@@ -208,6 +219,9 @@ CLEAN_TREE = {
     'daemon/writer.c': '#include "writer.h"\n#include <event2/event.h>\n',
     'daemon/engine.h': '#include "writer.h"\n',
     'daemon/control.h': '#include "engine.h"\n',
+    'daemon/control-internal.h': '#include "control.h"\n',
+    'daemon/control.c': '#include "control-internal.h"\n',
+    'daemon/control-json.c': '#include "control-internal.h"\n',
     'lib/varlink.h': '#include "util.h"\n',
     'lib/varlink.c': '#include "varlink.h"\n#include "log.h"\n',
     'lib/log.h': '',
@@ -229,6 +243,10 @@ SELF_TEST_CASES = [
     ('a call up, written #include <…>', {'daemon/writer.c': '#include "writer.h"\n#include <control.h>\n'},
      ['daemon/writer.c (engine parts) includes control.h (control): calls must point down',
       'include circle: engine → writer → control → engine']),
+    ('another module reaching into a private header',
+     {'daemon/manager-varlink.c': '#include "control.h"\n#include "control-internal.h"\n'},
+     ["daemon/manager-varlink.c: includes control-internal.h; it is control's own, for control.c and "
+      "control-*.c alone"]),
     ('a protocol half that knows of bigtcpd', {'lib/varlink.c': '#include "varlink.h"\n#include "device.h"\n'},
      ['lib/varlink.c: includes device.h; lib/ knows nothing of bigtcpd and includes only lib/ and include/',
       'lib/varlink.c: includes device.h; the protocol half includes only log, util',

@@ -31,7 +31,7 @@ LAYERS = [
     ('namespace', ['netns']),
     ('policy reload', ['policy-reload', 'policy-try']),
     ('namespaces', ['netns-set', 'netns-peek']),
-    ('control', ['control', 'operation']),
+    ('control', ['control', 'control-json', 'control-plan', 'operation']),
     ('transports', ['manager-notify', 'manager-varlink', 'manager-dbus', 'metrics-http']),
     ('composition root', ['manager', 'main']),
 ]

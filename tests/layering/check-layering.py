@@ -29,7 +29,7 @@ LAYERS = [
     ('kernel side', ['sync']),
     ('namespace', ['netns']),
     ('policy reload', ['policy-reload', 'policy-try']),
-    ('namespaces', ['netns-set', 'netns-peek']),
+    ('namespaces', ['netns-set', 'netns-scan', 'netns-problem', 'netns-peek']),
     ('control', ['control', 'operation']),
     ('transports', ['manager-notify', 'manager-varlink', 'manager-dbus', 'metrics-http']),
     ('composition root', ['manager', 'main']),
@@ -46,6 +46,11 @@ ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}
 # previous one by the try): reload and try know no engine and no namespace, and reach what runs
 # the policy through ReloaderOps.
 APART = {m: {'engine', 'apply', 'device-lifecycle', 'sync', 'netns', 'netns-set'} for m in ('policy-reload', 'policy-try')}
+# A module carved into several files (issue 36) shares its internals in one private header,
+# <module>-internal.h: part of the module, included by the module's own files alone (the module's
+# .c and those carved out of it, named here).
+INTERNAL = '-internal'
+CARVED = {'netns-set': {'netns-scan', 'netns-problem'}}
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface', 'observer.skel'}
@@ -54,6 +59,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 # Where the compiler's -I finds the project's headers (meson.build: include_directories), before
 # the system's: an #include <…> of one of them is the project's header too.
 INCLUDE_DIRS = ['include', 'lib', 'daemon']
+
+
+def module_of(stem):
+    """The module a file of that stem belongs to: a private header's is the module's."""
+    return stem[:-len(INTERNAL)] if stem.endswith(INTERNAL) else stem
 
 
 def includes(path, root):
@@ -100,7 +110,7 @@ def check(root):
                     for p in (root / d).iterdir() if p.suffix in ('.c', '.h'))
     in_lib = {p.stem for p in daemon if p.parent.name == 'lib'}
     for path in daemon:
-        mod = path.stem
+        mod = module_of(path.stem)
         where = f'{path.parent.name}/{path.name}'
         if mod not in rank:
             problems.append(f'{where}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
@@ -111,7 +121,10 @@ def check(root):
                             f'to "{layer_name[rank[LIB_TOP]]}" alone' if is_lib else
                             f'{where}: in a layer of lib/ ("{layer_name[rank[mod]]}"); move it there')
         for inc in includes(path, root):
-            dep = Path(inc).stem
+            dep = module_of(Path(inc).stem)
+            if Path(inc).stem.endswith(INTERNAL) and dep != mod and mod not in CARVED.get(dep, ()):
+                problems.append(f'{where}: includes {inc}; the private header of {dep} is for its own files '
+                                f'alone')
             if dep in GENERATED or dep == mod:
                 continue
             if dep not in rank:
@@ -260,6 +273,10 @@ SELF_TEST_CASES = [
     ('the reloader reaching into an engine', {'daemon/policy-reload.c': '#include "policy-reload.h"\n#include "engine.h"\n'},
      ['daemon/policy-reload.c: includes engine.h; the running policy is above every namespace: policy-reload '
       'reaches them through ReloaderOps']),
+    ('a private header included by another module',
+     {'daemon/engine-internal.h': '#include "engine.h"\n',
+      'daemon/control.c': '#include "control.h"\n#include "engine-internal.h"\n'},
+     ['daemon/control.c: includes engine-internal.h; the private header of engine is for its own files alone']),
     ('a policy given to an engine elsewhere',
      {'daemon/apply.c': '#include "apply.h"\n#include "device-lifecycle.h"\ne->policy = set;\n'},
      ["daemon/apply.c sets an engine's policy: every namespace runs the reloader's, lent to its engine by "

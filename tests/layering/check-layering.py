@@ -17,8 +17,8 @@ from pathlib import Path
 # From the bottom up. The review's target layout, with the parts as they are named here.
 LAYERS = [
     ('lib: base', ['util', 'log', 'linux-compat', 'utf8', 'intern', 'pool']),
-    ('lib: protocols and children', ['parse-util', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
-                                     'packet-maker']),
+    ('lib: protocols and children', ['parse-util', 'varlink', 'varlink-call', 'varlink-buffer', 'dbus', 'sandbox',
+                                     'worker', 'closer', 'durable', 'packet-maker']),
     ('pure', ['sizes', 'log-fields', 'counters', 'netlink-link', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'policy-match', 'reconcile', 'device', 'route',
               'ethtool', 'guard', 'netlink-stats', 'netlink', 'auto-size', 'auto-queue', 'json-read', 'metrics',
@@ -40,7 +40,9 @@ LIB_TOP = 'packet-maker'
 SOURCE_DIRS = ('lib', 'daemon')
 INCLUDE_ONLY = {'linux-compat'}
 # The protocol halves and the worker pool know nothing of bigtcpd.
-ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util', 'sandbox'},
+ONLY = {'varlink': {'util', 'log'}, 'varlink-call': {'util', 'log', 'varlink'},
+        'varlink-buffer': {'util', 'log', 'varlink'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'},
+        'closer': {'util', 'sandbox'},
         'packet-maker': {'util', 'sandbox', 'closer'}, 'worker': {'util', 'log', 'sandbox'}, 'durable': {'util', 'sandbox'}}
 # The running policy is one for every namespace, held above them all by the reloader (a try's
 # previous one by the try): reload and try know no engine and no namespace, and reach what runs
@@ -49,6 +51,21 @@ APART = {m: {'engine', 'apply', 'device-lifecycle', 'sync', 'netns', 'netns-set'
 # bigtcpctl shares the parser and the names of things, nothing of the engine.
 CLI_MAX_LAYER = 'pure'
 GENERATED = {'varlink-interface', 'observer.skel'}
+# A module carved into several files shares its internals in one private header, <module>-internal.h:
+# it is the module's own (its includes are the module's), and only the module's files include it
+# (<module>.c and <module>-*.c of the same directory).
+PRIVATE = '-internal'
+
+
+def module_of(stem):
+    """The module a file of this stem belongs to: a private header's is the module it is named for."""
+    return stem[:-len(PRIVATE)] if stem.endswith(PRIVATE) else stem
+
+
+def owns_private(stem, private):
+    """Whether a file of `stem` is one of the files of the module whose private header is `private`."""
+    mod = module_of(private)
+    return stem == mod or stem.startswith(mod + '-')
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 # Where the compiler's -I finds the project's headers (meson.build: include_directories), before
@@ -100,7 +117,7 @@ def check(root):
                     for p in (root / d).iterdir() if p.suffix in ('.c', '.h'))
     in_lib = {p.stem for p in daemon if p.parent.name == 'lib'}
     for path in daemon:
-        mod = path.stem
+        mod = module_of(path.stem)
         where = f'{path.parent.name}/{path.name}'
         if mod not in rank:
             problems.append(f'{where}: in no layer; add "{mod}" to LAYERS in {Path(__file__).name}')
@@ -112,6 +129,11 @@ def check(root):
                             f'{where}: in a layer of lib/ ("{layer_name[rank[mod]]}"); move it there')
         for inc in includes(path, root):
             dep = Path(inc).stem
+            if dep.endswith(PRIVATE) and not (owns_private(path.stem, dep) and
+                                             (path.parent / inc).is_file()):
+                problems.append(f'{where}: includes {inc}; a private header is included by its module\'s own '
+                                f'files alone ({module_of(dep)}.c, {module_of(dep)}-*.c beside it)')
+            dep = module_of(dep)
             if dep in GENERATED or dep == mod:
                 continue
             if dep not in rank:
@@ -209,8 +231,10 @@ CLEAN_TREE = {
     'daemon/engine.h': '#include "writer.h"\n',
     'daemon/control.h': '#include "engine.h"\n',
     'lib/varlink.h': '#include "util.h"\n',
-    'lib/varlink.c': '#include "varlink.h"\n#include "log.h"\n',
+    'lib/varlink.c': '#include "varlink.h"\n#include "varlink-internal.h"\n#include "log.h"\n',
     'lib/log.h': '',
+    'lib/varlink-internal.h': '#include "varlink.h"\n#include "log.h"\n',
+    'lib/varlink-call.c': '#include "varlink-internal.h"\n#include "varlink.h"\n',
     'daemon/device-lifecycle.h': '#include "engine.h"\n',
     'daemon/device-lifecycle.c': '#include "device-lifecycle.h"\n',
     'daemon/apply.h': '#include "engine.h"\n',
@@ -233,6 +257,10 @@ SELF_TEST_CASES = [
      ['lib/varlink.c: includes device.h; lib/ knows nothing of bigtcpd and includes only lib/ and include/',
       'lib/varlink.c: includes device.h; the protocol half includes only log, util',
       'lib/varlink.c (lib: protocols and children) includes device.h (pure): calls must point down']),
+    ('a private header included outside its module',
+     {'daemon/manager-varlink.c': '#include "control.h"\n#include "varlink-internal.h"\n'},
+     ['daemon/manager-varlink.c: includes varlink-internal.h; a private header is included by its module\'s own '
+      'files alone (varlink.c, varlink-*.c beside it)']),
     ('a circle within a layer', {'daemon/device-lifecycle.c': '#include "device-lifecycle.h"\n#include "apply.h"\n'},
      ['include circle: apply → device-lifecycle → apply']),
     ('a file of lib/ kept in daemon/', {'daemon/pool.c': ''},

@@ -17,8 +17,8 @@ from pathlib import Path
 # From the bottom up. The review's target layout, with the parts as they are named here.
 LAYERS = [
     ('lib: base', ['util', 'log', 'linux-compat', 'utf8', 'intern', 'pool']),
-    ('lib: protocols and children', ['parse-util', 'varlink', 'dbus', 'sandbox', 'worker', 'closer', 'durable',
-                                     'packet-maker']),
+    ('lib: protocols and children', ['parse-util', 'varlink', 'varlink-call', 'varlink-buffer', 'dbus', 'sandbox',
+                                     'worker', 'closer', 'durable', 'packet-maker']),
     ('pure', ['sizes', 'log-fields', 'counters', 'netlink-link', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'policy-match', 'reconcile', 'device', 'route',
               'ethtool', 'guard', 'netlink-stats', 'netlink', 'auto-size', 'auto-queue', 'json-read', 'metrics',
@@ -41,7 +41,9 @@ LIB_TOP = 'packet-maker'
 SOURCE_DIRS = ('lib', 'daemon')
 INCLUDE_ONLY = {'linux-compat'}
 # The protocol halves and the worker pool know nothing of bigtcpd.
-ONLY = {'varlink': {'util', 'log'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'}, 'closer': {'util', 'sandbox'},
+ONLY = {'varlink': {'util', 'log'}, 'varlink-call': {'util', 'log', 'varlink'},
+        'varlink-buffer': {'util', 'log', 'varlink'}, 'dbus': {'util', 'log'}, 'sandbox': {'util'},
+        'closer': {'util', 'sandbox'},
         'packet-maker': {'util', 'sandbox', 'closer'}, 'worker': {'util', 'log', 'sandbox'}, 'durable': {'util', 'sandbox'}}
 # The running policy is one for every namespace, held above them all by the reloader (a try's
 # previous one by the try): reload and try know no engine and no namespace, and reach what runs

@@ -4,27 +4,27 @@
 
 #include "control.h"
 
-/* The engines, for i < namespaces(): bigtcpd's own namespace's (0), then each other's (a control
+/* The engines, for i < control_namespaces(): bigtcpd's own namespace's (0), then each other's (a control
  * without the set, the tests', has its own engine alone). */
-size_t namespaces(const Control *c);
-Engine *engine_at(const Control *c, size_t i);
+size_t control_namespaces(const Control *c);
+Engine *control_engine_at(const Control *c, size_t i);
 /* The engine of bigtcpd's own namespace, the set's first entry: the one of a device named without
  * a namespace, of GetStatus' top-level figures and of the loop. */
-Engine *home(const Control *c);
+Engine *control_home(const Control *c);
 
 /* A string from the kernel (a device name, an extended ack), made valid UTF-8 for JSON; NULL for
  * NULL. */
-json_object *kernel_string(const char *s);
+json_object *control_kernel_string(const char *s);
 /* A device's big_packets (IDL BigPackets): its last or running watch's counts, else (`s` not
  * NULL) the eBPF observer's since it was loaded, else NULL. `now`: CLOCK_MONOTONIC. */
-json_object *big_packets_json(uint64_t now, EvidenceSet *s, const Device *d);
+json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d);
 /* A device's "effective": whether its watch found big packets effective, NULL without a verdict. */
-json_object *effective_json(const Device *d);
+json_object *control_effective_json(const Device *d);
 /* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */
-json_object *auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec);
+json_object *control_auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec);
 /* Where each policy of `s` is in force, and for a canary this host's cohort (Plan's and
  * GetStatus' "policies"). */
-json_object *policy_scopes_json(const PolicySet *s);
+json_object *control_policy_scopes_json(const PolicySet *s);
 /* One device of Plan's reply: what `p` (the policy of the plan's set it matches, NULL: none) would
  * make of it. */
-json_object *plan_device(Device *d, const Policy *p, bool v4);
+json_object *control_plan_device(Device *d, const Policy *p, bool v4);

@@ -32,7 +32,7 @@ static json_object *string_or_null(const char *s) {
 }
 
 /* A string from the kernel (a device name, an extended ack): bytes, made valid UTF-8 for JSON. */
-json_object *kernel_string(const char *s) {
+json_object *control_kernel_string(const char *s) {
         _cleanup_(freep) char *buf = NULL;
         const char *safe;
 
@@ -82,7 +82,7 @@ static json_object *write_error_json(const Device *d) {
                 return NULL;
         json_object_object_add(x, "errno", json_object_new_int(err));
         json_object_object_add(x, "message", json_object_new_string(strerror(err)));
-        json_object_object_add(x, "extack", kernel_string(h->last_error));
+        json_object_object_add(x, "extack", control_kernel_string(h->last_error));
         return x;
 }
 
@@ -102,7 +102,7 @@ static json_object *big_packets_of(uint64_t now, const Device *d, const Evidence
 /* big_packets: what the last (or the running) watch of d counted; never watched, what the eBPF
  * observer of `s` (NULL: none asked) counted since it was loaded; else NULL. `now`:
  * CLOCK_MONOTONIC, for the time left of a watch. */
-json_object *big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
+json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
         const Evidence *ev = d->evidence;
         EvidenceCounts totals;
         json_object *o;
@@ -149,14 +149,14 @@ static json_object *big_packets_of(uint64_t now, const Device *d, const Evidence
         return o;
 }
 
-json_object *effective_json(const Device *d) {
+json_object *control_effective_json(const Device *d) {
         if (!d->evidence || d->evidence->verdict == EVIDENCE_UNKNOWN)
                 return NULL;
         return json_object_new_boolean(d->evidence->verdict == EVIDENCE_EFFECTIVE);
 }
 
 /* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */
-json_object *auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec) {
+json_object *control_auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec) {
         json_object *o = json_object_new_object();
         char text[256];
 
@@ -188,7 +188,8 @@ static json_object *auto_json(unsigned sizes, const AutoSearch *const search[SIZ
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 json_object *o;
 
-                if (!(sizes & (1u << i)) || search[i]->phase == AUTO_NEW || !(o = auto_search_json(search[i], i, now_usec)))
+                if (!(sizes & (1u << i)) || search[i]->phase == AUTO_NEW ||
+                    !(o = control_auto_search_json(search[i], i, now_usec)))
                         continue;
                 json_object_array_add(arr, o);
         }
@@ -221,14 +222,15 @@ json_object *control_device_json(const Control *c, const Device *d) {
 
         if (!o)
                 return NULL;
-        json_object_object_add(o, "netns", kernel_string(device_netns_name(d)));
+        json_object_object_add(o, "netns", control_kernel_string(device_netns_name(d)));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", kernel_string(d->ifname));
-        add_present(o, "kind", kernel_string(d->kind));
+        json_object_object_add(o, "ifname", control_kernel_string(d->ifname));
+        add_present(o, "kind", control_kernel_string(d->kind));
         /* the word match.kind has for it */
-        json_object_object_add(o, "match_kind", d->flags & IFF_LOOPBACK ? json_object_new_string("loopback")
-                                                : d->kind               ? kernel_string(d->kind)
-                                                                        : json_object_new_string("device"));
+        json_object_object_add(o, "match_kind",
+                               d->flags & IFF_LOOPBACK ? json_object_new_string("loopback")
+                               : d->kind               ? control_kernel_string(d->kind)
+                                                       : json_object_new_string("device"));
         json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->life.state)));
         add_present(o, "policy", string_or_null(d->match.policy_name));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
@@ -249,11 +251,11 @@ json_object *control_device_json(const Control *c, const Device *d) {
         if (d->n_altnames > 0) {
                 json_object *alt = json_object_new_array();
                 for (size_t i = 0; alt && i < d->n_altnames; i++)
-                        json_object_array_add(alt, kernel_string(d->altnames[i]));
+                        json_object_array_add(alt, control_kernel_string(d->altnames[i]));
                 add_present(o, "altnames", alt);
         }
-        add_present(o, "big_packets", big_packets_json(now, e->evidence, d));
-        add_present(o, "effective", effective_json(d));
+        add_present(o, "big_packets", control_big_packets_json(now, e->evidence, d));
+        add_present(o, "effective", control_effective_json(d));
         add_present(o, "auto", auto_device_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
         return o;
 }
@@ -297,7 +299,7 @@ static json_object *rollouts_json(const Engine *e) {
 }
 
 /* Where each policy of `s` is in force, and for a canary this host's cohort. */
-json_object *policy_scopes_json(const PolicySet *s) {
+json_object *control_policy_scopes_json(const PolicySet *s) {
         json_object *a = json_object_new_array();
 
         for (size_t i = 0; a && s && i < s->n_policies; i++) {
@@ -351,9 +353,9 @@ static size_t problems_add(json_object *a, const Engine *e, size_t max) {
                         break;
                 d = first[i];
                 if (d->netns)
-                        json_object_object_add(o, "netns", kernel_string(d->netns->name));
+                        json_object_object_add(o, "netns", control_kernel_string(d->netns->name));
                 json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-                json_object_object_add(o, "ifname", kernel_string(d->ifname));
+                json_object_object_add(o, "ifname", control_kernel_string(d->ifname));
                 json_object_object_add(o, "state",
                                        json_object_new_string(device_state_to_string(lifecycle_counted_state(d))));
                 json_object_object_add(o, "policy", string_or_null(d->match.policy_name));
@@ -370,7 +372,7 @@ static size_t problems_add(json_object *a, const Engine *e, size_t max) {
 static json_object *problems_json(const Control *c) {
         json_object *a = json_object_new_array();
 
-        (void) problems_add(a, home(c), CONTROL_PROBLEMS_MAX);
+        (void) problems_add(a, control_home(c), CONTROL_PROBLEMS_MAX);
         return a;
 }
 
@@ -443,7 +445,7 @@ static json_object *namespace_counts_json(const Netns *ns) {
         if (!o)
                 return NULL;
         lifecycle_count_states(e, n);
-        json_object_object_add(o, "netns", kernel_string(ns->id.name));
+        json_object_object_add(o, "netns", control_kernel_string(ns->id.name));
         json_object_object_add(o, "devices", state_counts_json(n));
         json_object_object_add(o, "devices_total", json_object_new_int64((int64_t) e->devices.n_devices));
         json_object_object_add(o, "writes", json_object_new_int64((int64_t) e->counters.writes));
@@ -466,8 +468,8 @@ static json_object *netns_status_json(const Control *c) {
                 json_object_put(problems);
                 return NULL;
         }
-        for (size_t i = 1; i < namespaces(c); i++) { /* the others */
-                const Engine *e = engine_at(c, i);
+        for (size_t i = 1; i < control_namespaces(c); i++) { /* the others */
+                const Engine *e = control_engine_at(c, i);
                 lifecycle_count_states(e, n);
                 total += e->devices.n_devices;
                 writes += e->counters.writes;
@@ -519,8 +521,8 @@ static json_object *auto_status_json(const Control *c) {
 
         if (!trying)
                 return NULL;
-        for (size_t i = 0; i < namespaces(c); i++) {
-                const Engine *e = engine_at(c, i);
+        for (size_t i = 0; i < control_namespaces(c); i++) {
+                const Engine *e = control_engine_at(c, i);
                 uint64_t now = clock_now(e->clock, CLOCK_REALTIME);
                 Device *d;
 
@@ -543,7 +545,7 @@ static json_object *auto_status_json(const Control *c) {
                                     !(t = json_object_new_object()))
                                         continue;
                                 _cleanup_(freep) char *name = control_device_name(d);
-                                json_object_object_add(t, "device", kernel_string(name));
+                                json_object_object_add(t, "device", control_kernel_string(name));
                                 json_object_object_add(t, "size", json_object_new_string(size_name(k)));
                                 json_object_object_add(t, "text", json_object_new_string(auto_search_format(s, now, text, sizeof(text))));
                                 json_object_array_add(trying, t);
@@ -563,7 +565,7 @@ static json_object *auto_status_json(const Control *c) {
 }
 
 json_object *control_status_json(const Control *c) {
-        const Engine *e = home(c);
+        const Engine *e = control_home(c);
         const PolicySet *policy = control_policy(c);
         HostIdentity host = control_host(c);
         json_object *o = json_object_new_object(), *files, *counts, *pol, *kern;
@@ -623,23 +625,23 @@ json_object *control_status_json(const Control *c) {
         /* every namespace's: pods are counted in their own */
         json_object *ev = json_object_new_object(), *ne = json_object_new_array(), *quiet = json_object_new_array();
         size_t watched = 0;
-        for (size_t i = 0; i < namespaces(c); i++) {
-                const Engine *ei = engine_at(c, i);
+        for (size_t i = 0; i < control_namespaces(c); i++) {
+                const Engine *ei = control_engine_at(c, i);
                 watched += evidence_watched(ei->evidence);
                 DEVICE_FOREACH(d, &ei->devices, it) {
                         if (!d->evidence || d->evidence->verdict != EVIDENCE_NOT_EFFECTIVE)
                                 continue;
                         _cleanup_(freep) char *name = control_device_name(d);
                         json_object *q = json_object_new_object();
-                        json_object_array_add(ne, kernel_string(name));
-                        json_object_object_add(q, "device", kernel_string(name));
+                        json_object_array_add(ne, control_kernel_string(name));
+                        json_object_object_add(q, "device", control_kernel_string(name));
                         json_object_object_add(q, "families", families_json(d->evidence->quiet));
                         json_object_array_add(quiet, q);
                 }
         }
         json_object_object_add(ev, "watched", json_object_new_int64((int64_t) watched));
         {
-                const Engine *e0 = engine_at(c, 0);
+                const Engine *e0 = control_engine_at(c, 0);
                 Observer *obs = e0->cfg.observer;
                 json_object_object_add(ev, "observer", json_object_new_string(obs ? "ebpf" : e0->cfg.packet_sockets ? "packet-socket" : "none"));
                 if (!obs && e0->cfg.observer_why)
@@ -659,7 +661,7 @@ json_object *control_status_json(const Control *c) {
         json_object_object_add(o, "auto", auto_status_json(c));
         json_object_object_add(o, "cohort_source",
                                json_object_new_string(host_identity_cohort_source(&host)));
-        json_object_object_add(o, "policies", policy_scopes_json(policy));
+        json_object_object_add(o, "policies", control_policy_scopes_json(policy));
         json_object_object_add(o, "netns", netns_status_json(c));
         json_object_object_add(o, "try", control_try_json(c));
         return o;
@@ -783,13 +785,13 @@ json_object *control_warnings_json(const PolicyErrors *warnings) {
 }
 
 /* `p`: the policy of the plan's set that the device matches. */
-json_object *plan_device(Device *d, const Policy *p, bool v4) {
+json_object *control_plan_device(Device *d, const Policy *p, bool v4) {
         json_object *o = json_object_new_object();
         const char *action = "none";
 
-        json_object_object_add(o, "netns", kernel_string(device_netns_name(d)));
+        json_object_object_add(o, "netns", control_kernel_string(device_netns_name(d)));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", kernel_string(d->ifname));
+        json_object_object_add(o, "ifname", control_kernel_string(d->ifname));
         json_object_object_add(o, "policy", string_or_null(p ? p->name : NULL));
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {

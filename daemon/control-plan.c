@@ -86,7 +86,8 @@ static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, b
         json_object *o = json_object_new_object(), *a = json_object_new_array_ext((int) n);
         for (size_t i = 0; a && i < n; i++) {
                 Engine *e = control_engine_of(c, l[i]);
-                json_object_array_add(a, plan_device(l[i], apply_match(e, set, l[i]), e->ipv4_supported));
+                json_object_array_add(
+                        a, control_plan_device(l[i], apply_match(e, set, l[i]), e->ipv4_supported));
         }
         /* Namespaces the policy would take that bigtcpd has not entered: what a look saw of them
          * (nothing of bigtcpd's is on them: no originals), or why not */
@@ -111,8 +112,9 @@ static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, b
                         return r;
                 }
                 for (size_t k = 0; k < pn; k++)
-                        json_object_array_add(a, plan_device(pl[k], apply_match_in(set, pl[k], name, -1),
-                                                             home(c)->ipv4_supported));
+                        json_object_array_add(a, control_plan_device(pl[k],
+                                                                     apply_match_in(set, pl[k], name, -1),
+                                                                     control_home(c)->ipv4_supported));
         }
         if (!o || !a || !unplanned) {
                 json_object_put(o);
@@ -121,7 +123,7 @@ static int plan_reply(Control *c, const PolicySet *set, const NetnsPeek *peek, b
                 return -ENOMEM;
         }
         json_object_object_add(o, "devices", a);
-        json_object_object_add(o, "policies", policy_scopes_json(set));
+        json_object_object_add(o, "policies", control_policy_scopes_json(set));
         json_object_object_add(o, "netns_not_entered", unplanned);
         *ret = o;
         return 0;
@@ -345,8 +347,8 @@ static int start_peek(ControlJob *j, json_object *wanted, bool routes) {
         for (size_t i = 0; i < n; i++)
                 names[i] = (char *) json_object_get_string(json_object_array_get_idx(wanted, i));
         j->job = NULL; /* it is over */
-        return netns_peek_new(home(j->control)->base, j->control->netns, names, n, routes, on_peek_done, j,
-                              &j->peek);
+        return netns_peek_new(control_home(j->control)->base, j->control->netns, names, n, routes,
+                              on_peek_done, j, &j->peek);
 }
 
 static void on_job_done(int error, const char *data, size_t size, void *userdata) {
@@ -398,7 +400,7 @@ static int job_start(Control *c, bool plan, uid_t uid, const char *policy_yaml, 
                 netns_set_look(c->netns);
         /* the worker cannot open /proc (sandbox.c): the counters go with it, read here, now */
         if (!plan && policy_yaml) {
-                r = engine_snmp_read(home(c), &j->snap);
+                r = engine_snmp_read(control_home(c), &j->snap);
                 if (r == -ENOMEM) {
                         control_job_free(j);
                         return r;

@@ -10,13 +10,13 @@
 #include "evidence.h"
 #include "device-lifecycle.h"
 
-/* The engines, for i < namespaces(): bigtcpd's own namespace's (0), then each other's (a control
+/* The engines, for i < control_namespaces(): bigtcpd's own namespace's (0), then each other's (a control
  * without the set, the tests', has its own engine alone). */
-size_t namespaces(const Control *c) {
+size_t control_namespaces(const Control *c) {
         return c->netns ? netns_set_all_count(c->netns) : 1;
 }
 
-Engine *engine_at(const Control *c, size_t i) {
+Engine *control_engine_at(const Control *c, size_t i) {
         return c->netns ? netns_set_all_at(c->netns, i)->engine : c->engine;
 }
 
@@ -27,12 +27,12 @@ static Sync *sync_at(const Control *c, size_t i) {
 /* The one rule for a device named without a namespace ("eth0", like "host/eth0"): it is one of
  * bigtcpd's own namespace, the set's first entry. Its engine also gives GetStatus its top-level
  * figures (the IDL's: the other namespaces are under "netns") and the loop. */
-Engine *home(const Control *c) {
-        return engine_at(c, 0);
+Engine *control_home(const Control *c) {
+        return control_engine_at(c, 0);
 }
 
 struct event_base *control_base(const Control *c) {
-        return home(c)->base;
+        return control_home(c)->base;
 }
 
 const PolicySet *control_policy(const Control *c) {
@@ -53,7 +53,7 @@ bool control_ready(const Control *c) {
 
 Engine *control_engine_of(const Control *c, const Device *d) {
         Netns *n = netns_of_device(d);
-        return n ? n->engine : engine_at(c, 0);
+        return n ? n->engine : control_engine_at(c, 0);
 }
 
 char *control_device_name(const Device *d) {
@@ -86,8 +86,8 @@ const char *control_state(const Control *c) {
                 return "degraded";
         if (reloader_source(c->reloader) != POLICY_SOURCE_FILES)
                 return "degraded"; /* the policy files have errors */
-        for (size_t i = 0; i < namespaces(c); i++) {
-                const Engine *e = engine_at(c, i);
+        for (size_t i = 0; i < control_namespaces(c); i++) {
+                const Engine *e = control_engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it)
                         if (lifecycle_counted_state(d) == DEVICE_ROLLED_BACK || d->life.state == DEVICE_FAILED)
                                 return "degraded";
@@ -97,8 +97,8 @@ const char *control_state(const Control *c) {
 
 void control_counts(const Control *c, ControlCounts *ret) {
         *ret = (ControlCounts){};
-        for (size_t i = 0; i < namespaces(c); i++) {
-                const Engine *e = engine_at(c, i);
+        for (size_t i = 0; i < control_namespaces(c); i++) {
+                const Engine *e = control_engine_at(c, i);
                 lifecycle_count_states(e, ret->state);
                 ret->total += e->devices.n_devices;
                 ret->rollbacks += e->counters.rollbacks;
@@ -111,12 +111,12 @@ Device *control_find_device(const Control *c, const char *name) {
         Netns *n;
 
         if (!slash)
-                return device_find(&home(c)->devices, name);
+                return device_find(&control_home(c)->devices, name);
         ns = strndup(name, (size_t) (slash - name));
         if (!ns)
                 return NULL;
         if (streq_ptr(ns, "host"))
-                return device_find(&home(c)->devices, slash + 1);
+                return device_find(&control_home(c)->devices, slash + 1);
         n = netns_set_find(c->netns, ns);
         return n ? device_find(&n->engine->devices, slash + 1) : NULL;
 }
@@ -126,14 +126,14 @@ int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n) {
         size_t n_all = 0, total = 0;
         int r;
 
-        for (size_t i = 0; i < namespaces(c); i++)
-                total += engine_at(c, i)->devices.n_devices;
+        for (size_t i = 0; i < control_namespaces(c); i++)
+                total += control_engine_at(c, i)->devices.n_devices;
         all = calloc(total + 1, sizeof(Device *));
         if (!all)
                 return -ENOMEM;
         /* the daemon's own namespace first, then the others by name; in each, by ifindex */
-        for (size_t i = 0; i < namespaces(c); i++) {
-                const DeviceTable *t = &engine_at(c, i)->devices;
+        for (size_t i = 0; i < control_namespaces(c); i++) {
+                const DeviceTable *t = &control_engine_at(c, i)->devices;
                 _cleanup_(freep) Device **l = NULL;
                 size_t n = 0;
 
@@ -239,8 +239,8 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
         if (!r)
                 return -ENOMEM;
         *r = (ControlRequest){.control = c, .fn = fn, .userdata = userdata};
-        r->deferred = event_new(home(c)->base, -1, 0, on_deferred, r);
-        r->waits = calloc(d ? 1 : namespaces(c), sizeof(*r->waits));
+        r->deferred = event_new(control_home(c)->base, -1, 0, on_deferred, r);
+        r->waits = calloc(d ? 1 : control_namespaces(c), sizeof(*r->waits));
         if (!r->deferred || !r->waits) {
                 request_free(r);
                 return -ENOMEM;
@@ -256,7 +256,7 @@ int control_read(Control *c, const char *name, ControlReadFn fn, void *userdata,
                         k = wait_links(r, n ? n->sync : sync_at(c, 0));
         } else {
                 k = 0;
-                for (size_t i = 0; k >= 0 && i < namespaces(c); i++)
+                for (size_t i = 0; k >= 0 && i < control_namespaces(c); i++)
                         k = wait_links(r, sync_at(c, i));
         }
         if (k < 0) {
@@ -317,8 +317,8 @@ static int device_op(Control *c, const char *name, int (*op)(Engine *e, Device *
                 apply_flush(e);
                 return r;
         }
-        for (size_t i = 0; i < namespaces(c); i++) {
-                Engine *e = engine_at(c, i);
+        for (size_t i = 0; i < control_namespaces(c); i++) {
+                Engine *e = control_engine_at(c, i);
                 DEVICE_FOREACH(d, &e->devices, it) {
                         r = op(e, d, NULL);
                         if (each)
@@ -448,9 +448,9 @@ static json_object *device_event_json(const char *type, const Device *d) {
         json_object_object_add(o, "event", json_object_new_string(type));
         /* events of the daemon's own namespace stay as they were before namespaces */
         if (d->netns)
-                json_object_object_add(o, "netns", kernel_string(d->netns->name));
+                json_object_object_add(o, "netns", control_kernel_string(d->netns->name));
         json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", kernel_string(d->ifname));
+        json_object_object_add(o, "ifname", control_kernel_string(d->ifname));
         return o;
 }
 
@@ -481,7 +481,7 @@ json_object *control_event_json(const Event *e) {
                         json_object_object_add(o, "errno", json_object_new_int(-e->error));
                         json_object_object_add(o, "error", json_object_new_string(strerror(-e->error)));
                         if (e->extack)
-                                json_object_object_add(o, "extack", kernel_string(e->extack));
+                                json_object_object_add(o, "extack", control_kernel_string(e->extack));
                 }
                 return o;
         case EVENT_ROLLBACK:
@@ -532,22 +532,25 @@ json_object *control_event_json(const Event *e) {
                 o = device_event_json("evidence", e->device);
                 if (!o)
                         return NULL;
-                json_object_object_add(o, "big_packets", big_packets_json(now_usec(), NULL, e->device));
-                json_object_object_add(o, "effective", effective_json(e->device));
+                json_object_object_add(o, "big_packets",
+                                       control_big_packets_json(now_usec(), NULL, e->device));
+                json_object_object_add(o, "effective", control_effective_json(e->device));
                 return o;
         case EVENT_AUTO:
                 o = device_event_json("auto", e->device);
                 if (!o)
                         return NULL;
                 json_object_object_add(o, "change", json_object_new_string(auto_change_to_string(e->auto_change) ?: "?"));
-                json_object_object_add(o, "search", auto_search_json(e->auto_search, e->auto_size, realtime_usec()));
+                json_object_object_add(
+                        o, "search",
+                        control_auto_search_json(e->auto_search, e->auto_size, realtime_usec()));
                 return o;
         case EVENT_NETNS_PROBLEM:
                 o = json_object_new_object();
                 if (!o)
                         return NULL;
                 json_object_object_add(o, "event", json_object_new_string("netns-problem"));
-                json_object_object_add(o, "netns", kernel_string(e->netns));
+                json_object_object_add(o, "netns", control_kernel_string(e->netns));
                 json_object_object_add(o, "problem", json_object_new_string(e->problem ?: ""));
                 json_object_object_add(o, "ok", json_object_new_boolean(e->ok));
                 if (e->error < 0) {

@@ -81,51 +81,52 @@ struct NetnsSet {
 
 /* Enter the namespace of the file `dir`/`name` (inode `ino`): its sockets opened there, its state
  * directory taken, the running policy given, its originals of an earlier run loaded. */
-int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **ret);
+int netns_set_enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **ret);
 /* Into the managed ones, sorted by name; -EEXIST when one has the name. */
-int insert(NetnsSet *s, Netns *n);
+int netns_set_insert(NetnsSet *s, Netns *n);
 /* Let the managed one at `i` go, its originals given back first; `why` is for the log. */
-void give_up(NetnsSet *s, size_t i, const char *why);
+void netns_set_give_up(NetnsSet *s, size_t i, const char *why);
 /* Whether an earlier run left a state directory for inode `ino`. */
-bool state_dir_exists(const NetnsSet *s, uint64_t ino);
+bool netns_set_state_dir_exists(const NetnsSet *s, uint64_t ino);
 /* The state directories an earlier run left, read once before the first scan. */
-void read_leftovers(NetnsSet *s);
+void netns_set_read_leftovers(NetnsSet *s);
 /* No policy names another namespace, and none is managed, being let go, or has state left. */
-bool nothing_to_look_for(const NetnsSet *s);
+bool netns_set_nothing_to_look_for(const NetnsSet *s);
 
 /* ---- netns-set-scan.c ---- */
 
 /* Forget the names the last scan saw. */
-void visible_clear(NetnsSet *s);
+void netns_set_visible_clear(NetnsSet *s);
 /* Stop watching the namespace directories and the mount table. */
-void stop_watching(NetnsSet *s);
+void netns_set_stop_watching(NetnsSet *s);
 /* The scan_event's callback: one scan (userdata: the set). */
-void on_scan(evutil_socket_t fd, short what, void *userdata);
+void netns_set_on_scan(evutil_socket_t fd, short what, void *userdata);
 /* The starved_timer's callback: a scan, for namespaces left for want of descriptors. */
-void on_starved_timer(evutil_socket_t fd, short what, void *userdata);
+void netns_set_on_starved_timer(evutil_socket_t fd, short what, void *userdata);
 /* Watch and scan the directories when a policy names another namespace (or state is left), stop
  * watching them when none does: after every policy change once the set has started. */
-void look_for_namespaces(NetnsSet *s);
+void netns_set_look_for_namespaces(NetnsSet *s);
 
 /* ---- netns-set-problem.c ---- */
 
 /* Whether a problem of inode `ino` keeps it from being entered until the operator's next word. */
-bool is_refused(const NetnsSet *s, uint64_t ino);
+bool netns_set_is_refused(const NetnsSet *s, uint64_t ino);
 /* Drop the problem at `i` (announced from the loop). */
-void problem_drop(NetnsSet *s, size_t i);
+void netns_set_problem_drop(NetnsSet *s, size_t i);
 /* Forget the problems as Monitor and D-Bus were last told. */
-void announced_clear(NetnsSet *s);
+void netns_set_announced_clear(NetnsSet *s);
 /* The problems_event's callback: those that went, then those that came, each announced once. */
-void on_problems_changed(evutil_socket_t fd, short what, void *userdata);
+void netns_set_on_problems_changed(evutil_socket_t fd, short what, void *userdata);
 /* Drop the problems for which keep() says no. */
-void problems_filter(NetnsSet *s, bool (*keep)(NetnsProblem *p, const void *userdata), const void *userdata);
+void netns_set_problems_filter(NetnsSet *s, bool (*keep)(NetnsProblem *p, const void *userdata),
+                               const void *userdata);
 /* Record a problem of a namespace (replacing one of the same kind for its inode); `blocks` keeps it
  * from being entered again until the operator's next word. */
-void problem_add(NetnsSet *s, NetnsProblemKind kind, const char *name, uint64_t ino, int error, size_t devices,
-                 bool blocks);
-/* problems_filter() keeps: all but those of descriptors (a scan finds those again). */
-bool keep_not_descriptors(NetnsProblem *p, const void *userdata);
-/* problems_filter() keeps: all but the not-restored one of inode *(const uint64_t *) userdata. */
-bool keep_other_than(NetnsProblem *p, const void *userdata);
-/* problems_filter() keeps after a policy change: what was not restored (no longer blocking). */
-bool keep_after_policy_change(NetnsProblem *p, const void *userdata);
+void netns_set_problem_add(NetnsSet *s, NetnsProblemKind kind, const char *name, uint64_t ino, int error,
+                           size_t devices, bool blocks);
+/* netns_set_problems_filter() keeps: all but those of descriptors (a scan finds those again). */
+bool netns_set_keep_not_descriptors(NetnsProblem *p, const void *userdata);
+/* netns_set_problems_filter() keeps: all but the not-restored one of inode *(const uint64_t *) userdata. */
+bool netns_set_keep_other_than(NetnsProblem *p, const void *userdata);
+/* netns_set_problems_filter() keeps after a policy change: what was not restored (no longer blocking). */
+bool netns_set_keep_after_policy_change(NetnsProblem *p, const void *userdata);

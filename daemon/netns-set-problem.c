@@ -17,7 +17,7 @@ const char *netns_problem_kind_to_string(NetnsProblemKind k) {
         return k >= 0 && k < _NETNS_PROBLEM_MAX ? problem_kind_table[k] : NULL;
 }
 
-bool is_refused(const NetnsSet *s, uint64_t ino) {
+bool netns_set_is_refused(const NetnsSet *s, uint64_t ino) {
         for (size_t i = 0; i < s->n_problems; i++)
                 if (s->problems[i].ino == ino && s->problems[i].blocks)
                         return true;
@@ -29,7 +29,7 @@ static void problems_changed(NetnsSet *s) {
                 event_active(s->problems_event, EV_TIMEOUT, 0);
 }
 
-void problem_drop(NetnsSet *s, size_t i) {
+void netns_set_problem_drop(NetnsSet *s, size_t i) {
         free(s->problems[i].name);
         memmove(s->problems + i, s->problems + i + 1, (s->n_problems - i - 1) * sizeof(*s->problems));
         s->n_problems--;
@@ -49,7 +49,7 @@ static void announce(NetnsSet *s, const NetnsProblem *p, bool went) {
                                         .error = went ? 0 : p->error, .ok = went});
 }
 
-void announced_clear(NetnsSet *s) {
+void netns_set_announced_clear(NetnsSet *s) {
         for (size_t i = 0; i < s->n_announced; i++)
                 free(s->announced[i].name);
         free(s->announced);
@@ -58,7 +58,7 @@ void announced_clear(NetnsSet *s) {
 }
 
 /* From the loop, once the list changed: those that went, then those that came, each once. */
-void on_problems_changed(evutil_socket_t fd, short what, void *userdata) {
+void netns_set_on_problems_changed(evutil_socket_t fd, short what, void *userdata) {
         NetnsSet *s = userdata;
         NetnsProblem *now = s->n_problems > 0 ? calloc(s->n_problems, sizeof(*now)) : NULL;
         size_t n = 0;
@@ -77,26 +77,27 @@ void on_problems_changed(evutil_socket_t fd, short what, void *userdata) {
                         now[n++] = (NetnsProblem){.name = name, .ino = p->ino, .kind = p->kind};
         }
         /* out of memory: what is missing from the copy is announced again, never lost */
-        announced_clear(s);
+        netns_set_announced_clear(s);
         s->announced = now;
         s->n_announced = n;
 }
 
 /* Drop those for which keep() says no. */
-void problems_filter(NetnsSet *s, bool (*keep)(NetnsProblem *p, const void *userdata), const void *userdata) {
+void netns_set_problems_filter(NetnsSet *s, bool (*keep)(NetnsProblem *p, const void *userdata),
+                               const void *userdata) {
         for (size_t i = s->n_problems; i > 0; i--)
                 if (!keep(&s->problems[i - 1], userdata))
-                        problem_drop(s, i - 1);
+                        netns_set_problem_drop(s, i - 1);
 }
 
-void problem_add(NetnsSet *s, NetnsProblemKind kind, const char *name, uint64_t ino, int error,
-                        size_t devices, bool blocks) {
+void netns_set_problem_add(NetnsSet *s, NetnsProblemKind kind, const char *name, uint64_t ino, int error,
+                           size_t devices, bool blocks) {
         NetnsProblem *t;
         char *copy;
 
         for (size_t i = 0; i < s->n_problems; i++)
                 if (s->problems[i].ino == ino && s->problems[i].kind == kind) {
-                        problem_drop(s, i);
+                        netns_set_problem_drop(s, i);
                         break;
                 }
         if (s->n_problems >= NETNS_MAX || !(copy = strdup(name)))
@@ -128,17 +129,17 @@ const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i) {
         return NULL;
 }
 
-bool keep_not_descriptors(NetnsProblem *p, const void *userdata) {
+bool netns_set_keep_not_descriptors(NetnsProblem *p, const void *userdata) {
         return p->kind != NETNS_PROBLEM_DESCRIPTORS;
 }
 
-bool keep_other_than(NetnsProblem *p, const void *userdata) {
+bool netns_set_keep_other_than(NetnsProblem *p, const void *userdata) {
         const uint64_t *ino = userdata;
         return !(p->kind == NETNS_PROBLEM_NOT_RESTORED && p->ino == *ino);
 }
 
 /* The operator's word: those that could not be entered are tried again. */
-bool keep_after_policy_change(NetnsProblem *p, const void *userdata) {
+bool netns_set_keep_after_policy_change(NetnsProblem *p, const void *userdata) {
         p->blocks = false;
         return p->kind == NETNS_PROBLEM_NOT_RESTORED;
 }

@@ -138,7 +138,7 @@ static void names_done(Names *v) {
         *v = (Names){};
 }
 
-void visible_clear(NetnsSet *s) {
+void netns_set_visible_clear(NetnsSet *s) {
         for (size_t i = 0; i < s->n_visible; i++)
                 free(s->visible[i]);
         s->n_visible = 0;
@@ -216,7 +216,7 @@ static int cmp_ino(const void *a, const void *b) {
 }
 
 /* Every name of every directory, each once, sorted by name: where two directories have one, the
- * first directory's (whose file enter() and netns_set_peek() open). */
+ * first directory's (whose file netns_set_enter() and netns_set_peek() open). */
 static void collect(NetnsSet *s, Names *v) {
         size_t k = 0;
 
@@ -282,9 +282,9 @@ static void by_namespace(NetnsSet *s, Names *v, Seen *seen, Names *found) {
                 visible_add(s, pick->name);
                 if (!found || known)
                         continue;
-                if (!policy_set_takes_netns(s->policy, pick->name) && !state_dir_exists(s, ino))
+                if (!policy_set_takes_netns(s->policy, pick->name) && !netns_set_state_dir_exists(s, ino))
                         continue;
-                if (is_refused(s, ino))
+                if (netns_set_is_refused(s, ino))
                         continue;
                 Name *t = realloc(found->items, (found->n + 1) * sizeof(*t));
                 if (!t)
@@ -335,7 +335,7 @@ static void starve(NetnsSet *s, const char *name, uint64_t ino) {
         struct rlimit rl = {};
 
         s->n_starved++;
-        problem_add(s, NETNS_PROBLEM_DESCRIPTORS, name, ino, -EMFILE, 0, false);
+        netns_set_problem_add(s, NETNS_PROBLEM_DESCRIPTORS, name, ino, -EMFILE, 0, false);
         if (s->logged_starved)
                 return;
         s->logged_starved = true;
@@ -346,7 +346,7 @@ static void starve(NetnsSet *s, const char *name, uint64_t ino) {
                     name, NETNS_FDS, FDS_RESERVE, (unsigned long long) rl.rlim_cur);
 }
 
-void on_starved_timer(evutil_socket_t fd, short what, void *userdata) {
+void netns_set_on_starved_timer(evutil_socket_t fd, short what, void *userdata) {
         NetnsSet *s = userdata;
         event_active(s->scan_event, EV_TIMEOUT, 0);
 }
@@ -368,7 +368,7 @@ static void take(NetnsSet *s, const Name *c) {
                 starve(s, c->name, c->ino);
                 return;
         }
-        r = enter(s, c->dir, c->name, c->ino, &n);
+        r = netns_set_enter(s, c->dir, c->name, c->ino, &n);
         if (r == -ENOENT)
                 return; /* gone again */
         if (r == -EMFILE || r == -ENFILE) {
@@ -379,7 +379,7 @@ static void take(NetnsSet *s, const Name *c) {
         if (s->fd_budget != SIZE_MAX)
                 s->fd_budget -= NETNS_FDS;
         if (r < 0) {
-                problem_add(s, NETNS_PROBLEM_CANNOT_ENTER, c->name, c->ino, r, 0, true);
+                netns_set_problem_add(s, NETNS_PROBLEM_CANNOT_ENTER, c->name, c->ino, r, 0, true);
                 if (r == -EPERM)
                         log_error_errno(r, "netns %s: failed to enter it: %m; bigtcpd needs CAP_SYS_ADMIN for other "
                                            "namespaces (see NETWORK NAMESPACES in bigtcpd(8))",
@@ -388,7 +388,7 @@ static void take(NetnsSet *s, const Name *c) {
                         log_warning_errno(r, "netns %s: failed to enter it: %m; ignoring", c->name);
                 return;
         }
-        if (insert(s, n) < 0) {
+        if (netns_set_insert(s, n) < 0) {
                 netns_free(n);
                 return;
         }
@@ -404,7 +404,7 @@ void netns_set_look(NetnsSet *s) {
 
         if (!s || s->watching)
                 return; /* the scans keep the names */
-        visible_clear(s);
+        netns_set_visible_clear(s);
         collect(s, &names);
         by_namespace(s, &names, &seen, NULL);
         if (s->n_visible > 1)
@@ -475,16 +475,17 @@ static void scan(NetnsSet *s) {
         /* those that went first: a name deleted and made again is a new namespace */
         for (size_t i = s->n; i > 0; i--)
                 if (!s->items[i - 1]->seen)
-                        give_up(s, i - 1,
-                                named(&names, s->items[i - 1]->id.name) ? "its name names another namespace now"
-                                                                         : "its file is gone");
-        visible_clear(s);
+                        netns_set_give_up(s, i - 1,
+                                          named(&names, s->items[i - 1]->id.name)
+                                                  ? "its name names another namespace now"
+                                                  : "its file is gone");
+        netns_set_visible_clear(s);
         by_namespace(s, &names, &seen, &found);
         names_done(&names);
         if (s->n_visible > 1)
                 qsort(s->visible, s->n_visible, sizeof(*s->visible), cmp_names);
         s->n_starved = 0;
-        problems_filter(s, keep_not_descriptors, NULL);
+        netns_set_problems_filter(s, netns_set_keep_not_descriptors, NULL);
         s->fd_budget = found.n > 0 ? fd_budget() : 0;
         for (size_t i = 0; i < found.n; i++)
                 take(s, &found.items[i]);
@@ -497,7 +498,7 @@ static void scan(NetnsSet *s) {
                 s->logged_starved = false;
                 evtimer_del(s->starved_timer);
         }
-        problems_filter(s, keep_seen, &seen);
+        netns_set_problems_filter(s, keep_seen, &seen);
         if (!s->scanned)
                 log_unseen_state(s, &seen);
         s->scanned = true;
@@ -505,7 +506,7 @@ static void scan(NetnsSet *s) {
         ino_map_done(&seen.known);
 }
 
-void on_scan(evutil_socket_t fd, short what, void *userdata) {
+void netns_set_on_scan(evutil_socket_t fd, short what, void *userdata) {
         scan(userdata);
 }
 
@@ -563,7 +564,7 @@ static int watch_mounts(NetnsSet *s) {
         return 0;
 }
 
-void stop_watching(NetnsSet *s) {
+void netns_set_stop_watching(NetnsSet *s) {
         if (s->inotify_event)
                 event_free(s->inotify_event);
         if (s->mounts_event)
@@ -574,7 +575,7 @@ void stop_watching(NetnsSet *s) {
         s->mountinfo_fd = safe_close(s->mountinfo_fd);
         for (size_t i = 0; i < s->n_dirs; i++)
                 s->wd[i] = -1;
-        visible_clear(s); /* not known any more */
+        netns_set_visible_clear(s); /* not known any more */
         s->watching = false;
 }
 
@@ -588,12 +589,12 @@ static int start_watching(NetnsSet *s) {
                 return -errno;
         s->inotify_event = event_new(s->base, s->inotify_fd, EV_READ | EV_PERSIST, on_inotify, s);
         if (!s->inotify_event || event_add(s->inotify_event, NULL) < 0) {
-                stop_watching(s);
+                netns_set_stop_watching(s);
                 return -ENOMEM;
         }
         r = watch_mounts(s);
         if (r == -ENOMEM) {
-                stop_watching(s);
+                netns_set_stop_watching(s);
                 return r;
         }
         if (r < 0) {
@@ -611,19 +612,19 @@ static int start_watching(NetnsSet *s) {
 
 /* The namespaces the policy names, and those with state of an earlier run: looked for once the
  * set has started, after every policy change. */
-void look_for_namespaces(NetnsSet *s) {
+void netns_set_look_for_namespaces(NetnsSet *s) {
         int r;
 
         if (!s->read_leftover) {
-                read_leftovers(s);
+                netns_set_read_leftovers(s);
                 s->read_leftover = true;
         }
-        if (nothing_to_look_for(s)) {
+        if (netns_set_nothing_to_look_for(s)) {
                 /* the directories are not even watched */
                 if (s->watching)
                         log_debug("netns: no policy names another namespace: the namespace directories are not "
                                   "watched any more");
-                stop_watching(s);
+                netns_set_stop_watching(s);
                 return;
         }
         r = start_watching(s);

@@ -123,7 +123,7 @@ static int remove_state_dir(const char *root, const char *name) {
 }
 
 /* The state directories an earlier run left, read once before the first scan. */
-void read_leftovers(NetnsSet *s) {
+void netns_set_read_leftovers(NetnsSet *s) {
         DIR *d = opendir(s->state_root);
         struct dirent *de;
 
@@ -147,7 +147,7 @@ void read_leftovers(NetnsSet *s) {
         closedir(d);
 }
 
-bool state_dir_exists(const NetnsSet *s, uint64_t ino) {
+bool netns_set_state_dir_exists(const NetnsSet *s, uint64_t ino) {
         for (size_t i = 0; i < s->n_leftover; i++)
                 if (s->leftover[i].ino == ino)
                         return true;
@@ -176,7 +176,8 @@ static int prepare_state_dir(NetnsSet *s, Netns *n) {
                                  "gone; dropping it",
                                  n->id.name, l->ino);
                 leftover_drop(s, i - 1, l->cookie != n->id.cookie);
-                problems_filter(s, keep_other_than, &n->id.ino); /* back: what was not restored is tried now */
+                netns_set_problems_filter(s, netns_set_keep_other_than,
+                                          &n->id.ino); /* back: what was not restored is tried now */
         }
         if (mkdir(s->cfg.runtime_dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
@@ -277,7 +278,7 @@ static void leave(Netns *n) {
         n->set = NULL;
 }
 
-int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **ret) {
+int netns_set_enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **ret) {
         _cleanup_(netns_freep) Netns *n = NULL;
         _cleanup_(closep) int fd = -1;
         _cleanup_(freep) char *path = NULL;
@@ -333,7 +334,7 @@ int enter(NetnsSet *s, const char *dir, const char *name, uint64_t ino, Netns **
         return 0;
 }
 
-int insert(NetnsSet *s, Netns *n) {
+int netns_set_insert(NetnsSet *s, Netns *n) {
         bool found;
         size_t i = find_index(s, n->id.name, &found);
 
@@ -381,7 +382,7 @@ static void on_release_timeout(evutil_socket_t fd, short what, void *userdata) {
 
 /* Out of the list, and what bigtcpd wrote goes back: the engine runs a policy of nothing, which
  * gives every device its originals. Done once the engine settles (or after a bound). */
-void give_up(NetnsSet *s, size_t i, const char *why) {
+void netns_set_give_up(NetnsSet *s, size_t i, const char *why) {
         Netns *n = s->items[i];
         size_t held = count_originals(n->engine);
         PolicySet *none;
@@ -429,7 +430,7 @@ static void maybe_release(Netns *n) {
                 return;
         for (size_t i = 0; i < s->n; i++)
                 if (s->items[i] == n) {
-                        give_up(s, i, "no policy names it");
+                        netns_set_give_up(s, i, "no policy names it");
                         return;
                 }
 }
@@ -467,14 +468,14 @@ static void reap_one(NetnsSet *s, Netns *n) {
         }
         leftover_keep(s, ino, cookie);
         /* not entered again while its file is there, before the operator's next word */
-        problem_add(s, NETNS_PROBLEM_NOT_RESTORED, what ?: "?", ino, 0, left, true);
+        netns_set_problem_add(s, NETNS_PROBLEM_NOT_RESTORED, what ?: "?", ino, 0, left, true);
         log_warning("netns %s: let go with %zu devices not at their original sizes; their state stays in %s/%s for "
                     "when the namespace is back",
                     what ?: "?", left, s->state_root, name);
 }
 
 /* No policy names another namespace, and none is managed, being let go, or has state left. */
-bool nothing_to_look_for(const NetnsSet *s) {
+bool netns_set_nothing_to_look_for(const NetnsSet *s) {
         return !policy_set_wants_other_netns(s->policy) && s->n_leftover == 0 && s->n == 0 &&
                s->n_releasing == 0;
 }
@@ -493,10 +494,10 @@ static void on_reap(evutil_socket_t fd, short what, void *userdata) {
         }
         if (!any)
                 return;
-        if (nothing_to_look_for(s)) {
+        if (netns_set_nothing_to_look_for(s)) {
                 log_debug("netns: no policy names another namespace and none is managed: the namespace directories "
                           "are not watched any more");
-                stop_watching(s);
+                netns_set_stop_watching(s);
         } else if (s->watching)
                 event_active(s->scan_event, EV_TIMEOUT, 0); /* a file that came back; descriptors free */
         check_settled(s);
@@ -629,13 +630,13 @@ static void run_policy(void *userdata, PolicySet *set) {
 
         s->policy = policy_set_ref(set);
         s->settle_owed = true; /* READY=1 once every namespace runs it */
-        problems_filter(s, keep_after_policy_change, NULL);
+        netns_set_problems_filter(s, netns_set_keep_after_policy_change, NULL);
         for (size_t i = 0; i < netns_set_all_count(s); i++)
                 netns_run_policy(netns_set_all_at(s, i), set, true);
         policy_set_free(old);
         check_settled(s); /* every namespace may have it already (none has to write) */
         if (s->started)
-                look_for_namespaces(s);
+                netns_set_look_for_namespaces(s);
 }
 
 /* ReloaderOps.unchanged: a refused forced reload settles as soon as every namespace has. */
@@ -648,7 +649,7 @@ const ReloaderOps netns_set_reloader_ops = {.run = run_policy, .unchanged = poli
 void netns_set_start(NetnsSet *s) {
         s->started = true;
         check_settled(s);
-        look_for_namespaces(s);
+        netns_set_look_for_namespaces(s);
 }
 
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret) {
@@ -685,11 +686,11 @@ int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, N
         }
         s->nsfs_dev = st.st_dev;
         s->host_ino = st.st_ino;
-        s->scan_event = event_new(base, -1, 0, on_scan, s);
+        s->scan_event = event_new(base, -1, 0, netns_set_on_scan, s);
         s->moving_timer = evtimer_new(base, on_moving_timer, s);
-        s->starved_timer = evtimer_new(base, on_starved_timer, s);
+        s->starved_timer = evtimer_new(base, netns_set_on_starved_timer, s);
         s->reap_event = event_new(base, -1, 0, on_reap, s);
-        s->problems_event = event_new(base, -1, 0, on_problems_changed, s);
+        s->problems_event = event_new(base, -1, 0, netns_set_on_problems_changed, s);
         if (!s->scan_event || !s->moving_timer || !s->starved_timer || !s->reap_event || !s->problems_event) {
                 netns_set_free(s);
                 return -ENOMEM;
@@ -712,8 +713,8 @@ void netns_set_free(NetnsSet *s) {
                 event_free(s->problems_event);
         s->problems_event = NULL; /* nothing is announced any more */
         while (s->n_problems > 0)
-                problem_drop(s, s->n_problems - 1);
-        announced_clear(s);
+                netns_set_problem_drop(s, s->n_problems - 1);
+        netns_set_announced_clear(s);
         free(s->problems);
         free(s->leftover);
         for (size_t i = 0; i < s->n_moving; i++)
@@ -729,13 +730,13 @@ void netns_set_free(NetnsSet *s) {
         for (size_t i = 0; i < s->n_releasing; i++)
                 netns_free(s->releasing[i]);
         free(s->releasing);
-        visible_clear(s);
+        netns_set_visible_clear(s);
         free(s->visible);
         if (s->reap_event)
                 event_free(s->reap_event);
         if (s->scan_event)
                 event_free(s->scan_event);
-        stop_watching(s);
+        netns_set_stop_watching(s);
         if (s->host_fd >= 0)
                 close(s->host_fd);
         for (size_t i = 0; s->dirs && i < s->n_dirs; i++)

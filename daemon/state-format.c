@@ -313,8 +313,8 @@ static int state_format(const DeviceTable *t, uint64_t generation, const uint8_t
         return o->oom ? -ENOMEM : o->error;
 }
 
-int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generation, const StateIo *io,
-                      const uint8_t *key, size_t *ret_size) {
+int state_write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generation, const StateIo *io,
+                            const uint8_t *key, size_t *ret_size) {
         _cleanup_(closep) int fd = -1;
         Out o = {};
         size_t size;
@@ -355,8 +355,9 @@ int write_snapshot_at(int dir_fd, const DeviceTable *t, uint64_t generation, con
  * disk: none for a device whose entry is there as it is now (Device.store.saved) or that has none
  * there and no originals; `hashes` (one for each device) gets what each one's Device.store.saved
  * is once they are appended. *ret_lines: how many. */
-int format_journal(uint64_t generation, const Device *const *devices, size_t n_devices, const int *forgotten,
-                   size_t n_forgotten, const uint8_t *key, uint64_t *hashes, Out *o, size_t *ret_lines) {
+int state_format_journal(uint64_t generation, const Device *const *devices, size_t n_devices,
+                         const int *forgotten, size_t n_forgotten, const uint8_t *key, uint64_t *hashes,
+                         Out *o, size_t *ret_lines) {
         size_t lines = n_forgotten;
 
         /* Forgotten devices first: a device that took a forgotten one's ifindex comes after. */
@@ -398,8 +399,8 @@ int format_journal(uint64_t generation, const Device *const *devices, size_t n_d
  * journal ended before it, so that no torn line is left in front of the next one; when even that
  * fails, *torn is set: the journal may end in a torn line, and only a new snapshot (which drops it)
  * may follow. On success *ret_size is the journal's size now. */
-int journal_append(int dir_fd, const char *buf, size_t len, const StateIo *io, uint64_t *ret_size,
-                   bool *torn) {
+int state_journal_append(int dir_fd, const char *buf, size_t len, const StateIo *io, uint64_t *ret_size,
+                         bool *torn) {
         _cleanup_(closep) int fd = -1;
         struct stat st;
         int r;
@@ -423,17 +424,17 @@ int journal_append(int dir_fd, const char *buf, size_t len, const StateIo *io, u
         return 0;
 }
 
-int open_dir(const char *dir) {
+int state_open_dir(const char *dir) {
         int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
 }
 
 int state_write_snapshot(const char *dir, const DeviceTable *t, uint64_t generation) {
-        _cleanup_(closep) int dir_fd = open_dir(dir);
+        _cleanup_(closep) int dir_fd = state_open_dir(dir);
 
         if (dir_fd < 0)
                 return dir_fd;
-        return write_snapshot_at(dir_fd, t, generation, NULL, NULL, NULL);
+        return state_write_snapshot_at(dir_fd, t, generation, NULL, NULL, NULL);
 }
 
 int state_write_journal(const char *dir, uint64_t generation, const Device *const *devices, size_t n_devices,
@@ -445,17 +446,18 @@ int state_write_journal(const char *dir, uint64_t generation, const Device *cons
         bool torn = false;
         int r;
 
-        r = format_journal(generation, devices, n_devices, forgotten, n_forgotten, NULL, NULL, &o, &lines);
+        r = state_format_journal(generation, devices, n_devices, forgotten, n_forgotten, NULL, NULL, &o,
+                                 &lines);
         if (r < 0 || o.len == 0) {
                 free(o.buf);
                 return r;
         }
-        dir_fd = open_dir(dir);
+        dir_fd = state_open_dir(dir);
         if (dir_fd < 0) {
                 free(o.buf);
                 return dir_fd;
         }
-        r = journal_append(dir_fd, o.buf, o.len, NULL, &size, &torn);
+        r = state_journal_append(dir_fd, o.buf, o.len, NULL, &size, &torn);
         free(o.buf);
         return r;
 }

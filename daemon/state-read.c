@@ -467,7 +467,7 @@ static int entries_init(Entries *x, StateEntry *items, size_t n) {
 }
 
 /* Close up the holes, in order, and hand the list out. */
-void entries_done(Entries *x, StateEntry **ret, size_t *ret_n) {
+void state_entries_index_done(Entries *x, StateEntry **ret, size_t *ret_n) {
         size_t k = 0;
 
         for (size_t i = 0; i < x->n; i++)
@@ -479,7 +479,7 @@ void entries_done(Entries *x, StateEntry **ret, size_t *ret_n) {
         *x = (Entries){};
 }
 
-void entries_free(Entries *x) {
+void state_entries_index_free(Entries *x) {
         state_entries_free(x->items, x->n);
         free(x->slots);
         *x = (Entries){};
@@ -489,7 +489,7 @@ void entries_free(Entries *x) {
 
 #define READ_CHUNK (64u * 1024u)
 
-void lines_init_fd(Lines *l, int fd) {
+void state_lines_init_fd(Lines *l, int fd) {
         *l = (Lines){.fd = fd};
 }
 
@@ -497,7 +497,7 @@ static void lines_init_mem(Lines *l, const char *data, size_t size) {
         *l = (Lines){.fd = -1, .mem = data, .mem_size = size};
 }
 
-void lines_done(Lines *l) {
+void state_lines_done(Lines *l) {
         free(l->buf);
         l->buf = NULL;
 }
@@ -689,7 +689,7 @@ static void trim(const char **p, size_t *n) {
 }
 
 /* A whole snapshot, a line at a time. `size` is the file's (a tree is read only of a small one). */
-int read_snapshot(Lines *l, size_t size, Entries *x, uint64_t *ret_generation, StateReadReport *rep) {
+int state_read_snapshot(Lines *l, size_t size, Entries *x, uint64_t *ret_generation, StateReadReport *rep) {
         const char *p;
         size_t n;
         bool whole, ended = false;
@@ -813,13 +813,13 @@ int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, 
         if (size > STATE_READ_MAX)
                 return -EFBIG;
         lines_init_mem(&l, data, size);
-        r = read_snapshot(&l, size, &x, &generation, &rep);
-        lines_done(&l);
+        r = state_read_snapshot(&l, size, &x, &generation, &rep);
+        state_lines_done(&l);
         if (r < 0) {
-                entries_free(&x);
+                state_entries_index_free(&x);
                 return r;
         }
-        entries_done(&x, ret, ret_n);
+        state_entries_index_done(&x, ret, ret_n);
         if (ret_generation)
                 *ret_generation = generation;
         if (ret_report)
@@ -877,7 +877,7 @@ static int journal_newest(Lines *l, uint64_t *ret) {
         return r < 0 ? r : lines_rewind(l);
 }
 
-int read_journal(Lines *l, uint64_t generation, Entries *x, StateReadReport *rep) {
+int state_read_journal(Lines *l, uint64_t generation, Entries *x, StateReadReport *rep) {
         const char *p = NULL;
         size_t n = 0;
         bool whole;
@@ -914,9 +914,9 @@ int state_journal_apply(const char *data, size_t size, uint64_t generation, Stat
                 return -ENOMEM;
         }
         lines_init_mem(&l, data, size);
-        r = read_journal(&l, generation, &x, &rep);
-        lines_done(&l);
-        entries_done(&x, entries, n);
+        r = state_read_journal(&l, generation, &x, &rep);
+        state_lines_done(&l);
+        state_entries_index_done(&x, entries, n);
         if (r < 0)
                 return r;
         if (ret_report)

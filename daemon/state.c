@@ -159,7 +159,7 @@ uint64_t state_store_retry_usec(const StateStore *s) {
 }
 
 int state_store_open_dir(StateStore *s, struct stat *ret_st) {
-        _cleanup_(closep) int fd = open_dir(s->dir);
+        _cleanup_(closep) int fd = state_open_dir(s->dir);
         struct stat st;
 
         if (fd < 0)
@@ -265,12 +265,12 @@ int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadRe
         fd = open_state_file(dir_fd, STATE_FILE, &size);
         r = fd;
         if (fd >= 0) {
-                lines_init_fd(&l, fd);
-                r = read_snapshot(&l, size, &x, &generation, &rep.snapshot);
-                lines_done(&l);
+                state_lines_init_fd(&l, fd);
+                r = state_read_snapshot(&l, size, &x, &generation, &rep.snapshot);
+                state_lines_done(&l);
         }
         if (r == -ENOMEM) {
-                entries_free(&x);
+                state_entries_index_free(&x);
                 return r;
         }
         if (r < 0 && r != -ENOENT) {
@@ -278,7 +278,7 @@ int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadRe
                  * one that cannot be read: kept for whoever investigates; a new snapshot takes its
                  * place at the next save. The journal's lines are of its generation: without it
                  * they say nothing, and the next snapshot drops them. */
-                entries_free(&x);
+                state_entries_index_free(&x);
                 rep.snapshot_error = r;
                 rep.snapshot_moved = move_aside(dir_fd, STATE_FILE) >= 0;
                 if (ret_report)
@@ -292,14 +292,14 @@ int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadRe
         fd = open_state_file(dir_fd, STATE_JOURNAL, &size);
         r = fd;
         if (fd >= 0) {
-                lines_init_fd(&l, fd);
-                r = read_journal(&l, generation, &x, &rep.journal);
-                lines_done(&l);
+                state_lines_init_fd(&l, fd);
+                r = state_read_journal(&l, generation, &x, &rep.journal);
+                state_lines_done(&l);
                 if (r >= 0 && damaged(&rep.journal))
                         rep.journal_kept = keep_aside(dir_fd, STATE_JOURNAL) >= 0;
         }
         if (r == -ENOMEM) {
-                entries_free(&x);
+                state_entries_index_free(&x);
                 return r;
         }
         if (r < 0 && r != -ENOENT) {
@@ -309,7 +309,7 @@ int state_store_load(StateStore *s, StateEntry **ret, size_t *ret_n, StateLoadRe
                 rep.journal_moved = move_aside(dir_fd, STATE_JOURNAL) >= 0;
         }
         s->generation = generation == STATE_GENERATION_UNKNOWN ? 0 : generation;
-        entries_done(&x, ret, ret_n);
+        state_entries_index_done(&x, ret, ret_n);
 finish:
         if (ret_report)
                 *ret_report = rep;
@@ -454,7 +454,7 @@ static int save_snapshot(StateStore *s) {
         fd = store_dir(s);
         if (fd < 0)
                 return fd;
-        r = write_snapshot_at(fd, s->table, s->generation + 1, s->io, s->key, &size);
+        r = state_write_snapshot_at(fd, s->table, s->generation + 1, s->io, s->key, &size);
         if (r < 0) {
                 /* its hashes are in the devices, but it is not on disk: no line may count on them */
                 s->compact = true;
@@ -488,7 +488,8 @@ static int save_journal(StateStore *s, const Device *const *devices, size_t n_de
         hashes = calloc(n_devices + 1, sizeof(uint64_t));
         if (!hashes)
                 return -ENOMEM;
-        r = format_journal(s->generation, devices, n_devices, s->forgotten, s->n_forgotten, s->key, hashes, &o, &lines);
+        r = state_format_journal(s->generation, devices, n_devices, s->forgotten, s->n_forgotten, s->key,
+                                 hashes, &o, &lines);
         if (r < 0 || lines == 0 || snapshot_due(s, lines)) {
                 free(o.buf);
                 return r < 0 ? r : lines > 0;
@@ -498,7 +499,7 @@ static int save_journal(StateStore *s, const Device *const *devices, size_t n_de
                 free(o.buf);
                 return fd;
         }
-        r = journal_append(fd, o.buf, o.len, s->io, &size, &torn);
+        r = state_journal_append(fd, o.buf, o.len, s->io, &size, &torn);
         free(o.buf);
         if (torn)
                 s->compact = true; /* the journal may end in a torn line: no line may follow it */

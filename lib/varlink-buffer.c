@@ -18,13 +18,13 @@
 #define FLUSH_AT (64u * 1024u)
 #define TRIM_AFTER (4u * 1024u * 1024u)   /* others' buffers once held this much: trimmed when freed */
 
-size_t out_pending(const Connection *c) {
+size_t varlink_out_pending(const Connection *c) {
         return c->out_len - c->out_start;
 }
 
 /* Unread replies of the connection's UID, or of everyone but root, over their marks: its calls
  * wait. Root's are never held for others. */
-bool uid_over_output(const Connection *c) {
+bool varlink_uid_over_output(const Connection *c) {
         return c->uid != 0 && (c->usage->out_bytes >= VARLINK_OUTPUT_UID_HIGH_WATER ||
                                c->server->unprivileged_out >= VARLINK_OUTPUT_UNPRIVILEGED_HIGH_WATER);
 }
@@ -35,7 +35,7 @@ static bool input_over(size_t mine, size_t all) {
         return mine >= VARLINK_INPUT_UID_MAX || (mine >= VARLINK_INPUT_UID_SHARE && all >= VARLINK_INPUT_UNPRIVILEGED_MAX);
 }
 
-bool uid_over_input(const Connection *c) {
+bool varlink_uid_over_input(const Connection *c) {
         return c->uid != 0 && input_over(c->usage->in_bytes, c->server->unprivileged_in);
 }
 
@@ -43,14 +43,15 @@ bool uid_over_input(const Connection *c) {
 static void release_held(VarlinkServer *s, uid_t uid) {
         Connection *c;
         LIST_FOREACH(c, &s->connections, link)
-                if (c->held && (uid == 0 || c->uid == uid) && !uid_over_output(c) && !uid_over_input(c)) {
-                        c->held = false;
-                        event_active(c->process_event, EV_TIMEOUT, 0);
-                }
+        if (c->held && (uid == 0 || c->uid == uid) && !varlink_uid_over_output(c) &&
+            !varlink_uid_over_input(c)) {
+                c->held = false;
+                event_active(c->process_event, EV_TIMEOUT, 0);
+        }
 }
 
 /* Bytes of the buffer of replies (`out`) or calls (`in`) allocated or freed. */
-void account(Connection *c, bool out, size_t added, size_t removed) {
+void varlink_account(Connection *c, bool out, size_t added, size_t removed) {
         VarlinkServer *s = c->server;
         size_t *mine = out ? &c->usage->out_bytes : &c->usage->in_bytes;
         size_t *all = out ? &s->unprivileged_out : &s->unprivileged_in;
@@ -82,13 +83,13 @@ void account(Connection *c, bool out, size_t added, size_t removed) {
 
 /* A buffer's size for `needed` bytes: a quarter more (at most BUFFER_SLACK_MAX), in pages; never
  * twice what is needed, which would let a UID's allocations reach twice its caps. */
-size_t buffer_size_for(size_t needed) {
+size_t varlink_buffer_size_for(size_t needed) {
         size_t slack = needed / 4 < BUFFER_SLACK_MAX ? needed / 4 : BUFFER_SLACK_MAX;
         return (needed + slack + 4095) & ~(size_t) 4095;
 }
 
 /* Make the buffer `size` bytes (0: free it), its contents kept (they must fit), and account for it. */
-int buffer_resize(Connection *c, bool out, size_t size) {
+int varlink_buffer_resize(Connection *c, bool out, size_t size) {
         char **buf = out ? &c->out : &c->in;
         size_t *cur = out ? &c->out_size : &c->in_size;
 
@@ -103,16 +104,16 @@ int buffer_resize(Connection *c, bool out, size_t size) {
                 *buf = n;
         }
         if (size > *cur)
-                account(c, out, size - *cur, 0);
+                varlink_account(c, out, size - *cur, 0);
         else
-                account(c, out, 0, *cur - size);
+                varlink_account(c, out, 0, *cur - size);
         *cur = size;
         return 0;
 }
 
 /* An empty buffer of others than root goes (root's is kept up to BUFFER_KEEP_MAX); a large one
  * less than half full shrinks to what it holds. `start` and `len` bound what it holds. */
-void buffer_trim(Connection *c, bool out) {
+void varlink_buffer_trim(Connection *c, bool out) {
         char *buf = out ? c->out : c->in;
         size_t *start = out ? &c->out_start : &c->in_start, *len = out ? &c->out_len : &c->in_len;
         size_t size = out ? c->out_size : c->in_size, held = *len - *start;
@@ -121,7 +122,7 @@ void buffer_trim(Connection *c, bool out) {
                 *start = *len = 0;
                 if (!out)
                         c->in_scanned = 0;
-                (void) buffer_resize(c, out, 0);
+                (void) varlink_buffer_resize(c, out, 0);
                 return;
         }
         if (c->uid == 0 || size <= BUFFER_SHRINK_MIN || held * 2 >= size)
@@ -133,13 +134,15 @@ void buffer_trim(Connection *c, bool out) {
                 *len = held;
                 *start = 0;
         }
-        (void) buffer_resize(c, out, buffer_size_for(held)); /* a failed shrink keeps the larger one */
+        (void) varlink_buffer_resize(
+                c, out, varlink_buffer_size_for(held)); /* a failed shrink keeps the larger one */
 }
 
 /* Sends what it can without waiting. 0, or -errno when the connection is broken. */
-int connection_flush(Connection *c) {
-        while (out_pending(c) > 0) {
-                ssize_t n = send(c->fd, c->out + c->out_start, out_pending(c), MSG_NOSIGNAL | MSG_DONTWAIT);
+int varlink_connection_flush(Connection *c) {
+        while (varlink_out_pending(c) > 0) {
+                ssize_t n = send(c->fd, c->out + c->out_start, varlink_out_pending(c),
+                                 MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -152,27 +155,27 @@ int connection_flush(Connection *c) {
         if (c->out_start == c->out_len)
                 c->out_start = c->out_len = 0;
         /* An idle connection keeps no big buffer from a big reply. */
-        buffer_trim(c, true);
+        varlink_buffer_trim(c, true);
         return 0;
 }
 
-/* Queues bytes of a message; `connection_append()` queues a whole one, with its NUL. */
-int connection_write(Connection *c, const char *data, size_t size) {
+/* Queues bytes of a message; `varlink_connection_append()` queues a whole one, with its NUL. */
+int varlink_connection_write(Connection *c, const char *data, size_t size) {
         if (size == 0)
                 return 0;
-        if (out_pending(c) >= (c->flush_at ?: FLUSH_AT)) {
-                (void) connection_flush(c); /* a broken connection is found where it is waited on */
+        if (varlink_out_pending(c) >= (c->flush_at ?: FLUSH_AT)) {
+                (void) varlink_connection_flush(c); /* a broken connection is found where it is waited on */
                 /* a client that does not read is tried again only after as much more */
-                c->flush_at = out_pending(c) + FLUSH_AT;
+                c->flush_at = varlink_out_pending(c) + FLUSH_AT;
         }
         /* Compact first: the start of the buffer is sent already. */
         if (c->out_start > 0 && c->out_len + size > c->out_size) {
-                memmove(c->out, c->out + c->out_start, out_pending(c));
+                memmove(c->out, c->out + c->out_start, varlink_out_pending(c));
                 c->out_len -= c->out_start;
                 c->out_start = 0;
         }
         if (c->out_len + size > c->out_size) {
-                int r = buffer_resize(c, true, buffer_size_for(c->out_len + size));
+                int r = varlink_buffer_resize(c, true, varlink_buffer_size_for(c->out_len + size));
                 if (r < 0)
                         return r;
         }
@@ -181,13 +184,13 @@ int connection_write(Connection *c, const char *data, size_t size) {
         return 0;
 }
 
-int connection_append(Connection *c, const char *data, size_t size) {
-        int r = connection_write(c, data, size);
-        return r < 0 ? r : connection_write(c, "", 1);
+int varlink_connection_append(Connection *c, const char *data, size_t size) {
+        int r = varlink_connection_write(c, data, size);
+        return r < 0 ? r : varlink_connection_write(c, "", 1);
 }
 
 /* Appends one message; takes ownership of `msg`. */
-int connection_send(Connection *c, json_object *msg) {
+int varlink_connection_send(Connection *c, json_object *msg) {
         _cleanup_(json_object_putp) json_object *o = msg;
         const char *text;
         size_t len;
@@ -198,5 +201,5 @@ int connection_send(Connection *c, json_object *msg) {
                                                  &len);
         if (!text)
                 return -ENOMEM;
-        return connection_append(c, text, len);
+        return varlink_connection_append(c, text, len);
 }

@@ -57,7 +57,7 @@ static json_object *reply_new(json_object *parameters, bool continues) {
         return o;
 }
 
-json_object *error_new(const char *error, json_object *parameters) {
+json_object *varlink_error_new(const char *error, json_object *parameters) {
         json_object *o = json_object_new_object();
         if (!o) {
                 json_object_put(parameters);
@@ -119,18 +119,18 @@ static int call_send(VarlinkCall *call, json_object *msg, bool last) {
         if (call->oneway)
                 json_object_put(msg);
         else
-                r = connection_send(c, msg);
+                r = varlink_connection_send(c, msg);
         if (last)
                 call_done(call);
         if (r < 0) {
                 if (inside)
                         return r; /* connection_handle() closes it */
                 log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
-                connection_free(c);
+                varlink_connection_free(c);
                 return -ECONNRESET;
         }
         if (!inside)
-                (void) connection_update_events(c);
+                (void) varlink_connection_update_events(c);
         return 0;
 }
 
@@ -139,16 +139,16 @@ int varlink_call_reply(VarlinkCall *c, json_object *parameters) {
 }
 
 int varlink_call_error(VarlinkCall *c, const char *error, json_object *parameters) {
-        return call_send(c, error_new(error, parameters), true);
+        return call_send(c, varlink_error_new(error, parameters), true);
 }
 
 /* A stream the client does not read is cut off: root's at the output cap, others' much earlier,
  * and also when their UID (or everyone but root) holds too much. */
 static bool stream_over(const Connection *c) {
         const VarlinkServer *s = c->server;
-        if (out_pending(c) > s->output_max)
+        if (varlink_out_pending(c) > s->output_max)
                 return true;
-        return c->uid != 0 && (out_pending(c) > VARLINK_STREAM_UNPRIVILEGED_MAX ||
+        return c->uid != 0 && (varlink_out_pending(c) > VARLINK_STREAM_UNPRIVILEGED_MAX ||
                                c->usage->out_bytes > VARLINK_OUTPUT_UID_MAX ||
                                s->unprivileged_out > VARLINK_OUTPUT_UNPRIVILEGED_MAX);
 }
@@ -159,30 +159,31 @@ int varlink_call_notify_json(VarlinkCall *call, const char *parameters, size_t s
         int r;
 
         if (stream_over(c)) {
-                log_warning("varlink: pid %d uid %u does not read its Monitor stream (%zu bytes unread), closing it",
-                            (int) c->pid, (unsigned) c->uid, out_pending(c));
+                log_warning("varlink: pid %d uid %u does not read its Monitor stream (%zu bytes unread), "
+                            "closing it",
+                            (int) c->pid, (unsigned) c->uid, varlink_out_pending(c));
                 if (call->phase == CALL_RUNNING)
                         return -ENOBUFS;
-                connection_free(c);
+                varlink_connection_free(c);
                 return -ECONNRESET;
         }
         if (call->oneway)
                 return 0;
-        r = connection_write(c, head, sizeof(head) - 1);
+        r = varlink_connection_write(c, head, sizeof(head) - 1);
         if (r >= 0)
-                r = connection_write(c, parameters, size);
+                r = varlink_connection_write(c, parameters, size);
         if (r >= 0)
-                r = connection_append(c, tail, sizeof(tail) - 1);
+                r = varlink_connection_append(c, tail, sizeof(tail) - 1);
         if (r < 0) {
                 /* half a message may be queued: the connection cannot go on */
                 log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
                 if (call->phase == CALL_RUNNING)
                         return r;
-                connection_free(c);
+                varlink_connection_free(c);
                 return -ECONNRESET;
         }
         if (call->phase != CALL_RUNNING)
-                (void) connection_update_events(c);
+                (void) varlink_connection_update_events(c);
         return 0;
 }
 
@@ -200,32 +201,32 @@ int varlink_call_notify(VarlinkCall *call, json_object *parameters) {
 
 int varlink_call_reply_begin(VarlinkCall *call) {
         static const char head[] = "{\"parameters\":";
-        return call->oneway ? 0 : connection_write(call->connection, head, sizeof(head) - 1);
+        return call->oneway ? 0 : varlink_connection_write(call->connection, head, sizeof(head) - 1);
 }
 
 int varlink_call_write(VarlinkCall *call, const char *json, size_t size) {
-        return call->oneway ? 0 : connection_write(call->connection, json, size);
+        return call->oneway ? 0 : varlink_connection_write(call->connection, json, size);
 }
 
 int varlink_call_reply_end(VarlinkCall *call) {
         Connection *c = call->connection;
         bool inside = call->phase == CALL_RUNNING;
-        int r = call->oneway ? 0 : connection_append(c, "}", 1);
+        int r = call->oneway ? 0 : varlink_connection_append(c, "}", 1);
 
         call_done(call);
         if (r < 0 && !inside) {
                 log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
-                connection_free(c);
+                varlink_connection_free(c);
                 return -ECONNRESET;
         }
         if (r >= 0 && !inside)
-                (void) connection_update_events(c);
+                (void) varlink_connection_update_events(c);
         return r;
 }
 
 static json_object *invalid_parameter(const char *name) {
-        return error_new("org.varlink.service.InvalidParameter",
-                         varlink_params1("parameter", json_object_new_string(name)));
+        return varlink_error_new("org.varlink.service.InvalidParameter",
+                                 varlink_params1("parameter", json_object_new_string(name)));
 }
 
 static json_object *check_params(json_object *params, const VarlinkParam *spec, size_t n,
@@ -332,7 +333,8 @@ static bool interface_known(const VarlinkServerInfo *info, const char *name, siz
         return false;
 }
 
-const VarlinkMethod *method_lookup(const VarlinkServerInfo *info, const char *name, bool *ret_no_interface) {
+const VarlinkMethod *varlink_method_lookup(const VarlinkServerInfo *info, const char *name,
+                                           bool *ret_no_interface) {
         const char *dot = strrchr(name, '.');
 
         *ret_no_interface = false;

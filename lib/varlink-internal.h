@@ -86,7 +86,7 @@ struct Connection {
         /* Replies not yet sent: out[out_start, out_len). */
         char *out;
         size_t out_start, out_len, out_size;
-        size_t flush_at; /* connection_write() sends what waits once this much does (0: FLUSH_AT) */
+        size_t flush_at; /* varlink_connection_write() sends what waits once this much does (0: FLUSH_AT) */
 
         VarlinkCall call; /* the one in progress */
         bool eof;         /* the client shut down its side */
@@ -97,41 +97,42 @@ struct Connection {
 /* varlink.c: the connection loop. */
 
 /* Closes the connection: its call cancelled, its buffers given back to its UID. */
-void connection_free(Connection *c);
+void varlink_connection_free(Connection *c);
 /* Watches the connection for what it can do now (read, write, its client hanging up). Returns
  * -ECONNRESET when it had to close the connection. */
-int connection_update_events(Connection *c);
+int varlink_connection_update_events(Connection *c);
 
 /* varlink-buffer.c: a connection's buffers and their accounting per UID. */
 
 /* Bytes of replies queued and not sent yet. */
-size_t out_pending(const Connection *c);
+size_t varlink_out_pending(const Connection *c);
 /* Unread replies of the connection's UID, or of everyone but root, over their marks: its calls
  * wait. */
-bool uid_over_output(const Connection *c);
+bool varlink_uid_over_output(const Connection *c);
 /* Calls of the connection's UID read and not handled yet over its marks: nothing more is read. */
-bool uid_over_input(const Connection *c);
+bool varlink_uid_over_input(const Connection *c);
 /* Bytes of the buffer of replies (`out`) or calls (`in`) allocated or freed. */
-void account(Connection *c, bool out, size_t added, size_t removed);
+void varlink_account(Connection *c, bool out, size_t added, size_t removed);
 /* A buffer's size for `needed` bytes, with some slack, in pages. */
-size_t buffer_size_for(size_t needed);
+size_t varlink_buffer_size_for(size_t needed);
 /* Makes the buffer `size` bytes (0: frees it), its contents kept, and accounts for it. */
-int buffer_resize(Connection *c, bool out, size_t size);
+int varlink_buffer_resize(Connection *c, bool out, size_t size);
 /* Frees an empty buffer (root keeps a small one) or shrinks one less than half full. */
-void buffer_trim(Connection *c, bool out);
+void varlink_buffer_trim(Connection *c, bool out);
 /* Sends what it can without waiting. 0, or -errno when the connection is broken. */
-int connection_flush(Connection *c);
+int varlink_connection_flush(Connection *c);
 /* Queues bytes of a message. */
-int connection_write(Connection *c, const char *data, size_t size);
+int varlink_connection_write(Connection *c, const char *data, size_t size);
 /* Queues a whole message, with its NUL. */
-int connection_append(Connection *c, const char *data, size_t size);
+int varlink_connection_append(Connection *c, const char *data, size_t size);
 /* Queues one message; takes ownership of `msg` (NULL: -ENOMEM). */
-int connection_send(Connection *c, json_object *msg);
+int varlink_connection_send(Connection *c, json_object *msg);
 
 /* varlink-call.c: the calls. */
 
 /* An error message {error, parameters}; takes `parameters`. NULL when out of memory. */
-json_object *error_new(const char *error, json_object *parameters);
+json_object *varlink_error_new(const char *error, json_object *parameters);
 /* The method `name` (interface.Method) names, or NULL; then `ret_no_interface` tells whether its
  * interface is unknown too. */
-const VarlinkMethod *method_lookup(const VarlinkServerInfo *info, const char *name, bool *ret_no_interface);
+const VarlinkMethod *varlink_method_lookup(const VarlinkServerInfo *info, const char *name,
+                                           bool *ret_no_interface);

@@ -42,7 +42,7 @@ static bool streaming(const Connection *c) {
 
 /* ---- connection life cycle ---- */
 
-void connection_free(Connection *c) {
+void varlink_connection_free(Connection *c) {
         if (!c)
                 return;
         log_debug("varlink: connection of pid %d uid %u closed", (int) c->pid, (unsigned) c->uid);
@@ -56,8 +56,8 @@ void connection_free(Connection *c) {
         if (c->runnable)
                 TAILQ_REMOVE(&c->server->runnable, c, run_link);
         if (c->usage) {
-                account(c, true, 0, c->out_size);
-                account(c, false, 0, c->in_size);
+                varlink_account(c, true, 0, c->out_size);
+                varlink_account(c, false, 0, c->in_size);
                 if (--c->usage->n_connections == 0) {
                         LIST_REMOVE(c->usage, link);
                         free(c->usage);
@@ -81,9 +81,9 @@ void connection_free(Connection *c) {
 /* End the connection after one error reply, sent if the socket takes it now: a client that has
  * misbehaved gets no buffer and no time. */
 static void connection_abort(Connection *c, const char *error, json_object *parameters) {
-        (void) connection_send(c, error_new(error, parameters));
-        (void) connection_flush(c);
-        connection_free(c);
+        (void) varlink_connection_send(c, varlink_error_new(error, parameters));
+        (void) varlink_connection_flush(c);
+        varlink_connection_free(c);
 }
 
 static const char *error_name(const Connection *c, const char *name, char *buf, size_t size) {
@@ -92,14 +92,14 @@ static const char *error_name(const Connection *c, const char *name, char *buf, 
 }
 
 /* Returns -ECONNRESET when it had to close the connection. */
-int connection_update_events(Connection *c) {
+int varlink_connection_update_events(Connection *c) {
         /* Streams keep reading, to see the client go away; their input is not parsed and stays
          * capped. Others stop reading while replies pile up. */
-        if (!streaming(c) && uid_over_input(c))
+        if (!streaming(c) && varlink_uid_over_input(c))
                 c->held = true; /* until calls of its UID are handled: release_held() */
         bool want_read = !c->eof && c->in_len - c->in_start <= VARLINK_MESSAGE_MAX &&
-                         (streaming(c) || (out_pending(c) < VARLINK_OUTPUT_HIGH_WATER && !c->held));
-        bool want_write = out_pending(c) > 0;
+                         (streaming(c) || (varlink_out_pending(c) < VARLINK_OUTPUT_HIGH_WATER && !c->held));
+        bool want_write = varlink_out_pending(c) > 0;
         /* Not read, it would not see its client go: its share would stay taken for good. */
         bool want_hangup = !want_read && !c->eof && !c->half_closed;
 
@@ -122,7 +122,7 @@ int connection_update_events(Connection *c) {
         return 0;
 fail:
         log_warning("varlink: failed to watch the connection of pid %d, closing it", (int) c->pid);
-        connection_free(c);
+        varlink_connection_free(c);
         return -ECONNRESET;
 }
 
@@ -162,7 +162,7 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
                 return -EINVAL;
         tok = json_tokener_new_ex(VARLINK_DEPTH_MAX);
         if (!tok) {
-                connection_free(c);
+                varlink_connection_free(c);
                 return -ECONNRESET;
         }
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -208,7 +208,7 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
         }
 
         name = json_object_get_string(method);
-        m = method_lookup(c->server->info, name, &no_interface);
+        m = varlink_method_lookup(c->server->info, name, &no_interface);
         c->call = (VarlinkCall){.connection = c, .phase = CALL_RUNNING, .more = more, .oneway = oneway};
         if (!m) {
                 if (no_interface) {
@@ -234,7 +234,7 @@ static int connection_handle(Connection *c, const char *data, size_t size) {
 
         if (r < 0) {
                 log_warning_errno(r, "varlink: failed to answer pid %d: %m, closing the connection", (int) c->pid);
-                connection_free(c);
+                varlink_connection_free(c);
                 return -ECONNRESET;
         }
         if (c->call.phase == CALL_RUNNING)
@@ -281,7 +281,7 @@ static void connection_process(Connection *c) {
                 return;
         }
         connection_schedule(c);
-        (void) connection_update_events(c); /* its UID may have read enough for now */
+        (void) varlink_connection_update_events(c); /* its UID may have read enough for now */
 }
 
 /* Handle complete calls, until one is answered later, replies pile up, or (`deadline`, for
@@ -290,8 +290,8 @@ static void connection_run(Connection *c, uint64_t deadline) {
         unsigned n = 0;
 
         /* A call given later holds the queue: calls are answered in order. */
-        while (c->call.phase == CALL_IDLE && out_pending(c) < VARLINK_OUTPUT_HIGH_WATER) {
-                if (uid_over_output(c)) {
+        while (c->call.phase == CALL_IDLE && varlink_out_pending(c) < VARLINK_OUTPUT_HIGH_WATER) {
+                if (varlink_uid_over_output(c)) {
                         c->held = true; /* until its UID's replies are read: release_held() */
                         break;
                 }
@@ -338,15 +338,15 @@ static void connection_run(Connection *c, uint64_t deadline) {
                 c->in_scanned -= c->in_start;
                 c->in_start = 0;
         }
-        buffer_trim(c, false);
+        varlink_buffer_trim(c, false);
         /* The client hung up: a stream ends; otherwise close once every complete call is answered
          * (half a message will not be completed). */
-        if (c->eof && (streaming(c) || (c->call.phase == CALL_IDLE && out_pending(c) == 0 &&
+        if (c->eof && (streaming(c) || (c->call.phase == CALL_IDLE && varlink_out_pending(c) == 0 &&
                                         (c->in_len == 0 || !memchr(c->in, '\0', c->in_len))))) {
-                connection_free(c);
+                varlink_connection_free(c);
                 return;
         }
-        (void) connection_update_events(c);
+        (void) varlink_connection_update_events(c);
 }
 
 static void on_process(evutil_socket_t fd, short what, void *userdata) {
@@ -360,8 +360,8 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                 ssize_t n;
 
                 if (c->in_size - c->in_len < READ_CHUNK &&
-                    buffer_resize(c, false, buffer_size_for(c->in_len + READ_CHUNK)) < 0) {
-                        connection_free(c);
+                    varlink_buffer_resize(c, false, varlink_buffer_size_for(c->in_len + READ_CHUNK)) < 0) {
+                        varlink_connection_free(c);
                         return;
                 }
                 n = read(c->fd, c->in + c->in_len, READ_CHUNK);
@@ -371,7 +371,7 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                         if (errno == EAGAIN)
                                 break;
                         log_debug_errno(errno, "varlink: reading from pid %d: %m", (int) c->pid);
-                        connection_free(c);
+                        varlink_connection_free(c);
                         return;
                 }
                 if (n == 0) {
@@ -380,7 +380,8 @@ static void on_readable(evutil_socket_t fd, short what, void *userdata) {
                 }
                 c->in_len += (size_t) n;
                 /* Enough for one message of the largest size, or for the UID: handle that first. */
-                if (c->in_len - c->in_start > VARLINK_MESSAGE_MAX || (!streaming(c) && uid_over_input(c)))
+                if (c->in_len - c->in_start > VARLINK_MESSAGE_MAX ||
+                    (!streaming(c) && varlink_uid_over_input(c)))
                         break;
         }
         if (streaming(c) && c->in_len - c->in_start > VARLINK_MESSAGE_MAX) {
@@ -405,31 +406,31 @@ static void on_hangup(evutil_socket_t fd, short what, void *userdata) {
 
         if (poll(&p, 1, 0) < 0 || !(p.revents & (POLLHUP | POLLERR))) {
                 c->half_closed = true;
-                (void) connection_update_events(c);
+                (void) varlink_connection_update_events(c);
                 return;
         }
         log_debug("varlink: pid %d uid %u hung up while its calls were not read (%zu bytes held)", (int) c->pid,
                   (unsigned) c->uid, c->in_len - c->in_start);
-        connection_free(c);
+        varlink_connection_free(c);
 }
 
 static void on_writable(evutil_socket_t fd, short what, void *userdata) {
         Connection *c = userdata;
-        bool was_high = out_pending(c) >= VARLINK_OUTPUT_HIGH_WATER;
+        bool was_high = varlink_out_pending(c) >= VARLINK_OUTPUT_HIGH_WATER;
         int r;
 
-        r = connection_flush(c);
+        r = varlink_connection_flush(c);
         if (r < 0) {
                 log_debug_errno(r, "varlink: writing to pid %d: %m", (int) c->pid);
-                connection_free(c);
+                varlink_connection_free(c);
                 return;
         }
-        if (was_high && out_pending(c) < VARLINK_OUTPUT_HIGH_WATER)
+        if (was_high && varlink_out_pending(c) < VARLINK_OUTPUT_HIGH_WATER)
                 connection_process(c); /* calls were left waiting for room */
-        else if (c->eof && !streaming(c) && out_pending(c) == 0)
+        else if (c->eof && !streaming(c) && varlink_out_pending(c) == 0)
                 connection_process(c); /* answered everything: close */
         else
-                (void) connection_update_events(c);
+                (void) varlink_connection_update_events(c);
 }
 
 /* ---- accepting ---- */
@@ -451,7 +452,8 @@ static size_t connections_of(const VarlinkServer *s, uid_t uid) {
 static void refuse(const VarlinkServer *s, int fd, const struct ucred *cred, unsigned max) {
         char err[256];
         snprintf(err, sizeof(err), "%s.TooManyConnections", s->info->error_interface);
-        _cleanup_(json_object_putp) json_object *o = error_new(err, varlink_params1("max", json_object_new_int((int) max)));
+        _cleanup_(json_object_putp) json_object *o =
+                varlink_error_new(err, varlink_params1("max", json_object_new_int((int) max)));
         const char *text;
         size_t len;
 
@@ -494,10 +496,10 @@ static int connection_new(VarlinkServer *s, int fd, const struct ucred *cred) {
         c->process_event = event_new(s->base, -1, 0, on_process, c);
         c->hangup_event = event_new(s->base, fd, EV_CLOSED | EV_PERSIST, on_hangup, c);
         if (!c->read_event || !c->write_event || !c->process_event || !c->hangup_event) {
-                connection_free(c);
+                varlink_connection_free(c);
                 return -ENOMEM;
         }
-        if (connection_update_events(c) < 0)
+        if (varlink_connection_update_events(c) < 0)
                 return -ENOMEM;
         log_debug("varlink: connection of pid %d uid %u (%zu open)", (int) c->pid, (unsigned) c->uid,
                   s->n_connections);
@@ -671,7 +673,7 @@ void varlink_server_free(VarlinkServer *s) {
         if (!s)
                 return;
         while (!LIST_EMPTY(&s->connections))
-                connection_free(LIST_FIRST(&s->connections));
+                varlink_connection_free(LIST_FIRST(&s->connections));
         if (s->accept_event)
                 event_free(s->accept_event);
         if (s->accept_retry)

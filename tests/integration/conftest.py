@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -23,18 +24,40 @@ def pytest_configure(config):
         raise pytest.UsageError('the integration tests need root (network namespaces)')
 
 
-# The xdist_groups that take longest, in this order before every other test: with pytest-xdist
-# (scripts/test.sh) a process takes them first, and the others share the rest, instead of one
-# process starting them when the rest is almost done.
-LONGEST_FIRST = ('nspawn', 'netns', 'install-tree')
+# The order of the tests, longest first: with pytest-xdist (scripts/test.sh) each process takes
+# the next test (or xdist_group) when it is almost done, so a long one collected last keeps one
+# process busy while the others are idle. First the xdist_groups that take longest, in this
+# order, then the tests marked slow, then the rest, each in file order. The two containers'
+# groups wait for the Debian package (scripts/test.sh builds it beside them): one starts at once,
+# the other once a process is free, when the package is nearer.
+LONGEST_FIRST = ('nspawn-boot', 'netns', 'install-tree', 'nspawn-fleet')
 
 
 def pytest_collection_modifyitems(config, items):
     def rank(item):
         m = item.get_closest_marker('xdist_group')
         group = m.args[0] if m and m.args else None
-        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+        if group in LONGEST_FIRST:
+            return LONGEST_FIRST.index(group)
+        return len(LONGEST_FIRST) + (0 if item.get_closest_marker('slow') else 1)
     items.sort(key=rank)
+
+
+# BT_TEST_TIMELINE=FILE: each test's phases (setup, call, teardown) appended to FILE as one line
+# "WORKER START END PHASE NODEID" (seconds since the epoch), from every xdist process: where the
+# suite's wall time goes, per process (timeline.py adds it up).
+_TIMELINE = os.environ.get('BT_TEST_TIMELINE')
+
+
+def pytest_runtest_logreport(report):
+    # the process that ran the test writes it (an xdist controller only relays the report)
+    if _TIMELINE and report.when in ('setup', 'call', 'teardown') \
+            and not hasattr(report, 'node'):
+        worker = os.environ.get('PYTEST_XDIST_WORKER', 'main')
+        stop = time.time()
+        line = f'{worker} {stop - report.duration:.3f} {stop:.3f} {report.when} {report.nodeid}\n'
+        with open(_TIMELINE, 'a') as f:
+            f.write(line)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

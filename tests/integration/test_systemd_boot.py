@@ -50,7 +50,7 @@ from helpers import REPO, T, sizes4
 from nspawn import booted, journal_on_failure, package_deb
 
 # a booted container each: one at a time, in one process
-pytestmark = [pytest.mark.xdist_group('nspawn'), pytest.mark.slow]
+pytestmark = [pytest.mark.xdist_group('nspawn-boot'), pytest.mark.slow]
 
 EXPOSURE_MAX = 2.0
 # seconds for the whole module, the container's boots included: 180 alone, three times that

@@ -47,7 +47,7 @@ from helpers import REPO, T, sizes4
 from nspawn import booted, journal_on_failure, package_deb
 
 # a booted container each: one at a time, in one process
-pytestmark = [pytest.mark.xdist_group('nspawn'), pytest.mark.slow]
+pytestmark = [pytest.mark.xdist_group('nspawn-fleet'), pytest.mark.slow]
 
 BUDGET = 240               # seconds for the module: the previous build, the boot, apt, four plays
 BIG = sizes4(185000)       # the shipped policy: every veth at 185000; the fleet's k8s-pods too

@@ -92,12 +92,21 @@ def journal_after_failure(request, box):
 
 # --- helpers ------------------------------------------------------------------------------------
 
+def unit_states(c, verb):
+    """`systemctl VERB` of each of UNITS, in one call (a line each); one call a unit where the
+    answer is not a line each (is-enabled of a unit that is not there says so on stderr alone)."""
+    lines = c.run('systemctl', verb, *UNITS, check=False).stdout.splitlines()
+    if len(lines) == len(UNITS):
+        return tuple(line.strip() for line in lines)
+    return tuple(c.run('systemctl', verb, u, check=False).stdout.strip() for u in UNITS)
+
+
 def active(c):
-    return tuple(c.run('systemctl', 'is-active', u, check=False).stdout.strip() for u in UNITS)
+    return unit_states(c, 'is-active')
 
 
 def enabled(c):
-    return tuple(c.run('systemctl', 'is-enabled', u, check=False).stdout.strip() for u in UNITS)
+    return unit_states(c, 'is-enabled')
 
 
 def ctl(c, *args, user=None):

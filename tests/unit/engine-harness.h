@@ -22,10 +22,12 @@
 #include <time.h>
 
 #include "apply.h"
+#include "control.h"
 #include "engine.h"
 #include "device-lifecycle.h"
 #include "netlink-link.h"
 #include "linux-compat.h"
+#include "netns-set.h"
 #include "policy-reload.h"
 #include "policy-try.h"
 #include "sync.h"
@@ -95,6 +97,11 @@ struct Harness {
         char proc_net[64];
         Engine *e;
         Sync *s;
+        /* bigtcpd's own namespace run by e and s (which it owns), its one-namespace set, and the
+         * Control of the daemon's API over them (no reloader, workers or try) */
+        Netns *own;
+        NetnsSet *set;
+        Control control;
         PolicySet *policy; /* the harness's own, lent to the engine until a reloader's runs */
         bool started;
 
@@ -653,8 +660,8 @@ static Harness *h_current;
 static inline void h_destroy(Harness *h) {
         if (!h)
                 return;
-        sync_free(h->s);
-        engine_free(h->e);
+        netns_set_free(h->set);
+        netns_free(h->own); /* its sync and engine */
         policy_set_free(h->policy);
         event_base_free(h->base);
         (void) nftw(h->runtime_dir, h_rm, 8, FTW_DEPTH | FTW_PHYS);
@@ -701,6 +708,9 @@ static inline Harness *h_new(const char *yaml) {
                                     &apply_probation_ops, &h->e),
                          0);
         assert_int_equal(sync_new(h->e, NULL, 0, &h->s), 0);
+        assert_int_equal(netns_new_played(h->e, h->s, &h->own), 0);
+        assert_int_equal(netns_set_new_alone(h->base, h->own, &h->set), 0);
+        h->control = (Control){.netns = h->set};
         assert_true(event_watch_add(&h->e->events, h_on_event, h) > 0);
         /* every namespace has one */
         h_link_add_full(h, 1, "lo", NULL, true);

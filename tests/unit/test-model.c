@@ -14,8 +14,6 @@
  * a window ends. */
 #include <syslog.h>
 
-/* thousands of runs, each saving its state file many times: on a tmpfs an fsync costs nothing */
-#define H_TMPDIR "/dev/shm"
 #include "engine-harness.h"
 #include "log.h"
 #include "reconcile.h"
@@ -992,5 +990,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_model, h_teardown),
         };
+        /* thousands of runs, each saving its state file many times: on a tmpfs an fsync costs
+         * nothing */
+        h_tmpdir = "/dev/shm";
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

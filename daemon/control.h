@@ -22,7 +22,7 @@ typedef struct Control {
          * the policy itself is every namespace's. */
         Reloader *reloader;
         WorkerPool *workers; /* Plan and Validate (NULL: -EOPNOTSUPP) */
-        PolicyTry *trial;    /* Try, Confirm, Revert (NULL: no try runs) */
+        PolicyTry *trial;    /* Try, Confirm, Revert (NULL: Try -EOPNOTSUPP, no try runs) */
 } Control;
 
 /* The daemon in one word, as networkctl says of a link: "starting" (before the first full

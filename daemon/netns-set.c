@@ -57,11 +57,11 @@ bool netns_name_is_valid(const char *name) {
 }
 
 size_t netns_set_others_count(const NetnsSet *s) {
-        return s ? s->n : 0;
+        return s->n;
 }
 
 Netns *netns_set_other_at(const NetnsSet *s, size_t i) {
-        return s && i < s->n ? s->items[i] : NULL;
+        return i < s->n ? s->items[i] : NULL;
 }
 
 static size_t find_index(const NetnsSet *s, const char *name, bool *ret_found) {
@@ -87,7 +87,7 @@ Netns *netns_set_find(const NetnsSet *s, const char *name) {
         bool found;
         size_t i;
 
-        if (!s || !name)
+        if (!name)
                 return NULL;
         i = find_index(s, name, &found);
         return found ? s->items[i] : NULL;
@@ -217,7 +217,7 @@ EventList *netns_set_events(NetnsSet *s) {
 }
 
 bool netns_set_ready(const NetnsSet *s) {
-        return s && s->settled_once;
+        return s->settled_once;
 }
 
 static void on_reloading(const Event *ev, void *userdata) {
@@ -527,11 +527,11 @@ static void adopt(Engine *e, Device *d, const Moving *m) {
 }
 
 size_t netns_set_all_count(const NetnsSet *s) {
-        return s ? s->n + 1 : 0;
+        return s->n + 1;
 }
 
 Netns *netns_set_all_at(const NetnsSet *s, size_t i) {
-        return !s ? NULL : i == 0 ? s->own : i <= s->n ? s->items[i - 1] : NULL;
+        return i == 0 ? s->own : i <= s->n ? s->items[i - 1] : NULL;
 }
 
 static void on_moving_timer(evutil_socket_t fd, short what, void *userdata) {

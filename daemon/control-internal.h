@@ -4,8 +4,7 @@
 
 #include "control.h"
 
-/* The engines, for i < control_namespaces(): bigtcpd's own namespace's (0), then each other's (a control
- * without the set, the tests', has its own engine alone). */
+/* The engines, for i < control_namespaces(): bigtcpd's own namespace's (0), then each other's. */
 size_t control_namespaces(const Control *c);
 Engine *control_engine_at(const Control *c, size_t i);
 /* The engine of bigtcpd's own namespace, the set's first entry: the one of a device named without

@@ -173,7 +173,7 @@ static int job_run(int fd, void *userdata) {
                         policy_set_scope(own, &host);
                 }
         }
-        if (r >= 0 && j->plan && !j->looked && j->uid == 0 && c->netns && (wanted = plan_wanted(c, own)))
+        if (r >= 0 && j->plan && !j->looked && j->uid == 0 && (wanted = plan_wanted(c, own)))
                 ; /* the plan after a look at those */
         else if (r >= 0 && j->plan)
                 r = plan_reply(c, own, j->peek, j->uid == 0, &plan);

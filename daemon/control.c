@@ -10,18 +10,17 @@
 #include "evidence.h"
 #include "device-lifecycle.h"
 
-/* The engines, for i < control_namespaces(): bigtcpd's own namespace's (0), then each other's (a control
- * without the set, the tests', has its own engine alone). */
+/* The engines, for i < control_namespaces(): bigtcpd's own namespace's (0), then each other's. */
 size_t control_namespaces(const Control *c) {
-        return c->netns ? netns_set_all_count(c->netns) : 1;
+        return netns_set_all_count(c->netns);
 }
 
 Engine *control_engine_at(const Control *c, size_t i) {
-        return c->netns ? netns_set_all_at(c->netns, i)->engine : c->engine;
+        return netns_set_all_at(c->netns, i)->engine;
 }
 
 static Sync *sync_at(const Control *c, size_t i) {
-        return c->netns ? netns_set_all_at(c->netns, i)->sync : c->sync;
+        return netns_set_all_at(c->netns, i)->sync;
 }
 
 /* The one rule for a device named without a namespace ("eth0", like "host/eth0"): it is one of
@@ -35,20 +34,23 @@ struct event_base *control_base(const Control *c) {
         return control_home(c)->base;
 }
 
+/* Every namespace runs the reloader's policy (netns_set_reloader_ops), bigtcpd's own as any
+ * other, and its host is the one the reloader scopes it for (manager.c): the home engine's are
+ * the running ones. */
 const PolicySet *control_policy(const Control *c) {
-        return c->reloader ? reloader_policy(c->reloader) : c->engine->policy;
+        return control_home(c)->policy;
 }
 
 HostIdentity control_host(const Control *c) {
-        return c->reloader ? *reloader_host(c->reloader) : engine_host(c->engine);
+        return engine_host(control_home(c));
 }
 
 EventList *control_events(const Control *c) {
-        return c->netns ? netns_set_events(c->netns) : &c->engine->events;
+        return netns_set_events(c->netns);
 }
 
 bool control_ready(const Control *c) {
-        return c->netns ? netns_set_ready(c->netns) : c->engine->settled_once;
+        return netns_set_ready(c->netns);
 }
 
 Engine *control_engine_of(const Control *c, const Device *d) {

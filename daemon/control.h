@@ -14,15 +14,15 @@
 #include "policy-try.h"
 #include "worker.h"
 
+/* The daemon's (manager.c); the unit tests and the fuzzers build one the same way around their
+ * played kernel (netns_new_played(), netns_set_new_alone()), without what they do not call. */
 typedef struct Control {
-        NetnsSet *netns;    /* every namespace, bigtcpd's own first */
-        Reloader *reloader; /* the running policy */
-        /* Without a set and a reloader (the unit tests, the fuzzers): the one namespace, whose
-         * engine's policy and host are the running ones. */
-        Engine *engine;
-        Sync *sync;
-        WorkerPool *workers; /* Plan and Validate */
-        PolicyTry *trial;    /* Try, Confirm, Revert */
+        NetnsSet *netns; /* every namespace, bigtcpd's own first */
+        /* Where the running policy comes from, and Reload (NULL, a test's: "files", no reload);
+         * the policy itself is every namespace's. */
+        Reloader *reloader;
+        WorkerPool *workers; /* Plan and Validate (NULL: -EOPNOTSUPP) */
+        PolicyTry *trial;    /* Try, Confirm, Revert (NULL: Try -EOPNOTSUPP, no try runs) */
 } Control;
 
 /* The daemon in one word, as networkctl says of a link: "starting" (before the first full
@@ -31,15 +31,14 @@ typedef struct Control {
 const char *control_state(const Control *c);
 
 /* The daemon's events (the namespace set's: every namespace's devices, reloads, tries), and
- * whether every namespace has settled once. Without a set (the unit tests, the fuzzers) the one
- * engine's. */
+ * whether every namespace has settled once. */
 EventList *control_events(const Control *c);
 bool control_ready(const Control *c);
 
-/* The running policy (NULL before the first load) and this host as its scope sees it: the
- * reloader's, one for every namespace. */
 /* The loop everything of control's runs on (the home namespace's). */
 struct event_base *control_base(const Control *c);
+/* The running policy (NULL before the first load) and this host as its scope sees it: the
+ * reloader's, one for every namespace. */
 const PolicySet *control_policy(const Control *c);
 HostIdentity control_host(const Control *c);
 

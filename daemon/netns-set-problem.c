@@ -117,13 +117,13 @@ void netns_set_problem_add(NetnsSet *s, NetnsProblemKind kind, const char *name,
 size_t netns_set_problem_count(const NetnsSet *s) {
         size_t n = 0;
 
-        for (size_t i = 0; s && i < s->n_problems; i++)
+        for (size_t i = 0; i < s->n_problems; i++)
                 n += !s->problems[i].quiet;
         return n;
 }
 
 const NetnsProblem *netns_set_problem(const NetnsSet *s, size_t i) {
-        for (size_t j = 0; s && j < s->n_problems; j++)
+        for (size_t j = 0; j < s->n_problems; j++)
                 if (!s->problems[j].quiet && i-- == 0)
                         return &s->problems[j];
         return NULL;

@@ -163,11 +163,11 @@ static int cmp_names(const void *a, const void *b) {
 }
 
 size_t netns_set_visible_count(const NetnsSet *s) {
-        return s ? s->n_visible : 0;
+        return s->n_visible;
 }
 
 const char *netns_set_visible(const NetnsSet *s, size_t i) {
-        return s && i < s->n_visible ? s->visible[i] : NULL;
+        return i < s->n_visible ? s->visible[i] : NULL;
 }
 
 static void scan_dir(NetnsSet *s, size_t dir_index, Names *out) {
@@ -402,7 +402,7 @@ void netns_set_look(NetnsSet *s) {
         Names names = {};
         Seen seen = {};
 
-        if (!s || s->watching)
+        if (s->watching)
                 return; /* the scans keep the names */
         netns_set_visible_clear(s);
         collect(s, &names);
@@ -415,7 +415,7 @@ void netns_set_look(NetnsSet *s) {
 }
 
 int netns_set_peek(NetnsSet *s, const char *name, int *ret_fd, uint64_t *ret_ino, uint64_t *ret_cookie) {
-        if (!s || !netns_name_is_valid(name))
+        if (!netns_name_is_valid(name))
                 return -ENOENT;
         /* its file and the socket, for a moment: never out of the reserve */
         if (fd_budget() < 2)

@@ -67,6 +67,10 @@ const char *netns_problem_kind_to_string(NetnsProblemKind k);
 /* `own` is the daemon's own namespace, the set's first entry (made by the caller, which frees it
  * after the set). Devices that move between any two namespaces of the set keep their records. */
 int netns_set_new(struct event_base *base, const NetnsConfig *cfg, Netns *own, NetnsSet **ret);
+/* A set of bigtcpd's own namespace alone (netns_new_played()'s, the unit tests' and the
+ * fuzzers'), which names no directory: it opens no descriptor, and looks for, enters and peeks
+ * into no other namespace. */
+int netns_set_new_alone(struct event_base *base, Netns *own, NetnsSet **ret);
 void netns_set_free(NetnsSet *s);
 
 /* The daemon's events, which Monitor, D-Bus, sd_notify, reload and try watch and emit on:

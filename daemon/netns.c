@@ -165,6 +165,23 @@ int netns_peek_socket(int fd, int home_fd, uint64_t dev, uint64_t ino, int *ret_
         return 0;
 }
 
+int netns_new_played(Engine *e, Sync *s, Netns **ret) {
+        Netns *n = calloc(1, sizeof(*n));
+
+        if (!n || !(n->state_dir = strdup(e->cfg.runtime_dir))) {
+                free(n);
+                sync_free(s);
+                engine_free(e);
+                return -ENOMEM;
+        }
+        n->snmp.fd[0] = n->snmp.fd[1] = n->snmp.fd[2] = -1;
+        n->own = true;
+        n->engine = e;
+        n->sync = s;
+        *ret = n;
+        return 0;
+}
+
 int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret) {
         _cleanup_(netns_freep) Netns *n = calloc(1, sizeof(*n));
         char name[48];

@@ -62,6 +62,11 @@ typedef struct NamespaceConfig {
 /* -ENOENT: the file is not that namespace any more; -EMEDIUMTYPE: not a network namespace;
  * -EPERM: no CAP_SYS_ADMIN to enter it; -EMFILE: out of descriptors. */
 int netns_new(struct event_base *base, const NamespaceConfig *cfg, Netns **ret);
+/* bigtcpd's own namespace run by an engine and a sync the caller made on a kernel it plays (the
+ * unit tests' and the fuzzers': their WriterTransport, the messages they feed sync_netlink_ops):
+ * no socket or file is opened, no namespace entered. Both are taken, also when this fails
+ * (netns_free() frees them); its state directory is the engine's runtime directory. */
+int netns_new_played(Engine *e, Sync *s, Netns **ret);
 void netns_free(Netns *n);
 
 /* A read-only look into another namespace (Plan's, of one bigtcpd has not entered): one

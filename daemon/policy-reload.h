@@ -73,7 +73,7 @@ const HostIdentity *reloader_host(const Reloader *r);
  * or none (PolicySource NONE) when there is no record; the files are watched, and the fixed ones
  * run as a reload. Fails only for want of memory. */
 int reloader_load(Reloader *r);
-/* Where the running policy comes from (NULL: a test's engine without a reloader, "files"). */
+/* Where the running policy comes from (NULL: a test's Control without a reloader, "files"). */
 PolicySource reloader_source(const Reloader *r);
 /* Re-read the policy. `forced` (SIGHUP, Reload()) always reloads and is announced before the
  * files are read; a file change reloads only when the contents differ from the running policy.

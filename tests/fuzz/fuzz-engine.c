@@ -98,6 +98,22 @@ void fuzz_clock_advance(FuzzClock *c, uint64_t usec) {
         c->realtime += usec;
 }
 
+/* ---- bigtcpd's own namespace ---- */
+
+void fuzz_netns_new(struct event_base *base, Engine *e, Sync *s, PolicySet *policy, FuzzNetns *ret) {
+        *ret = (FuzzNetns){};
+        FUZZ_ASSERT(netns_new_played(e, s, &ret->own) == 0);
+        FUZZ_ASSERT(netns_set_new_alone(base, ret->own, &ret->set) == 0);
+        netns_set_reloader_ops.run(ret->set, policy);
+        ret->control = (Control){.netns = ret->set};
+}
+
+void fuzz_netns_free(FuzzNetns *n) {
+        netns_set_free(n->set);
+        netns_free(n->own);
+        *n = (FuzzNetns){};
+}
+
 /* ---- the kernel ---- */
 
 static void check_write(const FuzzKernel *k, struct nlmsghdr *nlh, FuzzRequest *rq) {
@@ -449,9 +465,11 @@ void fuzz_check_event(const Event *ev, void *userdata) {
 }
 
 void fuzz_check_views(Control *c) {
-        const Device *d;
+        _cleanup_(freep) Device **all = NULL;
+        size_t n = 0;
 
-        DEVICE_FOREACH(d, &c->engine->devices, it)
-                check_json(control_device_json(c, d));
+        FUZZ_ASSERT(control_sorted_devices(c, &all, &n) == 0);
+        for (size_t i = 0; i < n; i++)
+                check_json(control_device_json(c, all[i]));
         check_json(control_status_json(c));
 }

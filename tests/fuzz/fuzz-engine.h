@@ -10,6 +10,7 @@
 
 #include "control.h"
 #include "engine.h"
+#include "netns-set.h"
 #include "sync.h"
 
 /* The directory <parent>/bigtcpd-fuzz-<name>.<pid> (mode 0755), made empty; those of fuzzers
@@ -88,6 +89,21 @@ struct nl_msg *fuzz_link_message(const FuzzLink *l, int type, unsigned flags, ui
  * first for a read, then the ack; a write changes the link's sizes unless the link refuses it),
  * every dump answered with the links (and no routes), each batch ended with batch_end. */
 void fuzz_kernel_answer(FuzzKernel *k, Sync *s, const uint64_t *stats64);
+
+/* bigtcpd's own namespace run by an engine and a sync the fuzzer made on its FuzzKernel (both
+ * taken), in a set of its own (netns_set_new_alone(): no descriptor opened, no other namespace
+ * looked for), running `policy` as the daemon gives it to every namespace (netns_set_reloader_ops:
+ * a reference each, so one parsed policy serves every input); `control` is the daemon's Control
+ * over them (no reloader, workers or try: the fuzzer sets what it calls). */
+typedef struct FuzzNetns {
+        Netns *own;
+        NetnsSet *set;
+        Control control;
+} FuzzNetns;
+
+void fuzz_netns_new(struct event_base *base, Engine *e, Sync *s, PolicySet *policy, FuzzNetns *ret);
+/* The set, then the namespace with its engine and sync. */
+void fuzz_netns_free(FuzzNetns *n);
 
 /* The engine's invariants; `k` (may be NULL) is what it sent. Aborts on a broken one. */
 void fuzz_engine_check(const Engine *e, const FuzzKernel *k);

@@ -230,20 +230,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(engine_new(base, &cfg, &r.clock.clock, -1, &r.kernel.transport, &apply_writer_ops,
                                &apply_probation_ops, &r.engine) == 0);
         r.kernel.engine = r.engine;
-        /* Lent to every engine: parsing it was most of an input's cost, and the engine only
-         * reads its policy (a reload replaces it whole). */
-        r.engine->policy = policy;
-        apply_policy_changed(r.engine);
         FUZZ_ASSERT(sync_new(r.engine, NULL, 0, &r.sync) == 0);
+        /* One policy for every input, a reference each: parsing it was most of an input's cost,
+         * and the engine only reads its policy (a reload replaces it whole). */
+        FuzzNetns ns;
+        fuzz_netns_new(base, r.engine, r.sync, policy, &ns);
         FUZZ_ASSERT(event_watch_add(&r.engine->events, fuzz_check_event, r.engine) > 0);
-        Control control = {.engine = r.engine, .sync = r.sync};
 
         /* aligned like the daemon's malloc'd receive buffer */
         uint8_t *buf = malloc(size ? size : 1);
         FUZZ_ASSERT(buf);
         memcpy(buf, data, size);
 
-        sync_start(r.sync, NULL, 0);
+        netns_start(ns.own, NULL, 0);
         struct nlmsghdr *first = (struct nlmsghdr *) buf;
         if (!(nlmsg_ok(first, left) && first->nlmsg_type == RTM_NEWLINK && (first->nlmsg_flags & NLM_F_MULTI))) {
                 /* an empty namespace: no links, no routes */
@@ -267,11 +266,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 batch_end(&r);
 
         fuzz_engine_check(r.engine, &r.kernel);
-        fuzz_check_views(&control);
+        fuzz_check_views(&ns.control);
 
-        sync_free(r.sync);
-        r.engine->policy = NULL; /* lent */
-        engine_free(r.engine);
+        fuzz_netns_free(&ns); /* the engine and sync with it */
         /* every timer and deferred event went with its owner */
         FUZZ_ASSERT(event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE) == 0);
         fuzz_state_files_remove(dir);

@@ -238,10 +238,9 @@ static void restart(StateEntry *entries, size_t n) {
         FUZZ_ASSERT(engine_new(base, &cfg, &clock.clock, -1, &k.transport, &apply_writer_ops, &apply_probation_ops,
                                &e) == 0);
         k.engine = e;
-        e->policy = policy; /* lent, never written */
-        apply_policy_changed(e);
         FUZZ_ASSERT(sync_new(e, NULL, 0, &s) == 0);
-        Control control = {.engine = e, .sync = s};
+        FuzzNetns ns;
+        fuzz_netns_new(base, e, s, policy, &ns);
 
         size_t n_stale = 0;
         for (size_t i = 0; i < n; i++) {
@@ -292,15 +291,13 @@ static void restart(StateEntry *entries, size_t n) {
 
         /* the first tick after the restart: every resumed probation is due */
         FUZZ_ASSERT(event_watch_add(&e->events, fuzz_check_event, e) > 0);
-        fuzz_check_views(&control);
+        fuzz_check_views(&ns.control);
         probation_tick(e->probation);
         fuzz_kernel_answer(&k, s, stats64);
         fuzz_engine_check(e, &k);
-        fuzz_check_views(&control);
+        fuzz_check_views(&ns.control);
 
-        sync_free(s);
-        e->policy = NULL; /* lent */
-        engine_free(e);
+        fuzz_netns_free(&ns); /* e and s with it */
         FUZZ_ASSERT(event_base_get_num_events(base, EVENT_BASE_COUNT_ADDED | EVENT_BASE_COUNT_ACTIVE) == 0);
         fuzz_kernel_done(&k);
         fuzz_state_files_remove(runtime_dir);

@@ -94,10 +94,12 @@ static struct event_base *base;
 static FuzzKernel kernel;
 static FuzzClock clock_;
 static Engine *engine;
-static size_t engine_watches; /* the engine's own watchers (the sync's), which every input leaves */
-static PolicySet *policy; /* lent to the engine */
 static Sync *sync_;
-static Control control;
+/* the engine's own watchers (the sync's, the set's) and the daemon's (the set's), which every
+ * input leaves: a Monitor stream adds one to the daemon's */
+static size_t engine_watches, daemon_watches;
+static PolicySet *policy; /* the one every namespace runs */
+static FuzzNetns ns;      /* bigtcpd's own namespace, run by engine and sync_, and its Control */
 static WorkerPool *workers;
 static VarlinkManager *manager;
 static DeviceState states[ELEMENTSOF(links)];
@@ -111,9 +113,8 @@ static void cleanup(void) {
         manager = NULL;
         worker_pool_free(workers);
         workers = NULL;
-        sync_free(sync_);
+        fuzz_netns_free(&ns); /* the engine and sync with it */
         sync_ = NULL;
-        engine_free(engine);
         engine = NULL;
         policy_set_free(policy);
         policy = NULL;
@@ -146,20 +147,21 @@ static void set_up_engine(void) {
         FUZZ_ASSERT(p);
         FUZZ_ASSERT(policy_parse_buffer(p, "/etc/bigtcpd/bigtcpd.yaml", policy_yaml, strlen(policy_yaml), &errs) == 0);
         policy_set_scope(p, &(HostIdentity){.hostname = cfg.hostname, .kernel_release = cfg.kernel_release});
-        engine->policy = policy = p;
-        apply_policy_changed(engine);
+        policy = p;
         FUZZ_ASSERT(sync_new(engine, NULL, 0, &sync_) == 0);
+        fuzz_netns_new(base, engine, sync_, policy, &ns);
         engine_watches = event_watch_count(&engine->events);
+        daemon_watches = event_watch_count(control_events(&ns.control));
         /* Plan and Validate in this process, where the sanitizers see them */
         FUZZ_ASSERT(worker_pool_new(base, WORKER_IN_PROCESS, &workers) == 0);
-        control = (Control){.engine = engine, .sync = sync_, .workers = workers};
+        ns.control.workers = workers;
 
         /* the first sync, and what the engine does with it */
-        sync_start(sync_, NULL, 0);
+        netns_start(ns.own, NULL, 0);
         fuzz_kernel_answer(&kernel, sync_, stats64);
         FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
         /* an operator's rollback, as root would ask for it */
-        FUZZ_ASSERT(control_rollback(&control, "eth1", NULL, NULL) == 0);
+        FUZZ_ASSERT(control_rollback(&ns.control, "eth1", NULL, NULL) == 0);
         fuzz_kernel_answer(&kernel, sync_, stats64);
         FUZZ_ASSERT(event_base_loop(base, EVLOOP_NONBLOCK) >= 0);
         fuzz_engine_check(engine, &kernel);
@@ -193,7 +195,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         snprintf(sock_path, sizeof(sock_path), "%s/" VARLINK_INTERFACE, dir);
         atexit(cleanup);
         set_up_engine();
-        if (varlink_manager_new(base, &control, sock_path, &manager) < 0) {
+        if (varlink_manager_new(base, &ns.control, sock_path, &manager) < 0) {
                 fprintf(stderr, "fuzz-varlink: cannot listen on %s\n", sock_path);
                 abort();
         }
@@ -288,7 +290,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
                 pump();
                 /* a Monitor stream sees a device come and go */
-                if (event_watch_count(&engine->events) > engine_watches && events < MONITOR_EVENTS && turn % 4 == 0)
+                if (event_watch_count(control_events(&ns.control)) > daemon_watches && events < MONITOR_EVENTS && turn % 4 == 0)
                         visit(events++ % 2 == 0);
                 for (;;) {
                         if (cap - n_replies < 65536) {
@@ -318,6 +320,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         /* no stream, read or request is left, and a client other than root changed nothing */
         FUZZ_ASSERT(event_watch_count(&engine->events) == engine_watches);
+        FUZZ_ASSERT(event_watch_count(control_events(&ns.control)) == daemon_watches);
         FUZZ_ASSERT(worker_pool_running(workers) + worker_pool_queued(workers) == 0);
         FUZZ_ASSERT(kernel.n == 0 && writer_inflight(engine->writer) == 0 && writer_idle(engine->writer));
         FUZZ_ASSERT(engine->devices.n_devices == ELEMENTSOF(links) && !device_get(&engine->devices, visitor.ifindex));

@@ -572,7 +572,7 @@ static void test_leave_match_in_probation(void **state) {
         assert_false(d->record.has_original);
         assert_null(d->probation);
         assert_sizes_equal(h_link(h, 2)->sizes, H_LEGACY);
-        json_object *j = control_device_json(&(Control){.engine = h->e}, d);
+        json_object *j = control_device_json(&h->control, d);
         assert_false(json_object_object_get_ex(j, "probation_left_usec", NULL));
         json_object_put(j);
 

@@ -9,13 +9,11 @@
  *
  * BIGTCPD_MODEL_SEEDS=N runs N seeds (default MODEL_SEEDS), BIGTCPD_MODEL_SEED=S only seed S,
  * BIGTCPD_MODEL_STEPS=N steps a sequence, BIGTCPD_MODEL_LOG=1 the daemon's log. Not modelled:
- * moves between namespaces (the harness has one engine, no NetnsSet; test_netns.py has them),
+ * moves between namespaces (the harness's set has bigtcpd's own namespace alone; test_netns.py has them),
  * put-backs beyond apply.c's throttle (left out by the generator), a guard trip at the very tick
  * a window ends. */
 #include <syslog.h>
 
-/* thousands of runs, each saving its state file many times: on a tmpfs an fsync costs nothing */
-#define H_TMPDIR "/dev/shm"
 #include "engine-harness.h"
 #include "log.h"
 #include "reconcile.h"
@@ -992,5 +990,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_model, h_teardown),
         };
+        /* thousands of runs, each saving its state file many times: on a tmpfs an fsync costs
+         * nothing */
+        h_tmpdir = "/dev/shm";
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

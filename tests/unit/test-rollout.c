@@ -545,7 +545,7 @@ static void test_halt(void **state) {
         assert_int_equal(h_count_writes(h, 30, reqs), 0);
         assert_string_equal(h_pending_reason(h, 30), "rollout-halted");
         h_link_del(h, 30);
-        json_object *st = control_status_json(&(Control){.engine = h->e});
+        json_object *st = control_status_json(&h->control);
         json_object *ros = json_object_object_get(st, "rollouts"), *ro0 = json_object_array_get_idx(ros, 0);
         assert_int_equal(json_object_array_length(ros), 1);
         assert_true(json_object_get_boolean(json_object_object_get(ro0, "halted")));

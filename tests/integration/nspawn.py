@@ -337,11 +337,13 @@ def package_deb(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def booted(logdir, what, budget, prepare=None):
+def booted(logdir, what, prepare=None):
     """A Container, prepare(container) run on its /etc and /var before the boot, booted, with
     Docker's policy-rc.d (exit 101: never start a service; on this host's /usr) gone from its
     overlay, as on any real Debian system, or nothing would start. Stopped and removed at the
-    end, also on a CI timeout's SIGTERM; fails when the whole took more than `budget` seconds.
+    end, also on a CI timeout's SIGTERM. The whole's time is printed, not bounded: the suite's
+    speed is measured (tests/integration/timeline.py), not asserted; every command in it has a
+    timeout of its own, which is what catches a hang.
     A SIGTERM handler can only be set in the main thread: where pytest-xdist runs the test in
     another, the process's death is what ends the container (nspawn's parent-death signal)."""
     def terminated(signum, frame):
@@ -365,7 +367,6 @@ def booted(logdir, what, budget, prepare=None):
         took = time.monotonic() - started
         print(f'\n{what}: {took:.0f} s (boots: {c.boots})')
         assert not problems, problems
-    assert took <= T(budget), f'the {what} took {took:.0f} s, more than {T(budget)} s'
 
 
 def journal_on_failure(request, c):

@@ -49,10 +49,6 @@ from nspawn import booted, journal_on_failure, package_deb
 # a booted container each: one at a time, in one process
 pytestmark = [pytest.mark.xdist_group('nspawn-fleet'), pytest.mark.slow]
 
-# seconds for the module: the previous build, the boot, apt, four plays; 240 alone, three times
-# that under pytest-xdist (scripts/test.sh), beside test_systemd_boot.py's container and the other
-# tests, as test_systemd_boot.py's BUDGET: the budget catches a hang, not a slow neighbour
-BUDGET = 240 * (3 if os.environ.get('PYTEST_XDIST_WORKER') else 1)
 BIG = sizes4(185000)       # the shipped policy: every veth at 185000; the fleet's k8s-pods too
 EDITED = sizes4(150000)    # the operator's edit, and the fleet policy's change
 ORIG = sizes4(65536)
@@ -139,7 +135,7 @@ def box(debs, tmp_path_factory):
         c.path('/etc/apt/sources.list.d/bigtcpd.list').write_text(f'deb [trusted=yes] file:{REPO_DIR} ./\n')
         c.path(REPO_DIR).mkdir()
 
-    with booted(tmp_path_factory.mktemp('nspawn'), 'fleet tests', BUDGET, prepare) as c:
+    with booted(tmp_path_factory.mktemp('nspawn'), 'fleet tests', prepare) as c:
         for a, b in (('va', 'vb'), ('lxca', 'lxcb')):
             subprocess.run(['ip', '-n', c.name, 'link', 'add', a, 'type', 'veth', 'peer', 'name', b], check=True)
         c.prev, c.new = debs

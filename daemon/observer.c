@@ -389,7 +389,7 @@ void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *
 }
 
 static uint64_t map_bytes(const struct bpf_map *m) {
-        _cleanup_(freep) char *path = NULL, *text = NULL;
+        _cleanup_(freep) char *path = NULL;
         char buf[4096];
         size_t n;
         FILE *f;

@@ -21,7 +21,6 @@ It prints its figures; it asserts nothing. Run as root, after `bash scripts/buil
         [--idle 60] [--window 2s] [--min 65536] [--count-watches] [--prefix bt-bench-]
 """
 
-import argparse
 import os
 import sys
 import time
@@ -56,11 +55,8 @@ def fds(pid):
 class Auto(Scale):
     def one(self, n):
         ns = f"{self.args.prefix}auto-{n}"
-        self.netns_add(ns)
-        config = os.path.join(self.tmp, f"auto-{n}.yaml")
-        with open(config, "w") as f:
-            f.write(policy(self.args.window, self.args.min))
-        daemon = self.start_daemon(ns, config, ["--log-level", "debug"] if self.args.count_watches else [])
+        daemon = self.start_on(ns, policy(self.args.window, self.args.min),
+                               ["--log-level", "debug"] if self.args.count_watches else [])
         res = {"n": n}
         try:
             _, end = self.ip_batch(ns, self.pairs_batch(n // 2, "ba"))
@@ -136,9 +132,7 @@ class Auto(Scale):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", default=os.environ.get("BIGTCPD_BIN",
-                                                   os.path.join(burst.ROOT, "build", "daemon", "bigtcpd")))
+    ap = burst.arguments(__doc__)
     ap.add_argument("--devices", default="10,1000,10000", help="comma-separated device counts (even)")
     ap.add_argument("--idle", type=float, default=60)
     ap.add_argument("--window", default="2s", help="the policy's probation window: the first idle wait")

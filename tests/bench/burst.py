@@ -93,13 +93,20 @@ def netlink_socket_in(ns):
     return sock
 
 
-def parse_links(data):
-    """Yields (ifindex, ifname or None, [four sizes or None]) for each RTM_NEWLINK in data."""
+def messages(data):
+    """(offset, length, type) of each netlink message of a datagram, up to a malformed one."""
     off = 0
     while off + 16 <= len(data):
         length, kind = struct.unpack_from("=LH", data, off)
         if length < 16:
             return
+        yield off, length, kind
+        off += (length + 3) & ~3
+
+
+def parse_links(data):
+    """Yields (ifindex, ifname or None, [four sizes or None]) for each RTM_NEWLINK in data."""
+    for off, length, kind in messages(data):
         if kind == RTM_NEWLINK and length >= 32:
             (ifindex,) = struct.unpack_from("=i", data, off + 20)
             name, sizes = None, [None] * 4
@@ -115,7 +122,6 @@ def parse_links(data):
                     (sizes[ATTR_FIELD[atype]],) = struct.unpack_from("=I", data, a + 4)
                 a += (alen + 3) & ~3
             yield ifindex, name, sizes
-        off += (length + 3) & ~3
 
 
 class Poller:
@@ -146,11 +152,7 @@ class Poller:
         while expected is None or got < expected:
             data = self.sock.recv(1 << 20)
             chunks.append(data)
-            off = 0
-            while off + 16 <= len(data):
-                length, kind = struct.unpack_from("=LH", data, off)
-                if length < 16:
-                    break
+            for off, _length, kind in messages(data):
                 if kind == NLMSG_DONE:
                     return time.monotonic_ns(), chunks
                 if kind == NLMSG_ERROR:
@@ -160,7 +162,6 @@ class Poller:
                     got += 1
                 elif kind == RTM_NEWLINK:
                     got += 1
-                off += (length + 3) & ~3
         return time.monotonic_ns(), chunks
 
     @staticmethod
@@ -209,21 +210,25 @@ def write_four(ns, ifindexes, size, chunk=1000, sock=None):
             got = 0
             while got < expected:
                 data = sock.recv(1 << 20)
-                off = 0
-                while off + 16 <= len(data):
-                    length, kind = struct.unpack_from("=LH", data, off)
-                    if length < 16:
-                        break
+                for off, _length, kind in messages(data):
                     if kind == NLMSG_ERROR:
                         (err,) = struct.unpack_from("=i", data, off + 16)
                         if err:
                             raise OSError(-err, f"RTM_NEWLINK: {os.strerror(-err)}")
                         got += 1
-                    off += (length + 3) & ~3
         return (time.monotonic_ns() - start) / 1e9
     finally:
         if own:
             sock.close()
+
+
+def status_kb(pid, key):
+    """A figure of /proc/PID/status in kB (VmRSS, VmHWM, …); 0 where the process has none."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def log_tail(path, lines=20):
@@ -322,16 +327,20 @@ class Bench:
         return start_bigtcpd(cmd, os.path.join(self.tmp, f"notify-{ns}"),
                              os.path.join(self.tmp, f"bigtcpd-{ns}.log"), self.args.ready_timeout, self.procs.append)
 
+    def start_on(self, ns, policy, extra_args=()):
+        """bigtcpd in a fresh namespace `ns` on `policy` (its text, written as NS.yaml into the
+        temporary directory)."""
+        self.netns_add(ns)
+        config = os.path.join(self.tmp, f"{ns}.yaml")
+        with open(config, "w") as f:
+            f.write(policy)
+        return self.start_daemon(ns, config, extra_args)
+
     def daemon_log(self, ns, lines=20):
         return log_tail(os.path.join(self.tmp, f"bigtcpd-{ns}.log"), lines)
 
     def stop(self, p):
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        helpers.stop(p, 10)
         self.procs.remove(p)
 
     # --- the two measurements ---
@@ -354,11 +363,7 @@ class Bench:
 
     def daemon_lag(self, n):
         ns = f"bt-bench-d{n}"
-        self.netns_add(ns)
-        config = os.path.join(self.tmp, "bench.yaml")
-        with open(config, "w") as f:
-            f.write(POLICY)
-        daemon = self.start_daemon(ns, config)
+        daemon = self.start_on(ns, POLICY)
         poller = Poller(ns)
         result = {"rounds": 0}
         mon = helpers.Monitor(Path(self.tmp) / f"run-{ns}" / "io.bigtcpd.Manager", seed=False)
@@ -478,12 +483,19 @@ def run_as_root(name, make_bench, args):
         bench.cleanup()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", default="1000,5000",
-                    help="comma-separated numbers of veth pairs (default 1000,5000)")
+def arguments(doc):
+    """A bench's command line: its docstring's first paragraph, and --bin (default $BIGTCPD_BIN,
+    else the release build's daemon)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--bin", default=os.environ.get("BIGTCPD_BIN",
                                                    os.path.join(ROOT, "build", "daemon", "bigtcpd")))
+    return ap
+
+
+def main():
+    ap = arguments(__doc__)
+    ap.add_argument("--pairs", default="1000,5000",
+                    help="comma-separated numbers of veth pairs (default 1000,5000)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds to wait for convergence")
     ap.add_argument("--poll-gap", type=float, default=0.002,
                     help="seconds between read-back rounds (default 0.002)")

@@ -35,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import burst  # noqa: E402  (run_as_root, start_bigtcpd)
 from policies import standard_policy  # noqa: E402
+import helpers  # noqa: E402  (stop: a process stopped by pid)
 import nl  # noqa: E402  (the tests' own rtnetlink: iproute2 6.1 cannot write the IPv4 sizes)
 
 IFACE = "io.bigtcpd.Manager"
@@ -90,13 +91,7 @@ class Bench:
 
     def cleanup(self):
         for p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            helpers.stop(p, 10)
         for ns in reversed(self.made):
             subprocess.run(["ip", "netns", "del", ns], check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -36,7 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import burst  # noqa: E402
-from burst import timed  # noqa: E402
+from burst import status_kb, timed  # noqa: E402
 import varlink_client  # noqa: E402  (tests/integration, on the path through burst)
 from scale import children, cpu_ns  # noqa: E402  (the daemon's and its children's)
 
@@ -52,14 +52,6 @@ def policy(size, window, auto=False):
     return (f"version: 1\npolicies:\n  - name: bench\n    match:\n      kind: [veth]\n{sizes}"
             f"    rollback:\n      window: {window}\n      interval: 500ms\n"
             f"      guards:\n        - {{counter: link.tx_dropped, max-increase: 10}}\n")
-
-
-def status_kb(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def ctl_of(daemon_bin):

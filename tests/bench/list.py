@@ -34,6 +34,7 @@ import time
 
 import burst  # run_as_root, timed (this directory is on sys.path: the script's own)
 from burst import timed
+import helpers  # noqa: E402  (tests/integration, on sys.path through burst: stop)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -91,13 +92,8 @@ class Bench:
         self.made_ns = False
 
     def cleanup(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            helpers.stop(self.proc, 10)
         if self.made_ns:
             subprocess.run(["ip", "netns", "del", self.ns], check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -37,7 +37,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from burst import Bench, parse_links  # noqa: E402  (processes, namespaces, temporary directory: cleaned up)
+from burst import Bench, messages, parse_links, status_kb  # noqa: E402  (processes, namespaces, temporary directory: cleaned up)
 from policies import SIZE, standard_policy  # noqa: E402
 
 CLONE_NEWNET = 0x40000000
@@ -96,14 +96,6 @@ def getlink_eth0(seq):
     body = struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 0, 0, 0)
     body += attr(IFLA_IFNAME, b"eth0\0") + attr(IFLA_EXT_MASK, struct.pack("=I", RTEXT_FILTER_SKIP_STATS))
     return struct.pack("=LHHLL", 16 + len(body), RTM_GETLINK, NLM_F_REQUEST, seq, 0) + body
-
-
-def proc_status(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def fds(pid):
@@ -207,7 +199,7 @@ def burst(run):
     with open(cfg, "w") as f:
         f.write(policy)
     d = run.start_daemon(host, cfg, ("--netns-dir", "/run/netns", "--log-level", "notice"))
-    rss0, fds0 = proc_status(d.pid, "VmRSS"), fds(d.pid)
+    rss0, fds0 = status_kb(d.pid, "VmRSS"), fds(d.pid)
     perf = None
     if run.args.perf:   # where the daemon's time goes during the burst
         perf = subprocess.Popen(["perf", "record", "-q", "-g", "-p", str(d.pid), "-o", run.args.perf],
@@ -246,7 +238,7 @@ def burst(run):
     if left:
         print(f"burst: {len(left)} of {n} pod ends not at {SIZE} after 120 s", file=sys.stderr)
         return 1
-    rss1, hwm1, fds1 = proc_status(d.pid, "VmRSS"), proc_status(d.pid, "VmHWM"), fds(d.pid)
+    rss1, hwm1, fds1 = status_kb(d.pid, "VmRSS"), status_kb(d.pid, "VmHWM"), fds(d.pid)
     print(f"burst of {n} pod namespaces, one veth each:")
     print(f"  ip -batch netns add: {(ns_end - ns_start) / 1e6:.0f} ms; the veth batch took "
           f"{(veth_end - sockets_end) / 1e6:.0f} ms")
@@ -271,11 +263,11 @@ def burst(run):
         extra = {fd: t for fd, t in back["targets"].items() if fds0["targets"].get(fd) != t}
         extra = {fd: describe(d.pid, t) for fd, t in extra.items()}
         print(f"  all {n} deleted: daemon NOT back at its {fds0['total']} fds after 60 s: {back['total']} "
-              f"({back['total'] - fds0['total']} more: {extra}); RSS {proc_status(d.pid, 'VmRSS')} KiB; "
+              f"({back['total'] - fds0['total']} more: {extra}); RSS {status_kb(d.pid, 'VmRSS')} KiB; "
               f"still running: {d.poll() is None}")
         return 1
     print(f"  all {n} deleted: daemon back at its {back['total']} fds {(t1 - t0) / 1e6:.0f} ms after the delete "
-          f"batch began; RSS {proc_status(d.pid, 'VmRSS')} KiB; still running: {d.poll() is None}")
+          f"batch began; RSS {status_kb(d.pid, 'VmRSS')} KiB; still running: {d.poll() is None}")
     return 0
 
 
@@ -294,13 +286,7 @@ def receive_all(socks, want, timeout=30):
                     data = by_fd[fd].recv(1 << 16, socket.MSG_DONTWAIT)
                 except BlockingIOError:
                     break
-                off = 0
-                while off + 16 <= len(data):
-                    length, kind = struct.unpack_from("=LH", data, off)
-                    if length < 16:
-                        break
-                    got += kind == RTM_NEWLINK
-                    off += (length + 3) & ~3
+                got += sum(kind == RTM_NEWLINK for _off, _length, kind in messages(data))
     ep.close()
     return got
 

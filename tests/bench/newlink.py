@@ -12,7 +12,6 @@ Not part of the test suite. Run as root, after `bash scripts/build.sh release`:
         [--prefix bt-bench-]
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -75,9 +74,7 @@ class NewLink(Scale):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", default=os.environ.get("BIGTCPD_BIN",
-                                                   os.path.join(burst.ROOT, "build", "daemon", "bigtcpd")))
+    ap = burst.arguments(__doc__)
     ap.add_argument("--pairs", type=int, default=5000)
     ap.add_argument("--singles", type=int, default=100)
     ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))

@@ -29,6 +29,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import nl  # noqa: E402
+from helpers import Iperf, stop  # noqa: E402  (the tests' iperf3 server; a process stopped by pid)
 
 BIG = 185000
 PREFIX = os.environ.get("BT_NETNS_PREFIX", "bt-bench-")
@@ -59,11 +60,8 @@ def main():
             run("ip", "-n", ns, "link", "set", dev, "gso_max_size", str(BIG), "gro_max_size", str(BIG), "up")
         for ns, dev in ((a, "e0"), (b, "e1")):
             nl.wait_links(ns, lambda links, dev=dev: dev in links and links[dev]["flags"] & 0x40, 300, f"{dev} running")
-        server = subprocess.Popen(["ip", "netns", "exec", b, "iperf3", "-s", "--forceflush"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True)
-        procs.append(server)
-        lines = [server.stdout.readline() for _ in range(2)]
-        assert any("listening" in line for line in lines), lines
+        server = Iperf(b, once=False)
+        procs.append(server.proc)
         policy = os.path.join(tmp, "bigtcpd.yaml")
         with open(policy, "w") as f:
             f.write("version: 1\npolicies:\n  - name: none\n    match: {name: [nothing0]}\n"
@@ -106,13 +104,7 @@ def main():
         print(run(reader, str(args.devices), "50").stdout.strip())
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p, 10)
         for ns in (a, b):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -522,11 +522,7 @@ class Scale(Bench):
         print(f"  {write:.3f} s", flush=True)
 
         ns = "bt-bench-scale"
-        self.netns_add(ns)
-        config = os.path.join(self.tmp, "scale.yaml")
-        with open(config, "w") as f:
-            f.write(POLICY)
-        daemon = self.start_daemon(ns, config)
+        daemon = self.start_on(ns, POLICY)
         poller = Poller(ns)
         try:
             start, burst_end = self.ip_batch(ns, self.pairs_batch(n, "bb"))
@@ -574,9 +570,7 @@ class Scale(Bench):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", default=os.environ.get("BIGTCPD_BIN",
-                                                   os.path.join(burst.ROOT, "build", "daemon", "bigtcpd")))
+    ap = burst.arguments(__doc__)
     ap.add_argument("--pairs", type=int, default=5000)
     ap.add_argument("--singles", type=int, default=200)
     ap.add_argument("--idle", type=float, default=60)

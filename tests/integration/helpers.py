@@ -608,6 +608,60 @@ class Attacker:
         self.proc.stderr.close()
 
 
+def stop(proc, timeout=5):
+    """Stop a process the test started, by its pid: SIGTERM, and SIGKILL if it is still there
+    after `timeout` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Iperf:
+    """An iperf3 server in `ns` (-1: one client; bound to `bind` if given), stopped by pid."""
+
+    def __init__(self, ns, bind=None, once=True):
+        self.proc = subprocess.Popen(['ip', 'netns', 'exec', ns, 'iperf3', '-s', *(['-1'] if once else []),
+                                      *(['-B', bind] if bind else []), '--forceflush'],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # "-----" then "Server listening on 5201": it listens (read lines, not a sleep)
+        lines = [self.proc.stdout.readline() for _ in range(2)]
+        assert any('listening' in line for line in lines), lines
+
+    def close(self):
+        stop(self.proc)
+        self.proc.stdout.close()
+
+
+class Prober(threading.Thread):
+    """probe() in a thread of its own, again every `every` seconds (at once when it returns True)
+    until stop(), which joins it (at most `join` seconds, scaled) and fails with what a probe
+    raised, said as `what`."""
+
+    def __init__(self, every, join, what):
+        super().__init__(daemon=True)
+        self.every, self.join_timeout, self.what = every, join, what
+        self.done = threading.Event()
+        self.error = None
+
+    def run(self):
+        try:
+            while not self.done.is_set():
+                if not self.probe():
+                    self.done.wait(self.every)
+        except Exception as e:   # reported by the test thread
+            self.error = e
+
+    def stop(self):
+        self.done.set()
+        self.join(T(self.join_timeout))
+        assert self.error is None, f'{self.what}: {self.error!r}'
+        return self
+
+
 def wait_file(path, check, timeout, what, directory=False):
     """Wait until check() returns something true, re-evaluated whenever `path` (a file, or with
     directory=True a directory and the files renamed or written into it) changes: inotify, no
@@ -784,12 +838,7 @@ class Monitor:
                         self.cursor = i + 1
                         return self.events[i]
                     i += 1
-                left = deadline - time.monotonic()
-                if left <= 0 or self.closed:
-                    self._fail(what, timeout, start)
-                self.cond.wait(min(left, 0.5))
-                if self.daemon is not None and not self.daemon.running():
-                    raise DaemonDied(f'bigtcpd exited while waiting for {what}\n{self.daemon.log_tail()}')
+                self._wait_more(deadline, what, timeout, start)
 
     def wait_until(self, pred, timeout, what='condition'):
         """Wait until pred(self) holds, re-checked after every event; the cursor then moves past
@@ -798,13 +847,18 @@ class Monitor:
         with self.cond:
             start = len(self.events)
             while not pred(self):
-                left = deadline - time.monotonic()
-                if left <= 0 or self.closed:
-                    self._fail(what, timeout, start)
-                self.cond.wait(min(left, 0.5))
-                if self.daemon is not None and not self.daemon.running():
-                    raise DaemonDied(f'bigtcpd exited while waiting for {what}\n{self.daemon.log_tail()}')
+                self._wait_more(deadline, what, timeout, start)
             self.cursor = len(self.events)
+
+    def _wait_more(self, deadline, what, timeout, start):
+        """Wait (the lock held) for the next event, at most half a second; fail at the deadline, on
+        a closed stream or when the daemon died."""
+        left = deadline - time.monotonic()
+        if left <= 0 or self.closed:
+            self._fail(what, timeout, start)
+        self.cond.wait(min(left, 0.5))
+        if self.daemon is not None and not self.daemon.running():
+            raise DaemonDied(f'bigtcpd exited while waiting for {what}\n{self.daemon.log_tail()}')
 
     def no_event(self, pred, duration, since=None):
         """Watch for `duration` seconds (not scaled: it is what the test claims, not a

@@ -8,6 +8,7 @@ import socket
 import struct
 import subprocess
 
+import helpers
 import nl
 
 ETH_P_ALL = 0x0003
@@ -107,11 +108,4 @@ def run_in(netns, argv, timeout):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def stop(proc, timeout=5):
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+stop = helpers.stop

@@ -139,6 +139,12 @@ def _cstr(buf, start, stop):
     return bytes(buf[start:stop]).split(b'\0', 1)[0].decode('utf-8', 'replace')
 
 
+# The link's u32 attributes, as the keys of read_links()' entries.
+_U32_FIELDS = {IFLA_GSO_MAX_SIZE: 'gso_max_size', IFLA_GRO_MAX_SIZE: 'gro_max_size', IFLA_TSO_MAX_SIZE: 'tso_max_size',
+               IFLA_GSO_IPV4_MAX_SIZE: 'gso_ipv4_max_size', IFLA_GRO_IPV4_MAX_SIZE: 'gro_ipv4_max_size',
+               IFLA_MASTER: 'master'}
+
+
 def _parse_link(buf, off, end):
     """Parse one RTM_NEWLINK/RTM_DELLINK body (after the nlmsghdr) into a dict."""
     if off + _IFINFOMSG.size > end:
@@ -151,18 +157,8 @@ def _parse_link(buf, off, end):
     for atype, a, b in _parse_attrs(buf, off + _IFINFOMSG.size, end):
         if atype == IFLA_IFNAME:
             link['ifname'] = _cstr(buf, a, b)
-        elif atype == IFLA_GSO_MAX_SIZE and b - a >= 4:
-            link['gso_max_size'] = _U32.unpack_from(buf, a)[0]
-        elif atype == IFLA_GRO_MAX_SIZE and b - a >= 4:
-            link['gro_max_size'] = _U32.unpack_from(buf, a)[0]
-        elif atype == IFLA_TSO_MAX_SIZE and b - a >= 4:
-            link['tso_max_size'] = _U32.unpack_from(buf, a)[0]
-        elif atype == IFLA_GSO_IPV4_MAX_SIZE and b - a >= 4:
-            link['gso_ipv4_max_size'] = _U32.unpack_from(buf, a)[0]
-        elif atype == IFLA_GRO_IPV4_MAX_SIZE and b - a >= 4:
-            link['gro_ipv4_max_size'] = _U32.unpack_from(buf, a)[0]
-        elif atype == IFLA_MASTER and b - a >= 4:
-            link['master'] = _U32.unpack_from(buf, a)[0]
+        elif atype in _U32_FIELDS and b - a >= 4:
+            link[_U32_FIELDS[atype]] = _U32.unpack_from(buf, a)[0]
         elif atype == IFLA_ADDRESS:
             link['address'] = ':'.join(f'{x:02x}' for x in bytes(buf[a:b]))
         elif atype == IFLA_LINKINFO:
@@ -279,6 +275,15 @@ def _dump_request():
     return _IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _attr(IFLA_EXT_MASK, _U32.pack(RTEXT_FILTER_SKIP_STATS))
 
 
+def _dump_part(data, mtype, a, b):
+    """A message of a link dump (but its NLMSG_DONE): an RTM_NEWLINK's link, None for another
+    message; its NLMSG_ERROR raised."""
+    if mtype == NLMSG_ERROR:
+        err, _s, ext = _parse_ack(data, a, b)
+        raise NetlinkError(-err, 'RTM_GETLINK dump', ext)
+    return _parse_link(data, a, b) if mtype == RTM_NEWLINK else None
+
+
 def _by_name(by_index):
     return {l['ifname']: l for l in by_index.values() if l['ifname'] is not None}
 
@@ -301,13 +306,8 @@ def read_links(netns=None):
                         intr = True
                     if mtype == NLMSG_DONE:
                         done = True
-                    elif mtype == NLMSG_ERROR:
-                        err, _s, ext = _parse_ack(data, a, b)
-                        raise NetlinkError(-err, 'RTM_GETLINK dump', ext)
-                    elif mtype == RTM_NEWLINK:
-                        link = _parse_link(data, a, b)
-                        if link:
-                            links[link['ifindex']] = link
+                    elif link := _dump_part(data, mtype, a, b):
+                        links[link['ifindex']] = link
             if not intr:
                 return _by_name(links)
         return _by_name(links)
@@ -420,14 +420,9 @@ class LinkWatcher:
                     # Links not seen in the dump are gone (their DELLINK may have been lost).
                     self.by_index = {i: l for i, l in self.by_index.items() if i in self._dump_fresh}
                     self._dump_seq = None
-                elif mtype == NLMSG_ERROR:
-                    err, _s, ext = _parse_ack(data, a, b)
-                    raise NetlinkError(-err, 'RTM_GETLINK dump', ext)
-                elif mtype == RTM_NEWLINK:
-                    link = _parse_link(data, a, b)
-                    if link:
-                        self.by_index[link['ifindex']] = link
-                        self._dump_fresh[link['ifindex']] = True
+                elif link := _dump_part(data, mtype, a, b):
+                    self.by_index[link['ifindex']] = link
+                    self._dump_fresh[link['ifindex']] = True
                 continue
             if mine:
                 continue  # the rest of an abandoned dump

@@ -17,6 +17,9 @@ policies:
       gso-max-size: lots
 """
 
+# A policy's own guard (standard_policy's `rollback` lines): a rise of IPv4 header errors above 10.
+HDR_GUARD = ('guards:', '  - {counter: Ip.InHdrErrors, max-increase: 10}')
+
 
 def standard_policy(name='veth', match='kind: [veth]', size=SIZE, ipv4=True, guards=None, flow=True,
                     rollback=()):

@@ -16,7 +16,7 @@ import pytest
 import nl
 import pytest
 
-from helpers import REPO, Monitor, StateWrites, T, current, ip, ip_batch, policy_text, read_state, wait_file
+from helpers import REPO, Monitor, StateWrites, T, current, ip, ip_batch, policy_text, read_state, stop, wait_file
 import varlink_idl
 from test_bigtcpctl import ctl
 from test_evidence import call, device, pair
@@ -74,13 +74,7 @@ class Traffic:
         if self.client.poll() is None:
             os.killpg(self.client.pid, signal.SIGTERM)
             self.client.wait(timeout=10)
-        if self.server.poll() is None:
-            self.server.terminate()
-            try:
-                self.server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.server.kill()
-                self.server.wait()
+        stop(self.server)
         self.server.stdout.close()
 
     def __enter__(self):

@@ -55,16 +55,21 @@ def one_line_error(r, rc, pattern):
     assert re.search(pattern, lines[0]), lines[0]
 
 
-@pytest.fixture
-def running(ns, daemon, confdir):
+def start_on_pairs(ns, daemon, confdir, policy):
+    """The daemon on `policy` (its d.cfg, d.sock) over two veth pairs, v0/v1 and k0/k1."""
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(POLICY)
+    cfg.write_text(policy)
     veth(ns, 'v0', 'v1')
     veth(ns, 'k0', 'k1')
     d = daemon(ns, cfg)
     d.cfg = cfg
     d.sock = d.runtime_dir / IFACE
     return d
+
+
+@pytest.fixture
+def running(ns, daemon, confdir):
+    return start_on_pairs(ns, daemon, confdir, POLICY)
 
 
 # --- without a daemon -----------------------------------------------------------------------------

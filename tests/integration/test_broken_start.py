@@ -89,8 +89,8 @@ def check_degraded(d, cfg, source):
         'of bytes, \\"max\\", \\"legacy\\" or \\"auto\\""} 1' in r.stdout, r.stdout
 
 
-@pytest.mark.serial  # status answers within 1 s
-def test_broken_at_start_runs_the_last_policy_that_ran(ns, daemon, confdir):
+def ran_once(ns, daemon, confdir):
+    """A daemon that put v0 and v1 at 185000 and stopped: its policy file and runtime directory."""
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy(185000))
     veth(ns, 'v0', 'v1')
@@ -98,8 +98,14 @@ def test_broken_at_start_runs_the_last_policy_that_ran(ns, daemon, confdir):
     d1 = daemon(ns, cfg)
     assert_sizes(ns, {'v0': sizes4(185000), 'v1': sizes4(185000)})
     rundir = d1.runtime_dir
-    assert (rundir / 'policy.json').exists()
     d1.stop()
+    return cfg, rundir
+
+
+@pytest.mark.serial  # status answers within 1 s
+def test_broken_at_start_runs_the_last_policy_that_ran(ns, daemon, confdir):
+    cfg, rundir = ran_once(ns, daemon, confdir)
+    assert (rundir / 'policy.json').exists()
 
     # Broken while bigtcpd was down: --check-config says so, and the start runs anyway.
     cfg.write_text(BROKEN)
@@ -136,14 +142,7 @@ def test_broken_at_start_runs_the_last_policy_that_ran(ns, daemon, confdir):
 
 @pytest.mark.serial  # status answers within 1 s
 def test_broken_at_start_with_no_record_writes_nothing(ns, daemon, confdir):
-    cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy(185000))
-    veth(ns, 'v0', 'v1')
-    set_and_check(ns, 'v0', ORIG)
-    d1 = daemon(ns, cfg)
-    assert_sizes(ns, {'v0': sizes4(185000), 'v1': sizes4(185000)})
-    rundir = d1.runtime_dir
-    d1.stop()
+    cfg, rundir = ran_once(ns, daemon, confdir)
     (rundir / 'policy.json').unlink()  # a record lost, or written by a bigtcpd from before it
 
     cfg.write_text(BROKEN)

@@ -19,8 +19,8 @@ import time
 import pytest
 
 import nl
-from helpers import NETNS_PREFIX, T, policy_text, read_state, run, wait_file
-from test_evidence import Iperf, show, watch_during
+from helpers import NETNS_PREFIX, Iperf, T, policy_text, read_state, run, wait_file
+from test_evidence import show, watch_during
 from test_netns import fds
 
 PLUGIN_DIR = '/usr/lib/cni'

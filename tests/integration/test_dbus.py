@@ -18,7 +18,7 @@ import pytest
 import helpers
 import dbus_wire
 import nl
-from helpers import REPO, T, assert_sizes, at, line_of, sizes4, veth, wait_file
+from helpers import REPO, T, assert_sizes, at, line_of, sizes4, stop, veth, wait_file
 from policies import standard_policy
 
 SHIPPED_POLICY = REPO / 'conf' / 'io.bigtcpd1.conf'
@@ -90,13 +90,8 @@ class Bus:
         assert line.startswith(self.address), f'dbus-daemon address {line!r}'
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(T(5))
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop(self.proc, T(5))
         if self.proc:
             self.proc.stdout.close()
             self.proc.stderr.close()

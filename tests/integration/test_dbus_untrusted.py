@@ -9,13 +9,13 @@ varlink's beside it."""
 import os
 import pwd
 import statistics
-import threading
 import time
 
 import pytest
 
 import dbus_wire
-from helpers import BIN, REPO, T, veth
+import helpers
+from helpers import BIN, REPO, T, veth, vm
 from policies import standard_policy
 from test_dbus import bus, bus_factory, busdir, wait_serving  # noqa: F401 (fixtures)
 from varlink_client import timed_call as varlink_timed_call
@@ -44,64 +44,43 @@ def users(n):
     return uids[:n]
 
 
-def vm(pid, key):
-    with open(f'/proc/{pid}/status') as f:
-        for line in f:
-            if line.startswith(key + ':'):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f'no {key} for pid {pid}')
-
-
 @pytest.fixture
 def attackers(attackers):
     """attackers(bus, uid, *args): dbus_attacker.py on the bus (conftest's, narrowed)."""
     return lambda bus, uid, *args: attackers(ATTACKER, bus.socket, uid, *args)
 
 
-class Prober(threading.Thread):
+class Prober(helpers.Prober):
     """Root's Reload over D-Bus (a connection of its own each time), the bus's own GetId the same
     way (what the bus alone takes) and GetStatus over varlink, every 50 ms, until stopped: every
     latency, and every D-Bus answer that was not a reply."""
 
     def __init__(self, d, bus, member='Reload', destination=NAME, tolerant=False):
-        super().__init__(daemon=True)
+        super().__init__(0.05, 90, 'root\'s calls failed under the flood')
         self.d, self.bus, self.member, self.destination = d, bus, member, destination
         self.tolerant = tolerant   # a call that fails is counted as refused, and probing goes on
         self.dbus, self.bus_only, self.varlink, self.refused = [], [], [], []
-        self.done = threading.Event()
-        self.error = None
 
-    def run(self):
+    def probe(self):
         try:
-            while not self.done.is_set():
-                try:
-                    dt, m = dbus_wire.timed_call(str(self.bus.socket), self.member, timeout=T(60),
-                                                 destination=self.destination)
-                except (OSError, ConnectionError) as e:
-                    if not self.tolerant:
-                        raise
-                    self.refused.append(f'{e!r}')
-                    continue
-                if m.error:
-                    self.refused.append(f'{m.error}: {m.first_string()}')
-                else:
-                    self.dbus.append(dt)
-                # the bus alone: the same connection and Hello, and a call dbus-daemon answers
-                t0 = time.monotonic()
-                with dbus_wire.Connection(str(self.bus.socket), timeout=T(60)) as c:
-                    c.call(*dbus_wire.BUS, 'GetId')
-                self.bus_only.append(time.monotonic() - t0)
-                dt, _ = varlink_timed_call(str(self.d.runtime_dir / 'io.bigtcpd.Manager'), timeout=T(30))
-                self.varlink.append(dt)
-                self.done.wait(0.05)
-        except Exception as e:   # reported by the test thread
-            self.error = e
-
-    def stop(self):
-        self.done.set()
-        self.join(T(90))
-        assert self.error is None, f'root\'s calls failed under the flood: {self.error!r}'
-        return self
+            dt, m = dbus_wire.timed_call(str(self.bus.socket), self.member, timeout=T(60),
+                                         destination=self.destination)
+        except (OSError, ConnectionError) as e:
+            if not self.tolerant:
+                raise
+            self.refused.append(f'{e!r}')
+            return True   # again at once
+        if m.error:
+            self.refused.append(f'{m.error}: {m.first_string()}')
+        else:
+            self.dbus.append(dt)
+        # the bus alone: the same connection and Hello, and a call dbus-daemon answers
+        t0 = time.monotonic()
+        with dbus_wire.Connection(str(self.bus.socket), timeout=T(60)) as c:
+            c.call(*dbus_wire.BUS, 'GetId')
+        self.bus_only.append(time.monotonic() - t0)
+        dt, _ = varlink_timed_call(str(self.d.runtime_dir / 'io.bigtcpd.Manager'), timeout=T(30))
+        self.varlink.append(dt)
 
     def figures(self):
         def f(lat):

@@ -16,7 +16,7 @@ import pytest
 import nl
 import varlink_client
 import varlink_idl
-from helpers import BIN, REPO, Monitor, T, ip, policy_text, wait_file
+from helpers import BIN, REPO, Iperf, Monitor, T, ip, policy_text, wait_file
 from varlink_client import Client, VarlinkError
 
 # iperf3 through windows of counting: not in the quick tier
@@ -87,27 +87,6 @@ def pair(netns, peer_sizes=None):
         nl.wait_links(ns, lambda links: name in links and links[name]['flags'] & IFF_RUNNING, T(60),
                       f'{name} running')
     return a, b
-
-
-class Iperf:
-    """An iperf3 server in `ns` for one test (-1: one client), stopped by pid."""
-
-    def __init__(self, ns):
-        self.proc = subprocess.Popen(['ip', 'netns', 'exec', ns, 'iperf3', '-s', '-1', '--forceflush'],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        # "-----" then "Server listening on 5201": it listens (read lines, not a sleep)
-        lines = [self.proc.stdout.readline() for _ in range(2)]
-        assert any('listening' in line for line in lines), lines
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdout.close()
 
 
 def iperf(ns, server, *extra, seconds=IPERF_SECONDS):
@@ -337,12 +316,17 @@ def test_watch_in_probation_answers_after_its_own_duration(netns, daemon, confdi
 
 # ---- the verdict: per family, and never a false alarm ----
 
-def both_raised(netns):
+def both_raised(netns, daemon, confdir):
     """e0 (the daemon's) and its peer e1, both families at BIG on e1 (so that big packets come
-    both ways), e0 written by the policy, its probation over."""
+    both ways), e0 written by the policy, its probation over: the namespaces and the daemon."""
     a, b = pair(netns, peer_sizes=BIG)
     nl.set_sizes(b, 'e1', gso_ipv4_max_size=BIG, gro_ipv4_max_size=BIG)
-    return a, b
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(ipv6=BIG, ipv4=BIG, window='1s'))
+    d = daemon(a, cfg)
+    with Monitor(d) as mon:
+        settled(d, mon)
+    return a, b, d
 
 
 def settled(d, mon, ifname='e0'):
@@ -377,12 +361,7 @@ def show(d, ifname='e0'):
 def test_ipv6_only_traffic_is_named_ipv6_only(netns, daemon, confdir, iface):
     """Both families raised, IPv6 traffic only: in effect, by big packets of IPv6 — the words name
     IPv6 alone, and the idle IPv4 is neither named in effect nor not in effect."""
-    a, b = both_raised(netns)
-    cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy(ipv6=BIG, ipv4=BIG, window='1s'))
-    d = daemon(a, cfg)
-    with Monitor(d) as mon:
-        settled(d, mon)
+    a, b, d = both_raised(netns, daemon, confdir)
     dev = watch_during(d, 'e0', 4, lambda: iperf(a, (b, 'fd13::2'), '--bidir', '-b', '2G'))
     varlink_idl.check_reply(iface, 'ListDevices', {'devices': [dev]})
     bp = dev['big_packets']
@@ -398,12 +377,7 @@ def test_ipv6_only_traffic_is_named_ipv6_only(netns, daemon, confdir, iface):
 def test_paced_traffic_gives_no_verdict(netns, daemon, confdir):
     """App-limited traffic (iperf3 -N -l 1000 -b 200M) makes (almost) no packet near 64 KiB:
     never "not in effect" — neither the words, the log nor the status."""
-    a, b = both_raised(netns)
-    cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy(ipv6=BIG, ipv4=BIG, window='1s'))
-    d = daemon(a, cfg)
-    with Monitor(d) as mon:
-        settled(d, mon)
+    a, b, d = both_raised(netns, daemon, confdir)
     dev = watch_during(d, 'e0', 4, lambda: iperf(a, (b, 'fd13::2'), '-6', '-N', '-l', '1000', '-b', '200M'))
     bp = dev['big_packets']
     # a few writes may still coalesce into a big packet (then it is in effect, rightly); what

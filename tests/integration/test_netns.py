@@ -19,8 +19,9 @@ import time
 import pytest
 
 import nl
-from helpers import (NETNS_PREFIX, Monitor, T, assert_sizes, at, ip, ip_batch, policy_text, run, set_and_check,
-                     sizes4, wait_file, write_file_atomic)
+from helpers import (NETNS_PREFIX, Iperf, Monitor, T, assert_sizes, at, ip, ip_batch, policy_text, run,
+                     set_and_check, sizes4, wait_file, write_file_atomic)
+from policies import HDR_GUARD, standard_policy
 from test_bigtcpctl import CTL
 from test_dbus import bus, bus_factory, busdir  # noqa: F401  (the system bus of its own, as fixtures)
 from test_dbus import Monitor as BusMonitor
@@ -59,19 +60,10 @@ def policy(pod_size=POD_SIZE, pods=True):
         ipv4: {{gso-max-size: {HOST_SIZE}, gro-max-size: {HOST_SIZE}}}''' + pod + '\n')
 
 
-def pods_only(more):
-    """A policy of the pods' eth0 alone (nothing in the daemon's own namespace) at POD_SIZE for
-    IPv6, with one more line of the policy's (`more`)."""
-    return policy_text(f'''
-    version: 1
-    policies:
-      - name: pods
-        match:
-          netns: ["{POD_GLOB}"]
-          name: [eth0]
-        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
-        {more}
-    ''') + '\n'
+def pods_only(**kw):
+    """A policy of the pods' eth0 alone (nothing in the daemon's own namespace) at POD_SIZE
+    (standard_policy's keywords: ipv4, rollback)."""
+    return standard_policy('pods', (f'netns: ["{POD_GLOB}"]', 'name: [eth0]'), POD_SIZE, **kw)
 
 
 class Pods:
@@ -193,13 +185,20 @@ def test_pods_at_start_and_later_host_ends_and_unmatched(ns, pods, daemon, confd
     assert by[(p1, 'lo')]['state'] == 'unmanaged'
 
 
-def test_policy_edit_reaches_every_running_pod(ns, pods, daemon, confdir):
+def running_pods(ns, pods, daemon, confdir, n):
+    """`n` pods, the daemon on policy(), every pod's eth0 at POD_SIZE: the policy file, the pods'
+    names, the daemon."""
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy())
-    names = [pods.add()[0] for _ in range(3)]
+    names = [pods.add()[0] for _ in range(n)]
     d = start(daemon, ns, cfg)
     for p in names:
         wait_eth0(p, sizes4(POD_SIZE), p)
+    return cfg, names, d
+
+
+def test_policy_edit_reaches_every_running_pod(ns, pods, daemon, confdir):
+    cfg, names, d = running_pods(ns, pods, daemon, confdir, 3)
     d.reload(lambda: write_file_atomic(cfg, policy(pod_size=120000)))
     # the reload's READY=1 waits for every namespace too
     for p in names:
@@ -399,21 +398,7 @@ def test_show_reads_a_pod_device_first(ns, pods, daemon, confdir):
 
 
 def guarded_policy():
-    return policy_text(f'''
-    version: 1
-    policies:
-      - name: pods
-        match:
-          netns: ["{POD_GLOB}"]
-          name: [eth0]
-        ipv6: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
-        ipv4: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}
-        rollback:
-          window: 20s
-          interval: 200ms
-          guards:
-            - {{counter: Ip.InHdrErrors, max-increase: 10}}
-    ''')
+    return pods_only(rollback=('window: 20s', 'interval: 200ms', *HDR_GUARD))
 
 
 def test_guard_rise_in_one_pod_rolls_back_that_pod_only(ns, pods, daemon, confdir):
@@ -620,12 +605,7 @@ def test_namespace_problem_coming_and_going_is_announced(ns, pods, daemon, confd
 
 def test_try_and_revert_reach_every_pod(ns, pods, daemon, confdir, tmp_path):
     """bigtcpctl try runs a policy on the pods too, and its revert gives them the running one back."""
-    cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy())
-    names = [pods.add()[0] for _ in range(2)]
-    d = start(daemon, ns, cfg)
-    for p in names:
-        wait_eth0(p, sizes4(POD_SIZE), p)
+    cfg, names, d = running_pods(ns, pods, daemon, confdir, 2)
     tried = tmp_path / 'tried.yaml'
     tried.write_text(policy(pod_size=120000))
     ctl(d, ns, 'try', str(tried), '--timeout', '5m')
@@ -1093,14 +1073,36 @@ def test_plan_looks_into_64_namespaces_at_most(ns, pods, daemon, confdir):
             c.close()
 
 
+def ctl_watch_during(d, target, set_up, what, server_ns, client_ns, *client):
+    """`bigtcpctl --json watch TARGET --for 4s`, and once set_up(watch) holds (the watch set up,
+    or over), iperf3 from client_ns (`client`: its arguments) to a one-shot server in server_ns;
+    the watch's exit status, output and errors."""
+    watch = subprocess.Popen([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
+                              target, '--for', '4s'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_file(d.log_path, lambda: set_up(watch), 10, what)
+        srv = Iperf(server_ns)
+        try:
+            r = subprocess.run(['ip', 'netns', 'exec', client_ns, 'iperf3', *client],
+                               capture_output=True, text=True, timeout=40)
+            assert r.returncode == 0, r.stdout + r.stderr
+        finally:
+            srv.close()
+        out, err = watch.communicate(timeout=T(20))
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    return watch.returncode, out, err
+
+
 @pytest.mark.slow
 def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
     """`bigtcpctl watch POD/eth0` while iperf3 runs between the pod and the host: the pod end's big
     packets are counted, from a packet socket made inside the pod (the daemon's own namespace has
     another device at that ifindex, or none)."""
-    from test_evidence import Iperf
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(pods_only('rollback: {window: 1s, interval: 500ms}'))
+    cfg.write_text(pods_only(ipv4=False, rollback=('window: 1s', 'interval: 500ms')))
     p1, h1 = pods.add(distinct=False)
     ip(ns, 'link', 'set', h1, 'gso_max_size', str(POD_SIZE), 'gro_max_size', str(POD_SIZE))
     ip(ns, 'addr', 'add', 'fd19::1/64', 'dev', h1, 'nodad')
@@ -1116,24 +1118,10 @@ def test_watch_of_a_pod_end_counts_its_big_packets(ns, pods, daemon, confdir):
         m.wait_until(lambda m: any(x['netns'] == p1 and x['ifname'] == 'eth0' and x['state'] == 'applied' and
                                    x['big_packets'] and not x['big_packets']['watching']
                                    for x in m.call('ListDevices')['devices']), T(15), 'the pod end applied')
-    watch = subprocess.Popen([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
-                              f'{p1}/eth0', '--for', '4s'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # counted in probation once, and now for the watch
-        wait_file(d.log_path, lambda: d.log().count(f'{p1}/eth0: evidence: counting') >= 2, 10, 'the watch set up')
-        srv = Iperf(p1)
-        try:
-            r = subprocess.run(['ip', 'netns', 'exec', ns, 'iperf3', '-6', '-c', 'fd19::2', '-t', '2', '--bidir'],
-                               capture_output=True, text=True, timeout=40)
-            assert r.returncode == 0, r.stdout + r.stderr
-        finally:
-            srv.close()
-        out, err = watch.communicate(timeout=T(20))
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-            watch.communicate()
-    assert watch.returncode == 0, out + err
+    # counted in probation once, and now for the watch
+    rc, out, err = ctl_watch_during(d, f'{p1}/eth0', lambda _: d.log().count(f'{p1}/eth0: evidence: counting') >= 2,
+                                    'the watch set up', p1, ns, '-6', '-c', 'fd19::2', '-t', '2', '--bidir')
+    assert rc == 0, out + err
     dev = json.loads(out)
     bp = dev['big_packets']
     assert dev['netns'] == p1 and dev['ifname'] == 'eth0', dev
@@ -1171,7 +1159,7 @@ def test_descriptors_after_a_burst_of_pods_come_back_to_the_start(ns, pods, daem
     again) are not counted. Only pods are named (nothing of the daemon's own namespace to save at
     its start), as in tests/bench/netns.py."""
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(pods_only(f'ipv4: {{gso-max-size: {POD_SIZE}, gro-max-size: {POD_SIZE}}}'))
+    cfg.write_text(pods_only())
     d = start(daemon, ns, cfg)
 
     def held():
@@ -1229,7 +1217,6 @@ def test_dead_packet_children_are_reaped_made_again_and_a_pod_watch_never_counts
     logged; a watch of a pod's lo then counts that idle lo alone, not the busy lo of bigtcpd's own
     namespace (the same ifindex, 1), whose big packets a socket made in the daemon's namespace would
     count; both children are made again when next needed (the watch's start and its end)."""
-    from test_evidence import Iperf
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy())
     p1, _ = pods.add(distinct=False)
@@ -1243,24 +1230,10 @@ def test_dead_packet_children_are_reaped_made_again_and_a_pod_watch_never_counts
         wait_file(d.log_path, lambda: f'{name} (pid {pid}) was killed by signal KILL' in d.log(), 10,
                   f'{name} reaped and logged')
         assert not os.path.exists(f'/proc/{pid}'), f'{name} (pid {pid}) left a zombie'
-    watch = subprocess.Popen([str(CTL), '--socket', str(d.runtime_dir / 'io.bigtcpd.Manager'), '--json', 'watch',
-                              f'{p1}/lo', '--for', '4s'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_file(d.log_path, lambda: f'{p1}/lo: evidence:' in d.log() or watch.poll() is not None, 10,
-                  'the watch set up, or refused')
-        srv = Iperf(ns)
-        try:
-            r = subprocess.run(['ip', 'netns', 'exec', ns, 'iperf3', '-6', '-c', '::1', '-t', '2'],
-                               capture_output=True, text=True, timeout=40)
-            assert r.returncode == 0, r.stdout + r.stderr
-        finally:
-            srv.close()
-        out, err = watch.communicate(timeout=T(20))
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-            watch.communicate()
-    if watch.returncode == 0:
+    rc, out, err = ctl_watch_during(d, f'{p1}/lo', lambda watch: f'{p1}/lo: evidence:' in d.log() or
+                                    watch.poll() is not None, 'the watch set up, or refused', ns, ns,
+                                    '-6', '-c', '::1', '-t', '2')
+    if rc == 0:
         bp = json.loads(out)['big_packets']
         assert bp['tx'] == 0 and bp['rx'] == 0, f"the pod's idle lo counted another device's packets: {bp}"
     else:   # refused: loudly

@@ -8,7 +8,7 @@ import subprocess
 
 import nl
 import varlink_client
-from helpers import BIN, Monitor, T, ip, policy_text
+from helpers import BIN, Iperf, Monitor, T, ip, policy_text
 
 IFACE = 'io.bigtcpd.Manager'
 IFF_RUNNING = 0x40
@@ -63,23 +63,13 @@ def drop_big_on(ns, ifname, length=150000):
 
 def iperf(client_ns, server_ns, addr, seconds=2):
     """iperf3 from client_ns to a one-shot server in server_ns at addr; the server stopped by pid."""
-    srv = subprocess.Popen(['ip', 'netns', 'exec', server_ns, 'iperf3', '-s', '-1', '-B', addr, '--forceflush'],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    srv = Iperf(server_ns, bind=addr)
     try:
-        lines = [srv.stdout.readline() for _ in range(2)]
-        assert any('listening' in line for line in lines), lines
         r = subprocess.run(['ip', 'netns', 'exec', client_ns, 'iperf3', '-c', addr, '-t', str(seconds), '-J'],
                            capture_output=True, text=True, timeout=seconds + 30)
         return json.loads(r.stdout) if r.stdout.startswith('{') else {}
     finally:
-        if srv.poll() is None:
-            srv.terminate()
-            try:
-                srv.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                srv.kill()
-                srv.wait()
-        srv.stdout.close()
+        srv.close()
 
 
 def ctl(d, *args, check=True):

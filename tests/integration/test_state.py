@@ -290,11 +290,8 @@ def test_restart_under_a_memory_limit(ns, daemon, confdir, memory_cgroup, tmp_pa
     # a sanitizer's quarantine keeps what is freed: kept small, as the release build keeps none
     env = {'ASAN_OPTIONS': ':'.join(filter(None, [os.environ.get('ASAN_OPTIONS'), 'quarantine_size_mb=1']))}
     d = daemon(ns, cfg, env=env, ready_timeout=60)
-    mon = Monitor(d)
-    try:
+    with Monitor(d) as mon:
         mon.wait_until(lambda m: all(m.state(n) == 'probation' for n in names), T(120), 'all in probation')
-    finally:
-        mon.close()
     peak = vm(d.pid, 'VmHWM')
     rd = d.runtime_dir
     d.kill()
@@ -310,11 +307,8 @@ def test_restart_under_a_memory_limit(ns, daemon, confdir, memory_cgroup, tmp_pa
     with open(fifo, 'w') as f:
         f.write('go\n')
     d2.wait_notify('READY=1', T(60))
-    mon = Monitor(d2)
-    try:
+    with Monitor(d2) as mon:
         mon.wait_until(lambda m: all(m.state(n) == 'probation' for n in names), T(120), 'every probation resumed')
-    finally:
-        mon.close()
     again = vm(d2.pid, 'VmHWM')
     print(f'first daemon VmHWM {peak >> 10} kB; restart in {limit >> 20} MiB: VmHWM {again >> 10} kB')
     assert d2.running()

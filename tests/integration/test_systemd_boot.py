@@ -34,6 +34,7 @@ one container, each on what the ones before left:
 The package comes from BIGTCPD_DEB_DIR (scripts/test.sh builds it with scripts/package.sh), or
 is built here. Needs systemd-container, dpkg-dev, debhelper, lintian (scripts/setup.sh)."""
 
+import contextlib
 import json
 import os
 import re
@@ -485,21 +486,16 @@ def test_dbus_not_running_exits_3(box):
     assert active(c) == ('active', 'active')
 
 
-def test_dbus_daemon_that_does_not_come_up_exits_3(box):
-    """Enabled, but the daemon exits at once: systemd sends the bus no answer for a failed start,
-    so the call times out (SYSTEMD_BUS_TIMEOUT=3 here instead of sd-bus's 25 s) with nobody on
-    io.bigtcpd1, which is "not running" too, not a D-Bus failure."""
-    c = box
+@contextlib.contextmanager
+def exiting_at_once(c):
+    """For the block, bigtcpd.service runs /bin/false (a drop-in in /run); then the drop-in goes,
+    the units are stopped and reset, and bigtcpd starts again."""
     dropin = Path('/run/systemd/system/bigtcpd.service.d')
     c.run('mkdir', '-p', dropin)
     c.run('sh', '-c', f'printf "[Service]\\nExecStart=\\nExecStart=/bin/false\\n" >{dropin}/false.conf')
     try:
         c.run('systemctl', 'daemon-reload')
-        c.run('systemctl', 'stop', *UNITS)
-        r = c.run('env', 'SYSTEMD_BUS_TIMEOUT=3', 'bigtcpctl', '--dbus', 'status', check=False)
-        assert r.returncode == 3, (r.returncode, r.stderr)
-        assert r.stderr.strip() == ('bigtcpctl: bigtcpd is not running (the system bus could not start it: no answer '
-                                    'within 3 s (journalctl -u bigtcpd says why))'), r.stderr
+        yield
     finally:
         c.run('rm', '-rf', dropin)
         c.run('systemctl', 'daemon-reload')
@@ -507,6 +503,19 @@ def test_dbus_daemon_that_does_not_come_up_exits_3(box):
         c.run('systemctl', 'reset-failed', *UNITS, check=False)
     c.run('systemctl', 'start', 'bigtcpd')
     assert active(c) == ('active', 'active')
+
+
+def test_dbus_daemon_that_does_not_come_up_exits_3(box):
+    """Enabled, but the daemon exits at once: systemd sends the bus no answer for a failed start,
+    so the call times out (SYSTEMD_BUS_TIMEOUT=3 here instead of sd-bus's 25 s) with nobody on
+    io.bigtcpd1, which is "not running" too, not a D-Bus failure."""
+    c = box
+    with exiting_at_once(c):
+        c.run('systemctl', 'stop', *UNITS)
+        r = c.run('env', 'SYSTEMD_BUS_TIMEOUT=3', 'bigtcpctl', '--dbus', 'status', check=False)
+        assert r.returncode == 3, (r.returncode, r.stderr)
+        assert r.stderr.strip() == ('bigtcpctl: bigtcpd is not running (the system bus could not start it: no answer '
+                                    'within 3 s (journalctl -u bigtcpd says why))'), r.stderr
 
 
 def test_reboot(box):
@@ -524,11 +533,7 @@ def test_varlink_daemon_that_does_not_come_up_exits_3(box):
     connection and nobody answers. bigtcpctl says bigtcpd is not running (exit 3) within seconds,
     pointing at the journal; it does not wait 60 s."""
     c = box
-    dropin = Path('/run/systemd/system/bigtcpd.service.d')
-    c.run('mkdir', '-p', dropin)
-    c.run('sh', '-c', f'printf "[Service]\\nExecStart=\\nExecStart=/bin/false\\n" >{dropin}/false.conf')
-    try:
-        c.run('systemctl', 'daemon-reload')
+    with exiting_at_once(c):
         c.run('systemctl', 'restart', 'bigtcpd.socket', check=False)
         start = time.monotonic()
         r = ctl(c, 'status')
@@ -538,13 +543,6 @@ def test_varlink_daemon_that_does_not_come_up_exits_3(box):
         assert r.stderr == ('bigtcpctl: bigtcpd does not answer on /run/bigtcpd/io.bigtcpd.Manager within 5 s: it '
                             'is not running, or stuck (see journalctl -u bigtcpd)\n'), r.stderr
         print(f'bigtcpctl status with a daemon that does not come up: {took:.1f} s: {r.stderr.strip()}')
-    finally:
-        c.run('rm', '-rf', dropin)
-        c.run('systemctl', 'daemon-reload')
-        c.run('systemctl', 'stop', *UNITS)
-        c.run('systemctl', 'reset-failed', *UNITS, check=False)
-    c.run('systemctl', 'start', 'bigtcpd')
-    assert active(c) == ('active', 'active')
 
 
 def test_broken_policy_never_takes_it_down(box):

@@ -17,39 +17,14 @@ import pytest
 import inject
 import nl
 from helpers import Monitor, T, at, ip, policy_text, sizes4, veth
-from test_bigtcpctl import ALL_SIZES, CTL, IFACE, ctl, ctl_binary, one_line_error  # noqa: F401 (fixture)
+from policies import HDR_GUARD, standard_policy
+from test_bigtcpctl import ALL_SIZES, CTL, IFACE, ctl, ctl_binary, one_line_error, start_on_pairs  # noqa: F401 (fixture)
 
-CONFIGURED = policy_text('''
-    version: 1
-    policies:
-      - name: configured
-        match: {name: ["v*"]}
-        ipv6: {gso-max-size: 150000, gro-max-size: 150000}
-        ipv4: {gso-max-size: 150000, gro-max-size: 150000}
-    ''')
+CONFIGURED = standard_policy('configured', 'name: ["v*"]', 150000)
 
 # Other sizes for the configured devices, and devices the configured policy leaves alone.
-TRIED = policy_text('''
-    version: 1
-    policies:
-      - name: tried
-        match: {name: ["v*"]}
-        ipv6: {gso-max-size: 185000, gro-max-size: 185000}
-        ipv4: {gso-max-size: 185000, gro-max-size: 185000}
-      - name: tried-k
-        match: {name: ["k*"]}
-        ipv6: {gso-max-size: 100000, gro-max-size: 100000}
-        ipv4: {gso-max-size: 100000, gro-max-size: 100000}
-    ''')
-
-TRIED_K = policy_text('''
-    version: 1
-    policies:
-      - name: tried-k
-        match: {name: ["k*"]}
-        ipv6: {gso-max-size: 100000, gro-max-size: 100000}
-        ipv4: {gso-max-size: 100000, gro-max-size: 100000}
-    ''')
+TRIED_K = standard_policy('tried-k', 'name: ["k*"]', 100000)
+TRIED = standard_policy('tried', 'name: ["v*"]', 185000) + TRIED_K.split('policies:\n', 1)[1]
 
 BROKEN = policy_text('''
     version: 1
@@ -66,13 +41,7 @@ AS_TRIED = {'v0': sizes4(185000), 'v1': sizes4(185000), 'k0': sizes4(100000), 'k
 
 @pytest.fixture
 def configured(ns, daemon, confdir, tmp_path):
-    cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(CONFIGURED)
-    veth(ns, 'v0', 'v1')
-    veth(ns, 'k0', 'k1')
-    d = daemon(ns, cfg)
-    d.cfg = cfg
-    d.sock = d.runtime_dir / IFACE
+    d = start_on_pairs(ns, daemon, confdir, CONFIGURED)
     d.tried = tmp_path / 'tried.yaml'
     d.tried.write_text(TRIED)
     nl.wait_links(ns, at(AS_CONFIGURED), T(10), 'the configured policy')
@@ -332,19 +301,7 @@ def test_try_confirm_revert_need_root(configured):
 
 
 def guarded(glob, sizes):
-    return policy_text(f'''
-        version: 1
-        policies:
-          - name: guarded
-            match: {{name: ["{glob}"]}}
-            ipv6: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
-            ipv4: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
-            rollback:
-              window: 30s
-              interval: 200ms
-              guards:
-                - {{counter: Ip.InHdrErrors, max-increase: 10}}
-        ''')
+    return standard_policy('guarded', f'name: ["{glob}"]', sizes, rollback=('window: 30s', 'interval: 200ms', *HDR_GUARD))
 
 
 def trip_inhdrerrors(ns):
@@ -426,18 +383,8 @@ def test_guards_work_during_a_try_and_revert_goes_back(ns, daemon, confdir, tmp_
 
 def windowed(sizes):
     """v* at `sizes`, with a window short enough to pass within the test."""
-    return policy_text(f'''
-        version: 1
-        policies:
-          - name: windowed
-            match: {{name: ["v*"]}}
-            ipv6: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
-            ipv4: {{gso-max-size: {sizes}, gro-max-size: {sizes}}}
-            rollback:
-              window: 2s
-              interval: 200ms
-              guards: [{{counter: Ip.InHdrErrors, max-increase: 1000000}}]
-        ''')
+    return standard_policy('windowed', 'name: ["v*"]', sizes, rollback=(
+        'window: 2s', 'interval: 200ms', 'guards: [{counter: Ip.InHdrErrors, max-increase: 1000000}]'))
 
 
 def test_rollback_after_a_timed_out_try_and_a_confirmed_one_goes_to_the_last_good(ns, daemon, confdir, tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import helpers
-from helpers import REPO, T, veth
+from helpers import REPO, T, veth, vm
 from policies import standard_policy
 from test_systemd import wrapper
 from varlink_client import Client, timed_call
@@ -62,31 +62,21 @@ def attackers(attackers):
     return lambda d, uid, *args: attackers(ATTACKER, sock(d), uid, *args)
 
 
-class Prober(threading.Thread):
+class Prober(helpers.Prober):
     """Root's GetStatus, on a fresh connection every 20 ms, until stopped: every latency."""
 
     def __init__(self, d):
-        super().__init__(daemon=True)
+        super().__init__(0.02, 10, 'GetStatus failed under attack')
         self.d = d
         self.latencies = []
-        self.done = threading.Event()
-        self.error = None
 
-    def run(self):
-        try:
-            while not self.done.is_set():
-                dt, p = timed_call(sock(self.d), timeout=T(5))
-                assert p['version']
-                self.latencies.append(dt)
-                self.done.wait(0.02)
-        except Exception as e:   # reported by the test thread
-            self.error = e
+    def probe(self):
+        dt, p = timed_call(sock(self.d), timeout=T(5))
+        assert p['version']
+        self.latencies.append(dt)
 
     def stop(self):
-        self.done.set()
-        self.join(T(10))
-        assert self.error is None, f'GetStatus failed under attack: {self.error!r}'
-        return self.latencies
+        return super().stop().latencies
 
 
 def figures(lat):
@@ -174,14 +164,6 @@ def test_getstatus_answered_and_watchdog_kept_under_attack(tmpfs_runtime, ns, da
     # Every worker is reaped.
     assert children_of(d.proc.pid) == []
     mons.stop()
-
-
-def vm(pid, key):
-    with open(f'/proc/{pid}/status') as f:
-        for line in f:
-            if line.startswith(key + ':'):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f'no {key} for pid {pid}')
 
 
 def test_unread_calls_and_replies_are_capped_for_the_uid(ns, daemon, confdir, attackers):

@@ -15,22 +15,7 @@
 #include <unistd.h>
 
 #include "closer.h"
-
-/* The "Seccomp:" mode of /proc/PID/status: 2 is a filter. */
-static int seccomp_mode(pid_t pid) {
-        char path[64], line[256];
-        int mode = -1;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-        f = fopen(path, "re");
-        assert_non_null(f);
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "Seccomp: %d", &mode) == 1)
-                        break;
-        fclose(f);
-        return mode;
-}
+#include "test-helpers.h"
 
 static void test_child_closes(void **state) {
         Closer *c = NULL;

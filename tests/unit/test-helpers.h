@@ -1,12 +1,30 @@
 /* test-helpers.h — small helpers shared by the unit tests: parse a policy from a string, format
- * the errors the way the daemon prints them. */
+ * the errors the way the daemon prints them, a process's seccomp mode. */
 #pragma once
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "policy.h"
+
+/* The "Seccomp:" mode of /proc/PID/status (2 is a filter; -1: no such line). */
+static inline int seccomp_mode(pid_t pid) {
+        char path[64], line[256];
+        int mode = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                abort();
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "Seccomp: %d", &mode) == 1)
+                        break;
+        fclose(f);
+        return mode;
+}
 
 static inline int streq(const char *a, const char *b) {
         return strcmp(a, b) == 0;

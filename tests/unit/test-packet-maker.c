@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "packet-maker.h"
+#include "test-helpers.h"
 
 static struct sock_filter drop_all[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
 static const struct sock_fprog drop_prog = {.len = 1, .filter = drop_all};
@@ -48,21 +49,6 @@ static bool can_make(void) {
                 return false;
         close(fd);
         return true;
-}
-
-static int seccomp_mode(pid_t pid) {
-        char path[64], line[256];
-        int mode = -1;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-        f = fopen(path, "re");
-        assert_non_null(f);
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "Seccomp: %d", &mode) == 1)
-                        break;
-        fclose(f);
-        return mode;
 }
 
 static void test_made_in_order(void **state) {

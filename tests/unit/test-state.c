@@ -140,6 +140,19 @@ static Device *written(DeviceTable *t, int ifindex, const char *name, Sizes orig
         return d;
 }
 
+/* A test's start: an empty directory and device table; with a store on them. */
+static void setup(Dir *dir, DeviceTable *t) {
+        dir_open(dir);
+        assert_int_equal(device_table_init(t), 0);
+}
+
+static StateStore *store_setup(Dir *dir, DeviceTable *t) {
+        StateStore *s;
+        setup(dir, t);
+        assert_int_equal(state_store_new(dir->base, dir->path, t, &s), 0);
+        return s;
+}
+
 static void load(const Dir *dir, const DeviceTable *t, StateEntry **e, size_t *n, int expect) {
         StateStore *s;
         assert_int_equal(state_store_new(dir->base, dir->path, t, &s), 0);
@@ -171,8 +184,7 @@ static void test_snapshot_roundtrip(void **state) {
         size_t n = 0;
         char path[128];
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         load(&dir, &t, &e, &n, 0); /* missing: fine, empty */
         assert_int_equal(n, 0);
 
@@ -259,8 +271,7 @@ static void test_journal(void **state) {
         size_t n = 0;
         char path[128];
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         a = written(&t, 10, "a", (Sizes){65536, 65536, 65536, 65536}, SIZE_BITS_ALL);
         b = written(&t, 11, "b", (Sizes){65536, 65536, 65536, 65536}, SIZE_BITS_ALL);
         (void) a;
@@ -304,9 +315,7 @@ static void test_store_forget_then_reuse(void **state) {
         StateEntry *e = NULL;
         size_t n = 0;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
-        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        s = store_setup(&dir, &t);
         assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
         assert_int_equal(state_store_save(s), 0); /* the first save after a load: a snapshot */
 
@@ -352,9 +361,7 @@ static void test_store_save_devices(void **state) {
         StateEntry *e = NULL;
         size_t n = 0;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
-        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        s = store_setup(&dir, &t);
         assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
         assert_int_equal(state_store_save(s), 0); /* the snapshot after a load */
 
@@ -418,9 +425,7 @@ static void test_store_writes_only_changes(void **state) {
         size_t n = 0;
         Device *idle[8], *a;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
-        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        s = store_setup(&dir, &t);
         state_store_set_io(s, &io);
         assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
         for (int i = 0; i < (int) ELEMENTSOF(idle); i++)
@@ -544,9 +549,7 @@ static void test_enospc_cut_back(void **state) {
         unsigned recovered = 0;
         Device *a, *b, *c;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
-        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        s = store_setup(&dir, &t);
         state_store_set_io(s, &io);
         state_store_on_recovered(s, on_recovered, &recovered);
         assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
@@ -599,9 +602,7 @@ static void test_enospc_not_cut_back(void **state) {
         size_t n = 0;
         Device *a, *b;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
-        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        s = store_setup(&dir, &t);
         state_store_set_io(s, &io);
         assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
         assert_int_equal(state_store_save(s), 0);
@@ -635,9 +636,7 @@ static void test_retry_backoff(void **state) {
         size_t n = 0;
         unsigned recovered = 0;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
-        assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
+        s = store_setup(&dir, &t);
         state_store_set_io(s, &io);
         state_store_on_recovered(s, on_recovered, &recovered);
         assert_int_equal(state_store_load(s, &e, &n, NULL), 0);
@@ -706,8 +705,7 @@ static void test_bad_journal_line_costs_itself(void **state) {
         StateStore *s;
         StateLoadReport lr;
         char p[128];
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         put_file(dir_file(&dir, "state.json", p, sizeof(p)), snap);
         put_file(dir_file(&dir, "state.journal", p, sizeof(p)), journal);
         assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
@@ -774,8 +772,7 @@ static void load_text(const char *text, StateEntry **e, size_t *n, uint64_t *g, 
         StateStore *s;
         StateLoadReport lr;
         char p[128];
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         put_file(dir_file(&dir, "state.json", p, sizeof(p)), text);
         assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
         assert_int_equal(state_store_load(s, e, n, &lr), 0);
@@ -934,8 +931,7 @@ static void test_bad_journal_keeps_snapshot(void **state) {
                 if (k == UNREADABLE && geteuid() == 0)
                         continue; /* root reads it all the same */
                 print_message("journal: %s\n", what[k]);
-                dir_open(&dir);
-                assert_int_equal(device_table_init(&t), 0);
+                setup(&dir, &t);
                 written(&t, 7, "v7", (Sizes){60000, 60000, 60000, 60000}, SIZE_BITS_ALL);
                 assert_int_equal(state_write_snapshot(dir.path, &t, 3), 0);
                 device_table_done(&t);
@@ -1082,8 +1078,7 @@ static void test_untrusted_dir(void **state) {
         StateStore *s;
         struct stat st;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 print_message("mode %04o\n", (unsigned) cases[i].mode);
                 assert_int_equal(chmod(dir.path, cases[i].mode), 0);
@@ -1118,8 +1113,7 @@ static void test_compact_by_bytes(void **state) {
         bool compacted = false;
         Device *d[N];
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         for (int k = 0; k < N; k++) {
                 char name[16];
                 snprintf(name, sizeof(name), "veth%d", k);
@@ -1168,8 +1162,7 @@ static void test_sync_bounded(void **state) {
         char c;
 
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate), 0);
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         Device *d = written(&t, 5, "v5", (Sizes){60000, 60000, 60000, 60000}, SIZE_BITS_ALL);
         assert_int_equal(state_store_new(dir.base, dir.path, &t, &s), 0);
         state_store_set_io(s, &io);
@@ -1295,8 +1288,7 @@ static void test_auto_roundtrip(void **state) {
         StateEntry *e = NULL;
         size_t n = 0;
 
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         d = written(&t, 42, "eth0", ((Sizes){65536, 65536, 65536, 65536}), SIZE_BITS_ALL);
         d->autosize = searches_of_every_phase();
         /* a search not begun yet (AUTO_NEW) is not written: the next reconcile begins it */
@@ -1629,8 +1621,7 @@ static void test_long_journal_compacted_when_quiet(void **state) {
         Device *devs[3000];
 
         (void) state;
-        dir_open(&dir);
-        assert_int_equal(device_table_init(&t), 0);
+        setup(&dir, &t);
         for (int i = 0; i < 3000; i++) {
                 char name[16];
                 snprintf(name, sizeof(name), "v%d", i);

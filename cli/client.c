@@ -18,6 +18,7 @@ struct Varlink {
         int fd;
         char *buf;
         size_t start, len, size;
+        size_t scanned; /* buf[start, scanned) holds no NUL: a long reply is searched once, not at each read */
 };
 
 int varlink_connect(const char *path, Varlink **ret) {
@@ -93,19 +94,23 @@ int varlink_fd(const Varlink *v) {
 
 int varlink_recv_raw(Varlink *v, int timeout_ms, const char **ret, size_t *ret_size) {
         for (;;) {
-                char *nul = v->len > v->start ? memchr(v->buf + v->start, '\0', v->len - v->start) : NULL;
+                size_t from = v->scanned > v->start ? v->scanned : v->start;
+                char *nul = v->len > from ? memchr(v->buf + from, '\0', v->len - from) : NULL;
                 if (nul) {
                         size_t size = (size_t) (nul - (v->buf + v->start));
                         *ret = v->buf + v->start;
                         *ret_size = size;
                         v->start += size + 1; /* the bytes stay until the next call */
+                        v->scanned = v->start;
                         return 0;
                 }
+                v->scanned = v->len;
                 if (v->len - v->start > CLIENT_REPLY_MAX)
                         return -EBADMSG;
                 if (v->start > 0) {
                         memmove(v->buf, v->buf + v->start, v->len - v->start);
                         v->len -= v->start;
+                        v->scanned -= v->start;
                         v->start = 0;
                 }
                 if (v->size - v->len < 65536) {

@@ -1,6 +1,7 @@
 /* control-json.c — the control surface's JSON views: a device (ListDevices, with what a device
  * asked for by name was matched by and clamped to), GetStatus (problems, rollouts, the other
  * namespaces, auto, try), policy errors and warnings, and one device of a plan. */
+#include <limits.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "auto-apply.h"
 #include "control-internal.h"
 #include "evidence.h"
+#include "json-writer.h"
 #include "device-lifecycle.h"
 #include "reconcile.h"
 #include "utf8.h"
@@ -42,111 +44,193 @@ json_object *control_kernel_string(const char *s) {
         return safe ? json_object_new_string(safe) : NULL;
 }
 
-static json_object *size_names_json(unsigned mask, bool ipv4) {
-        json_object *a = json_object_new_array();
-        for (unsigned i = 0; a && i < (ipv4 ? SIZES_COUNT : 2); i++)
-                if (mask & (1u << i))
-                        json_object_array_add(a, json_object_new_string(size_name(i)));
-        return a;
+/* The device view (ListDevices' Device) is written as JSON text, one source for every transport:
+ * varlink's ListDevices of every device writes it straight into its reply, the others parse it
+ * (control_device_json()). */
+
+/* A json-c tree of what `w` holds (one value); NULL when out of memory or `w` failed. */
+static json_object *parse_written(JsonWriter *w) {
+        json_tokener *tok;
+        json_object *o;
+
+        if (json_writer_error(w) < 0 || w->len > INT_MAX || !(tok = json_tokener_new()))
+                return NULL;
+        o = json_tokener_parse_ex(tok, w->buf, (int) w->len);
+        json_tokener_free(tok);
+        return o;
 }
 
-static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
-        json_object *o = json_object_new_object();
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "counter", json_object_new_string(r->counter ?: ""));
-        json_object_object_add(o, "rise", json_object_new_int64((int64_t) r->rise));
+/* A string from the kernel: made valid UTF-8; NULL as null. */
+static void write_kernel_string(JsonWriter *w, const char *s) {
+        _cleanup_(freep) char *buf = NULL;
+        const char *safe = NULL;
+
+        if (s && !(safe = utf8_safe(s, &buf)) && !w->error)
+                w->error = -ENOMEM;
+        json_writer_string(w, safe);
+}
+
+static void write_sizes(JsonWriter *w, const char *key, const Sizes *s, bool ipv4) {
+        json_writer_key(w, key);
+        json_writer_object_begin(w);
+        json_writer_key(w, "gso_max_size");
+        json_writer_int64(w, s->gso_max_size);
+        json_writer_key(w, "gro_max_size");
+        json_writer_int64(w, s->gro_max_size);
+        if (ipv4) {
+                json_writer_key(w, "gso_ipv4_max_size");
+                json_writer_int64(w, s->gso_ipv4_max_size);
+                json_writer_key(w, "gro_ipv4_max_size");
+                json_writer_int64(w, s->gro_ipv4_max_size);
+        }
+        json_writer_object_end(w);
+}
+
+static void write_size_names(JsonWriter *w, unsigned mask, bool ipv4) {
+        json_writer_key(w, "owned");
+        json_writer_array_begin(w);
+        for (unsigned i = 0; i < (ipv4 ? SIZES_COUNT : 2); i++)
+                if (mask & (1u << i))
+                        json_writer_string(w, size_name(i));
+        json_writer_array_end(w);
+}
+
+static void write_rollback(JsonWriter *w, const RollbackRecord *r, bool ipv4) {
+        json_writer_object_begin(w);
+        json_writer_key(w, "counter");
+        json_writer_string(w, r->counter ?: "");
+        json_writer_key(w, "rise");
+        json_writer_int64(w, (int64_t) r->rise);
         if (r->per) {
-                json_object_object_add(o, "per", json_object_new_string(r->per));
-                json_object_object_add(o, "per_rise", json_object_new_int64((int64_t) r->per_rise));
-                json_object_object_add(o, "max_ratio", json_object_new_double(r->threshold));
-        } else /* a uint64 max-increase held as a double (or what a state file said): clamp, a
-                * double outside int64_t does not convert */
-                json_object_object_add(o, "max_increase",
-                                       json_object_new_int64(!(r->threshold > 0) ? 0
-                                                             : r->threshold >= 0x1p63 ? INT64_MAX
-                                                                                      : (int64_t) r->threshold));
-        json_object_object_add(o, "namespace_wide", json_object_new_boolean(r->namespace_wide));
-        json_object_object_add(o, "time_usec", json_object_new_int64((int64_t) r->realtime_usec));
-        json_object_object_add(o, "from", control_sizes_json(&r->from, ipv4));
-        json_object_object_add(o, "to", control_sizes_json(&r->to, ipv4));
-        return o;
+                json_writer_key(w, "per");
+                json_writer_string(w, r->per);
+                json_writer_key(w, "per_rise");
+                json_writer_int64(w, (int64_t) r->per_rise);
+                json_writer_key(w, "max_ratio");
+                json_writer_double(w, r->threshold);
+        } else { /* a uint64 max-increase held as a double (or what a state file said): clamp, a
+                  * double outside int64_t does not convert */
+                json_writer_key(w, "max_increase");
+                json_writer_int64(w, !(r->threshold > 0) ? 0 : r->threshold >= 0x1p63 ? INT64_MAX : (int64_t) r->threshold);
+        }
+        json_writer_key(w, "namespace_wide");
+        json_writer_bool(w, r->namespace_wide);
+        json_writer_key(w, "time_usec");
+        json_writer_int64(w, (int64_t) r->realtime_usec);
+        write_sizes(w, "from", &r->from, ipv4);
+        write_sizes(w, "to", &r->to, ipv4);
+        json_writer_object_end(w);
+}
+
+static void write_error(JsonWriter *w, const Device *d) {
+        const DeviceHistory *h = device_history_get(d);
+        int err = abs(h->last_errno);
+
+        json_writer_object_begin(w);
+        json_writer_key(w, "errno");
+        json_writer_int64(w, err);
+        json_writer_key(w, "message");
+        json_writer_string(w, strerror(err));
+        json_writer_key(w, "extack");
+        write_kernel_string(w, h->last_error);
+        json_writer_object_end(w);
+}
+
+/* A family set as names ("ipv6", "ipv4"). */
+static void write_families(JsonWriter *w, unsigned mask) {
+        json_writer_array_begin(w);
+        for (EvidenceFamily f = 0; f < _EVIDENCE_FAMILY_MAX; f++)
+                if (mask & (1u << f))
+                        json_writer_string(w, evidence_family_to_string(f));
+        json_writer_array_end(w);
+}
+
+/* The same as trees, for GetStatus. */
+static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+
+        write_rollback(&w, r, ipv4);
+        return parse_written(&w);
 }
 
 static json_object *write_error_json(const Device *d) {
-        const DeviceHistory *h = device_history_get(d);
-        json_object *x = json_object_new_object();
-        int err = abs(h->last_errno);
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
 
-        if (!x)
-                return NULL;
-        json_object_object_add(x, "errno", json_object_new_int(err));
-        json_object_object_add(x, "message", json_object_new_string(strerror(err)));
-        json_object_object_add(x, "extack", control_kernel_string(h->last_error));
-        return x;
+        write_error(&w, d);
+        return parse_written(&w);
 }
 
-
-/* A family set as names ("ipv6", "ipv4"). */
 static json_object *families_json(unsigned mask) {
-        json_object *a = json_object_new_array();
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
 
-        for (EvidenceFamily f = 0; a && f < _EVIDENCE_FAMILY_MAX; f++)
-                if (mask & (1u << f))
-                        json_object_array_add(a, json_object_new_string(evidence_family_to_string(f)));
-        return a;
+        write_families(&w, mask);
+        return parse_written(&w);
 }
 
-static json_object *big_packets_of(uint64_t now, const Device *d, const Evidence *ev);
+static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, const Evidence *ev) {
+        bool watching = ev == d->evidence && evidence_watching(d);
 
-/* big_packets: what the last (or the running) watch of d counted; never watched, what the eBPF
- * observer of `s` (NULL: none asked) counted since it was loaded; else NULL. `now`:
- * CLOCK_MONOTONIC, for the time left of a watch. */
-json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
-        const Evidence *ev = d->evidence;
-        EvidenceCounts totals;
-        json_object *o;
-
-        if (!ev && s && evidence_totals(s, d, &totals) >= 0) {
-                Evidence *t = calloc(1, sizeof(*t));
-                if (!t)
-                        return NULL;
-                *t = (Evidence){.device = (Device *) d, .counts = totals, .fd = -1,
-                                .since_usec = observer_loaded_usec(evidence_set_get_observer(s))};
-                o = big_packets_of(now, d, t);
-                free(t);
-                return o;
+        json_writer_object_begin(w);
+        json_writer_key(w, "tx");
+        json_writer_int64(w, (int64_t) ev->counts.tx);
+        json_writer_key(w, "rx");
+        json_writer_int64(w, (int64_t) ev->counts.rx);
+        json_writer_key(w, "tx_largest");
+        json_writer_int64(w, ev->counts.tx_largest);
+        json_writer_key(w, "rx_largest");
+        json_writer_int64(w, ev->counts.rx_largest);
+        json_writer_key(w, "since");
+        json_writer_int64(w, (int64_t) ev->since_usec);
+        json_writer_key(w, "ipv6");
+        json_writer_int64(w, (int64_t) ev->counts.by_family[EVIDENCE_IPV6]);
+        json_writer_key(w, "ipv4");
+        json_writer_int64(w, (int64_t) ev->counts.by_family[EVIDENCE_IPV4]);
+        json_writer_key(w, "full_ipv6");
+        json_writer_int64(w, (int64_t) ev->counts.full[EVIDENCE_IPV6]);
+        json_writer_key(w, "full_ipv4");
+        json_writer_int64(w, (int64_t) ev->counts.full[EVIDENCE_IPV4]);
+        json_writer_key(w, "missed");
+        json_writer_int64(w, (int64_t) ev->counts.missed);
+        json_writer_key(w, "watching");
+        json_writer_bool(w, watching);
+        if (watching) {
+                json_writer_key(w, "watch_left_usec");
+                json_writer_int64(w, (int64_t) (ev->waiting ? ev->duration_usec /* from its socket */
+                                                 : ev->until_usec > now ? ev->until_usec - now : 0));
         }
-        if (ev && s)
-                evidence_refresh(s, (Device *) d); /* its window as counted now */
-        return ev ? big_packets_of(now, d, ev) : NULL;
-}
-
-static json_object *big_packets_of(uint64_t now, const Device *d, const Evidence *ev) {
-        json_object *o;
-
-        if (!(o = json_object_new_object()))
-                return NULL;
-        json_object_object_add(o, "tx", json_object_new_int64((int64_t) ev->counts.tx));
-        json_object_object_add(o, "rx", json_object_new_int64((int64_t) ev->counts.rx));
-        json_object_object_add(o, "tx_largest", json_object_new_int64(ev->counts.tx_largest));
-        json_object_object_add(o, "rx_largest", json_object_new_int64(ev->counts.rx_largest));
-        json_object_object_add(o, "since", json_object_new_int64((int64_t) ev->since_usec));
-        json_object_object_add(o, "ipv6", json_object_new_int64((int64_t) ev->counts.by_family[EVIDENCE_IPV6]));
-        json_object_object_add(o, "ipv4", json_object_new_int64((int64_t) ev->counts.by_family[EVIDENCE_IPV4]));
-        json_object_object_add(o, "full_ipv6", json_object_new_int64((int64_t) ev->counts.full[EVIDENCE_IPV6]));
-        json_object_object_add(o, "full_ipv4", json_object_new_int64((int64_t) ev->counts.full[EVIDENCE_IPV4]));
-        json_object_object_add(o, "missed", json_object_new_int64((int64_t) ev->counts.missed));
-        json_object_object_add(o, "watching", json_object_new_boolean(ev == d->evidence && evidence_watching(d)));
-        if (ev == d->evidence && evidence_watching(d))
-                json_object_object_add(o, "watch_left_usec",
-                                       json_object_new_int64((int64_t) (ev->waiting ? ev->duration_usec /* from its socket */
-                                                                        : ev->until_usec > now ? ev->until_usec - now : 0)));
         if (ev->verdict != EVIDENCE_UNKNOWN) {
-                json_object_object_add(o, "raised", families_json(ev->raised));
-                json_object_object_add(o, "quiet", families_json(ev->quiet));
+                json_writer_key(w, "raised");
+                write_families(w, ev->raised);
+                json_writer_key(w, "quiet");
+                write_families(w, ev->quiet);
         }
-        return o;
+        json_writer_object_end(w);
+}
+
+/* What big_packets shows: the last (or the running) watch of d; never watched, what the eBPF
+ * observer of `s` (NULL: none asked) counted since it was loaded, in `tmp`; else NULL. */
+static const Evidence *big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp) {
+        EvidenceCounts totals;
+
+        if (!d->evidence && s && evidence_totals(s, d, &totals) >= 0) {
+                *tmp = (Evidence){.device = (Device *) d, .counts = totals, .fd = -1,
+                                  .since_usec = observer_loaded_usec(evidence_set_get_observer(s))};
+                return tmp;
+        }
+        if (d->evidence && s)
+                evidence_refresh(s, (Device *) d); /* its window as counted now */
+        return d->evidence;
+}
+
+json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        Evidence tmp;
+        const Evidence *ev = big_packets_source(s, d, &tmp);
+
+        if (!ev)
+                return NULL;
+        write_big_packets_of(&w, now, d, ev);
+        return parse_written(&w);
 }
 
 json_object *control_effective_json(const Device *d) {
@@ -155,109 +239,174 @@ json_object *control_effective_json(const Device *d) {
         return json_object_new_boolean(d->evidence->verdict == EVIDENCE_EFFECTIVE);
 }
 
-/* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */
-json_object *control_auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec) {
-        json_object *o = json_object_new_object();
+static void write_auto_search(JsonWriter *w, const AutoSearch *s, unsigned i, uint64_t now_usec) {
         char text[256];
 
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "size", json_object_new_string(size_name(i)));
-        json_object_object_add(o, "phase", json_object_new_string(auto_phase_to_string(s->phase) ?: "?"));
-        json_object_object_add(o, "proven", json_object_new_int64(s->proven));
-        json_object_object_add(o, "proven_packets", json_object_new_int64((int64_t) s->proven_packets));
-        json_object_object_add(o, "trying", s->phase == AUTO_TRYING ? json_object_new_int64(s->trying) : NULL);
-        json_object_object_add(o, "ceiling", json_object_new_int64(s->ceiling ?: s->max));
-        json_object_object_add(o, "tripped", json_object_new_boolean(s->ceiling != 0));
-        json_object_object_add(o, "tripped_by", s->ceiling ? json_object_new_string(s->ceiling_counter) : NULL);
-        json_object_object_add(o, "rise", s->ceiling ? json_object_new_int64((int64_t) s->ceiling_rise) : NULL);
-        json_object_object_add(o, "min", json_object_new_int64(s->min));
-        json_object_object_add(o, "max", json_object_new_int64(s->max));
-        json_object_object_add(o, "steps", json_object_new_int64(s->steps));
-        json_object_object_add(o, "trips", json_object_new_int64(s->trips));
-        json_object_object_add(o, "text", json_object_new_string(auto_search_format(s, now_usec, text, sizeof(text))));
-        return o;
+        json_writer_object_begin(w);
+        json_writer_key(w, "size");
+        json_writer_string(w, size_name(i));
+        json_writer_key(w, "phase");
+        json_writer_string(w, auto_phase_to_string(s->phase) ?: "?");
+        json_writer_key(w, "proven");
+        json_writer_int64(w, s->proven);
+        json_writer_key(w, "proven_packets");
+        json_writer_int64(w, (int64_t) s->proven_packets);
+        json_writer_key(w, "trying");
+        if (s->phase == AUTO_TRYING)
+                json_writer_int64(w, s->trying);
+        else
+                json_writer_null(w);
+        json_writer_key(w, "ceiling");
+        json_writer_int64(w, s->ceiling ?: s->max);
+        json_writer_key(w, "tripped");
+        json_writer_bool(w, s->ceiling != 0);
+        json_writer_key(w, "tripped_by");
+        json_writer_string(w, s->ceiling ? s->ceiling_counter : NULL);
+        json_writer_key(w, "rise");
+        if (s->ceiling)
+                json_writer_int64(w, (int64_t) s->ceiling_rise);
+        else
+                json_writer_null(w);
+        json_writer_key(w, "min");
+        json_writer_int64(w, s->min);
+        json_writer_key(w, "max");
+        json_writer_int64(w, s->max);
+        json_writer_key(w, "steps");
+        json_writer_int64(w, s->steps);
+        json_writer_key(w, "trips");
+        json_writer_int64(w, s->trips);
+        json_writer_key(w, "text");
+        json_writer_string(w, auto_search_format(s, now_usec, text, sizeof(text)));
+        json_writer_object_end(w);
 }
 
-/* Where each search of `sizes` stands (search[i] for size i); NULL without one. */
+/* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */
+json_object *control_auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec) {
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+
+        write_auto_search(&w, s, i, now_usec);
+        return parse_written(&w);
+}
+
+/* Where each search of `sizes` stands (search[i] for size i). */
+static void write_auto(JsonWriter *w, unsigned sizes, const AutoSearch *const search[SIZES_COUNT], uint64_t now_usec) {
+        json_writer_array_begin(w);
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if ((sizes & (1u << i)) && search[i]->phase != AUTO_NEW)
+                        write_auto_search(w, search[i], i, now_usec);
+        json_writer_array_end(w);
+}
+
+/* The same as a tree; NULL without a search. */
 static json_object *auto_json(unsigned sizes, const AutoSearch *const search[SIZES_COUNT], uint64_t now_usec) {
-        json_object *arr;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
 
-        if (sizes == 0 || !(arr = json_object_new_array()))
+        if (sizes == 0)
                 return NULL;
-        for (unsigned i = 0; i < SIZES_COUNT; i++) {
-                json_object *o;
-
-                if (!(sizes & (1u << i)) || search[i]->phase == AUTO_NEW ||
-                    !(o = control_auto_search_json(search[i], i, now_usec)))
-                        continue;
-                json_object_array_add(arr, o);
-        }
-        return arr;
+        write_auto(&w, sizes, search, now_usec);
+        return parse_written(&w);
 }
 
-static json_object *auto_device_json(const AutoDevice *a, uint64_t now_usec) {
+static void write_auto_device(JsonWriter *w, const AutoDevice *a, uint64_t now_usec) {
         const AutoSearch *search[SIZES_COUNT] = {};
 
-        if (!a)
-                return NULL;
+        if (!a || a->sizes == 0)
+                return;
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if (a->sizes & (1u << i))
                         search[i] = auto_device_search(a, i);
-        return auto_json(a->sizes, search, now_usec);
+        json_writer_key(w, "auto");
+        write_auto(w, a->sizes, search, now_usec);
 }
 
-/* Adds `value` under `key` when there is one: a field a device does not have is left out (the
- * IDL's optional fields), rather than sent as null. */
-static void add_present(json_object *o, const char *key, json_object *value) {
-        if (value)
-                json_object_object_add(o, key, value);
+/* A field a device does not have is left out (the IDL's optional fields), rather than sent as
+ * null. */
+int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
+        const Engine *e = control_engine_of(c, d);
+        bool v4 = e->ipv4_supported, managed = d->life.state != DEVICE_UNMANAGED;
+        uint64_t now = engine_now(e);
+        const DeviceHistory *h = device_history_get(d);
+        const char *pending = pending_reason_to_string(lifecycle_pending_reason(d));
+        const Evidence *ev;
+        Evidence tmp;
+
+        json_writer_object_begin(w);
+        json_writer_key(w, "netns");
+        write_kernel_string(w, device_netns_name(d));
+        json_writer_key(w, "ifindex");
+        json_writer_int64(w, d->ifindex);
+        json_writer_key(w, "ifname");
+        write_kernel_string(w, d->ifname);
+        if (d->kind) {
+                json_writer_key(w, "kind");
+                write_kernel_string(w, d->kind);
+        }
+        /* the word match.kind has for it */
+        json_writer_key(w, "match_kind");
+        if (d->flags & IFF_LOOPBACK)
+                json_writer_string(w, "loopback");
+        else if (d->kind)
+                write_kernel_string(w, d->kind);
+        else
+                json_writer_string(w, "device");
+        json_writer_key(w, "state");
+        json_writer_string(w, device_state_to_string(d->life.state));
+        if (d->match.policy_name) {
+                json_writer_key(w, "policy");
+                json_writer_string(w, d->match.policy_name);
+        }
+        write_sizes(w, "current", &d->current, v4);
+        json_writer_key(w, "current_age_usec");
+        json_writer_int64(w, (int64_t) (now > d->current_usec ? now - d->current_usec : 0));
+        if (managed)
+                write_sizes(w, "desired", &d->life.desired, v4);
+        write_size_names(w, managed ? d->life.owned : 0, v4);
+        if (d->record.has_original)
+                write_sizes(w, "original", &d->record.original, v4);
+        json_writer_key(w, "tso_max_size");
+        json_writer_int64(w, d->tso_max_size);
+        if (pending) {
+                json_writer_key(w, "pending");
+                json_writer_string(w, pending);
+        }
+        if (d->probation) {
+                json_writer_key(w, "probation_left_usec");
+                json_writer_int64(w, (int64_t) probation_left_usec(e->probation, d));
+        }
+        if (h->last_errno != 0) {
+                json_writer_key(w, "last_error");
+                write_error(w, d);
+        }
+        if (h->last_rollback) {
+                json_writer_key(w, "last_rollback");
+                write_rollback(w, h->last_rollback, v4);
+        }
+        json_writer_key(w, "rollbacks");
+        json_writer_int64(w, (int64_t) h->n_rollbacks);
+        if (d->n_altnames > 0) {
+                json_writer_key(w, "altnames");
+                json_writer_array_begin(w);
+                for (size_t i = 0; i < d->n_altnames; i++)
+                        write_kernel_string(w, d->altnames[i]);
+                json_writer_array_end(w);
+        }
+        if ((ev = big_packets_source(e->evidence, d, &tmp))) {
+                json_writer_key(w, "big_packets");
+                write_big_packets_of(w, now, d, ev);
+        }
+        if (d->evidence && d->evidence->verdict != EVIDENCE_UNKNOWN) {
+                json_writer_key(w, "effective");
+                json_writer_bool(w, d->evidence->verdict == EVIDENCE_EFFECTIVE);
+        }
+        write_auto_device(w, d->autosize, clock_now(e->clock, CLOCK_REALTIME));
+        json_writer_object_end(w);
+        return json_writer_error(w);
 }
 
 json_object *control_device_json(const Control *c, const Device *d) {
-        const Engine *e = control_engine_of(c, d);
-        json_object *o = json_object_new_object();
-        bool v4 = e->ipv4_supported, managed = d->life.state != DEVICE_UNMANAGED;
-        uint64_t now = engine_now(e);
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
 
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "netns", control_kernel_string(device_netns_name(d)));
-        json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", control_kernel_string(d->ifname));
-        add_present(o, "kind", control_kernel_string(d->kind));
-        /* the word match.kind has for it */
-        json_object_object_add(o, "match_kind",
-                               d->flags & IFF_LOOPBACK ? json_object_new_string("loopback")
-                               : d->kind               ? control_kernel_string(d->kind)
-                                                       : json_object_new_string("device"));
-        json_object_object_add(o, "state", json_object_new_string(device_state_to_string(d->life.state)));
-        add_present(o, "policy", string_or_null(d->match.policy_name));
-        json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
-        json_object_object_add(o, "current_age_usec",
-                               json_object_new_int64((int64_t) (now > d->current_usec ? now - d->current_usec : 0)));
-        add_present(o, "desired", managed ? control_sizes_json(&d->life.desired, v4) : NULL);
-        json_object_object_add(o, "owned", size_names_json(managed ? d->life.owned : 0, v4));
-        add_present(o, "original", d->record.has_original ? control_sizes_json(&d->record.original, v4) : NULL);
-        json_object_object_add(o, "tso_max_size", json_object_new_int64(d->tso_max_size));
-        add_present(o, "pending", string_or_null(pending_reason_to_string(lifecycle_pending_reason(d))));
-        if (d->probation)
-                json_object_object_add(o, "probation_left_usec",
-                                       json_object_new_int64((int64_t) probation_left_usec(e->probation, d)));
-        const DeviceHistory *h = device_history_get(d);
-        add_present(o, "last_error", h->last_errno != 0 ? write_error_json(d) : NULL);
-        add_present(o, "last_rollback", h->last_rollback ? rollback_json(h->last_rollback, v4) : NULL);
-        json_object_object_add(o, "rollbacks", json_object_new_int64((int64_t) h->n_rollbacks));
-        if (d->n_altnames > 0) {
-                json_object *alt = json_object_new_array();
-                for (size_t i = 0; alt && i < d->n_altnames; i++)
-                        json_object_array_add(alt, control_kernel_string(d->altnames[i]));
-                add_present(o, "altnames", alt);
-        }
-        add_present(o, "big_packets", control_big_packets_json(now, e->evidence, d));
-        add_present(o, "effective", control_effective_json(d));
-        add_present(o, "auto", auto_device_json(d->autosize, clock_now(e->clock, CLOCK_REALTIME)));
-        return o;
+        return control_device_write(c, d, &w) < 0 ? NULL : parse_written(&w);
 }
 
 /* A rollout's progress: its policy's devices at their sizes (window passed), in probation now. */
@@ -721,37 +870,54 @@ static void device_explain(Control *c, Device *d, json_object *o) {
         json_object_object_add(o, "ipv4_unsupported", json_object_new_boolean(want.ipv4_unsupported));
 }
 
-int control_devices_json(const Control *c, const char *name, json_object **ret) {
+int control_devices_write(const Control *c, JsonWriter *w) {
         _cleanup_(freep) Device **l = NULL;
-        Device *one;
         size_t n = 0;
         int r;
 
-        if (name) {
-                one = control_find_device(c, name);
-                if (!one)
-                        return -ENODEV;
-                l = calloc(1, sizeof(Device *));
-                if (!l)
-                        return -ENOMEM;
-                l[n++] = one;
-        } else {
-                r = control_sorted_devices(c, &l, &n);
+        r = control_sorted_devices(c, &l, &n);
+        if (r < 0)
+                return r;
+        json_writer_object_begin(w);
+        json_writer_key(w, "devices");
+        json_writer_array_begin(w);
+        for (size_t i = 0; i < n; i++)
+                (void) control_device_write(c, l[i], w);
+        json_writer_array_end(w);
+        json_writer_object_end(w);
+        return json_writer_error(w);
+}
+
+int control_devices_json(const Control *c, const char *name, json_object **ret) {
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        json_object *o, *a, *dj;
+        Device *one;
+        int r;
+
+        if (!name) {
+                r = control_devices_write(c, &w);
                 if (r < 0)
                         return r;
+                o = parse_written(&w);
+                if (!o)
+                        return -ENOMEM;
+                *ret = o;
+                return 0;
         }
-        json_object *o = json_object_new_object(), *a = json_object_new_array_ext((int) n);
-        if (!o || !a) {
+        one = control_find_device(c, name);
+        if (!one)
+                return -ENODEV;
+        o = json_object_new_object();
+        a = json_object_new_array_ext(1);
+        dj = control_device_json(c, one);
+        if (!o || !a || !dj) {
                 json_object_put(o);
                 json_object_put(a);
+                json_object_put(dj);
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < n; i++) {
-                json_object *dj = control_device_json(c, l[i]);
-                if (name && dj)
-                        device_explain((Control *) c, l[i], dj);
-                json_object_array_add(a, dj);
-        }
+        device_explain((Control *) c, one, dj);
+        json_object_array_add(a, dj);
         json_object_object_add(o, "devices", a);
         *ret = o;
         return 0;

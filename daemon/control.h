@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 
 #include "engine.h"
+#include "json-writer.h"
 #include "netns-set.h"
 #include "policy-reload.h"
 #include "sync.h"
@@ -67,6 +68,8 @@ char *control_device_name(const Device *d);
 /* JSON building blocks. */
 json_object *control_sizes_json(const Sizes *s, bool ipv4);
 json_object *control_device_json(const Control *c, const Device *d);
+/* The same as JSON text, written into `w` (the value after what `w` holds); 0 or -ENOMEM. */
+int control_device_write(const Control *c, const Device *d, JsonWriter *w);
 json_object *control_status_json(const Control *c);
 json_object *control_errors_json(const PolicyErrors *errs);
 json_object *control_warnings_json(const PolicyErrors *warnings); /* without their "warning: " */
@@ -83,6 +86,8 @@ int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n);
 /* ListDevices' parameters, {"devices": [...]}: the one named, or (NULL) every device. -ENODEV
  * for an unknown name. */
 int control_devices_json(const Control *c, const char *name, json_object **ret);
+/* The same for every device, as JSON text written into `w`. */
+int control_devices_write(const Control *c, JsonWriter *w);
 
 /* Reads of the kernel before an answer (it sends no event when only a size changes). `fn` is
  * called once, from the loop, when the read is in (error 0), the device went away (-ENODEV) or the

@@ -300,6 +300,19 @@ static int reply_devices_json(Control *c, sd_bus_message *call, const char *name
         _cleanup_(json_object_putp) json_object *o = NULL;
         int r;
 
+        if (!name) { /* every device: written as text, not built as a tree */
+                _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+                _cleanup_(freep) char *buf = NULL;
+                const char *text;
+
+                r = control_devices_write(c, &w);
+                if (r >= 0 && (!(text = json_writer_text(&w)) || !(text = utf8_safe(text, &buf))))
+                        r = -ENOMEM;
+                if (r < 0)
+                        return sd_bus_reply_method_errorf(call, operation_error_dbus(OPERATION_FAILED), "%s",
+                                                          strerror(-r));
+                return sd_bus_reply_method_return(call, "s", text);
+        }
         r = control_devices_json(c, name, &o);
         if (r == -ENODEV)
                 return sd_bus_reply_method_errorf(call, operation_error_dbus(OPERATION_NO_SUCH_DEVICE),

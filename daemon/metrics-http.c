@@ -86,20 +86,12 @@ static void scrape_free(Scrape *s) {
 
 /* The devices as ListDevices has them, in one array. */
 static json_object *devices_json(Control *c) {
-        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
-        _cleanup_(freep) Device **l = NULL;
-        size_t n = 0;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *a;
 
-        if (!a || control_sorted_devices(c, &l, &n) < 0)
+        if (control_devices_json(c, NULL, &o) < 0 || !json_object_object_get_ex(o, "devices", &a))
                 return NULL;
-        for (size_t i = 0; i < n; i++) {
-                json_object *o = control_device_json(c, l[i]);
-                if (!o || json_object_array_add(a, o) < 0) {
-                        json_object_put(o);
-                        return NULL;
-                }
-        }
-        return TAKE_PTR(a);
+        return json_object_get(a);
 }
 
 static void free_text(const void *data, size_t len, void *extra) {

@@ -168,8 +168,12 @@ int varlink_connection_write(Connection *c, const char *data, size_t size) {
                 /* a client that does not read is tried again only after as much more */
                 c->flush_at = varlink_out_pending(c) + FLUSH_AT;
         }
-        /* Compact first: the start of the buffer is sent already. */
-        if (c->out_start > 0 && c->out_len + size > c->out_size) {
+        /* Compact first: the start of the buffer is sent already. Root's only once what is sent is
+         * at least what waits, so that each byte moved was paid for by one sent (a slow reader of
+         * a 7 MB reply made every write move megabytes); others' always, as their caps count what
+         * their buffers hold allocated (root's cap counts what waits). */
+        if (c->out_start > 0 && c->out_len + size > c->out_size &&
+            (c->uid != 0 || c->out_start >= varlink_out_pending(c))) {
                 memmove(c->out, c->out + c->out_start, varlink_out_pending(c));
                 c->out_len -= c->out_start;
                 c->out_start = 0;

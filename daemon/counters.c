@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "counters.h"
 #include "parse-util.h"
@@ -26,13 +27,16 @@ int link_counter_get(const void *stats, size_t size, int offset, uint64_t *ret) 
 }
 
 void snmp_done(SnmpSnapshot *s) {
-        for (size_t i = 0; i < s->n; i++)
-                free(s->entries[i].key);
         free(s->entries);
+        free(s->keys);
         *s = (SnmpSnapshot){};
 }
 
+/* Keys go one after the other into one buffer (a reading holds some 300 of them, read on every
+ * tick of a probation: not an allocation each); entries point into it from snmp_finish() on. */
 static int add(SnmpSnapshot *s, const char *group, size_t glen, const char *name, size_t nlen, uint64_t v) {
+        size_t klen = glen + nlen + 2;
+
         if (glen == 0 || nlen == 0 || glen + nlen > 256)
                 return 0;
         if (s->n == s->cap) {
@@ -43,15 +47,23 @@ static int add(SnmpSnapshot *s, const char *group, size_t glen, const char *name
                 s->entries = e;
                 s->cap = cap;
         }
-        char *k = malloc(glen + nlen + 2);
-        if (!k)
-                return -ENOMEM;
+        if (s->keys_len + klen > s->keys_cap) {
+                size_t cap = s->keys_cap ? s->keys_cap * 2 : 8192;
+                while (cap < s->keys_len + klen)
+                        cap *= 2;
+                char *k = realloc(s->keys, cap);
+                if (!k)
+                        return -ENOMEM;
+                s->keys = k;
+                s->keys_cap = cap;
+        }
+        char *k = s->keys + s->keys_len;
         memcpy(k, group, glen);
         k[glen] = '.';
         memcpy(k + glen + 1, name, nlen);
         k[glen + nlen + 1] = '\0';
-        s->entries[s->n].key = k;
-        s->entries[s->n].value = v;
+        s->entries[s->n] = (struct SnmpEntry){.key_at = s->keys_len, .value = v};
+        s->keys_len += klen;
         s->n++;
         return 0;
 }
@@ -141,6 +153,8 @@ static int compare_entries(const void *a, const void *b) {
 }
 
 void snmp_finish(SnmpSnapshot *s) {
+        for (size_t i = 0; i < s->n; i++)
+                s->entries[i].key = s->keys + s->entries[i].key_at;
         if (s->n > 1)
                 qsort(s->entries, s->n, sizeof(*s->entries), compare_entries);
 }
@@ -164,25 +178,69 @@ int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
         return snmp_read_files(&(SnmpFiles){.dir = proc_net}, ret);
 }
 
+/* The whole text of the file open at `fd`, read from its start into *buf (grown as needed, kept
+ * by the caller for the next file): pread at offset 0 has a seq_file (/proc/net/snmp and its
+ * siblings) generate its text afresh, so a descriptor kept open reads the counters as they are
+ * now, those of the namespace it was opened in, without opening anything again. */
+static int pread_whole(int fd, size_t max, char **buf, size_t *cap, size_t *ret_len) {
+        size_t n = 0;
+
+        for (;;) {
+                if (n == *cap) {
+                        /* one byte past `max` tells a file that grew past it */
+                        size_t want = *cap ? *cap * 2 : 8192;
+                        if (*cap > max)
+                                return -EFBIG;
+                        if (want > max + 1)
+                                want = max + 1;
+                        char *t = realloc(*buf, want + 1);
+                        if (!t)
+                                return -ENOMEM;
+                        *buf = t;
+                        *cap = want;
+                }
+                ssize_t k = pread(fd, *buf + n, *cap - n, (off_t) n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        if (n > max)
+                return -EFBIG;
+        (*buf)[n] = '\0';
+        *ret_len = n;
+        return 0;
+}
+
 int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret) {
+        _cleanup_(freep) char *text = NULL;
         SnmpSnapshot s = {};
+        size_t cap = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(snmp_file_names); i++) {
-                _cleanup_(freep) char *path = NULL, *text = NULL;
-                int r;
+                _cleanup_(closep) int opened = -1;
+                size_t len;
+                int fd, r;
 
-                if (f->opened && f->fd[i] < 0)
-                        continue;
-                /* opening the descriptor's /proc/self/fd link again gives a file of the same
-                 * namespace's counters, read from its start */
-                if ((f->opened ? asprintf(&path, "/proc/self/fd/%d", f->fd[i])
-                               : asprintf(&path, "%s/%s", f->dir, snmp_file_names[i])) < 0) {
-                        snmp_done(&s);
-                        return -ENOMEM;
+                if (f->opened)
+                        fd = f->fd[i];
+                else {
+                        _cleanup_(freep) char *path = NULL;
+                        if (asprintf(&path, "%s/%s", f->dir, snmp_file_names[i]) < 0) {
+                                snmp_done(&s);
+                                return -ENOMEM;
+                        }
+                        fd = opened = open_file_bounded_at(AT_FDCWD, path, SNMP_FILE_MAX, READ_FILE_REGULAR, NULL);
+                        if (fd == -ENOENT)
+                                continue;
                 }
-                r = read_file_bounded(path, SNMP_FILE_MAX, READ_FILE_REGULAR, &text, NULL);
-                if (r == -ENOENT)
-                        continue;
+                if (fd < 0 && f->opened)
+                        continue; /* absent in its namespace */
+                r = fd < 0 ? fd : pread_whole(fd, SNMP_FILE_MAX, &text, &cap, &len);
                 if (r >= 0)
                         r = snmp_parse(&s, text, i == 2);
                 if (r < 0) {

@@ -13,18 +13,23 @@ int link_counter_offset(const char *name);
  * -ENOENT when the blob does not reach the field. */
 int link_counter_get(const void *stats, size_t size, int offset, uint64_t *ret);
 
-/* One reading of the namespace's SNMP counters, "Group.Name" → value. */
+/* One reading of the namespace's SNMP counters, "Group.Name" → value. The keys lie in `keys`, the
+ * entries point into it once snmp_finish() ran. */
 typedef struct SnmpSnapshot {
         struct SnmpEntry {
-                char *key;
+                const char *key;
                 uint64_t value;
+                size_t key_at; /* its offset in keys */
         } *entries;
         size_t n, cap;
+        char *keys;
+        size_t keys_len, keys_cap;
 } SnmpSnapshot;
 
 /* Where a namespace's three files are: below a directory ("/proc/net", or a test directory),
  * or — another namespace's — opened while inside it (snmp, netstat, snmp6; -1: absent there).
- * Such a file reads its own namespace's counters wherever the reader is now. */
+ * Such a file reads its own namespace's counters wherever the reader is now: it is read again
+ * with pread() from its start, never reopened. */
 typedef struct SnmpFiles {
         const char *dir; /* used when `opened` is false */
         bool opened;

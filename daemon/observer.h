@@ -51,6 +51,9 @@ uint64_t observer_read_at(const Observer *o);
 uint64_t observer_read_cost_usec(const Observer *o);
 /* How many times a map was read whole (in batches) since it was loaded. */
 uint64_t observer_whole_reads(const Observer *o);
+/* How many single keys were looked up in the kernel since it was loaded (once per key and
+ * snapshot, found or not). */
+uint64_t observer_lookups(const Observer *o);
 /* Entries in the kernel's maps: devices, (device, reason) drops, thresholds (the maps are read
  * whole into the snapshot, once in it). */
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);

@@ -272,11 +272,17 @@ static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size
 }
 
 int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec) {
+        return observer_read_for(o, now_usec, max_age_usec, 0);
+}
+
+int observer_read_for(Observer *o, uint64_t now_usec, uint64_t max_age_usec, size_t devices) {
         if (max_age_usec > 0 && o->read_at > 0 && now_usec >= o->read_at && now_usec - o->read_at < max_age_usec)
                 return 0;
         /* a new snapshot: its entries are read when asked for (a fake one's are what tests set) */
         o->read_at = now_usec ?: 1;
         o->devs_asked = o->drops_asked = o->nears_asked = 0;
+        if (devices > OBSERVER_FEW)
+                o->devs_asked = OBSERVER_FEW; /* the first one asked reads the map whole */
         return 0;
 }
 

@@ -45,6 +45,9 @@ uint32_t observer_own_netns(const Observer *o);
  * whole in batches). `now_usec` CLOCK_MONOTONIC; with max_age_usec > 0 the snapshot stays when it
  * is younger. */
 int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec);
+/* observer_read(), told that `devices` devices' counts will be asked for in the snapshot: past
+ * OBSERVER_FEW the devices' map is read whole at the first, not after OBSERVER_FEW lookups. */
+int observer_read_for(Observer *o, uint64_t now_usec, uint64_t max_age_usec, size_t devices);
 /* When the last snapshot began (CLOCK_MONOTONIC; 0: never), and how long the last whole read of a
  * map took. */
 uint64_t observer_read_at(const Observer *o);

@@ -178,50 +178,6 @@ int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
         return snmp_read_files(&(SnmpFiles){.dir = proc_net}, ret);
 }
 
-/* The whole text of the file open at `fd`, read from its start into *buf (grown as needed, kept
- * by the caller for the next file): pread at offset 0 has a seq_file (/proc/net/snmp and its
- * siblings) generate its text afresh, so a descriptor kept open reads the counters as they are
- * now, those of the namespace it was opened in, without opening anything again. */
-static int pread_whole(int fd, size_t max, char **buf, size_t *cap, size_t *ret_len) {
-        size_t n = 0;
-
-        for (;;) {
-                if (n == *cap) {
-                        /* one byte past `max` tells a file that grew past it */
-                        size_t want = *cap ? *cap * 2 : 8192;
-                        if (*cap > max)
-                                return -EFBIG;
-                        if (want > max + 1)
-                                want = max + 1;
-                        char *t = realloc(*buf, want + 1);
-                        if (!t)
-                                return -ENOMEM;
-                        *buf = t;
-                        *cap = want;
-                }
-                ssize_t k = pread(fd, *buf + n, *cap - n, (off_t) n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        break;
-                n += (size_t) k;
-                /* A read that left room is the end: the three files are generated whole by each
-                 * read from offset 0 (single_open seq_files), and a regular file (a test
-                 * directory's) reads short only at its end. No second read for the 0 that would
-                 * say so. */
-                if (n < *cap)
-                        break;
-        }
-        if (n > max)
-                return -EFBIG;
-        (*buf)[n] = '\0';
-        *ret_len = n;
-        return 0;
-}
-
 int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret) {
         _cleanup_(freep) char *text = NULL;
         SnmpSnapshot s = {};
@@ -246,7 +202,11 @@ int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret) {
                 }
                 if (fd < 0 && f->opened)
                         continue; /* absent in its namespace */
-                r = fd < 0 ? fd : pread_whole(fd, SNMP_FILE_MAX, &text, &cap, &len);
+                /* pread from offset 0 has a seq_file (/proc/net/snmp and its siblings) generate its
+                 * text afresh: a descriptor kept open reads the counters as they are now, those of
+                 * the namespace it was opened in, without opening anything again; the three are
+                 * generated whole, and a test directory's regular file reads short only at its end */
+                r = fd < 0 ? fd : read_fd_bounded(fd, 0, SNMP_FILE_MAX, 8192, true, &text, &cap, &len);
                 if (r >= 0)
                         r = snmp_parse(&s, text, i == 2);
                 if (r < 0) {

@@ -178,7 +178,26 @@ int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
         return snmp_read_files(&(SnmpFiles){.dir = proc_net}, ret);
 }
 
+unsigned snmp_files_of(const char *key) {
+        static const char *const snmp_groups[] = {"Ip", "Icmp", "IcmpMsg", "Tcp", "Udp", "UdpLite"};
+        const char *dot = key ? strchr(key, '.') : NULL;
+        size_t glen = dot ? (size_t) (dot - key) : 0;
+
+        if (glen == 0)
+                return SNMP_FILES_ALL;
+        if (key[glen - 1] == '6')
+                return 1u << 2; /* snmp6: Ip6, Icmp6, Udp6, UdpLite6 */
+        for (size_t i = 0; i < ELEMENTSOF(snmp_groups); i++)
+                if (strlen(snmp_groups[i]) == glen && memcmp(key, snmp_groups[i], glen) == 0)
+                        return 1u << 0;
+        return 1u << 1 | 1u << 0; /* netstat's (TcpExt, IpExt, MPTcpExt), or a group not known here */
+}
+
 int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret) {
+        return snmp_read_some(f, SNMP_FILES_ALL, ret);
+}
+
+int snmp_read_some(const SnmpFiles *f, unsigned files, SnmpSnapshot *ret) {
         _cleanup_(freep) char *text = NULL;
         SnmpSnapshot s = {};
         size_t cap = 0;
@@ -188,6 +207,8 @@ int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret) {
                 size_t len;
                 int fd, r;
 
+                if (!(files & 1u << i))
+                        continue;
                 if (f->opened)
                         fd = f->fd[i];
                 else {

@@ -337,6 +337,7 @@ void probation_tick(ProbationSet *s) {
         Device *d;
         bool want_dump = false;
         size_t n_observed = 0;
+        unsigned files = 0;
 
         if (s->dumping) {
                 /* The dump running serves only the devices waiting for it when it was asked for:
@@ -347,12 +348,12 @@ void probation_tick(ProbationSet *s) {
                 return;
         }
         TAILQ_FOREACH(d, &s->devices, probation->link)
-                if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT &&
-                    guard_set_has_snmp(&d->probation->guards)) {
-                        /* one reading of the files for every device due */
-                        have_snap = snmp_read_files(&s->snmp, &snap) >= 0;
-                        break;
-                }
+                if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT)
+                        files |= guard_set_snmp_files(&d->probation->guards);
+        /* one reading for every device due, of the files their guards name (the built-in set names
+         * none of netstat's, the largest) */
+        if (files != 0)
+                have_snap = snmp_read_some(&s->snmp, files, &snap) >= 0;
         if (s->observer)
                 TAILQ_FOREACH(d, &s->devices, probation->link)
                         if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT && !d->probation->sampling &&

@@ -161,6 +161,30 @@ static void test_kept_descriptors(void **state) {
         close(home);
 }
 
+/* A tick reads only the files its guards' counters are in. */
+static void test_files_of_counters(void **state) {
+        SnmpSnapshot s = {};
+        uint64_t v;
+
+        (void) state;
+        assert_int_equal(snmp_files_of("Ip.InHdrErrors"), 1u << 0);
+        assert_int_equal(snmp_files_of("Tcp.RetransSegs"), 1u << 0);
+        assert_int_equal(snmp_files_of("Ip6.Ip6InHdrErrors"), 1u << 2);
+        assert_int_equal(snmp_files_of("Icmp6.Icmp6InMsgs"), 1u << 2);
+        assert_int_equal(snmp_files_of("TcpExt.TCPTimeouts"), 1u << 1 | 1u << 0);
+        assert_int_equal(snmp_files_of("IpExt.InTruncatedPkts"), 1u << 1 | 1u << 0);
+        assert_int_equal(snmp_files_of("NoDot"), SNMP_FILES_ALL);
+        /* the real files: snmp6 alone has no Ip group, snmp alone no IpExt */
+        assert_int_equal(snmp_read_some(&(SnmpFiles){.dir = "/proc/net"}, 1u << 2, &s), 0);
+        assert_int_equal(snmp_get(&s, "Ip.InReceives", &v), -ENOENT);
+        assert_int_equal(snmp_get(&s, "IpExt.InTruncatedPkts", &v), -ENOENT);
+        snmp_done(&s);
+        assert_int_equal(snmp_read_some(&(SnmpFiles){.dir = "/proc/net"}, 1u << 0, &s), 0);
+        assert_int_equal(snmp_get(&s, "Ip.InReceives", &v), 0);
+        assert_int_equal(snmp_get(&s, "IpExt.InTruncatedPkts", &v), -ENOENT);
+        snmp_done(&s);
+}
+
 static void test_link_counters(void **state) {
         struct rtnl_link_stats64 st = {.tx_dropped = 5, .rx_otherhost_dropped = 9};
         uint64_t v;
@@ -325,6 +349,7 @@ int main(void) {
                 cmocka_unit_test(test_snmp_parse),
                 cmocka_unit_test(test_real_proc),
                 cmocka_unit_test(test_kept_descriptors),
+                cmocka_unit_test(test_files_of_counters),
                 cmocka_unit_test(test_link_counters),
                 cmocka_unit_test(test_increase_and_ratio),
                 cmocka_unit_test(test_link_baseline_and_absent_counters),

@@ -88,7 +88,7 @@ class Tick(Bench):
                             str(self.args.window)], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--children", "--sort", "sym", "-g", "none", "--percent-limit", "1.5"],
                                capture_output=True, text=True, check=False)
-            lines = [line for line in r.stdout.splitlines() if line.strip() and not line.startswith("#") and "[k]" not in line]
+            lines = [line for line in r.stdout.splitlines() if line.strip() and not line.startswith("#")]
             print("".join(f"    {line}\n" for line in lines[:45]), flush=True)
 
     def run_one(self, n):

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "counters.h"
 #include "parse-util.h"
@@ -26,13 +27,16 @@ int link_counter_get(const void *stats, size_t size, int offset, uint64_t *ret) 
 }
 
 void snmp_done(SnmpSnapshot *s) {
-        for (size_t i = 0; i < s->n; i++)
-                free(s->entries[i].key);
         free(s->entries);
+        free(s->keys);
         *s = (SnmpSnapshot){};
 }
 
+/* Keys go one after the other into one buffer (a reading holds some 300 of them, read on every
+ * tick of a probation: not an allocation each); entries point into it from snmp_finish() on. */
 static int add(SnmpSnapshot *s, const char *group, size_t glen, const char *name, size_t nlen, uint64_t v) {
+        size_t klen = glen + nlen + 2;
+
         if (glen == 0 || nlen == 0 || glen + nlen > 256)
                 return 0;
         if (s->n == s->cap) {
@@ -43,15 +47,23 @@ static int add(SnmpSnapshot *s, const char *group, size_t glen, const char *name
                 s->entries = e;
                 s->cap = cap;
         }
-        char *k = malloc(glen + nlen + 2);
-        if (!k)
-                return -ENOMEM;
+        if (s->keys_len + klen > s->keys_cap) {
+                size_t cap = s->keys_cap ? s->keys_cap * 2 : 8192;
+                while (cap < s->keys_len + klen)
+                        cap *= 2;
+                char *k = realloc(s->keys, cap);
+                if (!k)
+                        return -ENOMEM;
+                s->keys = k;
+                s->keys_cap = cap;
+        }
+        char *k = s->keys + s->keys_len;
         memcpy(k, group, glen);
         k[glen] = '.';
         memcpy(k + glen + 1, name, nlen);
         k[glen + nlen + 1] = '\0';
-        s->entries[s->n].key = k;
-        s->entries[s->n].value = v;
+        s->entries[s->n] = (struct SnmpEntry){.key_at = s->keys_len, .value = v};
+        s->keys_len += klen;
         s->n++;
         return 0;
 }
@@ -141,6 +153,8 @@ static int compare_entries(const void *a, const void *b) {
 }
 
 void snmp_finish(SnmpSnapshot *s) {
+        for (size_t i = 0; i < s->n; i++)
+                s->entries[i].key = s->keys + s->entries[i].key_at;
         if (s->n > 1)
                 qsort(s->entries, s->n, sizeof(*s->entries), compare_entries);
 }
@@ -164,25 +178,56 @@ int snmp_read(const char *proc_net, SnmpSnapshot *ret) {
         return snmp_read_files(&(SnmpFiles){.dir = proc_net}, ret);
 }
 
+unsigned snmp_files_of(const char *key) {
+        static const char *const snmp_groups[] = {"Ip", "Icmp", "IcmpMsg", "Tcp", "Udp", "UdpLite"};
+        const char *dot = key ? strchr(key, '.') : NULL;
+        size_t glen = dot ? (size_t) (dot - key) : 0;
+
+        if (glen == 0)
+                return SNMP_FILES_ALL;
+        if (key[glen - 1] == '6')
+                return 1u << 2; /* snmp6: Ip6, Icmp6, Udp6, UdpLite6 */
+        for (size_t i = 0; i < ELEMENTSOF(snmp_groups); i++)
+                if (strlen(snmp_groups[i]) == glen && memcmp(key, snmp_groups[i], glen) == 0)
+                        return 1u << 0;
+        return 1u << 1 | 1u << 0; /* netstat's (TcpExt, IpExt, MPTcpExt), or a group not known here */
+}
+
 int snmp_read_files(const SnmpFiles *f, SnmpSnapshot *ret) {
+        return snmp_read_some(f, SNMP_FILES_ALL, ret);
+}
+
+int snmp_read_some(const SnmpFiles *f, unsigned files, SnmpSnapshot *ret) {
+        _cleanup_(freep) char *text = NULL;
         SnmpSnapshot s = {};
+        size_t cap = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(snmp_file_names); i++) {
-                _cleanup_(freep) char *path = NULL, *text = NULL;
-                int r;
+                _cleanup_(closep) int opened = -1;
+                size_t len;
+                int fd, r;
 
-                if (f->opened && f->fd[i] < 0)
+                if (!(files & 1u << i))
                         continue;
-                /* opening the descriptor's /proc/self/fd link again gives a file of the same
-                 * namespace's counters, read from its start */
-                if ((f->opened ? asprintf(&path, "/proc/self/fd/%d", f->fd[i])
-                               : asprintf(&path, "%s/%s", f->dir, snmp_file_names[i])) < 0) {
-                        snmp_done(&s);
-                        return -ENOMEM;
+                if (f->opened)
+                        fd = f->fd[i];
+                else {
+                        _cleanup_(freep) char *path = NULL;
+                        if (asprintf(&path, "%s/%s", f->dir, snmp_file_names[i]) < 0) {
+                                snmp_done(&s);
+                                return -ENOMEM;
+                        }
+                        fd = opened = open_file_bounded_at(AT_FDCWD, path, SNMP_FILE_MAX, READ_FILE_REGULAR, NULL);
+                        if (fd == -ENOENT)
+                                continue;
                 }
-                r = read_file_bounded(path, SNMP_FILE_MAX, READ_FILE_REGULAR, &text, NULL);
-                if (r == -ENOENT)
-                        continue;
+                if (fd < 0 && f->opened)
+                        continue; /* absent in its namespace */
+                /* pread from offset 0 has a seq_file (/proc/net/snmp and its siblings) generate its
+                 * text afresh: a descriptor kept open reads the counters as they are now, those of
+                 * the namespace it was opened in, without opening anything again; the three are
+                 * generated whole, and a test directory's regular file reads short only at its end */
+                r = fd < 0 ? fd : read_fd_bounded(fd, 0, SNMP_FILE_MAX, 8192, true, &text, &cap, &len);
                 if (r >= 0)
                         r = snmp_parse(&s, text, i == 2);
                 if (r < 0) {

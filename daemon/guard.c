@@ -193,6 +193,21 @@ bool guard_set_has_snmp(const GuardSet *s) {
         return false;
 }
 
+unsigned guard_set_snmp_files(const GuardSet *s) {
+        unsigned files = 0;
+
+        for (size_t i = 0; i < s->n; i++) {
+                const GuardState *g = &s->items[i];
+                if (!g->active)
+                        continue;
+                if (g->kind == GUARD_COUNTER_SNMP)
+                        files |= snmp_files_of(g->counter);
+                if (g->per && g->per_kind == GUARD_COUNTER_SNMP)
+                        files |= snmp_files_of(g->per);
+        }
+        return files;
+}
+
 bool guard_set_has_baselines(const GuardSet *s) {
         /* the observer's take theirs at their first check (guard_set_check_observer()) */
         for (size_t i = 0; i < s->n; i++)

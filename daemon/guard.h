@@ -49,6 +49,8 @@ bool guard_set_has_link(const GuardSet *s);
 /* Some guard of `spec` reads the device's own link counters (its writes want link baselines). */
 bool guard_spec_has_link(const RollbackSpec *spec);
 bool guard_set_has_snmp(const GuardSet *s);
+/* The /proc/net files its active namespace-wide counters are in (snmp_files_of()). */
+unsigned guard_set_snmp_files(const GuardSet *s);
 /* Every guard has its baselines. */
 bool guard_set_has_baselines(const GuardSet *s);
 

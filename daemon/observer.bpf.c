@@ -44,11 +44,14 @@ static const struct observer_dev zero_dev;
 #define IPPROTO_TCP 6
 #define IPPROTO_HOPOPTS 0
 
+/* The programs' arguments are pointers the verifier knows the type of (tp_btf): their members are
+ * loaded directly (a load the verifier guards, relocated by CO-RE like BPF_CORE_READ), not by a
+ * call to bpf_probe_read_kernel each; this runs for every packet of every device. */
 static __always_inline int key_of(const struct net_device *dev, struct observer_key *k) {
         if (!dev)
                 return -1;
-        k->netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
-        k->ifindex = BPF_CORE_READ(dev, ifindex);
+        k->netns = dev->nd_net.net->ns.inum;
+        k->ifindex = dev->ifindex;
         return 0;
 }
 
@@ -62,8 +65,7 @@ static __always_inline struct observer_dev *entry(const struct observer_key *k) 
 }
 
 static __always_inline __u32 segments(const struct sk_buff *skb) {
-        unsigned char *head = BPF_CORE_READ(skb, head);
-        struct skb_shared_info *shinfo = (struct skb_shared_info *) (head + BPF_CORE_READ(skb, end));
+        struct skb_shared_info *shinfo = (struct skb_shared_info *) (skb->head + skb->end);
         __u16 segs = BPF_CORE_READ(shinfo, gso_segs);
 
         return segs ? segs : 1;
@@ -72,7 +74,7 @@ static __always_inline __u32 segments(const struct sk_buff *skb) {
 static __always_inline void count(const struct sk_buff *skb, const struct net_device *dev, int dir, __u32 len) {
         struct observer_key k;
         struct observer_dev *v;
-        __be16 proto = BPF_CORE_READ(skb, protocol);
+        __be16 proto = skb->protocol;
         int fam = proto == bpf_htons(ETH_P_IP) ? OBSERVER_IPV4 : OBSERVER_IPV6;
 
         if (key_of(dev, &k) < 0)
@@ -96,7 +98,7 @@ static __always_inline void count(const struct sk_buff *skb, const struct net_de
                         n->largest[i] = len;
         }
         if (dir == OBSERVER_TX && (proto == bpf_htons(ETH_P_IP) || proto == bpf_htons(ETH_P_IPV6))) {
-                unsigned char *nh = BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, network_header);
+                unsigned char *nh = skb->head + skb->network_header;
                 __u8 l4 = 0;
 
                 if (bpf_probe_read_kernel(&l4, 1, nh + (fam == OBSERVER_IPV4 ? 9 : 6)) < 0)
@@ -116,20 +118,25 @@ static __always_inline void count(const struct sk_buff *skb, const struct net_de
 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(observer_xmit, const struct sk_buff *skb, const struct net_device *dev) {
-        count(skb, dev, OBSERVER_TX, BPF_CORE_READ(skb, len));
+        count(skb, dev, OBSERVER_TX, skb->len);
         return 0;
 }
 
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(observer_receive, struct sk_buff *skb) {
-        __u32 len = BPF_CORE_READ(skb, len);
-        __u16 mac = BPF_CORE_READ(skb, mac_header);
-        unsigned char *head = BPF_CORE_READ(skb, head), *data = BPF_CORE_READ(skb, data);
+        __u32 len = skb->len;
+        __u16 mac = skb->mac_header;
+        unsigned char *head = skb->head, *data = skb->data;
 
         /* the link-layer header was pulled: counted back, as a packet socket sees the frame */
         if (mac != (__u16) ~0u && data - head > mac)
                 len += (__u32) (data - head - mac);
-        count(skb, BPF_CORE_READ(skb, dev), OBSERVER_RX, len);
+        /* nothing of a small packet received is counted (TCP segments are counted where they are
+         * sent): most of what a device receives (ACKs) costs no map lookup */
+        _Static_assert(OBSERVER_NEAR_FLOOR <= OBSERVER_FULL, "a packet below the floor is not full either");
+        if (len < OBSERVER_NEAR_FLOOR)
+                return 0;
+        count(skb, skb->dev, OBSERVER_RX, len);
         return 0;
 }
 
@@ -142,7 +149,7 @@ int BPF_PROG(observer_drop, struct sk_buff *skb, void *location, enum skb_drop_r
 
         if (reason == bpf_core_enum_value(enum skb_drop_reason, SKB_CONSUMED))
                 return 0;
-        if (key_of(BPF_CORE_READ(skb, dev), &k) < 0)
+        if (key_of(skb->dev, &k) < 0)
                 return 0;
         v = entry(&k);
         if (v)
@@ -164,14 +171,14 @@ int BPF_PROG(observer_retransmit, const struct sock *sk, const struct sk_buff *s
         struct observer_dev *v;
 
         /* the device its route goes out of: the retransmitted skb itself has none yet */
-        if (key_of(BPF_CORE_READ(sk, sk_dst_cache, dev), &k) < 0)
+        if (!sk->sk_dst_cache || key_of(sk->sk_dst_cache->dev, &k) < 0)
                 return 0;
         v = entry(&k);
         if (!v)
                 return 0;
         __u32 segs = segments(skb);
         __sync_fetch_and_add(&v->tcp_retrans, segs);
-        if (BPF_CORE_READ(skb, len) > OBSERVER_BIG_PAYLOAD)
+        if (skb->len > OBSERVER_BIG_PAYLOAD)
                 __sync_fetch_and_add(&v->tcp_retrans_big, segs);
         return 0;
 }

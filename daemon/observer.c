@@ -67,7 +67,7 @@ struct Observer {
         size_t n_nears, cap_nears;
         uint64_t devs_whole_at, drops_whole_at, nears_whole_at; /* the snapshot each was read whole in */
         size_t devs_asked, drops_asked, nears_asked;            /* keys looked up in this snapshot */
-        uint64_t whole_reads;
+        uint64_t whole_reads, lookups;
         uint64_t read_at, read_cost;
         uint64_t loaded_usec;
 };
@@ -272,11 +272,17 @@ static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size
 }
 
 int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec) {
+        return observer_read_for(o, now_usec, max_age_usec, 0);
+}
+
+int observer_read_for(Observer *o, uint64_t now_usec, uint64_t max_age_usec, size_t devices) {
         if (max_age_usec > 0 && o->read_at > 0 && now_usec >= o->read_at && now_usec - o->read_at < max_age_usec)
                 return 0;
         /* a new snapshot: its entries are read when asked for (a fake one's are what tests set) */
         o->read_at = now_usec ?: 1;
         o->devs_asked = o->drops_asked = o->nears_asked = 0;
+        if (devices > OBSERVER_FEW)
+                o->devs_asked = OBSERVER_FEW; /* the first one asked reads the map whole */
         return 0;
 }
 
@@ -302,6 +308,11 @@ static int fresh_whole(Observer *o, int fd, const MapShape *m, void **entries, s
         return 0;
 }
 
+/* A snapshot's stamp on an entry the kernel did not have when asked in it: the entry (zero) stays
+ * in the array, and the snapshot's next question for its key costs no lookup. Snapshots are
+ * microseconds of CLOCK_MONOTONIC: the bit is never theirs. */
+#define ABSENT (UINT64_C(1) << 63)
+
 /* The entry of `key` in the snapshot as the kernel has it in this one: looked up in the kernel
  * when it was not yet (a whole read of the map once more than OBSERVER_FEW keys were). Returns
  * the entry, NULL when the kernel has none (when the kernel cannot be asked, the last snapshot's
@@ -309,36 +320,48 @@ static int fresh_whole(Observer *o, int fd, const MapShape *m, void **entries, s
 static void *fresh_key(Observer *o, int fd, const MapShape *m, void **entries, size_t *n, size_t *cap,
                        uint64_t *whole_at, size_t *asked, const void *key) {
         uint8_t value[sizeof(struct observer_dev)];
+        bool value_absent = false;
         uint8_t *e;
         int r;
 
         _Static_assert(sizeof(struct observer_dev) >= sizeof(struct observer_near), "value buffer");
+        uint64_t at = 0, absent_at = o->read_at | ABSENT;
+
         e = *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
+        if (e)
+                memcpy(&at, e + m->atoff, sizeof(at));
         if (!o->skel || (*whole_at == o->read_at && o->read_at > 0))
                 return e;
-        if (e && memcmp(e + m->atoff, &o->read_at, sizeof(o->read_at)) == 0)
+        if (e && at == o->read_at)
                 return e;
+        if (e && at == absent_at)
+                return NULL; /* asked already in this snapshot: the kernel had none */
         if (++*asked > OBSERVER_FEW) {
                 r = fresh_whole(o, fd, m, entries, n, cap, whole_at);
                 if (r < 0)
                         log_debug_errno(r, "observer: reading a map whole failed: %m");
-                return *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
+                e = *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
+                if (e)
+                        memcpy(&at, e + m->atoff, sizeof(at));
+                return e && !(at & ABSENT) ? e : NULL;
         }
+        o->lookups++;
         if (bpf_map_lookup_elem(fd, key, value) < 0) {
                 if (errno != ENOENT) {
                         log_debug_errno(-errno, "observer: looking up an entry failed: %m");
-                        return e;
+                        return e && !(at & ABSENT) ? e : NULL;
                 }
-                if (e)
-                        remove_at(*entries, n, m->esize, (size_t) (e - (uint8_t *) *entries) / m->esize);
-                return NULL;
+                /* none: remembered as such for the rest of the snapshot (a device without
+                 * traffic is asked for a guard's counter and for its `per`) */
+                value_absent = true;
+                memset(value, 0, sizeof(value));
         }
         e = upsert(entries, n, cap, m->esize, key, m->ksize, m->cmp);
         if (!e)
                 return NULL;
         memcpy(e + m->voff, value, m->vsize);
-        memcpy(e + m->atoff, &o->read_at, sizeof(o->read_at));
-        return e;
+        memcpy(e + m->atoff, value_absent ? &absent_at : &o->read_at, sizeof(o->read_at));
+        return value_absent ? NULL : e;
 }
 
 static const DevEntry *fresh_dev(Observer *o, const struct observer_key *k) {
@@ -366,6 +389,10 @@ uint64_t observer_read_cost_usec(const Observer *o) {
 
 uint64_t observer_whole_reads(const Observer *o) {
         return o->whole_reads;
+}
+
+uint64_t observer_lookups(const Observer *o) {
+        return o->lookups;
 }
 
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {

@@ -45,12 +45,18 @@ uint32_t observer_own_netns(const Observer *o);
  * whole in batches). `now_usec` CLOCK_MONOTONIC; with max_age_usec > 0 the snapshot stays when it
  * is younger. */
 int observer_read(Observer *o, uint64_t now_usec, uint64_t max_age_usec);
+/* observer_read(), told that `devices` devices' counts will be asked for in the snapshot: past
+ * OBSERVER_FEW the devices' map is read whole at the first, not after OBSERVER_FEW lookups. */
+int observer_read_for(Observer *o, uint64_t now_usec, uint64_t max_age_usec, size_t devices);
 /* When the last snapshot began (CLOCK_MONOTONIC; 0: never), and how long the last whole read of a
  * map took. */
 uint64_t observer_read_at(const Observer *o);
 uint64_t observer_read_cost_usec(const Observer *o);
 /* How many times a map was read whole (in batches) since it was loaded. */
 uint64_t observer_whole_reads(const Observer *o);
+/* How many single keys were looked up in the kernel since it was loaded (once per key and
+ * snapshot, found or not). */
+uint64_t observer_lookups(const Observer *o);
 /* Entries in the kernel's maps: devices, (device, reason) drops, thresholds (the maps are read
  * whole into the snapshot, once in it). */
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);

@@ -133,13 +133,14 @@ static GuardObserver guard_observer(const ProbationSet *s, const Device *d) {
         };
 }
 
-/* The observer's maps as they are now, once for every device that asks within a tick. */
-static void observer_fresh(ProbationSet *s, uint64_t max_age_usec) {
+/* The observer's maps as they are now, once for every device that asks within a tick (about
+ * `devices` of them). */
+static void observer_fresh(ProbationSet *s, uint64_t max_age_usec, size_t devices) {
         int r;
 
         if (!s->observer)
                 return;
-        r = observer_read(s->observer, clock_now(s->clock, CLOCK_MONOTONIC), max_age_usec);
+        r = observer_read_for(s->observer, clock_now(s->clock, CLOCK_MONOTONIC), max_age_usec, devices);
         if (r < 0)
                 log_debug_errno(r, "probation: reading the observer's maps failed: %m");
 }
@@ -173,7 +174,7 @@ int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const 
                 guard_set_link_baseline(&p->guards, stats, size);
         if (guard_set_has_observer(&p->guards)) {
                 GuardObserver g = guard_observer(s, d);
-                observer_fresh(s, 0); /* the baseline is the counts just before the write */
+                observer_fresh(s, 0, 1); /* the baseline is the counts just before the write */
                 guard_set_observer_baseline(&p->guards, &g);
         }
         attach(s, d, p);
@@ -335,6 +336,8 @@ void probation_tick(ProbationSet *s) {
         RollbackRecord rec;
         Device *d;
         bool want_dump = false;
+        size_t n_observed = 0;
+        unsigned files = 0;
 
         if (s->dumping) {
                 /* The dump running serves only the devices waiting for it when it was asked for:
@@ -345,12 +348,17 @@ void probation_tick(ProbationSet *s) {
                 return;
         }
         TAILQ_FOREACH(d, &s->devices, probation->link)
-                if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT &&
-                    guard_set_has_snmp(&d->probation->guards)) {
-                        /* one reading of the files for every device due */
-                        have_snap = snmp_read_files(&s->snmp, &snap) >= 0;
-                        break;
-                }
+                if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT)
+                        files |= guard_set_snmp_files(&d->probation->guards);
+        /* one reading for every device due, of the files their guards name (the built-in set names
+         * none of netstat's, the largest) */
+        if (files != 0)
+                have_snap = snmp_read_some(&s->snmp, files, &snap) >= 0;
+        if (s->observer)
+                TAILQ_FOREACH(d, &s->devices, probation->link)
+                        if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT && !d->probation->sampling &&
+                            guard_set_has_observer(&d->probation->guards))
+                                n_observed++;
 
         TAILQ_FOREACH(d, &s->devices, probation->link) {
                 Probation *p = d->probation;
@@ -365,7 +373,7 @@ void probation_tick(ProbationSet *s) {
                 }
                 if (s->observer && guard_set_has_observer(&p->guards)) {
                         GuardObserver g = guard_observer(s, d);
-                        observer_fresh(s, tick / 2); /* one read serves every device of the tick */
+                        observer_fresh(s, tick / 2, n_observed); /* one read serves every device of the tick */
                         if (guard_set_check_observer(&p->guards, &g, &rec) > 0) {
                                 (void) verdict_push(s, d, &rec);
                                 continue;

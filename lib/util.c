@@ -103,31 +103,25 @@ int open_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags
         return TAKE_FD(fd);
 }
 
-int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
-                         size_t *ret_size) {
-        _cleanup_(closep) int fd = -1;
-        _cleanup_(freep) char *buf = NULL;
-        size_t n = 0, cap = 0;
-        struct stat st;
+int read_fd_bounded(int fd, off_t at, size_t max, size_t first, bool short_is_end, char **buf, size_t *cap,
+                    size_t *ret_len) {
+        size_t n = 0;
 
-        fd = open_file_bounded_at(dir_fd, path, max, flags, &st);
-        if (fd < 0)
-                return fd;
         for (;;) {
-                if (n == cap) {
+                if (n == *cap) {
                         /* one byte past `max` tells a file that grew past it */
-                        size_t want = cap ? cap * 2 : (S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t) st.st_size + 1 : 4096);
-                        if (cap > max)
+                        size_t want = *cap ? *cap * 2 : (first ?: 4096);
+                        if (*cap > max)
                                 return -EFBIG;
                         if (want > max + 1)
                                 want = max + 1;
-                        char *t = realloc(buf, want + 1);
+                        char *t = realloc(*buf, want + 1);
                         if (!t)
                                 return -ENOMEM;
-                        buf = t;
-                        cap = want;
+                        *buf = t;
+                        *cap = want;
                 }
-                ssize_t k = read(fd, buf + n, cap - n);
+                ssize_t k = at < 0 ? read(fd, *buf + n, *cap - n) : pread(fd, *buf + n, *cap - n, at + (off_t) n);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -136,12 +130,31 @@ int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags
                 if (k == 0)
                         break;
                 n += (size_t) k;
+                if (short_is_end && n < *cap)
+                        break;
         }
         if (n > max)
                 return -EFBIG;
-        if (!buf && !(buf = malloc(1)))
-                return -ENOMEM;
-        buf[n] = '\0';
+        (*buf)[n] = '\0';
+        *ret_len = n;
+        return 0;
+}
+
+int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
+                         size_t *ret_size) {
+        _cleanup_(closep) int fd = -1;
+        _cleanup_(freep) char *buf = NULL;
+        size_t n = 0, cap = 0;
+        struct stat st;
+        int r;
+
+        fd = open_file_bounded_at(dir_fd, path, max, flags, &st);
+        if (fd < 0)
+                return fd;
+        r = read_fd_bounded(fd, -1, max, S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t) st.st_size + 1 : 4096,
+                            false, &buf, &cap, &n);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(buf);
         if (ret_size)
                 *ret_size = n;

@@ -143,6 +143,14 @@ int write_file_atomic(const char *path, const char *data, size_t size, mode_t mo
 /* The same, `path` relative to the directory `dir_fd` (or AT_FDCWD). */
 int read_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, char **ret,
                          size_t *ret_size);
+/* The rest of the file open at `fd`, at most `max` bytes, into *buf (of *cap bytes, grown as
+ * needed from `first`, kept by the caller to read the next file into; NUL-terminated): from the
+ * descriptor's position (at < 0, read(2)), or from offset `at` on (pread(2), the position left as
+ * it was). With short_is_end a read that leaves room ends it (a file generated whole by each read
+ * from its start, a seq_file of one record: no second read for the 0 that would say so).
+ * -EFBIG above `max`. */
+int read_fd_bounded(int fd, off_t at, size_t max, size_t first, bool short_is_end, char **buf, size_t *cap,
+                    size_t *ret_len);
 /* Open it for reading as read_file_bounded_at() would, the same checks made: a descriptor (and
  * in `ret_st`, may be NULL, what fstat(2) said), or the same errors. For a file read in pieces. */
 int open_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, struct stat *ret_st);

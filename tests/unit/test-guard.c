@@ -5,10 +5,17 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <linux/if_link.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "counters.h"
 #include "guard.h"
@@ -75,6 +82,106 @@ static void test_real_proc(void **state) {
         snmp_done(&s);
         assert_int_equal(snmp_read("/nonexistent", &s), 0); /* nothing to read: empty */
         assert_int_equal(s.n, 0);
+        snmp_done(&s);
+}
+
+/* Packets sent in the namespace of `ns_fd` to 127.0.0.1 while its lo is down: each counts as
+ * Ip.OutNoRoutes there. */
+static void unroutable(int ns_fd, int home_fd, int n) {
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(setns(ns_fd, CLONE_NEWNET), 0);
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        for (int i = 0; i < n; i++)
+                assert_int_equal(sendto(fd, "x", 1, 0, (struct sockaddr *) &to, sizeof(to)), -1);
+        close(fd);
+        assert_int_equal(setns(home_fd, CLONE_NEWNET), 0);
+}
+
+/* Another namespace's files, opened inside it and kept: each reading is that namespace's counters
+ * as they are now (a seq_file read again from offset 0), from the daemon's namespace, and takes
+ * no descriptor of its own (a daemon at its descriptor limit still reads them). */
+static void test_kept_descriptors(void **state) {
+        SnmpFiles f = {.opened = true};
+        SnmpSnapshot s = {};
+        struct rlimit old, low;
+        int home, inner, spare[64], n_spare = 0, top = 0;
+        uint64_t v;
+
+        (void) state;
+        home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        assert_true(home >= 0);
+        if (unshare(CLONE_NEWNET) < 0) {
+                close(home);
+                skip(); /* not root */
+        }
+        for (size_t i = 0; i < ELEMENTSOF(f.fd); i++) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/thread-self/net/%s", snmp_file_names[i]);
+                f.fd[i] = open(path, O_RDONLY | O_CLOEXEC);
+                assert_true(f.fd[i] >= 0);
+                top = f.fd[i] > top ? f.fd[i] : top;
+        }
+        inner = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        assert_true(inner >= 0);
+        assert_int_equal(setns(home, CLONE_NEWNET), 0);
+
+        assert_int_equal(snmp_read_files(&f, &s), 0);
+        assert_int_equal(snmp_get(&s, "Ip.OutNoRoutes", &v), 0);
+        assert_int_equal(v, 0); /* a new namespace's */
+        assert_int_equal(snmp_get(&s, "Ip6.Ip6InReceives", &v), 0);
+        snmp_done(&s);
+        unroutable(inner, home, 3);
+        assert_int_equal(snmp_read_files(&f, &s), 0);
+        assert_int_equal(snmp_get(&s, "Ip.OutNoRoutes", &v), 0);
+        assert_int_equal(v, 3);
+        snmp_done(&s);
+
+        /* no descriptor left below the limit */
+        unroutable(inner, home, 2);
+        top = inner > top ? inner : top;
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+        low = (struct rlimit){.rlim_cur = (rlim_t) top + 1, .rlim_max = old.rlim_max};
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+        for (int fd; n_spare < (int) ELEMENTSOF(spare) && (fd = dup(home)) >= 0;)
+                spare[n_spare++] = fd;
+        int full = errno;
+        int r = snmp_read_files(&f, &s);
+        for (int i = 0; i < n_spare; i++)
+                close(spare[i]);
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+        assert_int_equal(full, EMFILE);
+        assert_int_equal(r, 0);
+        assert_int_equal(snmp_get(&s, "Ip.OutNoRoutes", &v), 0);
+        assert_int_equal(v, 5);
+        snmp_done(&s);
+        for (size_t i = 0; i < ELEMENTSOF(f.fd); i++)
+                close(f.fd[i]);
+        close(inner);
+        close(home);
+}
+
+/* A tick reads only the files its guards' counters are in. */
+static void test_files_of_counters(void **state) {
+        SnmpSnapshot s = {};
+        uint64_t v;
+
+        (void) state;
+        assert_int_equal(snmp_files_of("Ip.InHdrErrors"), 1u << 0);
+        assert_int_equal(snmp_files_of("Tcp.RetransSegs"), 1u << 0);
+        assert_int_equal(snmp_files_of("Ip6.Ip6InHdrErrors"), 1u << 2);
+        assert_int_equal(snmp_files_of("Icmp6.Icmp6InMsgs"), 1u << 2);
+        assert_int_equal(snmp_files_of("TcpExt.TCPTimeouts"), 1u << 1 | 1u << 0);
+        assert_int_equal(snmp_files_of("IpExt.InTruncatedPkts"), 1u << 1 | 1u << 0);
+        assert_int_equal(snmp_files_of("NoDot"), SNMP_FILES_ALL);
+        /* the real files: snmp6 alone has no Ip group, snmp alone no IpExt */
+        assert_int_equal(snmp_read_some(&(SnmpFiles){.dir = "/proc/net"}, 1u << 2, &s), 0);
+        assert_int_equal(snmp_get(&s, "Ip.InReceives", &v), -ENOENT);
+        assert_int_equal(snmp_get(&s, "IpExt.InTruncatedPkts", &v), -ENOENT);
+        snmp_done(&s);
+        assert_int_equal(snmp_read_some(&(SnmpFiles){.dir = "/proc/net"}, 1u << 0, &s), 0);
+        assert_int_equal(snmp_get(&s, "Ip.InReceives", &v), 0);
+        assert_int_equal(snmp_get(&s, "IpExt.InTruncatedPkts", &v), -ENOENT);
         snmp_done(&s);
 }
 
@@ -241,6 +348,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_snmp_parse),
                 cmocka_unit_test(test_real_proc),
+                cmocka_unit_test(test_kept_descriptors),
+                cmocka_unit_test(test_files_of_counters),
                 cmocka_unit_test(test_link_counters),
                 cmocka_unit_test(test_increase_and_ratio),
                 cmocka_unit_test(test_link_baseline_and_absent_counters),

@@ -222,6 +222,16 @@ static void test_reads_what_is_asked(void **state) {
         assert_int_equal(observer_near_get(o, NS_B, 7, &near), -ENOENT);
         assert_int_equal(observer_get(o, NS_B, 101, &v), -ENOENT);
         assert_int_equal(observer_whole_reads(o), 0);
+        /* a key asked for again in the same snapshot is not looked up again, whether the kernel
+         * had it or not (a guard's counter and its `per` are of one device) */
+        uint64_t lookups = observer_lookups(o);
+        assert_int_equal(observer_get(o, NS_B, 101, &v), -ENOENT);
+        assert_int_equal(observer_get(o, NS_B, 7, &v), 0);
+        assert_int_equal(observer_near_get(o, NS_B, 7, &near), -ENOENT);
+        assert_int_equal(observer_lookups(o), lookups);
+        assert_int_equal(observer_read(o, ++t, 0), 0);
+        assert_int_equal(observer_get(o, NS_B, 101, &v), -ENOENT); /* a new snapshot asks again */
+        assert_int_equal(observer_lookups(o), lookups + 1);
         /* a threshold set is what the kernel has; a device forgotten is gone from both */
         assert_int_equal(observer_near_set(o, NS_B, 7, (const uint32_t[4]){70000, 0, 0, 0}), 0);
         assert_int_equal(observer_read(o, ++t, 0), 0);
@@ -240,6 +250,18 @@ static void test_reads_what_is_asked(void **state) {
                         assert_int_equal(v.tcp_sent, (uint64_t) i);
                 }
         assert_int_equal(observer_whole_reads(o), 2);
+        assert_int_equal(observer_get(o, NS_B, 101, &v), -ENOENT); /* (known absent before) */
+        /* told that many will be asked for: the first reads the map whole, no lookup one by one */
+        lookups = observer_lookups(o);
+        assert_int_equal(observer_read_for(o, ++t, 0, 100), 0);
+        assert_int_equal(observer_get(o, NS_B, 5, &v), 0);
+        assert_int_equal(v.tcp_sent, 5);
+        assert_int_equal(observer_whole_reads(o), 3);
+        assert_int_equal(observer_lookups(o), lookups);
+        assert_int_equal(observer_read_for(o, ++t, 0, 2), 0); /* a few: one by one */
+        assert_int_equal(observer_get(o, NS_B, 5, &v), 0);
+        assert_int_equal(observer_whole_reads(o), 3);
+        assert_int_equal(observer_lookups(o), lookups + 1);
         /* the object counts every device of the host too, whatever traffic runs beside the test
          * (the integration tests' while the package builds): those of NS_B are ours alone */
         observer_entries(o, &devs, &drops, &nears);

@@ -26,7 +26,10 @@ from test_netns import fds
 PLUGIN_DIR = '/usr/lib/cni'
 BRIDGE = 'cni0'
 SIZE = 185000
-POD_GLOB = f'{NETNS_PREFIX}cni-*'
+# The pods of one pytest-xdist process: its daemons manage its own pods alone, never those that
+# test_cni.py or test_k8s.py make beside them in another process (the glob is a policy's).
+POD_PREFIX = f"{NETNS_PREFIX}cni{os.environ.get('PYTEST_XDIST_WORKER', '').removeprefix('gw')}-"
+POD_GLOB = f'{POD_PREFIX}*'
 V4 = '10.88.0.0/16'
 V6 = 'fd88::/64'
 BURST = 50
@@ -52,7 +55,7 @@ ALL = (SIZE, SIZE, SIZE, SIZE)
 
 
 class Cni:
-    """The bridge plugin in node namespace `node`; pods are namespaces PREFIXcni-<hex> in
+    """The bridge plugin in node namespace `node`; pods are namespaces POD_PREFIX<hex> in
     /run/netns. close() DELs every pod still there and removes its namespace."""
 
     def __init__(self, node, tmp_path):
@@ -79,7 +82,7 @@ class Cni:
 
     def add(self):
         """A pod: its namespace, then CNI ADD. (name, node end, IPv4, IPv6, time ADD began)."""
-        name = f'{NETNS_PREFIX}cni-{secrets.token_hex(4)}'
+        name = f'{POD_PREFIX}{secrets.token_hex(4)}'
         run('ip', 'netns', 'add', name)
         self.pods[name] = None
         t0 = time.monotonic()

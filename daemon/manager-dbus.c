@@ -66,34 +66,29 @@ static int check_policy(const char *policy, sd_bus_error *error) {
         return 0;
 }
 
+/* `o` as JSON text, made valid UTF-8 for a D-Bus string (in *buf when it had to be mended); NULL
+ * when out of memory (`o` NULL too: its maker ran out). */
+static const char *json_text(json_object *o, char **buf) {
+        const char *text = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+                                                                         JSON_C_TO_STRING_NOSLASHESCAPE)
+                             : NULL;
+        return text ? utf8_safe(text, buf) : NULL;
+}
+
 /* `o` as a D-Bus string reply. */
 static int reply_json(sd_bus_message *call, json_object *o) {
         _cleanup_(freep) char *buf = NULL;
-        const char *text;
+        const char *text = json_text(o, &buf);
 
-        if (!o)
-                return -ENOMEM;
-        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (!text)
-                return -ENOMEM;
-        text = utf8_safe(text, &buf);
-        if (!text)
-                return -ENOMEM;
-        return sd_bus_reply_method_return(call, "s", text);
+        return text ? sd_bus_reply_method_return(call, "s", text) : -ENOMEM;
 }
 
 /* A JSON text as a string argument of `m`. */
 static int append_json(sd_bus_message *m, json_object *o) {
         _cleanup_(freep) char *buf = NULL;
-        const char *text;
+        const char *text = json_text(o, &buf);
 
-        if (!o)
-                return -ENOMEM;
-        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        text = text ? utf8_safe(text, &buf) : NULL;
-        if (!text)
-                return -ENOMEM;
-        return sd_bus_message_append(m, "s", text);
+        return text ? sd_bus_message_append(m, "s", text) : -ENOMEM;
 }
 
 /* ---- properties ---- */

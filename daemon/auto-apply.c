@@ -250,9 +250,10 @@ static void peer_from_now(Engine *e, Device *d) {
                 return;
         r = engine_peer_of(e, d, &p);
         if (r < 0) {
-                if (r != -ENOENT)
-                        log_dev_debug(d, "auto: its peer is not one bigtcpd runs (%s): a step is proven by what it sends",
-                                      r == -ENXIO ? "its namespace is not managed" : "not found there");
+                log_dev_debug(d, "auto: %s: a step is proven by what it sends",
+                              r == -ENOENT  ? "it has no peer"
+                              : r == -ENXIO ? "its peer's namespace is not one bigtcpd runs"
+                                            : "its peer is not found where its link says");
                 return;
         }
         uint32_t ns = evidence_netns_of(p.engine->evidence, p.device);

@@ -88,15 +88,15 @@ int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret) {
         }
         if (tb[IFLA_MASTER])
                 m.master = (int) nla_get_u32(tb[IFLA_MASTER]);
-        /* a link to itself, 0 or an index past INT_MAX names no other device; a negative nsid is
-         * none (NETNSA_NSID_NOT_ASSIGNED) */
-        if (tb[IFLA_LINK]) {
-                uint32_t l = nla_get_u32(tb[IFLA_LINK]);
-                m.link = l > 0 && l <= INT32_MAX && (int) l != m.ifindex ? (int) l : 0;
-        }
+        /* a negative nsid is none (NETNSA_NSID_NOT_ASSIGNED); 0 or an index past INT_MAX names no
+         * device, and its own ifindex none but in another namespace (where a veth's peer often has it) */
         if (tb[IFLA_LINK_NETNSID]) {
                 int32_t id = (int32_t) nla_get_u32(tb[IFLA_LINK_NETNSID]);
                 m.link_netnsid = id >= 0 ? id : -1;
+        }
+        if (tb[IFLA_LINK]) {
+                uint32_t l = nla_get_u32(tb[IFLA_LINK]);
+                m.link = l > 0 && l <= INT32_MAX && ((int) l != m.ifindex || m.link_netnsid >= 0) ? (int) l : 0;
         }
         if (tb[IFLA_LINKINFO]) {
                 struct nlattr *li[IFLA_INFO_MAX + 1];

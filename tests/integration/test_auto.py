@@ -247,6 +247,104 @@ def test_broken_path_with_the_default_guards_settles_below_the_break(netns, daem
     d.stop()
 
 
+def peer_policy(peer_ns):
+    """e0's policy with the namespace of its peer e1 named too: bigtcpd runs it (e1 matches no
+    policy), so e0's steps are proven by what e1 receives."""
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: auto
+            match: {{name: [e0], netns: ["host", "{peer_ns}"]}}
+            ipv6: {{gso-max-size: auto}}
+            rollback:
+              window: {WINDOW}
+              interval: 200ms
+              guards:
+                - {{counter: link.tx_errors, max-increase: 1000000}}
+        ''')
+
+
+def drop_above_on_arrival(ns, length):
+    """The receiver drops every packet longer than `length` as it arrives (nftables prerouting in
+    its own namespace): after netif_receive_skb's tracepoint, where the observer saw it arrive."""
+    subprocess.run(['ip', 'netns', 'exec', ns, 'nft', '-f', '-'], check=True, text=True, input=f'''
+        table inet bt_peer {{
+            chain pre {{
+                type filter hook prerouting priority 0; policy accept;
+                meta length > {length} drop
+            }}
+        }}
+        ''')
+
+
+# "e0: auto: gso_max_size: 812 packets sent near the size, 0 delivered to peer e1 in ns X (812
+# received there, 812 dropped after)": what e1 did with a step's packets, one line per window
+PEER_LINE = re.compile(r'e0: auto: gso_max_size: (\d+) packets sent near the size, (\d+) delivered to peer e1 in ns '
+                       r'(\S+) \((\d+) received there, (\d+) dropped after\)')
+
+
+def peer_windows(d):
+    return [tuple(int(x) if x.isdigit() else x for x in PEER_LINE.search(line).groups())
+            for line in d.log_lines(PEER_LINE.pattern)]
+
+
+def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir):
+    """e1's namespace is one bigtcpd runs: each step of e0 is proven by what e1 received near its
+    size, and the clean path still reaches the bound; show and plan say "delivered to peer e1"."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(peer_policy(b))
+    with Traffic(a, (b, 'fd13::2'), 90):
+        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+        at = wait_settled(d, a, 60)
+    assert at == 524280, d.log_tail()
+    proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d, 'proven')]
+    assert proven == [131072, 262144, 524280], d.log_tail()
+    windows = peer_windows(d)
+    assert len(windows) >= 3, d.log_tail()
+    for sent, delivered, ns, received, dropped in windows[-3:]:
+        assert ns == b and dropped == 0 and delivered >= 64 and received == delivered, windows
+    e0 = device(d)
+    [search] = e0['auto']
+    assert search['proof'] == f'delivered to peer e1 in ns {b}', search
+    assert search['text'] == f'auto: settled at 524280 (the most it tries); proof: delivered to peer e1 in ns {b}'
+    plan = ctl('plan', sock=d.runtime_dir / 'io.bigtcpd.Manager', check_rc=0).stdout
+    assert f'e0 gso_max_size auto: settled at 524280 (the most it tries); proof: delivered to peer e1 in ns {b}\n' \
+        in plan, plan
+    print(f'peer managed, clean path: settled at {at}; windows {windows}')
+    d.stop()
+
+
+def test_peer_that_drops_on_arrival_proves_no_step_above_the_drop(netns, daemon, confdir):
+    """e1 drops what arrives above 150000 bytes (prerouting in its own namespace): the observer
+    sees e1 receive those packets and drop them, so no step above the drop is proven (no guard of
+    the policy's would stop it: link.tx_errors never rises), and the search settles at or below
+    150000, every proof e1's receipt."""
+    a, b = pair(netns)
+    drop_above_on_arrival(b, BROKEN_ABOVE)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(peer_policy(b))
+    t0 = time.monotonic()
+    with Traffic(a, (b, 'fd13::2'), 120):
+        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+        at = wait_settled(d, a, 90)
+        took = time.monotonic() - t0
+    assert at <= BROKEN_ABOVE and gso(a) == at, d.log_tail()
+    proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d, 'proven')]
+    assert proven and all(p <= BROKEN_ABOVE for p in proven), d.log_tail()
+    trips = steps(d, 'tripped')
+    assert trips, d.log_tail()
+    windows = peer_windows(d)
+    # the observer saw e1 receive packets above the drop and drop them after: not delivered
+    assert any(dropped > 0 and delivered < sent for sent, delivered, ns, received, dropped in windows), windows
+    assert any('tripped peer-did-not-receive' in line for line in trips), trips
+    [search] = device(d)['auto']
+    assert search['proof'] == f'delivered to peer e1 in ns {b}', search
+    print(f'peer drops above {BROKEN_ABOVE}: settled at {at} after {len(trips)} trips, {took:.1f}s; '
+          f'windows {windows}')
+    d.stop()
+
+
 def auto_entry(d):
     [e0] = [e for e in read_state(d.runtime_dir)['devices'] if e['ifname'] == 'e0']
     [search] = e0['auto']

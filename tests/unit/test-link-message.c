@@ -143,7 +143,9 @@ static void test_link_peer(void **state) {
                 {true, true, 7, 3, 7, 3},
                 {true, false, 7, 0, 7, -1},          /* the same namespace */
                 {true, true, 0, 3, 0, 3},            /* ifindex 0 */
-                {true, true, 5, 3, 0, 3},            /* itself */
+                {true, false, 5, 0, 0, -1},          /* itself */
+                {true, true, 5, 3, 5, 3},            /* its ifindex, in another namespace */
+                {true, true, 5, 0xffffffffu, 0, -1}, /* … in no namespace: itself */
                 {true, true, 0x80000000u, 3, 0, 3},  /* no ifindex */
                 {true, true, 7, 0xffffffffu, 7, -1}, /* NETNSA_NSID_NOT_ASSIGNED */
                 {false, false, 0, 0, 0, -1},

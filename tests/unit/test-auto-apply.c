@@ -595,17 +595,26 @@ static void h_pair_until_settled(Harness *h, Observer *o, uint32_t drop_above, u
         *ret_counted = counted;
 }
 
+/* e0 and its peer e1 (kind `peer_kind`, e0's nsid for it `nsid`) on the auto policy, e0 busy,
+ * until its search settled: the harness, its observer in *ret, the windows counted on e1. */
+static Harness *h_pair_settled(const char *peer_kind, int nsid, uint32_t drop_above, Observer **ret,
+                               unsigned *ret_counted) {
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_pair(yaml, ret, peer_kind, nsid);
+
+        h_pair_until_settled(h, *ret, drop_above, ret_counted);
+        assert_string_equal(auto_phase_to_string(search_of(h, 2)->phase), "settled");
+        return h;
+}
+
 /* The peer received what was sent near each size: every step is proven by it, and says so. */
 static void test_peer_received_proves_the_step(void **state) {
         Observer *o;
-        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
-        Harness *h = h_observed_pair(yaml, &o, "veth", -1);
         unsigned counted;
+        Harness *h = h_pair_settled("veth", -1, 0, &o, &counted);
         char buf[256];
 
-        h_pair_until_settled(h, o, 0, &counted);
         const AutoSearch *s = search_of(h, 2);
-        assert_string_equal(auto_phase_to_string(s->phase), "settled");
         assert_int_equal(s->proven, 524280);
         assert_int_equal(s->steps, 3);
         assert_int_equal(s->trips, 0);
@@ -624,13 +633,10 @@ static void test_peer_received_proves_the_step(void **state) {
  * below the drop. */
 static void test_peer_did_not_receive_trips_the_step(void **state) {
         Observer *o;
-        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
-        Harness *h = h_observed_pair(yaml, &o, "veth", -1);
         unsigned counted;
+        Harness *h = h_pair_settled("veth", -1, 150000, &o, &counted);
 
-        h_pair_until_settled(h, o, 150000, &counted);
         const AutoSearch *s = search_of(h, 2);
-        assert_string_equal(auto_phase_to_string(s->phase), "settled");
         assert_true(s->proven <= 150000);
         assert_int_equal(s->proven, 147456);
         assert_true(s->ceiling > 150000);
@@ -654,11 +660,9 @@ static void test_unknown_peer_keeps_the_sender_s_proof(void **state) {
 
         for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
                 Observer *o;
-                _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
-                Harness *h = h_observed_pair(yaml, &o, cases[c].peer_kind, cases[c].nsid);
                 unsigned counted;
+                Harness *h = h_pair_settled(cases[c].peer_kind, cases[c].nsid, 150000, &o, &counted);
 
-                h_pair_until_settled(h, o, 150000, &counted);
                 const AutoSearch *s = search_of(h, 2);
                 assert_int_equal(counted, 0);
                 assert_int_equal(s->proven, 524280);

@@ -247,14 +247,14 @@ def test_broken_path_with_the_default_guards_settles_below_the_break(netns, daem
     d.stop()
 
 
-def peer_policy(peer_ns):
+def peer_policy(peer_ns, own_ns='host'):
     """e0's policy with the namespace of its peer e1 named too: bigtcpd runs it (e1 matches no
     policy), so e0's steps are proven by what e1 receives."""
     return policy_text(f'''
         version: 1
         policies:
           - name: auto
-            match: {{name: [e0], netns: ["host", "{peer_ns}"]}}
+            match: {{name: [e0], netns: ["{own_ns}", "{peer_ns}"]}}
             ipv6: {{gso-max-size: auto}}
             rollback:
               window: {WINDOW}
@@ -288,14 +288,17 @@ def peer_windows(d):
             for line in d.log_lines(PEER_LINE.pattern)]
 
 
-def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir):
+@pytest.mark.parametrize('where', ['own', 'other'])
+def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir, where):
     """e1's namespace is one bigtcpd runs: each step of e0 is proven by what e1 received near its
-    size, and the clean path still reaches the bound; show and plan say "delivered to peer e1"."""
+    size, and the clean path still reaches the bound; show and plan say "delivered to peer e1".
+    e0 in bigtcpd's own namespace, or in another one it runs (its nsid for e1's namespace is asked
+    of the kernel there, through a socket made inside it)."""
     a, b = pair(netns)
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(peer_policy(b))
+    cfg.write_text(peer_policy(b, 'host' if where == 'own' else a))
     with Traffic(a, (b, 'fd13::2'), 90):
-        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+        d = daemon(a if where == 'own' else netns(), cfg, extra_args=('--netns-dir', '/run/netns'))
         at = wait_settled(d, a, 60)
     assert at == 524280, d.log_tail()
     proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d, 'proven')]
@@ -304,13 +307,14 @@ def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir):
     assert len(windows) >= 3, d.log_tail()
     for sent, delivered, ns, received, dropped in windows[-3:]:
         assert ns == b and dropped == 0 and delivered >= 64 and received == delivered, windows
-    e0 = device(d)
+    e0 = device(d, 'e0' if where == 'own' else f'{a}/e0')
     [search] = e0['auto']
     assert search['proof'] == f'delivered to peer e1 in ns {b}', search
     assert search['text'] == f'auto: settled at 524280 (the most it tries); proof: delivered to peer e1 in ns {b}'
     plan = ctl('plan', sock=d.runtime_dir / 'io.bigtcpd.Manager', check_rc=0).stdout
     assert f'e0 gso_max_size auto: settled at 524280 (the most it tries); proof: delivered to peer e1 in ns {b}\n' \
         in plan, plan
+    assert not [line for line in d.log_lines('e0: auto: its peer') if 'no peer' not in line], d.log_tail()
     print(f'peer managed, clean path: settled at {at}; windows {windows}')
     d.stop()
 

@@ -319,6 +319,27 @@ def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir, 
     d.stop()
 
 
+def test_peer_let_go_is_unknown_again(netns, daemon, confdir):
+    """Up to 131072 with e1's namespace named: proven by e1's receipt. Then a policy that names it
+    no more: the namespace is let go, the nsid e0's namespace gives it means nothing to bigtcpd
+    any more, and the steps up to 524280 are proven by e0's own sending."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(peer_policy(b).replace('gso-max-size: auto', 'gso-max-size: {auto: {max: 131072}}'))
+    with Traffic(a, (b, 'fd13::2'), 90):
+        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+        assert wait_settled(d, a, 40) == 131072
+        [first] = device(d)['auto']
+        assert first['proof'] == f'delivered to peer e1 in ns {b}', first
+        d.reload(lambda: cfg.write_text(policy()))
+        wait_file(d.log_path, lambda: d.log_lines(rf'netns {b}: let go'), T(20), f'{b} let go')
+        wait_file(d.log_path, lambda: re.search(r'e0: auto: .*settled at 524280', d.log()), T(40), 'e0 at 524280')
+    [search] = device(d)['auto']
+    assert (search['proven'], search['proof']) == (524280, 'sent, not retransmitted'), search
+    assert d.log_lines("e0: auto: its peer's namespace is not one bigtcpd runs"), d.log_tail()
+    d.stop()
+
+
 def test_peer_that_drops_on_arrival_proves_no_step_above_the_drop(netns, daemon, confdir):
     """e1 drops what arrives above 150000 bytes (prerouting in its own namespace): the observer
     sees e1 receive those packets and drop them, so no step above the drop is proven (no guard of

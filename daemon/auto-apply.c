@@ -377,9 +377,13 @@ static bool peer_delivered(Engine *e, Device *d, uint64_t ret[static 2]) {
 
 /* How size i's step was proven, in words. */
 static const char *proof_of(Engine *e, const AutoDevice *a, unsigned i, bool by_peer) {
-        if (by_peer && !(i & 1u))
+        bool observer = evidence_set_get_observer(e->evidence);
+
+        if (i & 1u) /* GRO (sizes.h) */
+                return observer ? AUTO_PROOF_RECEIVED : AUTO_PROOF_RECEIVED_SOCKETS;
+        if (by_peer)
                 return a->peer_proof;
-        return evidence_set_get_observer(e->evidence) ? AUTO_PROOF_SENT : AUTO_PROOF_SENT_SOCKETS;
+        return observer ? AUTO_PROOF_SENT : AUTO_PROOF_SENT_SOCKETS;
 }
 
 bool auto_apply_passed(Engine *e, Device *d) {

@@ -202,6 +202,9 @@ uint32_t auto_search_count_near(const AutoSearch *s);
 #define AUTO_UNDELIVERED_COUNTER "peer-did-not-receive"
 #define AUTO_PROOF_SENT "sent, not retransmitted"
 #define AUTO_PROOF_SENT_SOCKETS "sent (packet sockets)"
+/* A GRO step's: what the device itself received (GRO builds its packets there). */
+#define AUTO_PROOF_RECEIVED "received on it"
+#define AUTO_PROOF_RECEIVED_SOCKETS "received on it (packet sockets)"
 /* A watch of the proven size ended with `packets` counted above auto_search_count_above(): busy
  * (AUTO_DEMAND_MIN) steps (AUTO_TRYING), idle waits (AUTO_IDLE, doubling), nothing left settles.
  * Ignored in any other phase. */

@@ -535,6 +535,41 @@ static void test_observer_step_bound_on_own_retransmits(void **state) {
         observer_free(o);
 }
 
+/* A GRO step is proven by what the device itself received (the packet sockets here), and says so:
+ * no peer is asked. */
+static void test_gro_step_proven_by_what_it_received(void **state) {
+        Harness *h = h_new("version: 1\n"
+                           "policies:\n"
+                           "  - name: auto\n"
+                           "    match: {name: [e0]}\n"
+                           "    ipv6: {gro-max-size: auto}\n"
+                           "    rollback:\n"
+                           "      window: 10s\n"
+                           "      guards:\n"
+                           "        - {counter: link.tx_errors, max-increase: 10}\n");
+        const AutoSearch *s = NULL;
+
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600; t++) {
+                Device *d = h_dev(h, 2);
+                if (evidence_watching(d) && !d->evidence->waiting)
+                        h_packets(h, 2, false, d->current.gro_max_size, 20);
+                h_step(h);
+                s = auto_device_search(h_dev(h, 2)->autosize, 1);
+                if (s->phase == AUTO_SETTLED)
+                        break;
+        }
+        assert_string_equal(auto_phase_to_string(s->phase), "settled");
+        assert_int_equal(s->proven, 524280);
+        assert_int_equal(s->steps, 3);
+        assert_string_equal(s->proof, AUTO_PROOF_RECEIVED_SOCKETS);
+        h_free(h);
+        rings_free();
+}
+
 /* ---- the proof by the peer's receipt (a veth pair in bigtcpd's own namespace) ---- */
 
 /* e0 (ifindex 2) a veth whose IFLA_LINK is 3, e1 (3) whose kind is `peer_kind` and whose link is
@@ -1073,6 +1108,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_operator_rollback_ends_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_idle_searches_write_nothing, h_teardown),
                 cmocka_unit_test_teardown(test_observer_clean_path_settles_at_the_bound, h_teardown),
+                cmocka_unit_test_teardown(test_gro_step_proven_by_what_it_received, h_teardown),
                 cmocka_unit_test_teardown(test_peer_received_proves_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_peer_did_not_receive_trips_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_unknown_peer_keeps_the_sender_s_proof, h_teardown),

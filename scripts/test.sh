@@ -4,7 +4,7 @@
 # test_systemd_boot.py installs the package under a real systemd in a container), and beside
 # them, in the background, builds the Debian package (its -O2 build with -Werror: the optimized
 # build) and checks it with lintian (scripts/package.sh), and runs a short run of every fuzzer
-# (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 20); checks that no namespace of its
+# (scripts/fuzz.sh --check; BT_FUZZ_SECONDS each, default 5); checks that no namespace of its
 # own was left behind (in a /run/netns of the run's own), and prints one summary line.
 # BT_NETNS_PREFIX (default bt-) names the namespaces the tests make and the ones counted (and
 # deleted) as left behind: another prefix keeps two runs on one machine from counting each
@@ -68,7 +68,7 @@ if [[ -n $before ]]; then
 fi
 
 failed=()
-fuzz_seconds=${BT_FUZZ_SECONDS:-20}
+fuzz_seconds=${BT_FUZZ_SECONDS:-5}
 
 # The background part: what needs CPU but no test waits on, beside the integration tests, which
 # mostly wait. The Debian package first (test_systemd_boot.py and test_systemd_fleet.py wait for

@@ -187,7 +187,10 @@ def test_fleet_of_200_hosts(netns, daemon, tmp_path, iface, first):
     - `bigtcpctl plan` of the file at 10 % names each host's cohort; `bigtcpd --check-config` on
       each host says what its daemon said.
     A real daemon per host, not --check-config alone: the fall-through is the engine's matching
-    against real devices, and plan answers from the daemon's own idea of who it is."""
+    against real devices, and plan answers from the daemon's own idea of who it is. It counts no
+    big packets (--no-count-packets): nothing here asks for evidence, and the eBPF observer's
+    load (the kernel's verifier) and the packet sockets' child were a fifth of a host's CPU
+    (test_evidence.py and test_observer.py test them)."""
     cfgs = fleet_files(tmp_path)
     starting = threading.Lock()   # the fixtures' factories name files by count: one start at a time
 
@@ -198,7 +201,8 @@ def test_fleet_of_200_hosts(netns, daemon, tmp_path, iface, first):
         ns = netns()
         veth(ns, 'v0', 'v1')
         with starting:
-            d = daemon(ns, cfgs[50], hostname=host, machine_id=ident, log_level='info', ready=False)
+            d = daemon(ns, cfgs[50], hostname=host, machine_id=ident, log_level='info', ready=False,
+                       extra_args=('--no-count-packets',))
         d.wait_notify('READY=1', 20)
         sock = d.runtime_dir / IFACE
         with Client(sock) as c:

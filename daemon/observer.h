@@ -83,6 +83,9 @@ void observer_forget(Observer *o, uint32_t netns, int ifindex);
 int observer_drop_reason(const char *name, uint32_t *ret);
 /* All of them (NULL-terminated, borrowed), for did-you-mean; NULL without BTF. */
 const char *const *observer_drop_reason_names(size_t *ret_n);
+/* Whether this kernel has BTF, without reading it (its reasons, once read, decide): parsing it
+ * takes tens of milliseconds of a start, which only a drop reason named needs. */
+bool observer_kernel_has_btf(void);
 
 /* Benchmarks: `n` made-up devices of namespace `netns` (ifindex 1..n) in the kernel's maps, each
 with counts and one drop reason, as a host with that many busy devices has. */

@@ -416,6 +416,10 @@ uint64_t observer_lookups(const Observer *o) {
         return o->lookups;
 }
 
+size_t observer_snapshot_bytes(const Observer *o) {
+        return o->cap_devs * sizeof(DevEntry) + o->cap_drops * sizeof(DropEntry) + o->cap_nears * sizeof(NearEntry);
+}
+
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
         int r = 0;
 

@@ -60,6 +60,8 @@ uint64_t observer_lookups(const Observer *o);
 /* Entries in the kernel's maps: devices, (device, reason) drops, thresholds (the maps are read
  * whole into the snapshot, once in it). */
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);
+/* The bytes the daemon's snapshot of them takes (its arrays' room), for tests. */
+size_t observer_snapshot_bytes(const Observer *o);
 /* The bytes of kernel memory the maps hold (as the kernel reports them: memlock), 0 unknown. */
 uint64_t observer_map_bytes(const Observer *o);
 

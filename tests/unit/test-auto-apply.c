@@ -148,7 +148,7 @@ static void h_step(Harness *h) {
 /* Busy: d sends packets as large as its gso_max_size lets them be, while watched. */
 static void h_busy(Harness *h, int ifindex, unsigned n) {
         Device *d = h_dev(h, ifindex);
-        if (evidence_watching(d) && !d->evidence->waiting)
+        if (evidence_watching(d) && !d->evidence->watch->waiting)
                 h_packets(h, ifindex, true, d->current.gso_max_size, n);
 }
 

@@ -471,9 +471,9 @@ static uint64_t rise(uint64_t now, uint64_t base) {
 /* The observer's counts as a window's: `base` (NULL: from zero) to `cur`, and its thresholds'. The
  * packets at the old ceiling are all counted here, where a socket's filter passes one in
  * EVIDENCE_FULL_SAMPLE: divided, the verdict weighs them as before. */
-static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const struct observer_dev *base,
+static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const EvidenceBase *base,
                       const struct observer_near *near) {
-        static const struct observer_dev zero;
+        static const EvidenceBase zero;
 
         if (!base)
                 base = &zero;
@@ -557,7 +557,12 @@ static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) 
                 return r;
         }
         (void) observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
-        (void) observer_get(s->observer, ns, ev->device->ifindex, &ev->watch->base);
+        struct observer_dev cur;
+        (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
+        _Static_assert(sizeof(ev->watch->base.big) == sizeof(cur.big) && sizeof(ev->watch->base.full) == sizeof(cur.full),
+                       "a window's base is the observer's counts");
+        memcpy(ev->watch->base.big, cur.big, sizeof(cur.big));
+        memcpy(ev->watch->base.full, cur.full, sizeof(cur.full));
         ev->watch->observed = true;
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;

@@ -98,6 +98,13 @@ typedef enum EvidenceVerdict {
         _EVIDENCE_VERDICT_INVALID = -EINVAL,
 } EvidenceVerdict;
 
+/* What a window over the observer's counts starts from: the part of its struct observer_dev that
+ * a window's counts are made of (counts_of()). */
+typedef struct EvidenceBase {
+        uint64_t big[2][2];  /* [direction][family], as observer_dev's */
+        uint64_t full[2][2];
+} EvidenceBase;
+
 /* A watch running: its socket's ring, or its window's start in the observer's counts. */
 typedef struct EvidenceWatch {
         bool observed; /* through the eBPF observer: the window is `base` to its counts now */
@@ -105,7 +112,7 @@ typedef struct EvidenceWatch {
         bool ending;          /* its window is over: waits for the last block of its ring */
         int fd; /* the packet socket; -1: waiting for it, or observed */
         unsigned block; /* the next to read */
-        struct observer_dev base;
+        EvidenceBase base;
         uint64_t duration_usec; /* while waiting: how long it lasts once its socket comes */
         struct event *io;
         uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
@@ -127,7 +134,7 @@ typedef struct Evidence {
         uint32_t above_len[SIZES_COUNT]; /* counts.above[i] counts packets longer; 0: not counted */
 
         /* while watched (waiting for its socket, or counting): NULL else. Most devices are not
-         * watched most of the time, and this is most of a record (Evidence 176 bytes, this 184). */
+         * watched most of the time, and this is most of a record (Evidence 168 bytes, this 120). */
         struct EvidenceWatch *watch;
         TAILQ_ENTRY(Evidence) link; /* among the set's watched, or those waiting (while watched) */
 } Evidence;

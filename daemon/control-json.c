@@ -195,8 +195,8 @@ static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, c
         json_writer_bool(w, watching);
         if (watching) {
                 json_writer_key(w, "watch_left_usec");
-                json_writer_int64(w, (int64_t) (ev->waiting ? ev->duration_usec /* from its socket */
-                                                 : ev->until_usec > now ? ev->until_usec - now : 0));
+                json_writer_int64(w, (int64_t) (ev->watch->waiting ? ev->watch->duration_usec /* from its socket */
+                                                 : ev->watch->until_usec > now ? ev->watch->until_usec - now : 0));
         }
         if (ev->verdict != EVIDENCE_UNKNOWN) {
                 json_writer_key(w, "raised");
@@ -213,7 +213,7 @@ static const Evidence *big_packets_source(EvidenceSet *s, const Device *d, Evide
         EvidenceCounts totals;
 
         if (!d->evidence && s && evidence_totals(s, d, &totals) >= 0) {
-                *tmp = (Evidence){.device = (Device *) d, .counts = totals, .fd = -1,
+                *tmp = (Evidence){.device = (Device *) d, .counts = totals,
                                   .since_usec = observer_loaded_usec(evidence_set_get_observer(s))};
                 return tmp;
         }

@@ -404,7 +404,7 @@ static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
         /* libevent's clock is coarse: its timer may come a few ms early */
         if (now < w->until_usec && watch_arm(w, w->until_usec - now) >= 0)
                 return;
-        if (!evidence_watching(w->device) || ev->ending || ev->until_usec <= w->until_usec + WATCH_OUTLASTS_USEC)
+        if (!evidence_watching(w->device) || ev->watch->ending || ev->watch->until_usec <= w->until_usec + WATCH_OUTLASTS_USEC)
                 return; /* it ends about now: EVENT_EVIDENCE comes with the verdict */
         evidence_drain(e->evidence);
         watch_done(w, 0);

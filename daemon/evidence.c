@@ -21,6 +21,7 @@
 #include "counters.h"
 #include "evidence.h"
 #include "log-fields.h"
+#include "pool.h"
 
 /* A child that died is made again when next needed, at most EVIDENCE_RESTARTS_PER_MINUTE times in
  * any minute and, after the first, no sooner than a backoff (doubling up to
@@ -50,6 +51,7 @@ struct EvidenceSet {
         EventList *events;
         const Clock *clock;
         struct event *timer;
+        uint64_t timer_usec; /* when it fires (CLOCK_MONOTONIC); UINT64_MAX: not armed */
         TAILQ_HEAD(, Evidence) watched;
         TAILQ_HEAD(, Evidence) waiting; /* for a socket, in the order they asked */
         size_t n;                       /* both */
@@ -119,7 +121,7 @@ int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t abov
                 return -ENOENT;
         memcpy(d->evidence->above_len, above_len, sizeof(d->evidence->above_len));
         memset(d->evidence->counts.above, 0, sizeof(d->evidence->counts.above));
-        if (d->evidence->observed)
+        if (d->evidence->watch && d->evidence->watch->observed)
                 return observer_near_set(s->observer, evidence_netns_of(s, d), d->ifindex, above_len);
         return 0;
 }
@@ -178,6 +180,29 @@ static uint64_t now(const EvidenceSet *s) {
         return clock_now(s->clock, CLOCK_MONOTONIC);
 }
 
+/* The watches in a pool (pool.h): a burst's thousands of windows end together, and their blocks go
+ * with them, where from the heap they would leave holes among the records that stay. */
+static Pool watch_pool = POOL_INIT(EvidenceWatch);
+
+/* ev's watch, made as it begins (no socket yet); NULL without memory. */
+static EvidenceWatch *watch_get(Evidence *ev) {
+        if (!ev->watch) {
+                ev->watch = pool_alloc(&watch_pool);
+                if (ev->watch)
+                        ev->watch->fd = -1;
+        }
+        return ev->watch;
+}
+
+/* ev's watch goes once nothing of it runs: it neither waits for a socket, nor has one, nor counts
+ * over the observer's. */
+static void watch_drop(Evidence *ev) {
+        if (ev->watch && !ev->watch->waiting && ev->watch->fd < 0 && !ev->watch->observed) {
+                pool_free(&watch_pool, ev->watch);
+                ev->watch = NULL;
+        }
+}
+
 static void emit(EvidenceSet *s, Evidence *ev) {
         event_emit(s->events, &(Event){.type = EVENT_EVIDENCE, .device = ev->device,
                                        .ok = ev->verdict != EVIDENCE_NOT_EFFECTIVE});
@@ -188,7 +213,7 @@ static void read_drops(Evidence *ev) {
         struct tpacket_stats_v3 st = {};
         socklen_t len = sizeof(st);
 
-        if (getsockopt(ev->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0)
+        if (getsockopt(ev->watch->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0)
                 ev->counts.missed += st.tp_drops;
 }
 
@@ -196,7 +221,7 @@ static void read_drops(Evidence *ev) {
  * header is the kernel's; its offsets are checked against the block all the same. */
 static void read_ring(Evidence *ev) {
         for (unsigned k = 0; k < EVIDENCE_BLOCKS; k++) {
-                uint8_t *block = ev->ring + (size_t) ev->block * EVIDENCE_BLOCK_SIZE;
+                uint8_t *block = ev->watch->ring + (size_t) ev->watch->block * EVIDENCE_BLOCK_SIZE;
                 struct tpacket_block_desc *bd = (struct tpacket_block_desc *) block;
                 size_t off;
 
@@ -221,7 +246,7 @@ static void read_ring(Evidence *ev) {
                         off += h->tp_next_offset;
                 }
                 __atomic_store_n(&bd->hdr.bh1.block_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-                ev->block = (ev->block + 1) % EVIDENCE_BLOCKS;
+                ev->watch->block = (ev->watch->block + 1) % EVIDENCE_BLOCKS;
         }
 }
 
@@ -236,9 +261,9 @@ static void on_io(evutil_socket_t fd, short what, void *userdata) {
 }
 
 static void unmap(Evidence *ev) {
-        if (ev->ring)
-                (void) munmap(ev->ring, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE);
-        ev->ring = NULL;
+        if (ev->watch->ring)
+                (void) munmap(ev->watch->ring, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE);
+        ev->watch->ring = NULL;
 }
 
 /* ---- the children, made again when they die ---- */
@@ -339,26 +364,30 @@ static void close_socket(EvidenceSet *s, int fd) {
  * EVIDENCE_BLOCK_MSEC of a window). */
 static void observe(EvidenceSet *s, Evidence *ev);
 static void detach(EvidenceSet *s, Evidence *ev) {
-        if (ev->observed) {
+        if (!ev->watch)
+                return;
+        if (ev->watch->observed) {
                 observe(s, ev);
                 observer_near_clear(s->observer, evidence_netns_of(s, ev->device), ev->device->ifindex);
-                ev->observed = false;
+                ev->watch->observed = false;
                 TAILQ_REMOVE(&s->watched, ev, link);
                 s->n--;
+                watch_drop(ev);
                 return;
         }
-        if (ev->fd < 0)
+        if (ev->watch->fd < 0)
                 return;
         read_ring(ev);
         read_drops(ev);
-        if (ev->io)
-                event_free(ev->io);
-        ev->io = NULL;
+        if (ev->watch->io)
+                event_free(ev->watch->io);
+        ev->watch->io = NULL;
         unmap(ev);
-        close_socket(s, ev->fd);
-        ev->fd = -1;
+        close_socket(s, ev->watch->fd);
+        ev->watch->fd = -1;
         TAILQ_REMOVE(&s->watched, ev, link);
         s->n--;
+        watch_drop(ev);
 }
 
 static const PacketRecipe recipe = {
@@ -389,27 +418,27 @@ static int attach(EvidenceSet *s, Evidence *ev, int fd) {
                 close_socket(s, fd);
                 return r;
         }
-        ev->ring = ring;
-        ev->block = 0;
+        ev->watch->ring = ring;
+        ev->watch->block = 0;
         if (s->test_ring) {
-                ev->fd = fd; /* the test fills it: nothing to bind, read at a drain and at the end */
+                ev->watch->fd = fd; /* the test fills it: nothing to bind, read at a drain and at the end */
                 return 0;
         }
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
                 r = -errno;
                 goto fail;
         }
-        ev->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
-        if (!ev->io || event_add(ev->io, NULL) < 0) {
+        ev->watch->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
+        if (!ev->watch->io || event_add(ev->watch->io, NULL) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }
-        ev->fd = fd;
+        ev->watch->fd = fd;
         return 0;
 fail:
-        if (ev->io)
-                event_free(ev->io);
-        ev->io = NULL;
+        if (ev->watch->io)
+                event_free(ev->watch->io);
+        ev->watch->io = NULL;
         unmap(ev);
         close_socket(s, fd);
         return r;
@@ -417,6 +446,7 @@ fail:
 
 static void on_made(int fd, void *userdata);
 static void arm(EvidenceSet *s);
+static void arm_for(EvidenceSet *s, uint64_t due);
 
 /* Without the maker's child: a socket made here, in the loop (it waits for the kernel), for a
  * device of bigtcpd's own namespace alone. One made here for another namespace's device would be
@@ -443,9 +473,9 @@ static uint64_t rise(uint64_t now, uint64_t base) {
 /* The observer's counts as a window's: `base` (NULL: from zero) to `cur`, and its thresholds'. The
  * packets at the old ceiling are all counted here, where a socket's filter passes one in
  * EVIDENCE_FULL_SAMPLE: divided, the verdict weighs them as before. */
-static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const struct observer_dev *base,
+static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const EvidenceBase *base,
                       const struct observer_near *near) {
-        static const struct observer_dev zero;
+        static const EvidenceBase zero;
 
         if (!base)
                 base = &zero;
@@ -487,11 +517,11 @@ static void observe(EvidenceSet *s, Evidence *ev) {
                 log_debug_errno(r, "evidence: reading the observer's maps failed: %m");
         (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
         r = observer_near_get(s->observer, ns, ev->device->ifindex, &near);
-        counts_of(&ev->counts, &cur, &ev->base, r >= 0 ? &near : NULL);
+        counts_of(&ev->counts, &cur, &ev->watch->base, r >= 0 ? &near : NULL);
 }
 
 void evidence_refresh(EvidenceSet *s, Device *d) {
-        if (d->evidence && d->evidence->observed)
+        if (d->evidence && d->evidence->watch && d->evidence->watch->observed)
                 observe(s, d->evidence);
 }
 
@@ -519,20 +549,30 @@ Observer *evidence_set_get_observer(const EvidenceSet *s) {
 /* The window of ev starts now, over the observer's counts. */
 static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) {
         uint32_t ns = evidence_netns_of(s, ev->device);
-        int r = observer_near_set(s->observer, ns, ev->device->ifindex, ev->above_len);
+        int r;
 
-        if (r < 0)
+        if (!watch_get(ev))
+                return -ENOMEM;
+        r = observer_near_set(s->observer, ns, ev->device->ifindex, ev->above_len);
+        if (r < 0) {
+                watch_drop(ev);
                 return r;
+        }
         (void) observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
-        (void) observer_get(s->observer, ns, ev->device->ifindex, &ev->base);
-        ev->observed = true;
+        struct observer_dev cur;
+        (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
+        _Static_assert(sizeof(ev->watch->base.big) == sizeof(cur.big) && sizeof(ev->watch->base.full) == sizeof(cur.full),
+                       "a window's base is the observer's counts");
+        memcpy(ev->watch->base.big, cur.big, sizeof(cur.big));
+        memcpy(ev->watch->base.full, cur.full, sizeof(cur.full));
+        ev->watch->observed = true;
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;
         ev->counts = (EvidenceCounts){};
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
-        ev->until_usec = now(s) + duration_usec;
+        ev->watch->until_usec = now(s) + duration_usec;
         log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB (a window over the observer's counts)");
-        arm(s);
+        arm_for(s, ev->watch->until_usec);
         return 0;
 }
 
@@ -562,24 +602,32 @@ static void refill(EvidenceSet *s) {
 
 static void unwait(EvidenceSet *s, Evidence *ev) {
         TAILQ_REMOVE(&s->waiting, ev, link);
-        ev->waiting = false;
+        ev->watch->waiting = false;
         s->n_waiting--;
         s->n--;
+        watch_drop(ev);
 }
 
 /* The window of ev starts now, on socket `fd` (taken), its counts from zero. */
 static int start(EvidenceSet *s, Evidence *ev, int fd, uint64_t duration_usec) {
-        int r = attach(s, ev, fd);
+        int r;
 
-        if (r < 0)
+        if (!watch_get(ev)) {
+                close_socket(s, fd);
+                return -ENOMEM;
+        }
+        r = attach(s, ev, fd);
+        if (r < 0) {
+                watch_drop(ev);
                 return r;
+        }
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;
         ev->counts = (EvidenceCounts){};
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
-        ev->until_usec = now(s) + duration_usec;
+        ev->watch->until_usec = now(s) + duration_usec;
         log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB");
-        arm(s);
+        arm_for(s, ev->watch->until_usec);
         return 0;
 }
 
@@ -612,9 +660,9 @@ static void on_made(int fd, void *userdata) {
                         close_socket(s, fd);
                 return;
         }
+        uint64_t asked = ev->since_usec, duration = ev->watch->duration_usec;
         unwait(s, ev);
-        uint64_t asked = ev->since_usec;
-        r = start(s, ev, fd, ev->duration_usec);
+        r = start(s, ev, fd, duration);
         if (r < 0) {
                 log_dev_warning_errno(ev->device, r, "evidence: failed to watch: %m");
                 emit(s, ev);
@@ -623,21 +671,35 @@ static void on_made(int fd, void *userdata) {
         refill(s);
 }
 
-static void arm(EvidenceSet *s) {
-        uint64_t first = UINT64_MAX, t = now(s);
-        Evidence *ev;
+static void arm_at(EvidenceSet *s, uint64_t first) {
+        uint64_t t = now(s);
 
         evtimer_del(s->timer);
-        TAILQ_FOREACH(ev, &s->watched, link) {
-                uint64_t due = !ev->ending ? ev->until_usec : ev->settle_usec;
-                if (due < first)
-                        first = due;
-        }
+        s->timer_usec = first;
         if (first == UINT64_MAX)
                 return;
         first = first > t ? first - t : 0;
         struct timeval tv = {.tv_sec = (time_t) (first / USEC_PER_SEC), .tv_usec = (suseconds_t) (first % USEC_PER_SEC)};
         evtimer_add(s->timer, &tv);
+}
+
+static void arm(EvidenceSet *s) {
+        uint64_t first = UINT64_MAX;
+        Evidence *ev;
+
+        TAILQ_FOREACH(ev, &s->watched, link) {
+                uint64_t due = !ev->watch->ending ? ev->watch->until_usec : ev->watch->settle_usec;
+                if (due < first)
+                        first = due;
+        }
+        arm_at(s, first);
+}
+
+/* A watch due at `due` began or was put off: the timer moves only when that is sooner. Not a
+ * walk over every watch, as arm() is: 10000 windows begun in a burst were 5e7 steps. */
+static void arm_for(EvidenceSet *s, uint64_t due) {
+        if (due < s->timer_usec)
+                arm_at(s, due);
 }
 
 static const char *family_names(unsigned mask) {
@@ -651,7 +713,8 @@ static void judge(EvidenceSet *s, Evidence *ev) {
         unsigned quiet;
         EvidenceVerdict v;
 
-        ev->ending = false;
+        if (ev->watch)
+                ev->watch->ending = false;
         detach(s, ev);
         ev->raised = evidence_raised(&d->current, ipv4);
         v = evidence_judge(&ev->counts, ev->raised, &quiet);
@@ -695,10 +758,10 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
 
         for (ev = TAILQ_FIRST(&s->watched); ev; ev = next) {
                 next = TAILQ_NEXT(ev, link);
-                if (!ev->ending && ev->until_usec <= t) {
-                        ev->ending = true; /* judged once the kernel handed over its last block */
-                        ev->settle_usec = t + (ev->observed ? 0 : EVIDENCE_SETTLE_USEC);
-                } else if (ev->ending && ev->settle_usec <= t)
+                if (!ev->watch->ending && ev->watch->until_usec <= t) {
+                        ev->watch->ending = true; /* judged once the kernel handed over its last block */
+                        ev->watch->settle_usec = t + (ev->watch->observed ? 0 : EVIDENCE_SETTLE_USEC);
+                } else if (ev->watch->ending && ev->watch->settle_usec <= t)
                         judge(s, ev);
         }
         arm(s);
@@ -749,7 +812,7 @@ int evidence_set_new(struct event_base *base, Writer *writer, EventList *events,
         if (!s)
                 return -ENOMEM;
         *s = (EvidenceSet){.base = base, .writer = writer, .events = events, .clock = clock, .sockets = sockets,
-                           .netns_socket = netns_socket};
+                           .netns_socket = netns_socket, .timer_usec = UINT64_MAX};
         TAILQ_INIT(&s->watched);
         TAILQ_INIT(&s->waiting);
         s->timer = evtimer_new(base, on_timer, s);
@@ -787,29 +850,29 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
 
         if (!s->sockets && !s->test_ring && !s->observer)
                 return -EOPNOTSUPP;
-        if (ev && ev->waiting) {
-                if (duration_usec > ev->duration_usec)
-                        ev->duration_usec = duration_usec;
+        if (ev && ev->watch && ev->watch->waiting) {
+                if (duration_usec > ev->watch->duration_usec)
+                        ev->watch->duration_usec = duration_usec;
                 return 0;
         }
-        if (ev && (ev->fd >= 0 || ev->observed) && !ev->ending) {
-                if (until > ev->until_usec)
-                        ev->until_usec = until;
-                arm(s);
+        if (ev && ev->watch && (ev->watch->fd >= 0 || ev->watch->observed) && !ev->watch->ending) {
+                if (until > ev->watch->until_usec)
+                        ev->watch->until_usec = until;
+                arm_for(s, ev->watch->until_usec);
                 return 0;
         }
         /* the observer counts every device anyway: no bound on windows over its counts */
-        if (!s->observer && s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->ending))
+        if (!s->observer && s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->watch && ev->watch->ending))
                 return -EUSERS;
         if (!ev) {
                 ev = calloc(1, sizeof(*ev));
                 if (!ev)
                         return -ENOMEM;
-                *ev = (Evidence){.device = d, .fd = -1};
+                *ev = (Evidence){.device = d};
                 d->evidence = ev;
                 made = true;
         }
-        if (ev->ending)
+        if (ev->watch && ev->watch->ending)
                 judge(s, ev); /* the window that just closed is judged as it is */
         if (s->observer) {
                 r = start_observed(s, ev, duration_usec);
@@ -825,18 +888,22 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         else if (sockets_maker(s->sockets)) {
                 /* it starts when the maker's socket comes (milliseconds); until then it reads as a
                  * count from zero since now, not as the last window's figures (or 1970's) */
-                ev->waiting = true;
-                ev->duration_usec = duration_usec;
-                ev->counts = (EvidenceCounts){};
-                ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
-                TAILQ_INSERT_TAIL(&s->waiting, ev, link);
-                s->n_waiting++;
-                s->n++;
-                refill(s);
-                if (s->asked >= s->n_waiting)
-                        return 0;
-                unwait(s, ev); /* none will come: made here */
-                fd = make_here(s, d);
+                if (!watch_get(ev))
+                        fd = -ENOMEM;
+                else {
+                        ev->watch->waiting = true;
+                        ev->watch->duration_usec = duration_usec;
+                        ev->counts = (EvidenceCounts){};
+                        ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
+                        TAILQ_INSERT_TAIL(&s->waiting, ev, link);
+                        s->n_waiting++;
+                        s->n++;
+                        refill(s);
+                        if (s->asked >= s->n_waiting)
+                                return 0;
+                        unwait(s, ev); /* none will come: made here */
+                        fd = make_here(s, d);
+                }
         } else
                 fd = make_here(s, d);
         r = fd < 0 ? fd : start(s, ev, fd, duration_usec);
@@ -852,14 +919,14 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
 void evidence_stop(EvidenceSet *s, Device *d) {
         Evidence *ev = d->evidence;
 
-        if (ev && ev->waiting) {
+        if (!ev || !ev->watch)
+                return;
+        if (ev->watch->waiting) {
                 unwait(s, ev);
                 emit(s, ev);
                 return;
         }
-        if (!ev || (ev->fd < 0 && !ev->observed))
-                return;
-        ev->ending = false;
+        ev->watch->ending = false;
         detach(s, ev);
         arm(s);
         emit(s, ev);
@@ -869,13 +936,13 @@ void evidence_forget(EvidenceSet *s, Device *d) {
         Evidence *ev = d->evidence;
 
         if (s->observer) {
-                if (ev && ev->observed)
+                if (ev && ev->watch && ev->watch->observed)
                         detach(s, ev);
                 observer_forget(s->observer, evidence_netns_of(s, d), d->ifindex);
         }
         if (!ev)
                 return;
-        if (ev->waiting)
+        if (ev->watch && ev->watch->waiting)
                 unwait(s, ev);
         detach(s, ev);
         arm(s);
@@ -891,7 +958,7 @@ void evidence_drain(EvidenceSet *s) {
         Evidence *ev;
 
         TAILQ_FOREACH(ev, &s->watched, link) {
-                if (ev->observed) {
+                if (ev->watch->observed) {
                         observe(s, ev);
                         continue;
                 }

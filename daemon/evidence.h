@@ -98,6 +98,28 @@ typedef enum EvidenceVerdict {
         _EVIDENCE_VERDICT_INVALID = -EINVAL,
 } EvidenceVerdict;
 
+/* What a window over the observer's counts starts from: the part of its struct observer_dev that
+ * a window's counts are made of (counts_of()). */
+typedef struct EvidenceBase {
+        uint64_t big[2][2];  /* [direction][family], as observer_dev's */
+        uint64_t full[2][2];
+} EvidenceBase;
+
+/* A watch running: its socket's ring, or its window's start in the observer's counts. */
+typedef struct EvidenceWatch {
+        bool observed; /* through the eBPF observer: the window is `base` to its counts now */
+        bool waiting; /* for a socket to be made: the window starts when it comes */
+        bool ending;          /* its window is over: waits for the last block of its ring */
+        int fd; /* the packet socket; -1: waiting for it, or observed */
+        unsigned block; /* the next to read */
+        EvidenceBase base;
+        uint64_t duration_usec; /* while waiting: how long it lasts once its socket comes */
+        struct event *io;
+        uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
+        uint64_t until_usec; /* CLOCK_MONOTONIC */
+        uint64_t settle_usec; /* CLOCK_MONOTONIC */
+} EvidenceWatch;
+
 /* One device's record, allocated the first time it is watched (device.h holds a pointer). */
 typedef struct Evidence {
         Device *device;
@@ -111,19 +133,10 @@ typedef struct Evidence {
         bool logged;      /* "not effective" was logged; again only after an effective window */
         uint32_t above_len[SIZES_COUNT]; /* counts.above[i] counts packets longer; 0: not counted */
 
-        /* while watched */
-        bool observed; /* through the eBPF observer: the window is `base` to its counts now */
-        struct observer_dev base;
-        int fd; /* -1: not watched, or waiting for a socket */
-        bool waiting; /* for a socket to be made: the window starts when it comes */
-        uint64_t duration_usec; /* … and lasts this long */
-        struct event *io;
-        uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
-        unsigned block; /* the next to read */
-        uint64_t until_usec; /* CLOCK_MONOTONIC */
-        bool ending;          /* its window is over: waits for the last block of its ring */
-        uint64_t settle_usec; /* CLOCK_MONOTONIC */
-        TAILQ_ENTRY(Evidence) link;
+        /* while watched (waiting for its socket, or counting): NULL else. Most devices are not
+         * watched most of the time, and this is most of a record (Evidence 168 bytes, this 120). */
+        struct EvidenceWatch *watch;
+        TAILQ_ENTRY(Evidence) link; /* among the set's watched, or those waiting (while watched) */
 } Evidence;
 
 /* Which families sizes raise above 65536 (GSO or GRO), 1 << EvidenceFamily. */
@@ -192,7 +205,7 @@ void evidence_stop(EvidenceSet *s, Device *d);
 /* d goes away: its watch ends silently and its record is freed. */
 void evidence_forget(EvidenceSet *s, Device *d);
 static inline bool evidence_watching(const Device *d) {
-        return d->evidence && (d->evidence->fd >= 0 || d->evidence->waiting || d->evidence->observed);
+        return d->evidence && d->evidence->watch;
 }
 size_t evidence_watched(const EvidenceSet *s);
 /* Count d's packets longer than above_len[i] for size i from now (counts.above from 0); d is

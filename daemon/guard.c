@@ -317,9 +317,9 @@ static int strv_add_once(char ***l, size_t *n, const char *s) {
  * kernel's. */
 static bool observer_counter_exposed(const char *name) {
         uint32_t reason;
-        if (!observer_drop_reason_names(NULL))
-                return false;
-        return strncmp(name, "drop.", 5) != 0 || drop_reason(name, &reason) >= 0;
+        if (strncmp(name, "drop.", 5) != 0)
+                return observer_kernel_has_btf();
+        return observer_drop_reason_names(NULL) && drop_reason(name, &reason) >= 0;
 }
 
 static bool counter_exposed(GuardCounterKind kind, const char *name, const SnmpSnapshot *snap, size_t stats_size) {

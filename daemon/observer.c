@@ -232,6 +232,27 @@ static int grow(void **p, size_t *cap, size_t want, size_t size) {
         return 0;
 }
 
+/* Room for `n` of `size` kept in proportion: a burst's thousand windows end, and their entries'
+ * array (a megabyte at ten thousand) goes with them rather than stay resident while none is set. */
+static void shrink(void **p, size_t n, size_t *cap, size_t size) {
+        size_t c = *cap;
+
+        if (n == 0) {
+                *p = mfree(*p);
+                *cap = 0;
+                return;
+        }
+        while (c > 64 && n <= c / 4)
+                c /= 2;
+        if (c == *cap)
+                return;
+        void *smaller = reallocarray(*p, c, size);
+        if (!smaller)
+                return; /* it keeps its room */
+        *p = smaller;
+        *cap = c;
+}
+
 static const MapShape dev_shape = {
         .ksize = sizeof(struct observer_key), .vsize = sizeof(struct observer_dev), .esize = sizeof(DevEntry),
         .voff = offsetof(DevEntry, v), .atoff = offsetof(DevEntry, at), .cmp = cmp_key,
@@ -405,6 +426,10 @@ uint64_t observer_lookups(const Observer *o) {
         return o->lookups;
 }
 
+size_t observer_snapshot_bytes(const Observer *o) {
+        return o->cap_devs * sizeof(DevEntry) + o->cap_drops * sizeof(DropEntry) + o->cap_nears * sizeof(NearEntry);
+}
+
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
         int r = 0;
 
@@ -550,8 +575,10 @@ void observer_near_clear(Observer *o, uint32_t netns, int ifindex) {
 
         if (o->skel)
                 (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.nears), &k);
-        if (e)
+        if (e) {
                 remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
+                shrink((void **) &o->nears, o->n_nears, &o->cap_nears, sizeof(NearEntry));
+        }
 }
 
 static DelivEntry *find_deliv(const Observer *o, uint32_t netns, int ifindex) {
@@ -625,8 +652,10 @@ void observer_forget(Observer *o, uint32_t netns, int ifindex) {
         observer_deliv_clear(o, netns, ifindex);
         if (o->skel)
                 (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.devs), &k);
-        if (e)
+        if (e) {
                 remove_at(o->devs, &o->n_devs, sizeof(DevEntry), (size_t) (e - o->devs));
+                shrink((void **) &o->devs, o->n_devs, &o->cap_devs, sizeof(DevEntry));
+        }
         if (o->skel) {
                 /* its drops of every reason, in the kernel now: a device gone is rare, a batch read
                  * for it cheap enough (a new device of its ifindex must not inherit them) */
@@ -702,6 +731,13 @@ int observer_drop_reason(const char *name, uint32_t *ret) {
                         return 0;
                 }
         return -ENOENT;
+}
+
+bool observer_kernel_has_btf(void) {
+        if (reason_names || reasons_error < 0)
+                return reasons_error == 0;
+        /* where the kernel describes itself (CONFIG_DEBUG_INFO_BTF), what tp_btf programs attach by */
+        return access("/sys/kernel/btf/vmlinux", R_OK) == 0;
 }
 
 const char *const *observer_drop_reason_names(size_t *ret_n) {

@@ -60,6 +60,8 @@ uint64_t observer_lookups(const Observer *o);
 /* Entries in the kernel's maps: devices, (device, reason) drops, thresholds (the maps are read
  * whole into the snapshot, once in it). */
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);
+/* The bytes the daemon's snapshot of them takes (its arrays' room), for tests. */
+size_t observer_snapshot_bytes(const Observer *o);
 /* The bytes of kernel memory the maps hold (as the kernel reports them: memlock), 0 unknown. */
 uint64_t observer_map_bytes(const Observer *o);
 
@@ -93,6 +95,9 @@ void observer_forget(Observer *o, uint32_t netns, int ifindex);
 int observer_drop_reason(const char *name, uint32_t *ret);
 /* All of them (NULL-terminated, borrowed), for did-you-mean; NULL without BTF. */
 const char *const *observer_drop_reason_names(size_t *ret_n);
+/* Whether this kernel has BTF, without reading it (its reasons, once read, decide): parsing it
+ * takes tens of milliseconds of a start, which only a drop reason named needs. */
+bool observer_kernel_has_btf(void);
 
 /* Benchmarks: `n` made-up devices of namespace `netns` (ifindex 1..n) in the kernel's maps, each
 with counts and one drop reason, as a host with that many busy devices has. */

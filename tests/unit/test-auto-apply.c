@@ -148,7 +148,7 @@ static void h_step(Harness *h) {
 /* Busy: d sends packets as large as its gso_max_size lets them be, while watched. */
 static void h_busy(Harness *h, int ifindex, unsigned n) {
         Device *d = h_dev(h, ifindex);
-        if (evidence_watching(d) && !d->evidence->waiting)
+        if (evidence_watching(d) && !d->evidence->watch->waiting)
                 h_packets(h, ifindex, true, d->current.gso_max_size, n);
 }
 
@@ -535,6 +535,52 @@ static void test_observer_step_bound_on_own_retransmits(void **state) {
         observer_free(o);
 }
 
+/* A probation window over the observer's counts: what it counts is what came in it (not what the
+ * device carried before), and once it is judged the device keeps its counts and verdict without
+ * the watch's running part, and its threshold entry is gone. */
+static void test_window_over_observer_counts_keeps_its_counts(void **state) {
+        static const char yaml[] = "version: 1\n"
+                                   "policies:\n"
+                                   "  - name: fixed\n"
+                                   "    match: {name: [e0]}\n"
+                                   "    ipv6: {gso-max-size: 200000}\n"
+                                   "    rollback:\n"
+                                   "      window: 10s\n"
+                                   "      guards:\n"
+                                   "        - {counter: link.tx_errors, max-increase: 10}\n";
+        struct observer_dev v = {};
+        struct observer_near near;
+        Observer *o;
+        Harness *h = h_new(yaml);
+        Device *d;
+
+        (void) state;
+        o = h_observer_on(h);
+        h_link_add(h, 2, "e0");
+        v.big[OBSERVER_TX][OBSERVER_IPV6] = 100; /* before its window */
+        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
+        h_start(h);
+        h_answer_all(h);
+        d = h_dev(h, 2);
+        assert_int_equal(h_state(h, 2), DEVICE_PROBATION);
+        assert_true(evidence_watching(d));
+        assert_non_null(d->evidence->watch);
+        h_observed_packets(h, o, 2, 150000, 7);
+        for (unsigned t = 0; evidence_watching(d); t++) {
+                assert_true(t < 4 * 12);
+                h_step(h);
+        }
+        assert_non_null(d->evidence);
+        assert_null(d->evidence->watch);
+        assert_int_equal(d->evidence->counts.tx, 7);
+        assert_int_equal(d->evidence->counts.by_family[EVIDENCE_IPV6], 7);
+        assert_int_equal(d->evidence->counts.tx_largest, 150000);
+        assert_int_equal(d->evidence->verdict, EVIDENCE_EFFECTIVE);
+        assert_int_equal(observer_near_get(o, OWN_NETNS, 2, &near), -ENOENT);
+        h_free(h);
+        observer_free(o);
+}
+
 /* A GRO step is proven by what the device itself received (the packet sockets here), and says so:
  * no peer is asked. */
 static void test_gro_step_proven_by_what_it_received(void **state) {
@@ -555,7 +601,7 @@ static void test_gro_step_proven_by_what_it_received(void **state) {
         h_answer_all(h);
         for (unsigned t = 0; t < 4 * 600; t++) {
                 Device *d = h_dev(h, 2);
-                if (evidence_watching(d) && !d->evidence->waiting)
+                if (evidence_watching(d) && !d->evidence->watch->waiting)
                         h_packets(h, 2, false, d->current.gro_max_size, 20);
                 h_step(h);
                 s = auto_device_search(h_dev(h, 2)->autosize, 1);
@@ -1115,6 +1161,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_observer_packets_above_the_old_size_prove_nothing, h_teardown),
                 cmocka_unit_test_teardown(test_observer_big_retransmits_trip_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_observer_step_bound_on_own_retransmits, h_teardown),
+                cmocka_unit_test_teardown(test_window_over_observer_counts_keeps_its_counts, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,6 +182,30 @@ static void test_unknown_reason_is_inactive(void **state) {
         observer_free(o);
 }
 
+/* The thresholds of a burst's windows, all cleared as the windows end, leave no room behind in the
+ * snapshot (a megabyte at 10000 devices stayed), nor do devices gone. */
+static void test_snapshot_shrinks(void **state) {
+        Observer *o;
+        struct observer_near near;
+
+        (void) state;
+        assert_int_equal(observer_new_fake(NS_A, &o), 0);
+        for (int i = 1; i <= 1000; i++)
+                assert_int_equal(observer_near_set(o, NS_B, i, (const uint32_t[4]){70000, 0, 0, 0}), 0);
+        assert_true(observer_snapshot_bytes(o) >= 1000 * sizeof(struct observer_near));
+        for (int i = 1; i <= 990; i++)
+                observer_near_clear(o, NS_B, i);
+        /* what is left is found, in room proportional to it */
+        assert_int_equal(observer_near_get(o, NS_B, 995, &near), 0);
+        assert_int_equal(near.len[0], 70000);
+        assert_int_equal(observer_near_get(o, NS_B, 5, &near), -ENOENT);
+        assert_true(observer_snapshot_bytes(o) <= 64 * (sizeof(struct observer_near) + 16));
+        for (int i = 991; i <= 1000; i++)
+                observer_near_clear(o, NS_B, i);
+        assert_int_equal(observer_snapshot_bytes(o), 0);
+        observer_free(o);
+}
+
 static void test_near_the_step(void **state) {
         AutoSearch s = {.phase = AUTO_TRYING, .proven = 131072, .trying = 262144};
 
@@ -324,6 +348,7 @@ int main(void) {
                 cmocka_unit_test(test_attribution),
                 cmocka_unit_test(test_guards_on_the_device_alone),
                 cmocka_unit_test(test_unknown_reason_is_inactive),
+                cmocka_unit_test(test_snapshot_shrinks),
                 cmocka_unit_test(test_near_the_step),
                 cmocka_unit_test(test_deliveries),
                 cmocka_unit_test(test_reads_what_is_asked),

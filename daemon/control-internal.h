@@ -17,6 +17,9 @@ json_object *control_kernel_string(const char *s);
 /* A device's big_packets (IDL BigPackets): its last or running watch's counts, else (`s` not
  * NULL) the eBPF observer's since it was loaded, else NULL. `now`: CLOCK_MONOTONIC. */
 json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d);
+/* What a device's big_packets shows: its last (or running) watch; never watched, what the eBPF
+ * observer of `s` (NULL: none asked) counted since it was loaded, in `tmp`; else NULL. */
+const Evidence *control_big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp);
 /* A device's "effective": whether its watch found big packets effective, NULL without a verdict. */
 json_object *control_effective_json(const Device *d);
 /* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */

@@ -207,9 +207,7 @@ static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, c
         json_writer_object_end(w);
 }
 
-/* What big_packets shows: the last (or the running) watch of d; never watched, what the eBPF
- * observer of `s` (NULL: none asked) counted since it was loaded, in `tmp`; else NULL. */
-static const Evidence *big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp) {
+const Evidence *control_big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp) {
         EvidenceCounts totals;
 
         if (!d->evidence && s && evidence_totals(s, d, &totals) >= 0) {
@@ -225,7 +223,7 @@ static const Evidence *big_packets_source(EvidenceSet *s, const Device *d, Evide
 json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
         _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
         Evidence tmp;
-        const Evidence *ev = big_packets_source(s, d, &tmp);
+        const Evidence *ev = control_big_packets_source(s, d, &tmp);
 
         if (!ev)
                 return NULL;
@@ -390,7 +388,7 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
                         write_kernel_string(w, d->altnames[i]);
                 json_writer_array_end(w);
         }
-        if ((ev = big_packets_source(e->evidence, d, &tmp))) {
+        if ((ev = control_big_packets_source(e->evidence, d, &tmp))) {
                 json_writer_key(w, "big_packets");
                 write_big_packets_of(w, now, d, ev);
         }

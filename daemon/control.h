@@ -9,6 +9,7 @@
 
 #include "engine.h"
 #include "json-writer.h"
+#include "metrics.h"
 #include "netns-set.h"
 #include "policy-reload.h"
 #include "sync.h"
@@ -88,6 +89,15 @@ int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n);
 int control_devices_json(const Control *c, const char *name, json_object **ret);
 /* The same for every device, as JSON text written into `w`. */
 int control_devices_write(const Control *c, JsonWriter *w);
+
+/* The figures of /metrics (metrics.h), read from the tables: the status when made, each device
+ * when the source asks for it. The devices are those of the moment it was made: print it all
+ * before the loop runs again (a device may be gone after). */
+typedef struct ControlMetrics ControlMetrics;
+int control_metrics_new(Control *c, ControlMetrics **ret);
+const MetricsSource *control_metrics_source(const ControlMetrics *m);
+void control_metrics_free(ControlMetrics *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ControlMetrics *, control_metrics_free);
 
 /* Reads of the kernel before an answer (it sends no event when only a size changes). `fn` is
  * called once, from the loop, when the read is in (error 0), the device went away (-ENODEV) or the

@@ -1,7 +1,8 @@
 /* metrics-http.c — GET /metrics over evhttp (metrics-http.h): each scrape reads every device from
  * the kernel first (as `bigtcpctl metrics` asks ListDevices to: a size changed behind bigtcpd's
- * back sends no event), then answers with metrics_write()'s text, built from the same JSON
- * GetStatus and ListDevices answer with. */
+ * back sends no event), then answers with metrics_print()'s text of the daemon's tables
+ * (control_metrics_new()): the same text `bigtcpctl metrics` prints from GetStatus and
+ * ListDevices. */
 #include <assert.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -84,43 +85,30 @@ static void scrape_free(Scrape *s) {
         free(s);
 }
 
-/* The devices as ListDevices has them, in one array. */
-static json_object *devices_json(Control *c) {
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        json_object *a;
-
-        if (control_devices_json(c, NULL, &o) < 0 || !json_object_object_get_ex(o, "devices", &a))
-                return NULL;
-        return json_object_get(a);
+/* A FILE that appends to an evbuffer: the text goes into the reply's chains as it is printed,
+ * never one buffer of it all to be copied again. */
+static ssize_t evbuffer_cookie_write(void *cookie, const char *buf, size_t size) {
+        return evbuffer_add(cookie, buf, size) < 0 ? -1 : (ssize_t) size;
 }
 
-static void free_text(const void *data, size_t len, void *extra) {
-        free((void *) data);
-}
-
-/* The text, into `out`. */
+/* The text, into `out`, printed straight from the daemon's tables. */
 static int metrics_text(Control *c, struct evbuffer *out) {
-        _cleanup_(json_object_putp) json_object *status = control_status_json(c), *devices = devices_json(c);
-        _cleanup_(freep) char *text = NULL;
-        size_t size = 0;
+        _cleanup_(control_metrics_freep) ControlMetrics *m = NULL;
         FILE *f;
+        int r;
 
-        if (!status || !devices)
-                return -ENOMEM;
-        f = open_memstream(&text, &size);
+        r = control_metrics_new(c, &m);
+        if (r < 0)
+                return r;
+        f = fopencookie(out, "w", (cookie_io_functions_t){.write = evbuffer_cookie_write});
         if (!f)
-                return -errno;
-        metrics_write(f, status, devices);
-        if (ferror(f)) {
-                fclose(f);
                 return -ENOMEM;
-        }
-        if (fclose(f) != 0)
-                return -errno;
-        if (evbuffer_add_reference(out, text, size, free_text, NULL) < 0)
-                return -ENOMEM;
-        TAKE_PTR(text);
-        return 0;
+        (void) setvbuf(f, NULL, _IOFBF, 64 * 1024);
+        metrics_print(f, control_metrics_source(m));
+        r = ferror(f) ? -ENOMEM : 0;
+        if (fclose(f) != 0 && r == 0)
+                r = -ENOMEM;
+        return r;
 }
 
 static void reply_text(Control *c, struct evhttp_request *req) {

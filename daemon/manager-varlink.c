@@ -15,6 +15,7 @@ struct VarlinkManager {
         VarlinkServer *server;
         LIST_HEAD(, MonitorStream) streams;
         unsigned watch_id; /* of the daemon's events, while there are streams */
+        JsonWriter event_text; /* the event being streamed */
         VarlinkInterface interfaces[1];
         VarlinkServerInfo info; /* the server's, for its life */
 };
@@ -180,7 +181,8 @@ static int method_list_devices(VarlinkCall *call, json_object *params, void *use
 }
 
 /* A Monitor stream. The manager watches the engine's events once for all of them, and each event
- * is serialized once, whatever the number of streams. */
+ * is written once as text (into the manager's buffer, kept from one event to the next), whatever
+ * the number of streams. */
 struct MonitorStream {
         VarlinkManager *manager;
         VarlinkCall *call;
@@ -201,20 +203,15 @@ static void on_monitor_cancel(void *userdata) {
 
 static void on_event(const Event *e, void *userdata) {
         VarlinkManager *m = userdata;
-        _cleanup_(json_object_putp) json_object *o = control_event_json(e);
         MonitorStream *s, *next;
-        const char *text;
-        size_t len;
 
-        if (!o)
-                return;
-        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-        if (!text)
+        json_writer_reset(&m->event_text);
+        if (control_event_write(e, &m->event_text) <= 0)
                 return;
         /* a client that does not read is closed, which takes its stream out of the list */
         for (s = LIST_FIRST(&m->streams); s; s = next) {
                 next = LIST_NEXT(s, link);
-                (void) varlink_call_notify_json(s->call, text, len);
+                (void) varlink_call_notify_json(s->call, m->event_text.buf, m->event_text.len);
         }
 }
 
@@ -436,6 +433,7 @@ void varlink_manager_free(VarlinkManager *m) {
         if (!m)
                 return;
         varlink_server_free(m->server);
+        json_writer_done(&m->event_text);
         free(m);
 }
 

@@ -1,9 +1,12 @@
 /* control-metrics.c — the daemon's /metrics figures read straight from its tables (metrics.h), each
  * as GetStatus and ListDevices have it: the same text as `bigtcpctl metrics` prints from their
- * JSON, without a JSON view of 10000 devices built, written and parsed first. */
+ * JSON, without a JSON view of 10000 devices built, written and parsed first. The status is copied
+ * when it is made; the devices are those of that moment, each read when its lines are printed,
+ * which may be over several rounds of the loop (a device gone meanwhile is left out). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "auto-apply.h"
 #include "control-internal.h"
@@ -12,10 +15,20 @@
 #include "utf8.h"
 #include "version.h"
 
+/* A device of the list, found by its address when it goes. */
+typedef struct ByAddress {
+        const Device *device;
+        size_t index;
+} ByAddress;
+
 struct ControlMetrics {
         Control *control;
-        Device **devices;
+        Device **devices; /* NULL where one went since */
         size_t n_devices;
+        ByAddress *by_address; /* sorted by address */
+        unsigned watch_id;     /* of the devices' going */
+        char **strings;        /* the status' own copies */
+        size_t n_strings;
         MetricsStatus status;
         MetricsSource source;
         char digest[17];
@@ -30,6 +43,12 @@ struct ControlMetrics {
 void control_metrics_free(ControlMetrics *m) {
         if (!m)
                 return;
+        if (m->watch_id != 0)
+                event_watch_remove(control_events(m->control), m->watch_id);
+        for (size_t i = 0; i < m->n_strings; i++)
+                free(m->strings[i]);
+        free(m->strings);
+        free(m->by_address);
         free(m->devices);
         free(m->by_policy);
         free(m->policies);
@@ -47,14 +66,19 @@ static void sizes_of(const Sizes *s, bool v4, bool has[static SIZES_COUNT], int6
 }
 
 /* As control_device_write() writes it. */
-static void device_of(void *userdata, size_t i, MetricsDevice *ret) {
+static bool device_of(void *userdata, size_t i, MetricsDevice *ret) {
         ControlMetrics *m = userdata;
         const Device *d = m->devices[i];
-        const Engine *e = control_engine_of(m->control, d);
-        bool v4 = e->ipv4_supported;
+        const Engine *e;
         const Evidence *ev;
         Evidence tmp;
         size_t n = 0;
+        bool v4;
+
+        if (!d)
+                return false;
+        e = control_engine_of(m->control, d);
+        v4 = e->ipv4_supported;
 
         m->netns_buf = mfree(m->netns_buf);
         m->ifname_buf = mfree(m->ifname_buf);
@@ -94,6 +118,24 @@ static void device_of(void *userdata, size_t i, MetricsDevice *ret) {
         }
         ret->autos = m->autos;
         ret->n_autos = n;
+        return true;
+}
+
+/* A copy of `s` the status keeps (NULL for NULL, and when out of memory). */
+static const char *keep(ControlMetrics *m, const char *s, int *error) {
+        char **l, *copy;
+
+        if (!s)
+                return NULL;
+        l = reallocarray(m->strings, m->n_strings + 1, sizeof(*l));
+        if (l)
+                m->strings = l;
+        copy = l ? strdup(s) : NULL;
+        if (!copy) {
+                *error = -ENOMEM;
+                return NULL;
+        }
+        return m->strings[m->n_strings++] = copy;
 }
 
 /* As control_status_json() has them. */
@@ -106,6 +148,7 @@ static int status_of(ControlMetrics *m) {
         MetricsStatus *s = &m->status;
         unsigned n[_DEVICE_STATE_MAX] = {};
         uint64_t gap, dumps;
+        int error = 0;
 
         lifecycle_count_states(e, n);
         snprintf(m->digest, sizeof(m->digest), "%016llx", policy ? (unsigned long long) policy->digest : 0ull);
@@ -124,7 +167,7 @@ static int status_of(ControlMetrics *m) {
                 .has_policies = true,
                 .has_last_reload = last != NULL,
                 .observer = obs ? "ebpf" : e->cfg.packet_sockets ? "packet-socket" : "none",
-                .observer_why = !obs ? e->cfg.observer_why : NULL,
+                .observer_why = !obs ? keep(m, e->cfg.observer_why, &error) : NULL,
                 .has_probation = true,
                 .probation_gap_usec = (int64_t) gap,
         };
@@ -135,7 +178,7 @@ static int status_of(ControlMetrics *m) {
                 if (!m->by_policy)
                         return -ENOMEM;
                 for (size_t i = 0; i < e->counters.n_by_policy; i++)
-                        m->by_policy[i] = (MetricsPolicyRollbacks){.policy = e->counters.by_policy[i].policy,
+                        m->by_policy[i] = (MetricsPolicyRollbacks){.policy = keep(m, e->counters.by_policy[i].policy, &error),
                                                                    .count = (int64_t) e->counters.by_policy[i].rollbacks,
                                                                    .present = true};
                 s->rollbacks_by_policy = m->by_policy;
@@ -147,7 +190,7 @@ static int status_of(ControlMetrics *m) {
                         return -ENOMEM;
                 for (size_t i = 0; i < policy->n_policies; i++) {
                         const Policy *p = &policy->policies[i];
-                        m->policies[i] = (MetricsPolicy){.name = p->name ?: "",
+                        m->policies[i] = (MetricsPolicy){.name = keep(m, p->name ?: "", &error),
                                                          .applies = p->applies_here,
                                                          .has_hosts_percent = p->has_hosts_percent,
                                                          .hosts_percent = (int) p->hosts_percent,
@@ -166,8 +209,8 @@ static int status_of(ControlMetrics *m) {
                                 return -ENOMEM;
                         for (size_t i = 0; i < last->errors.n; i++) {
                                 const PolicyError *pe = &last->errors.items[i];
-                                m->errors[i] = (MetricsPolicyError){.file = pe->file ?: "",
-                                                                    .message = pe->message ?: "",
+                                m->errors[i] = (MetricsPolicyError){.file = keep(m, pe->file ?: "", &error),
+                                                                    .message = keep(m, pe->message ?: "", &error),
                                                                     .line = (int) pe->line,
                                                                     .column = (int) pe->column};
                         }
@@ -186,7 +229,24 @@ static int status_of(ControlMetrics *m) {
                 s->observer_map_bytes = (int64_t) observer_map_bytes(obs);
                 s->observer_read_usec = (int64_t) observer_read_cost_usec(obs);
         }
-        return 0;
+        return error;
+}
+
+static int by_address_compare(const void *a, const void *b) {
+        uintptr_t x = (uintptr_t) ((const ByAddress *) a)->device, y = (uintptr_t) ((const ByAddress *) b)->device;
+        return x < y ? -1 : x > y;
+}
+
+/* A device that goes is left out from now on. */
+static void on_event(const Event *e, void *userdata) {
+        ControlMetrics *m = userdata;
+        ByAddress key = {.device = e->device}, *found;
+
+        if (e->type != EVENT_REMOVED || !e->device)
+                return;
+        found = bsearch(&key, m->by_address, m->n_devices, sizeof(*m->by_address), by_address_compare);
+        if (found)
+                m->devices[found->index] = NULL;
 }
 
 int control_metrics_new(Control *c, ControlMetrics **ret) {
@@ -202,6 +262,15 @@ int control_metrics_new(Control *c, ControlMetrics **ret) {
         r = control_sorted_devices(c, &m->devices, &m->n_devices);
         if (r < 0)
                 return r;
+        m->by_address = calloc(m->n_devices + 1, sizeof(*m->by_address));
+        if (!m->by_address)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_devices; i++)
+                m->by_address[i] = (ByAddress){m->devices[i], i};
+        qsort(m->by_address, m->n_devices, sizeof(*m->by_address), by_address_compare);
+        m->watch_id = event_watch_add(control_events(c), on_event, m);
+        if (m->watch_id == 0)
+                return -ENOMEM;
         m->source = (MetricsSource){.status = &m->status, .n_devices = m->n_devices, .device = device_of, .userdata = m};
         *ret = TAKE_PTR(m);
         return 0;

@@ -93,9 +93,9 @@ int control_devices_json(const Control *c, const char *name, json_object **ret);
 /* The same for every device, as JSON text written into `w`. */
 int control_devices_write(const Control *c, JsonWriter *w);
 
-/* The figures of /metrics (metrics.h), read from the tables: the status when made, each device
- * when the source asks for it. The devices are those of the moment it was made: print it all
- * before the loop runs again (a device may be gone after). */
+/* The figures of /metrics (metrics.h), read from the tables: the status when made (copied), each
+ * device when the source asks for it, also rounds of the loop later (the devices of the moment
+ * it was made; one gone since is left out). */
 typedef struct ControlMetrics ControlMetrics;
 int control_metrics_new(Control *c, ControlMetrics **ret);
 const MetricsSource *control_metrics_source(const ControlMetrics *m);

@@ -156,14 +156,15 @@ static void head_counters(FILE *f, const MetricsSource *src) {
         print_rollbacks(f, s);
 }
 
-/* A bigtcpd from before Device.rollbacks: not at all, rather than 0 for every device. */
+/* A bigtcpd from before Device.rollbacks: not at all, rather than 0 for every device. The first
+ * device says. */
 static bool device_rollbacks_shown(const MetricsSource *src) {
-        MetricsDevice d = {};
-
-        if (src->n_devices == 0)
-                return false;
-        src->device(src->userdata, 0, &d);
-        return d.has_rollbacks;
+        for (size_t i = 0; i < src->n_devices; i++) {
+                MetricsDevice d = {};
+                if (src->device(src->userdata, i, &d))
+                        return d.has_rollbacks;
+        }
+        return false;
 }
 
 static void head_device_rollbacks(FILE *f, const MetricsSource *src) {
@@ -408,8 +409,8 @@ bool metrics_print_some(FILE *f, const MetricsSource *src, MetricsCursor *c, siz
                         MetricsDevice d = {};
                         if (done++ == max_devices)
                                 return false;
-                        src->device(src->userdata, c->device, &d);
-                        parts[c->part].each(f, &d);
+                        if (src->device(src->userdata, c->device, &d))
+                                parts[c->part].each(f, &d);
                 }
         }
         return true;
@@ -437,7 +438,7 @@ static void json_sizes(json_object *s, bool has[static SIZES_COUNT], int64_t v[s
         }
 }
 
-static void json_device(void *userdata, size_t i, MetricsDevice *ret) {
+static bool json_device(void *userdata, size_t i, MetricsDevice *ret) {
         JsonSource *js = userdata;
         json_object *d = json_object_array_get_idx(js->devices, i), *b = jget(d, "big_packets"),
                     *e = jget(d, "effective"), *autos = jarray(d, "auto");
@@ -463,7 +464,7 @@ static void json_device(void *userdata, size_t i, MetricsDevice *ret) {
         if (n > js->n_autos_allocated) {
                 MetricsAuto *a = reallocarray(js->autos, n, sizeof(*a));
                 if (!a)
-                        return; /* out of memory: no searches */
+                        return true; /* out of memory: no searches */
                 js->autos = a;
                 js->n_autos_allocated = n;
         }
@@ -479,6 +480,7 @@ static void json_device(void *userdata, size_t i, MetricsDevice *ret) {
         }
         ret->autos = js->autos;
         ret->n_autos = n;
+        return true;
 }
 
 void metrics_write(FILE *f, json_object *s, json_object *devs) {

@@ -80,11 +80,11 @@ typedef struct MetricsStatus {
 } MetricsStatus;
 
 /* Where the figures come from. `device` fills *ret with device i's (i < n_devices; what it points
- * to stays valid until its next call). */
+ * to stays valid until its next call), or returns false for a device gone since (left out). */
 typedef struct MetricsSource {
         const MetricsStatus *status;
         size_t n_devices;
-        void (*device)(void *userdata, size_t i, MetricsDevice *ret);
+        bool (*device)(void *userdata, size_t i, MetricsDevice *ret);
         void *userdata;
 } MetricsSource;
 

@@ -142,8 +142,32 @@ static void test_tables_as_json(void **state) {
         assert_non_null(strstr(refused, "bigtcpd_config_last_reload_successful 0\n"));
         assert_non_null(strstr(refused, "bigtcpd_policy_error{file=\""));
 
+        /* a device that goes while the text is printed in parts (the loop runs between them) is
+         * left out from then on */
+        {
+                _cleanup_(control_metrics_freep) ControlMetrics *m = NULL;
+                MetricsCursor cur = METRICS_CURSOR_INIT;
+                _cleanup_(freep) char *text = NULL;
+                size_t size = 0, before;
+                FILE *f = open_memstream(&text, &size);
+
+                assert_non_null(f);
+                assert_int_equal(control_metrics_new(c, &m), 0);
+                assert_false(metrics_print_some(f, control_metrics_source(m), &cur, 2)); /* lo, eth0 */
+                assert_int_equal(fflush(f), 0);
+                before = size;
+                h_link_del(h, 3);
+                h_answer_all(h);
+                assert_null(h_dev(h, 3));
+                for (unsigned n = 0; !metrics_print_some(f, control_metrics_source(m), &cur, 2); n++)
+                        assert_true(n < 1000);
+                assert_int_equal(fclose(f), 0);
+                assert_null(strstr(text + before, "eth\\\"1"));
+                assert_non_null(strstr(text + before, "bigtcpd_device_size_bytes{ifname=\"eth2\""));
+                assert_non_null(strstr(text + before, "bigtcpd_device_state{ifname=\"eth0\""));
+        }
+
         /* devices go */
-        h_link_del(h, 3);
         h_link_del(h, 5);
         h_answer_all(h);
         free(assert_same_text(c));

@@ -44,21 +44,10 @@ json_object *control_kernel_string(const char *s) {
         return safe ? json_object_new_string(safe) : NULL;
 }
 
-/* The device view (ListDevices' Device) is written as JSON text, one source for every transport:
- * varlink's ListDevices of every device writes it straight into its reply, the others parse it
- * (control_device_json()). */
-
-/* A json-c tree of what `w` holds (one value); NULL when out of memory or `w` failed. */
-static json_object *parse_written(JsonWriter *w) {
-        json_tokener *tok;
-        json_object *o;
-
-        if (json_writer_error(w) < 0 || w->len > INT_MAX || !(tok = json_tokener_new()))
-                return NULL;
-        o = json_tokener_parse_ex(tok, w->buf, (int) w->len);
-        json_tokener_free(tok);
-        return o;
-}
+/* The device view (ListDevices' Device) and its parts are written once, one source for every
+ * transport: as JSON text straight into a reply (varlink's ListDevices of every device, Monitor's
+ * events), or through the writer's tree backend into a json-c tree where one is built around them
+ * (control_device_json(), GetStatus' problems, a plan's auto). */
 
 void control_kernel_string_write(JsonWriter *w, const char *s) {
         _cleanup_(freep) char *buf = NULL;
@@ -146,24 +135,24 @@ static void write_families(JsonWriter *w, unsigned mask) {
 
 /* The same as trees, for GetStatus. */
 static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         write_rollback(&w, r, ipv4);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static json_object *write_error_json(const Device *d) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         write_error(&w, d);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static json_object *families_json(unsigned mask) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         write_families(&w, mask);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, const Evidence *ev) {
@@ -288,12 +277,12 @@ static void write_auto(JsonWriter *w, unsigned sizes, const AutoSearch *const se
 
 /* The same as a tree; NULL without a search. */
 static json_object *auto_json(unsigned sizes, const AutoSearch *const search[SIZES_COUNT], uint64_t now_usec) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         if (sizes == 0)
                 return NULL;
         write_auto(&w, sizes, search, now_usec);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static void write_auto_device(JsonWriter *w, const AutoDevice *a, uint64_t now_usec) {
@@ -393,9 +382,9 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
 }
 
 json_object *control_device_json(const Control *c, const Device *d) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
-        return control_device_write(c, d, &w) < 0 ? NULL : parse_written(&w);
+        return control_device_write(c, d, &w) < 0 ? NULL : json_writer_take_tree(&w);
 }
 
 /* A rollout's progress: its policy's devices at their sizes (window passed), in probation now. */
@@ -878,7 +867,7 @@ int control_devices_write(const Control *c, JsonWriter *w) {
 }
 
 int control_devices_json(const Control *c, const char *name, json_object **ret) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
         json_object *o, *a, *dj;
         Device *one;
         int r;
@@ -887,7 +876,7 @@ int control_devices_json(const Control *c, const char *name, json_object **ret) 
                 r = control_devices_write(c, &w);
                 if (r < 0)
                         return r;
-                o = parse_written(&w);
+                o = json_writer_take_tree(&w);
                 if (!o)
                         return -ENOMEM;
                 *ret = o;

@@ -35,6 +35,7 @@ start and the end. It asserts nothing. Run as root after `bash scripts/build.sh`
 """
 
 import argparse
+import http.client
 import os
 import shutil
 import socket
@@ -256,16 +257,18 @@ class Footprint(burst.Bench):
         finally:
             os.close(target)
             os.close(own)
-        with sock:
-            sock.settimeout(120)
-            sock.connect(("127.0.0.1", port))
-            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
-            data = b""
-            while chunk := sock.recv(1 << 20):
-                data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        if not head.startswith(b"HTTP/1.1 200"):
-            raise RuntimeError(f"GET /metrics: {head[:100]!r}")
+        sock.settimeout(120)
+        sock.connect(("127.0.0.1", port))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn.sock = sock  # a chunked answer is read as one body
+        try:
+            conn.request("GET", "/metrics")
+            r = conn.getresponse()
+            body = r.read()
+            if r.status != 200:
+                raise RuntimeError(f"GET /metrics: {r.status} {body[:100]!r}")
+        finally:
+            conn.close()
         return len(body)
 
     def metrics(self, label, daemon_bin):

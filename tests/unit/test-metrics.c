@@ -2,7 +2,8 @@
  * was fed from the daemon's tables: printed from the tables (/metrics), from GetStatus and
  * ListDevices as JSON (bigtcpctl metrics) and in parts (a cursor), it is byte for byte what the
  * old builder (metrics-oracle.c) prints from the same state's JSON, over a harness's devices in
- * many states, and over JSON of odd shapes. */
+ * many states, and over JSON of odd shapes. The devices' tree (the JSON writer's tree backend)
+ * prints as their text. */
 #include "engine-harness.h"
 
 #include "control.h"
@@ -79,6 +80,14 @@ static char *assert_same_text(Control *c) {
         assert_int_equal(control_devices_json(c, NULL, &list), 0);
         v.devices = jarray(list, "devices");
         assert_non_null(v.devices);
+        /* the tree (the writer's tree backend) prints as the text written for varlink */
+        {
+                _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+                assert_int_equal(control_devices_write(c, &w), 0);
+                assert_string_equal(json_object_to_json_string_ext(list, JSON_C_TO_STRING_PLAIN |
+                                                                                 JSON_C_TO_STRING_NOSLASHESCAPE),
+                                    json_writer_text(&w));
+        }
 
         char *want = printed(print_oracle, &v);
         _cleanup_(freep) char *json = printed(print_json, &v), *tables = printed(print_tables, &v);

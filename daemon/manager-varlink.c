@@ -251,32 +251,29 @@ static bool source_too_long(VarlinkCall *call, json_object *v) {
         return true;
 }
 
-static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
-        static const VarlinkParam spec[] = {
-                {"policy", json_type_string, false},
+/* Plan and Validate: a policy (required for Validate; Plan without one plans the running one)
+ * and its source's name. */
+static int method_policy_check(VarlinkCall *call, json_object *params, void *userdata, OperationKind kind,
+                               bool policy_required) {
+        const VarlinkParam spec[] = {
+                {"policy", json_type_string, policy_required},
                 {"source", json_type_string, false},
         };
         json_object *v[ELEMENTSOF(spec)];
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        return run(call, userdata, OPERATION_PLAN,
+        return run(call, userdata, kind,
                    (OperationArgs){.policy = opt_string(v[0]), .source = opt_string(v[1]), .uid = varlink_call_uid(call)},
                    params);
 }
 
-static int method_validate(VarlinkCall *call, json_object *params, void *userdata) {
-        static const VarlinkParam spec[] = {
-                {"policy", json_type_string, true},
-                {"source", json_type_string, false},
-        };
-        json_object *v[ELEMENTSOF(spec)];
+static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
+        return method_policy_check(call, params, userdata, OPERATION_PLAN, false);
+}
 
-        if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
-                return 0;
-        return run(call, userdata, OPERATION_VALIDATE,
-                   (OperationArgs){.policy = opt_string(v[0]), .source = opt_string(v[1]), .uid = varlink_call_uid(call)},
-                   params);
+static int method_validate(VarlinkCall *call, json_object *params, void *userdata) {
+        return method_policy_check(call, params, userdata, OPERATION_VALIDATE, true);
 }
 
 static int method_try(VarlinkCall *call, json_object *params, void *userdata) {

@@ -66,10 +66,12 @@ unsigned auto_apply_preview(const Device *d, const Policy *p, unsigned owned, bo
 }
 
 static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets);
+static void peer_stop(Engine *e, Device *d);
 
 void auto_apply_none(Engine *e, Device *d) {
         if (!d->autosize)
                 return;
+        peer_stop(e, d);
         log_dev_info(d, "auto: no size of it is searched any more");
         free(d->autosize);
         d->autosize = NULL;
@@ -217,6 +219,59 @@ static bool own_tcp(Engine *e, const Device *d, struct observer_dev *ret) {
         return true;
 }
 
+/* The peer's deliveries are not counted for d any more. */
+static void peer_stop(Engine *e, Device *d) {
+        AutoDevice *a = d->autosize;
+        Observer *o = evidence_set_get_observer(e->evidence);
+
+        if (!a || !a->peer_counting)
+                return;
+        if (o)
+                observer_deliv_clear(o, a->peer_netns, a->peer_ifindex);
+        a->peer_counting = false;
+}
+
+/* With the observer, a GSO step's window: where bigtcpd runs d's peer, what the peer receives near
+ * each GSO size tried is counted from now (sizes.h: even ones are GSO, i / 2 the family). */
+static void peer_from_now(Engine *e, Device *d) {
+        AutoDevice *a = d->autosize;
+        Observer *o = evidence_set_get_observer(e->evidence);
+        uint32_t len[2] = {};
+        DevicePeer p;
+        int r;
+
+        peer_stop(e, d);
+        if (!o)
+                return;
+        for (unsigned i = 0; i < SIZES_COUNT; i += 2)
+                if ((a->sizes & (1u << i)) && auto_device_search(a, i)->phase == AUTO_TRYING)
+                        len[i / 2] = auto_search_count_near(auto_device_search(a, i));
+        if (len[0] == 0 && len[1] == 0)
+                return;
+        r = engine_peer_of(e, d, &p);
+        if (r < 0) {
+                log_dev_debug(d, "auto: %s: a step is proven by what it sends",
+                              r == -ENOENT  ? "it has no peer"
+                              : r == -ENXIO ? "its peer's namespace is not one bigtcpd runs"
+                                            : "its peer is not found where its link says");
+                return;
+        }
+        uint32_t ns = evidence_netns_of(p.engine->evidence, p.device);
+        r = observer_deliv_set(o, ns, p.device->ifindex, len);
+        if (r < 0) {
+                log_dev_debug(d, "auto: cannot count what its peer %s receives (%s): a step is proven by what it sends",
+                              p.device->ifname, strerror(-r));
+                return;
+        }
+        a->peer_counting = true;
+        a->peer_netns = ns;
+        a->peer_ifindex = p.device->ifindex;
+        snprintf(a->peer_proof, sizeof(a->peer_proof), "delivered to peer %s in ns %s", p.device->ifname,
+                 device_netns_name(p.device));
+        log_dev_debug(d, "auto: counting what its peer %s (ns %s) receives near the size tried", p.device->ifname,
+                      device_netns_name(p.device));
+}
+
 void auto_apply_window_begins(Engine *e, Device *d) {
         struct observer_dev v;
 
@@ -227,6 +282,11 @@ void auto_apply_window_begins(Engine *e, Device *d) {
         d->autosize->sent_big_base = d->autosize->has_tcp_base ? v.tcp_sent_big : 0;
         d->autosize->retrans_big_base = d->autosize->has_tcp_base ? v.tcp_retrans_big : 0;
         (void) count_from_now(e, d);
+        peer_from_now(e, d);
+}
+
+void auto_apply_gone(Engine *e, Device *d) {
+        peer_stop(e, d);
 }
 
 /* The device's own big retransmits in the step's window above the bound: their rise (0: within). */
@@ -294,19 +354,67 @@ static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *befo
                                                 .auto_search = s});
 }
 
+/* What the peer delivered in the window, per family (received near the size and not dropped
+ * after): true when it was counted. */
+static bool peer_delivered(Engine *e, Device *d, uint64_t ret[static 2]) {
+        AutoDevice *a = d->autosize;
+        Observer *o = evidence_set_get_observer(e->evidence);
+        struct observer_deliv v;
+
+        if (!a->peer_counting || !o || observer_deliv_get(o, a->peer_netns, a->peer_ifindex, &v) < 0)
+                return false; /* the peer went: the step is judged as where it is unknown */
+        for (unsigned f = 0; f < 2; f++) {
+                ret[f] = v.received[f] > v.dropped[f] ? v.received[f] - v.dropped[f] : 0;
+                if (v.len[f] == 0)
+                        continue;
+                log_dev_info(d, "auto: %s: %llu packets sent near the size, %llu %s (%llu received there, %llu dropped after)",
+                             size_name(2 * f), (unsigned long long) (d->evidence ? d->evidence->counts.above[2 * f] : 0),
+                             (unsigned long long) ret[f], a->peer_proof, (unsigned long long) v.received[f],
+                             (unsigned long long) v.dropped[f]);
+        }
+        return true;
+}
+
+/* How size i's step was proven, in words. */
+static const char *proof_of(Engine *e, const AutoDevice *a, unsigned i, bool by_peer) {
+        bool observer = evidence_set_get_observer(e->evidence);
+
+        if (i & 1u) /* GRO (sizes.h) */
+                return observer ? AUTO_PROOF_RECEIVED : AUTO_PROOF_RECEIVED_SOCKETS;
+        if (by_peer)
+                return a->peer_proof;
+        return observer ? AUTO_PROOF_SENT : AUTO_PROOF_SENT_SOCKETS;
+}
+
 bool auto_apply_passed(Engine *e, Device *d) {
         AutoDevice *a = d->autosize;
         bool changed = false;
+        uint64_t delivered[2] = {};
 
         if (!a)
                 return false;
         const uint64_t *above = above_counts(e, d);
         uint64_t retrans = retransmits_over(e, d); /* the step's own bound (auto-size.h) */
+        bool by_peer = peer_delivered(e, d, delivered);
         a->has_tcp_base = false;
+        peer_stop(e, d);
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)))
                         continue;
                 AutoSearch *s = auto_device_search(a, i), before = *s;
+                uint64_t count = above[i];
+                if (s->phase == AUTO_TRYING && by_peer && !(i & 1u)) {
+                        /* the peer's receipt is the proof: sent near the size and not received
+                         * there (dropped on the way, or by the peer) trips the step */
+                        if (above[i] >= AUTO_PROOF_MIN && delivered[i / 2] < AUTO_PROOF_MIN) {
+                                auto_search_tripped(s, auto_device_bounds(a, i), AUTO_UNDELIVERED_COUNTER,
+                                                    above[i] - delivered[i / 2], realtime(e));
+                                emit_change(e, d, i, &before, 0);
+                                changed = changed || auto_search_target(s) != auto_search_target(&before);
+                                continue;
+                        }
+                        count = delivered[i / 2] < above[i] ? delivered[i / 2] : above[i];
+                }
                 if (s->phase == AUTO_TRYING && retrans > 0 && !(i & 1u)) {
                         /* its own sends were lost: the step's answer (GSO; a GRO step is the peer's) */
                         auto_search_tripped(s, auto_device_bounds(a, i), AUTO_RETRANS_COUNTER, retrans, realtime(e));
@@ -319,13 +427,15 @@ bool auto_apply_passed(Engine *e, Device *d) {
                 if (s->phase == AUTO_TRYING && evidence_set_get_observer(e->evidence) && above[i] < AUTO_PROOF_MIN &&
                     busy >= AUTO_PROOF_MIN)
                         auto_search_tripped(s, auto_device_bounds(a, i), AUTO_SHORT_COUNTER, busy, realtime(e));
-                else if (s->phase == AUTO_TRYING)
-                        auto_search_passed(s, auto_device_bounds(a, i), above[i], realtime(e));
-                else if (s->phase == AUTO_WATCHING && (a->counting & (1u << i)))
+                else if (s->phase == AUTO_TRYING) {
+                        auto_search_passed(s, auto_device_bounds(a, i), count, realtime(e));
+                        if (s->steps > before.steps)
+                                snprintf(s->proof, sizeof(s->proof), "%s", proof_of(e, a, i, by_peer));
+                } else if (s->phase == AUTO_WATCHING && (a->counting & (1u << i)))
                         auto_search_watched(s, auto_device_bounds(a, i), above[i], realtime(e));
                 else
                         continue;
-                emit_change(e, d, i, &before, above[i]);
+                emit_change(e, d, i, &before, count);
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
         }
         a->demand_watch = false;
@@ -340,6 +450,7 @@ bool auto_apply_tripped(Engine *e, Device *d, const RollbackRecord *why) {
 
         if (!a)
                 return false;
+        peer_stop(e, d);
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase != AUTO_TRYING)
                         continue;

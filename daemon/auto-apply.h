@@ -30,6 +30,8 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p);
 /* A probation window began (its evidence watch too): the searches count from now what proves a
  * step or shows the device busy. */
 void auto_apply_window_begins(Engine *e, Device *d);
+/* d goes away: what it counted elsewhere (its peer's deliveries) stops. */
+void auto_apply_gone(Engine *e, Device *d);
 /* The window passed: each step is proven on its packets or not. True when a target changed. */
 bool auto_apply_passed(Engine *e, Device *d);
 /* A guard tripped: each step is a ceiling. True when some size was stepping (the trip is the

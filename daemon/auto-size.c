@@ -229,6 +229,7 @@ void auto_search_passed(AutoSearch *s, const AutoBounds *b, uint64_t packets, ui
         }
         s->proven = s->trying;
         s->proven_packets = packets;
+        s->proof[0] = '\0'; /* the caller says how */
         s->steps++;
         if (s->ceiling != 0 && s->proven >= s->ceiling) {
                 /* the aged ceiling passed: the path is mended, nothing above is known to trip */
@@ -259,7 +260,7 @@ void auto_search_tripped(AutoSearch *s, const AutoBounds *b, const char *counter
         s->phase = auto_search_next(s) == 0 ? AUTO_SETTLED : AUTO_WATCHING;
 }
 
-const char *auto_search_format(const AutoSearch *s, uint64_t now_usec, char *buf, size_t size) {
+static const char *format(const AutoSearch *s, uint64_t now_usec, char *buf, size_t size) {
         char proven[64], ceiling[AUTO_COUNTER_MAX + 64];
 
         if (s->phase == AUTO_NEW) {
@@ -308,4 +309,18 @@ const char *auto_search_format(const AutoSearch *s, uint64_t now_usec, char *buf
         }
         snprintf(buf, size, "auto: ?");
         return buf;
+}
+
+/* The search's words, then how its proven size was proven. */
+static const char *with_proof(const AutoSearch *s, char *buf, size_t size) {
+        size_t n = strlen(buf);
+
+        if (s->proof[0] && s->proven_packets > 0 && n + 1 < size)
+                snprintf(buf + n, size - n, "; proof: %s", s->proof);
+        return buf;
+}
+
+const char *auto_search_format(const AutoSearch *s, uint64_t now_usec, char *buf, size_t size) {
+        format(s, now_usec, buf, size);
+        return with_proof(s, buf, size);
 }

@@ -38,6 +38,9 @@
 /* An idle device is watched again after the window, then twice as long each time, up to this. */
 #define AUTO_IDLE_WAIT_MAX_USEC (UINT64_C(3600) * UINT64_C(1000000))
 #define AUTO_COUNTER_MAX 64u
+/* How a size was proven, in words (AutoSearch.proof): "delivered to peer e1 in ns pod-1", "sent,
+ * not retransmitted", "sent"; cut to fit. */
+#define AUTO_PROOF_MAX 128u
 
 /* What one search runs under, resolved for the device. */
 typedef struct AutoBounds {
@@ -62,6 +65,7 @@ typedef struct AutoSearch {
         AutoPhase phase;
         uint32_t proven;
         uint64_t proven_packets; /* the packets above the size before it that proved it (0: min) */
+        char proof[AUTO_PROOF_MAX]; /* how they proved it ("": not said, as for min) */
         uint32_t trying;         /* AUTO_TRYING: the size in probation */
         uint32_t ceiling;        /* the lowest size that tripped; 0: none (the bound is `max`) */
         uint64_t ceiling_usec;   /* CLOCK_REALTIME: when it tripped */
@@ -100,6 +104,12 @@ typedef struct AutoDevice {
                                          * began): a size that began watching after it is not judged by it */
         bool has_tcp_base;              /* with the observer: its own TCP counts as a step's window began */
         uint64_t sent_big_base, retrans_big_base;
+        /* with the observer, a GSO step's peer, known and in a namespace bigtcpd runs: what it
+         * received near the size tried is counted through the window (observer_deliv_set()) */
+        bool peer_counting;
+        uint32_t peer_netns;
+        int peer_ifindex;
+        char peer_proof[AUTO_PROOF_MAX]; /* "delivered to peer e1 in ns b" */
         AutoSize of[];
 } AutoDevice;
 
@@ -184,6 +194,17 @@ uint32_t auto_search_count_near(const AutoSearch *s);
 #define AUTO_RETRANS_BIG_DIV 500u
 #define AUTO_RETRANS_BIG_MIN UINT64_C(1000)
 #define AUTO_RETRANS_COUNTER "tcp.retrans-big"
+/* With the observer and a peer bigtcpd runs (a veth's other end, in a namespace a policy names), a
+ * GSO step is proven only by what the peer received near the size and did not drop: fewer than
+ * AUTO_PROOF_MIN of them while AUTO_PROOF_MIN or more were sent near it, and the step trips with
+ * this counter (its rise: the packets that did not arrive). Where the peer is unknown, the proof is
+ * the sender's: sent near the size, its own big retransmits under the bound. */
+#define AUTO_UNDELIVERED_COUNTER "peer-did-not-receive"
+#define AUTO_PROOF_SENT "sent, not retransmitted"
+#define AUTO_PROOF_SENT_SOCKETS "sent (packet sockets)"
+/* A GRO step's: what the device itself received (GRO builds its packets there). */
+#define AUTO_PROOF_RECEIVED "received on it"
+#define AUTO_PROOF_RECEIVED_SOCKETS "received on it (packet sockets)"
 /* A watch of the proven size ended with `packets` counted above auto_search_count_above(): busy
  * (AUTO_DEMAND_MIN) steps (AUTO_TRYING), idle waits (AUTO_IDLE, doubling), nothing left settles.
  * Ignored in any other phase. */
@@ -202,5 +223,6 @@ void auto_search_tripped(AutoSearch *s, const AutoBounds *b, const char *counter
                          uint64_t now_usec);
 
 /* Where the search stands, in words: "auto: proven 131072 by 8123 big packets, trying 185000,
- * ceiling 524280", "auto: settled at 150000 (160000 tripped Tcp.RetransSegs +412)". */
+ * ceiling 524280", "auto: settled at 150000 (160000 tripped Tcp.RetransSegs +412)"; how the
+ * proven size was proven after it ("; proof: delivered to peer e1 in ns b"), when said. */
 const char *auto_search_format(const AutoSearch *s, uint64_t now_usec, char *buf, size_t size);

@@ -237,6 +237,8 @@ void control_auto_search_write(JsonWriter *w, const AutoSearch *s, unsigned i, u
         json_writer_int64(w, s->proven);
         json_writer_key(w, "proven_packets");
         json_writer_int64(w, (int64_t) s->proven_packets);
+        json_writer_key(w, "proof");
+        json_writer_string(w, s->proof[0] ? s->proof : NULL);
         json_writer_key(w, "trying");
         if (s->phase == AUTO_TRYING)
                 json_writer_int64(w, s->trying);

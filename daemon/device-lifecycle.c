@@ -1,5 +1,6 @@
 /* device-lifecycle.c — the legal transitions, and one function per step of a device's life. */
 #include "device-lifecycle.h"
+#include "auto-apply.h"
 #include "log-fields.h"
 #include "reconcile.h"
 #include "rollout.h"
@@ -726,6 +727,7 @@ void lifecycle_gone(Engine *e, Device *d) {
         (void) lifecycle_stop(e, d);
         writer_cancel_device(e->writer, d);
         evidence_forget(e->evidence, d);
+        auto_apply_gone(e, d);
         auto_queue_remove(&e->auto_queue, d);
         state_store_forget(e->state, d);
         event_emit(&e->events, &(Event){.type = EVENT_REMOVED, .device = d});

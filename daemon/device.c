@@ -228,6 +228,7 @@ int device_add(DeviceTable *t, int ifindex, Device **ret) {
         if (!d)
                 return -ENOMEM;
         d->ifindex = ifindex;
+        d->link_netnsid = -1;
         d->life.state = DEVICE_UNMANAGED;
         size_t k = bucket_of(t, ifindex);
         d->hash_next = t->buckets[k];
@@ -370,6 +371,9 @@ int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_c
                 d->master = m->master;
                 changes |= LINK_CHANGE_MASTER;
         }
+        /* every RTM_NEWLINK says both: a veth whose peer moved has them anew at its next message */
+        d->link = m->link;
+        d->link_netnsid = m->link_netnsid;
         if ((d->flags & IFF_UP) && !(m->flags & IFF_UP))
                 changes |= LINK_CHANGE_DOWN;
         d->flags = m->flags;

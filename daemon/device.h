@@ -234,6 +234,10 @@ struct Device {
         int ifindex;
         unsigned flags;
         int master;
+        /* the device it is linked to (a veth's peer: IFLA_LINK, 0 none) and that one's namespace
+         * as this device's namespace names it (IFLA_LINK_NETNSID, -1: the same namespace) */
+        int link;
+        int link_netnsid;
         uint32_t tso_max_size; /* 0: the kernel does not report it (before 5.19): GSO stays legacy */
         char ifname[DEVICE_IFNAMSIZ]; /* "" until the kernel names it */
         char **altnames;

@@ -40,6 +40,23 @@ typedef struct EngineConfig {
         const char *observer_why;
 } EngineConfig;
 
+struct Engine;
+
+/* A device's peer (a veth's other end) in a namespace bigtcpd runs, and that namespace's engine. */
+typedef struct DevicePeer {
+        struct Engine *engine;
+        Device *device;
+} DevicePeer;
+
+/* How an engine finds a device's peer among every namespace bigtcpd runs (netns-set-peer.c; the
+ * set gives it to each engine it runs). */
+typedef struct PeerOps {
+        /* -ENOENT: d has no peer (not a veth, no IFLA_LINK); -ENXIO: its peer's namespace is not
+         * one bigtcpd runs (or the kernel names it by no nsid); -ESTALE: the device there is not
+         * d's peer (gone, moved, or not a veth whose link is d). */
+        int (*peer_of)(void *userdata, struct Engine *e, const Device *d, DevicePeer *ret);
+} PeerOps;
+
 /* Rollbacks of one policy's devices since start. Kept when the policy leaves the set, so that a
  * counter never goes back (a canary's rollbacks are still counted after it was taken out). */
 typedef struct PolicyCounter {
@@ -94,6 +111,10 @@ typedef struct Engine {
         struct event *auto_timer;        /* apply.c: the next idle watch or aged ceiling of `auto` */
         unsigned auto_watch_id;          /* apply.c: the ends of the watches `auto` asked for */
         AutoQueue auto_queue;            /* apply.c: the searches with a due time, the first first */
+
+        /* a device's peer (NULL: none is ever known); set by what runs the engine */
+        const PeerOps *peer_ops;
+        void *peer_userdata;
 } Engine;
 
 /* `transport` sends requests; `writer_ops` and `probation_ops` are the decisions above that
@@ -128,6 +149,11 @@ const Policy *engine_policy(const Engine *e, const char *name);
 /* Count a rollback of a device of `policy` (NULL: of none): -E2BIG past
  * ENGINE_POLICY_COUNTERS_MAX names, -ENOMEM. The total is counted by the caller either way. */
 int engine_count_rollback(Engine *e, const char *policy);
+
+/* d's peer (PeerOps.peer_of); -ENOENT when the engine is given no way to find one. */
+static inline int engine_peer_of(Engine *e, const Device *d, DevicePeer *ret) {
+        return e->peer_ops ? e->peer_ops->peer_of(e->peer_userdata, e, d, ret) : -ENOENT;
+}
 
 /* Emit EVENT_SETTLED when one is owed and nothing is left to wait for. */
 void engine_check_settled(Engine *e);

@@ -18,6 +18,8 @@ static struct nla_policy link_policy[BT_IFLA_MAX + 1] = {
         [IFLA_ADDRESS] = {.type = NLA_UNSPEC, .maxlen = 32},
         [BT_IFLA_PERM_ADDRESS] = {.type = NLA_UNSPEC, .maxlen = 32},
         [IFLA_MASTER] = {.type = NLA_U32},
+        [IFLA_LINK] = {.type = NLA_U32},
+        [IFLA_LINK_NETNSID] = {.type = NLA_U32},
         [IFLA_LINKINFO] = {.type = NLA_NESTED},
         [BT_IFLA_GSO_MAX_SIZE] = {.type = NLA_U32},
         [BT_IFLA_GRO_MAX_SIZE] = {.type = NLA_U32},
@@ -58,6 +60,7 @@ int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret) {
                 return -EAFNOSUPPORT;
         m.ifindex = ifi->ifi_index;
         m.flags = ifi->ifi_flags;
+        m.link_netnsid = -1;
 
         if (tb[BT_IFLA_NEW_NETNSID]) {
                 m.moved = true;
@@ -85,6 +88,16 @@ int link_message_parse(struct nlmsghdr *nlh, LinkMessage *ret) {
         }
         if (tb[IFLA_MASTER])
                 m.master = (int) nla_get_u32(tb[IFLA_MASTER]);
+        /* a negative nsid is none (NETNSA_NSID_NOT_ASSIGNED); 0 or an index past INT_MAX names no
+         * device, and its own ifindex none but in another namespace (where a veth's peer often has it) */
+        if (tb[IFLA_LINK_NETNSID]) {
+                int32_t id = (int32_t) nla_get_u32(tb[IFLA_LINK_NETNSID]);
+                m.link_netnsid = id >= 0 ? id : -1;
+        }
+        if (tb[IFLA_LINK]) {
+                uint32_t l = nla_get_u32(tb[IFLA_LINK]);
+                m.link = l > 0 && l <= INT32_MAX && ((int) l != m.ifindex || m.link_netnsid >= 0) ? (int) l : 0;
+        }
         if (tb[IFLA_LINKINFO]) {
                 struct nlattr *li[IFLA_INFO_MAX + 1];
                 if (nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO], linkinfo_policy) < 0)

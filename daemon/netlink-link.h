@@ -23,6 +23,11 @@ typedef struct LinkMessage {
         const uint8_t *perm_addr; /* IFLA_PERM_ADDRESS: the NIC's own, when it has one */
         size_t perm_addr_len;
         int master;
+        /* IFLA_LINK: the device it is linked to (a veth's peer), 0 when absent or not an ifindex;
+         * IFLA_LINK_NETNSID: that device's namespace as this one names it, -1 when absent (the
+         * same namespace) or not an nsid */
+        int link;
+        int link_netnsid;
         bool has_sizes;
         Sizes sizes;
         bool has_ipv4_sizes;

@@ -2,7 +2,8 @@
  * includes: the set itself (netns-set.c: one namespace's join and entry, letting go, devices
  * moving between namespaces, start/new/free), its scanning of the namespace directories
  * (netns-set-scan.c: inotify and the mount table, the names, the descriptor budget, the read-only
- * looks) and the problems it reports (netns-set-problem.c). */
+ * looks), the problems it reports (netns-set-problem.c) and devices' peers across namespaces
+ * (netns-set-peer.c). */
 #pragma once
 
 #include <event2/event.h>
@@ -75,6 +76,10 @@ struct NetnsSet {
         bool settle_owed;
         unsigned reloading_watch; /* the set's own list, for EVENT_RELOADING */
         bool settled_once; /* every namespace has, once */
+
+        /* netns-set-peer.c: the nsids namespaces give each other, as the kernel answered */
+        struct PeerNsid *peer_nsids;
+        size_t n_peer_nsids;
 };
 
 /* ---- netns-set.c ---- */
@@ -106,6 +111,13 @@ void netns_set_on_starved_timer(evutil_socket_t fd, short what, void *userdata);
 /* Watch and scan the directories when a policy names another namespace (or state is left), stop
  * watching them when none does: after every policy change once the set has started. */
 void netns_set_look_for_namespaces(NetnsSet *s);
+
+/* ---- netns-set-peer.c ---- */
+
+/* What each engine of the set finds a device's peer with (userdata: the set). */
+extern const PeerOps netns_set_peer_ops;
+/* A namespace came or goes: the nsids known go (a gone namespace's may be given to the next). */
+void netns_set_peers_forget(NetnsSet *s);
 
 /* ---- netns-set-problem.c ---- */
 

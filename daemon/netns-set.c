@@ -265,6 +265,9 @@ static void on_netns_event(const Event *ev, void *userdata) {
 static int join(NetnsSet *s, Netns *n) {
         n->set = s;
         sync_set_move_ops(n->sync, &move_ops, s);
+        n->engine->peer_ops = &netns_set_peer_ops;
+        n->engine->peer_userdata = s;
+        netns_set_peers_forget(s);
         n->forward_watch = event_watch_add(&n->engine->events, on_netns_event, n);
         return n->forward_watch == 0 ? -ENOMEM : 0;
 }
@@ -272,6 +275,10 @@ static int join(NetnsSet *s, Netns *n) {
 /* … and no more (bigtcpd's own, which outlives the set). */
 static void leave(Netns *n) {
         sync_set_move_ops(n->sync, NULL, NULL);
+        n->engine->peer_ops = NULL;
+        n->engine->peer_userdata = NULL;
+        if (n->set)
+                netns_set_peers_forget(n->set);
         if (n->forward_watch)
                 event_watch_remove(&n->engine->events, n->forward_watch);
         n->forward_watch = 0;
@@ -398,6 +405,7 @@ void netns_set_give_up(NetnsSet *s, size_t i, const char *why) {
         s->n--;
         s->releasing[s->n_releasing++] = n;
         n->releasing = true;
+        netns_set_peers_forget(s); /* it gives no device a peer any more */
         if (held > 0)
                 log_info("netns %s: %s; giving its %zu devices bigtcpd wrote their original sizes back before letting "
                          "it go",
@@ -733,6 +741,7 @@ void netns_set_free(NetnsSet *s) {
         netns_set_announced_clear(s);
         free(s->problems);
         free(s->leftover);
+        netns_set_peers_forget(s);
         for (size_t i = 0; i < s->n_moving; i++)
                 moving_done(&s->moving[i]);
         free(s->moving);

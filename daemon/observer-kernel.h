@@ -34,6 +34,7 @@ struct sk_buff {
         unsigned int end; /* sk_buff_data_t: an offset from head on 64-bit kernels */
         unsigned char *head;
         unsigned char *data;
+        int skb_iif; /* the ifindex it was received on (set as netif_receive_skb's tracepoint passes) */
 } OBSERVER_CORE;
 
 struct skb_shared_info {

@@ -23,6 +23,7 @@
 #define OBSERVER_DEVS_MAX 32768u
 #define OBSERVER_DROPS_MAX 16384u
 #define OBSERVER_NEARS_MAX 16384u
+#define OBSERVER_DELIVS_MAX 16384u
 
 struct observer_key {
         __u32 netns; /* the inode of its network namespace */
@@ -53,4 +54,16 @@ struct observer_near {
         __u32 len[4];
         __u32 largest[4];
         __u64 count[4];
+};
+
+/* Set by the daemon on the peer of a device whose GSO step it proves (auto-apply.c): what the peer
+ * received of the packets longer than len[family] (0: none counted), and how many of those were
+ * dropped after it received them (kfree_skb of a packet whose skb_iif is the peer: netfilter's
+ * ingress, prerouting and input, TCP's own drops) — the packets delivered are received - dropped.
+ * netif_receive_skb's tracepoint passes before any of those hooks, so `received` alone would count
+ * what a firewall of the peer's then drops. The daemon writes it with zero counts to start over. */
+struct observer_deliv {
+        __u32 len[2]; /* [family] */
+        __u64 received[2];
+        __u64 dropped[2];
 };

@@ -37,6 +37,18 @@ struct {
         __type(value, struct observer_near);
 } nears SEC(".maps");
 
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __uint(max_entries, OBSERVER_DELIVS_MAX);
+        __uint(map_flags, BPF_F_NO_PREALLOC);
+        __type(key, struct observer_key);
+        __type(value, struct observer_deliv);
+} delivs SEC(".maps");
+
+/* How many entries `delivs` holds (the daemon keeps it): while none, a received or dropped packet
+ * costs no lookup in it. */
+__u32 delivs_on = 0;
+
 static const struct observer_dev zero_dev;
 
 #define ETH_P_IP 0x0800
@@ -96,6 +108,11 @@ static __always_inline void count(const struct sk_buff *skb, const struct net_de
                         __sync_fetch_and_add(&n->count[i], 1);
                 if (n && len > OBSERVER_BIG && len > n->largest[i])
                         n->largest[i] = len;
+                if (dir == OBSERVER_RX && delivs_on) {
+                        struct observer_deliv *dv = bpf_map_lookup_elem(&delivs, &k);
+                        if (dv && dv->len[fam] && len > dv->len[fam])
+                                __sync_fetch_and_add(&dv->received[fam], 1);
+                }
         }
         if (dir == OBSERVER_TX && (proto == bpf_htons(ETH_P_IP) || proto == bpf_htons(ETH_P_IPV6))) {
                 unsigned char *nh = skb->head + skb->network_header;
@@ -122,15 +139,21 @@ int BPF_PROG(observer_xmit, const struct sk_buff *skb, const struct net_device *
         return 0;
 }
 
-SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(observer_receive, struct sk_buff *skb) {
+/* A received packet's length with its link-layer header: pulled by then, counted back, as a packet
+ * socket sees the frame (and as net_dev_start_xmit sees it on the sender). */
+static __always_inline __u32 frame_len(const struct sk_buff *skb) {
         __u32 len = skb->len;
         __u16 mac = skb->mac_header;
         unsigned char *head = skb->head, *data = skb->data;
 
-        /* the link-layer header was pulled: counted back, as a packet socket sees the frame */
         if (mac != (__u16) ~0u && data - head > mac)
                 len += (__u32) (data - head - mac);
+        return len;
+}
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(observer_receive, struct sk_buff *skb) {
+        __u32 len = frame_len(skb);
         /* nothing of a small packet received is counted (TCP segments are counted where they are
          * sent): most of what a device receives (ACKs) costs no map lookup */
         _Static_assert(OBSERVER_NEAR_FLOOR <= OBSERVER_FULL, "a packet below the floor is not full either");
@@ -162,6 +185,15 @@ int BPF_PROG(observer_drop, struct sk_buff *skb, void *location, enum skb_drop_r
                 __sync_fetch_and_add(c, 1);
         else
                 bpf_map_update_elem(&drops, &dk, &one, BPF_NOEXIST);
+        /* a packet the device received (skb_iif is set as it passes netif_receive_skb; a packet
+         * made here, or forwarded out of it, has another) and that was dropped after: not delivered */
+        if (delivs_on && skb->skb_iif == (int) k.ifindex) {
+                struct observer_deliv *dv = bpf_map_lookup_elem(&delivs, &k);
+                __u32 len = frame_len(skb);
+                int fam = skb->protocol == bpf_htons(ETH_P_IP) ? OBSERVER_IPV4 : OBSERVER_IPV6;
+                if (dv && dv->len[fam] && len > dv->len[fam])
+                        __sync_fetch_and_add(&dv->dropped[fam], 1);
+        }
         return 0;
 }
 

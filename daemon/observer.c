@@ -49,6 +49,13 @@ typedef struct NearEntry {
         uint64_t at;
 } NearEntry;
 
+/* A peer's delivery counts the daemon set (observer_deliv_set()): never part of a snapshot, each
+ * looked up when asked for (once per step's window). For a fake observer, its counts too. */
+typedef struct DelivEntry {
+        struct observer_key key;
+        struct observer_deliv v;
+} DelivEntry;
+
 /* How one map's entries lie in its snapshot array. */
 typedef struct MapShape {
         size_t ksize, vsize, esize, voff, atoff;
@@ -65,6 +72,8 @@ struct Observer {
         size_t n_drops, cap_drops;
         NearEntry *nears;
         size_t n_nears, cap_nears;
+        DelivEntry *delivs; /* what is in the kernel's map: the entries set, sorted */
+        size_t n_delivs, cap_delivs;
         uint64_t devs_whole_at, drops_whole_at, nears_whole_at; /* the snapshot each was read whole in */
         size_t devs_asked, drops_asked, nears_asked;            /* keys looked up in this snapshot */
         uint64_t whole_reads, lookups;
@@ -186,6 +195,7 @@ void observer_free(Observer *o) {
         free(o->devs);
         free(o->drops);
         free(o->nears);
+        free(o->delivs);
         free(o);
 }
 
@@ -436,7 +446,8 @@ static uint64_t map_bytes(const struct bpf_map *m) {
 uint64_t observer_map_bytes(const Observer *o) {
         if (!o->skel)
                 return 0;
-        return map_bytes(o->skel->maps.devs) + map_bytes(o->skel->maps.drops) + map_bytes(o->skel->maps.nears);
+        return map_bytes(o->skel->maps.devs) + map_bytes(o->skel->maps.drops) + map_bytes(o->skel->maps.nears) +
+               map_bytes(o->skel->maps.delivs);
 }
 
 static const DevEntry *find_dev(const Observer *o, uint32_t netns, int ifindex) {
@@ -543,11 +554,75 @@ void observer_near_clear(Observer *o, uint32_t netns, int ifindex) {
                 remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
 }
 
+static DelivEntry *find_deliv(const Observer *o, uint32_t netns, int ifindex) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        return o->n_delivs ? bsearch(&k, o->delivs, o->n_delivs, sizeof(DelivEntry), cmp_key) : NULL;
+}
+
+/* The programs look into `delivs` only while it holds an entry. */
+static void delivs_on(Observer *o) {
+        if (o->skel && o->skel->bss)
+                __atomic_store_n(&o->skel->bss->delivs_on, (__u32) o->n_delivs, __ATOMIC_RELAXED);
+}
+
+int observer_deliv_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 2]) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        struct observer_deliv v = {};
+        DelivEntry *e;
+
+        if (!find_deliv(o, netns, ifindex) && o->n_delivs >= OBSERVER_DELIVS_MAX)
+                return -ENOSPC;
+        memcpy(v.len, len, sizeof(v.len));
+        if (o->skel && bpf_map_update_elem(bpf_map__fd(o->skel->maps.delivs), &k, &v, BPF_ANY) < 0)
+                return -errno;
+        e = upsert((void **) &o->delivs, &o->n_delivs, &o->cap_delivs, sizeof(DelivEntry), &k, sizeof(k), cmp_key);
+        if (!e) {
+                if (o->skel)
+                        (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.delivs), &k);
+                return -ENOMEM;
+        }
+        e->v = v;
+        delivs_on(o);
+        return 0;
+}
+
+int observer_deliv_get(Observer *o, uint32_t netns, int ifindex, struct observer_deliv *ret) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        DelivEntry *e = find_deliv(o, netns, ifindex);
+
+        if (!e)
+                return -ENOENT;
+        if (o->skel) {
+                o->lookups++;
+                if (bpf_map_lookup_elem(bpf_map__fd(o->skel->maps.delivs), &k, &e->v) < 0)
+                        return -errno;
+        }
+        *ret = e->v;
+        return 0;
+}
+
+void observer_deliv_clear(Observer *o, uint32_t netns, int ifindex) {
+        struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
+        DelivEntry *e = find_deliv(o, netns, ifindex);
+
+        if (!e)
+                return;
+        if (o->skel)
+                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.delivs), &k);
+        remove_at(o->delivs, &o->n_delivs, sizeof(DelivEntry), (size_t) (e - o->delivs));
+        delivs_on(o);
+}
+
+size_t observer_delivs(const Observer *o) {
+        return o->n_delivs;
+}
+
 void observer_forget(Observer *o, uint32_t netns, int ifindex) {
         struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
         const DevEntry *e = find_dev(o, netns, ifindex);
 
         observer_near_clear(o, netns, ifindex);
+        observer_deliv_clear(o, netns, ifindex);
         if (o->skel)
                 (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.devs), &k);
         if (e)
@@ -670,6 +745,16 @@ int observer_test_set_drops(Observer *o, uint32_t netns, int ifindex, uint32_t r
         if (!e)
                 return -ENOMEM;
         e->n = n;
+        return 0;
+}
+
+int observer_test_set_deliv(Observer *o, uint32_t netns, int ifindex, const uint64_t received[static 2],
+                            const uint64_t dropped[static 2]) {
+        DelivEntry *e = find_deliv(o, netns, ifindex);
+        if (!e)
+                return -ENOENT;
+        memcpy(e->v.received, received, sizeof(e->v.received));
+        memcpy(e->v.dropped, dropped, sizeof(e->v.dropped));
         return 0;
 }
 

@@ -74,6 +74,16 @@ int observer_near_get(Observer *o, uint32_t netns, int ifindex, struct observer_
 int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 4]);
 /* Stop counting thresholds for it. */
 void observer_near_clear(Observer *o, uint32_t netns, int ifindex);
+/* Count, from now, what the device receives of packets longer than len[family] (OBSERVER_IPV6,
+ * OBSERVER_IPV4; 0: not counted), and how many of those it dropped after receiving them: the peer
+ * of a device whose GSO step is proven by delivery (struct observer_deliv). Counts start from
+ * zero. -ENOSPC past OBSERVER_DELIVS_MAX devices. */
+int observer_deliv_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 2]);
+/* Its counts now (a lookup in the kernel, not the snapshot); -ENOENT when none was set. */
+int observer_deliv_get(Observer *o, uint32_t netns, int ifindex, struct observer_deliv *ret);
+void observer_deliv_clear(Observer *o, uint32_t netns, int ifindex);
+/* How many devices' deliveries are counted. */
+size_t observer_delivs(const Observer *o);
 /* The device went: its entries go (kernel and snapshot). */
 void observer_forget(Observer *o, uint32_t netns, int ifindex);
 
@@ -91,5 +101,7 @@ int observer_bench_fill(Observer *o, uint32_t netns, size_t n);
 /* Tests: set a device's counts, drops, or the counts of its thresholds, as the kernel would. */
 int observer_test_set(Observer *o, uint32_t netns, int ifindex, const struct observer_dev *v);
 int observer_test_set_drops(Observer *o, uint32_t netns, int ifindex, uint32_t reason, uint64_t n);
+int observer_test_set_deliv(Observer *o, uint32_t netns, int ifindex, const uint64_t received[static 2],
+                            const uint64_t dropped[static 2]);
 int observer_test_set_near(Observer *o, uint32_t netns, int ifindex, const uint64_t count[static 4],
                            const uint32_t largest[static 4]);

@@ -198,9 +198,11 @@ static void out_auto(Out *o, const AutoDevice *a) {
                            (unsigned long long) s->ceiling_usec);
                 out_string(o, s->ceiling_counter);
                 out_printf(o, ",\"rise\":%llu,\"reprobe\":%s,\"retry_usec\":0,\"idle_wait_usec\":%llu,\"steps\":%u,"
-                              "\"trips\":%u}",
+                              "\"trips\":%u,\"proof\":",
                            (unsigned long long) s->ceiling_rise, s->reprobe ? "true" : "false",
                            (unsigned long long) idle_wait, s->steps, s->trips);
+                out_string(o, s->proof);
+                out_printf(o, "}");
                 first = false;
         }
         out_printf(o, "]");

@@ -126,6 +126,11 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
         } else if (s.trying != 0)
                 return -ERANGE;
         snprintf(s.ceiling_counter, sizeof(s.ceiling_counter), "%s", counter);
+        /* how the proven size was proven: absent in a state file of a run before it was said */
+        const char *proof = get_str(v, "proof");
+        if (proof && strlen(proof) >= sizeof(s.proof))
+                return -EBADMSG;
+        snprintf(s.proof, sizeof(s.proof), "%s", proof ?: "");
         /* settled with a step left: nothing would ever step it again under the same bounds */
         if (s.phase == AUTO_SETTLED && auto_search_next(&s) != 0)
                 return -ERANGE;

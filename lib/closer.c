@@ -26,7 +26,7 @@ struct Closer {
         void *userdata;
 };
 
-__attribute__((noreturn)) static void child(int fd, pid_t parent) {
+__attribute__((noreturn)) static void child(int fd, pid_t parent, const void *arg) {
         /* its socket (as SANDBOX_OUTPUT_FD) and stderr, the daemon's handlers gone: a stop signal
          * ends it, and so does the daemon's death */
         if (sandbox_detach(fd, parent) < 0)
@@ -62,28 +62,7 @@ static void on_gone(pid_t pid, int status, void *userdata) {
 
 /* A child and its watch, into c (whose last child, if any, is reaped). */
 static int spawn(Closer *c) {
-        pid_t parent = getpid(), pid;
-        int fd, r;
-
-        pid = sandbox_fork_pair(&fd);
-        if (pid < 0)
-                return pid;
-        if (pid == 0)
-                child(fd, parent);
-        c->fd = fd;
-        c->pid = pid;
-        if (c->base) {
-                r = sandbox_reaper_new(c->base, pid, on_gone, c, &c->reaper);
-                if (r < 0) {
-                        (void) close(c->fd);
-                        c->fd = -1;
-                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                                ;
-                        c->pid = -1;
-                        return r;
-                }
-        }
-        return 0;
+        return sandbox_spawn(c->base, child, NULL, on_gone, c, &c->fd, &c->pid, &c->reaper);
 }
 
 int closer_new(struct event_base *base, SandboxGoneFn gone, void *userdata, Closer **ret) {

@@ -467,12 +467,17 @@ static void rearm(Dbus *b) {
 
 static void on_bus_io(evutil_socket_t fd, short what, void *userdata) {
         Dbus *b = userdata;
+        uint64_t start = now_usec();
         Reading now;
         int r;
 
         if (!b->bus)
                 return;
-        for (unsigned i = 0; i < DBUS_MESSAGES_PER_WAKEUP; i++) {
+        /* Bounded in time too: a large message read costs sd-bus's validation of every byte (a
+         * 30 MB string: ~0.1 s), and other connections — root's own among them — and the rest
+         * of the loop get their turn before the next. What is left is read next turn: the socket
+         * stays readable, or sd-bus's timeout is 0 while it holds a message. */
+        for (unsigned i = 0; i < DBUS_MESSAGES_PER_WAKEUP && now_usec() - start < DBUS_WAKEUP_BUDGET_USEC; i++) {
                 now = reading(b);
                 /* Writing means processing, which reads one message too: while the queue is
                  * long, one per time the bus takes replies. */

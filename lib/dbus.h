@@ -29,7 +29,8 @@
 #define DBUS_LOOKUP_TIMEOUT_USEC 10000000ull /* a UID the bus did not give in 10 s */
 #define DBUS_LOOKUP_ATTEMPTS 3u               /*   is asked for again, three times in all */
 #define DBUS_WRITE_QUEUE_MAX 256u             /* replies sd-bus holds: no more calls read */
-#define DBUS_MESSAGES_PER_WAKEUP 64u          /* messages dispatched per loop turn */
+#define DBUS_MESSAGES_PER_WAKEUP 64u          /* messages dispatched per loop turn, */
+#define DBUS_WAKEUP_BUDGET_USEC 10000ull      /*   or fewer once they took 10 ms */
 #define DBUS_RECONNECT_MIN_USEC 1000000ull  /* no bus, or the bus went away: retry after 1 s, */
 #define DBUS_RECONNECT_MAX_USEC 60000000ull /*   doubling up to a minute */
 

@@ -67,7 +67,8 @@ static ssize_t send_fd(int sock, int flags, const void *buf, size_t size, int fd
         return sandbox_send_fds(sock, flags, buf, size, &fd, fd >= 0 ? 1 : 0);
 }
 
-__attribute__((noreturn)) static void child(int sock, pid_t parent, const PacketRecipe *recipe) {
+__attribute__((noreturn)) static void child(int sock, pid_t parent, const void *arg) {
+        const PacketRecipe *recipe = arg;
         int self;
 
         if (sandbox_detach(sock, parent) < 0)
@@ -115,13 +116,18 @@ static void give(PacketMaker *m, int fd) {
 
 /* The child is gone, or trusted no more (killed, then reaped from the loop): every answer owed
  * is a failure. */
-static void lost(PacketMaker *m) {
+/* The socket to the child and its event go: the child reads its end's hang-up. */
+static void close_io(PacketMaker *m) {
         if (m->io)
                 event_free(m->io);
         m->io = NULL;
         if (m->fd >= 0)
                 (void) close(m->fd);
         m->fd = -1;
+}
+
+static void lost(PacketMaker *m) {
+        close_io(m);
         sandbox_reaper_kill(m->reaper);
         /* those who are told may ask again (-EPIPE), and are not made another child meanwhile */
         m->losing = true;
@@ -160,24 +166,11 @@ static void on_answer(evutil_socket_t sock, short what, void *userdata) {
 
 /* A child, its end watched, and its reaper, into m (whose last child, if any, is reaped). */
 static int spawn(PacketMaker *m) {
-        pid_t parent = getpid(), pid;
-        int fd, r;
+        int r;
 
-        pid = sandbox_fork_pair(&fd);
-        if (pid < 0)
-                return pid;
-        if (pid == 0)
-                child(fd, parent, m->recipe);
-        m->fd = fd;
-        m->pid = pid;
-        r = sandbox_reaper_new(m->base, pid, on_gone, m, &m->reaper);
-        if (r < 0) {
-                (void) close(m->fd);
-                m->fd = -1;
-                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
+        r = sandbox_spawn(m->base, child, m->recipe, on_gone, m, &m->fd, &m->pid, &m->reaper);
+        if (r < 0)
                 return r;
-        }
         m->io = event_new(m->base, m->fd, EV_READ | EV_PERSIST, on_answer, m);
         if (!m->io || event_add(m->io, NULL) < 0) {
                 lost(m); /* killed, and reaped when it is replaced or freed */
@@ -220,12 +213,7 @@ int packet_maker_restart(PacketMaker *m) {
 void packet_maker_free(PacketMaker *m) {
         if (!m)
                 return;
-        if (m->io)
-                event_free(m->io);
-        m->io = NULL;
-        if (m->fd >= 0)
-                (void) close(m->fd);
-        m->fd = -1;
+        close_io(m);
         sandbox_reaper_free(m->reaper, false); /* it ends when its socket does */
         free(m->owed);
         free(m);

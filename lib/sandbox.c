@@ -172,6 +172,32 @@ pid_t sandbox_fork_pair(int *ret_fd) {
         return pid;
 }
 
+int sandbox_spawn(struct event_base *base, SandboxChildFn run, const void *arg, SandboxGoneFn gone, void *userdata,
+                  int *ret_fd, pid_t *ret_pid, SandboxReaper **ret_reaper) {
+        SandboxReaper *reaper = NULL;
+        pid_t parent = getpid(), pid;
+        int fd, r;
+
+        pid = sandbox_fork_pair(&fd);
+        if (pid < 0)
+                return pid;
+        if (pid == 0)
+                run(fd, parent, arg);
+        if (base) {
+                r = sandbox_reaper_new(base, pid, gone, userdata, &reaper);
+                if (r < 0) {
+                        (void) close(fd); /* it ends when its socket does */
+                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                        return r;
+                }
+        }
+        *ret_fd = fd;
+        *ret_pid = pid;
+        *ret_reaper = reaper;
+        return 0;
+}
+
 ssize_t sandbox_recv_fds(int sock, int flags, void *buf, size_t size, int *fds, size_t max, size_t *n_fds) {
         union {
                 char buf[CMSG_SPACE(sizeof(int) * SANDBOX_FDS_MAX)];

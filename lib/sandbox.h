@@ -51,6 +51,13 @@ typedef void (*SandboxGoneFn)(pid_t pid, int status, void *userdata);
 typedef struct SandboxReaper SandboxReaper;
 /* -errno when the pidfd or its event cannot be made (the caller still owns the child). */
 int sandbox_reaper_new(struct event_base *base, pid_t pid, SandboxGoneFn gone, void *userdata, SandboxReaper **ret);
+/* A long-lived child with a socket to it: sandbox_fork_pair(), then in the child `run(fd, parent,
+ * arg)`, which never returns; in the parent, with `base`, a reaper calling `gone` (without, the
+ * caller waits for it). *ret_fd its end and *ret_pid, *ret_reaper (NULL without `base`); -errno
+ * when anything cannot be made (the child, if made, is waited for: nothing is left). */
+typedef __attribute__((noreturn)) void (*SandboxChildFn)(int fd, pid_t parent, const void *arg);
+int sandbox_spawn(struct event_base *base, SandboxChildFn run, const void *arg, SandboxGoneFn gone, void *userdata,
+                  int *ret_fd, pid_t *ret_pid, SandboxReaper **ret_reaper);
 /* Reaped already? */
 bool sandbox_reaper_done(const SandboxReaper *r);
 /* Kills the child (SIGKILL) unless it is reaped; it is reaped from the loop as when it dies. */

@@ -9,9 +9,10 @@ Not part of the test suite. Run it as root after `bash scripts/build.sh` (releas
    `--runs` times with the daemon stopped (nothing loaded), alternating, the order swapped each
    round so that drift on a shared machine hits both alike. Prints the median Gbit/s of each and
    their ratio (target: at least 0.98). --compare BIN adds a third arm, another build's daemon,
-   in the same rounds (each round starts with the next arm). With each daemon, the observer's
-   programs' own time per run (kernel.bpf_stats_enabled, set for the runs and restored after):
-   what the iperf3 ratio cannot show on a loaded machine.
+   in the same rounds (each round starts with the next arm). The rounds run with the kernel's BPF
+   statistics off, as a host does; then one more run with each daemon and them on gives the
+   observer's programs' own time per run (kernel.bpf_stats_enabled, restored after): what the
+   iperf3 ratio cannot show on a loaded machine.
 2. build/tests/observer-read: the observer's maps filled with `--devices` made-up devices, read
    as a tick reads them: the wall and CPU time of one read, the maps' kernel memory, the
    snapshot's.
@@ -97,7 +98,7 @@ def main():
                     timeout=args.seconds + 60)
             return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
 
-        def with_daemon(binary=args.bin):
+        def with_daemon(binary=args.bin, timed=False):
             rt = tempfile.mkdtemp(dir=tmp)
             d = subprocess.Popen(["ip", "netns", "exec", a, binary, "--config", policy, "--runtime-dir", rt,
                                   "--observer=ebpf", "--log-level", "info"], stdout=subprocess.DEVNULL,
@@ -110,6 +111,8 @@ def main():
                     sys.exit(f"bigtcpd did not start: {d.stderr.read()}")
                 time.sleep(0.05)
             try:
+                if not timed:
+                    return iperf()
                 ids = prog_ids(d.pid)
                 before = prog_stats(ids)
                 gbit = iperf()
@@ -123,12 +126,18 @@ def main():
                 d.wait(timeout=30)
                 procs.remove(d)
 
-        runs_ns = {}  # binary -> program -> [ns, runs] over its iperf3 runs
+        runs_ns = {}  # binary -> program -> [ns, runs] over its timed iperf3 run
         with open("/proc/sys/kernel/bpf_stats_enabled") as f:
             stats_were = f.read().strip()
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write("1")  # the programs' own run time (restored below)
         restore.append(stats_were)
+
+        def stats(on):
+            with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+                f.write("1" if on else "0")
+
+        # The throughput rounds run as a host runs: with the kernel's BPF statistics off (they time
+        # every run of every program, two clock reads each, a cost the observer does not have).
+        stats(False)
         arms = [("on", with_daemon), ("off", iperf)]
         if args.compare:
             arms.append(("compare", lambda: with_daemon(args.compare)))
@@ -137,6 +146,12 @@ def main():
             k = i % len(arms)  # each round starts with another arm: drift hits all alike
             for name, fn in arms[k:] + arms[:k]:
                 got[name].append(fn())
+        # the programs' own time per run: one more iperf3 run per daemon, statistics on
+        stats(True)
+        with_daemon(timed=True)
+        if args.compare:
+            with_daemon(args.compare, timed=True)
+        stats(False)
         on, off = got["on"], got["off"]
         mon, moff = statistics.median(on), statistics.median(off)
         print(f"iperf3 over a veth at {BIG}, {args.runs} runs of {args.seconds}s: observer {mon:.1f} Gbit/s, "

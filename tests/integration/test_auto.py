@@ -141,13 +141,15 @@ def test_clean_path_settles_at_the_bound(netns, daemon, confdir):
     e0 = device(d)
     varlink_idl.check_reply(iface, 'ListDevices', {'devices': [e0]})
     [search] = e0['auto']
-    assert search['text'] == 'auto: settled at 524280 (the most it tries)', search
+    # e1's namespace is not one this daemon runs: the proof is e0's own
+    assert search['text'] == 'auto: settled at 524280 (the most it tries); proof: sent, not retransmitted', search
+    assert search['proof'] == 'sent, not retransmitted', search
     assert (search['phase'], search['proven'], search['steps'], search['trips']) == ('settled', 524280, 3, 0), search
     # status and plan say it too, in words
     status = ctl('status', sock=d.runtime_dir / 'io.bigtcpd.Manager', check_rc=0).stdout
     assert re.search(r'^ +Auto: 1 settled \(0 trips\)$', status, re.M), status
     plan = ctl('plan', sock=d.runtime_dir / 'io.bigtcpd.Manager', check_rc=0).stdout
-    assert 'e0 gso_max_size auto: settled at 524280 (the most it tries)\n' in plan, plan
+    assert 'e0 gso_max_size auto: settled at 524280 (the most it tries); proof: sent, not retransmitted\n' in plan, plan
     assert plan.endswith('0 of 2 devices would change.\n') or re.search(r'0 of \d+ devices would change', plan), plan
     print(f'clean path: settled at {at} in {len(proven)} steps, {took:.1f}s')
     d.stop()
@@ -242,6 +244,129 @@ def test_broken_path_with_the_default_guards_settles_below_the_break(netns, daem
         assert all('tcp.retrans-big' in line for line in trips), trips
         assert took <= T(60), f'settled after {took:.1f}s'
     print(f'broken path, default guards: settled at {at} after {len(trips)} trips, {took:.1f}s')
+    d.stop()
+
+
+def peer_policy(peer_ns, own_ns='host'):
+    """e0's policy with the namespace of its peer e1 named too: bigtcpd runs it (e1 matches no
+    policy), so e0's steps are proven by what e1 receives."""
+    return policy_text(f'''
+        version: 1
+        policies:
+          - name: auto
+            match: {{name: [e0], netns: ["{own_ns}", "{peer_ns}"]}}
+            ipv6: {{gso-max-size: auto}}
+            rollback:
+              window: {WINDOW}
+              interval: 200ms
+              guards:
+                - {{counter: link.tx_errors, max-increase: 1000000}}
+        ''')
+
+
+def drop_above_on_arrival(ns, length):
+    """The receiver drops every packet longer than `length` as it arrives (nftables prerouting in
+    its own namespace): after netif_receive_skb's tracepoint, where the observer saw it arrive."""
+    subprocess.run(['ip', 'netns', 'exec', ns, 'nft', '-f', '-'], check=True, text=True, input=f'''
+        table inet bt_peer {{
+            chain pre {{
+                type filter hook prerouting priority 0; policy accept;
+                meta length > {length} drop
+            }}
+        }}
+        ''')
+
+
+# "e0: auto: gso_max_size: 812 packets sent near the size, 0 delivered to peer e1 in ns X (812
+# received there, 812 dropped after)": what e1 did with a step's packets, one line per window
+PEER_LINE = re.compile(r'e0: auto: gso_max_size: (\d+) packets sent near the size, (\d+) delivered to peer e1 in ns '
+                       r'(\S+) \((\d+) received there, (\d+) dropped after\)')
+
+
+def peer_windows(d):
+    return [tuple(int(x) if x.isdigit() else x for x in PEER_LINE.search(line).groups())
+            for line in d.log_lines(PEER_LINE.pattern)]
+
+
+@pytest.mark.parametrize('where', ['own', 'other'])
+def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir, where):
+    """e1's namespace is one bigtcpd runs: each step of e0 is proven by what e1 received near its
+    size, and the clean path still reaches the bound; show and plan say "delivered to peer e1".
+    e0 in bigtcpd's own namespace, or in another one it runs (its nsid for e1's namespace is asked
+    of the kernel there, through a socket made inside it)."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(peer_policy(b, 'host' if where == 'own' else a))
+    with Traffic(a, (b, 'fd13::2'), 90):
+        d = daemon(a if where == 'own' else netns(), cfg, extra_args=('--netns-dir', '/run/netns'))
+        at = wait_settled(d, a, 60)
+    assert at == 524280, d.log_tail()
+    proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d, 'proven')]
+    assert proven == [131072, 262144, 524280], d.log_tail()
+    windows = peer_windows(d)
+    assert len(windows) >= 3, d.log_tail()
+    for sent, delivered, ns, received, dropped in windows[-3:]:
+        assert ns == b and dropped == 0 and delivered >= 64 and received == delivered, windows
+    e0 = device(d, 'e0' if where == 'own' else f'{a}/e0')
+    [search] = e0['auto']
+    assert search['proof'] == f'delivered to peer e1 in ns {b}', search
+    assert search['text'] == f'auto: settled at 524280 (the most it tries); proof: delivered to peer e1 in ns {b}'
+    plan = ctl('plan', sock=d.runtime_dir / 'io.bigtcpd.Manager', check_rc=0).stdout
+    assert f'e0 gso_max_size auto: settled at 524280 (the most it tries); proof: delivered to peer e1 in ns {b}\n' \
+        in plan, plan
+    assert not [line for line in d.log_lines('e0: auto: its peer') if 'no peer' not in line], d.log_tail()
+    print(f'peer managed, clean path: settled at {at}; windows {windows}')
+    d.stop()
+
+
+def test_peer_let_go_is_unknown_again(netns, daemon, confdir):
+    """Up to 131072 with e1's namespace named: proven by e1's receipt. Then a policy that names it
+    no more: the namespace is let go, the nsid e0's namespace gives it means nothing to bigtcpd
+    any more, and the steps up to 524280 are proven by e0's own sending."""
+    a, b = pair(netns)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(peer_policy(b).replace('gso-max-size: auto', 'gso-max-size: {auto: {max: 131072}}'))
+    with Traffic(a, (b, 'fd13::2'), 90):
+        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+        assert wait_settled(d, a, 40) == 131072
+        [first] = device(d)['auto']
+        assert first['proof'] == f'delivered to peer e1 in ns {b}', first
+        d.reload(lambda: cfg.write_text(policy()))
+        wait_file(d.log_path, lambda: d.log_lines(rf'netns {b}: let go'), T(20), f'{b} let go')
+        wait_file(d.log_path, lambda: re.search(r'e0: auto: .*settled at 524280', d.log()), T(40), 'e0 at 524280')
+    [search] = device(d)['auto']
+    assert (search['proven'], search['proof']) == (524280, 'sent, not retransmitted'), search
+    assert d.log_lines("e0: auto: its peer's namespace is not one bigtcpd runs"), d.log_tail()
+    d.stop()
+
+
+def test_peer_that_drops_on_arrival_proves_no_step_above_the_drop(netns, daemon, confdir):
+    """e1 drops what arrives above 150000 bytes (prerouting in its own namespace): the observer
+    sees e1 receive those packets and drop them, so no step above the drop is proven (no guard of
+    the policy's would stop it: link.tx_errors never rises), and the search settles at or below
+    150000, every proof e1's receipt."""
+    a, b = pair(netns)
+    drop_above_on_arrival(b, BROKEN_ABOVE)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(peer_policy(b))
+    t0 = time.monotonic()
+    with Traffic(a, (b, 'fd13::2'), 120):
+        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+        at = wait_settled(d, a, 90)
+        took = time.monotonic() - t0
+    assert at <= BROKEN_ABOVE and gso(a) == at, d.log_tail()
+    proven = [int(re.search(r'gso_max_size (\d+) proven', line).group(1)) for line in steps(d, 'proven')]
+    assert proven and all(p <= BROKEN_ABOVE for p in proven), d.log_tail()
+    trips = steps(d, 'tripped')
+    assert trips, d.log_tail()
+    windows = peer_windows(d)
+    # the observer saw e1 receive packets above the drop and drop them after: not delivered
+    assert any(dropped > 0 and delivered < sent for sent, delivered, ns, received, dropped in windows), windows
+    assert any('tripped peer-did-not-receive' in line for line in trips), trips
+    [search] = device(d)['auto']
+    assert search['proof'] == f'delivered to peer e1 in ns {b}', search
+    print(f'peer drops above {BROKEN_ABOVE}: settled at {at} after {len(trips)} trips, {took:.1f}s; '
+          f'windows {windows}')
     d.stop()
 
 

@@ -30,7 +30,7 @@ LAYERS = [
     ('kernel side', ['sync']),
     ('namespace', ['netns']),
     ('policy reload', ['policy-reload', 'policy-try']),
-    ('namespaces', ['netns-set', 'netns-set-scan', 'netns-set-problem', 'netns-peek']),
+    ('namespaces', ['netns-set', 'netns-set-scan', 'netns-set-problem', 'netns-set-peer', 'netns-peek']),
     ('control', ['control', 'control-json', 'control-metrics', 'control-plan', 'operation']),
     ('transports', ['manager-notify', 'manager-varlink', 'manager-dbus', 'metrics-http']),
     ('composition root', ['manager', 'main']),

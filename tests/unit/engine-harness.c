@@ -73,6 +73,10 @@ static struct nl_msg *h_link_msg(int type, const FakeLink *l, const struct rtnl_
                 assert_int_equal(nla_put(msg, IFLA_ADDRESS, sizeof(l->mac), l->mac), 0);
         if (l->has_perm)
                 assert_int_equal(nla_put(msg, BT_IFLA_PERM_ADDRESS, sizeof(l->perm), l->perm), 0);
+        if (l->link)
+                assert_int_equal(nla_put_u32(msg, IFLA_LINK, (uint32_t) l->link), 0);
+        if (l->has_link_netnsid)
+                assert_int_equal(nla_put_u32(msg, IFLA_LINK_NETNSID, (uint32_t) l->link_netnsid), 0);
         if (l->kind[0]) {
                 struct nlattr *li = nla_nest_start(msg, IFLA_LINKINFO);
                 assert_int_equal(nla_put_string(msg, IFLA_INFO_KIND, l->kind), 0);

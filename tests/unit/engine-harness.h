@@ -59,6 +59,9 @@ typedef struct FakeLink {
         bool ipv4; /* the kernel reports gso/gro_ipv4_max_size */
         uint32_t tso;
         struct rtnl_link_stats64 stats;
+        int link;          /* IFLA_LINK when not 0 (a veth's peer) */
+        int link_netnsid;  /* IFLA_LINK_NETNSID when has_link_netnsid */
+        bool has_link_netnsid;
 } FakeLink;
 
 /* ---- what the engine sent ---- */

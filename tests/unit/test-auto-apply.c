@@ -535,6 +535,179 @@ static void test_observer_step_bound_on_own_retransmits(void **state) {
         observer_free(o);
 }
 
+/* A GRO step is proven by what the device itself received (the packet sockets here), and says so:
+ * no peer is asked. */
+static void test_gro_step_proven_by_what_it_received(void **state) {
+        Harness *h = h_new("version: 1\n"
+                           "policies:\n"
+                           "  - name: auto\n"
+                           "    match: {name: [e0]}\n"
+                           "    ipv6: {gro-max-size: auto}\n"
+                           "    rollback:\n"
+                           "      window: 10s\n"
+                           "      guards:\n"
+                           "        - {counter: link.tx_errors, max-increase: 10}\n");
+        const AutoSearch *s = NULL;
+
+        h_rings_on(h);
+        h_link_add(h, 2, "e0");
+        h_start(h);
+        h_answer_all(h);
+        for (unsigned t = 0; t < 4 * 600; t++) {
+                Device *d = h_dev(h, 2);
+                if (evidence_watching(d) && !d->evidence->waiting)
+                        h_packets(h, 2, false, d->current.gro_max_size, 20);
+                h_step(h);
+                s = auto_device_search(h_dev(h, 2)->autosize, 1);
+                if (s->phase == AUTO_SETTLED)
+                        break;
+        }
+        assert_string_equal(auto_phase_to_string(s->phase), "settled");
+        assert_int_equal(s->proven, 524280);
+        assert_int_equal(s->steps, 3);
+        assert_string_equal(s->proof, AUTO_PROOF_RECEIVED_SOCKETS);
+        h_free(h);
+        rings_free();
+}
+
+/* ---- the proof by the peer's receipt (a veth pair in bigtcpd's own namespace) ---- */
+
+/* e0 (ifindex 2) a veth whose IFLA_LINK is 3, e1 (3) whose kind is `peer_kind` and whose link is
+ * 2; e0's IFLA_LINK_NETNSID `nsid` when >= 0 (a namespace bigtcpd does not run). */
+static Harness *h_observed_pair(const char *yaml, Observer **ret, const char *peer_kind, int nsid) {
+        Harness *h = h_new(yaml);
+
+        *ret = h_observer_on(h);
+        FakeLink *e0 = h_link_add_full(h, 2, "e0", "veth", true);
+        FakeLink *e1 = h_link_add_full(h, 3, "e1", peer_kind, true);
+        e0->link = 3;
+        e0->has_link_netnsid = nsid >= 0;
+        e0->link_netnsid = nsid;
+        e1->link = 2;
+        h_start(h);
+        h_answer_all(h);
+        return h;
+}
+
+/* e1 receives `n` packets of `len` bytes (IPv6) and drops those above `drop_above` (0: none) after
+ * receiving them, as observer.bpf.c counts them on the threshold the engine set on it. */
+static void h_peer_receives(Observer *o, uint32_t len, unsigned n, uint32_t drop_above) {
+        struct observer_deliv v;
+
+        if (observer_deliv_get(o, OWN_NETNS, 3, &v) < 0 || v.len[OBSERVER_IPV6] == 0 || len <= v.len[OBSERVER_IPV6])
+                return;
+        v.received[OBSERVER_IPV6] += n;
+        if (drop_above && len > drop_above)
+                v.dropped[OBSERVER_IPV6] += n;
+        assert_int_equal(observer_test_set_deliv(o, OWN_NETNS, 3, (const uint64_t *) v.received, (const uint64_t *) v.dropped), 0);
+}
+
+/* e0 busy at its size, e1 receiving what it sends (dropping above `drop_above`), until e0's search
+ * settles; how many windows counted e1's deliveries, in *ret_counted. */
+static void h_pair_until_settled(Harness *h, Observer *o, uint32_t drop_above, unsigned *ret_counted) {
+        unsigned counted = 0;
+        uint32_t last = 0; /* the size tried whose window counted last */
+
+        for (unsigned t = 0; t < 4 * 900 && search_of(h, 2)->phase != AUTO_SETTLED; t++) {
+                const AutoSearch *s = search_of(h, 2);
+                uint32_t size = h_dev(h, 2)->current.gso_max_size;
+                struct observer_deliv v;
+                bool set = observer_deliv_get(o, OWN_NETNS, 3, &v) >= 0;
+                if (set) {
+                        /* the threshold on the peer is the step's own: its top quarter */
+                        assert_int_equal(s->phase, AUTO_TRYING);
+                        assert_int_equal(v.len[OBSERVER_IPV6], auto_search_count_near(s));
+                        assert_int_equal(v.len[OBSERVER_IPV4], 0);
+                }
+                if (set && s->trying != last) {
+                        counted++;
+                        last = s->trying;
+                }
+                h_observed_packets(h, o, 2, size, 20);
+                h_peer_receives(o, size, 20, drop_above);
+                h_step(h);
+        }
+        *ret_counted = counted;
+}
+
+/* e0 and its peer e1 (kind `peer_kind`, e0's nsid for it `nsid`) on the auto policy, e0 busy,
+ * until its search settled: the harness, its observer in *ret, the windows counted on e1. */
+static Harness *h_pair_settled(const char *peer_kind, int nsid, uint32_t drop_above, Observer **ret,
+                               unsigned *ret_counted) {
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        Harness *h = h_observed_pair(yaml, ret, peer_kind, nsid);
+
+        h_pair_until_settled(h, *ret, drop_above, ret_counted);
+        assert_string_equal(auto_phase_to_string(search_of(h, 2)->phase), "settled");
+        return h;
+}
+
+/* The peer received what was sent near each size: every step is proven by it, and says so. */
+static void test_peer_received_proves_the_step(void **state) {
+        Observer *o;
+        unsigned counted;
+        Harness *h = h_pair_settled("veth", -1, 0, &o, &counted);
+        char buf[256];
+
+        const AutoSearch *s = search_of(h, 2);
+        assert_int_equal(s->proven, 524280);
+        assert_int_equal(s->steps, 3);
+        assert_int_equal(s->trips, 0);
+        assert_int_equal(counted, 3);
+        assert_string_equal(s->proof, "delivered to peer e1 in ns host");
+        assert_string_equal(auto_search_format(s, 0, buf, sizeof(buf)),
+                            "auto: settled at 524280 (the most it tries); proof: delivered to peer e1 in ns host");
+        assert_int_equal(observer_delivs(o), 0); /* nothing counted on the peer once it is over */
+        h_free(h);
+        observer_free(o);
+}
+
+/* The peer drops what it receives above 150000 (a firewall of its own, after netif_receive_skb):
+ * the sender's packets near 262144, 196608 and 163840 went out and were not retransmitted (no
+ * retransmit is counted here), which proved each before; now each trips, and the search settles
+ * below the drop. */
+static void test_peer_did_not_receive_trips_the_step(void **state) {
+        Observer *o;
+        unsigned counted;
+        Harness *h = h_pair_settled("veth", -1, 150000, &o, &counted);
+
+        const AutoSearch *s = search_of(h, 2);
+        assert_true(s->proven <= 150000);
+        assert_int_equal(s->proven, 147456);
+        assert_true(s->ceiling > 150000);
+        assert_string_equal(s->ceiling_counter, AUTO_UNDELIVERED_COUNTER);
+        assert_int_equal(s->trips, 4); /* 262144, 196608, 163840, 155648 */
+        assert_string_equal(s->proof, "delivered to peer e1 in ns host");
+        assert_int_equal(device_history_get(h_dev(h, 2))->n_rollbacks, 0);
+        assert_int_equal(observer_delivs(o), 0);
+        h_free(h);
+        observer_free(o);
+}
+
+/* Where the peer is unknown — in a namespace bigtcpd does not run (an nsid it cannot map), or not
+ * a veth whose link is e0 — the sender's proof stands: nothing is counted on any peer, and the
+ * clean path settles at the bound, "sent, not retransmitted". */
+static void test_unknown_peer_keeps_the_sender_s_proof(void **state) {
+        static const struct {
+                const char *peer_kind;
+                int nsid;
+        } cases[] = {{"veth", 7}, {"dummy", -1}};
+
+        for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
+                Observer *o;
+                unsigned counted;
+                Harness *h = h_pair_settled(cases[c].peer_kind, cases[c].nsid, 150000, &o, &counted);
+
+                const AutoSearch *s = search_of(h, 2);
+                assert_int_equal(counted, 0);
+                assert_int_equal(s->proven, 524280);
+                assert_int_equal(s->trips, 0);
+                assert_string_equal(s->proof, AUTO_PROOF_SENT);
+                h_free(h);
+                observer_free(o);
+        }
+}
+
 /* The first in probation of devices 2..last. */
 static int first_in_probation(Harness *h, int last) {
         for (unsigned t = 0; t < 4 * 600; t++) {
@@ -935,6 +1108,10 @@ int main(void) {
                 cmocka_unit_test_teardown(test_operator_rollback_ends_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_idle_searches_write_nothing, h_teardown),
                 cmocka_unit_test_teardown(test_observer_clean_path_settles_at_the_bound, h_teardown),
+                cmocka_unit_test_teardown(test_gro_step_proven_by_what_it_received, h_teardown),
+                cmocka_unit_test_teardown(test_peer_received_proves_the_step, h_teardown),
+                cmocka_unit_test_teardown(test_peer_did_not_receive_trips_the_step, h_teardown),
+                cmocka_unit_test_teardown(test_unknown_peer_keeps_the_sender_s_proof, h_teardown),
                 cmocka_unit_test_teardown(test_observer_packets_above_the_old_size_prove_nothing, h_teardown),
                 cmocka_unit_test_teardown(test_observer_big_retransmits_trip_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_observer_step_bound_on_own_retransmits, h_teardown),

@@ -132,6 +132,56 @@ static void test_link_moved(void **state) {
         nlmsg_free(msg);
 }
 
+/* A veth's peer: IFLA_LINK and IFLA_LINK_NETNSID, onto the device; what names no other device (0,
+ * itself, past INT_MAX) or no namespace (a negative nsid) is none. */
+static void test_link_peer(void **state) {
+        static const struct {
+                bool has_link, has_nsid;
+                uint32_t link, nsid;
+                int want_link, want_nsid;
+        } cases[] = {
+                {true, true, 7, 3, 7, 3},
+                {true, false, 7, 0, 7, -1},          /* the same namespace */
+                {true, true, 0, 3, 0, 3},            /* ifindex 0 */
+                {true, false, 5, 0, 0, -1},          /* itself */
+                {true, true, 5, 3, 5, 3},            /* its ifindex, in another namespace */
+                {true, true, 5, 0xffffffffu, 0, -1}, /* … in no namespace: itself */
+                {true, true, 0x80000000u, 3, 0, 3},  /* no ifindex */
+                {true, true, 7, 0xffffffffu, 7, -1}, /* NETNSA_NSID_NOT_ASSIGNED */
+                {false, false, 0, 0, 0, -1},
+        };
+        DeviceTable t;
+        Device *d;
+        unsigned changes;
+
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(device_add(&t, 5, &d), 0);
+        assert_int_equal(d->link_netnsid, -1);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct nl_msg *msg = link_msg(RTM_NEWLINK, 5, "veth0", "veth", NULL);
+                LinkMessage m;
+                if (cases[i].has_link)
+                        nla_put_u32(msg, IFLA_LINK, cases[i].link);
+                if (cases[i].has_nsid)
+                        nla_put_u32(msg, IFLA_LINK_NETNSID, cases[i].nsid);
+                assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), 0);
+                assert_int_equal(m.link, cases[i].want_link);
+                assert_int_equal(m.link_netnsid, cases[i].want_nsid);
+                assert_int_equal(device_update(d, &m, 1, &changes), 0);
+                assert_int_equal(d->link, cases[i].want_link);
+                assert_int_equal(d->link_netnsid, cases[i].want_nsid);
+                nlmsg_free(msg);
+        }
+        /* an attribute too short for its type is a malformed message */
+        struct nl_msg *msg = link_msg(RTM_NEWLINK, 5, "veth0", "veth", NULL);
+        uint16_t two = 7;
+        nla_put(msg, IFLA_LINK, sizeof(two), &two);
+        LinkMessage m;
+        assert_int_equal(link_message_parse(nlmsg_hdr(msg), &m), -EBADMSG);
+        nlmsg_free(msg);
+        device_table_done(&t);
+}
+
 static void test_link_parse_malformed(void **state) {
         struct nl_msg *msg = link_msg(RTM_NEWLINK, 0, "x", NULL, NULL);
         LinkMessage m;
@@ -175,6 +225,7 @@ int main(void) {
                 cmocka_unit_test(test_traffic),
                 cmocka_unit_test(test_link_parse_malformed),
                 cmocka_unit_test(test_link_moved),
+                cmocka_unit_test(test_link_peer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -197,6 +197,54 @@ static void test_near_the_step(void **state) {
         assert_int_equal(auto_search_count_near(&s), auto_search_count_above(&s));
 }
 
+/* A peer's deliveries: set from zero with their thresholds, counted, cleared; a device forgotten
+ * loses them; the kernel's observer (where it loads) keeps them in its map alike. */
+static void test_deliveries(void **state) {
+        Observer *fake, *real = NULL, *both[2];
+        struct observer_deliv v;
+        char *why = NULL;
+
+        (void) state;
+        assert_int_equal(observer_new_fake(NS_A, &fake), 0);
+        if (observer_new(&real, &why) < 0)
+                real = NULL;
+        free(why);
+        both[0] = fake;
+        both[1] = real;
+        for (size_t i = 0; i < 2 && both[i]; i++) {
+                Observer *o = both[i];
+                assert_int_equal(observer_deliv_get(o, NS_B, 3, &v), -ENOENT);
+                assert_int_equal(observer_deliv_set(o, NS_B, 3, (const uint32_t[2]){229376, 0}), 0);
+                assert_int_equal(observer_delivs(o), 1);
+                assert_int_equal(observer_deliv_get(o, NS_B, 3, &v), 0);
+                assert_int_equal(v.len[0], 229376);
+                assert_int_equal(v.len[1], 0);
+                assert_int_equal(v.received[0] + v.dropped[0] + v.received[1] + v.dropped[1], 0);
+                if (o == fake) {
+                        assert_int_equal(observer_test_set_deliv(o, NS_B, 3, (const uint64_t[2]){90, 0},
+                                                                 (const uint64_t[2]){80, 0}), 0);
+                        assert_int_equal(observer_deliv_get(o, NS_B, 3, &v), 0);
+                        assert_int_equal(v.received[0] - v.dropped[0], 10);
+                }
+                /* set again: from zero */
+                assert_int_equal(observer_deliv_set(o, NS_B, 3, (const uint32_t[2]){0, 120000}), 0);
+                assert_int_equal(observer_deliv_get(o, NS_B, 3, &v), 0);
+                assert_int_equal(v.len[1], 120000);
+                assert_int_equal(v.received[0], 0);
+                assert_int_equal(observer_delivs(o), 1);
+                observer_deliv_clear(o, NS_B, 3);
+                assert_int_equal(observer_deliv_get(o, NS_B, 3, &v), -ENOENT);
+                assert_int_equal(observer_delivs(o), 0);
+                /* a device that goes takes its deliveries with it */
+                assert_int_equal(observer_deliv_set(o, NS_B, 4, (const uint32_t[2]){100000, 100000}), 0);
+                observer_forget(o, NS_B, 4);
+                assert_int_equal(observer_deliv_get(o, NS_B, 4, &v), -ENOENT);
+                assert_int_equal(observer_delivs(o), 0);
+        }
+        observer_free(fake);
+        observer_free(real);
+}
+
 /* The kernel's observer (skipped where it does not load): a tick that asks for a few devices looks
  * them up one by one and reads no map whole (a batch walks all its buckets, whatever it holds);
  * past 64 keys of a map, one whole read serves the rest; status's count reads every map whole. */
@@ -277,6 +325,7 @@ int main(void) {
                 cmocka_unit_test(test_guards_on_the_device_alone),
                 cmocka_unit_test(test_unknown_reason_is_inactive),
                 cmocka_unit_test(test_near_the_step),
+                cmocka_unit_test(test_deliveries),
                 cmocka_unit_test(test_reads_what_is_asked),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

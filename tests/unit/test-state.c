@@ -1256,6 +1256,7 @@ static void assert_search_equal(const AutoSearch *a, const AutoSearch *b) {
         assert_int_equal(a->idle_wait_usec, b->idle_wait_usec);
         assert_int_equal(a->steps, b->steps);
         assert_int_equal(a->trips, b->trips);
+        assert_string_equal(a->proof, b->proof);
 }
 
 /* One search in each phase a search can be kept in, every field set (a counter with a quote). */
@@ -1276,6 +1277,8 @@ static AutoDevice *searches_of_every_phase(void) {
                                   .ceiling_usec = UINT64_C(1700000000000000), .ceiling_rise = 412, .steps = 2,
                                   .trips = 4};
         snprintf(auto_device_search(a, 3)->ceiling_counter, sizeof(auto_device_search(a, 3)->ceiling_counter), "Tcp.RetransSegs");
+        snprintf(auto_device_search(a, 0)->proof, sizeof(auto_device_search(a, 0)->proof), "delivered to peer \"e1\" in ns pod-1");
+        snprintf(auto_device_search(a, 3)->proof, sizeof(auto_device_search(a, 3)->proof), AUTO_PROOF_SENT);
         return a;
 }
 

@@ -25,7 +25,9 @@ order alternates from round to round) goes through:
     rewrites every device: a write and state events, 5 events a device), the first of a pair with
     no Monitor stream, the second with one (read by a thread): the median CPU time of each arm,
     from the Reload call until every device is applied again with every write counted, and their
-    difference, what the stream costs.
+    difference, what the stream costs (on a loaded machine mostly noise: --perf records each reload
+    with the stream and sums what the functions that make and send the events take, callees
+    included).
 
 Each figure is printed as the median over the rounds (min..max), with the load average at the
 start and the end. It asserts nothing. Run as root after `bash scripts/build.sh`:
@@ -38,6 +40,7 @@ import argparse
 import http.client
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -316,6 +319,38 @@ class Footprint(burst.Bench):
                 raise RuntimeError("the reload did not apply every device within 300 s")
             time.sleep(0.5)  # both arms poll alike; the no-Monitor arm has no stream to wait on
 
+    def perf_start(self, pid, name):
+        data = f"{self.args.perf}-{name}.data"
+        rec = subprocess.Popen(["perf", "record", "-q", "-F", "1000", "--call-graph", "dwarf,16384", "-p", str(pid),
+                                "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(rec)
+        time.sleep(0.5)  # perf attached before the reload
+        return rec, data
+
+    def perf_stop(self, label, rec, data):
+        """The daemon's CPU in the reload as perf sampled it, and the share of it that made and
+        sent Monitor's events (the functions' time with their callees')."""
+        rec.send_signal(signal.SIGINT)
+        rec.wait()
+        self.procs.remove(rec)
+        out = subprocess.run(["perf", "report", "-i", data, "--children", "--stdio", "--no-demangle"],
+                             capture_output=True, text=True).stdout
+        total = next((int(line.split(":")[1]) for line in out.splitlines() if line.startswith("# Event count")), 0)
+        share = {"made": 0.0, "printed": 0.0}
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) < 6 or not f[0].endswith("%"):
+                continue
+            # the event's JSON made (a tree, or text) and written to the stream
+            if f[-1] in ("control_event_json", "control_event_write", "varlink_call_notify_json"):
+                share["made"] += float(f[0].rstrip("%"))
+            # a tree printed as text: the event's (before) and GetStatus' (the polls of both arms)
+            if f[-1] == "json_object_to_json_string_length":
+                share["printed"] += float(f[0].rstrip("%"))
+        self.note(label, "monitor (perf): daemon CPU in the reload (ms)", total / 1e6)
+        self.note(label, "monitor (perf): events made and written (ms)", share["made"] / 100 * total / 1e6)
+        self.note(label, "monitor (perf): json-c trees printed, any (ms)", share["printed"] / 100 * total / 1e6)
+
     def monitor(self, label, daemon_bin):
         config, run = self.config(policy(self.size(), "1s"))
         p, _ = self.start(daemon_bin, config, run)
@@ -326,8 +361,11 @@ class Footprint(burst.Bench):
             for k in range(self.args.reloads):  # interleaved: the machine's load drifts alike for both
                 alone.append(self.reload_to(run, config, self.size() + 16 * k + 8))
                 mon = helpers.Monitor(os.path.join(run, IFACE), seed=False, timeout=60)
+                perf = self.perf_start(p.pid, f"{label}-{k}") if self.args.perf else None
                 try:
                     watched.append(self.reload_to(run, config, self.size() + 16 * k + 16))
+                    if perf:
+                        self.perf_stop(label, *perf)
                     with mon.cond:
                         events = len(mon.events)
                 finally:
@@ -394,6 +432,8 @@ def main():
     ap.add_argument("--idle", type=float, default=20)
     ap.add_argument("--scrapes", type=int, default=5)
     ap.add_argument("--reloads", type=int, default=3, help="monitor: reloads of each arm, interleaved")
+    ap.add_argument("--perf", metavar="PREFIX", help="monitor: perf record each reload with a stream into "
+                    "PREFIX-LABEL-K.data, and say what making and sending its events cost")
     ap.add_argument("--only", default="applied,probation,auto")
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))

@@ -14,13 +14,20 @@ Engine *control_home(const Control *c);
 /* A string from the kernel (a device name, an extended ack), made valid UTF-8 for JSON; NULL for
  * NULL. */
 json_object *control_kernel_string(const char *s);
+/* A string from the kernel, made valid UTF-8; NULL as null. */
+void control_kernel_string_write(JsonWriter *w, const char *s);
+/* `"key": {sizes}`: the IPv4 pair only when `ipv4`. */
+void control_sizes_write(JsonWriter *w, const char *key, const Sizes *s, bool ipv4);
+/* What a device's big_packets shows: its last (or running) watch; never watched, what the eBPF
+ * observer of `s` (NULL: none asked) counted since it was loaded, in `tmp`; else NULL. */
+const Evidence *control_big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp);
 /* A device's big_packets (IDL BigPackets): its last or running watch's counts, else (`s` not
- * NULL) the eBPF observer's since it was loaded, else NULL. `now`: CLOCK_MONOTONIC. */
-json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d);
-/* A device's "effective": whether its watch found big packets effective, NULL without a verdict. */
-json_object *control_effective_json(const Device *d);
+ * NULL) the eBPF observer's since it was loaded, else null. `now`: CLOCK_MONOTONIC. */
+void control_big_packets_write(JsonWriter *w, uint64_t now, EvidenceSet *s, const Device *d);
+/* A device's "effective": whether its watch found big packets effective, null without a verdict. */
+void control_effective_write(JsonWriter *w, const Device *d);
 /* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */
-json_object *control_auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec);
+void control_auto_search_write(JsonWriter *w, const AutoSearch *s, unsigned i, uint64_t now_usec);
 /* Where each policy of `s` is in force, and for a canary this host's cohort (Plan's and
  * GetStatus' "policies"). */
 json_object *control_policy_scopes_json(const PolicySet *s);

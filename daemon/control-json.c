@@ -44,24 +44,12 @@ json_object *control_kernel_string(const char *s) {
         return safe ? json_object_new_string(safe) : NULL;
 }
 
-/* The device view (ListDevices' Device) is written as JSON text, one source for every transport:
- * varlink's ListDevices of every device writes it straight into its reply, the others parse it
- * (control_device_json()). */
+/* The device view (ListDevices' Device) and its parts are written once, one source for every
+ * transport: as JSON text straight into a reply (varlink's ListDevices of every device, Monitor's
+ * events), or through the writer's tree backend into a json-c tree where one is built around them
+ * (control_device_json(), GetStatus' problems, a plan's auto). */
 
-/* A json-c tree of what `w` holds (one value); NULL when out of memory or `w` failed. */
-static json_object *parse_written(JsonWriter *w) {
-        json_tokener *tok;
-        json_object *o;
-
-        if (json_writer_error(w) < 0 || w->len > INT_MAX || !(tok = json_tokener_new()))
-                return NULL;
-        o = json_tokener_parse_ex(tok, w->buf, (int) w->len);
-        json_tokener_free(tok);
-        return o;
-}
-
-/* A string from the kernel: made valid UTF-8; NULL as null. */
-static void write_kernel_string(JsonWriter *w, const char *s) {
+void control_kernel_string_write(JsonWriter *w, const char *s) {
         _cleanup_(freep) char *buf = NULL;
         const char *safe = NULL;
 
@@ -70,7 +58,7 @@ static void write_kernel_string(JsonWriter *w, const char *s) {
         json_writer_string(w, safe);
 }
 
-static void write_sizes(JsonWriter *w, const char *key, const Sizes *s, bool ipv4) {
+void control_sizes_write(JsonWriter *w, const char *key, const Sizes *s, bool ipv4) {
         json_writer_key(w, key);
         json_writer_object_begin(w);
         json_writer_key(w, "gso_max_size");
@@ -117,8 +105,8 @@ static void write_rollback(JsonWriter *w, const RollbackRecord *r, bool ipv4) {
         json_writer_bool(w, r->namespace_wide);
         json_writer_key(w, "time_usec");
         json_writer_int64(w, (int64_t) r->realtime_usec);
-        write_sizes(w, "from", &r->from, ipv4);
-        write_sizes(w, "to", &r->to, ipv4);
+        control_sizes_write(w, "from", &r->from, ipv4);
+        control_sizes_write(w, "to", &r->to, ipv4);
         json_writer_object_end(w);
 }
 
@@ -132,7 +120,7 @@ static void write_error(JsonWriter *w, const Device *d) {
         json_writer_key(w, "message");
         json_writer_string(w, strerror(err));
         json_writer_key(w, "extack");
-        write_kernel_string(w, h->last_error);
+        control_kernel_string_write(w, h->last_error);
         json_writer_object_end(w);
 }
 
@@ -147,24 +135,24 @@ static void write_families(JsonWriter *w, unsigned mask) {
 
 /* The same as trees, for GetStatus. */
 static json_object *rollback_json(const RollbackRecord *r, bool ipv4) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         write_rollback(&w, r, ipv4);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static json_object *write_error_json(const Device *d) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         write_error(&w, d);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static json_object *families_json(unsigned mask) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         write_families(&w, mask);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, const Evidence *ev) {
@@ -207,9 +195,7 @@ static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, c
         json_writer_object_end(w);
 }
 
-/* What big_packets shows: the last (or the running) watch of d; never watched, what the eBPF
- * observer of `s` (NULL: none asked) counted since it was loaded, in `tmp`; else NULL. */
-static const Evidence *big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp) {
+const Evidence *control_big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp) {
         EvidenceCounts totals;
 
         if (!d->evidence && s && evidence_totals(s, d, &totals) >= 0) {
@@ -222,24 +208,24 @@ static const Evidence *big_packets_source(EvidenceSet *s, const Device *d, Evide
         return d->evidence;
 }
 
-json_object *control_big_packets_json(uint64_t now, EvidenceSet *s, const Device *d) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+void control_big_packets_write(JsonWriter *w, uint64_t now, EvidenceSet *s, const Device *d) {
         Evidence tmp;
-        const Evidence *ev = big_packets_source(s, d, &tmp);
+        const Evidence *ev = control_big_packets_source(s, d, &tmp);
 
-        if (!ev)
-                return NULL;
-        write_big_packets_of(&w, now, d, ev);
-        return parse_written(&w);
+        if (ev)
+                write_big_packets_of(w, now, d, ev);
+        else
+                json_writer_null(w);
 }
 
-json_object *control_effective_json(const Device *d) {
+void control_effective_write(JsonWriter *w, const Device *d) {
         if (!d->evidence || d->evidence->verdict == EVIDENCE_UNKNOWN)
-                return NULL;
-        return json_object_new_boolean(d->evidence->verdict == EVIDENCE_EFFECTIVE);
+                json_writer_null(w);
+        else
+                json_writer_bool(w, d->evidence->verdict == EVIDENCE_EFFECTIVE);
 }
 
-static void write_auto_search(JsonWriter *w, const AutoSearch *s, unsigned i, uint64_t now_usec) {
+void control_auto_search_write(JsonWriter *w, const AutoSearch *s, unsigned i, uint64_t now_usec) {
         char text[256];
 
         json_writer_object_begin(w);
@@ -282,31 +268,23 @@ static void write_auto_search(JsonWriter *w, const AutoSearch *s, unsigned i, ui
         json_writer_object_end(w);
 }
 
-/* Where size i's search of `auto` stands (IDL AutoSearch); `now_usec`: CLOCK_REALTIME. */
-json_object *control_auto_search_json(const AutoSearch *s, unsigned i, uint64_t now_usec) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
-
-        write_auto_search(&w, s, i, now_usec);
-        return parse_written(&w);
-}
-
 /* Where each search of `sizes` stands (search[i] for size i). */
 static void write_auto(JsonWriter *w, unsigned sizes, const AutoSearch *const search[SIZES_COUNT], uint64_t now_usec) {
         json_writer_array_begin(w);
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if ((sizes & (1u << i)) && search[i]->phase != AUTO_NEW)
-                        write_auto_search(w, search[i], i, now_usec);
+                        control_auto_search_write(w, search[i], i, now_usec);
         json_writer_array_end(w);
 }
 
 /* The same as a tree; NULL without a search. */
 static json_object *auto_json(unsigned sizes, const AutoSearch *const search[SIZES_COUNT], uint64_t now_usec) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
         if (sizes == 0)
                 return NULL;
         write_auto(&w, sizes, search, now_usec);
-        return parse_written(&w);
+        return json_writer_take_tree(&w);
 }
 
 static void write_auto_device(JsonWriter *w, const AutoDevice *a, uint64_t now_usec) {
@@ -334,21 +312,21 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
 
         json_writer_object_begin(w);
         json_writer_key(w, "netns");
-        write_kernel_string(w, device_netns_name(d));
+        control_kernel_string_write(w, device_netns_name(d));
         json_writer_key(w, "ifindex");
         json_writer_int64(w, d->ifindex);
         json_writer_key(w, "ifname");
-        write_kernel_string(w, d->ifname);
+        control_kernel_string_write(w, d->ifname);
         if (d->kind) {
                 json_writer_key(w, "kind");
-                write_kernel_string(w, d->kind);
+                control_kernel_string_write(w, d->kind);
         }
         /* the word match.kind has for it */
         json_writer_key(w, "match_kind");
         if (d->flags & IFF_LOOPBACK)
                 json_writer_string(w, "loopback");
         else if (d->kind)
-                write_kernel_string(w, d->kind);
+                control_kernel_string_write(w, d->kind);
         else
                 json_writer_string(w, "device");
         json_writer_key(w, "state");
@@ -357,14 +335,14 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
                 json_writer_key(w, "policy");
                 json_writer_string(w, d->match.policy_name);
         }
-        write_sizes(w, "current", &d->current, v4);
+        control_sizes_write(w, "current", &d->current, v4);
         json_writer_key(w, "current_age_usec");
         json_writer_int64(w, (int64_t) (now > d->current_usec ? now - d->current_usec : 0));
         if (managed)
-                write_sizes(w, "desired", &d->life.desired, v4);
+                control_sizes_write(w, "desired", &d->life.desired, v4);
         write_size_names(w, managed ? d->life.owned : 0, v4);
         if (d->record.has_original)
-                write_sizes(w, "original", &d->record.original, v4);
+                control_sizes_write(w, "original", &d->record.original, v4);
         json_writer_key(w, "tso_max_size");
         json_writer_int64(w, d->tso_max_size);
         if (pending) {
@@ -389,10 +367,10 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
                 json_writer_key(w, "altnames");
                 json_writer_array_begin(w);
                 for (size_t i = 0; i < d->n_altnames; i++)
-                        write_kernel_string(w, d->altnames[i]);
+                        control_kernel_string_write(w, d->altnames[i]);
                 json_writer_array_end(w);
         }
-        if ((ev = big_packets_source(e->evidence, d, &tmp))) {
+        if ((ev = control_big_packets_source(e->evidence, d, &tmp))) {
                 json_writer_key(w, "big_packets");
                 write_big_packets_of(w, now, d, ev);
         }
@@ -406,9 +384,9 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
 }
 
 json_object *control_device_json(const Control *c, const Device *d) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
 
-        return control_device_write(c, d, &w) < 0 ? NULL : parse_written(&w);
+        return control_device_write(c, d, &w) < 0 ? NULL : json_writer_take_tree(&w);
 }
 
 /* A rollout's progress: its policy's devices at their sizes (window passed), in probation now. */
@@ -891,7 +869,7 @@ int control_devices_write(const Control *c, JsonWriter *w) {
 }
 
 int control_devices_json(const Control *c, const char *name, json_object **ret) {
-        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
         json_object *o, *a, *dj;
         Device *one;
         int r;
@@ -900,7 +878,7 @@ int control_devices_json(const Control *c, const char *name, json_object **ret) 
                 r = control_devices_write(c, &w);
                 if (r < 0)
                         return r;
-                o = parse_written(&w);
+                o = json_writer_take_tree(&w);
                 if (!o)
                         return -ENOMEM;
                 *ret = o;
@@ -942,6 +920,24 @@ static json_object *errors_json(const PolicyErrors *errs, bool warnings) {
                 json_object_array_add(a, o);
         }
         return a;
+}
+
+void control_errors_write(JsonWriter *w, const PolicyErrors *errs) {
+        json_writer_array_begin(w);
+        for (size_t i = 0; i < errs->n; i++) {
+                const PolicyError *e = &errs->items[i];
+                json_writer_object_begin(w);
+                json_writer_key(w, "file");
+                json_writer_string(w, e->file ?: "");
+                json_writer_key(w, "line");
+                json_writer_int64(w, (int) e->line);
+                json_writer_key(w, "column");
+                json_writer_int64(w, (int) e->column);
+                json_writer_key(w, "message");
+                json_writer_string(w, e->message ?: "");
+                json_writer_object_end(w);
+        }
+        json_writer_array_end(w);
 }
 
 json_object *control_errors_json(const PolicyErrors *errs) {

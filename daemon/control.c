@@ -443,129 +443,140 @@ int control_watch(Control *c, const char *name, uint64_t duration_usec, ControlW
 
 /* ---- events ---- */
 
-static json_object *device_event_json(const char *type, const Device *d) {
-        json_object *o = json_object_new_object();
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "event", json_object_new_string(type));
+/* `{"event": TYPE, "netns", "ifindex", "ifname"`, the object left open. */
+static void device_event_begin(JsonWriter *w, const char *type, const Device *d) {
+        json_writer_object_begin(w);
+        json_writer_key(w, "event");
+        json_writer_string(w, type);
         /* events of the daemon's own namespace stay as they were before namespaces */
-        if (d->netns)
-                json_object_object_add(o, "netns", control_kernel_string(d->netns->name));
-        json_object_object_add(o, "ifindex", json_object_new_int(d->ifindex));
-        json_object_object_add(o, "ifname", control_kernel_string(d->ifname));
-        return o;
+        if (d->netns) {
+                json_writer_key(w, "netns");
+                control_kernel_string_write(w, d->netns->name);
+        }
+        json_writer_key(w, "ifindex");
+        json_writer_int64(w, d->ifindex);
+        json_writer_key(w, "ifname");
+        control_kernel_string_write(w, d->ifname);
 }
 
-json_object *control_event_json(const Event *e) {
-        json_object *o = NULL;
+static void key_string(JsonWriter *w, const char *key, const char *value) {
+        json_writer_key(w, key);
+        json_writer_string(w, value);
+}
+
+static void key_int(JsonWriter *w, const char *key, int64_t value) {
+        json_writer_key(w, key);
+        json_writer_int64(w, value);
+}
+
+static void key_bool(JsonWriter *w, const char *key, bool value) {
+        json_writer_key(w, key);
+        json_writer_bool(w, value);
+}
+
+/* "errno" and "error" of a failure (`error` < 0). */
+static void write_errno(JsonWriter *w, int error) {
+        if (error < 0) {
+                key_int(w, "errno", -error);
+                key_string(w, "error", strerror(-error));
+        }
+}
+
+int control_event_write(const Event *e, JsonWriter *w) {
         char digest[17];
 
         switch (e->type) {
         case EVENT_ADDED:
         case EVENT_REMOVED:
-                return device_event_json(event_type_to_string(e->type), e->device);
+                device_event_begin(w, event_type_to_string(e->type), e->device);
+                break;
         case EVENT_STATE:
-                o = device_event_json("state", e->device);
-                if (o) {
-                        json_object_object_add(o, "state", json_object_new_string(device_state_to_string(e->state)));
-                        json_object_object_add(o, "previous",
-                                               json_object_new_string(device_state_to_string(e->previous)));
-                }
-                return o;
+                device_event_begin(w, "state", e->device);
+                key_string(w, "state", device_state_to_string(e->state));
+                key_string(w, "previous", device_state_to_string(e->previous));
+                break;
         case EVENT_WRITE:
-                o = device_event_json("write", e->device);
-                if (!o)
-                        return NULL;
-                json_object_object_add(o, "cause", json_object_new_string(write_cause_to_string(e->cause) ?: ""));
-                json_object_object_add(o, "from", control_sizes_json(e->from, e->ipv4));
-                json_object_object_add(o, "to", control_sizes_json(e->to, e->ipv4));
-                if (e->error < 0) {
-                        json_object_object_add(o, "errno", json_object_new_int(-e->error));
-                        json_object_object_add(o, "error", json_object_new_string(strerror(-e->error)));
-                        if (e->extack)
-                                json_object_object_add(o, "extack", control_kernel_string(e->extack));
+                device_event_begin(w, "write", e->device);
+                key_string(w, "cause", write_cause_to_string(e->cause) ?: "");
+                control_sizes_write(w, "from", e->from, e->ipv4);
+                control_sizes_write(w, "to", e->to, e->ipv4);
+                write_errno(w, e->error);
+                if (e->error < 0 && e->extack) {
+                        json_writer_key(w, "extack");
+                        control_kernel_string_write(w, e->extack);
                 }
-                return o;
+                break;
         case EVENT_ROLLBACK:
-                o = device_event_json("rollback", e->device);
-                if (!o)
-                        return NULL;
-                json_object_object_add(o, "counter", json_object_new_string(e->rollback->counter ?: ""));
-                json_object_object_add(o, "rise", json_object_new_int64((int64_t) e->rollback->rise));
-                json_object_object_add(o, "threshold", json_object_new_double(e->rollback->threshold));
-                json_object_object_add(o, "from", control_sizes_json(e->from, e->ipv4));
-                json_object_object_add(o, "to", control_sizes_json(e->to, e->ipv4));
-                return o;
+                device_event_begin(w, "rollback", e->device);
+                key_string(w, "counter", e->rollback->counter ?: "");
+                key_int(w, "rise", (int64_t) e->rollback->rise);
+                json_writer_key(w, "threshold");
+                json_writer_double(w, e->rollback->threshold);
+                control_sizes_write(w, "from", e->from, e->ipv4);
+                control_sizes_write(w, "to", e->to, e->ipv4);
+                break;
         case EVENT_RELOAD:
-                o = json_object_new_object();
-                if (!o)
-                        return NULL;
                 snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) e->digest);
-                json_object_object_add(o, "event", json_object_new_string("reload"));
-                json_object_object_add(o, "ok", json_object_new_boolean(e->ok));
-                json_object_object_add(o, "digest", json_object_new_string(digest));
-                if (!e->ok && e->errors)
-                        json_object_object_add(o, "errors", control_errors_json(e->errors));
-                return o;
-        case EVENT_ROLLOUT:
-                o = e->device ? device_event_json("rollout", e->device) : json_object_new_object();
-                if (!o)
-                        return NULL;
-                if (!e->device)
-                        json_object_object_add(o, "event", json_object_new_string("rollout"));
-                json_object_object_add(o, "policy", json_object_new_string(e->policy ?: ""));
-                json_object_object_add(o, "halted", json_object_new_boolean(true));
-                return o;
-        case EVENT_TRY:
-                o = json_object_new_object();
-                if (!o)
-                        return NULL;
-                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) e->digest);
-                json_object_object_add(o, "event", json_object_new_string("try"));
-                json_object_object_add(o, "action", json_object_new_string(try_action_to_string(e->try_action) ?: ""));
-                if (try_reason_to_string(e->try_reason))
-                        json_object_object_add(o, "reason", json_object_new_string(try_reason_to_string(e->try_reason)));
-                json_object_object_add(o, "file", json_object_new_string(e->file ?: ""));
-                json_object_object_add(o, "target", json_object_new_string(e->target ?: ""));
-                json_object_object_add(o, "deadline_usec", json_object_new_int64((int64_t) e->deadline));
-                json_object_object_add(o, "digest", json_object_new_string(digest));
-                return o;
-        case EVENT_EVIDENCE:
-                o = device_event_json("evidence", e->device);
-                if (!o)
-                        return NULL;
-                json_object_object_add(o, "big_packets",
-                                       control_big_packets_json(now_usec(), NULL, e->device));
-                json_object_object_add(o, "effective", control_effective_json(e->device));
-                return o;
-        case EVENT_AUTO:
-                o = device_event_json("auto", e->device);
-                if (!o)
-                        return NULL;
-                json_object_object_add(o, "change", json_object_new_string(auto_change_to_string(e->auto_change) ?: "?"));
-                json_object_object_add(
-                        o, "search",
-                        control_auto_search_json(e->auto_search, e->auto_size, realtime_usec()));
-                return o;
-        case EVENT_NETNS_PROBLEM:
-                o = json_object_new_object();
-                if (!o)
-                        return NULL;
-                json_object_object_add(o, "event", json_object_new_string("netns-problem"));
-                json_object_object_add(o, "netns", control_kernel_string(e->netns));
-                json_object_object_add(o, "problem", json_object_new_string(e->problem ?: ""));
-                json_object_object_add(o, "ok", json_object_new_boolean(e->ok));
-                if (e->error < 0) {
-                        json_object_object_add(o, "errno", json_object_new_int(-e->error));
-                        json_object_object_add(o, "error", json_object_new_string(strerror(-e->error)));
+                json_writer_object_begin(w);
+                key_string(w, "event", "reload");
+                key_bool(w, "ok", e->ok);
+                key_string(w, "digest", digest);
+                if (!e->ok && e->errors) {
+                        json_writer_key(w, "errors");
+                        control_errors_write(w, e->errors);
                 }
-                return o;
+                break;
+        case EVENT_ROLLOUT:
+                if (e->device)
+                        device_event_begin(w, "rollout", e->device);
+                else {
+                        json_writer_object_begin(w);
+                        key_string(w, "event", "rollout");
+                }
+                key_string(w, "policy", e->policy ?: "");
+                key_bool(w, "halted", true);
+                break;
+        case EVENT_TRY:
+                snprintf(digest, sizeof(digest), "%016llx", (unsigned long long) e->digest);
+                json_writer_object_begin(w);
+                key_string(w, "event", "try");
+                key_string(w, "action", try_action_to_string(e->try_action) ?: "");
+                if (try_reason_to_string(e->try_reason))
+                        key_string(w, "reason", try_reason_to_string(e->try_reason));
+                key_string(w, "file", e->file ?: "");
+                key_string(w, "target", e->target ?: "");
+                key_int(w, "deadline_usec", (int64_t) e->deadline);
+                key_string(w, "digest", digest);
+                break;
+        case EVENT_EVIDENCE:
+                device_event_begin(w, "evidence", e->device);
+                json_writer_key(w, "big_packets");
+                control_big_packets_write(w, now_usec(), NULL, e->device);
+                json_writer_key(w, "effective");
+                control_effective_write(w, e->device);
+                break;
+        case EVENT_AUTO:
+                device_event_begin(w, "auto", e->device);
+                key_string(w, "change", auto_change_to_string(e->auto_change) ?: "?");
+                json_writer_key(w, "search");
+                control_auto_search_write(w, e->auto_search, e->auto_size, realtime_usec());
+                break;
+        case EVENT_NETNS_PROBLEM:
+                json_writer_object_begin(w);
+                key_string(w, "event", "netns-problem");
+                json_writer_key(w, "netns");
+                control_kernel_string_write(w, e->netns);
+                key_string(w, "problem", e->problem ?: "");
+                key_bool(w, "ok", e->ok);
+                write_errno(w, e->error);
+                break;
         case EVENT_RELOADING:
         case EVENT_SETTLED:
-                return NULL; /* for sd_notify, not for operators */
+                return 0; /* for sd_notify, not for operators */
         case _EVENT_TYPE_MAX:
         case _EVENT_TYPE_INVALID:
-                break;
+                return 0;
         }
-        return NULL;
+        json_writer_object_end(w);
+        return json_writer_error(w) < 0 ? json_writer_error(w) : 1;
 }

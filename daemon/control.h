@@ -2,13 +2,14 @@
  * queries as JSON in the schema of io.bigtcpd.Manager.varlink, reads of the kernel before an
  * answer, plan and validate, and the privileged operations. Transports parse and check a call,
  * call one of these and send back what it returns; events reach them as typed Events, which
- * control_event_json() turns into Monitor's JSON. Everything runs in the daemon's one loop. */
+ * control_event_write() writes as Monitor's JSON. Everything runs in the daemon's one loop. */
 #pragma once
 
 #include <json-c/json.h>
 
 #include "engine.h"
 #include "json-writer.h"
+#include "metrics.h"
 #include "netns-set.h"
 #include "policy-reload.h"
 #include "sync.h"
@@ -72,9 +73,12 @@ json_object *control_device_json(const Control *c, const Device *d);
 int control_device_write(const Control *c, const Device *d, JsonWriter *w);
 json_object *control_status_json(const Control *c);
 json_object *control_errors_json(const PolicyErrors *errs);
+/* The same as JSON text, written into `w`. */
+void control_errors_write(JsonWriter *w, const PolicyErrors *errs);
 json_object *control_warnings_json(const PolicyErrors *warnings); /* without their "warning: " */
-/* An event as Monitor sends it, or NULL for events that are not for operators. */
-json_object *control_event_json(const Event *e);
+/* An event as Monitor sends it, written into `w`: 1, or 0 (nothing written) for events that are
+ * not for operators, or -ENOMEM. */
+int control_event_write(const Event *e, JsonWriter *w);
 /* GetStatus' "try": the running try (file, target, deadline), or NULL when none runs. */
 json_object *control_try_json(const Control *c);
 
@@ -88,6 +92,15 @@ int control_sorted_devices(const Control *c, Device ***ret, size_t *ret_n);
 int control_devices_json(const Control *c, const char *name, json_object **ret);
 /* The same for every device, as JSON text written into `w`. */
 int control_devices_write(const Control *c, JsonWriter *w);
+
+/* The figures of /metrics (metrics.h), read from the tables: the status when made (copied), each
+ * device when the source asks for it, also rounds of the loop later (the devices of the moment
+ * it was made; one gone since is left out). */
+typedef struct ControlMetrics ControlMetrics;
+int control_metrics_new(Control *c, ControlMetrics **ret);
+const MetricsSource *control_metrics_source(const ControlMetrics *m);
+void control_metrics_free(ControlMetrics *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ControlMetrics *, control_metrics_free);
 
 /* Reads of the kernel before an answer (it sends no event when only a size changes). `fn` is
  * called once, from the loop, when the read is in (error 0), the device went away (-ENODEV) or the

@@ -253,12 +253,17 @@ static void on_control_event(const Event *e, void *userdata) {
         if (!b->bus)
                 return;
         if (subscribed(b)) {
-                _cleanup_(json_object_putp) json_object *o = control_event_json(e);
+                _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
                 _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-                if (o) {
-                        r = sd_bus_message_new_signal(b->bus, &m, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, "Event");
+                _cleanup_(freep) char *buf = NULL;
+                r = control_event_write(e, &w);
+                if (r != 0) {
+                        const char *text = r > 0 ? json_writer_text(&w) : NULL;
+                        r = text && (text = utf8_safe(text, &buf)) ? 0 : -ENOMEM;
                         if (r >= 0)
-                                r = append_json(m, o);
+                                r = sd_bus_message_new_signal(b->bus, &m, DBUS_OBJECT_PATH, DBUS_MANAGER_INTERFACE, "Event");
+                        if (r >= 0)
+                                r = sd_bus_message_append(m, "s", text);
                         if (r >= 0)
                                 r = sd_bus_send(b->bus, m, NULL);
                         if (r < 0)

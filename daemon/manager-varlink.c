@@ -15,6 +15,7 @@ struct VarlinkManager {
         VarlinkServer *server;
         LIST_HEAD(, MonitorStream) streams;
         unsigned watch_id; /* of the daemon's events, while there are streams */
+        JsonWriter event_text; /* the event being streamed */
         VarlinkInterface interfaces[1];
         VarlinkServerInfo info; /* the server's, for its life */
 };
@@ -180,7 +181,8 @@ static int method_list_devices(VarlinkCall *call, json_object *params, void *use
 }
 
 /* A Monitor stream. The manager watches the engine's events once for all of them, and each event
- * is serialized once, whatever the number of streams. */
+ * is written once as text (into the manager's buffer, kept from one event to the next), whatever
+ * the number of streams. */
 struct MonitorStream {
         VarlinkManager *manager;
         VarlinkCall *call;
@@ -201,20 +203,15 @@ static void on_monitor_cancel(void *userdata) {
 
 static void on_event(const Event *e, void *userdata) {
         VarlinkManager *m = userdata;
-        _cleanup_(json_object_putp) json_object *o = control_event_json(e);
         MonitorStream *s, *next;
-        const char *text;
-        size_t len;
 
-        if (!o)
-                return;
-        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-        if (!text)
+        json_writer_reset(&m->event_text);
+        if (control_event_write(e, &m->event_text) <= 0)
                 return;
         /* a client that does not read is closed, which takes its stream out of the list */
         for (s = LIST_FIRST(&m->streams); s; s = next) {
                 next = LIST_NEXT(s, link);
-                (void) varlink_call_notify_json(s->call, text, len);
+                (void) varlink_call_notify_json(s->call, m->event_text.buf, m->event_text.len);
         }
 }
 
@@ -254,32 +251,29 @@ static bool source_too_long(VarlinkCall *call, json_object *v) {
         return true;
 }
 
-static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
-        static const VarlinkParam spec[] = {
-                {"policy", json_type_string, false},
+/* Plan and Validate: a policy (required for Validate; Plan without one plans the running one)
+ * and its source's name. */
+static int method_policy_check(VarlinkCall *call, json_object *params, void *userdata, OperationKind kind,
+                               bool policy_required) {
+        const VarlinkParam spec[] = {
+                {"policy", json_type_string, policy_required},
                 {"source", json_type_string, false},
         };
         json_object *v[ELEMENTSOF(spec)];
 
         if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
                 return 0;
-        return run(call, userdata, OPERATION_PLAN,
+        return run(call, userdata, kind,
                    (OperationArgs){.policy = opt_string(v[0]), .source = opt_string(v[1]), .uid = varlink_call_uid(call)},
                    params);
 }
 
-static int method_validate(VarlinkCall *call, json_object *params, void *userdata) {
-        static const VarlinkParam spec[] = {
-                {"policy", json_type_string, true},
-                {"source", json_type_string, false},
-        };
-        json_object *v[ELEMENTSOF(spec)];
+static int method_plan(VarlinkCall *call, json_object *params, void *userdata) {
+        return method_policy_check(call, params, userdata, OPERATION_PLAN, false);
+}
 
-        if (varlink_call_check(call, params, spec, ELEMENTSOF(spec), v) < 0 || source_too_long(call, v[1]))
-                return 0;
-        return run(call, userdata, OPERATION_VALIDATE,
-                   (OperationArgs){.policy = opt_string(v[0]), .source = opt_string(v[1]), .uid = varlink_call_uid(call)},
-                   params);
+static int method_validate(VarlinkCall *call, json_object *params, void *userdata) {
+        return method_policy_check(call, params, userdata, OPERATION_VALIDATE, true);
 }
 
 static int method_try(VarlinkCall *call, json_object *params, void *userdata) {
@@ -436,6 +430,7 @@ void varlink_manager_free(VarlinkManager *m) {
         if (!m)
                 return;
         varlink_server_free(m->server);
+        json_writer_done(&m->event_text);
         free(m);
 }
 

@@ -1,6 +1,6 @@
 /* manager-varlink.h — io.bigtcpd.Manager: the daemon's methods on the varlink server, each a
  * check of its parameters, an operation (operation.h) and its result as the reply; the call's
- * operation goes with the call. Monitor streams the engine's events as control_event_json()
+ * operation goes with the call. Monitor streams the engine's events as control_event_write()
  * gives them. */
 #pragma once
 

@@ -1,7 +1,9 @@
 /* metrics-http.c — GET /metrics over evhttp (metrics-http.h): each scrape reads every device from
  * the kernel first (as `bigtcpctl metrics` asks ListDevices to: a size changed behind bigtcpd's
- * back sends no event), then answers with metrics_write()'s text, built from the same JSON
- * GetStatus and ListDevices answer with. */
+ * back sends no event), then answers with metrics_print()'s text of the daemon's tables
+ * (control_metrics_new()): the same text `bigtcpctl metrics` prints from GetStatus and
+ * ListDevices. The text is sent as the socket takes it: a chunk of it printed each time the one
+ * before is out, never the whole text of 10000 devices (17 MB) held at once. */
 #include <assert.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -26,18 +28,29 @@ struct MetricsHttp {
         unsigned n_connections;
         LIST_HEAD(, Scrape) scrapes;   /* waiting for their read of the kernel */
         unsigned n_scrapes;
+        LIST_HEAD(, Scrape) streams;   /* sending their text (one a connection at most) */
         LIST_HEAD(, Accepted) fresh;   /* accepted in this round of the loop, not yet counted */
         struct event *count_event;     /* counts them, right after the accept */
 };
 
-/* A request waiting for its operation. evhttp keeps the request until it is answered, even when
- * its client went away meanwhile. */
+/* A request waiting for its operation, then sending its text. evhttp keeps the request until it
+ * is answered, even when its client went away meanwhile; once its reply has started, the close of
+ * its connection ends it (on_connection_close()). */
 struct Scrape {
         MetricsHttp *owner;
         struct evhttp_request *req;
         Operation *op;
+        /* while its text is sent */
+        struct evhttp_connection *evcon;
+        ControlMetrics *metrics;
+        MetricsCursor cursor;
         LIST_ENTRY(Scrape) link;
 };
+
+/* A chunk of the text: at least this much (or the rest), printed this many devices at a time (a
+ * part may have no line for many devices: the desired sizes of devices no policy matches). */
+#define CHUNK_BYTES (128u * 1024u)
+#define CHUNK_DEVICES 64u
 
 /* libevent 2.1 has no bound on an evhttp's connections (2.2's evhttp_set_max_connections): the
  * bufferevent of every new connection is made here (evhttp_set_bevcb), held by a reference until
@@ -81,78 +94,107 @@ static void scrape_free(Scrape *s) {
         LIST_REMOVE(s, link);
         s->owner->n_scrapes--;
         operation_free(s->op);
+        control_metrics_free(s->metrics);
         free(s);
 }
 
-/* The devices as ListDevices has them, in one array. */
-static json_object *devices_json(Control *c) {
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        json_object *a;
-
-        if (control_devices_json(c, NULL, &o) < 0 || !json_object_object_get_ex(o, "devices", &a))
-                return NULL;
-        return json_object_get(a);
+/* A FILE that appends to an evbuffer: the text goes into the reply's chains as it is printed,
+ * never one buffer of it all to be copied again. */
+static ssize_t evbuffer_cookie_write(void *cookie, const char *buf, size_t size) {
+        return evbuffer_add(cookie, buf, size) < 0 ? -1 : (ssize_t) size;
 }
 
-static void free_text(const void *data, size_t len, void *extra) {
-        free((void *) data);
-}
+/* The next chunk of the text into `out`, never empty; true once it is all there. */
+static int print_some(Scrape *s, struct evbuffer *out, bool *ret_done) {
+        FILE *f = fopencookie(out, "w", (cookie_io_functions_t){.write = evbuffer_cookie_write});
+        bool done = false;
+        int r;
 
-/* The text, into `out`. */
-static int metrics_text(Control *c, struct evbuffer *out) {
-        _cleanup_(json_object_putp) json_object *status = control_status_json(c), *devices = devices_json(c);
-        _cleanup_(freep) char *text = NULL;
-        size_t size = 0;
-        FILE *f;
-
-        if (!status || !devices)
-                return -ENOMEM;
-        f = open_memstream(&text, &size);
         if (!f)
-                return -errno;
-        metrics_write(f, status, devices);
-        if (ferror(f)) {
-                fclose(f);
                 return -ENOMEM;
-        }
-        if (fclose(f) != 0)
-                return -errno;
-        if (evbuffer_add_reference(out, text, size, free_text, NULL) < 0)
-                return -ENOMEM;
-        TAKE_PTR(text);
+        (void) setvbuf(f, NULL, _IOFBF, 64 * 1024);
+        /* an empty chunk is not sent, and its callback never comes */
+        while (!done && fflush(f) == 0 && evbuffer_get_length(out) < CHUNK_BYTES)
+                done = metrics_print_some(f, control_metrics_source(s->metrics), &s->cursor, CHUNK_DEVICES);
+        r = ferror(f) ? -ENOMEM : 0;
+        if (fclose(f) != 0 && r == 0)
+                r = -ENOMEM;
+        if (r < 0)
+                return r;
+        *ret_done = done;
         return 0;
 }
 
-static void reply_text(Control *c, struct evhttp_request *req) {
+static void on_chunk_sent(struct evhttp_connection *evcon, void *userdata);
+
+/* The next chunk, when the one before is out; the end after the last. */
+static void send_some(Scrape *s) {
         struct evbuffer *out = evbuffer_new();
+        bool done = false;
         int r;
 
-        r = out ? metrics_text(c, out) : -ENOMEM;
+        r = out ? print_some(s, out, &done) : -ENOMEM;
         if (r < 0) {
-                log_warning_errno(r, "metrics: failed to build the text: %m; answering 500");
-                evhttp_send_error(req, HTTP_INTERNAL, NULL);
-        } else {
-                evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                                  "text/plain; version=0.0.4; charset=utf-8");
-                evhttp_send_reply(req, HTTP_OK, "OK", out);
+                /* half a text is out: only the connection's close tells the client it is not all */
+                log_warning_errno(r, "metrics: failed to print the text: %m; closing the connection");
+                if (out)
+                        evbuffer_free(out);
+                evhttp_connection_free(s->evcon); /* on_connection_close() ends the scrape */
+                return;
         }
-        if (out)
-                evbuffer_free(out);
+        if (done) {
+                evhttp_send_reply_chunk(s->req, out);
+                evhttp_send_reply_end(s->req); /* its own callback replaces ours */
+                scrape_free(s);
+        } else
+                evhttp_send_reply_chunk_with_cb(s->req, out, on_chunk_sent, s);
+        evbuffer_free(out);
+}
+
+static void on_chunk_sent(struct evhttp_connection *evcon, void *userdata) {
+        send_some(userdata);
+}
+
+/* The read of the kernel is in: the text goes out from the tables as they are now. */
+static void start_text(Scrape *s) {
+        MetricsHttp *m = s->owner;
+        struct evhttp_request *req = s->req;
+        int r;
+
+        s->evcon = evhttp_request_get_connection(req);
+        if (!s->evcon) { /* the client went away: the request is all that is left */
+                evhttp_send_reply_end(req);
+                scrape_free(s);
+                return;
+        }
+        r = control_metrics_new(m->control, &s->metrics);
+        if (r < 0) {
+                log_warning_errno(r, "metrics: failed to read the figures: %m; answering 500");
+                scrape_free(s);
+                evhttp_send_error(req, HTTP_INTERNAL, NULL);
+                return;
+        }
+        LIST_REMOVE(s, link);
+        LIST_INSERT_HEAD(&m->streams, s, link);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "text/plain; version=0.0.4; charset=utf-8");
+        evhttp_send_reply_start(req, HTTP_OK, "OK");
+        send_some(s);
 }
 
 static void on_read_done(Operation *op, const OperationResult *r, void *userdata) {
         Scrape *s = userdata;
         struct evhttp_request *req = s->req;
-        Control *c = s->owner->control;
         int error = r->error == OPERATION_OK ? 0 : r->errno_ > 0 ? r->errno_ : EIO;
 
-        scrape_free(s); /* and the operation (allowed from here), and `r` with it */
+        operation_free(TAKE_PTR(s->op)); /* allowed from here, and `r` with it */
         if (error != 0) {
+                scrape_free(s);
                 log_warning_errno(error, "metrics: the read of the devices failed: %m; answering 503");
                 evhttp_send_error(req, 503, "Service Unavailable");
                 return;
         }
-        reply_text(c, req);
+        start_text(s);
 }
 
 /* 405 with its Allow (evhttp_send_error() would drop every header of ours). */
@@ -210,11 +252,22 @@ static void on_request(struct evhttp_request *req, void *userdata) {
         }
 }
 
+/* A connection closes: its text, if one was on its way, ends there. A request the connection
+ * still holds goes with it; one it let go (its client went away) is ours to free. */
 static void on_connection_close(struct evhttp_connection *evcon, void *userdata) {
         MetricsHttp *m = userdata;
+        Scrape *s, *next;
 
         assert(m->n_connections > 0);
         m->n_connections--;
+        for (s = LIST_FIRST(&m->streams); s; s = next) {
+                next = LIST_NEXT(s, link);
+                if (s->evcon != evcon)
+                        continue;
+                if (!evhttp_request_get_connection(s->req))
+                        evhttp_request_free(s->req);
+                scrape_free(s);
+        }
 }
 
 static struct bufferevent *on_new_connection(struct event_base *base, void *userdata) {
@@ -297,6 +350,7 @@ int metrics_http_new(struct event_base *base, Control *control, const char *list
                 return -ENOMEM;
         m->control = control;
         LIST_INIT(&m->scrapes);
+        LIST_INIT(&m->streams);
         LIST_INIT(&m->fresh);
         m->count_event = event_new(base, -1, 0, on_count, m);
         m->http = evhttp_new(base);
@@ -341,6 +395,8 @@ void metrics_http_free(MetricsHttp *m) {
         }
         if (m->http)
                 evhttp_free(m->http); /* closes every connection: on_connection_close still runs */
+        while ((s = LIST_FIRST(&m->streams))) /* a connection that closed without saying so */
+                scrape_free(s);
         if (m->count_event)
                 event_free(m->count_event);
         free(m);

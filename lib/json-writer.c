@@ -1,6 +1,7 @@
 /* json-writer.c — JSON text into a growing buffer, printed as json-c prints it. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +12,103 @@
 void json_writer_done(JsonWriter *w) {
         w->buf = mfree(w->buf);
         w->len = w->size = 0;
+        json_object_put(w->root);
+        w->root = NULL;
+        w->open = mfree(w->open);
+        w->n_open = w->open_size = 0;
+        w->key = mfree(w->key);
+}
+
+struct json_object *json_writer_take_tree(JsonWriter *w) {
+        json_object *o = w->error < 0 ? NULL : w->root;
+
+        if (o)
+                w->root = NULL;
+        return o;
+}
+
+/* ---- the tree backend: each value a json-c object, added where the text would have it ---- */
+
+static void tree_fail(JsonWriter *w, int error) {
+        if (!w->error)
+                w->error = error;
+}
+
+/* `o` (taken) as the next value; `made`: false when its constructor failed. */
+static void tree_add(JsonWriter *w, json_object *o, bool made) {
+        json_object *top;
+        int r = 0;
+
+        if (w->error || !made) {
+                json_object_put(o);
+                tree_fail(w, -ENOMEM);
+                return;
+        }
+        if (w->n_open == 0) {
+                json_object_put(w->root); /* one value: a second replaces it, as text would not */
+                w->root = o;
+                return;
+        }
+        top = w->open[w->n_open - 1];
+        if (!json_object_is_type(top, json_type_array) && !w->key) {
+                json_object_put(o); /* a value of an object without its key: the caller is wrong */
+                tree_fail(w, -EINVAL);
+                return;
+        }
+        if (json_object_is_type(top, json_type_array))
+                r = json_object_array_add(top, o);
+        else {
+                r = json_object_object_add(top, w->key, o);
+                w->key = mfree(w->key);
+        }
+        if (r < 0) {
+                json_object_put(o);
+                tree_fail(w, -ENOMEM);
+        }
+}
+
+static void tree_open(JsonWriter *w, json_object *o) {
+        if (o && !w->error && w->n_open == w->open_size) {
+                size_t n = w->open_size ? 2 * w->open_size : 8;
+                json_object **l = reallocarray(w->open, n, sizeof(*l));
+                if (!l)
+                        tree_fail(w, -ENOMEM);
+                else {
+                        w->open = l;
+                        w->open_size = n;
+                }
+        }
+        if (w->error) {
+                json_object_put(o);
+                return;
+        }
+        tree_add(w, o, o != NULL);
+        if (!w->error)
+                w->open[w->n_open++] = o; /* its parent's (or the root) holds it */
+}
+
+static void tree_close(JsonWriter *w) {
+        if (w->n_open > 0)
+                w->n_open--;
+}
+
+static void tree_key(JsonWriter *w, const char *key) {
+        if (w->error)
+                return;
+        free(w->key);
+        w->key = strdup(key);
+        if (!w->key)
+                tree_fail(w, -ENOMEM);
 }
 
 void json_writer_reset(JsonWriter *w) {
         w->len = 0;
         w->error = 0;
         w->need_comma = false;
+        json_object_put(w->root);
+        w->root = NULL;
+        w->n_open = 0;
+        w->key = mfree(w->key);
 }
 
 /* Room for `size` more bytes: false (and the error set) when there is none. */
@@ -39,7 +131,7 @@ static bool reserve(JsonWriter *w, size_t size) {
 }
 
 const char *json_writer_text(JsonWriter *w) {
-        if (!reserve(w, 1))
+        if (w->tree || !reserve(w, 1))
                 return NULL;
         w->buf[w->len] = '\0';
         return w->buf;
@@ -71,19 +163,31 @@ static void close_(JsonWriter *w, char c) {
 }
 
 void json_writer_object_begin(JsonWriter *w) {
-        open_(w, '{');
+        if (w->tree)
+                tree_open(w, json_object_new_object());
+        else
+                open_(w, '{');
 }
 
 void json_writer_object_end(JsonWriter *w) {
-        close_(w, '}');
+        if (w->tree)
+                tree_close(w);
+        else
+                close_(w, '}');
 }
 
 void json_writer_array_begin(JsonWriter *w) {
-        open_(w, '[');
+        if (w->tree)
+                tree_open(w, json_object_new_array());
+        else
+                open_(w, '[');
 }
 
 void json_writer_array_end(JsonWriter *w) {
-        close_(w, ']');
+        if (w->tree)
+                tree_close(w);
+        else
+                close_(w, ']');
 }
 
 /* `s` quoted and escaped as json-c's json_escape_str() does with JSON_C_TO_STRING_NOSLASHESCAPE:
@@ -128,6 +232,10 @@ static void quoted(JsonWriter *w, const char *s) {
 }
 
 void json_writer_key(JsonWriter *w, const char *key) {
+        if (w->tree) {
+                tree_key(w, key);
+                return;
+        }
         separate(w);
         quoted(w, key);
         put(w, ":", 1);
@@ -139,6 +247,11 @@ void json_writer_string(JsonWriter *w, const char *s) {
                 json_writer_null(w);
                 return;
         }
+        if (w->tree) {
+                json_object *o = json_object_new_string(s);
+                tree_add(w, o, o != NULL);
+                return;
+        }
         separate(w);
         quoted(w, s);
 }
@@ -148,6 +261,11 @@ void json_writer_int64(JsonWriter *w, int64_t v) {
         char text[24], *p = text + sizeof(text);
         uint64_t u = v < 0 ? -(uint64_t) v : (uint64_t) v;
 
+        if (w->tree) {
+                json_object *o = json_object_new_int64(v);
+                tree_add(w, o, o != NULL);
+                return;
+        }
         do
                 *--p = (char) ('0' + u % 10);
         while ((u /= 10) > 0);
@@ -164,6 +282,11 @@ void json_writer_double(JsonWriter *w, double v) {
         const char *text;
         size_t len;
 
+        if (w->tree) {
+                json_object *t = TAKE_PTR(o);
+                tree_add(w, t, t != NULL);
+                return;
+        }
         text = o ? json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len)
                  : NULL;
         if (!text) {
@@ -175,6 +298,11 @@ void json_writer_double(JsonWriter *w, double v) {
 }
 
 void json_writer_bool(JsonWriter *w, bool v) {
+        if (w->tree) {
+                json_object *o = json_object_new_boolean(v);
+                tree_add(w, o, o != NULL);
+                return;
+        }
         separate(w);
         if (v)
                 put(w, "true", 4);
@@ -183,11 +311,26 @@ void json_writer_bool(JsonWriter *w, bool v) {
 }
 
 void json_writer_null(JsonWriter *w) {
+        if (w->tree) {
+                tree_add(w, NULL, true);
+                return;
+        }
         separate(w);
         put(w, "null", 4);
 }
 
 void json_writer_raw(JsonWriter *w, const char *json, size_t size) {
+        if (w->tree) { /* rare: parsed */
+                json_tokener *tok = size <= INT_MAX ? json_tokener_new() : NULL;
+                json_object *o = tok ? json_tokener_parse_ex(tok, json, (int) size) : NULL;
+                bool ok = tok && json_tokener_get_error(tok) == json_tokener_success;
+                if (tok)
+                        json_tokener_free(tok);
+                if (!ok)
+                        tree_fail(w, -EINVAL);
+                tree_add(w, o, ok);
+                return;
+        }
         separate(w);
         put(w, json, size);
 }

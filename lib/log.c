@@ -135,17 +135,6 @@ static int log_vfields(int level, int error, const LogSite *site, LogFieldsFn fn
         return -error;
 }
 
-int log_internal(int level, int error, const char *file, int line, const char *func, const char *format, ...) {
-        const LogSite site = {.file = file, .line = line, .func = func};
-        va_list ap;
-        int r;
-
-        va_start(ap, format);
-        r = log_vfields(level, error, &site, NULL, NULL, format, ap);
-        va_end(ap);
-        return r;
-}
-
 int log_fields_internal(int level, int error, const char *file, int line, const char *func, LogFieldsFn fn,
                         const void *fields, const char *format, ...) {
         const LogSite site = {.file = file, .line = line, .func = func};

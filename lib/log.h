@@ -17,21 +17,22 @@ extern int log_max_level;
 void log_open(void);
 int log_level_from_string(const char *s);
 
-/* Logs at `level` when enabled; sets errno to `error` first so that "%m" names it. Always
- * returns -abs(error), so that `return log_error_errno(r, "…: %m");` works. `file`, `line` and
- * `func` are the call site (the macros below pass __FILE__, __LINE__, __func__), the journal
- * entry's CODE_FILE=, CODE_LINE= and CODE_FUNC=, as systemd's own log functions do. */
-int log_internal(int level, int error, const char *file, int line, const char *func, const char *format, ...)
-        _printf_(6, 7);
 /* The fields of one journal entry beyond MESSAGE=, PRIORITY=, ERRNO= and the call site: a caller's
  * own struct, turned into KEY=value fields by its LogFieldsFn with log_entry_field(). A field that
  * does not fit is left out. */
 typedef struct LogEntry LogEntry;
 void log_entry_field(LogEntry *e, const char *format, ...) _printf_(2, 3);
 typedef void (*LogFieldsFn)(LogEntry *e, const void *fields);
-/* log_internal() with the caller's fields (`fields` NULL: none); on stderr they are not shown. */
+/* Logs at `level` when enabled; sets errno to `error` first so that "%m" names it. Always
+ * returns -abs(error), so that `return log_error_errno(r, "…: %m");` works. `file`, `line` and
+ * `func` are the call site (the macros below pass __FILE__, __LINE__, __func__), the journal
+ * entry's CODE_FILE=, CODE_LINE= and CODE_FUNC=, as systemd's own log functions do. The caller's
+ * fields (`fn` and `fields` NULL: none) are not shown on stderr. */
 int log_fields_internal(int level, int error, const char *file, int line, const char *func, LogFieldsFn fn,
                         const void *fields, const char *format, ...) _printf_(8, 9);
+/* The same without fields of the caller's. */
+#define log_internal(level, error, file, line, func, ...)                                        \
+        log_fields_internal(level, error, file, line, func, NULL, NULL, __VA_ARGS__)
 /* Whether lines go to the journal (log_open() saw JOURNAL_STREAM name stderr). */
 bool log_journal(void);
 

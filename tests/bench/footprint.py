@@ -16,17 +16,31 @@ order alternates from round to round) goes through:
   * probation: the same with a window of an hour (every device in probation), its RSS, and a
     restart over them;
   * auto: a policy with `ipv6: {gso-max-size: auto}` (window 2 s), every device applied, then
-    --idle seconds idle: RSS at the end, and the CPU time of the daemon and its children.
+    --idle seconds idle: RSS at the end, and the CPU time of the daemon and its children;
+  * metrics: every device applied, --metrics-listen on the namespace's loopback, then --scrapes
+    GET /metrics one after the other: per scrape the CPU time of the daemon and its children, its
+    wall time, and the VmHWM it reached (/proc/PID/clear_refs 5 resets the peak before each), the
+    first scrape's beside the VmRSS before it;
+  * monitor: every device applied, then --reloads pairs of reloads to sizes no device holds (each
+    rewrites every device: a write and state events, 5 events a device), the first of a pair with
+    no Monitor stream, the second with one (read by a thread): the median CPU time of each arm,
+    from the Reload call until every device is applied again with every write counted, and their
+    difference, what the stream costs (on a loaded machine mostly noise: --perf records each reload
+    with the stream and sums what the functions that make and send the events take, callees
+    included).
 
 Each figure is printed as the median over the rounds (min..max), with the load average at the
 start and the end. It asserts nothing. Run as root after `bash scripts/build.sh`:
     /usr/bin/python3 tests/bench/footprint.py [--bin build/daemon/bigtcpd] [--baseline-bin OTHER]
-        [--pairs 5000] [--rounds 5] [--lists 5] [--idle 20] [--only applied,probation,auto]
+        [--pairs 5000] [--rounds 5] [--lists 5] [--idle 20] [--scrapes 5]
+        [--only applied,probation,auto,metrics,monitor]
 """
 
 import argparse
+import http.client
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -37,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import burst  # noqa: E402
 from burst import status_kb, timed  # noqa: E402
+import helpers  # noqa: E402  (its Monitor, a stream read by a thread)
 import varlink_client  # noqa: E402  (tests/integration, on the path through burst)
 from scale import children, cpu_ns  # noqa: E402  (the daemon's and its children's)
 
@@ -100,7 +115,7 @@ class Footprint(burst.Bench):
             time.sleep(0.2)  # GetStatus has no change notification short of Monitor's stream
         raise RuntimeError(f"not every device {state} within {timeout} s")
 
-    def start(self, daemon_bin, config, run):
+    def start(self, daemon_bin, config, run, extra=()):
         """Starts daemon_bin with `run` as its runtime directory; (process, seconds to READY=1)."""
         path = os.path.join(self.tmp, "notify")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -108,7 +123,8 @@ class Footprint(burst.Bench):
         sock.settimeout(0.1)
         t0 = time.monotonic()
         with open(os.path.join(self.tmp, f"bigtcpd-{self.k}.log"), "ab") as log:
-            p = subprocess.Popen(["ip", "netns", "exec", self.ns, daemon_bin, "--config", config, "--runtime-dir", run],
+            p = subprocess.Popen(["ip", "netns", "exec", self.ns, daemon_bin, "--config", config, "--runtime-dir", run,
+                                  *extra],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                  env=dict(os.environ, NOTIFY_SOCKET=path))
         self.procs.append(p)
@@ -231,6 +247,136 @@ class Footprint(burst.Bench):
         finally:
             self.stop(p)
 
+    def scrape(self, port):
+        """One GET /metrics over a TCP socket made in the namespace; the body's size."""
+        own = os.open("/proc/self/ns/net", os.O_RDONLY)
+        target = os.open(f"/run/netns/{self.ns}", os.O_RDONLY)
+        try:
+            burst.setns(target)
+            try:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            finally:
+                burst.setns(own)
+        finally:
+            os.close(target)
+            os.close(own)
+        sock.settimeout(120)
+        sock.connect(("127.0.0.1", port))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn.sock = sock  # a chunked answer is read as one body
+        try:
+            conn.request("GET", "/metrics")
+            r = conn.getresponse()
+            body = r.read()
+            if r.status != 200:
+                raise RuntimeError(f"GET /metrics: {r.status} {body[:100]!r}")
+        finally:
+            conn.close()
+        return len(body)
+
+    def metrics(self, label, daemon_bin):
+        port = 9437
+        config, run = self.config(policy(self.size(), "1s"))
+        p, _ = self.start(daemon_bin, config, run, ("--metrics-listen", f"127.0.0.1:{port}"))
+        try:
+            self.wait_count(run, "applied")
+            time.sleep(1)
+            self.note(label, "metrics: VmRSS before the first scrape (kB)", status_kb(p.pid, "VmRSS"))
+            cpus, walls, peaks = [], [], []
+            for _ in range(self.args.scrapes):
+                with open(f"/proc/{p.pid}/clear_refs", "w") as f:
+                    f.write("5")  # VmHWM back to VmRSS
+                c0, t0 = cpu_ns(p.pid), time.monotonic()
+                size = self.scrape(port)
+                c1, t1 = cpu_ns(p.pid), time.monotonic()
+                cpus.append((c1 - c0) / 1e6)
+                walls.append(t1 - t0)
+                peaks.append(status_kb(p.pid, "VmHWM"))
+            self.note(label, "metrics: CPU a scrape (ms)", statistics.median(cpus))
+            self.note(label, "metrics: wall a scrape (s)", statistics.median(walls))
+            self.note(label, "metrics: VmHWM in the first scrape (kB)", peaks[0])
+            self.note(label, "metrics: VmHWM in a scrape (kB)", statistics.median(peaks))
+            self.note(label, "metrics: VmRSS after the scrapes (kB)", status_kb(p.pid, "VmRSS"))
+            self.note(label, "metrics: bytes", size)
+        finally:
+            self.stop(p)
+
+    def reload_to(self, run, config, size):
+        """The policy at `size` (every device rewritten): the daemon's CPU (ms) from the Reload
+        call until every device is applied again."""
+        with open(config, "w") as f:
+            f.write(policy(size, "1s"))
+        pid = self.daemon_pid
+        w0 = self.status(run)["writes"]
+        c0 = cpu_ns(pid)
+        varlink_client.call(os.path.join(run, IFACE), f"{IFACE}.Reload", timeout=300)
+        deadline = time.monotonic() + 300
+        while True:
+            s = self.status(run)
+            if s["writes"] >= w0 + self.n and s["devices"].get("applied", 0) >= self.n:
+                return (cpu_ns(pid) - c0) / 1e6
+            if time.monotonic() > deadline:
+                raise RuntimeError("the reload did not apply every device within 300 s")
+            time.sleep(0.5)  # both arms poll alike; the no-Monitor arm has no stream to wait on
+
+    def perf_start(self, pid, name):
+        data = f"{self.args.perf}-{name}.data"
+        rec = subprocess.Popen(["perf", "record", "-q", "-F", "1000", "--call-graph", "dwarf,16384", "-p", str(pid),
+                                "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(rec)
+        time.sleep(0.5)  # perf attached before the reload
+        return rec, data
+
+    def perf_stop(self, label, rec, data):
+        """The daemon's CPU in the reload as perf sampled it, and the share of it that made and
+        sent Monitor's events (the functions' time with their callees')."""
+        rec.send_signal(signal.SIGINT)
+        rec.wait()
+        self.procs.remove(rec)
+        out = subprocess.run(["perf", "report", "-i", data, "--children", "--stdio", "--no-demangle"],
+                             capture_output=True, text=True).stdout
+        total = next((int(line.split(":")[1]) for line in out.splitlines() if line.startswith("# Event count")), 0)
+        share = {"made": 0.0, "printed": 0.0}
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) < 6 or not f[0].endswith("%"):
+                continue
+            # the event's JSON made (a tree, or text) and written to the stream
+            if f[-1] in ("control_event_json", "control_event_write", "varlink_call_notify_json"):
+                share["made"] += float(f[0].rstrip("%"))
+            # a tree printed as text: the event's (before) and GetStatus' (the polls of both arms)
+            if f[-1] == "json_object_to_json_string_length":
+                share["printed"] += float(f[0].rstrip("%"))
+        self.note(label, "monitor (perf): daemon CPU in the reload (ms)", total / 1e6)
+        self.note(label, "monitor (perf): events made and written (ms)", share["made"] / 100 * total / 1e6)
+        self.note(label, "monitor (perf): json-c trees printed, any (ms)", share["printed"] / 100 * total / 1e6)
+
+    def monitor(self, label, daemon_bin):
+        config, run = self.config(policy(self.size(), "1s"))
+        p, _ = self.start(daemon_bin, config, run)
+        self.daemon_pid = p.pid
+        try:
+            self.wait_count(run, "applied")
+            alone, watched = [], []
+            for k in range(self.args.reloads):  # interleaved: the machine's load drifts alike for both
+                alone.append(self.reload_to(run, config, self.size() + 16 * k + 8))
+                mon = helpers.Monitor(os.path.join(run, IFACE), seed=False, timeout=60)
+                perf = self.perf_start(p.pid, f"{label}-{k}") if self.args.perf else None
+                try:
+                    watched.append(self.reload_to(run, config, self.size() + 16 * k + 16))
+                    if perf:
+                        self.perf_stop(label, *perf)
+                    with mon.cond:
+                        events = len(mon.events)
+                finally:
+                    mon.close()
+            self.note(label, "monitor: reload, no stream: CPU (ms)", statistics.median(alone))
+            self.note(label, "monitor: reload, one stream: CPU (ms)", statistics.median(watched))
+            self.note(label, "monitor: the stream's CPU (ms)", statistics.median(watched) - statistics.median(alone))
+            self.note(label, "monitor: events streamed a reload", events)
+        finally:
+            self.stop(p)
+
     def run(self):
         bins = [("after", self.args.bin)]
         if self.args.baseline_bin:
@@ -284,6 +430,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--lists", type=int, default=5)
     ap.add_argument("--idle", type=float, default=20)
+    ap.add_argument("--scrapes", type=int, default=5)
+    ap.add_argument("--reloads", type=int, default=3, help="monitor: reloads of each arm, interleaved")
+    ap.add_argument("--perf", metavar="PREFIX", help="monitor: perf record each reload with a stream into "
+                    "PREFIX-LABEL-K.data, and say what making and sending its events cost")
     ap.add_argument("--only", default="applied,probation,auto")
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))

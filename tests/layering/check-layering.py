@@ -31,7 +31,7 @@ LAYERS = [
     ('namespace', ['netns']),
     ('policy reload', ['policy-reload', 'policy-try']),
     ('namespaces', ['netns-set', 'netns-set-scan', 'netns-set-problem', 'netns-set-peer', 'netns-peek']),
-    ('control', ['control', 'control-json', 'control-plan', 'operation']),
+    ('control', ['control', 'control-json', 'control-metrics', 'control-plan', 'operation']),
     ('transports', ['manager-notify', 'manager-varlink', 'manager-dbus', 'metrics-http']),
     ('composition root', ['manager', 'main']),
 ]

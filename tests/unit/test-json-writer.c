@@ -1,7 +1,9 @@
 /* test-json-writer.c — the JSON writer prints what json-c prints for the same values (PLAIN,
  * NOSLASHESCAPE): every byte of a string (quotes, backslashes, control characters, DEL, bytes of
  * invalid UTF-8, which it leaves to the caller as json-c does), integers at their limits, doubles
- * through json-c's own format, and random nestings of objects, arrays, nulls and booleans. */
+ * through json-c's own format, and random nestings of objects, arrays, nulls and booleans; its
+ * tree backend builds the trees json-c builds for them. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -195,6 +197,38 @@ static void test_random_nesting(void **state) {
         }
 }
 
+/* The tree backend builds what json-c builds: printed, the same text. */
+static void test_tree_backend(void **state) {
+        for (unsigned i = 0; i < 2000; i++) {
+                _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
+                unsigned seed = i;
+                json_object *o = random_value(&w, &seed, 0), *tree;
+
+                assert_int_equal(json_writer_error(&w), 0);
+                assert_null(json_writer_text(&w));
+                tree = json_writer_take_tree(&w);
+                if (!o) {
+                        assert_null(tree);
+                        continue;
+                }
+                char *want = jsonc_text(o), *got = jsonc_text(tree);
+                assert_string_equal(got, want);
+                free(want);
+                free(got);
+        }
+}
+
+/* A value of an object without its key is the caller's mistake: -EINVAL, no tree. */
+static void test_tree_without_key(void **state) {
+        _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_TREE_INIT;
+
+        json_writer_object_begin(&w);
+        json_writer_int64(&w, 1);
+        json_writer_object_end(&w);
+        assert_int_equal(json_writer_error(&w), -EINVAL);
+        assert_null(json_writer_take_tree(&w));
+}
+
 /* A long array sent in pieces: what `sent` forgets, the next value's comma is still there. */
 static void test_sent_in_pieces(void **state) {
         _cleanup_(json_writer_done) JsonWriter w = JSON_WRITER_INIT;
@@ -230,6 +264,7 @@ static void test_sent_in_pieces(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_every_byte),     cmocka_unit_test(test_strings),
+                cmocka_unit_test(test_tree_backend),   cmocka_unit_test(test_tree_without_key),
                 cmocka_unit_test(test_null_string),    cmocka_unit_test(test_integers),
                 cmocka_unit_test(test_doubles),        cmocka_unit_test(test_empty_containers),
                 cmocka_unit_test(test_random_nesting), cmocka_unit_test(test_sent_in_pieces),

@@ -672,9 +672,10 @@ def test_purge_restores_originals(box):
 
 def test_stops_forbidden_by_policy_rc_d(box):
     """Docker's policy-rc.d (exit 101) left in an image: dh's stop is skipped. The removal says
-    that bigtcpd runs on without its package and keeps the devices (it does), not that it
-    restored them; the purge waits for the running bigtcpd to give them back (its policy goes)
-    and says it did, with the pid that still runs."""
+    that bigtcpd runs on without its package and keeps the devices (it does, served by the unit
+    kept in /run: its watchdog pings are still taken), not that it restored them; the purge waits
+    for the running bigtcpd to give them back (its policy goes) and says it did, with the pid that
+    still runs; the next installation's unit is its own again."""
     c = box
     c.run('apt-get', 'install', '-y', f'/var/tmp/{c.deb.name}', timeout=300)
     wait_sizes(c, {n: BIG for n in ('va', 'vb', 'wa', 'wb')}, 'the shipped policy applied again')
@@ -688,6 +689,19 @@ def test_stops_forbidden_by_policy_rc_d(box):
         assert 'giving the devices it changed their original sizes back' not in out, out
         assert c.run('systemctl', 'is-active', 'bigtcpd.service', check=False).stdout.strip() == 'active'
         assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: BIG for n in ('va', 'vb', 'wa', 'wb')}
+        # and it is still served: with its unit file gone, systemd refused its notifications but
+        # kept its watchdog, and killed it 30 s later (SIGABRT). Its next ping (every 15 s) is
+        # taken: the unit kept in /run says NotifyAccess=main.
+        def show(prop):
+            return c.run('systemctl', 'show', '--value', '-p', prop, 'bigtcpd.service').stdout.strip()
+        assert show('NotifyAccess') == 'main', show('FragmentPath')
+        pinged = show('WatchdogTimestampMonotonic')
+        deadline = time.monotonic() + T(40)
+        while show('WatchdogTimestampMonotonic') == pinged:
+            assert time.monotonic() < deadline, ('no watchdog ping taken since the removal\n' + c.run(
+                'journalctl', '-u', 'bigtcpd.service', '-n', '20', '--no-pager', check=False).stdout)
+            time.sleep(1)   # systemd says nothing when it takes a ping: asked again
+        assert main_pid(c) == pid
 
         r = c.run('apt-get', 'purge', '-y', 'bigtcpd', timeout=300)
         out = r.stdout + r.stderr
@@ -695,7 +709,16 @@ def test_stops_forbidden_by_policy_rc_d(box):
                 'every device its original sizes back') in out, out
         assert 'not given back' not in out and 'did not say' not in out, out
         assert sizes_now(c, ('va', 'vb', 'wa', 'wb')) == {n: ORIG for n in ('va', 'vb', 'wa', 'wb')}
+
+        # the next installation's unit is its own: the copy kept for the one that ran on goes
+        c.run('rm', '-f', '/usr/sbin/policy-rc.d')
+        c.run('apt-get', 'install', '-y', f'/var/tmp/{c.deb.name}', timeout=300)
+        assert not show('FragmentPath').startswith('/run/'), show('FragmentPath')
+        assert c.run('test', '-e', '/run/systemd/system/bigtcpd.service', check=False).returncode != 0
+        c.run('apt-get', 'purge', '-y', 'bigtcpd', timeout=300)
     finally:
         c.run('rm', '-f', '/usr/sbin/policy-rc.d')
         c.run('systemctl', 'stop', 'bigtcpd.service', 'bigtcpd.socket', check=False)
+        c.run('rm', '-f', '/run/systemd/system/bigtcpd.service')
+        c.run('systemctl', 'daemon-reload', check=False)
         c.run('rm', '-rf', '/run/bigtcpd')

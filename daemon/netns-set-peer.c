@@ -123,8 +123,25 @@ static int remember(NetnsSet *s, Netns *in, int nsid, Netns *is) {
         return 0;
 }
 
-/* Ask the kernel of `in` the nsid of every other namespace of the set, and remember the answers. */
-static int ask_all(NetnsSet *s, Netns *in) {
+/* Ask the kernel of `in` the nsid of `n` on socket `sk`, and remember the answer. */
+static int ask_one(NetnsSet *s, Netns *in, int sk, Netns *n, uint32_t seq) {
+        _cleanup_(closep) int fd = -1;
+        int r;
+
+        fd = netns_fd_of(s, n);
+        if (fd < 0)
+                return 0;
+        r = ask_nsid(sk, fd, seq);
+        if (r >= 0 && remember(s, in, r, n) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Ask the kernel of `in` the nsid of other namespaces of the set, and remember the answers: the
+ * daemon's own first, where a pod's peer is (one question for each pod, not one for each other
+ * namespace: the set's every pod asking about every other was quadratic), then, unless that was
+ * `nsid`, every other. */
+static int ask_all(NetnsSet *s, Netns *in, int nsid) {
         _cleanup_(closep) int sk = -1;
         uint32_t seq = 0;
         int r;
@@ -132,18 +149,21 @@ static int ask_all(NetnsSet *s, Netns *in) {
         r = socket_in(s, in, &sk);
         if (r < 0)
                 return r;
+        if (s->own && s->own != in) {
+                r = ask_one(s, in, sk, s->own, ++seq);
+                if (r < 0)
+                        return r;
+                if (cached(s, in, nsid))
+                        return 0;
+        }
         for (size_t i = 0; i < netns_set_all_count(s); i++) {
                 Netns *n = netns_set_all_at(s, i);
-                _cleanup_(closep) int fd = -1;
 
-                if (n == in)
+                if (n == in || n == s->own)
                         continue;
-                fd = netns_fd_of(s, n);
-                if (fd < 0)
-                        continue;
-                r = ask_nsid(sk, fd, ++seq);
-                if (r >= 0 && remember(s, in, r, n) < 0)
-                        return -ENOMEM;
+                r = ask_one(s, in, sk, n, ++seq);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
@@ -156,7 +176,7 @@ static int netns_of_nsid(NetnsSet *s, Netns *in, int nsid, Netns **ret) {
         if (!c) {
                 if (netns_set_all_count(s) < 2)
                         return -ENXIO; /* no other namespace to ask about */
-                r = ask_all(s, in);
+                r = ask_all(s, in, nsid);
                 if (r < 0) {
                         log_debug_errno(r, "netns: asking the nsids of %s's namespaces failed: %m",
                                         in->own ? "host" : in->id.name);

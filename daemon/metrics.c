@@ -250,13 +250,18 @@ static void head_reload(FILE *f, const MetricsSource *src) {
                       "(its probation window, or bigtcpctl watch).");
 }
 
-static void each_big_packets(FILE *f, const MetricsDevice *d) {
+/* A device's two series of `name`, direction="tx" and direction="rx", of a watch it had. */
+static void print_directions(FILE *f, const char *name, const MetricsDevice *d, int64_t tx, int64_t rx) {
         if (!d->has_big_packets)
                 return;
-        device_series(f, "bigtcpd_device_big_packets", d);
-        fprintf(f, "direction=\"tx\"} %" PRId64 "\n", d->tx);
-        device_series(f, "bigtcpd_device_big_packets", d);
-        fprintf(f, "direction=\"rx\"} %" PRId64 "\n", d->rx);
+        device_series(f, name, d);
+        fprintf(f, "direction=\"tx\"} %" PRId64 "\n", tx);
+        device_series(f, name, d);
+        fprintf(f, "direction=\"rx\"} %" PRId64 "\n", rx);
+}
+
+static void each_big_packets(FILE *f, const MetricsDevice *d) {
+        print_directions(f, "bigtcpd_device_big_packets", d, d->tx, d->rx);
 }
 
 static void head_largest(FILE *f, const MetricsSource *src) {
@@ -265,12 +270,7 @@ static void head_largest(FILE *f, const MetricsSource *src) {
 }
 
 static void each_largest(FILE *f, const MetricsDevice *d) {
-        if (!d->has_big_packets)
-                return;
-        device_series(f, "bigtcpd_device_big_packet_largest_bytes", d);
-        fprintf(f, "direction=\"tx\"} %" PRId64 "\n", d->tx_largest);
-        device_series(f, "bigtcpd_device_big_packet_largest_bytes", d);
-        fprintf(f, "direction=\"rx\"} %" PRId64 "\n", d->rx_largest);
+        print_directions(f, "bigtcpd_device_big_packet_largest_bytes", d, d->tx_largest, d->rx_largest);
 }
 
 static void head_effective(FILE *f, const MetricsSource *src) {

@@ -114,8 +114,6 @@ static void give(PacketMaker *m, int fd) {
                 closer_close(m->closer, fd);
 }
 
-/* The child is gone, or trusted no more (killed, then reaped from the loop): every answer owed
- * is a failure. */
 /* The socket to the child and its event go: the child reads its end's hang-up. */
 static void close_io(PacketMaker *m) {
         if (m->io)
@@ -126,6 +124,8 @@ static void close_io(PacketMaker *m) {
         m->fd = -1;
 }
 
+/* The child is gone, or trusted no more (killed, then reaped from the loop): every answer owed
+ * is a failure. */
 static void lost(PacketMaker *m) {
         close_io(m);
         sandbox_reaper_kill(m->reaper);

@@ -11,6 +11,8 @@ Engine *control_engine_at(const Control *c, size_t i);
  * a namespace, of GetStatus' top-level figures and of the loop. */
 Engine *control_home(const Control *c);
 
+/* What counts packets, as GetStatus and /metrics name it: "ebpf", "packet-socket" or "none". */
+const char *control_observer_kind(const Engine *e);
 /* A string from the kernel (a device name, an extended ack), made valid UTF-8 for JSON; NULL for
  * NULL. */
 json_object *control_kernel_string(const char *s);

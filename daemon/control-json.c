@@ -772,7 +772,7 @@ json_object *control_status_json(const Control *c) {
         {
                 const Engine *e0 = control_engine_at(c, 0);
                 Observer *obs = e0->cfg.observer;
-                json_object_object_add(ev, "observer", json_object_new_string(obs ? "ebpf" : e0->cfg.packet_sockets ? "packet-socket" : "none"));
+                json_object_object_add(ev, "observer", json_object_new_string(control_observer_kind(e0)));
                 if (!obs && e0->cfg.observer_why)
                         json_object_object_add(ev, "observer_why", json_object_new_string(e0->cfg.observer_why));
                 if (obs) {

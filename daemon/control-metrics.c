@@ -166,7 +166,7 @@ static int status_of(ControlMetrics *m) {
                 .rollbacks = (int64_t) e->counters.rollbacks,
                 .has_policies = true,
                 .has_last_reload = last != NULL,
-                .observer = obs ? "ebpf" : e->cfg.packet_sockets ? "packet-socket" : "none",
+                .observer = control_observer_kind(e),
                 .observer_why = !obs ? keep(m, e->cfg.observer_why, &error) : NULL,
                 .has_probation = true,
                 .probation_gap_usec = (int64_t) gap,

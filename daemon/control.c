@@ -30,6 +30,10 @@ Engine *control_home(const Control *c) {
         return control_engine_at(c, 0);
 }
 
+const char *control_observer_kind(const Engine *e) {
+        return e->cfg.observer ? "ebpf" : e->cfg.packet_sockets ? "packet-socket" : "none";
+}
+
 struct event_base *control_base(const Control *c) {
         return control_home(c)->base;
 }

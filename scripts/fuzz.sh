@@ -145,11 +145,19 @@ check() {
                         echo "fuzz $t: FAILED; the end of its log:"
                         tail -n 40 "$tmp/$t/log"
                         local a
+                        # the gist on lines of their own, for a reader that sees only a run's last
+                        # lines (test.sh prints them at its end): what broke, where, and the input
+                        # itself when it is small, so that a CI run's failure can be replayed here
+                        grep -E '^(SUMMARY|==[0-9]+== ?ERROR)|^ +#[0-7] ' "$tmp/$t/log" | head -n 12 |
+                                sed "s/^/fuzz-failure: $t: /"
                         for a in "$tmp/$t"/crash-* "$tmp/$t"/leak-* "$tmp/$t"/timeout-* "$tmp/$t"/oom-*; do
                                 [[ -f $a ]] || continue
                                 mkdir -p "$dir/fuzz/$t/artifacts"
                                 cp -- "$a" "$dir/fuzz/$t/artifacts/"
                                 echo "fuzz $t: input kept as $dir/fuzz/$t/artifacts/$(basename "$a")"
+                                if [[ $(stat -c %s "$a") -le 3072 ]]; then
+                                        echo "fuzz-failure: $t: input $(basename "$a"), base64: $(base64 -w0 "$a")"
+                                fi
                         done
                         failed=$((failed + 1))
                 fi

@@ -219,6 +219,8 @@ if [[ ${#failed[@]} -eq 0 ]]; then
         summary "${passed:-0}" 0 "${skipped:-0}"
         exit 0
 fi
+# a fuzzer's failure again, in brief, where a reader of only the last lines sees it
+grep -h '^fuzz-failure: ' "$tmp/fuzz.log" 2>/dev/null | cut -c 1-4200
 echo "test.sh: FAILED: $(IFS=';'; echo "${failed[*]}")"
 summary "${passed:-0}" "${nfailed:-1}" "${skipped:-0}"
 exit 1

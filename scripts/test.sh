@@ -107,7 +107,7 @@ fi
 
 bash scripts/build.sh asan || { echo "test.sh: FAILED: build (asan)"; summary 0 1 0; exit 1; }
 
-echo "== unit tests (build-asan)"
+echo "== unit tests (build-asan) [at ${SECONDS}s]"
 meson test -C build-asan --print-errorlogs
 unit_rc=$?
 [[ $unit_rc -eq 0 ]] || failed+=("unit tests (meson test exit $unit_rc)")
@@ -146,7 +146,7 @@ integration() {
 jobs=${BT_TEST_JOBS:-3}
 only=
 [[ $quick -eq 1 ]] && only=' and not slow'
-echo "== integration tests in $jobs processes (build-asan/daemon/bigtcpd)"
+echo "== integration tests in $jobs processes (build-asan/daemon/bigtcpd) [at ${SECONDS}s]"
 integration integration "not serial$only" -n "$jobs" --dist loadgroup
 
 if [[ -n $side_pid ]]; then
@@ -166,7 +166,7 @@ if [[ -n $side_pid ]]; then
         read -r fuzz_passed fuzz_failed < <(sed -n 's/^fuzz-check: \([0-9]*\) passed, \([0-9]*\) failed.*/\1 \2/p' "$tmp/fuzz.log")
 fi
 
-echo "== integration tests that measure time, one at a time"
+echo "== integration tests that measure time, one at a time [at ${SECONDS}s]"
 integration integration-serial "serial$only"
 
 leaked=$(comm -13 <(printf '%s\n' "$before") <(bt_namespaces) | sed '/^$/d')
@@ -210,6 +210,7 @@ nfailed=$((${nfailed:-0} + ${fuzz_failed:-0}))
 [[ ${#failed[@]} -gt 0 && ${nfailed:-0} -eq 0 ]] && nfailed=${#failed[@]}
 
 echo
+echo "test.sh: ${SECONDS}s in all"
 if [[ ${#failed[@]} -eq 0 ]]; then
         if [[ $quick -eq 1 ]]; then
                 echo "test.sh: PASSED (--quick: unit tests, integration tests not marked slow, no namespaces left behind)"

@@ -224,6 +224,30 @@ class Container:
                 self.lock = None
         return problems
 
+    def processes(self):
+        """Every process of the container's PID namespace, read from the host's /proc (whatever the
+        image has, and whether or not its systemd answers): pid, state, where it sleeps in the
+        kernel, its name, and for bigtcpd's own the kernel stack (a stop that hangs says where)."""
+        try:
+            ns = os.readlink(f'/proc/{self.leader}/ns/pid')
+        except OSError as e:
+            return f'(none: {e})'
+        lines = []
+        for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):
+            try:
+                if os.readlink(f'/proc/{pid}/ns/pid') != ns:
+                    continue
+                comm = Path(f'/proc/{pid}/comm').read_text().strip()
+                state = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
+                wchan = Path(f'/proc/{pid}/wchan').read_text().strip() or '-'
+                lines.append(f'{pid:>8} {state} {wchan:<28} {comm}')
+                if comm.startswith('bigtcpd'):
+                    stack = Path(f'/proc/{pid}/stack').read_text().strip()
+                    lines += ['           ' + l for l in stack.splitlines()]
+            except OSError:
+                continue   # gone meanwhile
+        return '\n'.join(lines)
+
     def console_tail(self, n=40):
         try:
             return '\n'.join(self.console.read_text(errors='replace').splitlines()[-n:])
@@ -375,3 +399,4 @@ def journal_on_failure(request, c):
     if rep is not None and rep.failed and c.leader:
         r = c.run('journalctl', '-b', '--no-pager', '-n', '150', check=False)
         print(f'===== journal of {c.name} (last 150 lines) =====\n{r.stdout}')
+        print(f'===== processes of {c.name} (seen from the host) =====\n{c.processes()}')

@@ -324,7 +324,8 @@ def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir, 
 def test_peer_let_go_is_unknown_again(netns, daemon, confdir):
     """Up to 131072 with e1's namespace named: proven by e1's receipt. Then a policy that names it
     no more: the namespace is let go, the nsid e0's namespace gives it means nothing to bigtcpd
-    any more, and the steps up to 524280 are proven by e0's own sending."""
+    any more, and the steps above 131072 (to 524280 on a quiet machine) are proven by e0's own
+    sending."""
     a, b = pair(netns)
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(peer_policy(b).replace('gso-max-size: auto', 'gso-max-size: {auto: {max: 131072}}'))
@@ -335,9 +336,14 @@ def test_peer_let_go_is_unknown_again(netns, daemon, confdir):
         assert first['proof'] == f'delivered to peer e1 in ns {b}', first
         d.reload(lambda: cfg.write_text(policy()))
         wait_file(d.log_path, lambda: d.log_lines(rf'netns {b}: let go'), T(20), f'{b} let go')
-        wait_file(d.log_path, lambda: re.search(r'e0: auto: .*settled at 524280', d.log()), T(40), 'e0 at 524280')
+        since = d.log().index(f'netns {b}: let go')
+        # up from 131072, where it may stop short of 524280: on a loaded machine the receiver falls
+        # behind and the biggest step's packets are retransmitted (tcp.retrans-big, a real trip)
+        settled = wait_file(d.log_path, lambda: re.search(r'e0: auto: .*settled at (\d+)', d.log()[since:]), T(40),
+                            'e0 settled again')
     [search] = device(d)['auto']
-    assert (search['proven'], search['proof']) == (524280, 'sent, not retransmitted'), search
+    assert search['proven'] == int(settled.group(1)) > 131072, (settled.group(0), search)
+    assert search['proof'] == 'sent, not retransmitted', search
     assert d.log_lines("e0: auto: its peer's namespace is not one bigtcpd runs"), d.log_tail()
     d.stop()
 

@@ -49,6 +49,8 @@ static void raise_nofile(void) {
 
 /* How long a stop waits for the revert of a try to be written. */
 #define STOP_REVERT_SEC 5
+/* … and for a sync still running, before it leaves the sync's child behind (durable_stop()). */
+#define STOP_SYNC_WAIT_USEC (2 * USEC_PER_SEC)
 
 static void on_stop_event(const Event *e, void *userdata) {
         Manager *m = userdata;
@@ -217,6 +219,8 @@ void manager_free(Manager *m) {
         free(m->observer_why);
         if (m->base)
                 event_base_free(m->base);
+        /* last, after every save: the other children were reaped with their owners above */
+        durable_stop(STOP_SYNC_WAIT_USEC);
         free(m);
 }
 

@@ -179,3 +179,29 @@ int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd) {
 pid_t durable_pid(void) {
         return D.pid;
 }
+
+void durable_stop(uint64_t timeout_usec) {
+        uint64_t ms = timeout_usec / 1000;
+        int pidfd, k = 0;
+
+        if (D.fd < 0)
+                return;
+        (void) close(D.fd);
+        D.fd = -1;
+        pidfd = (int) syscall(SYS_pidfd_open, D.pid, 0);
+        (void) kill(D.pid, SIGKILL);
+        if (pidfd >= 0) {
+                struct pollfd p = {.fd = pidfd, .events = POLLIN};
+                do
+                        k = poll(&p, 1, ms > INT32_MAX ? INT32_MAX : (int) ms);
+                while (k < 0 && errno == EINTR); /* an interrupted wait starts over: a bound, not a deadline */
+                (void) close(pidfd);
+        }
+        /* without a pidfd (or still in its sync after the bound) it is left to die when it can,
+         * and to init to reap */
+        if (k > 0)
+                while (waitpid(D.pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        D.pid = -1;
+        D.busy = false;
+}

@@ -4,7 +4,8 @@
  * answer at most `timeout_usec`: a sync still running then is -ETIMEDOUT (not known to be on disk:
  * the caller acts as for a failed one), and every sync asked for until its answer comes fails at
  * once with -EBUSY. One child for the process (syncs are taken one at a time anyway), made at the
- * start (durable_start()) or else by the first sync, killed with the daemon; it keeps no descriptor of the daemon's but its socket, and a
+ * start (durable_start()) or else by the first sync, killed with the daemon (durable_stop(), or
+ * else its parent-death signal); it keeps no descriptor of the daemon's but its socket, and a
  * seccomp filter leaves it the sync, its socket and its exit. It knows nothing of bigtcpd. */
 #pragma once
 
@@ -27,3 +28,8 @@ int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd);
 int durable_start(void);
 /* The child's pid (tests); -1 before the first sync (or durable_start()). */
 pid_t durable_pid(void);
+/* At exit: the child killed and reaped, so that it is gone before the process is (a service
+ * manager that cannot signal the unit's processes itself — systemd in a container whose cgroup it
+ * may not kill — counts the unit as running while any is left). Waits at most `timeout_usec` for
+ * a sync in progress, which no signal ends; one still running then dies when it returns. */
+void durable_stop(uint64_t timeout_usec);

@@ -502,3 +502,26 @@ def test_the_sync_child_is_made_before_the_devices(ns, daemon, confdir):
     print(f'sync child: Private_Dirty grew by {grew >> 10} kB over a burst of {len(burst)} devices')
     assert grew < (256 << 10), f'the sync child holds {grew >> 10} kB more of its own after the burst'
     d.stop()
+
+
+def test_no_child_outlives_the_daemon(ns, daemon, confdir):
+    """When the daemon has exited, its children are gone: not running, not even waiting to be
+    reaped. systemd in a container that may not kill the unit's cgroup ("Failed to kill control
+    group … Input/output error") counts the service as stopping while any process of it is left:
+    the sync child, left to its parent-death signal, was sometimes still there, and `systemctl stop`
+    waited out the 90 s of TimeoutStopSec (test_systemd_boot, under load)."""
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy('["c*"]'))
+    d = daemon(ns, cfg)
+    kids = [int(k) for t in os.listdir(f'/proc/{d.pid}/task')
+            for k in Path(f'/proc/{d.pid}/task/{t}/children').read_text().split()]
+    assert children_named(d.pid, 'bigtcpd-sync'), f'no sync child: {kids}'
+    d.stop()
+    left = {}
+    for k in kids:
+        try:
+            left[k] = Path(f'/proc/{k}/stat').read_text().rsplit(')', 1)[0] + ')'   # pid (name)
+            left[k] += ' ' + Path(f'/proc/{k}/stat').read_text().rsplit(')', 1)[1].split()[0]   # its state
+        except OSError:
+            continue
+    assert not left, f'children of the daemon left after its exit: {left}'

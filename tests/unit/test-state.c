@@ -8,12 +8,14 @@
 
 #include <cmocka.h>
 #include <event2/event.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1205,6 +1207,41 @@ static void test_sync_bounded(void **state) {
         close(gate[1]);
 }
 
+/* At exit the sync's child is killed and reaped (durable_stop()): gone before the daemon is, also
+ * while a sync is held in it (here at the gate, which a signal ends, as it does not end an
+ * fsync); the next sync makes another child. */
+static void test_sync_child_stopped(void **state) {
+        int gate[2], fd, status;
+        char c;
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate), 0);
+        char path[] = "/tmp/bigtcpd-test-sync-XXXXXX";
+        fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(unlink(path), 0);
+        for (int held = 0; held < 2; held++) {
+                assert_int_equal(durable_sync(fd, true, 1000 * 1000, -1), 0);
+                pid_t pid = durable_pid();
+                assert_true(pid > 0);
+                if (held)
+                        assert_int_equal(durable_sync(fd, true, 10 * 1000, gate[1]), -ETIMEDOUT);
+                durable_stop(1000 * 1000);
+                assert_int_equal(durable_pid(), -1);
+                /* reaped: no zombie of it left to wait for */
+                assert_int_equal(waitpid(pid, &status, WNOHANG), -1);
+                assert_int_equal(errno, ECHILD);
+                durable_stop(1000 * 1000); /* again: nothing to do */
+        }
+        assert_int_equal(durable_sync(fd, true, 1000 * 1000, -1), 0); /* a new child */
+        assert_true(durable_pid() > 0);
+        /* the killed child never answered the gate */
+        assert_int_equal(recv(gate[0], &c, 1, MSG_DONTWAIT), -1);
+        durable_stop(1000 * 1000);
+        close(fd);
+        close(gate[0]);
+        close(gate[1]);
+}
+
 /* What earlier versions refused whole: each loads what it can (here, nothing), and says why. */
 static void test_parse_damage(void **state) {
         const char *bad[] = {
@@ -1669,6 +1706,7 @@ int main(void) {
                 cmocka_unit_test(test_siphash),
                 cmocka_unit_test(test_parse_damage),
                 cmocka_unit_test(test_sync_bounded),
+                cmocka_unit_test(test_sync_child_stopped),
                 cmocka_unit_test(test_bad_entry_costs_itself),
                 cmocka_unit_test(test_damaged_snapshot),
                 cmocka_unit_test(test_unknown_generation_takes_newest_journal),

@@ -594,11 +594,11 @@ class Attacker:
         return self.line()
 
     def stop(self):
+        try:
+            self.proc.stdin.close()   # also when it is gone already: the pipe is still ours
+        except BrokenPipeError:
+            pass
         if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
             try:
                 self.proc.wait(timeout=T(10))
             except subprocess.TimeoutExpired:

@@ -368,6 +368,8 @@ def test_dbus_plan_try_monitor(box):
     finally:
         mon.terminate()
         mon.wait(10)
+        mon.stdout.close()
+        mon.stderr.close()
     # a user other than root may monitor too (it runs until stopped: 3 s here)
     sub = c.sh('timeout 3 bigtcpctl --dbus monitor --json; test $? = 124', user='nobody', check=False)
     assert sub.returncode == 0 and json.loads(sub.stdout.splitlines()[0]) == {'event': 'subscribed'}, sub

@@ -28,7 +28,11 @@ class Client:
         self.path = str(path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         self.sock.settimeout(timeout)
-        self.sock.connect(self.path)
+        try:
+            self.sock.connect(self.path)
+        except OSError:
+            self.sock.close()   # refused, or nothing there: the socket goes with the error
+            raise
         self.buf = b''
 
     def close(self):

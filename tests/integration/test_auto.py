@@ -19,7 +19,7 @@ import pytest
 from helpers import REPO, Monitor, StateWrites, T, current, ip, ip_batch, policy_text, read_state, stop, wait_file
 import varlink_idl
 from test_bigtcpctl import ctl
-from test_evidence import call, device, pair
+from test_evidence import IFF_RUNNING, call, device, pair
 
 # searches through windows of traffic: not in the quick tier
 pytestmark = pytest.mark.slow
@@ -345,6 +345,45 @@ def test_peer_let_go_is_unknown_again(netns, daemon, confdir):
     assert search['proven'] == int(settled.group(1)) > 131072, (settled.group(0), search)
     assert search['proof'] == 'sent, not retransmitted', search
     assert d.log_lines("e0: auto: its peer's namespace is not one bigtcpd runs"), d.log_tail()
+    d.stop()
+
+
+@pytest.mark.parametrize('run', [False, True], ids=['to-one-not-run', 'to-one-run'])
+def test_peer_that_moves_is_followed(netns, daemon, confdir, run):
+    """Up to 131072 with e1's namespace B named: proven by e1's receipt there. Then e1 moves to a
+    namespace C (`ip link set e1 netns C`, its address and the receiver with it) and the policy is
+    reloaded to search on: the nsid e0's namespace gives its peer now is C's. Where bigtcpd runs C
+    (the policy names it), the steps above 131072 are proven by what e1 receives in C; where it
+    does not, by e0's own sending. Never by counting an e1 that is no longer in B (nothing would be
+    delivered there, and no step would ever be proven again)."""
+    a, b = pair(netns)
+    c = netns()
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(peer_policy(b).replace('gso-max-size: auto', 'gso-max-size: {auto: {max: 131072}}'))
+    with Traffic(a, (b, 'fd13::2'), 40):
+        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+        assert wait_settled(d, a, 40) == 131072
+        [first] = device(d)['auto']
+        assert first['proof'] == f'delivered to peer e1 in ns {b}', first
+    counted = len(peer_windows(d))   # e1's windows in B so far
+    ip(b, 'link', 'set', 'e1', 'netns', c)
+    ip(c, 'addr', 'add', 'fd13::2/64', 'dev', 'e1', 'nodad')
+    ip(c, 'link', 'set', 'e1', 'up')
+    nl.wait_links(c, lambda links: 'e1' in links and links['e1']['flags'] & IFF_RUNNING, T(60), 'e1 running in C')
+    with Traffic(a, (c, 'fd13::2'), 90):
+        since = len(d.log())
+        d.reload(lambda: cfg.write_text(peer_policy(c if run else b)))
+        settled = wait_file(d.log_path, lambda: re.search(r'e0: auto: .*settled at (\d+)', d.log()[since:]), T(60),
+                            'e0 settled again')
+    [search] = device(d)['auto']
+    assert search['proven'] == int(settled.group(1)) > 131072, (settled.group(0), search, d.log_tail())
+    if run:
+        assert search['proof'] == f'delivered to peer e1 in ns {c}', search
+        assert any(ns == c and delivered > 0 for _, delivered, ns, _, _ in peer_windows(d)[counted:]), peer_windows(d)
+    else:
+        assert search['proof'] == 'sent, not retransmitted', search
+        assert d.log_lines("e0: auto: its peer's namespace is not one bigtcpd runs"), d.log_tail()
+    assert not [w for w in peer_windows(d)[counted:] if w[2] == b], peer_windows(d)
     d.stop()
 
 

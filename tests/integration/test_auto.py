@@ -321,6 +321,17 @@ def test_peer_managed_proves_delivery_on_the_clean_path(netns, daemon, confdir, 
     d.stop()
 
 
+def up_to_131072_by_peer(daemon, cfg, a, b):
+    """bigtcpd in `a` on e0's search bounded at 131072, with e1's namespace `b` named: settled at
+    131072, proven by e1's receipt. Under traffic from e0 to e1 (the caller's)."""
+    cfg.write_text(peer_policy(b).replace('gso-max-size: auto', 'gso-max-size: {auto: {max: 131072}}'))
+    d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
+    assert wait_settled(d, a, 40) == 131072
+    [first] = device(d)['auto']
+    assert first['proof'] == f'delivered to peer e1 in ns {b}', first
+    return d
+
+
 def test_peer_let_go_is_unknown_again(netns, daemon, confdir):
     """Up to 131072 with e1's namespace named: proven by e1's receipt. Then a policy that names it
     no more: the namespace is let go, the nsid e0's namespace gives it means nothing to bigtcpd
@@ -328,12 +339,8 @@ def test_peer_let_go_is_unknown_again(netns, daemon, confdir):
     sending."""
     a, b = pair(netns)
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(peer_policy(b).replace('gso-max-size: auto', 'gso-max-size: {auto: {max: 131072}}'))
     with Traffic(a, (b, 'fd13::2'), 90):
-        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
-        assert wait_settled(d, a, 40) == 131072
-        [first] = device(d)['auto']
-        assert first['proof'] == f'delivered to peer e1 in ns {b}', first
+        d = up_to_131072_by_peer(daemon, cfg, a, b)
         d.reload(lambda: cfg.write_text(policy()))
         wait_file(d.log_path, lambda: d.log_lines(rf'netns {b}: let go'), T(20), f'{b} let go')
         since = d.log().index(f'netns {b}: let go')
@@ -359,12 +366,8 @@ def test_peer_that_moves_is_followed(netns, daemon, confdir, run):
     a, b = pair(netns)
     c = netns()
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(peer_policy(b).replace('gso-max-size: auto', 'gso-max-size: {auto: {max: 131072}}'))
     with Traffic(a, (b, 'fd13::2'), 40):
-        d = daemon(a, cfg, extra_args=('--netns-dir', '/run/netns'))
-        assert wait_settled(d, a, 40) == 131072
-        [first] = device(d)['auto']
-        assert first['proof'] == f'delivered to peer e1 in ns {b}', first
+        d = up_to_131072_by_peer(daemon, cfg, a, b)
     counted = len(peer_windows(d))   # e1's windows in B so far
     ip(b, 'link', 'set', 'e1', 'netns', c)
     ip(c, 'addr', 'add', 'fd13::2/64', 'dev', 'e1', 'nodad')

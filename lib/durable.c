@@ -72,11 +72,13 @@ __attribute__((noreturn)) static void child(int fd, pid_t parent) {
         }
 }
 
-/* The child is gone (its end closed): reaped, and the next sync makes another. */
-static void drop_child(void) {
+/* The child is gone (its end closed): reaped (unless `reap` is false: then it is left to init),
+ * and the next sync makes another. */
+static void drop_child(bool reap) {
         (void) close(D.fd);
-        while (waitpid(D.pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        if (reap)
+                while (waitpid(D.pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
         D.fd = -1;
         D.pid = -1;
         D.busy = false;
@@ -114,7 +116,7 @@ static int read_answer(void) {
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 return -EAGAIN;
         if (n != (ssize_t) sizeof(r) || r > 0 || r < -4095) {
-                drop_child();
+                drop_child(true);
                 return -ECHILD;
         }
         return r;
@@ -148,7 +150,7 @@ int durable_sync(int fd, bool data_only, uint64_t timeout_usec, int gate_fd) {
                 if (r == 0)
                         break;
                 /* a child that went (killed, or its filter): one other, once */
-                drop_child();
+                drop_child(true);
                 if (attempt > 0 || (r != -EPIPE && r != -ECONNRESET))
                         return r;
         }
@@ -186,22 +188,16 @@ void durable_stop(uint64_t timeout_usec) {
 
         if (D.fd < 0)
                 return;
-        (void) close(D.fd);
-        D.fd = -1;
         pidfd = (int) syscall(SYS_pidfd_open, D.pid, 0);
         (void) kill(D.pid, SIGKILL);
         if (pidfd >= 0) {
                 struct pollfd p = {.fd = pidfd, .events = POLLIN};
                 do
                         k = poll(&p, 1, ms > INT32_MAX ? INT32_MAX : (int) ms);
-                while (k < 0 && errno == EINTR); /* an interrupted wait starts over: a bound, not a deadline */
+                while (k < 0 && errno == EINTR); /* an interrupted wait starts over */
                 (void) close(pidfd);
         }
-        /* without a pidfd (or still in its sync after the bound) it is left to die when it can,
-         * and to init to reap */
-        if (k > 0)
-                while (waitpid(D.pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-        D.pid = -1;
-        D.busy = false;
+        /* reaped once it has ended; without a pidfd, or still in its sync after the bound, it is
+         * left to die when it can and to init to reap */
+        drop_child(k > 0);
 }

@@ -67,6 +67,19 @@ def ip(ns, *args, check=True):
     return run('ip', '-n', ns, *args, check=check)
 
 
+def children(pid):
+    """The children of process `pid` now, {pid: comm} (a zombie's too: it is still there; one gone
+    while they are read is left out)."""
+    out = {}
+    for task in os.listdir(f'/proc/{pid}/task'):
+        for k in Path(f'/proc/{pid}/task/{task}/children').read_text().split():
+            try:
+                out[int(k)] = Path(f'/proc/{k}/comm').read_text().strip()
+            except FileNotFoundError:
+                pass   # gone meanwhile
+    return out
+
+
 def ip_batch(ns, lines):
     """Run many ip commands in one process (`ip -n NS -batch -`)."""
     return run('ip', '-n', ns, '-batch', '-', input=''.join(l + '\n' for l in lines))

@@ -19,7 +19,7 @@ import time
 import pytest
 
 import nl
-from helpers import (NETNS_PREFIX, Iperf, Monitor, T, assert_sizes, at, ip, ip_batch, policy_text, run,
+from helpers import (NETNS_PREFIX, Iperf, Monitor, T, assert_sizes, at, children, ip, ip_batch, policy_text, run,
                      set_and_check, sizes4, wait_file, write_file_atomic)
 from policies import HDR_GUARD, standard_policy
 from test_bigtcpctl import CTL
@@ -1168,7 +1168,7 @@ def test_descriptors_after_a_burst_of_pods_come_back_to_the_start(ns, pods, daem
         with open(f'/proc/{d.pid}/net/packet') as f:
             spares = {c[8] for c in (line.split() for line in f) if len(c) > 8 and c[4] == '0'}
         return {fd: t for fd, t in fds(d).items() if not (t.startswith('socket:[') and t[8:-1] in spares)}
-    before, kids = held(), daemon_children(d)
+    before, kids = held(), children(d.pid)
     with Monitor(d, seed=False) as m:
         names = add_many(pods, 40)
         m.wait_until(lambda m: pods_at(d, names, POD_SIZE) == set(names), 30, 'all 40 pod ends written')
@@ -1188,26 +1188,12 @@ def test_descriptors_after_a_burst_of_pods_come_back_to_the_start(ns, pods, daem
     gone = {fd: t for fd, t in before.items() if after.get(fd) != t}
     assert len([t for t in after.values() if t in peers]) == 1, (after, peers)
     assert len(after) - 1 == len(before), f'{len(after) - 1} descriptors, not {len(before)}: more {extra}, less {gone}'
-    assert daemon_children(d) == kids, (kids, daemon_children(d))
+    assert children(d.pid) == kids, (kids, children(d.pid))
     d.stop()
 
 
-def daemon_children(d):
-    """The daemon's children, {pid: comm} (a zombie's comm too: it is still there)."""
-    out = {}
-    for task in os.listdir(f'/proc/{d.pid}/task'):
-        with open(f'/proc/{d.pid}/task/{task}/children') as f:
-            for k in f.read().split():
-                try:
-                    with open(f'/proc/{k}/comm') as c:
-                        out[int(k)] = c.read().strip()
-                except FileNotFoundError:
-                    pass   # gone meanwhile
-    return out
-
-
 def child_of(d, comm):
-    [pid] = [k for k, c in daemon_children(d).items() if c == comm]
+    [pid] = [k for k, c in children(d.pid).items() if c == comm]
     return pid
 
 
@@ -1240,7 +1226,7 @@ def test_dead_packet_children_are_reaped_made_again_and_a_pod_watch_never_counts
         assert 'evidence: not counting' in d.log(), out + err + d.log_tail()
     # made again: the maker for the watch, the closer for the socket's end
     wait_file(d.log_path, lambda: d.log().count('made again') >= 2, 10, 'both made again')
-    kids = daemon_children(d)
+    kids = children(d.pid)
     assert sorted(kids.values()).count('bigtcpd-packets') == 1 and maker not in kids, kids
     assert sorted(kids.values()).count('bigtcpd-closer') == 1 and closer not in kids, kids
     d.stop()
@@ -1275,7 +1261,7 @@ def test_a_packet_child_that_keeps_dying_is_not_made_again_at_once_and_a_pod_wat
     assert 'bigtcpd-packets was made again 5 times within a minute, or just now: not again for a while' in d.log(), \
         d.log_tail()
     assert f'{p1}/lo: evidence: not counting its packets' in d.log(), d.log_tail()
-    assert not [k for k, c in daemon_children(d).items() if c == 'bigtcpd-packets']
+    assert not [k for k, c in children(d.pid).items() if c == 'bigtcpd-packets']
     r = watch('lo')   # the daemon's own: made in the loop, there
     assert r.returncode == 0, r.stdout + r.stderr
     assert d.running()

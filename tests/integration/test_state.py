@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import BIN, Monitor, T, at, current, ip, vm, ip_batch, read_state, run, sizes4, veth, write_file_atomic
+from helpers import BIN, Monitor, T, at, children, current, ip, vm, ip_batch, read_state, run, sizes4, veth, write_file_atomic
 from policies import standard_policy
 from varlink_client import call
 
@@ -455,17 +455,7 @@ def test_reused_ifindex_gets_no_one_elses_originals(ns, daemon, confdir, stop):
 
 
 def children_named(pid, comm):
-    kids = []
-    for task in os.listdir(f'/proc/{pid}/task'):
-        kids += Path(f'/proc/{pid}/task/{task}/children').read_text().split()
-    found = []
-    for k in kids:
-        try:
-            if Path(f'/proc/{k}/comm').read_text().strip() == comm:
-                found.append(int(k))
-        except FileNotFoundError:
-            pass  # gone meanwhile
-    return found
+    return [k for k, c in children(pid).items() if c == comm]
 
 
 def private_dirty(pid):
@@ -513,15 +503,14 @@ def test_no_child_outlives_the_daemon(ns, daemon, confdir):
     cfg = confdir / 'bigtcpd.yaml'
     cfg.write_text(policy('["c*"]'))
     d = daemon(ns, cfg)
-    kids = [int(k) for t in os.listdir(f'/proc/{d.pid}/task')
-            for k in Path(f'/proc/{d.pid}/task/{t}/children').read_text().split()]
-    assert children_named(d.pid, 'bigtcpd-sync'), f'no sync child: {kids}'
+    kids = children(d.pid)
+    assert 'bigtcpd-sync' in kids.values(), f'no sync child: {kids}'
     d.stop()
     left = {}
     for k in kids:
         try:
-            left[k] = Path(f'/proc/{k}/stat').read_text().rsplit(')', 1)[0] + ')'   # pid (name)
-            left[k] += ' ' + Path(f'/proc/{k}/stat').read_text().rsplit(')', 1)[1].split()[0]   # its state
+            pid_name, rest = Path(f'/proc/{k}/stat').read_text().rsplit(')', 1)
         except OSError:
             continue
+        left[k] = f'{pid_name}) {rest.split()[0]}'   # pid (name) and its state
     assert not left, f'children of the daemon left after its exit: {left}'

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import helpers
-from helpers import REPO, T, veth, vm
+from helpers import REPO, T, children, veth, vm
 from policies import standard_policy
 from test_systemd import wrapper
 from varlink_client import Client, timed_call
@@ -88,17 +88,7 @@ def figures(lat):
 def children_of(pid):
     """The worker processes of pid: its children but the three that live as long as the daemon
     (the evidence's packet sockets made and closed, the state's syncs)."""
-    kids = []
-    for task in os.listdir(f'/proc/{pid}/task'):
-        with open(f'/proc/{pid}/task/{task}/children') as f:
-            kids += f.read().split()
-    def comm(k):
-        try:
-            with open(f'/proc/{k}/comm') as f:
-                return f.read().strip()
-        except FileNotFoundError:
-            return None  # gone meanwhile
-    return [k for k in kids if comm(k) not in ('bigtcpd-closer', 'bigtcpd-packets', 'bigtcpd-sync')]
+    return [k for k, c in children(pid).items() if c not in ('bigtcpd-closer', 'bigtcpd-packets', 'bigtcpd-sync')]
 
 
 def test_getstatus_answered_and_watchdog_kept_under_attack(tmpfs_runtime, ns, daemon, confdir, tmp_path,

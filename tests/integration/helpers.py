@@ -471,18 +471,35 @@ def vm(pid, key):
 def read_state(runtime_dir):
     """The daemon's state as it would load it: the snapshot state.json, then the lines of
     state.journal of the snapshot's generation (a device entry replaces, "forget" drops; a torn
-    line ends the replay). Raises when the snapshot is not whole JSON."""
+    line ends the replay). Raises when the snapshot is not whole JSON.
+
+    A running daemon may write a new snapshot between the two reads: it renames the new one over
+    state.json and then unlinks the journal, so an old snapshot read before and the journal read
+    after would lose every line of the old one. The pair is read again until state.json is the
+    same file after the journal's read as before the snapshot's."""
     runtime_dir = Path(runtime_dir)
-    try:
-        snap = json.loads((runtime_dir / 'state.json').read_text())
-    except FileNotFoundError:
-        snap = {'version': 1, 'generation': 0, 'devices': []}
+    for _ in range(1000):
+        try:
+            with open(runtime_dir / 'state.json', 'rb') as f:
+                before = os.fstat(f.fileno())
+                snap = json.loads(f.read())
+        except FileNotFoundError:
+            before, snap = None, {'version': 1, 'generation': 0, 'devices': []}
+        try:
+            lines = (runtime_dir / 'state.journal').read_text().split('\n')[:-1]
+        except FileNotFoundError:
+            lines = []
+        try:
+            after = os.stat(runtime_dir / 'state.json')
+        except FileNotFoundError:
+            after = None
+        if (before is None) == (after is None) and \
+                (before is None or (before.st_dev, before.st_ino) == (after.st_dev, after.st_ino)):
+            break
+    else:
+        raise AssertionError(f'state.json in {runtime_dir} replaced under every one of 1000 reads')
     gen = snap.get('generation', 0)
     devs = {e['ifindex']: e for e in snap['devices']}
-    try:
-        lines = (runtime_dir / 'state.journal').read_text().split('\n')[:-1]
-    except FileNotFoundError:
-        lines = []
     for line in lines:
         try:
             rec = json.loads(line)

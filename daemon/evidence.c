@@ -707,6 +707,22 @@ static const char *family_names(unsigned mask) {
         return names[mask & 3u];
 }
 
+/* With the observer, a record whose last window counted nothing and judged nothing says no more
+ * than the observer's totals (control_big_packets_source()): it goes, as every device's of a burst
+ * would otherwise stay (~190 bytes each). What a window counted, a verdict, a search's counts above
+ * a length (auto) and a watch that runs keep it. Called after the event of its window: the
+ * event's listeners ran and did not watch it again. */
+static void prune(EvidenceSet *s, Device *d, Evidence *ev) {
+        static const EvidenceCounts none;
+        static const uint32_t no_above[SIZES_COUNT];
+
+        if (!s->observer || d->evidence != ev || ev->watch || ev->verdict != EVIDENCE_UNKNOWN || ev->logged ||
+            memcmp(&ev->counts, &none, sizeof(none)) != 0 || memcmp(ev->above_len, no_above, sizeof(no_above)) != 0)
+                return;
+        d->evidence = NULL;
+        free(ev);
+}
+
 static void judge(EvidenceSet *s, Evidence *ev) {
         Device *d = ev->device;
         bool ipv4 = d->has_ipv4_sizes;
@@ -749,6 +765,7 @@ static void judge(EvidenceSet *s, Evidence *ev) {
                       (unsigned long long) ev->counts.full[EVIDENCE_IPV4], EVIDENCE_FULL_SAMPLE,
                       (unsigned long long) ev->counts.missed);
         emit(s, ev);
+        prune(s, d, ev);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *userdata) {
@@ -864,6 +881,10 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         /* the observer counts every device anyway: no bound on windows over its counts */
         if (!s->observer && s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->watch && ev->watch->ending))
                 return -EUSERS;
+        if (ev && ev->watch && ev->watch->ending) {
+                judge(s, ev); /* the window that just closed is judged as it is */
+                ev = d->evidence; /* gone if it counted nothing (prune()) */
+        }
         if (!ev) {
                 ev = calloc(1, sizeof(*ev));
                 if (!ev)
@@ -872,8 +893,6 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
                 d->evidence = ev;
                 made = true;
         }
-        if (ev->watch && ev->watch->ending)
-                judge(s, ev); /* the window that just closed is judged as it is */
         if (s->observer) {
                 r = start_observed(s, ev, duration_usec);
                 if (r < 0 && made)
@@ -930,6 +949,7 @@ void evidence_stop(EvidenceSet *s, Device *d) {
         detach(s, ev);
         arm(s);
         emit(s, ev);
+        prune(s, d, ev);
 }
 
 void evidence_forget(EvidenceSet *s, Device *d) {

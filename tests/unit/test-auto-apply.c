@@ -581,6 +581,66 @@ static void test_window_over_observer_counts_keeps_its_counts(void **state) {
         observer_free(o);
 }
 
+/* A window over the observer's counts that counted nothing keeps no record: the device reads as
+ * one never watched, the observer's totals since it loaded (~190 bytes less a device of a burst).
+ * Its next window makes one again; one that counted keeps it. */
+static void test_window_of_nothing_keeps_no_record(void **state) {
+        static const char yaml[] = "version: 1\n"
+                                   "policies:\n"
+                                   "  - name: fixed\n"
+                                   "    match: {name: [e0]}\n"
+                                   "    ipv6: {gso-max-size: 200000}\n"
+                                   "    rollback:\n"
+                                   "      window: 10s\n"
+                                   "      guards:\n"
+                                   "        - {counter: link.tx_errors, max-increase: 10}\n";
+        struct observer_dev v = {};
+        Observer *o;
+        Harness *h = h_new(yaml);
+        Device *d;
+
+        (void) state;
+        o = h_observer_on(h);
+        h_link_add(h, 2, "e0");
+        v.big[OBSERVER_TX][OBSERVER_IPV6] = 100; /* before its window: the totals, not the window's */
+        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
+        h_start(h);
+        h_answer_all(h);
+        d = h_dev(h, 2);
+        assert_int_equal(h_state(h, 2), DEVICE_PROBATION);
+        assert_true(evidence_watching(d));
+        for (unsigned t = 0; evidence_watching(d); t++) {
+                assert_true(t < 4 * 12);
+                h_step(h);
+        }
+        assert_int_equal(h_state(h, 2), DEVICE_APPLIED);
+        assert_null(d->evidence);
+        EvidenceCounts totals;
+        assert_int_equal(evidence_totals(h->e->evidence, d, &totals), 0);
+        assert_int_equal(totals.tx, 100);
+
+        /* watched again (an operator's watch): a record again, kept once it counted */
+        assert_int_equal(evidence_watch(h->e->evidence, d, 2 * USEC_PER_SEC), 0);
+        assert_non_null(d->evidence);
+        assert_int_equal(d->evidence->counts.tx, 0);
+        h_observed_packets(h, o, 2, 150000, 3);
+        for (unsigned t = 0; evidence_watching(d); t++) {
+                assert_true(t < 4 * 4);
+                h_step(h);
+        }
+        assert_non_null(d->evidence);
+        assert_int_equal(d->evidence->counts.tx, 3);
+        assert_int_equal(d->evidence->verdict, EVIDENCE_EFFECTIVE);
+
+        /* stopped while it counts nothing, after a window that did: the verdict keeps the record */
+        assert_int_equal(evidence_watch(h->e->evidence, d, 2 * USEC_PER_SEC), 0);
+        evidence_stop(h->e->evidence, d);
+        assert_non_null(d->evidence);
+        assert_int_equal(d->evidence->verdict, EVIDENCE_EFFECTIVE);
+        h_free(h);
+        observer_free(o);
+}
+
 /* A GRO step is proven by what the device itself received (the packet sockets here), and says so:
  * no peer is asked. */
 static void test_gro_step_proven_by_what_it_received(void **state) {
@@ -1162,6 +1222,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_observer_big_retransmits_trip_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_observer_step_bound_on_own_retransmits, h_teardown),
                 cmocka_unit_test_teardown(test_window_over_observer_counts_keeps_its_counts, h_teardown),
+                cmocka_unit_test_teardown(test_window_of_nothing_keeps_no_record, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,7 +137,6 @@ void device_free(Device *d) {
         intern_put(d->match.policy_name);
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
-        free(d->evidence); /* its watch, if any, was stopped by its owner (evidence_forget()) */
         free(d->autosize);
         pool_free(&device_pool, d);
 }

@@ -305,7 +305,8 @@ struct Device {
         /* ---- probation.c ---- */
         struct Probation *probation; /* non-NULL while guards watch it (and links it in the set) */
 
-        /* ---- evidence.c: allocated when it is watched, freed with it or (observer) after a window of nothing ---- */
+        /* ---- evidence.c: allocated when it is watched; freed by it (evidence_forget(), evidence_release(), and
+         * with the observer after a window of nothing) ---- */
         struct Evidence *evidence;
 
         /* ---- auto-apply.c: the searches of `auto` (NULL: none of its sizes is `auto`), freed with it ---- */

@@ -56,6 +56,9 @@ void engine_free(Engine *e) {
         if (e->auto_timer)
                 event_free(e->auto_timer);
         auto_queue_done(&e->auto_queue);
+        Device *d;
+        DEVICE_FOREACH(d, &e->devices, it)
+                evidence_release(d); /* from evidence.c's pool, which device_free() does not know */
         device_table_done(&e->devices);
         strv_free(e->guard_warnings);
         event_list_done(&e->events);

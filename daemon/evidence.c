@@ -183,6 +183,18 @@ static uint64_t now(const EvidenceSet *s) {
 /* The watches in a pool (pool.h): a burst's thousands of windows end together, and their blocks go
  * with them, where from the heap they would leave holes among the records that stay. */
 static Pool watch_pool = POOL_INIT(EvidenceWatch);
+/* … and the records, for the same reason: with the observer every device of a burst has one while
+ * its window runs, and most go when it ends (prune()). */
+static Pool record_pool = POOL_INIT(Evidence);
+
+static void record_free(Device *d) {
+        pool_free(&record_pool, d->evidence);
+        d->evidence = NULL;
+}
+
+void evidence_release(Device *d) {
+        record_free(d);
+}
 
 /* ev's watch, made as it begins (no socket yet); NULL without memory. */
 static EvidenceWatch *watch_get(Evidence *ev) {
@@ -719,8 +731,7 @@ static void prune(EvidenceSet *s, Device *d, Evidence *ev) {
         if (!s->observer || d->evidence != ev || ev->watch || ev->verdict != EVIDENCE_UNKNOWN || ev->logged ||
             memcmp(&ev->counts, &none, sizeof(none)) != 0 || memcmp(ev->above_len, no_above, sizeof(no_above)) != 0)
                 return;
-        d->evidence = NULL;
-        free(ev);
+        record_free(d);
 }
 
 static void judge(EvidenceSet *s, Evidence *ev) {
@@ -886,17 +897,17 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
                 ev = d->evidence; /* gone if it counted nothing (prune()) */
         }
         if (!ev) {
-                ev = calloc(1, sizeof(*ev));
+                ev = pool_alloc(&record_pool);
                 if (!ev)
                         return -ENOMEM;
-                *ev = (Evidence){.device = d};
+                ev->device = d;
                 d->evidence = ev;
                 made = true;
         }
         if (s->observer) {
                 r = start_observed(s, ev, duration_usec);
                 if (r < 0 && made)
-                        d->evidence = mfree(ev);
+                        record_free(d);
                 return r;
         }
         s->refill_off = false;
@@ -928,7 +939,7 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         r = fd < 0 ? fd : start(s, ev, fd, duration_usec);
         if (r < 0) {
                 if (made)
-                        d->evidence = mfree(ev); /* never counted: nothing to report */
+                        record_free(d); /* never counted: nothing to report */
                 return r;
         }
         refill(s);
@@ -966,8 +977,7 @@ void evidence_forget(EvidenceSet *s, Device *d) {
                 unwait(s, ev);
         detach(s, ev);
         arm(s);
-        free(ev);
-        d->evidence = NULL;
+        record_free(d);
 }
 
 size_t evidence_watched(const EvidenceSet *s) {

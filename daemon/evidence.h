@@ -139,6 +139,9 @@ typedef struct Evidence {
         TAILQ_ENTRY(Evidence) link; /* among the set's watched, or those waiting (while watched) */
 } Evidence;
 
+/* Frees d's record (not watched: after evidence_forget(), or its set freed); NULL is a no-op. */
+void evidence_release(Device *d);
+
 /* Which families sizes raise above 65536 (GSO or GRO), 1 << EvidenceFamily. */
 unsigned evidence_raised(const Sizes *s, bool ipv4);
 

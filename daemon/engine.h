@@ -124,6 +124,10 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
                Engine **ret);
 /* Saves the state file if a save is owed. */
 void engine_free(Engine *e);
+/* The observer it was made with could not load after all (observer_start()): its evidence from
+ * packet sockets `k` from now on, guards on namespace-wide counters; `why` for status (borrowed).
+ * Before any device is known. */
+void engine_observer_gone(Engine *e, EvidenceSockets *k, const char *why);
 
 /* Where this namespace's SNMP counters are read. */
 static inline SnmpFiles engine_snmp_files(const Engine *e) {

@@ -459,6 +459,7 @@ fail:
 static void on_made(int fd, void *userdata);
 static void arm(EvidenceSet *s);
 static void arm_for(EvidenceSet *s, uint64_t due);
+static void refill(EvidenceSet *s);
 
 /* Without the maker's child: a socket made here, in the loop (it waits for the kernel), for a
  * device of bigtcpd's own namespace alone. One made here for another namespace's device would be
@@ -552,6 +553,12 @@ int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret) {
 
 void evidence_set_observer(EvidenceSet *s, Observer *o) {
         s->observer = o;
+}
+
+void evidence_set_use_sockets(EvidenceSet *s, EvidenceSockets *sockets, int netns_socket) {
+        s->sockets = sockets;
+        s->netns_socket = netns_socket;
+        refill(s); /* the namespace's spares, as evidence_set_new() makes them */
 }
 
 Observer *evidence_set_get_observer(const EvidenceSet *s) {

@@ -185,6 +185,9 @@ int evidence_set_new(struct event_base *base, Writer *writer, EventList *events,
  * every device is counted always, a watch is a window over its counts, and any number of devices
  * are watched at once. */
 void evidence_set_observer(EvidenceSet *s, Observer *o);
+/* Packet sockets after all (the observer could not load), as evidence_set_new() would have been
+ * given them; before anything is watched. */
+void evidence_set_use_sockets(EvidenceSet *s, EvidenceSockets *sockets, int netns_socket);
 Observer *evidence_set_get_observer(const EvidenceSet *s);
 /* The observer's key of d: the inode of its namespace and its ifindex. */
 uint32_t evidence_netns_of(const EvidenceSet *s, const Device *d);

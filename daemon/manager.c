@@ -92,6 +92,47 @@ static void on_signal(evutil_socket_t sig, short what, void *userdata) {
                 event_base_loopbreak(m->base);
 }
 
+/* The observer cannot run (found at once, or once its load ended): --observer=ebpf makes that
+ * fatal; else packet sockets count evidence and guards read namespace-wide counters. */
+static int observer_cannot_run(Manager *m, int r) {
+        if (m->cfg.observer == OBSERVER_MODE_EBPF)
+                return log_error_errno(r, "--observer=ebpf: the eBPF observer cannot run: %s",
+                                       m->observer_why ?: strerror(-r));
+        log_warning("The eBPF observer cannot run (%s): evidence from packet sockets while devices are watched, "
+                    "guards from namespace-wide counters",
+                    m->observer_why ?: strerror(-r));
+        return 0;
+}
+
+/* The observer's load, begun in manager_new(), is over before the first device is known: taken
+ * into use, or replaced by packet sockets in the one engine made so far (the own namespace's) and
+ * in what the namespaces found later are made with. */
+static int observer_settle(Manager *m) {
+        _cleanup_(freep) char *why = NULL;
+        int r;
+
+        if (!m->observer)
+                return 0;
+        r = observer_wait(m->observer, &why);
+        if (r >= 0) {
+                log_info("The eBPF observer counts every device's packets, drops and TCP retransmits");
+                return 0;
+        }
+        free(m->observer_why);
+        m->observer_why = TAKE_PTR(why);
+        r = observer_cannot_run(m, r);
+        if (r < 0)
+                return r;
+        r = evidence_sockets_new(m->base, &m->packet_sockets);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the packet sockets' helpers: %m");
+        engine_observer_gone(m->host->engine, m->packet_sockets, m->observer_why);
+        netns_set_observer_gone(m->netns, m->packet_sockets, m->observer_why);
+        observer_free(m->observer);
+        m->observer = NULL;
+        return 0;
+}
+
 int manager_new(const ManagerConfig *cfg, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = calloc(1, sizeof(*m));
         int r;
@@ -124,16 +165,13 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         else if (cfg->observer == OBSERVER_MODE_PACKET_SOCKET)
                 m->observer_why = strdup("--observer=packet-socket");
         else {
-                r = observer_new(&m->observer, &m->observer_why);
-                if (r < 0 && cfg->observer == OBSERVER_MODE_EBPF)
-                        return log_error_errno(r, "--observer=ebpf: the eBPF observer cannot run: %s",
-                                               m->observer_why ?: strerror(-r));
-                if (r < 0)
-                        log_warning("The eBPF observer cannot run (%s): evidence from packet sockets while devices "
-                                    "are watched, guards from namespace-wide counters",
-                                    m->observer_why ?: strerror(-r));
-                else
-                        log_info("The eBPF observer counts every device's packets, drops and TCP retransmits");
+                /* loads in a thread of its own while the start goes on (observer_settle()) */
+                r = observer_start(&m->observer, &m->observer_why);
+                if (r < 0) {
+                        r = observer_cannot_run(m, r);
+                        if (r < 0)
+                                return r;
+                }
         }
         if (!cfg->no_count_packets && !m->observer) {
                 r = evidence_sockets_new(m->base, &m->packet_sockets);
@@ -319,6 +357,11 @@ int manager_start(Manager *m) {
         log_load(m, r, &report, n);
         if (r == -ENOMEM)
                 return r; /* starting without them would overwrite them */
+        r = observer_settle(m);
+        if (r < 0) {
+                state_entries_free(entries, n);
+                return r;
+        }
 
         (void) signal(SIGPIPE, SIG_IGN);
         for (size_t i = 0; i < ELEMENTSOF(sigs); i++) {

@@ -654,6 +654,12 @@ static void policy_unchanged(void *userdata) {
 
 const ReloaderOps netns_set_reloader_ops = {.run = run_policy, .unchanged = policy_unchanged};
 
+void netns_set_observer_gone(NetnsSet *s, EvidenceSockets *k, const char *why) {
+        s->cfg.engine.observer = NULL;
+        s->cfg.engine.observer_why = why;
+        s->cfg.engine.packet_sockets = k;
+}
+
 void netns_set_start(NetnsSet *s) {
         s->started = true;
         check_settled(s);

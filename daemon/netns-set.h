@@ -87,6 +87,9 @@ bool netns_set_ready(const NetnsSet *s);
 extern const ReloaderOps netns_set_reloader_ops;
 /* Once bigtcpd's own namespace has started (a policy runs): the other namespaces are looked for. */
 void netns_set_start(NetnsSet *s);
+/* The observer could not load after all: the namespaces found from now on count evidence with
+ * packet sockets `k` (engine_observer_gone()); `why` borrowed. Before netns_set_start(). */
+void netns_set_observer_gone(NetnsSet *s, EvidenceSockets *k, const char *why);
 
 /* The problems to report, in the order they arose; at most NETNS_MAX. */
 size_t netns_set_problem_count(const NetnsSet *s);

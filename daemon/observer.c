@@ -13,6 +13,7 @@
 #include <bpf/libbpf.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -64,7 +65,14 @@ typedef struct MapShape {
 
 
 struct Observer {
-        struct observer_bpf *skel; /* NULL: fake */
+        struct observer_bpf *skel; /* NULL: fake, or still loading */
+        /* while the loader thread runs (observer_start()): what it makes, the main thread does not
+         * look at until observer_wait() joined it */
+        pthread_t loader;
+        bool loading;
+        struct observer_bpf *loaded;
+        int load_error;
+        char *load_why;
         uint32_t own_netns;
         DevEntry *devs;
         size_t n_devs, cap_devs;
@@ -130,7 +138,46 @@ static int why(char **ret_why, const char *fmt, ...) {
         return 0;
 }
 
-int observer_new(Observer **ret, char **ret_why) {
+/* The loader thread: the object opened, loaded (libbpf reads the kernel's BTF, the verifier checks
+ * each program, the maps are made) and attached, into o->loaded or o->load_error and
+ * o->load_why. It touches nothing else of o, and nothing of the daemon's: libbpf prints nowhere
+ * (quiet_print, set before it starts). */
+static void *load_main(void *userdata) {
+        Observer *o = userdata;
+        struct observer_bpf *skel;
+        char buf[128];
+        int r;
+
+        skel = observer_bpf__open();
+        if (!skel) {
+                r = errno > 0 ? -errno : -EINVAL;
+                why(&o->load_why, "opening the eBPF object: %s", strerror_r(-r, buf, sizeof(buf)));
+                o->load_error = r;
+                return NULL;
+        }
+        r = observer_bpf__load(skel);
+        if (r < 0) {
+                why(&o->load_why, "loading the eBPF object: %s%s", strerror_r(-r, buf, sizeof(buf)),
+                    r == -EPERM || r == -EACCES ? " (CAP_BPF and CAP_PERFMON needed, or lockdown forbids it)" : "");
+                observer_bpf__destroy(skel);
+                o->load_error = r;
+                return NULL;
+        }
+        r = observer_bpf__attach(skel);
+        if (r < 0) {
+                why(&o->load_why, "attaching to the tracepoints: %s", strerror_r(-r, buf, sizeof(buf)));
+                observer_bpf__destroy(skel);
+                o->load_error = r;
+                return NULL;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->loaded_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
+        o->loaded = skel;
+        return NULL;
+}
+
+int observer_start(Observer **ret, char **ret_why) {
         _cleanup_(freep) Observer *o = calloc(1, sizeof(*o));
         int r;
 
@@ -148,29 +195,42 @@ int observer_new(Observer **ret, char **ret_why) {
                 return r;
         }
         libbpf_set_print(quiet_print);
-        o->skel = observer_bpf__open();
-        if (!o->skel) {
-                r = -errno;
-                why(ret_why, "opening the eBPF object: %s", strerror(-r));
-                return r ?: -EINVAL;
-        }
-        r = observer_bpf__load(o->skel);
+        r = -pthread_create(&o->loader, NULL, load_main, o);
         if (r < 0) {
-                why(ret_why, "loading the eBPF object: %s%s", strerror(-r),
-                    r == -EPERM || r == -EACCES ? " (CAP_BPF and CAP_PERFMON needed, or lockdown forbids it)" : "");
-                observer_bpf__destroy(o->skel);
+                why(ret_why, "starting the thread that loads it: %s", strerror(-r));
                 return r;
         }
-        r = observer_bpf__attach(o->skel);
-        if (r < 0) {
-                why(ret_why, "attaching to the tracepoints: %s", strerror(-r));
-                observer_bpf__destroy(o->skel);
-                return r;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        o->loaded_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
+        o->loading = true;
         *ret = TAKE_PTR(o);
+        return 0;
+}
+
+int observer_wait(Observer *o, char **ret_why) {
+        if (ret_why)
+                *ret_why = NULL;
+        if (o->loading) {
+                (void) pthread_join(o->loader, NULL);
+                o->loading = false;
+                o->skel = TAKE_PTR(o->loaded);
+        }
+        if (o->load_error < 0 && ret_why)
+                *ret_why = TAKE_PTR(o->load_why);
+        return o->load_error;
+}
+
+int observer_new(Observer **ret, char **ret_why) {
+        Observer *o;
+        int r;
+
+        r = observer_start(&o, ret_why);
+        if (r < 0)
+                return r;
+        r = observer_wait(o, ret_why);
+        if (r < 0) {
+                observer_free(o);
+                return r;
+        }
+        *ret = o;
         return 0;
 }
 
@@ -190,8 +250,10 @@ int observer_new_fake(uint32_t own, Observer **ret) {
 void observer_free(Observer *o) {
         if (!o)
                 return;
+        (void) observer_wait(o, NULL);
         if (o->skel)
                 observer_bpf__destroy(o->skel);
+        free(o->load_why);
         free(o->devs);
         free(o->drops);
         free(o->nears);

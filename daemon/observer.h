@@ -30,6 +30,13 @@ typedef struct Observer Observer;
  * status ("the kernel has no BTF (/sys/kernel/btf/vmlinux)", "loading the eBPF object: Operation
  * not permitted (CAP_BPF and CAP_PERFMON needed)", …). `now_usec`: CLOCK_MONOTONIC. */
 int observer_new(Observer **ret, char **ret_why);
+/* observer_new() in two halves: the checks that need no time (BTF, the own namespace) here, and
+ * the object loaded in a thread of its own meanwhile (~90 ms: the kernel's BTF read and parsed,
+ * the verifier, the maps made) while the caller goes on with its start; observer_wait() joins it
+ * and says how the load went (as observer_new()). Nothing else may be called before that but
+ * observer_free(), which waits for it. */
+int observer_start(Observer **ret, char **ret_why);
+int observer_wait(Observer *o, char **ret_why);
 /* For tests: a map in memory that observer_test_set() fills, never the kernel's. `own_netns` the
  * inode that stands for the daemon's own namespace. */
 int observer_new_fake(uint32_t own_netns, Observer **ret);

@@ -8,7 +8,7 @@ import subprocess
 
 import nl
 import varlink_client
-from helpers import BIN, Iperf, Monitor, T, ip, policy_text
+from helpers import BIN, Iperf, Monitor, T, children, ip, policy_text
 
 IFACE = 'io.bigtcpd.Manager'
 IFF_RUNNING = 0x40
@@ -131,6 +131,43 @@ def test_fallback_to_packet_sockets_is_said_and_drop_guards_inactive(netns, daem
     assert ev['observer_map_bytes'] > 0, ev
     assert 'bigtcpd_observer{kind="ebpf",why=""} 1' in ctl(d, 'metrics').stdout
     d.stop()
+
+
+# The capabilities the object's load needs (CAP_SYS_ADMIN stands in for both), gone from the
+# daemon's: as root otherwise, in its own namespace, its load refused by the kernel.
+NO_BPF = ('setpriv', '--bounding-set=-bpf,-perfmon,-sys_admin', '--')
+
+
+def test_a_load_the_kernel_refuses_falls_back_to_packet_sockets(netns, daemon, confdir):
+    """The object loads in a thread beside the start; when the kernel refuses it (here: no CAP_BPF,
+    CAP_PERFMON or CAP_SYS_ADMIN), that is known before the first device, and the daemon runs as
+    it would have with the load refused up front: packet sockets (their two children started),
+    said in the log, status, GetStatus and metrics with the kernel's reason, and its devices
+    written. With --observer=ebpf the same refusal stops the start, with the reason."""
+    a, _ = receivers(netns, n=1)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(['{counter: link.tx_errors, max-increase: 0}']))
+    d = daemon(a, cfg, wrapper=NO_BPF)
+    why = 'loading the eBPF object: Operation not permitted (CAP_BPF and CAP_PERFMON needed, or lockdown forbids it)'
+    ev = call(d, 'GetStatus')['evidence']
+    assert ev['observer'] == 'packet-socket' and ev['observer_why'] == why, ev
+    assert f'Observer: packet-socket (not ebpf: {why})' in ctl(d, 'status').stdout
+    assert f'bigtcpd_observer{{kind="packet-socket",why="{why}"}} 1' in ctl(d, 'metrics').stdout
+    assert d.log_lines(r'warning: The eBPF observer cannot run \(loading the eBPF object: Operation not permitted'), \
+        d.log_tail()
+    assert {'bigtcpd-packets', 'bigtcpd-closer'} <= set(children(d.pid).values()), children(d.pid)
+    assert device(d, 'r0')['state'] in ('probation', 'applied'), device(d, 'r0')
+    d.stop()
+
+    rc, out = daemon_exit(a, cfg, NO_BPF, '--observer=ebpf')
+    assert rc == 1 and f'--observer=ebpf: the eBPF observer cannot run: {why}' in out, (rc, out)
+
+
+def daemon_exit(ns, cfg, wrapper, *args):
+    """Run the daemon to its exit (one that cannot start): its exit code and output."""
+    r = subprocess.run(['ip', 'netns', 'exec', ns, *wrapper, str(BIN), '--config', str(cfg), '--runtime-dir',
+                        str(cfg.parent / 'run-exit'), *args], capture_output=True, text=True, timeout=T(30))
+    return r.returncode, r.stdout + r.stderr
 
 
 def test_validate_checks_drop_reasons_against_this_kernel(tmp_path):

@@ -415,6 +415,24 @@ bool auto_apply_passed(Engine *e, Device *d) {
                         }
                         count = delivered[i / 2] < above[i] ? delivered[i / 2] : above[i];
                 }
+                if (s->phase == AUTO_TRYING && (i & 1u) && d->evidence && evidence_set_get_observer(e->evidence)) {
+                        /* a GRO step: what it received near the size and this host did not drop
+                         * after (a firewall of its own, TCP); received alone would count those */
+                        uint64_t dropped = d->evidence->counts.above_dropped[i / 2];
+                        uint64_t kept = above[i] > dropped ? above[i] - dropped : 0;
+                        if (dropped > 0)
+                                log_dev_info(d, "auto: %s: %llu packets received near the size, %llu of them dropped "
+                                                "after on this host",
+                                             size_name(i), (unsigned long long) above[i], (unsigned long long) dropped);
+                        if (above[i] >= AUTO_PROOF_MIN && kept < AUTO_PROOF_MIN) {
+                                auto_search_tripped(s, auto_device_bounds(a, i), AUTO_DROPPED_COUNTER, dropped,
+                                                    realtime(e));
+                                emit_change(e, d, i, &before, 0);
+                                changed = changed || auto_search_target(s) != auto_search_target(&before);
+                                continue;
+                        }
+                        count = kept;
+                }
                 if (s->phase == AUTO_TRYING && retrans > 0 && !(i & 1u)) {
                         /* its own sends were lost: the step's answer (GSO; a GRO step is the peer's) */
                         auto_search_tripped(s, auto_device_bounds(a, i), AUTO_RETRANS_COUNTER, retrans, realtime(e));

@@ -200,10 +200,15 @@ uint32_t auto_search_count_near(const AutoSearch *s);
  * this counter (its rise: the packets that did not arrive). Where the peer is unknown, the proof is
  * the sender's: sent near the size, its own big retransmits under the bound. */
 #define AUTO_UNDELIVERED_COUNTER "peer-did-not-receive"
+/* With the observer a GRO step is proven by what the device received near the size and this host
+ * did not drop after (its firewall, TCP): AUTO_PROOF_MIN or more received near it but fewer than
+ * AUTO_PROOF_MIN of them kept, and the step trips with this counter (its rise: those dropped). */
+#define AUTO_DROPPED_COUNTER "dropped-after-receipt"
 #define AUTO_PROOF_SENT "sent, not retransmitted"
 #define AUTO_PROOF_SENT_SOCKETS "sent (packet sockets)"
-/* A GRO step's: what the device itself received (GRO builds its packets there). */
-#define AUTO_PROOF_RECEIVED "received on it"
+/* A GRO step's: what the device itself received (GRO builds its packets there), with the observer
+ * less what this host dropped after. */
+#define AUTO_PROOF_RECEIVED "received on it, not dropped"
 #define AUTO_PROOF_RECEIVED_SOCKETS "received on it (packet sockets)"
 /* A watch of the proven size ended with `packets` counted above auto_search_count_above(): busy
  * (AUTO_DEMAND_MIN) steps (AUTO_TRYING), idle waits (AUTO_IDLE, doubling), nothing left settles.

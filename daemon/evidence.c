@@ -513,6 +513,8 @@ static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const E
                 c->rx_largest = near->largest[1] > near->largest[3] ? near->largest[1] : near->largest[3];
                 for (unsigned i = 0; i < SIZES_COUNT; i++)
                         c->above[i] = near->count[i];
+                for (unsigned f = 0; f < _EVIDENCE_FAMILY_MAX; f++)
+                        c->above_dropped[f] = near->dropped[f];
         } else {
                 c->tx_largest = cur->largest[OBSERVER_TX][0] > cur->largest[OBSERVER_TX][1] ? cur->largest[OBSERVER_TX][0] : cur->largest[OBSERVER_TX][1];
                 c->rx_largest = cur->largest[OBSERVER_RX][0] > cur->largest[OBSERVER_RX][1] ? cur->largest[OBSERVER_RX][0] : cur->largest[OBSERVER_RX][1];

@@ -88,6 +88,9 @@ typedef struct EvidenceCounts {
          * received IPv6, and the same for IPv4): the packets of its direction and family longer
          * than Evidence.above_len[i], since that was set */
         uint64_t above[SIZES_COUNT];
+        /* with the observer, of above[] of the GRO sizes (received), per family ([i / 2]), those
+         * dropped after on this host: delivered is the difference */
+        uint64_t above_dropped[_EVIDENCE_FAMILY_MAX];
 } EvidenceCounts;
 
 typedef enum EvidenceVerdict {

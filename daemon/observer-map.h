@@ -48,12 +48,15 @@ struct observer_drop_key {
 
 /* Set by the daemon for the devices it counts thresholds on, [i] in sizes.h's order (GSO IPv6 =
  * sent IPv6, GRO IPv6 = received IPv6, GSO IPv4, GRO IPv4): the packets longer than len[i] (0:
- * none counted), and the largest of those above OBSERVER_BIG. The daemon writes it with zero counts to
- * start over: a window's counts (evidence.c). */
+ * none counted), and the largest of those above OBSERVER_BIG; of those received (GRO), per family,
+ * how many were dropped after on this host (kfree_skb of a packet whose skb_iif is the device: a
+ * firewall's ingress, prerouting or input, TCP's own drops), as struct observer_deliv counts a
+ * peer's. The daemon writes it with zero counts to start over: a window's counts (evidence.c). */
 struct observer_near {
         __u32 len[4];
         __u32 largest[4];
         __u64 count[4];
+        __u64 dropped[2]; /* [family] of count[2 * family + 1] */
 };
 
 /* Set by the daemon on the peer of a device whose GSO step it proves (auto-apply.c): what the peer

@@ -186,11 +186,21 @@ int BPF_PROG(observer_drop, struct sk_buff *skb, void *location, enum skb_drop_r
         else
                 bpf_map_update_elem(&drops, &dk, &one, BPF_NOEXIST);
         /* a packet the device received (skb_iif is set as it passes netif_receive_skb; a packet
-         * made here, or forwarded out of it, has another) and that was dropped after: not delivered */
-        if (delivs_on && skb->skb_iif == (int) k.ifindex) {
+         * made here, or forwarded out of it, has another) and that was dropped after: not delivered,
+         * to a peer whose sender's GSO step is proven by it (delivs) nor for the device's own GRO
+         * step (nears) */
+        if (skb->skb_iif != (int) k.ifindex)
+                return 0;
+        __u32 len = frame_len(skb);
+        int fam = skb->protocol == bpf_htons(ETH_P_IP) ? OBSERVER_IPV4 : OBSERVER_IPV6;
+        if (len < OBSERVER_NEAR_FLOOR)
+                return 0;
+        struct observer_near *n = bpf_map_lookup_elem(&nears, &k);
+        int i = fam * 2 + OBSERVER_RX;
+        if (n && n->len[i] && len > n->len[i])
+                __sync_fetch_and_add(&n->dropped[fam], 1);
+        if (delivs_on) {
                 struct observer_deliv *dv = bpf_map_lookup_elem(&delivs, &k);
-                __u32 len = frame_len(skb);
-                int fam = skb->protocol == bpf_htons(ETH_P_IP) ? OBSERVER_IPV4 : OBSERVER_IPV6;
                 if (dv && dv->len[fam] && len > dv->len[fam])
                         __sync_fetch_and_add(&dv->dropped[fam], 1);
         }

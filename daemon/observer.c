@@ -865,3 +865,11 @@ int observer_test_set_near(Observer *o, uint32_t netns, int ifindex, const uint6
         memcpy(e->v.largest, largest, sizeof(e->v.largest));
         return 0;
 }
+
+int observer_test_set_near_dropped(Observer *o, uint32_t netns, int ifindex, const uint64_t dropped[static 2]) {
+        NearEntry *e = (NearEntry *) find_near(o, netns, ifindex);
+        if (!e)
+                return -ENOENT;
+        memcpy(e->v.dropped, dropped, sizeof(e->v.dropped));
+        return 0;
+}

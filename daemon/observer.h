@@ -117,3 +117,5 @@ int observer_test_set_deliv(Observer *o, uint32_t netns, int ifindex, const uint
                             const uint64_t dropped[static 2]);
 int observer_test_set_near(Observer *o, uint32_t netns, int ifindex, const uint64_t count[static 4],
                            const uint32_t largest[static 4]);
+/* … and of the packets received near it, those dropped after ([family]) */
+int observer_test_set_near_dropped(Observer *o, uint32_t netns, int ifindex, const uint64_t dropped[static 2]);

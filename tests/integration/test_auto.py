@@ -420,6 +420,41 @@ def test_peer_that_drops_on_arrival_proves_no_step_above_the_drop(netns, daemon,
     d.stop()
 
 
+def test_gro_step_dropped_after_receipt_is_not_proven(netns, daemon, confdir):
+    """e0 receives (its peer sends packets of up to 512 KiB) and this host drops what it receives
+    above 150000 bytes (nftables input in e0's namespace): the observer sees e0 receive those
+    packets and the host drop them after, so a GRO step above the drop is not proven by them — it
+    trips dropped-after-receipt, with the packets dropped its rise — and no GRO size above 150000
+    is proven. (Receipt alone, netif_receive_skb, passes before the firewall: it proved 262144.)"""
+    a, b = pair(netns, peer_sizes=524280)
+    drop_above(a, BROKEN_ABOVE)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy_text(f'''
+        version: 1
+        policies:
+          - name: auto
+            match: {{name: [e0]}}
+            ipv6: {{gro-max-size: auto}}
+            rollback:
+              window: {WINDOW}
+              interval: 200ms
+              guards:
+                - {{counter: link.tx_errors, max-increase: 1000000}}
+        '''))
+    dropped_trip = r'e0: auto: gro_max_size (\d+) tripped dropped-after-receipt \+(\d+)'
+    with Traffic(b, (a, 'fd13::1'), 90):
+        d = daemon(a, cfg)
+        wait_file(d.log_path, lambda: d.log_lines(dropped_trip), T(60), 'a GRO step tripped by the drops after receipt')
+    tried, rise = map(int, re.search(dropped_trip, d.log_lines(dropped_trip)[0]).groups())
+    assert tried > BROKEN_ABOVE and rise > 0, d.log_tail()
+    proven = [int(x) for x in re.findall(r'e0: auto: gro_max_size (\d+) proven', d.log())]
+    assert all(p <= BROKEN_ABOVE for p in proven), d.log_tail()
+    kept = d.log_lines(r'e0: auto: gro_max_size: \d+ packets received near the size, [1-9]\d* of them dropped after')
+    assert kept, d.log_tail()
+    print(f'GRO behind a drop above {BROKEN_ABOVE}: {tried} tripped (+{rise} dropped), proven {proven}')
+    d.stop()
+
+
 def auto_entry(d):
     [e0] = [e for e in read_state(d.runtime_dir)['devices'] if e['ifname'] == 'e0']
     [search] = e0['auto']

@@ -676,6 +676,79 @@ static void test_gro_step_proven_by_what_it_received(void **state) {
         rings_free();
 }
 
+/* d receives `n` packets of `len` bytes (IPv6), and this host drops those above `drop_above` (0:
+ * none) after receiving them (its firewall's input): the device's counts and its thresholds', as
+ * observer.bpf.c adds them at netif_receive_skb and kfree_skb. */
+static void h_observed_received(Observer *o, int ifindex, uint32_t len, unsigned n, uint32_t drop_above) {
+        struct observer_dev v;
+        struct observer_near nr;
+
+        (void) observer_get(o, OWN_NETNS, ifindex, &v);
+        if (len > OBSERVER_BIG)
+                v.big[OBSERVER_RX][OBSERVER_IPV6] += n;
+        assert_int_equal(observer_test_set(o, OWN_NETNS, ifindex, &v), 0);
+        if (observer_near_get(o, OWN_NETNS, ifindex, &nr) < 0 || nr.len[1] == 0 || len <= nr.len[1])
+                return;
+        nr.count[1] += n;
+        if (len > nr.largest[1])
+                nr.largest[1] = len;
+        assert_int_equal(observer_test_set_near(o, OWN_NETNS, ifindex, (const uint64_t *) nr.count, nr.largest), 0);
+        if (drop_above && len > drop_above) {
+                nr.dropped[OBSERVER_IPV6] += n;
+                assert_int_equal(observer_test_set_near_dropped(o, OWN_NETNS, ifindex, (const uint64_t *) nr.dropped), 0);
+        }
+}
+
+/* With the observer a GRO step is proven by what the device received near the size and this host
+ * did not drop after: the clean path settles at the bound, "received on it, not dropped"; where
+ * this host's firewall drops what is received above 150000, the step to 262144 trips
+ * (dropped-after-receipt, its rise the packets dropped) and the search settles below the drop. */
+static void test_gro_step_proven_by_what_was_kept(void **state) {
+        static const char yaml[] = "version: 1\n"
+                                   "policies:\n"
+                                   "  - name: auto\n"
+                                   "    match: {name: [e0]}\n"
+                                   "    ipv6: {gro-max-size: auto}\n"
+                                   "    rollback:\n"
+                                   "      window: 10s\n"
+                                   "      guards:\n"
+                                   "        - {counter: link.tx_errors, max-increase: 10}\n";
+
+        for (unsigned dropping = 0; dropping < 2; dropping++) {
+                Observer *o;
+                Harness *h = h_observed_e0(yaml, &o);
+                const AutoSearch *s = NULL;
+                unsigned tripped = 0;
+                for (unsigned t = 0; t < 4 * 600; t++) {
+                        s = auto_device_search(h_dev(h, 2)->autosize, 1);
+                        AutoSearch before = *s;
+                        h_observed_received(o, 2, h_dev(h, 2)->current.gro_max_size, 20, dropping ? 150000 : 0);
+                        h_step(h);
+                        s = auto_device_search(h_dev(h, 2)->autosize, 1);
+                        if (s->trips > before.trips) {
+                                assert_string_equal(s->ceiling_counter, AUTO_DROPPED_COUNTER);
+                                assert_true(s->ceiling_rise >= AUTO_PROOF_MIN);
+                                assert_true(before.trying > 150000);
+                                tripped++;
+                        }
+                        if (s->phase == AUTO_SETTLED)
+                                break;
+                }
+                assert_string_equal(auto_phase_to_string(s->phase), "settled");
+                if (dropping) {
+                        assert_true(tripped >= 1);
+                        assert_true(s->proven <= 150000);
+                        assert_true(s->proven > 65536);
+                } else {
+                        assert_int_equal(tripped, 0);
+                        assert_int_equal(s->proven, 524280);
+                        assert_string_equal(s->proof, AUTO_PROOF_RECEIVED);
+                }
+                h_free(h);
+                observer_free(o);
+        }
+}
+
 /* ---- the proof by the peer's receipt (a veth pair in bigtcpd's own namespace) ---- */
 
 /* e0 (ifindex 2) a veth whose IFLA_LINK is 3, e1 (3) whose kind is `peer_kind` and whose link is
@@ -1215,6 +1288,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_idle_searches_write_nothing, h_teardown),
                 cmocka_unit_test_teardown(test_observer_clean_path_settles_at_the_bound, h_teardown),
                 cmocka_unit_test_teardown(test_gro_step_proven_by_what_it_received, h_teardown),
+                cmocka_unit_test_teardown(test_gro_step_proven_by_what_was_kept, h_teardown),
                 cmocka_unit_test_teardown(test_peer_received_proves_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_peer_did_not_receive_trips_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_unknown_peer_keeps_the_sender_s_proof, h_teardown),

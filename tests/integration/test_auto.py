@@ -31,7 +31,8 @@ RATE = '4G'
 BROKEN_ABOVE = 150000
 
 
-def policy(max_=None, guard='- {counter: link.tx_errors, max-increase: 1000000}', ceiling_age=None, window=WINDOW):
+def policy(max_=None, guard='- {counter: link.tx_errors, max-increase: 1000000}', ceiling_age=None, window=WINDOW,
+           size='gso-max-size'):
     keys = ', '.join(k for k in (f'max: {max_}' if max_ else '', f'ceiling-age: {ceiling_age}' if ceiling_age else '')
                      if k)
     bound = f'{{auto: {{{keys}}}}}' if keys else 'auto'
@@ -40,7 +41,7 @@ def policy(max_=None, guard='- {counter: link.tx_errors, max-increase: 1000000}'
         policies:
           - name: auto
             match: {{name: [e0]}}
-            ipv6: {{gso-max-size: {bound}}}
+            ipv6: {{{size}: {bound}}}
             rollback:
               window: {window}
               interval: 200ms
@@ -429,18 +430,7 @@ def test_gro_step_dropped_after_receipt_is_not_proven(netns, daemon, confdir):
     a, b = pair(netns, peer_sizes=524280)
     drop_above(a, BROKEN_ABOVE)
     cfg = confdir / 'bigtcpd.yaml'
-    cfg.write_text(policy_text(f'''
-        version: 1
-        policies:
-          - name: auto
-            match: {{name: [e0]}}
-            ipv6: {{gro-max-size: auto}}
-            rollback:
-              window: {WINDOW}
-              interval: 200ms
-              guards:
-                - {{counter: link.tx_errors, max-increase: 1000000}}
-        '''))
+    cfg.write_text(policy(size='gro-max-size'))
     dropped_trip = r'e0: auto: gro_max_size (\d+) tripped dropped-after-receipt \+(\d+)'
     with Traffic(b, (a, 'fd13::1'), 90):
         d = daemon(a, cfg)

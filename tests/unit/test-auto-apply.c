@@ -374,6 +374,15 @@ static void test_rollout_one_step_at_a_time(void **state) {
 
 /* ---- the eBPF observer, faked: the test counts what the kernel would ---- */
 
+/* e0 at a fixed GSO size, and e0 searching its GRO size; one guard that never trips */
+#define E0_GUARDED "    rollback:\n      window: 10s\n      guards:\n        - {counter: link.tx_errors, max-increase: 10}\n"
+static const char E0_FIXED[] = "version: 1\npolicies:\n  - name: fixed\n    match: {name: [e0]}\n"
+                               "    ipv6: {gso-max-size: 200000}\n" E0_GUARDED;
+static const char E0_GRO_AUTO[] = "version: 1\npolicies:\n  - name: auto\n    match: {name: [e0]}\n"
+                                  "    ipv6: {gro-max-size: auto}\n" E0_GUARDED;
+
+
+
 #define OWN_NETNS 4026531840u
 
 static Observer *h_observer_on(Harness *h) {
@@ -535,35 +544,33 @@ static void test_observer_step_bound_on_own_retransmits(void **state) {
         observer_free(o);
 }
 
+/* e0 at E0_FIXED's size, counted by a fake observer (*ret) that saw 100 big packets of it sent
+ * before: in probation, its window watched. */
+static Harness *h_fixed_in_probation(Observer **ret) {
+        struct observer_dev v = {};
+        Harness *h = h_new(E0_FIXED);
+
+        *ret = h_observer_on(h);
+        h_link_add(h, 2, "e0");
+        v.big[OBSERVER_TX][OBSERVER_IPV6] = 100; /* before its window: the totals, not the window's */
+        assert_int_equal(observer_test_set(*ret, OWN_NETNS, 2, &v), 0);
+        h_start(h);
+        h_answer_all(h);
+        assert_int_equal(h_state(h, 2), DEVICE_PROBATION);
+        assert_true(evidence_watching(h_dev(h, 2)));
+        return h;
+}
+
 /* A probation window over the observer's counts: what it counts is what came in it (not what the
  * device carried before), and once it is judged the device keeps its counts and verdict without
  * the watch's running part, and its threshold entry is gone. */
 static void test_window_over_observer_counts_keeps_its_counts(void **state) {
-        static const char yaml[] = "version: 1\n"
-                                   "policies:\n"
-                                   "  - name: fixed\n"
-                                   "    match: {name: [e0]}\n"
-                                   "    ipv6: {gso-max-size: 200000}\n"
-                                   "    rollback:\n"
-                                   "      window: 10s\n"
-                                   "      guards:\n"
-                                   "        - {counter: link.tx_errors, max-increase: 10}\n";
-        struct observer_dev v = {};
         struct observer_near near;
         Observer *o;
-        Harness *h = h_new(yaml);
-        Device *d;
+        Harness *h = h_fixed_in_probation(&o);
+        Device *d = h_dev(h, 2);
 
         (void) state;
-        o = h_observer_on(h);
-        h_link_add(h, 2, "e0");
-        v.big[OBSERVER_TX][OBSERVER_IPV6] = 100; /* before its window */
-        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
-        h_start(h);
-        h_answer_all(h);
-        d = h_dev(h, 2);
-        assert_int_equal(h_state(h, 2), DEVICE_PROBATION);
-        assert_true(evidence_watching(d));
         assert_non_null(d->evidence->watch);
         h_observed_packets(h, o, 2, 150000, 7);
         for (unsigned t = 0; evidence_watching(d); t++) {
@@ -585,30 +592,11 @@ static void test_window_over_observer_counts_keeps_its_counts(void **state) {
  * one never watched, the observer's totals since it loaded (~190 bytes less a device of a burst).
  * Its next window makes one again; one that counted keeps it. */
 static void test_window_of_nothing_keeps_no_record(void **state) {
-        static const char yaml[] = "version: 1\n"
-                                   "policies:\n"
-                                   "  - name: fixed\n"
-                                   "    match: {name: [e0]}\n"
-                                   "    ipv6: {gso-max-size: 200000}\n"
-                                   "    rollback:\n"
-                                   "      window: 10s\n"
-                                   "      guards:\n"
-                                   "        - {counter: link.tx_errors, max-increase: 10}\n";
-        struct observer_dev v = {};
         Observer *o;
-        Harness *h = h_new(yaml);
-        Device *d;
+        Harness *h = h_fixed_in_probation(&o);
+        Device *d = h_dev(h, 2);
 
         (void) state;
-        o = h_observer_on(h);
-        h_link_add(h, 2, "e0");
-        v.big[OBSERVER_TX][OBSERVER_IPV6] = 100; /* before its window: the totals, not the window's */
-        assert_int_equal(observer_test_set(o, OWN_NETNS, 2, &v), 0);
-        h_start(h);
-        h_answer_all(h);
-        d = h_dev(h, 2);
-        assert_int_equal(h_state(h, 2), DEVICE_PROBATION);
-        assert_true(evidence_watching(d));
         for (unsigned t = 0; evidence_watching(d); t++) {
                 assert_true(t < 4 * 12);
                 h_step(h);
@@ -644,15 +632,7 @@ static void test_window_of_nothing_keeps_no_record(void **state) {
 /* A GRO step is proven by what the device itself received (the packet sockets here), and says so:
  * no peer is asked. */
 static void test_gro_step_proven_by_what_it_received(void **state) {
-        Harness *h = h_new("version: 1\n"
-                           "policies:\n"
-                           "  - name: auto\n"
-                           "    match: {name: [e0]}\n"
-                           "    ipv6: {gro-max-size: auto}\n"
-                           "    rollback:\n"
-                           "      window: 10s\n"
-                           "      guards:\n"
-                           "        - {counter: link.tx_errors, max-increase: 10}\n");
+        Harness *h = h_new(E0_GRO_AUTO);
         const AutoSearch *s = NULL;
 
         h_rings_on(h);
@@ -704,19 +684,10 @@ static void h_observed_received(Observer *o, int ifindex, uint32_t len, unsigned
  * this host's firewall drops what is received above 150000, the step to 262144 trips
  * (dropped-after-receipt, its rise the packets dropped) and the search settles below the drop. */
 static void test_gro_step_proven_by_what_was_kept(void **state) {
-        static const char yaml[] = "version: 1\n"
-                                   "policies:\n"
-                                   "  - name: auto\n"
-                                   "    match: {name: [e0]}\n"
-                                   "    ipv6: {gro-max-size: auto}\n"
-                                   "    rollback:\n"
-                                   "      window: 10s\n"
-                                   "      guards:\n"
-                                   "        - {counter: link.tx_errors, max-increase: 10}\n";
 
         for (unsigned dropping = 0; dropping < 2; dropping++) {
                 Observer *o;
-                Harness *h = h_observed_e0(yaml, &o);
+                Harness *h = h_observed_e0(E0_GRO_AUTO, &o);
                 const AutoSearch *s = NULL;
                 unsigned tripped = 0;
                 for (unsigned t = 0; t < 4 * 600; t++) {

@@ -187,13 +187,9 @@ static Pool watch_pool = POOL_INIT(EvidenceWatch);
  * its window runs, and most go when it ends (prune()). */
 static Pool record_pool = POOL_INIT(Evidence);
 
-static void record_free(Device *d) {
+void evidence_release(Device *d) {
         pool_free(&record_pool, d->evidence);
         d->evidence = NULL;
-}
-
-void evidence_release(Device *d) {
-        record_free(d);
 }
 
 /* ev's watch, made as it begins (no socket yet); NULL without memory. */
@@ -740,7 +736,7 @@ static void prune(EvidenceSet *s, Device *d, Evidence *ev) {
         if (!s->observer || d->evidence != ev || ev->watch || ev->verdict != EVIDENCE_UNKNOWN || ev->logged ||
             memcmp(&ev->counts, &none, sizeof(none)) != 0 || memcmp(ev->above_len, no_above, sizeof(no_above)) != 0)
                 return;
-        record_free(d);
+        evidence_release(d);
 }
 
 static void judge(EvidenceSet *s, Evidence *ev) {
@@ -916,7 +912,7 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         if (s->observer) {
                 r = start_observed(s, ev, duration_usec);
                 if (r < 0 && made)
-                        record_free(d);
+                        evidence_release(d);
                 return r;
         }
         s->refill_off = false;
@@ -948,7 +944,7 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         r = fd < 0 ? fd : start(s, ev, fd, duration_usec);
         if (r < 0) {
                 if (made)
-                        record_free(d); /* never counted: nothing to report */
+                        evidence_release(d); /* never counted: nothing to report */
                 return r;
         }
         refill(s);
@@ -986,7 +982,7 @@ void evidence_forget(EvidenceSet *s, Device *d) {
                 unwait(s, ev);
         detach(s, ev);
         arm(s);
-        record_free(d);
+        evidence_release(d);
 }
 
 size_t evidence_watched(const EvidenceSet *s) {

@@ -41,9 +41,7 @@ int engine_new(struct event_base *base, const EngineConfig *cfg, const Clock *cl
 }
 
 void engine_observer_gone(Engine *e, EvidenceSockets *k, const char *why) {
-        e->cfg.observer = NULL;
-        e->cfg.observer_why = why;
-        e->cfg.packet_sockets = k;
+        engine_config_without_observer(&e->cfg, k, why);
         evidence_set_observer(e->evidence, NULL);
         probation_set_observer(e->probation, NULL);
         evidence_set_use_sockets(e->evidence, k, k ? e->cfg.netns_socket : -1);

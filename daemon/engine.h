@@ -40,6 +40,13 @@ typedef struct EngineConfig {
         const char *observer_why;
 } EngineConfig;
 
+/* The observer could not load after all: packet sockets `k` in its place, `why` (borrowed) said. */
+static inline void engine_config_without_observer(EngineConfig *c, EvidenceSockets *k, const char *why) {
+        c->observer = NULL;
+        c->observer_why = why;
+        c->packet_sockets = k;
+}
+
 struct Engine;
 
 /* A device's peer (a veth's other end) in a namespace bigtcpd runs, and that namespace's engine. */

@@ -655,9 +655,7 @@ static void policy_unchanged(void *userdata) {
 const ReloaderOps netns_set_reloader_ops = {.run = run_policy, .unchanged = policy_unchanged};
 
 void netns_set_observer_gone(NetnsSet *s, EvidenceSockets *k, const char *why) {
-        s->cfg.engine.observer = NULL;
-        s->cfg.engine.observer_why = why;
-        s->cfg.engine.packet_sockets = k;
+        engine_config_without_observer(&s->cfg.engine, k, why);
 }
 
 void netns_set_start(NetnsSet *s) {

@@ -403,15 +403,14 @@ bool auto_apply_passed(Engine *e, Device *d) {
                         continue;
                 AutoSearch *s = auto_device_search(a, i), before = *s;
                 uint64_t count = above[i];
+                const char *trip = NULL; /* the counter a step trips, and its rise */
+                uint64_t rise = 0;
                 if (s->phase == AUTO_TRYING && by_peer && !(i & 1u)) {
                         /* the peer's receipt is the proof: sent near the size and not received
                          * there (dropped on the way, or by the peer) trips the step */
                         if (above[i] >= AUTO_PROOF_MIN && delivered[i / 2] < AUTO_PROOF_MIN) {
-                                auto_search_tripped(s, auto_device_bounds(a, i), AUTO_UNDELIVERED_COUNTER,
-                                                    above[i] - delivered[i / 2], realtime(e));
-                                emit_change(e, d, i, &before, 0);
-                                changed = changed || auto_search_target(s) != auto_search_target(&before);
-                                continue;
+                                trip = AUTO_UNDELIVERED_COUNTER;
+                                rise = above[i] - delivered[i / 2];
                         }
                         count = delivered[i / 2] < above[i] ? delivered[i / 2] : above[i];
                 }
@@ -425,17 +424,18 @@ bool auto_apply_passed(Engine *e, Device *d) {
                                                 "after on this host",
                                              size_name(i), (unsigned long long) above[i], (unsigned long long) dropped);
                         if (above[i] >= AUTO_PROOF_MIN && kept < AUTO_PROOF_MIN) {
-                                auto_search_tripped(s, auto_device_bounds(a, i), AUTO_DROPPED_COUNTER, dropped,
-                                                    realtime(e));
-                                emit_change(e, d, i, &before, 0);
-                                changed = changed || auto_search_target(s) != auto_search_target(&before);
-                                continue;
+                                trip = AUTO_DROPPED_COUNTER;
+                                rise = dropped;
                         }
                         count = kept;
                 }
-                if (s->phase == AUTO_TRYING && retrans > 0 && !(i & 1u)) {
+                if (!trip && s->phase == AUTO_TRYING && retrans > 0 && !(i & 1u)) {
                         /* its own sends were lost: the step's answer (GSO; a GRO step is the peer's) */
-                        auto_search_tripped(s, auto_device_bounds(a, i), AUTO_RETRANS_COUNTER, retrans, realtime(e));
+                        trip = AUTO_RETRANS_COUNTER;
+                        rise = retrans;
+                }
+                if (trip) {
+                        auto_search_tripped(s, auto_device_bounds(a, i), trip, rise, realtime(e));
                         emit_change(e, d, i, &before, 0);
                         changed = changed || auto_search_target(s) != auto_search_target(&before);
                         continue;

@@ -420,7 +420,16 @@ def test_ipv4_not_big_on_the_path_names_ipv4(netns, daemon, confdir, iface):
         # 3 Gbit/s an ASan daemon beside CI's package build missed 177)
         runs.append(iperf(b, (a, '10.13.0.1'), '-b', '1500M', seconds=2)['end']['sum_received']['bits_per_second'] / 1e9)
         runs.append(iperf(b, (a, 'fd13::1'), '-b', '1G', seconds=2)['end']['sum_received']['bits_per_second'] / 1e9)
-    dev = watch_during(d, 'e0', 6, traffic)
+    # A window whose ring overflowed (`missed`, said by the daemon: the loop away for a few hundred
+    # ms, 177 and 667 of ~1900 in two CI runs of eight, the package building beside) judges no
+    # family not in effect, rightly; the verdict asked for needs one that missed nothing: up to
+    # three windows.
+    for attempt in range(3):
+        runs.clear()
+        dev = watch_during(d, 'e0', 6, traffic)
+        if dev['big_packets']['missed'] == 0:
+            break
+        print(f'window {attempt + 1}: {dev["big_packets"]["missed"]} packets missed by the ring; again')
     varlink_idl.check_reply(iface, 'ListDevices', {'devices': [dev]})
     bp = dev['big_packets']
     assert bp['ipv4'] == 0 and bp['full_ipv4'] > 0, (bp, 'Gbit/s', runs)

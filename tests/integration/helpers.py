@@ -39,8 +39,10 @@ def T(seconds):
     return seconds * SCALE
 
 
-def run(*cmd, check=True, input=None):
-    r = subprocess.run([str(c) for c in cmd], input=input, capture_output=True, text=True)
+def run(*cmd, check=True, input=None, env=None):
+    """`cmd`, its output captured; `env`: variables added to this process's environment."""
+    r = subprocess.run([str(c) for c in cmd], input=input, capture_output=True, text=True,
+                       env={**os.environ, **env} if env else None)
     if check and r.returncode != 0:
         raise AssertionError(f'{shlex.join(map(str, cmd))} exited {r.returncode}: {r.stderr.strip()}')
     return r

@@ -30,8 +30,8 @@ static void resolve_bounds(const Device *d, const Policy *p, const SizeSpec *spe
 static uint32_t proven_before(const Device *d, unsigned i) {
         uint32_t best = 0;
 
-        for (size_t k = 0; k < d->record.proven.n; k++) {
-                uint32_t v = sizes_get(&d->record.proven.items[k], i);
+        for (unsigned k = 0; k < device_proven_n(d); k++) {
+                uint32_t v = sizes_get(device_proven_at(d, k), i);
                 if (v > best)
                         best = v;
         }

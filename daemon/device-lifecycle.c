@@ -101,7 +101,7 @@ static void record_originals(Device *d) {
         d->record.original = d->current;
         d->record.written = 0;
         d->record.has_last_good = false;
-        d->record.proven.n = 0;
+        device_proven_clear(d);
 }
 
 static void refused(Engine *e, Device *d, int error, const char *extack, bool unrecorded);
@@ -165,7 +165,7 @@ static void drop_originals(Engine *e, Device *d) {
         d->record.original_unsaved = false;
         d->record.written = 0;
         d->record.has_last_good = false;
-        d->record.proven.n = 0;
+        device_proven_clear(d);
         d->life.held = false;
         d->life.owned = 0;
         state_store_mark(e->state, d); /* a "forget" line */
@@ -216,7 +216,7 @@ static void clear_error(Device *d) {
  * rollback goes). */
 static bool current_is_good(const Engine *e, const Device *d) {
         return !d->probation || sizes_equal(&d->current, &d->record.original, e->ipv4_supported) ||
-               proven_sizes_contain(&d->record.proven, &d->current, e->ipv4_supported);
+               device_proven_contain(d, &d->current, e->ipv4_supported);
 }
 
 /* The rollback target moves to the sizes d has now, if those are good (undo() puts it back). */
@@ -258,7 +258,7 @@ static void undo(Engine *e, Device *d, bool unrecorded) {
                 d->record.original_unsaved = false;
                 d->record.has_original = false;
                 d->record.has_last_good = false;
-                d->record.proven.n = 0;
+                device_proven_clear(d);
                 d->record.written = 0;
                 state_store_mark(e->state, d); /* nothing of it on disk: a "forget" line */
         }
@@ -558,7 +558,7 @@ bool lifecycle_state_recovered(Engine *e, Device *d) {
 }
 
 void lifecycle_passed(Engine *e, Device *d) {
-        proven_sizes_add(&d->record.proven, &d->current, e->ipv4_supported);
+        device_proven_add(d, &d->current, e->ipv4_supported);
         probation_end(e->probation, d);
         (void) rollout_leave(d);
         /* a window that went on after a write was refused: proven, and still not where its
@@ -685,7 +685,7 @@ void lifecycle_adopt(Engine *e, Device *d, const Sizes *original, unsigned writt
         d->record.has_last_good = last_good;
         if (last_good)
                 d->record.last_good = *last_good;
-        d->record.proven = *proven;
+        device_proven_set(d, proven);
         state_store_mark(e->state, d);
 }
 
@@ -697,7 +697,7 @@ void lifecycle_resume(Engine *e, Device *d, StateEntry *entry) {
         d->record.written = entry->written;
         d->record.has_last_good = entry->has_last_good;
         d->record.last_good = entry->last_good;
-        d->record.proven = entry->proven;
+        device_proven_set(d, &entry->proven);
         DeviceHistory *h = entry->last_rollback || entry->held ? device_history(d) : d->history;
         if (h) {
                 rollback_record_free(h->last_rollback);

@@ -138,6 +138,7 @@ void device_free(Device *d) {
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
         free(d->autosize);
+        free(d->record.proven_older);
         pool_free(&device_pool, d);
 }
 
@@ -440,4 +441,50 @@ void proven_sizes_add(ProvenSizes *p, const Sizes *s, bool ipv4) {
         /* the most recent last */
         memmove(&p->items[i], &p->items[i + 1], (p->n - 1 - i) * sizeof(Sizes));
         p->items[p->n - 1] = *s;
+}
+
+bool device_proven_contain(const Device *d, const Sizes *s, bool ipv4) {
+        for (unsigned i = 0; i < device_proven_n(d); i++)
+                if (sizes_equal(device_proven_at(d, i), s, ipv4))
+                        return true;
+        return false;
+}
+
+void device_proven_get(const Device *d, ProvenSizes *ret) {
+        *ret = (ProvenSizes){.n = device_proven_n(d)};
+        for (unsigned i = 0; i < ret->n; i++)
+                ret->items[i] = *device_proven_at(d, i);
+}
+
+void device_proven_set(Device *d, const ProvenSizes *p) {
+        unsigned n = p->n < PROVEN_SIZES_MAX ? p->n : PROVEN_SIZES_MAX;
+
+        if (n >= 2 && !d->record.proven_older)
+                d->record.proven_older = calloc(PROVEN_SIZES_MAX - 1, sizeof(Sizes));
+        if (n >= 2 && !d->record.proven_older) {
+                /* no memory for the older ones: the most recent alone */
+                d->record.proven_last = p->items[n - 1];
+                d->record.n_proven = 1;
+                return;
+        }
+        if (n < 2)
+                d->record.proven_older = mfree(d->record.proven_older);
+        else
+                memcpy(d->record.proven_older, p->items, (n - 1) * sizeof(Sizes));
+        if (n > 0)
+                d->record.proven_last = p->items[n - 1];
+        d->record.n_proven = n;
+}
+
+void device_proven_add(Device *d, const Sizes *s, bool ipv4) {
+        ProvenSizes p;
+
+        device_proven_get(d, &p);
+        proven_sizes_add(&p, s, ipv4);
+        device_proven_set(d, &p);
+}
+
+void device_proven_clear(Device *d) {
+        d->record.proven_older = mfree(d->record.proven_older);
+        d->record.n_proven = 0;
 }

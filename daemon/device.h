@@ -215,12 +215,16 @@ typedef struct DeviceRecord {
         Sizes last_good; /* before bigtcpd's most recent change: where a rollback goes */
         /* sizes that passed a window since the originals were recorded: still good when the
          * device has them again (a try reverted and tried again, a rollback retried), though
-         * their new window has not ended */
-        ProvenSizes proven;
+         * their new window has not ended. A ProvenSizes, cut for the common case: nearly every
+         * device has none or one, so the most recent is kept here and only the older ones (up to
+         * PROVEN_SIZES_MAX - 1) are allocated. Read and written through device_proven_*(). */
+        Sizes proven_last;    /* n_proven >= 1 */
+        Sizes *proven_older;  /* n_proven >= 2: the n_proven - 1 before proven_last, the oldest first */
         unsigned written; /* SizeMask: the sizes bigtcpd owns on the device now */
         bool has_original;
         bool original_unsaved; /* not on disk yet: the device must not be written before */
         bool has_last_good;
+        uint8_t n_proven;
 } DeviceRecord;
 
 /* Two Ethernet addresses fit in the device itself; longer ones (InfiniBand: 20 bytes) are
@@ -393,6 +397,22 @@ static inline const char *device_identity_mac(const Device *d, char buf[static D
 
 /* Apply a parsed link message to the device; `now` stamps `current`. */
 int device_update(Device *d, const struct LinkMessage *m, uint64_t now, unsigned *ret_changes);
+
+/* The sizes that passed on d (DeviceRecord.proven_*), as a ProvenSizes would hold them: the oldest
+ * first. */
+static inline unsigned device_proven_n(const Device *d) {
+        return d->record.n_proven;
+}
+static inline const Sizes *device_proven_at(const Device *d, unsigned i) {
+        return i + 1 < d->record.n_proven ? &d->record.proven_older[i] : &d->record.proven_last;
+}
+bool device_proven_contain(const Device *d, const Sizes *s, bool ipv4);
+void device_proven_get(const Device *d, ProvenSizes *ret);
+/* These change the record: device-lifecycle.c alone calls them. Without memory for the older
+ * ones, only the most recent is kept (fewer proven sizes: a window more, never a wrong one). */
+void device_proven_set(Device *d, const ProvenSizes *p);
+void device_proven_add(Device *d, const Sizes *s, bool ipv4);
+void device_proven_clear(Device *d);
 
 /* Route bookkeeping. */
 int device_route_add(Device *d, const RouteEntry *r);

@@ -570,8 +570,8 @@ static void on_leaving(void *userdata, Engine *from, Device *d, int nsid, int ne
         device_identity_mac(d, mac);
         m = (Moving){.new_ifindex = new_ifindex, .original = d->record.original, .written = d->record.written,
                      .last_good = d->record.last_good, .has_last_good = d->record.has_last_good,
-                     .proven = d->record.proven,
                      .deadline_usec = clock_now(s->cfg.clock, CLOCK_MONOTONIC) + MOVE_WAIT_USEC};
+        device_proven_get(d, &m.proven);
         snprintf(m.mac, sizeof(m.mac), "%s", mac);
         m.from = strdup(engine_netns_name(from));
         m.ifname = strdup(d->ifname);

@@ -242,10 +242,10 @@ static void out_device(Out *o, const Device *d) {
         out_printf(o, ",\"state\":\"%s\"", device_state_to_string(d->life.state));
         if (d->record.has_last_good)
                 out_sizes(o, "last_good", &d->record.last_good);
-        if (d->record.proven.n > 0) {
+        if (device_proven_n(d) > 0) {
                 out_printf(o, ",\"proven\":[");
-                for (unsigned i = 0; i < d->record.proven.n; i++) {
-                        const Sizes *p = &d->record.proven.items[i];
+                for (unsigned i = 0; i < device_proven_n(d); i++) {
+                        const Sizes *p = device_proven_at(d, i);
                         out_printf(o, "%s{\"gso_max_size\":%u,\"gro_max_size\":%u,\"gso_ipv4_max_size\":%u,\"gro_ipv4_max_size\":%u}",
                                    i ? "," : "", p->gso_max_size, p->gro_max_size, p->gso_ipv4_max_size,
                                    p->gro_ipv4_max_size);

@@ -261,6 +261,55 @@ static void test_routes(void **state) {
         device_table_done(&t);
 }
 
+/* The sizes that passed on a device: the last PROVEN_SIZES_MAX distinct ones, the oldest first,
+ * one passing again moved to the end; the most recent in the device, the older ones beside it. */
+static void test_proven(void **state) {
+        DeviceTable t;
+        Device *d;
+        ProvenSizes p;
+
+        assert_int_equal(device_table_init(&t), 0);
+        assert_int_equal(device_add(&t, 1, &d), 0);
+        assert_int_equal(device_proven_n(d), 0);
+        assert_false(device_proven_contain(d, &(Sizes){1, 1, 1, 1}, true));
+
+        for (uint32_t v = 1; v <= PROVEN_SIZES_MAX + 1; v++)
+                device_proven_add(d, &(Sizes){v, v, v, v}, true);
+        assert_int_equal(device_proven_n(d), PROVEN_SIZES_MAX);
+        assert_false(device_proven_contain(d, &(Sizes){1, 1, 1, 1}, true)); /* the oldest went */
+        for (unsigned i = 0; i < PROVEN_SIZES_MAX; i++)
+                assert_int_equal(device_proven_at(d, i)->gso_max_size, i + 2);
+
+        /* one there already goes to the end (its IPv4 sizes not compared without IPv4: taken) */
+        device_proven_add(d, &(Sizes){3, 3, 9, 9}, false);
+        device_proven_get(d, &p);
+        assert_int_equal(p.n, PROVEN_SIZES_MAX);
+        assert_int_equal(p.items[0].gso_max_size, 2);
+        assert_int_equal(p.items[1].gso_max_size, 4);
+        assert_int_equal(p.items[PROVEN_SIZES_MAX - 1].gso_max_size, 3);
+        assert_int_equal(p.items[PROVEN_SIZES_MAX - 1].gso_ipv4_max_size, 9);
+        assert_true(device_proven_contain(d, &(Sizes){3, 3, 9, 9}, true));
+        assert_false(device_proven_contain(d, &(Sizes){3, 3, 3, 3}, true));
+        assert_true(device_proven_contain(d, &(Sizes){3, 3, 3, 3}, false));
+
+        /* set and get round-trip; one alone needs nothing beside the device */
+        device_proven_set(d, &(ProvenSizes){.items = {{7, 7, 7, 7}}, .n = 1});
+        assert_int_equal(device_proven_n(d), 1);
+        assert_null(d->record.proven_older);
+        assert_int_equal(device_proven_at(d, 0)->gso_max_size, 7);
+        device_proven_set(d, &p);
+        ProvenSizes q;
+        device_proven_get(d, &q);
+        assert_memory_equal(&p, &q, sizeof(p));
+
+        device_proven_clear(d);
+        assert_int_equal(device_proven_n(d), 0);
+        assert_null(d->record.proven_older);
+        device_proven_add(d, &(Sizes){5, 5, 5, 5}, true);
+        device_proven_add(d, &(Sizes){6, 6, 6, 6}, true);
+        device_table_done(&t); /* with the older ones: freed with it */
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_table_grows),
@@ -268,6 +317,7 @@ int main(void) {
                 cmocka_unit_test(test_kind_shared),
                 cmocka_unit_test(test_pool),
                 cmocka_unit_test(test_routes),
+                cmocka_unit_test(test_proven),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

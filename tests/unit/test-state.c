@@ -197,7 +197,9 @@ static void test_snapshot_roundtrip(void **state) {
         d->life.state = DEVICE_ROLLED_BACK;
         assert_int_equal(device_add(&t, 43, &d), 0); /* never written: not in the file */
         /* a name is the kernel's bytes: quotes, backslashes and control characters are escaped */
-        written(&t, 44, "a\"b\\c\001d\x7f", (Sizes){1, 2, 3, 4}, SIZE_BITS_ALL);
+        d = written(&t, 44, "a\"b\\c\001d\x7f", (Sizes){1, 2, 3, 4}, SIZE_BITS_ALL);
+        /* the sizes that passed, the oldest first: one in the device, the others beside it */
+        device_proven_set(d, &(ProvenSizes){.items = {{10, 11, 12, 13}, {20, 21, 22, 23}, {30, 31, 32, 33}}, .n = 3});
         assert_int_equal(state_write_snapshot(dir.path, &t, 1), 0);
 
         load(&dir, &t, &e, &n, 0);
@@ -223,6 +225,12 @@ static void test_snapshot_roundtrip(void **state) {
         assert_int_equal(e[0].state, DEVICE_ROLLED_BACK);
         assert_true(e[0].held);
         assert_int_equal(e[0].held_desired.gso_max_size, 185000);
+        assert_int_equal(e[0].proven.n, 0);
+        assert_int_equal(e[1].proven.n, 3);
+        for (unsigned i = 0; i < 3; i++) {
+                Sizes want = {10 * (i + 1), 10 * (i + 1) + 1, 10 * (i + 1) + 2, 10 * (i + 1) + 3};
+                assert_memory_equal(&e[1].proven.items[i], &want, sizeof(Sizes));
+        }
         state_entries_free(e, n);
         device_table_done(&t);
 

@@ -81,7 +81,8 @@ static void note_match(Engine *e, Device *d, const Policy *p) {
                 d->match.policy_name = NULL;
         }
         /* a place in another policy's rollout is not one in this one's */
-        if (d->rollout.of && !streq_ptr(d->rollout.of->policy, name))
+        const Rollout *ro = device_rollout_get(d)->of;
+        if (ro && !streq_ptr(ro->policy, name))
                 (void) rollout_leave(d);
 }
 
@@ -115,10 +116,10 @@ static void halt_rollout(Engine *e, Device *d) {
         rollout_halt(r, d);
         /* from the last: each goes to the head of the line, so they keep their order there */
         for (x = TAILQ_LAST(&r->active_list, RolloutDevices); x; x = next) {
-                next = TAILQ_PREV(x, RolloutDevices, rollout.link);
+                next = TAILQ_PREV(x, RolloutDevices, rollout->link);
                 if (x->write.phase != WRITE_QUEUED)
                         continue;
-                rollout_wait_first(r, x);
+                (void) rollout_wait_first(r, x); /* it holds a slot: its place is there already */
                 lifecycle_wait(e, x, &x->life.desired, x->life.owned);
         }
         log_fields_full_errno(LOG_WARNING, 0,
@@ -421,9 +422,14 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
         Rollout *r = cause == WRITE_CAUSE_PUT_BACK ? NULL : rollout_find(&e->rollouts, p->name);
         if (r) {
                 RolloutVerdict v = rollout_check(r, d);
-                bool was_waiting = d->rollout.phase == ROLLOUT_WAITING;
+                bool was_waiting = device_rollout_get(d)->phase == ROLLOUT_WAITING;
                 if (v == ROLLOUT_HALTED || (v == ROLLOUT_NO_SLOT && cause != WRITE_CAUSE_NEW_DEVICE)) {
-                        rollout_wait(r, d);
+                        if (rollout_wait(r, d) < 0) {
+                                /* out of line, it would never be woken: left as it is, as for
+                                 * a reconcile that could not run */
+                                log_dev_error(d, "out of memory: cannot wait for a rollout slot of policy \"%s\"", p->name);
+                                return;
+                        }
                         if (!was_waiting && v == ROLLOUT_HALTED)
                                 log_dev_info(d, "waiting: the rollout of policy \"%s\" is halted", p->name);
                         else if (!was_waiting)
@@ -433,8 +439,11 @@ void apply_reconcile(Engine *e, Device *d, ReconcileReason reason) {
                         return;
                 }
                 /* a new device skips the bound: it does not take a slot either */
-                if (v == ROLLOUT_GO && cause != WRITE_CAUSE_NEW_DEVICE)
-                        rollout_take_slot(r, d);
+                if (v == ROLLOUT_GO && cause != WRITE_CAUSE_NEW_DEVICE && rollout_take_slot(r, d) < 0) {
+                        /* written without a slot, the rollout's bound would not hold */
+                        log_dev_error(d, "out of memory: cannot take a rollout slot of policy \"%s\"", p->name);
+                        return;
+                }
         }
         lifecycle_queue_write(e, d, cause, &want.sizes, want.owned);
 }

@@ -68,9 +68,9 @@ PendingReason lifecycle_pending_reason(const Device *d) {
                 return PENDING_QUEUED;
         if (d->write.phase == WRITE_SENT)
                 return PENDING_IN_FLIGHT;
-        if (d->rollout.phase == ROLLOUT_WAITING)
-                return d->rollout.of && rollout_is_halted(d->rollout.of) ? PENDING_ROLLOUT_HALTED
-                                                                         : PENDING_ROLLOUT_SLOT;
+        const DeviceRollout *ro = device_rollout_get(d);
+        if (ro->phase == ROLLOUT_WAITING)
+                return ro->of && rollout_is_halted(ro->of) ? PENDING_ROLLOUT_HALTED : PENDING_ROLLOUT_SLOT;
         if (device_history_get(d)->corrections.throttled)
                 return PENDING_THROTTLED;
         return PENDING_QUEUED;
@@ -148,7 +148,8 @@ void lifecycle_at_policy(Engine *e, Device *d, const Sizes *want, unsigned owned
         d->life.owned = owned;
         if (d->history)
                 d->history->corrections.throttled = false;
-        if (d->rollout.phase == ROLLOUT_WAITING || (!d->probation && d->rollout.phase == ROLLOUT_ACTIVE))
+        RolloutPhase phase = device_rollout_get(d)->phase;
+        if (phase == ROLLOUT_WAITING || (!d->probation && phase == ROLLOUT_ACTIVE))
                 (void) rollout_leave(d); /* nothing to stage any more */
         enter(e, d, d->probation ? DEVICE_PROBATION : DEVICE_APPLIED);
 }
@@ -483,7 +484,7 @@ static void done(Engine *e, Device *d) {
                 if (d->life.held || d->write.on->txn.orphaned)
                         return; /* rolled back, or out of its policy, while in flight: what follows */
                 if (!d->probation) {
-                        if (d->rollout.phase == ROLLOUT_ACTIVE)
+                        if (device_rollout_get(d)->phase == ROLLOUT_ACTIVE)
                                 (void) rollout_leave(d); /* no window to wait for */
                         enter(e, d, DEVICE_APPLIED);
                         return;

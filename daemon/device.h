@@ -316,12 +316,8 @@ struct Device {
         /* ---- auto-apply.c: the searches of `auto` (NULL: none of its sizes is `auto`), freed with it ---- */
         struct AutoDevice *autosize;
 
-        /* ---- rollout.c ---- */
-        struct {
-                struct Rollout *of;
-                TAILQ_ENTRY(Device) link; /* the rollout's waiting list */
-                RolloutPhase phase;
-        } rollout;
+        /* ---- rollout.c: NULL unless in a staged rollout (device_rollout_get()) ---- */
+        struct DeviceRollout *rollout;
 
         Device *hash_next;
 };
@@ -367,6 +363,21 @@ typedef enum LinkChange {
         LINK_CHANGE_MASTER = 1 << 4,
         LINK_CHANGE_DOWN = 1 << 5, /* IFF_UP cleared: IPv4 drops its routes silently */
 } LinkChange;
+
+/* Where a device is in its policy's staged rollout: only the devices of a policy with max-parallel
+ * are ever in one, so it is not part of every device. rollout.c makes it when the device takes a
+ * slot or a place in line and frees it when it leaves; read it with device_rollout_get(). */
+typedef struct DeviceRollout {
+        struct Rollout *of;
+        TAILQ_ENTRY(Device) link; /* the rollout's active or waiting list */
+        RolloutPhase phase;
+} DeviceRollout;
+
+/* … for reading: never NULL (ROLLOUT_NONE, of NULL, when in none). */
+static inline const DeviceRollout *device_rollout_get(const Device *d) {
+        static const DeviceRollout none;
+        return d->rollout ?: &none;
+}
 
 /* A device's history, made when first needed; NULL when there is no memory for it. */
 DeviceHistory *device_history(Device *d);

@@ -15,8 +15,7 @@ const char *rollout_verdict_to_string(RolloutVerdict v) {
 }
 
 static void detach(Device *d) {
-        d->rollout.phase = ROLLOUT_NONE;
-        d->rollout.of = NULL;
+        d->rollout = mfree(d->rollout);
 }
 
 static void rollout_free(Rollout *r) {
@@ -25,11 +24,11 @@ static void rollout_free(Rollout *r) {
         if (!r)
                 return;
         while ((d = TAILQ_FIRST(&r->waiting_list))) {
-                TAILQ_REMOVE(&r->waiting_list, d, rollout.link);
+                TAILQ_REMOVE(&r->waiting_list, d, rollout->link);
                 detach(d);
         }
         while ((d = TAILQ_FIRST(&r->active_list))) {
-                TAILQ_REMOVE(&r->active_list, d, rollout.link);
+                TAILQ_REMOVE(&r->active_list, d, rollout->link);
                 detach(d);
         }
         free(r->policy);
@@ -117,61 +116,76 @@ int rollout_table_update(RolloutTable *t, const PolicySet *set) {
 RolloutVerdict rollout_check(const Rollout *r, const Device *d) {
         if (r->halted)
                 return ROLLOUT_HALTED;
-        if (d->rollout.of == r && d->rollout.phase == ROLLOUT_ACTIVE)
+        if (device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_ACTIVE)
                 return ROLLOUT_GO;
         return r->active < r->max_parallel ? ROLLOUT_GO : ROLLOUT_NO_SLOT;
 }
 
-void rollout_take_slot(Rollout *r, Device *d) {
-        if (d->rollout.of == r && d->rollout.phase == ROLLOUT_ACTIVE)
-                return;
-        (void) rollout_leave(d);
-        d->rollout.of = r;
-        d->rollout.phase = ROLLOUT_ACTIVE;
-        TAILQ_INSERT_TAIL(&r->active_list, d, rollout.link);
-        r->active++;
-}
+/* Takes d out of its rollout's lists, keeping its record (NULL: in none). */
+static DeviceRollout *unlink_device(Device *d) {
+        DeviceRollout *x = d->rollout;
 
-void rollout_wait(Rollout *r, Device *d) {
-        if (d->rollout.of == r && d->rollout.phase == ROLLOUT_WAITING)
-                return;
-        (void) rollout_leave(d);
-        d->rollout.of = r;
-        d->rollout.phase = ROLLOUT_WAITING;
-        TAILQ_INSERT_TAIL(&r->waiting_list, d, rollout.link);
-        r->waiting++;
-}
-
-void rollout_wait_first(Rollout *r, Device *d) {
-        (void) rollout_leave(d);
-        d->rollout.of = r;
-        d->rollout.phase = ROLLOUT_WAITING;
-        TAILQ_INSERT_HEAD(&r->waiting_list, d, rollout.link);
-        r->waiting++;
-}
-
-bool rollout_leave(Device *d) {
-        Rollout *r = d->rollout.of;
-        bool freed = false;
-
-        if (!r)
-                return false;
-        switch (d->rollout.phase) {
+        if (!x)
+                return NULL;
+        switch (x->phase) {
         case ROLLOUT_ACTIVE:
-                TAILQ_REMOVE(&r->active_list, d, rollout.link);
-                r->active--;
-                freed = true;
+                TAILQ_REMOVE(&x->of->active_list, d, rollout->link);
+                x->of->active--;
                 break;
         case ROLLOUT_WAITING:
-                TAILQ_REMOVE(&r->waiting_list, d, rollout.link);
-                r->waiting--;
+                TAILQ_REMOVE(&x->of->waiting_list, d, rollout->link);
+                x->of->waiting--;
                 break;
         case ROLLOUT_NONE:
         case _ROLLOUT_PHASE_MAX:
         case _ROLLOUT_PHASE_INVALID:
                 break;
         }
-        detach(d);
+        d->rollout = NULL;
+        return x;
+}
+
+/* d in r, `phase`, at the head or the tail of its list; its record is made when it had none. */
+static int attach(Rollout *r, Device *d, RolloutPhase phase, bool head) {
+        DeviceRollout *x = unlink_device(d) ?: calloc(1, sizeof(DeviceRollout));
+
+        if (!x)
+                return -ENOMEM;
+        *x = (DeviceRollout){.of = r, .phase = phase};
+        d->rollout = x;
+        struct RolloutDevices *list = phase == ROLLOUT_ACTIVE ? &r->active_list : &r->waiting_list;
+        if (head)
+                TAILQ_INSERT_HEAD(list, d, rollout->link);
+        else
+                TAILQ_INSERT_TAIL(list, d, rollout->link);
+        if (phase == ROLLOUT_ACTIVE)
+                r->active++;
+        else
+                r->waiting++;
+        return 0;
+}
+
+int rollout_take_slot(Rollout *r, Device *d) {
+        if (device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_ACTIVE)
+                return 0;
+        return attach(r, d, ROLLOUT_ACTIVE, false);
+}
+
+int rollout_wait(Rollout *r, Device *d) {
+        if (device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_WAITING)
+                return 0;
+        return attach(r, d, ROLLOUT_WAITING, false);
+}
+
+int rollout_wait_first(Rollout *r, Device *d) {
+        return attach(r, d, ROLLOUT_WAITING, true);
+}
+
+bool rollout_leave(Device *d) {
+        DeviceRollout *x = unlink_device(d);
+        bool freed = x && x->phase == ROLLOUT_ACTIVE;
+
+        free(x);
         return freed;
 }
 

@@ -52,13 +52,15 @@ static inline bool rollout_is_halted(const Rollout *r) {
         return r->halted;
 }
 
-/* d takes a slot of r (leaving r's waiting list if it was on it). */
-void rollout_take_slot(Rollout *r, Device *d);
-/* d waits for a slot of r (at the end of the list; where it is if it waits already). */
-void rollout_wait(Rollout *r, Device *d);
+/* d takes a slot of r (leaving r's waiting list if it was on it). -ENOMEM: no memory for its
+ * place (Device.rollout), and d is in no rollout. */
+int rollout_take_slot(Rollout *r, Device *d);
+/* d waits for a slot of r (at the end of the list; where it is if it waits already). -ENOMEM as
+ * rollout_take_slot(). */
+int rollout_wait(Rollout *r, Device *d);
 /* d gives its slot back and goes to the head of the line: a write stopped by a halt keeps its
- * turn. */
-void rollout_wait_first(Rollout *r, Device *d);
+ * turn. -ENOMEM as rollout_take_slot(), never for a device that is in a rollout already. */
+int rollout_wait_first(Rollout *r, Device *d);
 /* d gives up its slot or its place in the line. Returns true when a slot was freed. */
 bool rollout_leave(Device *d);
 /* The first waiting device, when a slot is free and r is not halted. */

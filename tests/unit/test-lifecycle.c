@@ -349,7 +349,7 @@ static void test_path(void **state) {
         if (h_dev(h, ifindex)->life.state == DEVICE_UNMANAGED || h_dev(h, ifindex)->life.state == DEVICE_UNSUPPORTED) {
                 /* nothing in progress is left on a device bigtcpd does not manage */
                 assert_null(h_dev(h, ifindex)->probation);
-                assert_int_equal(h_dev(h, ifindex)->rollout.phase, ROLLOUT_NONE);
+                assert_int_equal(device_rollout_get(h_dev(h, ifindex))->phase, ROLLOUT_NONE);
                 assert_int_equal(h_dev(h, ifindex)->write.phase, WRITE_IDLE);
         }
         h_free(h);
@@ -541,7 +541,7 @@ static void test_leave_match_in_probation(void **state) {
         Rollout *r = rollout_find(&h->e->rollouts, "fabric");
         assert_non_null(r);
         assert_state(d->life.state, DEVICE_PROBATION);
-        assert_int_equal(d->rollout.phase, ROLLOUT_ACTIVE);
+        assert_int_equal(device_rollout_get(d)->phase, ROLLOUT_ACTIVE);
         assert_state(other->life.state, DEVICE_PENDING);
         assert_string_equal(h_pending_reason(h, 3), "rollout-slot");
         h_run(h, 3 * USEC_PER_SEC, USEC_PER_SEC);
@@ -555,14 +555,14 @@ static void test_leave_match_in_probation(void **state) {
         /* at once: the window and the slot are gone, the originals are on their way */
         assert_state(d->life.state, DEVICE_PENDING);
         assert_null(d->probation);
-        assert_int_equal(d->rollout.phase, ROLLOUT_NONE);
-        assert_null(d->rollout.of);
+        assert_int_equal(device_rollout_get(d)->phase, ROLLOUT_NONE);
+        assert_null(device_rollout_get(d)->of);
         const Request *w = h_last_write(h, 2);
         assert_true(w >= &h->reqs[reqs]);
         assert_sizes_equal(w->sizes, H_LEGACY);
         /* … and the slot went to the one that waited */
         assert_int_equal(h_count_writes(h, 3, reqs), 1);
-        assert_int_equal(other->rollout.phase, ROLLOUT_ACTIVE);
+        assert_int_equal(device_rollout_get(other)->phase, ROLLOUT_ACTIVE);
         assert_int_equal(r->active, 1);
 
         h_answer_all(h);

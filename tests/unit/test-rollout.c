@@ -111,8 +111,8 @@ static void test_leave(void **state) {
         assert_null(rollout_next(r)); /* full */
 
         assert_true(rollout_leave(&a)); /* a slot freed */
-        assert_int_equal(a.rollout.phase, ROLLOUT_NONE);
-        assert_null(a.rollout.of);
+        assert_int_equal(device_rollout_get(&a)->phase, ROLLOUT_NONE);
+        assert_null(device_rollout_get(&a)->of);
         assert_ptr_equal(rollout_next(r), &b); /* in the order they asked */
         rollout_take_slot(r, &b);
         assert_int_equal(r->waiting, 1);
@@ -122,8 +122,8 @@ static void test_leave(void **state) {
         assert_int_equal(r->active, 1);
 
         rollout_table_done(&t);
-        assert_int_equal(b.rollout.phase, ROLLOUT_NONE); /* a rollout that goes detaches its devices */
-        assert_null(b.rollout.of);
+        assert_int_equal(device_rollout_get(&b)->phase, ROLLOUT_NONE); /* a rollout that goes detaches its devices */
+        assert_null(device_rollout_get(&b)->of);
         policy_set_free(set);
 }
 
@@ -173,9 +173,9 @@ static void test_update(void **state) {
                 assert_ptr_equal(now, r);
                 assert_int_equal(now->active, 2);
                 assert_int_equal(now->waiting, 1);
-                assert_ptr_equal(w.rollout.of, now);
-                assert_int_equal(w.rollout.phase, ROLLOUT_WAITING);
-                assert_int_equal(a.rollout.phase, ROLLOUT_ACTIVE);
+                assert_ptr_equal(device_rollout_get(&w)->of, now);
+                assert_int_equal(device_rollout_get(&w)->phase, ROLLOUT_WAITING);
+                assert_int_equal(device_rollout_get(&a)->phase, ROLLOUT_ACTIVE);
                 assert_int_equal(now->halted, c->halted);
                 if (c->halted) {
                         assert_string_equal(now->halted_by, "eth1");
@@ -190,8 +190,8 @@ static void test_update(void **state) {
                 /* its devices are detached: no dangling pointer into a freed rollout */
                 Device *all[] = {&a, &b, &w};
                 for (size_t i = 0; i < ELEMENTSOF(all); i++) {
-                        assert_null(all[i]->rollout.of);
-                        assert_int_equal(all[i]->rollout.phase, ROLLOUT_NONE);
+                        assert_null(device_rollout_get(all[i])->of);
+                        assert_int_equal(device_rollout_get(all[i])->phase, ROLLOUT_NONE);
                 }
                 /* a renamed policy starts its own */
                 Rollout *fresh = t.n > 0 ? t.items[0] : NULL;
@@ -383,7 +383,7 @@ static void test_hand_on(void **state) {
         }
         assert_int_equal(h_count_writes(h, next, reqs), 1);
         assert_sizes_equal(h_last_write(h, next)->sizes, BIG);
-        assert_int_equal(h_dev(h, next)->rollout.phase, ROLLOUT_ACTIVE);
+        assert_int_equal(device_rollout_get(h_dev(h, next))->phase, ROLLOUT_ACTIVE);
         assert_int_equal(r->active, 2);
         assert_int_equal(r->waiting, c->how == WINDOW_PASSES ? 2 : 3);
         assert_int_equal(count_writes_of(h, 185000, reqs, 0), c->how == WINDOW_PASSES ? 2 : 1);
@@ -446,7 +446,7 @@ static void test_new_device_skips(void **state) {
                 h_answer_all(h);
                 assert_state(h_state(h, 30), DEVICE_PROBATION);
                 assert_cause(h_find_event(h, EVENT_WRITE, 30, 0)->cause, WRITE_CAUSE_NEW_DEVICE);
-                assert_int_equal(h_dev(h, 30)->rollout.phase, ROLLOUT_NONE); /* it takes no one's slot */
+                assert_int_equal(device_rollout_get(h_dev(h, 30))->phase, ROLLOUT_NONE); /* it takes no one's slot */
         } else {
                 assert_state(h_state(h, 30), DEVICE_PENDING);
                 assert_string_equal(h_pending_reason(h, 30), "rollout-slot");
@@ -517,7 +517,7 @@ static void test_halt(void **state) {
                 if (h_dev(h, i)->write.phase == WRITE_QUEUED && i != leaver)
                         queued = i;
         assert_int_not_equal(queued, 0);
-        assert_int_equal(h_dev(h, queued)->rollout.phase, ROLLOUT_ACTIVE);
+        assert_int_equal(device_rollout_get(h_dev(h, queued))->phase, ROLLOUT_ACTIVE);
         assert_string_equal(h_pending_reason(h, queued), "queued");
 
         /* the rollback */

@@ -405,6 +405,8 @@ int device_route_add(Device *d, const RouteEntry *r) {
         for (size_t i = 0; i < d->n_routes; i++)
                 if (route_same(&d->routes[i], r))
                         return 0;
+        if (d->n_routes == UINT32_MAX)
+                return -ENOMEM;
         RouteEntry *n = reallocarray(d->routes, d->n_routes + 1, sizeof(RouteEntry));
         if (!n)
                 return -ENOMEM;

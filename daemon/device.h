@@ -233,22 +233,14 @@ typedef struct DeviceRecord {
 #define DEVICE_IFNAMSIZ 16 /* IFNAMSIZ, which device.c checks: <net/if.h> is not for every includer */
 
 struct Device {
-        /* ---- what the kernel said (sync.c, through device_update()) ---- */
+        /* ---- what the kernel said (sync.c, through device_update()) ----
+         * (the widest members first, so that the group ends on the bytes and `life` follows them
+         * without a hole) */
         const NetnsId *netns; /* NULL: the daemon's own namespace */
-        int ifindex;
-        unsigned flags;
-        int master;
-        /* the device it is linked to (a veth's peer: IFLA_LINK, 0 none) and that one's namespace
-         * as this device's namespace names it (IFLA_LINK_NETNSID, -1: the same namespace) */
-        int link;
-        int link_netnsid;
-        uint32_t tso_max_size; /* 0: the kernel does not report it (before 5.19): GSO stays legacy */
-        char ifname[DEVICE_IFNAMSIZ]; /* "" until the kernel names it */
         char **altnames;
         const char *kind; /* interned (intern.h); NULL: no IFLA_INFO_KIND */
         char *driver;     /* ethtool.c, looked up when a policy asks */
         RouteEntry *routes; /* routes whose output is this device (match.route) */
-        size_t n_routes;
         uint64_t current_usec;  /* CLOCK_MONOTONIC when `current` was last read from the kernel */
         uint64_t appeared_usec; /* announced by an event while bigtcpd watched: when; else 0 */
         Sizes current;
@@ -259,6 +251,16 @@ struct Device {
                 uint8_t inline_[DEVICE_ADDR_INLINE];
                 uint8_t *heap;
         } addr;
+        int ifindex;
+        unsigned flags;
+        int master;
+        /* the device it is linked to (a veth's peer: IFLA_LINK, 0 none) and that one's namespace
+         * as this device's namespace names it (IFLA_LINK_NETNSID, -1: the same namespace) */
+        int link;
+        int link_netnsid;
+        uint32_t tso_max_size; /* 0: the kernel does not report it (before 5.19): GSO stays legacy */
+        uint32_t n_routes;     /* (device_route_add() refuses more) */
+        char ifname[DEVICE_IFNAMSIZ]; /* "" until the kernel names it */
         uint8_t mac_len, perm_mac_len;
         bool driver_looked_up;
         bool has_sizes;       /* the kernel reported the sizes at least once */

@@ -198,13 +198,14 @@ void device_write_end(Device *d);
 
 /* A device's step of its lifecycle: device-lifecycle.c alone writes it (apply.c decides which step). */
 typedef struct DeviceLife {
-        DeviceState state;
-        unsigned owned; /* SizeMask: the sizes its policy names */
-        Sizes desired;  /* where bigtcpd takes it: the policy's sizes, the originals, a rollback */
+        /* its small members in the four bytes before `desired` (20 bytes in all, not 28) */
+        DeviceState state : 8;
+        uint8_t owned;  /* SizeMask: the sizes its policy names (SIZE_BITS_ALL fits a byte) */
         bool held;      /* rolled back, held against the policy's sizes of then (history->held_desired) */
         /* not written: its record could not be saved (tried again once the state file is written
          * again: lifecycle_state_recovered()) */
         bool unrecorded;
+        Sizes desired;  /* where bigtcpd takes it: the policy's sizes, the originals, a rollback */
 } DeviceLife;
 
 /* What bigtcpd must give back, and where a rollback goes: device-lifecycle.c alone writes them (the

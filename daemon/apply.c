@@ -69,13 +69,13 @@ bool apply_device_is_new(const Engine *e, const Device *d) {
 static void note_match(Engine *e, Device *d, const Policy *p) {
         const char *name = p ? p->name : NULL;
 
-        if (d->match.logged && streq_ptr(d->match.policy_name, name))
+        if (d->reconcile.match_logged && streq_ptr(d->match.policy_name, name))
                 return;
         if (p)
                 log_dev_info(d, "matched policy \"%s\"", p->name);
         else
-                log_dev_info(d, "matches no policy%s", d->match.logged ? " any more" : "");
-        d->match.logged = true;
+                log_dev_info(d, "matches no policy%s", d->reconcile.match_logged ? " any more" : "");
+        d->reconcile.match_logged = true;
         if (intern_set(&d->match.policy_name, name, NULL) < 0) {
                 intern_put(d->match.policy_name); /* no memory: no name, as for no policy */
                 d->match.policy_name = NULL;

@@ -277,7 +277,6 @@ struct Device {
         /* ---- apply.c: the policy it matched (its reconcile owed is further down) ---- */
         struct {
                 const char *policy_name; /* interned: the policy that matched at the last reconcile */
-                bool logged;             /* the match (or none) was said */
         } match;
         /* ---- writer.c (its enums in a byte each: the groups below fill no padding) ---- */
         struct {
@@ -300,6 +299,9 @@ struct Device {
         struct {
                 bool owed;
                 bool sizes_moved; /* … and its sizes changed meanwhile */
+                /* the match (or none) was said: here in a byte of the padding rather than beside
+                 * match.policy_name, where it took 8 */
+                bool match_logged;
         } reconcile;
 
         /* ---- sync.c ---- */

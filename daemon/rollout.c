@@ -116,7 +116,8 @@ int rollout_table_update(RolloutTable *t, const PolicySet *set) {
 RolloutVerdict rollout_check(const Rollout *r, const Device *d) {
         if (r->halted)
                 return ROLLOUT_HALTED;
-        if (device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_ACTIVE)
+        const DeviceRollout *x = device_rollout_get(d);
+        if (x->of == r && x->phase == ROLLOUT_ACTIVE)
                 return ROLLOUT_GO;
         return r->active < r->max_parallel ? ROLLOUT_GO : ROLLOUT_NO_SLOT;
 }
@@ -166,13 +167,13 @@ static int attach(Rollout *r, Device *d, RolloutPhase phase, bool head) {
 }
 
 int rollout_take_slot(Rollout *r, Device *d) {
-        if (device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_ACTIVE)
+        if (d->rollout && d->rollout->of == r && d->rollout->phase == ROLLOUT_ACTIVE)
                 return 0;
         return attach(r, d, ROLLOUT_ACTIVE, false);
 }
 
 int rollout_wait(Rollout *r, Device *d) {
-        if (device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_WAITING)
+        if (d->rollout && d->rollout->of == r && d->rollout->phase == ROLLOUT_WAITING)
                 return 0;
         return attach(r, d, ROLLOUT_WAITING, false);
 }

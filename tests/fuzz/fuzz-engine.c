@@ -360,7 +360,7 @@ static void check_device(const Engine *e, const Device *d) {
         FUZZ_ASSERT((d->life.state == DEVICE_PENDING) == (why >= 0));
         FUZZ_ASSERT(why < 0 || pending_reason_to_string(why));
         if (d->life.state == DEVICE_PENDING &&
-            !(d->write.phase != WRITE_IDLE || d->rollout.phase == ROLLOUT_WAITING || device_history_get(d)->corrections.throttled ||
+            !(d->write.phase != WRITE_IDLE || device_rollout_get(d)->phase == ROLLOUT_WAITING || device_history_get(d)->corrections.throttled ||
               (d->reconcile.owed && (!e->synced || !e->routes_complete)))) {
                 /* `pending` says bigtcpd is on its way; here nothing is going to move it */
                 fprintf(stderr,
@@ -377,8 +377,9 @@ static void check_device(const Engine *e, const Device *d) {
         FUZZ_ASSERT(!d->life.held || d->life.state == DEVICE_ROLLED_BACK || d->life.state == DEVICE_PENDING ||
                     d->life.state == DEVICE_FAILED);
         FUZZ_ASSERT(d->record.has_original || (d->record.written == 0 && !d->life.held && !d->record.has_last_good));
-        FUZZ_ASSERT((d->rollout.phase == ROLLOUT_NONE) == (d->rollout.of == NULL));
-        FUZZ_ASSERT(!d->rollout.of || rollout_known(e, d->rollout.of));
+        FUZZ_ASSERT((device_rollout_get(d)->phase == ROLLOUT_NONE) == (device_rollout_get(d)->of == NULL));
+        FUZZ_ASSERT(!device_rollout_get(d)->of || rollout_known(e, device_rollout_get(d)->of));
+        FUZZ_ASSERT(!d->rollout || d->rollout->of); /* a record only while in a rollout */
         /* a write's record exactly while the write is queued or in flight */
         FUZZ_ASSERT((d->write.phase == WRITE_IDLE) == (d->write.on == NULL));
         if (d->write.phase == WRITE_SENT) {
@@ -428,8 +429,8 @@ void fuzz_engine_check(const Engine *e, const FuzzKernel *k) {
                 const Rollout *r = e->rollouts.items[i];
                 unsigned active = 0, waiting = 0;
                 DEVICE_FOREACH(d, &e->devices, it) {
-                        active += d->rollout.of == r && d->rollout.phase == ROLLOUT_ACTIVE;
-                        waiting += d->rollout.of == r && d->rollout.phase == ROLLOUT_WAITING;
+                        active += device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_ACTIVE;
+                        waiting += device_rollout_get(d)->of == r && device_rollout_get(d)->phase == ROLLOUT_WAITING;
                 }
                 FUZZ_ASSERT(r->active == active && r->waiting == waiting);
                 FUZZ_ASSERT(r->active <= r->max_parallel);

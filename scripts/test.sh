@@ -8,7 +8,7 @@
 # own was left behind (in a /run/netns of the run's own), and prints one summary line.
 # BT_NETNS_PREFIX (default bt-) names the namespaces the tests make and the ones counted (and
 # deleted) as left behind: another prefix keeps two runs on one machine from counting each
-# other's. BT_TEST_JOBS (default 3): how many processes run the integration tests.
+# other's. BT_TEST_JOBS (default 4): how many processes run the integration tests.
 #
 #   scripts/test.sh           all of it (CI: .ci/run)
 #   scripts/test.sh --quick   the edit-test loop: the ASan build, the unit tests and the
@@ -188,10 +188,11 @@ fi
 [[ -n $unit_pid && ! -e $tmp/unit.rc ]] && raise_group "$unit_pid"
 
 # The rest in parallel, in BT_TEST_JOBS processes (pytest-xdist): a test waits on the kernel and
-# the daemon far more than it computes. Tests that share something expensive (a build, a booted
-# container) are one xdist_group and run in one process. --quick leaves out the tests marked
+# the daemon far more than it computes: with three, a tenth of the two cores' time was still idle
+# (three tests in a window at once), with four it is not. Tests that share something expensive (a
+# build, a booted container) are one xdist_group and run in one process. --quick leaves out the tests marked
 # `slow`. tests/integration/README.md lists the marks.
-jobs=${BT_TEST_JOBS:-3}
+jobs=${BT_TEST_JOBS:-4}
 echo "== integration tests in $jobs processes (build-asan/daemon/bigtcpd) [at ${SECONDS}s]"
 integration integration "not serial$only" -n "$jobs" --dist loadgroup
 

@@ -179,7 +179,7 @@ echo "== integration tests that measure time, one at a time [at ${SECONDS}s]"
 integration integration-serial "serial$only"
 
 # From here the package, if it is not there yet, runs at the tests' own priority: the tests of
-# test_systemd_boot.py and test_systemd_fleet.py wait for it, and beside three processes of
+# test_systemd_boot.py and test_systemd_fleet.py wait for it, and beside the processes of
 # tests idle time would not come (their container waited two minutes for it niced). side()
 # lowers itself again once the package is over.
 if [[ -n $side_pid && ! -e $tmp/package.rc ]]; then

@@ -162,7 +162,7 @@ integration() {
         shift 2
         env "${debs[@]}" \
                 BIGTCPD_BIN=$PWD/build-asan/daemon/bigtcpd \
-                ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+                ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_sigill=1 \
                 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
                 /usr/bin/python3 -m pytest -v --durations=25 -m "$markexpr" --junitxml="$tmp/$part.xml" "$@" \
                 tests/integration </dev/null

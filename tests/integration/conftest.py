@@ -22,6 +22,11 @@ from pause import Pause  # noqa: E402
 def pytest_configure(config):
     if os.geteuid() != 0:
         raise pytest.UsageError('the integration tests need root (network namespaces)')
+    # The ASan build's UBSan traps (scripts/build.sh): AddressSanitizer prints the trap's stack,
+    # file and line, only when told to; every process the tests start inherits it.
+    asan = os.environ.get('ASAN_OPTIONS', '')
+    if 'handle_sigill=' not in asan:
+        os.environ['ASAN_OPTIONS'] = ':'.join(filter(None, [asan, 'handle_sigill=1']))
 
 
 # The order of the tests, longest first: with pytest-xdist (scripts/test.sh) each process takes

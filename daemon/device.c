@@ -424,13 +424,6 @@ bool device_route_remove(Device *d, const RouteEntry *r) {
         return false;
 }
 
-bool proven_sizes_contain(const ProvenSizes *p, const Sizes *s, bool ipv4) {
-        for (unsigned i = 0; i < p->n; i++)
-                if (sizes_equal(&p->items[i], s, ipv4))
-                        return true;
-        return false;
-}
-
 void proven_sizes_add(ProvenSizes *p, const Sizes *s, bool ipv4) {
         unsigned i;
 

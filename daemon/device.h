@@ -149,7 +149,6 @@ typedef struct ProvenSizes {
         unsigned n;
 } ProvenSizes;
 
-bool proven_sizes_contain(const ProvenSizes *p, const Sizes *s, bool ipv4);
 void proven_sizes_add(ProvenSizes *p, const Sizes *s, bool ipv4);
 
 /* A write's steps as one transaction (device-lifecycle.c, which says what each does). */

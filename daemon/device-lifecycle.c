@@ -491,9 +491,10 @@ static void done(Engine *e, Device *d) {
                 }
                 enter(e, d, DEVICE_PROBATION);
                 probation_arm(e->probation);
+                size_t guards = guard_set_n(&d->probation->guards);
                 log_dev_info(d, "in probation for %llus, %zu %s watching",
-                             (unsigned long long) (d->probation->window_usec / USEC_PER_SEC), d->probation->guards.n,
-                             PLURAL(d->probation->guards.n, "guard", "guards"));
+                             (unsigned long long) (d->probation->window_usec / USEC_PER_SEC), guards,
+                             PLURAL(guards, "guard", "guards"));
                 /* the window is also where the sizes prove themselves on packets */
                 r = evidence_watch(e->evidence, d, d->probation->window_usec);
                 if (r == -EOPNOTSUPP)

@@ -1,6 +1,6 @@
-/* guard.c — the guards of one device in probation: baselines taken just before the write, and
- * the rise of each counter against its max-increase or, divided by the rise of `per`, against
- * its max-ratio. */
+/* guard.c — the guards of one device in probation: their rules, kept once per distinct guard list
+ * (a table by content), baselines taken just before the write, and the rise of each counter
+ * against its max-increase or, divided by the rise of `per`, against its max-ratio. */
 #include <linux/if_link.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,13 +11,7 @@
 #include "parse-util.h"
 #include "util.h"
 
-void guard_set_done(GuardSet *s) {
-        for (size_t i = 0; i < s->n; i++) {
-                intern_put(s->items[i].counter);
-                intern_put(s->items[i].per);
-        }
-        s->n = 0;
-}
+_Static_assert(POLICY_GUARDS_MAX <= 64, "a bit of GuardSet.active and .have_base for each guard");
 
 /* A guard whose counter, or the one its rise is divided by, is the device's own. */
 static bool reads_link(GuardCounterKind kind, const char *per, GuardCounterKind per_kind) {
@@ -96,99 +90,259 @@ int guard_observer_value(const GuardObserver *g, const char *name, uint64_t *ret
         return observer_value(g, name, observer_tcp_counter(name), reason, ret);
 }
 
+/* ---- the rules, shared by content ---- */
+
+/* Buckets of the rule sets by their content's hash: a few distinct lists in a daemon's life, more
+ * only from a hostile state file (a list per device), which then costs a chain's walk each. */
+#define RULES_BUCKETS 64u
+static GuardRules *rules_table[RULES_BUCKETS];
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+        const unsigned char *c = p;
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ c[i]) * UINT64_C(0x100000001b3);
+        return h;
+}
+
+/* The content of a guard as its rule keeps it: a threshold it does not have counts as 0. */
+static uint64_t max_increase_of(const Guard *g) {
+        return g->has_max_increase ? g->max_increase : 0;
+}
+static double max_ratio_of(const Guard *g) {
+        /* -0 is 0 (the state file writes it as "-0", which reads back as the integer 0) */
+        return g->has_max_ratio && g->max_ratio != 0 ? g->max_ratio : 0.0;
+}
+
+static uint64_t spec_hash(const RollbackSpec *spec) {
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+        h = fnv(h, &spec->n_guards, sizeof(spec->n_guards));
+        for (size_t i = 0; i < spec->n_guards; i++) {
+                const Guard *g = &spec->guards[i];
+                uint64_t inc = max_increase_of(g);
+                double ratio = max_ratio_of(g);
+                unsigned char flags =
+                        (unsigned char) (g->has_max_increase | g->has_max_ratio << 1 | !!g->per << 2);
+                h = fnv(h, g->counter, strlen(g->counter) + 1);
+                h = fnv(h, &g->counter_kind, sizeof(g->counter_kind));
+                if (g->per) {
+                        h = fnv(h, g->per, strlen(g->per) + 1);
+                        h = fnv(h, &g->per_kind, sizeof(g->per_kind));
+                }
+                h = fnv(h, &flags, sizeof(flags));
+                h = fnv(h, &inc, sizeof(inc));
+                h = fnv(h, &ratio, sizeof(ratio));
+        }
+        return h;
+}
+
+static bool rule_is(const GuardRule *r, const Guard *g) {
+        double ratio = max_ratio_of(g);
+        return strcmp(r->counter, g->counter) == 0 && streq_ptr(r->per, g->per) &&
+               r->kind == g->counter_kind && (!g->per || r->per_kind == g->per_kind) &&
+               r->has_max_increase == g->has_max_increase && r->max_increase == max_increase_of(g) &&
+               r->has_max_ratio == g->has_max_ratio && memcmp(&r->max_ratio, &ratio, sizeof(ratio)) == 0;
+}
+
+static bool rules_are(const GuardRules *r, uint64_t hash, const RollbackSpec *spec) {
+        if (r->hash != hash || r->n != spec->n_guards)
+                return false;
+        for (size_t i = 0; i < r->n; i++)
+                if (!rule_is(&r->items[i], &spec->guards[i]))
+                        return false;
+        return true;
+}
+
+/* A drop.<reason> counter of the observer: its reason, resolved once for the rule (a kernel's
+ * reasons do not change while it runs). false: this kernel has no such reason. */
+static bool resolve_reason(GuardCounterKind kind, const char *name, uint32_t *ret) {
+        if (kind != GUARD_COUNTER_OBSERVER || strncmp(name, "drop.", 5) != 0)
+                return true;
+        return drop_reason(name, ret) >= 0;
+}
+
+static void rules_free(GuardRules *r) {
+        for (size_t i = 0; i < r->n; i++) {
+                intern_put(r->items[i].counter);
+                intern_put(r->items[i].per);
+        }
+        free(r);
+}
+
+static int rules_new(const RollbackSpec *spec, uint64_t hash, GuardRules **ret) {
+        GuardRules *r = calloc(1, sizeof(GuardRules) + spec->n_guards * sizeof(GuardRule));
+
+        if (!r)
+                return -ENOMEM;
+        for (size_t i = 0; i < spec->n_guards; i++) {
+                const Guard *g = &spec->guards[i];
+                GuardRule *x = &r->items[r->n++];
+
+                *x = (GuardRule){.counter = intern_get(g->counter), .per = intern_get(g->per)};
+                if (!x->counter || (g->per && !x->per)) {
+                        rules_free(r);
+                        return -ENOMEM;
+                }
+                x->kind = g->counter_kind;
+                x->offset = counter_offset(g->counter_kind, g->counter);
+                x->per_kind = g->per ? g->per_kind : 0;
+                x->per_offset = g->per ? counter_offset(g->per_kind, g->per) : -1;
+                x->has_max_increase = g->has_max_increase;
+                x->max_increase = max_increase_of(g);
+                x->has_max_ratio = g->has_max_ratio;
+                x->max_ratio = max_ratio_of(g);
+                x->reason_unknown = !resolve_reason(x->kind, x->counter, &x->reason) ||
+                                    (x->per && !resolve_reason(x->per_kind, x->per, &x->per_reason));
+        }
+        r->hash = hash;
+        r->n_ref = 1;
+        *ret = r;
+        return 0;
+}
+
+int guard_rules_get(const RollbackSpec *spec, GuardRules **ret) {
+        GuardRules **bucket, *r;
+        uint64_t hash;
+        int k;
+
+        for (size_t i = 0; i < spec->n_guards; i++)
+                if (!spec->guards[i].counter)
+                        return -EINVAL; /* a partial set's (PolicySet.partial), never run */
+        hash = spec_hash(spec);
+        bucket = &rules_table[hash % RULES_BUCKETS];
+        for (r = *bucket; r; r = r->next)
+                if (rules_are(r, hash, spec)) {
+                        *ret = guard_rules_ref(r);
+                        return 0;
+                }
+        k = rules_new(spec, hash, &r);
+        if (k < 0)
+                return k;
+        r->next = *bucket;
+        *bucket = r;
+        *ret = r;
+        return 0;
+}
+
+GuardRules *guard_rules_ref(GuardRules *r) {
+        if (r)
+                r->n_ref++;
+        return r;
+}
+
+void guard_rules_unref(GuardRules *r) {
+        if (!r || --r->n_ref > 0)
+                return;
+        for (GuardRules **p = &rules_table[r->hash % RULES_BUCKETS]; *p; p = &(*p)->next)
+                if (*p == r) {
+                        *p = r->next;
+                        break;
+                }
+        rules_free(r);
+}
+
+size_t guard_rules_count(void) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < RULES_BUCKETS; i++)
+                for (const GuardRules *r = rules_table[i]; r; r = r->next)
+                        n++;
+        return n;
+}
+
+/* ---- one device's guards ---- */
+
+static void set_bit(uint64_t *bits, size_t i, bool on) {
+        if (on)
+                *bits |= UINT64_C(1) << i;
+        else
+                *bits &= ~(UINT64_C(1) << i);
+}
+
+void guard_set_done(GuardSet *s) {
+        guard_rules_unref(s->rules);
+        s->rules = NULL;
+        s->active = s->have_base = 0;
+}
+
 bool guard_set_has_observer(const GuardSet *s) {
-        for (size_t i = 0; i < s->n; i++)
-                if (s->items[i].active && reads_observer(s->items[i].kind, s->items[i].per, s->items[i].per_kind))
+        for (size_t i = 0; i < guard_set_n(s); i++) {
+                const GuardRule *r = &s->rules->items[i];
+                if (guard_set_active(s, i) && reads_observer(r->kind, r->per, r->per_kind))
                         return true;
+        }
         return false;
 }
 
 void guard_set_observer_baseline(GuardSet *s, const GuardObserver *g) {
-        for (size_t i = 0; i < s->n; i++) {
-                GuardState *gs = &s->items[i];
-                if (!gs->active || gs->have_base || !reads_observer(gs->kind, gs->per, gs->per_kind))
+        for (size_t i = 0; i < guard_set_n(s); i++) {
+                const GuardRule *r = &s->rules->items[i];
+                GuardBase *b = &s->items[i];
+                if (!guard_set_active(s, i) || guard_set_have_base(s, i) ||
+                    !reads_observer(r->kind, r->per, r->per_kind))
                         continue;
                 /* a drop reason this kernel lacks: never trips (validate said so) */
-                if (!g || !g->observer || (gs->kind == GUARD_COUNTER_OBSERVER && strncmp(gs->counter, "drop.", 5) == 0 &&
-                                           drop_reason(gs->counter, &gs->reason) < 0) ||
-                    (gs->per && gs->per_kind == GUARD_COUNTER_OBSERVER && strncmp(gs->per, "drop.", 5) == 0 &&
-                     drop_reason(gs->per, &gs->per_reason) < 0)) {
-                        gs->active = false;
+                if (!g || !g->observer || r->reason_unknown) {
+                        set_bit(&s->active, i, false);
                         continue;
                 }
-                if (gs->kind == GUARD_COUNTER_OBSERVER)
-                        (void) observer_value(g, gs->counter, gs->offset, gs->reason, &gs->base);
-                if (gs->per && gs->per_kind == GUARD_COUNTER_OBSERVER)
-                        (void) observer_value(g, gs->per, gs->per_offset, gs->per_reason, &gs->per_base);
-                gs->have_base = true;
+                if (r->kind == GUARD_COUNTER_OBSERVER)
+                        (void) observer_value(g, r->counter, r->offset, r->reason, &b->base);
+                if (r->per && r->per_kind == GUARD_COUNTER_OBSERVER)
+                        (void) observer_value(g, r->per, r->per_offset, r->per_reason, &b->per_base);
+                set_bit(&s->have_base, i, true);
         }
 }
 
-int guard_counter_load(const char *name, const char **ret, GuardCounterKind *ret_kind, int *ret_offset) {
-        GuardCounterKind k;
-
-        if (!name || guard_counter_parse(name, &k) < 0)
-                return -EBADMSG;
-        *ret = intern_get(name);
-        if (!*ret)
-                return -ENOMEM;
-        *ret_kind = k;
-        *ret_offset = counter_offset(k, name);
-        return 0;
-}
-
-int guard_set_init(GuardSet *s, GuardState *items, const RollbackSpec *spec, const SnmpSnapshot *snap) {
+int guard_set_init(GuardSet *s, GuardBase *items, const RollbackSpec *spec, const SnmpSnapshot *snap) {
         GuardSet g = {.items = items};
+        int r;
 
-        for (size_t i = 0; i < spec->n_guards; i++) {
-                const Guard *sg = &spec->guards[i];
-                GuardState *pg = &g.items[g.n++];
+        if (spec->n_guards > POLICY_GUARDS_MAX)
+                return -E2BIG; /* a bit each */
+        r = guard_rules_get(spec, &g.rules);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < g.rules->n; i++) {
+                const GuardRule *x = &g.rules->items[i];
+                GuardBase *b = &items[i];
+                bool active = true;
 
-                *pg = (GuardState){.counter = intern_get(sg->counter), .per = intern_get(sg->per)};
-                if (!pg->counter || (sg->per && !pg->per)) {
-                        guard_set_done(&g);
-                        return -ENOMEM;
-                }
-                pg->kind = sg->counter_kind;
-                pg->per_kind = sg->per_kind;
-                pg->offset = counter_offset(sg->counter_kind, sg->counter);
-                pg->per_offset = sg->per ? counter_offset(sg->per_kind, sg->per) : -1;
-                pg->has_max_increase = sg->has_max_increase;
-                pg->max_increase = sg->max_increase;
-                pg->has_max_ratio = sg->has_max_ratio;
-                pg->max_ratio = sg->max_ratio;
-                pg->active = true;
-
-                bool snmp = pg->kind == GUARD_COUNTER_SNMP, per_snmp = pg->per && pg->per_kind == GUARD_COUNTER_SNMP;
+                *b = (GuardBase){};
+                bool snmp = x->kind == GUARD_COUNTER_SNMP,
+                     per_snmp = x->per && x->per_kind == GUARD_COUNTER_SNMP;
                 if ((snmp || per_snmp) && !snap)
-                        pg->active = false;
-                if (snmp && snap && snmp_get(snap, pg->counter, &pg->base) < 0)
-                        pg->active = false;
-                if (per_snmp && snap && snmp_get(snap, pg->per, &pg->per_base) < 0)
-                        pg->active = false;
+                        active = false;
+                if (snmp && snap && snmp_get(snap, x->counter, &b->base) < 0)
+                        active = false;
+                if (per_snmp && snap && snmp_get(snap, x->per, &b->per_base) < 0)
+                        active = false;
+                set_bit(&g.active, i, active);
                 /* all-SNMP guards have their baselines now; link ones wait for stats, the
                  * observer's for guard_set_observer_baseline() */
-                pg->have_base = !reads_link(pg->kind, pg->per, pg->per_kind) &&
-                                !reads_observer(pg->kind, pg->per, pg->per_kind);
+                set_bit(&g.have_base, i,
+                        !reads_link(x->kind, x->per, x->per_kind) &&
+                                !reads_observer(x->kind, x->per, x->per_kind));
         }
         *s = g;
         return 0;
 }
 
-static bool uses(const GuardState *g, GuardCounterKind kind) {
-        return g->active && (g->kind == kind || (g->per && g->per_kind == kind));
+static bool uses(const GuardSet *s, size_t i, GuardCounterKind kind) {
+        const GuardRule *r = &s->rules->items[i];
+        return guard_set_active(s, i) && (r->kind == kind || (r->per && r->per_kind == kind));
 }
 
 bool guard_set_has_link(const GuardSet *s) {
-        for (size_t i = 0; i < s->n; i++)
-                if (uses(&s->items[i], GUARD_COUNTER_LINK))
+        for (size_t i = 0; i < guard_set_n(s); i++)
+                if (uses(s, i, GUARD_COUNTER_LINK))
                         return true;
         return false;
 }
 
 bool guard_set_has_snmp(const GuardSet *s) {
-        for (size_t i = 0; i < s->n; i++)
-                if (uses(&s->items[i], GUARD_COUNTER_SNMP))
+        for (size_t i = 0; i < guard_set_n(s); i++)
+                if (uses(s, i, GUARD_COUNTER_SNMP))
                         return true;
         return false;
 }
@@ -196,41 +350,46 @@ bool guard_set_has_snmp(const GuardSet *s) {
 unsigned guard_set_snmp_files(const GuardSet *s) {
         unsigned files = 0;
 
-        for (size_t i = 0; i < s->n; i++) {
-                const GuardState *g = &s->items[i];
-                if (!g->active)
+        for (size_t i = 0; i < guard_set_n(s); i++) {
+                const GuardRule *r = &s->rules->items[i];
+                if (!guard_set_active(s, i))
                         continue;
-                if (g->kind == GUARD_COUNTER_SNMP)
-                        files |= snmp_files_of(g->counter);
-                if (g->per && g->per_kind == GUARD_COUNTER_SNMP)
-                        files |= snmp_files_of(g->per);
+                if (r->kind == GUARD_COUNTER_SNMP)
+                        files |= snmp_files_of(r->counter);
+                if (r->per && r->per_kind == GUARD_COUNTER_SNMP)
+                        files |= snmp_files_of(r->per);
         }
         return files;
 }
 
 bool guard_set_has_baselines(const GuardSet *s) {
         /* the observer's take theirs at their first check (guard_set_check_observer()) */
-        for (size_t i = 0; i < s->n; i++)
-                if (!s->items[i].have_base && !reads_observer(s->items[i].kind, s->items[i].per, s->items[i].per_kind))
+        for (size_t i = 0; i < guard_set_n(s); i++) {
+                const GuardRule *r = &s->rules->items[i];
+                if (!guard_set_have_base(s, i) && !reads_observer(r->kind, r->per, r->per_kind))
                         return false;
+        }
         return true;
 }
 
 void guard_set_link_baseline(GuardSet *s, const void *stats, size_t size) {
-        for (size_t i = 0; i < s->n; i++) {
-                GuardState *g = &s->items[i];
-                if (!g->active || g->have_base || !reads_link(g->kind, g->per, g->per_kind))
+        for (size_t i = 0; i < guard_set_n(s); i++) {
+                const GuardRule *r = &s->rules->items[i];
+                GuardBase *b = &s->items[i];
+                if (!guard_set_active(s, i) || guard_set_have_base(s, i) ||
+                    !reads_link(r->kind, r->per, r->per_kind))
                         continue;
-                if (g->kind == GUARD_COUNTER_LINK && link_counter_get(stats, size, g->offset, &g->base) < 0) {
-                        g->active = false;
-                        continue;
-                }
-                if (g->per && g->per_kind == GUARD_COUNTER_LINK &&
-                    link_counter_get(stats, size, g->per_offset, &g->per_base) < 0) {
-                        g->active = false;
+                if (r->kind == GUARD_COUNTER_LINK &&
+                    link_counter_get(stats, size, r->offset, &b->base) < 0) {
+                        set_bit(&s->active, i, false);
                         continue;
                 }
-                g->have_base = true;
+                if (r->per && r->per_kind == GUARD_COUNTER_LINK &&
+                    link_counter_get(stats, size, r->per_offset, &b->per_base) < 0) {
+                        set_bit(&s->active, i, false);
+                        continue;
+                }
+                set_bit(&s->have_base, i, true);
         }
 }
 
@@ -243,15 +402,15 @@ static int value_of(GuardCounterKind kind, const char *name, int offset, const S
         return snap ? snmp_get(snap, name, ret) : -EAGAIN;
 }
 
-/* Whether guard g trips with these values: fills `ret`. */
-static bool trips(const GuardState *g, uint64_t v, uint64_t pv, RollbackRecord *ret) {
+/* Whether rule g trips with these values against baselines b: fills `ret`. */
+static bool trips(const GuardRule *g, const GuardBase *b, uint64_t v, uint64_t pv, RollbackRecord *ret) {
         /* a counter that went down was reset (device re-created, namespace counters do not go
          * down otherwise): no rise */
-        uint64_t rise = v > g->base ? v - g->base : 0, per_rise = 0;
+        uint64_t rise = v > b->base ? v - b->base : 0, per_rise = 0;
         bool namespace_wide = g->kind == GUARD_COUNTER_SNMP;
 
         if (g->per)
-                per_rise = pv > g->per_base ? pv - g->per_base : 0;
+                per_rise = pv > b->per_base ? pv - b->per_base : 0;
         if (g->has_max_increase && rise > g->max_increase) {
                 *ret = (RollbackRecord){.counter = (char *) g->counter, /* borrowed */ .rise = rise,
                                         .threshold = (double) g->max_increase, .namespace_wide = namespace_wide};
@@ -273,17 +432,18 @@ static bool trips(const GuardState *g, uint64_t v, uint64_t pv, RollbackRecord *
 
 int guard_set_check_observer(GuardSet *s, const GuardObserver *g, RollbackRecord *ret) {
         guard_set_observer_baseline(s, g);
-        for (size_t i = 0; i < s->n; i++) {
-                const GuardState *gs = &s->items[i];
+        for (size_t i = 0; i < guard_set_n(s); i++) {
+                const GuardRule *r = &s->rules->items[i];
                 uint64_t v = 0, pv = 0;
 
-                if (!gs->active || !gs->have_base || gs->kind != GUARD_COUNTER_OBSERVER)
+                if (!guard_set_active(s, i) || !guard_set_have_base(s, i) ||
+                    r->kind != GUARD_COUNTER_OBSERVER)
                         continue;
-                if (observer_value(g, gs->counter, gs->offset, gs->reason, &v) < 0)
+                if (observer_value(g, r->counter, r->offset, r->reason, &v) < 0)
                         continue;
-                if (gs->per && observer_value(g, gs->per, gs->per_offset, gs->per_reason, &pv) < 0)
+                if (r->per && observer_value(g, r->per, r->per_offset, r->per_reason, &pv) < 0)
                         continue;
-                if (trips(gs, v, pv, ret))
+                if (trips(r, &s->items[i], v, pv, ret))
                         return 1;
         }
         return 0;
@@ -291,17 +451,17 @@ int guard_set_check_observer(GuardSet *s, const GuardObserver *g, RollbackRecord
 
 int guard_set_check(const GuardSet *s, const SnmpSnapshot *snap, const void *stats, size_t size,
                     RollbackRecord *ret) {
-        for (size_t i = 0; i < s->n; i++) {
-                const GuardState *g = &s->items[i];
+        for (size_t i = 0; i < guard_set_n(s); i++) {
+                const GuardRule *r = &s->rules->items[i];
                 uint64_t v, pv = 0;
 
-                if (!g->active || !g->have_base)
+                if (!guard_set_active(s, i) || !guard_set_have_base(s, i))
                         continue;
-                if (value_of(g->kind, g->counter, g->offset, snap, stats, size, &v) < 0)
+                if (value_of(r->kind, r->counter, r->offset, snap, stats, size, &v) < 0)
                         continue;
-                if (g->per && value_of(g->per_kind, g->per, g->per_offset, snap, stats, size, &pv) < 0)
+                if (r->per && value_of(r->per_kind, r->per, r->per_offset, snap, stats, size, &pv) < 0)
                         continue;
-                if (trips(g, v, pv, ret))
+                if (trips(r, &s->items[i], v, pv, ret))
                         return 1;
         }
         return 0;

@@ -1,5 +1,6 @@
-/* guard.h — the guards watching one device after a write: their baselines, and the decision
- * whether a counter rose too much. Pure bookkeeping; the caller reads the counters. */
+/* guard.h — the guards watching one device after a write: their rules, resolved once for every
+ * device of a guard list and shared, each device's own baselines, and the decision whether a
+ * counter rose too much. Pure bookkeeping; the caller reads the counters. */
 #pragma once
 
 #include <stdbool.h>
@@ -14,37 +15,76 @@
 /* A ratio whose `per` is one of the observer's counters is judged once `per` rose this much. */
 #define GUARD_OBSERVER_PER_MIN UINT64_C(100)
 
-typedef struct GuardState {
-        /* every device in probation holds one per guard: no holes (96 -> 80 bytes) */
+/* One guard's rule, resolved from its Guard (policy.h): what it reads and when it trips. The same
+ * for every device in probation under one guard list, so kept once for all of them (GuardRules). */
+typedef struct GuardRule {
         const char *counter; /* interned (intern.h), as `per` */
         const char *per;
         GuardCounterKind kind;
-        int offset; /* link counters: into struct rtnl_link_stats64 */
+        int offset; /* link counters: into struct rtnl_link_stats64; the observer's tcp.*: which */
         GuardCounterKind per_kind;
         int per_offset;
-        uint64_t max_increase;
-        double max_ratio;
-        uint32_t reason, per_reason; /* observer drop.<reason> counters: the kernel's value (UINT32_MAX: any) */
+        uint64_t max_increase; /* 0 without has_max_increase */
+        double max_ratio;      /* 0 without has_max_ratio */
+        /* observer drop.<reason> counters: the kernel's value (UINT32_MAX: any), resolved with the rule */
+        uint32_t reason, per_reason;
         bool has_max_increase;
         bool has_max_ratio;
-        bool active;    /* false: a counter this kernel does not expose */
-        bool have_base; /* link baselines arrive with the first stats after the write */
-        uint64_t base, per_base;
-} GuardState;
+        bool reason_unknown; /* a drop.<reason> of counter or per this kernel does not have: never trips */
+} GuardRule;
 
-typedef struct GuardSet {
-        GuardState *items;
+/* The rules of one guard list: immutable, reference-counted, one for each distinct list (found by
+ * its content: the next device of a spec, a probation resumed from the state file, a reload that
+ * keeps the list all get the one already made). A probation holds a reference, so a rule set
+ * outlives the policy it came from while a window begun under it runs. */
+typedef struct GuardRules {
+        unsigned n_ref;
+        uint64_t hash;           /* of the content, the table's key */
+        struct GuardRules *next; /* in the table's bucket */
         size_t n;
+        GuardRule items[];
+} GuardRules;
+
+/* The rules of `spec`'s guards with one more reference: the set of the same content if there is
+ * one, else a new one. -ENOMEM. The strings of `spec` are only read. */
+int guard_rules_get(const RollbackSpec *spec, GuardRules **ret);
+GuardRules *guard_rules_ref(GuardRules *r);
+/* Drops a reference; the set goes with the last. NULL is a no-op. */
+void guard_rules_unref(GuardRules *r);
+/* How many rule sets there are (tests: none is left behind, devices share theirs). */
+size_t guard_rules_count(void);
+
+/* A device's own part of one guard: its baselines, taken just before its write. */
+typedef struct GuardBase {
+        uint64_t base, per_base;
+} GuardBase;
+
+/* The guards watching one device: the shared rules, and its own baselines and flags. */
+typedef struct GuardSet {
+        GuardRules *rules;  /* one reference; NULL: no guards */
+        GuardBase *items;   /* rules->n of them: the caller's, kept with its probation */
+        uint64_t active;    /* bit i: guard i counts (not: a counter this kernel does not expose) */
+        uint64_t have_base; /* bit i: guard i has its baselines (link ones arrive with the first
+                             * stats after the write) */
 } GuardSet;
 
-/* The guards of `spec`, in `items` (room for spec->n_guards: the caller's, kept with its
- * probation), with their SNMP baselines from `snap` (NULL: none read); link baselines come with
- * guard_set_link_baseline(). Counters absent from `snap` make their guard inactive. */
-int guard_set_init(GuardSet *s, GuardState *items, const RollbackSpec *spec, const SnmpSnapshot *snap);
-/* Drops what the guards hold; `items` stay the caller's. */
+static inline size_t guard_set_n(const GuardSet *s) {
+        return s->rules ? s->rules->n : 0;
+}
+static inline bool guard_set_active(const GuardSet *s, size_t i) {
+        return (s->active >> i) & 1u;
+}
+static inline bool guard_set_have_base(const GuardSet *s, size_t i) {
+        return (s->have_base >> i) & 1u;
+}
+
+/* The guards of `spec` (its rules, guard_rules_get()), their baselines in `items` (room for
+ * spec->n_guards: the caller's, kept with its probation), with their SNMP baselines from `snap`
+ * (NULL: none read); link baselines come with guard_set_link_baseline(). Counters absent from
+ * `snap` make their guard inactive. */
+int guard_set_init(GuardSet *s, GuardBase *items, const RollbackSpec *spec, const SnmpSnapshot *snap);
+/* Drops the reference to the rules; `items` stay the caller's. */
 void guard_set_done(GuardSet *s);
-/* For the state file's loader: a counter name as written (interned), with its kind and offset. */
-int guard_counter_load(const char *name, const char **ret, GuardCounterKind *ret_kind, int *ret_offset);
 
 bool guard_set_has_link(const GuardSet *s);
 /* Some guard of `spec` reads the device's own link counters (its writes want link baselines). */

@@ -31,14 +31,17 @@ struct ProbationSet {
         Observer *observer;    /* the devices' own counters (drop.*, tcp.*); NULL: none */
 };
 
-#define PROBATION_SIZE(n) (sizeof(Probation) + (n) * sizeof(GuardState))
+/* The record, then each guard's baselines: its rules are the spec's, shared (GuardRules). */
+#define PROBATION_SIZE(n) (sizeof(Probation) + (n) * sizeof(GuardBase))
 static Pool pools[PROBATION_POOLED_GUARDS + 1] = {
 #define P(n) POOL_INIT_SIZE(PROBATION_SIZE(n), _Alignof(Probation))
-        P(0), P(1), P(2), P(3), P(4),
+        P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7), P(8),
 #undef P
 };
-_Static_assert(PROBATION_POOLED_GUARDS == 4, "a pool for each count of guards up to PROBATION_POOLED_GUARDS");
-_Static_assert(sizeof(Probation) % _Alignof(GuardState) == 0, "guards right after the record");
+_Static_assert(PROBATION_POOLED_GUARDS == 8,
+               "a pool for each count of guards up to PROBATION_POOLED_GUARDS");
+_Static_assert(sizeof(Probation) % _Alignof(GuardBase) == 0, "guards right after the record");
+_Static_assert(sizeof(GuardBase) <= 24, "a device's own part of a guard: its baselines alone");
 
 Probation *probation_alloc(size_t n_guards) {
         Probation *p = n_guards <= PROBATION_POOLED_GUARDS ? pool_alloc(&pools[n_guards])
@@ -46,7 +49,7 @@ Probation *probation_alloc(size_t n_guards) {
         if (!p)
                 return NULL;
         p->room = (unsigned) n_guards;
-        p->guards.items = n_guards > 0 ? (GuardState *) (void *) (p + 1) : NULL;
+        p->guards.items = n_guards > 0 ? (GuardBase *) (void *) (p + 1) : NULL;
         return p;
 }
 

@@ -35,10 +35,10 @@ typedef struct Probation {
         unsigned room; /* guards.items has room for this many, right after the record */
 } Probation;
 
-/* A zeroed record with room for `n_guards` guards (guards.items set, guards.n 0); NULL without
- * memory. Up to PROBATION_POOLED_GUARDS guards it comes from a pool (pool.h), as devices do: ten
- * thousand of them come and go with a burst. */
-#define PROBATION_POOLED_GUARDS 4
+/* A zeroed record with room for the baselines of `n_guards` guards (guards.items set, no rules
+ * yet); NULL without memory. Up to PROBATION_POOLED_GUARDS guards it comes from a pool (pool.h),
+ * as devices do: ten thousand of them come and go with a burst. The shipped policy has 6. */
+#define PROBATION_POOLED_GUARDS 8
 Probation *probation_alloc(size_t n_guards);
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret);
 void probation_free(Probation *p);

@@ -139,8 +139,11 @@ static void out_probation(Out *o, const Probation *p) {
         out_printf(o, ",\"probation\":{\"until_boottime_usec\":%llu,\"window_usec\":%llu,\"interval_usec\":%llu,\"guards\":[",
                    (unsigned long long) p->until_usec, (unsigned long long) p->window_usec,
                    (unsigned long long) p->interval_usec);
-        for (size_t i = 0; i < p->guards.n; i++) {
-                const GuardState *g = &p->guards.items[i];
+        /* each guard with its rule: the file says all a restart needs (state-read.c finds the
+         * rules again by their content) */
+        for (size_t i = 0; i < guard_set_n(&p->guards); i++) {
+                const GuardRule *g = &p->guards.rules->items[i];
+                const GuardBase *b = &p->guards.items[i];
                 out_printf(o, "%s{\"counter\":", i ? "," : "");
                 out_string(o, g->counter);
                 if (g->per) {
@@ -152,8 +155,9 @@ static void out_probation(Out *o, const Probation *p) {
                 if (g->has_max_ratio && isfinite(g->max_ratio)) /* JSON has no inf */
                         out_printf(o, ",\"max_ratio\":%.17g", g->max_ratio);
                 out_printf(o, ",\"active\":%s,\"have_base\":%s,\"base\":%llu,\"per_base\":%llu}",
-                           g->active ? "true" : "false", g->have_base ? "true" : "false",
-                           (unsigned long long) g->base, (unsigned long long) g->per_base);
+                           guard_set_active(&p->guards, i) ? "true" : "false",
+                           guard_set_have_base(&p->guards, i) ? "true" : "false",
+                           (unsigned long long) b->base, (unsigned long long) b->per_base);
         }
         out_printf(o, "]}");
 }

@@ -173,7 +173,21 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
         return dropped;
 }
 
+/* A counter name as the file gives it: one a policy could name (its kind from the name). */
+static int counter_from_json(json_object *j, const char *key, char **ret, GuardCounterKind *ret_kind) {
+        const char *name = get_str(j, key);
+
+        if (!name || guard_counter_parse(name, ret_kind) < 0)
+                return -EBADMSG;
+        *ret = (char *) name; /* read only (guard_rules_get()) */
+        return 0;
+}
+
+/* A probation as state_format() wrote it: each guard with its rule, from which its rules are found
+ * again (guard_rules_get(): shared with every other device of the same guards, and with those the
+ * policy begins now if it did not change them), and its baselines, the device's own. */
 static int probation_from_json(json_object *o, Probation **ret) {
+        _cleanup_(freep) Guard *rules = NULL;
         json_object *a;
         Probation *p;
         int r = -EBADMSG;
@@ -182,23 +196,24 @@ static int probation_from_json(json_object *o, Probation **ret) {
             !json_object_is_type(a, json_type_array) || json_object_array_length(a) > POLICY_GUARDS_MAX)
                 return -EBADMSG;
         size_t n = json_object_array_length(a);
+        rules = calloc(n ?: 1, sizeof(Guard));
         p = probation_alloc(n);
-        if (!p)
+        if (!rules || !p) {
+                probation_free(p);
                 return -ENOMEM;
+        }
         if (get_u64(o, "until_boottime_usec", &p->until_usec) < 0 || get_u64(o, "window_usec", &p->window_usec) < 0 ||
             get_u64(o, "interval_usec", &p->interval_usec) < 0 || p->interval_usec == 0)
                 goto fail;
         for (size_t i = 0; i < n; i++) {
                 json_object *j = json_object_array_get_idx(a, i), *v;
-                GuardState *g = &p->guards.items[p->guards.n++];
-                if (!json_object_is_type(j, json_type_object))
+                Guard *g = &rules[i];
+                GuardBase *b = &p->guards.items[i];
+                if (!json_object_is_type(j, json_type_object) ||
+                    counter_from_json(j, "counter", &g->counter, &g->counter_kind) < 0)
                         goto fail;
-                r = guard_counter_load(get_str(j, "counter"), &g->counter, &g->kind, &g->offset);
-                if (r < 0)
-                        goto fail;
-                r = -EBADMSG;
                 if (json_object_object_get_ex(j, "per", &v) &&
-                    guard_counter_load(get_str(j, "per"), &g->per, &g->per_kind, &g->per_offset) < 0)
+                    counter_from_json(j, "per", &g->per, &g->per_kind) < 0)
                         goto fail;
                 if (json_object_object_get_ex(j, "max_increase", &v)) {
                         if (get_u64(j, "max_increase", &g->max_increase) < 0)
@@ -213,13 +228,18 @@ static int probation_from_json(json_object *o, Probation **ret) {
                          * say: such a guard is taken as having no ratio */
                         g->has_max_ratio = g->per != NULL && isfinite(g->max_ratio) && g->max_ratio >= 0;
                 }
-                g->active = get_bool(j, "active");
+                if (get_bool(j, "active"))
+                        p->guards.active |= UINT64_C(1) << i;
                 /* the observer's counters began again with this run's: baselines again */
-                g->have_base = get_bool(j, "have_base") && g->kind != GUARD_COUNTER_OBSERVER &&
-                               !(g->per && g->per_kind == GUARD_COUNTER_OBSERVER);
-                (void) get_u64(j, "base", &g->base);
-                (void) get_u64(j, "per_base", &g->per_base);
+                if (get_bool(j, "have_base") && g->counter_kind != GUARD_COUNTER_OBSERVER &&
+                    !(g->per && g->per_kind == GUARD_COUNTER_OBSERVER))
+                        p->guards.have_base |= UINT64_C(1) << i;
+                (void) get_u64(j, "base", &b->base);
+                (void) get_u64(j, "per_base", &b->per_base);
         }
+        r = guard_rules_get(&(RollbackSpec){.guards = rules, .n_guards = n}, &p->guards.rules);
+        if (r < 0)
+                goto fail;
         *ret = p;
         return 0;
 fail:

@@ -87,12 +87,14 @@ static void check_entry(const StateEntry *e) {
         if (e->probation) {
                 const Probation *p = e->probation;
                 FUZZ_ASSERT(p->interval_usec > 0);
-                FUZZ_ASSERT(p->guards.n <= POLICY_GUARDS_MAX);
-                for (size_t i = 0; i < p->guards.n; i++) {
-                        FUZZ_ASSERT(p->guards.items[i].counter);
-                        FUZZ_USE(strlen(p->guards.items[i].counter));
-                        if (p->guards.items[i].per)
-                                FUZZ_USE(strlen(p->guards.items[i].per));
+                FUZZ_ASSERT(p->guards.rules); /* a rule set even for no guards: the file's */
+                FUZZ_ASSERT(guard_set_n(&p->guards) <= POLICY_GUARDS_MAX);
+                for (size_t i = 0; i < guard_set_n(&p->guards); i++) {
+                        const GuardRule *g = &p->guards.rules->items[i];
+                        FUZZ_ASSERT(g->counter);
+                        FUZZ_USE(strlen(g->counter));
+                        if (g->per)
+                                FUZZ_USE(strlen(g->per));
                 }
         }
         if (e->last_rollback) {
@@ -119,9 +121,13 @@ static void check_probation(const Device *d, const Probation *back) {
         if (!p)
                 return;
         FUZZ_ASSERT(back->until_usec == p->until_usec && back->window_usec == p->window_usec &&
-                    back->interval_usec == p->interval_usec && back->guards.n == p->guards.n);
-        for (size_t i = 0; i < p->guards.n; i++) {
-                const GuardState *g = &p->guards.items[i], *h = &back->guards.items[i];
+                    back->interval_usec == p->interval_usec &&
+                    guard_set_n(&back->guards) == guard_set_n(&p->guards));
+        /* the same content: the same rules, found again, not made anew */
+        FUZZ_ASSERT(back->guards.rules == p->guards.rules);
+        for (size_t i = 0; i < guard_set_n(&p->guards); i++) {
+                const GuardRule *g = &p->guards.rules->items[i], *h = &back->guards.rules->items[i];
+                const GuardBase *gb = &p->guards.items[i], *hb = &back->guards.items[i];
                 FUZZ_ASSERT(streq_ptr(g->counter, h->counter) && streq_ptr(g->per, h->per));
                 FUZZ_ASSERT(g->kind == h->kind && g->offset == h->offset);
                 FUZZ_ASSERT(g->has_max_increase == h->has_max_increase &&
@@ -132,8 +138,9 @@ static void check_probation(const Device *d, const Probation *back) {
                                 h->has_max_ratio);
                         abort();
                 }
-                FUZZ_ASSERT(g->active == h->active && g->have_base == h->have_base && g->base == h->base &&
-                            g->per_base == h->per_base);
+                FUZZ_ASSERT(guard_set_active(&p->guards, i) == guard_set_active(&back->guards, i) &&
+                            guard_set_have_base(&p->guards, i) == guard_set_have_base(&back->guards, i) &&
+                            gb->base == hb->base && gb->per_base == hb->per_base);
         }
 }
 

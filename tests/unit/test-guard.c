@@ -214,7 +214,7 @@ static void test_increase_and_ratio(void **state) {
         RollbackSpec spec = {.window_usec = 30000000, .interval_usec = 1000000, .guards = g, .n_guards = 2};
         SnmpSnapshot base, now;
         GuardSet gs, *p = &gs;
-        GuardState items[POLICY_GUARDS_MAX];
+        GuardBase items[POLICY_GUARDS_MAX];
         RollbackRecord rec;
 
         snapshot(&base, 100, 1000, 50, 10000);
@@ -265,18 +265,18 @@ static void test_link_baseline_and_absent_counters(void **state) {
         struct rtnl_link_stats64 st = {.tx_dropped = 4};
         SnmpSnapshot base;
         GuardSet gs, *p = &gs;
-        GuardState items[POLICY_GUARDS_MAX];
+        GuardBase items[POLICY_GUARDS_MAX];
         RollbackRecord rec;
 
         snapshot(&base, 0, 0, 0, 0);
         assert_int_equal(guard_set_init(&gs, items, &spec, &base), 0);
-        assert_false(p->items[1].active); /* absent: inactive, never trips */
-        assert_false(p->items[0].have_base);
+        assert_false(guard_set_active(p, 1)); /* absent: inactive, never trips */
+        assert_false(guard_set_have_base(p, 0));
         assert_false(guard_set_has_baselines(p));
         /* Without a baseline nothing is judged. */
         assert_int_equal(guard_set_check(p, NULL, &st, sizeof(st), &rec), 0);
         guard_set_link_baseline(p, &st, sizeof(st));
-        assert_true(p->items[0].have_base);
+        assert_true(guard_set_have_base(p, 0));
         assert_int_equal(guard_set_check(p, NULL, &st, sizeof(st), &rec), 0);
         st.tx_dropped = 5;
         assert_int_equal(guard_set_check(p, NULL, &st, sizeof(st), &rec), 1);
@@ -290,6 +290,92 @@ static void test_link_baseline_and_absent_counters(void **state) {
         assert_string_equal(w[0], "Ip.NotOnThisKernel");
         strv_free(w);
         guard_set_done(&gs);
+        snmp_done(&base);
+}
+
+/* Two devices under one guard list share one rule set: made for the first, found for the second,
+ * also from a list of the same content held elsewhere (a reloaded policy's, the state file's); a
+ * threshold apart is another. Each device's baselines are its own, and the rules outlive the spec
+ * they were made from (a policy reloaded while its windows run). */
+static void test_rules_shared(void **state) {
+        char *counter = strdup("link.tx_errors"), *retrans = strdup("Tcp.RetransSegs"),
+             *out = strdup("Tcp.OutSegs");
+        Guard g[] = {
+                guard(counter, GUARD_COUNTER_LINK, true, 0, false, 0, NULL, 0),
+                guard(retrans, GUARD_COUNTER_SNMP, false, 0, true, 0.02, out, GUARD_COUNTER_SNMP),
+        };
+        /* the same content: a threshold a guard does not have is no difference */
+        Guard same[] = {
+                guard("link.tx_errors", GUARD_COUNTER_LINK, true, 0, false, 0.5, NULL, GUARD_COUNTER_SNMP),
+                guard("Tcp.RetransSegs", GUARD_COUNTER_SNMP, false, 7, true, 0.02, "Tcp.OutSegs",
+                      GUARD_COUNTER_SNMP),
+        };
+        Guard other[] = {
+                guard("link.tx_errors", GUARD_COUNTER_LINK, true, 1, false, 0, NULL, 0),
+                guard("Tcp.RetransSegs", GUARD_COUNTER_SNMP, false, 0, true, 0.02, "Tcp.OutSegs",
+                      GUARD_COUNTER_SNMP),
+        };
+        RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 2};
+        RollbackSpec spec_same = {.window_usec = 5000000, .guards = same, .n_guards = 2};
+        RollbackSpec spec_other = {.window_usec = 1000000, .guards = other, .n_guards = 2};
+        struct rtnl_link_stats64 st_a = {.tx_errors = 5}, st_b = {.tx_errors = 0};
+        GuardBase a_items[2], b_items[2], c_items[2], d_items[2];
+        GuardSet a, b, c, d;
+        size_t before = guard_rules_count();
+        SnmpSnapshot base;
+        RollbackRecord rec;
+        GuardRules *r;
+
+        assert_non_null(counter);
+        assert_non_null(retrans);
+        assert_non_null(out);
+        snapshot(&base, 0, 0, 50, 10000);
+        assert_int_equal(guard_set_init(&a, a_items, &spec, &base), 0);
+        assert_int_equal(guard_rules_count(), before + 1);
+        assert_int_equal(guard_set_init(&b, b_items, &spec, &base), 0);
+        assert_ptr_equal(a.rules, b.rules);
+        assert_int_equal(a.rules->n_ref, 2);
+        assert_int_equal(guard_set_init(&c, c_items, &spec_same, &base), 0);
+        assert_ptr_equal(c.rules, a.rules);
+        assert_int_equal(guard_rules_get(&spec_same, &r), 0);
+        assert_ptr_equal(r, a.rules);
+        guard_rules_unref(r);
+        assert_int_equal(guard_rules_count(), before + 1);
+        assert_int_equal(guard_set_init(&d, d_items, &spec_other, &base), 0);
+        assert_ptr_not_equal(d.rules, a.rules);
+        assert_int_equal(guard_rules_count(), before + 2);
+        /* the rules are the guards' own: the counter's name interned, not the spec's string */
+        assert_ptr_not_equal(a.rules->items[0].counter, counter);
+        assert_int_equal(a.rules->items[0].max_increase, 0);
+        assert_int_equal(d.rules->items[0].max_increase, 1);
+
+        /* each device its own baselines */
+        guard_set_link_baseline(&a, &st_a, sizeof(st_a));
+        guard_set_link_baseline(&b, &st_b, sizeof(st_b));
+        assert_int_equal(a.items[0].base, 5);
+        assert_int_equal(b.items[0].base, 0);
+        assert_int_equal(a.items[1].base, 50);
+        assert_int_equal(a.items[1].per_base, 10000);
+
+        /* the spec goes (the policy of a reload); the windows begun under it go on with its rules */
+        free(counter);
+        free(retrans);
+        free(out);
+        assert_int_equal(guard_set_check(&a, NULL, &st_a, sizeof(st_a), &rec), 0);
+        assert_int_equal(guard_set_check(&b, NULL, &st_a, sizeof(st_a), &rec), 1);
+        assert_string_equal(rec.counter, "link.tx_errors");
+        assert_int_equal(rec.rise, 5);
+        assert_int_equal(guard_set_check(&d, NULL, &st_a, sizeof(st_a), &rec), 0); /* no baseline taken */
+
+        guard_set_done(&b);
+        assert_null(b.rules);
+        assert_int_equal(guard_rules_count(), before + 2);
+        assert_int_equal(guard_set_check(&a, NULL, &st_a, sizeof(st_a), &rec), 0);
+        guard_set_done(&a);
+        guard_set_done(&c);
+        assert_int_equal(guard_rules_count(), before + 1);
+        guard_set_done(&d);
+        assert_int_equal(guard_rules_count(), before);
         snmp_done(&base);
 }
 
@@ -353,6 +439,7 @@ int main(void) {
                 cmocka_unit_test(test_link_counters),
                 cmocka_unit_test(test_increase_and_ratio),
                 cmocka_unit_test(test_link_baseline_and_absent_counters),
+                cmocka_unit_test(test_rules_shared),
                 cmocka_unit_test(test_counter_warnings),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,6 +18,14 @@
         "      max-increase: 0\n"                                                                           \
         "    - counter: Ip.InHdrErrors\n"                                                                   \
         "      max-increase: 100\n"
+/* GUARDED's window with another guard list */
+#define LOOSE                                                                                               \
+        "rollback:\n"                                                                                       \
+        "  window: 10s\n"                                                                                   \
+        "  interval: 1s\n"                                                                                  \
+        "  guards:\n"                                                                                       \
+        "    - counter: link.tx_errors\n"                                                                   \
+        "      max-increase: 1000\n"
 #define UNGUARDED                                                                                           \
         "rollback:\n"                                                                                       \
         "  guards: []\n"
@@ -48,6 +56,7 @@ static const char P_ALL[] = FABRIC(GUARDED, ALL4("185000"));
 static const char P_ALL_150[] = FABRIC(GUARDED, ALL4("150000"));
 static const char P_LEGACY[] = FABRIC(GUARDED, ALL4("legacy"));
 static const char P_NOGUARD[] = FABRIC(UNGUARDED, ALL4("185000"));
+static const char P_ALL_LOOSE[] = FABRIC(LOOSE, ALL4("185000"));
 static const char P_GSO_150[] = FABRIC(GUARDED, "    ipv6:\n      gso-max-size: 150000\n");
 static const char P_V6[] = FABRIC(GUARDED, V6("185000"));
 static const char P_V4ONLY[] = FABRIC(GUARDED, V4("185000"));
@@ -747,6 +756,80 @@ static void test_last_good_after_guard_trip(void **state) {
         h_answer_all(h);
         assert_sizes_equal(h_link(h, 2)->sizes, b);
         assert_state(d->life.state, DEVICE_PROBATION);
+        h_free(h);
+}
+
+/* A reload that changes the guards and not the sizes writes nothing: the window running goes on,
+ * judged by the guards it began under (the rules of the policy that is gone), while a device
+ * written after the reload is judged by the new ones; the same after a restart on the new policy,
+ * from the state file. Each guard list is one rule set, whatever number of devices it watches. */
+typedef struct GuardsReloadCase {
+        const char *what;
+        bool restart;
+} GuardsReloadCase;
+
+static const GuardsReloadCase guards_reload_cases[] = {
+        {"the old guards judge the window begun under them", false},
+        {"… also after a restart on the new policy", true},
+};
+
+static void test_guards_reload(void **state) {
+        const GuardsReloadCase *c = *state;
+
+        Harness *h = started_with(P_ALL, 2, "eth0");
+        h_link_add(h, 4, "eth2");
+        h_answer_all(h);
+        assert_state(h_state(h, 2), DEVICE_PROBATION);
+        assert_state(h_state(h, 4), DEVICE_PROBATION);
+        /* one policy, one rule set: eth0's and eth2's */
+        assert_ptr_equal(h_dev(h, 2)->probation->guards.rules, h_dev(h, 4)->probation->guards.rules);
+        h_run(h, 2 * USEC_PER_SEC, USEC_PER_SEC);
+        size_t reqs = h->n_reqs, rule_sets = guard_rules_count();
+
+        h_reload(h, P_ALL_LOOSE); /* P_ALL's set is freed here */
+        h_answer_all(h);
+        assert_int_equal(h_count_writes(h, 0, reqs), 0);
+        assert_state(h_state(h, 2), DEVICE_PROBATION);
+        assert_int_equal(guard_rules_count(), rule_sets);
+        h_link_add(h, 3, "eth1");
+        h_answer_all(h);
+        assert_state(h_state(h, 3), DEVICE_PROBATION);
+        if (c->restart) {
+                h = h_restart(h, P_ALL_LOOSE);
+                assert_int_equal(h_count_writes(h, 0, 0), 0);
+        }
+        const GuardRules *old = h_dev(h, 2)->probation->guards.rules,
+                         *new = h_dev(h, 3)->probation->guards.rules;
+        assert_ptr_equal(h_dev(h, 4)->probation->guards.rules, old);
+        assert_ptr_not_equal(old, new);
+        assert_int_equal(guard_rules_count(), rule_sets + 1);
+        assert_int_equal(old->n, 2);
+        assert_string_equal(old->items[0].counter, "link.tx_errors");
+        assert_int_equal(old->items[0].max_increase, 0);
+        assert_int_equal(new->n, 1);
+        assert_int_equal(new->items[0].max_increase, 1000);
+        h_run(h, USEC_PER_SEC, USEC_PER_SEC);
+        size_t mark = h->n_ev;
+        reqs = h->n_reqs;
+
+        /* 5 errors on each: over the old guard's 0, not near the new one's 1000 */
+        h_link(h, 2)->stats.tx_errors += 5;
+        h_link(h, 3)->stats.tx_errors += 5;
+        h_tick(h, USEC_PER_SEC);
+        const Recorded *rb = h_find_event(h, EVENT_ROLLBACK, 2, mark);
+        assert_non_null(rb);
+        assert_string_equal(rb->counter, "link.tx_errors");
+        assert_state(h_state(h, 2), DEVICE_ROLLED_BACK);
+        assert_int_equal(h_count_writes(h, 2, reqs), 1);
+        assert_null(h_find_event(h, EVENT_ROLLBACK, 3, mark));
+        assert_state(h_state(h, 3), DEVICE_PROBATION);
+        assert_state(h_state(h, 4), DEVICE_PROBATION); /* no errors of its own */
+        h_run(h, 10 * USEC_PER_SEC, USEC_PER_SEC);
+        assert_state(h_state(h, 3), DEVICE_APPLIED);
+        assert_state(h_state(h, 4), DEVICE_APPLIED);
+        assert_int_equal(h_count_writes(h, 3, reqs), 0);
+        /* the windows are over: their rule sets went with them */
+        assert_int_equal(guard_rules_count(), rule_sets - 1);
         h_free(h);
 }
 
@@ -2059,6 +2142,7 @@ int main(void) {
                   leave_match_in_probation_cases);
         ADD_CASES("guard trips", test_guard_trip, guard_trip_cases);
         ADD_CASES("last good after a guard trip", test_last_good_after_guard_trip, last_good_cases);
+        ADD_CASES("guards changed by a reload", test_guards_reload, guards_reload_cases);
         ADD_TEST(test_refused_change_keeps_the_window);
         ADD_TEST(test_lost_ack_owns_what_it_wrote);
         ADD_CASES("namespace-wide rise", test_namespace_rise, namespace_rise_cases);

@@ -92,7 +92,7 @@ static void test_guards_on_the_device_alone(void **state) {
                 guard("tcp.retrans-big", false, 0, 0.05, "tcp.sent-big"),
         };
         RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 2};
-        GuardState items[POLICY_GUARDS_MAX];
+        GuardBase items[POLICY_GUARDS_MAX];
         GuardSet gs;
         RollbackRecord rec;
         struct observer_dev v = {.tcp_sent_big = 1000, .tcp_retrans_big = 5};
@@ -111,7 +111,7 @@ static void test_guards_on_the_device_alone(void **state) {
         /* no baseline yet: the first check takes it, and nothing trips */
         assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 0);
         assert_int_equal(items[0].base, 3);
-        assert_int_equal(items[0].reason, nf);
+        assert_int_equal(gs.rules->items[0].reason, nf);
         assert_int_equal(items[1].base, 5);
         assert_int_equal(items[1].per_base, 1000);
 
@@ -166,7 +166,7 @@ static void test_guards_on_the_device_alone(void **state) {
 static void test_unknown_reason_is_inactive(void **state) {
         Guard g[] = {guard("drop.no_such_reason_here", true, 0, 0, NULL)};
         RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 1};
-        GuardState items[POLICY_GUARDS_MAX];
+        GuardBase items[POLICY_GUARDS_MAX];
         GuardSet gs;
         RollbackRecord rec;
         Observer *o;
@@ -177,7 +177,7 @@ static void test_unknown_reason_is_inactive(void **state) {
         assert_int_equal(guard_set_init(&gs, items, &spec, NULL), 0);
         assert_int_equal(guard_set_check_observer(&gs, &(GuardObserver){.observer = o, .netns = NS_A, .ifindex = 1}, &rec),
                          0);
-        assert_false(items[0].active);
+        assert_false(guard_set_active(&gs, 0));
         guard_set_done(&gs);
         observer_free(o);
 }

@@ -22,6 +22,7 @@
 #include "auto-size.h"
 #include "durable.h"
 #include "netlink-link.h"
+#include "probation.h"
 #include "state.h"
 
 typedef struct Dir {
@@ -244,6 +245,102 @@ static void test_snapshot_roundtrip(void **state) {
         assert_int_equal(n, 0);
         snprintf(path, sizeof(path), "%s/state.json.corrupt", dir.path);
         assert_int_equal(access(path, F_OK), 0);
+        teardown(&t, &dir);
+}
+
+/* Probations through the state file: each guard written with its rule, the rules found again by
+ * their content — one rule set for every device of one guard list, whether its probation came from
+ * the policy or from the file — and each device's baselines its own. */
+static void test_probation_roundtrip_shares_rules(void **state) {
+        Guard g[] = {
+                {.counter = (char *) "link.tx_errors",
+                 .counter_kind = GUARD_COUNTER_LINK,
+                 .has_max_increase = true},
+                {.counter = (char *) "Tcp.RetransSegs",
+                 .counter_kind = GUARD_COUNTER_SNMP,
+                 .has_max_ratio = true,
+                 .max_ratio = 0.02,
+                 .per = (char *) "Tcp.OutSegs",
+                 .per_kind = GUARD_COUNTER_SNMP},
+        };
+        RollbackSpec spec = {.window_usec = 30 * USEC_PER_SEC,
+                             .interval_usec = USEC_PER_SEC,
+                             .guards = g,
+                             .n_guards = ELEMENTSOF(g)};
+        size_t rule_sets = guard_rules_count();
+        SnmpSnapshot snap = {};
+        Probation *p[2];
+        Device *d[2];
+        StateEntry *e = NULL;
+        size_t n = 0;
+        DeviceTable t;
+        Dir dir;
+
+        setup(&dir, &t);
+        assert_int_equal(snmp_parse(&snap, "Tcp: OutSegs RetransSegs\nTcp: 10000 50\n", false), 0);
+        snmp_finish(&snap);
+        for (int i = 0; i < 2; i++) {
+                struct rtnl_link_stats64 st = {.tx_errors = 5 + 4 * (uint64_t) i};
+                d[i] = written(&t, 2 + i, i ? "eth1" : "eth0", (Sizes){65536, 65536, 65536, 65536},
+                               SIZE_BITS_ALL);
+                assert_int_equal(probation_new(&spec, &snap, 1000, &p[i]), 0);
+                guard_set_link_baseline(&p[i]->guards, &st, sizeof(st));
+                d[i]->probation = p[i];
+        }
+        assert_ptr_equal(p[0]->guards.rules, p[1]->guards.rules);
+        assert_int_equal(guard_rules_count(), rule_sets + 1);
+        assert_int_equal(state_write_snapshot(dir.path, &t, 1), 0);
+
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 2);
+        for (int i = 0; i < 2; i++) {
+                const Probation *x = find_entry(e, n, 2 + i)->probation;
+                assert_non_null(x);
+                assert_int_equal(x->until_usec, 1000 + 30 * USEC_PER_SEC);
+                assert_int_equal(x->interval_usec, USEC_PER_SEC);
+                /* the rules of the file's guards are those of the policy's: found, not made anew */
+                assert_ptr_equal(x->guards.rules, p[0]->guards.rules);
+                assert_int_equal(guard_set_n(&x->guards), 2);
+                assert_true(guard_set_active(&x->guards, 0) && guard_set_have_base(&x->guards, 0));
+                assert_true(guard_set_active(&x->guards, 1) && guard_set_have_base(&x->guards, 1));
+                assert_int_equal(x->guards.items[0].base, 5 + 4 * i);
+                assert_int_equal(x->guards.items[1].base, 50);
+                assert_int_equal(x->guards.items[1].per_base, 10000);
+        }
+        assert_int_equal(guard_rules_count(), rule_sets + 1);
+        state_entries_free(e, n);
+
+        /* The same list with another threshold is another rule set; read from the file while the
+         * policy's went (a restart), the file's devices share one made for them. */
+        for (int i = 0; i < 2; i++) {
+                d[i]->probation = NULL;
+                probation_free(p[i]);
+        }
+        assert_int_equal(guard_rules_count(), rule_sets);
+        g[0].max_increase = 3;
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(probation_new(&spec, &snap, 1000, &p[i]), 0);
+                d[i]->probation = p[i];
+        }
+        assert_int_equal(state_write_snapshot(dir.path, &t, 2), 0);
+        for (int i = 0; i < 2; i++) {
+                d[i]->probation = NULL;
+                probation_free(p[i]);
+        }
+        g[0].max_increase = 0;
+        assert_int_equal(probation_new(&spec, &snap, 1000, &p[0]), 0);
+        load(&dir, &t, &e, &n, 0);
+        assert_int_equal(n, 2);
+        const Probation *x = find_entry(e, n, 2)->probation, *y = find_entry(e, n, 3)->probation;
+        assert_ptr_equal(x->guards.rules, y->guards.rules);
+        assert_ptr_not_equal(x->guards.rules, p[0]->guards.rules);
+        assert_int_equal(x->guards.rules->items[0].max_increase, 3);
+        assert_false(guard_set_have_base(&x->guards, 0)); /* no link baseline was taken */
+        assert_int_equal(guard_rules_count(), rule_sets + 2);
+        state_entries_free(e, n);
+        probation_free(p[0]);
+        assert_int_equal(guard_rules_count(), rule_sets);
+        snmp_done(&snap);
         teardown(&t, &dir);
 }
 
@@ -1705,6 +1802,7 @@ static void test_long_journal_compacted_when_quiet(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_snapshot_roundtrip),
+                cmocka_unit_test(test_probation_roundtrip_shares_rules),
                 cmocka_unit_test(test_old_families),
                 cmocka_unit_test(test_journal),
                 cmocka_unit_test(test_long_journal_compacted_when_quiet),

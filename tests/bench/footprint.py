@@ -7,7 +7,8 @@ in each, every binary given (--bin, and --baseline-bin to compare two builds sid
 order alternates from round to round) goes through:
 
   * applied: a fresh runtime directory and a policy for kind veth at sizes no device holds yet
-    (all four; a window of 1 s; the guard link.tx_dropped, as scale.py's), the time to READY=1 and until GetStatus counts every device
+    (all four; a window of 1 s; the guard link.tx_dropped, as scale.py's, or with --guards shipped
+    the guard list of conf/bigtcpd.yaml), the time to READY=1 and until GetStatus counts every device
     applied; then its VmRSS and VmHWM, and its children's RSS;
   * `bigtcpctl --json list` against `ip -n NS -j -d link show` of the same devices, --lists times
     each, interleaved, both printing to /dev/null: wall times, and the ratio of the medians;
@@ -33,7 +34,7 @@ Each figure is printed as the median over the rounds (min..max), with the load a
 start and the end. It asserts nothing. Run as root after `bash scripts/build.sh`:
     /usr/bin/python3 tests/bench/footprint.py [--bin build/daemon/bigtcpd] [--baseline-bin OTHER]
         [--pairs 5000] [--rounds 5] [--lists 5] [--idle 20] [--scrapes 5]
-        [--only applied,probation,auto,metrics,monitor]
+        [--only applied,probation,auto,metrics,monitor] [--guards one|shipped]
 """
 
 import argparse
@@ -47,6 +48,8 @@ import subprocess
 import sys
 import time
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import burst  # noqa: E402
@@ -58,7 +61,17 @@ from scale import children, cpu_ns  # noqa: E402  (the daemon's and its children
 IFACE = "io.bigtcpd.Manager"
 
 
-def policy(size, window, auto=False):
+ONE_GUARD = ["{counter: link.tx_dropped, max-increase: 10}"]
+
+
+def shipped_guards():
+    """The guards of the shipped conf/bigtcpd.yaml (its `rollback:`), each as a flow mapping."""
+    with open(os.path.join(burst.ROOT, "conf", "bigtcpd.yaml")) as f:
+        guards = yaml.safe_load(f)["rollback"]["guards"]
+    return [yaml.safe_dump(g, default_flow_style=True, width=1000).strip() for g in guards]
+
+
+def policy(size, window, auto=False, guards=ONE_GUARD):
     if auto:
         sizes = "    ipv6:\n      gso-max-size: auto\n"
     else:
@@ -66,7 +79,7 @@ def policy(size, window, auto=False):
                  f"    ipv4:\n      gso-max-size: {size}\n      gro-max-size: {size}\n")
     return (f"version: 1\npolicies:\n  - name: bench\n    match:\n      kind: [veth]\n{sizes}"
             f"    rollback:\n      window: {window}\n      interval: 500ms\n"
-            f"      guards:\n        - {{counter: link.tx_dropped, max-increase: 10}}\n")
+            "      guards:\n" + "".join(f"        - {g}\n" for g in guards))
 
 
 def ctl_of(daemon_bin):
@@ -89,6 +102,7 @@ class Footprint(burst.Bench):
         self.n = 2 * args.pairs
         self.k = 0
         self.figures = {}  # (label, figure) -> [values]
+        self.guards = shipped_guards() if args.guards == "shipped" else ONE_GUARD
 
     def cleanup(self):
         for p in self.procs:
@@ -100,6 +114,9 @@ class Footprint(burst.Bench):
             subprocess.run(["umount", self.tmp], check=False)
             self.mounted = False
         super().cleanup()
+
+    def policy(self, size, window, auto=False):
+        return policy(size, window, auto, self.guards)
 
     def note(self, label, what, value):
         self.figures.setdefault((label, what), []).append(value)
@@ -195,7 +212,7 @@ class Footprint(burst.Bench):
         return p
 
     def applied(self, label, daemon_bin):
-        config, run = self.config(policy(self.size(), "1s"))
+        config, run = self.config(self.policy(self.size(), "1s"))
         p, ready = self.start(daemon_bin, config, run)
         try:
             self.wait_count(run, "applied")
@@ -222,7 +239,7 @@ class Footprint(burst.Bench):
             self.stop(p)
 
     def probation(self, label, daemon_bin):
-        config, run = self.config(policy(self.size(), "3600s"))
+        config, run = self.config(self.policy(self.size(), "3600s"))
         p, _ = self.start(daemon_bin, config, run)
         try:
             self.wait_count(run, "probation")
@@ -235,7 +252,7 @@ class Footprint(burst.Bench):
             self.stop(p)
 
     def auto(self, label, daemon_bin):
-        config, run = self.config(policy(0, "2s", auto=True))
+        config, run = self.config(self.policy(0, "2s", auto=True))
         p, _ = self.start(daemon_bin, config, run)
         try:
             self.wait_count(run, "applied")
@@ -276,7 +293,7 @@ class Footprint(burst.Bench):
 
     def metrics(self, label, daemon_bin):
         port = 9437
-        config, run = self.config(policy(self.size(), "1s"))
+        config, run = self.config(self.policy(self.size(), "1s"))
         p, _ = self.start(daemon_bin, config, run, ("--metrics-listen", f"127.0.0.1:{port}"))
         try:
             self.wait_count(run, "applied")
@@ -305,7 +322,7 @@ class Footprint(burst.Bench):
         """The policy at `size` (every device rewritten): the daemon's CPU (ms) from the Reload
         call until every device is applied again."""
         with open(config, "w") as f:
-            f.write(policy(size, "1s"))
+            f.write(self.policy(size, "1s"))
         pid = self.daemon_pid
         w0 = self.status(run)["writes"]
         c0 = cpu_ns(pid)
@@ -352,7 +369,7 @@ class Footprint(burst.Bench):
         self.note(label, "monitor (perf): json-c trees printed, any (ms)", share["printed"] / 100 * total / 1e6)
 
     def monitor(self, label, daemon_bin):
-        config, run = self.config(policy(self.size(), "1s"))
+        config, run = self.config(self.policy(self.size(), "1s"))
         p, _ = self.start(daemon_bin, config, run)
         self.daemon_pid = p.pid
         try:
@@ -406,7 +423,7 @@ class Footprint(burst.Bench):
 
     def table(self, bins, load0):
         load1 = os.getloadavg()
-        print(f"\n{self.n} devices, {self.args.rounds} rounds; load average {load0[0]:.1f} at the start, "
+        print(f"\n{self.n} devices, {self.args.rounds} rounds, {len(self.guards)} guard(s); load average {load0[0]:.1f} at the start, "
               f"{load1[0]:.1f} at the end (2 cores: {os.cpu_count()})")
         whats = list(dict.fromkeys(w for _, w in self.figures))
         print(f"{'figure':48} " + " ".join(f"{label:>28}" for label, _ in bins))
@@ -435,6 +452,9 @@ def main():
     ap.add_argument("--perf", metavar="PREFIX", help="monitor: perf record each reload with a stream into "
                     "PREFIX-LABEL-K.data, and say what making and sending its events cost")
     ap.add_argument("--only", default="applied,probation,auto")
+    ap.add_argument("--guards", choices=("one", "shipped"), default="one",
+                    help="the policies' guards: link.tx_dropped alone (the figures of earlier runs), or the "
+                    "guard list of the shipped conf/bigtcpd.yaml")
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--prefix", default=os.environ.get("BT_NETNS_PREFIX", "bt-bench-"))
     args = ap.parse_args()

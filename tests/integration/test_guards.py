@@ -334,6 +334,48 @@ def check_held(ns, d, ifname, sizes):
               directory=True)
 
 
+def guards_on_disk(d, ifname):
+    e = state_of(d, ifname)
+    return e['probation']['guards'] if e and 'probation' in e else None
+
+
+def test_reload_that_changes_only_the_guards_leaves_the_window_to_its_old_guards(ns, daemon, confdir):
+    """Issue 37: the guards of a probation are its policy's rules, shared by its devices. A reload
+    that changes only the guards (and the window) writes nothing: g0's window goes on, judged by
+    the guards it began under (max-increase 0: their rules outlive the policy that is gone), while
+    h0, written after the reload, is judged by the new ones (max-increase 1000, a 2 s window). Five
+    drops on each: g0 rolls back, h0 passes its window."""
+    cfg = confdir / 'bigtcpd.yaml'
+    match = '{name: ["g0", "h0"]}'
+    cfg.write_text(policy(match, ['{counter: link.tx_dropped, max-increase: 0}'], window='60s'))
+    veth(ns, 'g0', 'g1')
+    ip(ns, 'link', 'set', 'g0', 'up')          # its peer stays down: every frame is dropped
+    d = daemon(ns, cfg)
+    wait_state(d, 'g0', 'probation', 5)
+    d.reload(lambda: write_file_atomic(cfg, policy(match, ['{counter: link.tx_dropped, max-increase: 1000}'],
+                                                   window='2s')))
+    assert nl.sizes_of(nl.read_links(ns)['g0']) == BIG
+    assert listed(d, 'g0')['state'] == 'probation'
+    veth(ns, 'h0', 'h1')
+    ip(ns, 'link', 'set', 'h0', 'up')
+    wait_state(d, 'h0', 'probation', 5)
+    # the state file writes each window's guards with their rules: g0's are still the old ones
+    assert [g['max_increase'] for g in guards_on_disk(d, 'g0')] == [0]
+    assert [g['max_increase'] for g in guards_on_disk(d, 'h0')] == [1000]
+
+    with Monitor(d) as mon:
+        drop_frames(ns, 'h0')
+        drop_frames(ns, 'g0')
+        mon.wait_state('g0', 'rolled-back', T(5))
+        mon.wait_state('h0', 'applied', T(5))
+    assert nl.sizes_of(nl.read_links(ns)['g0']) == LEGACY
+    assert nl.sizes_of(nl.read_links(ns)['h0']) == BIG
+    x = listed(d, 'g0')
+    assert x['last_rollback']['counter'] == 'link.tx_dropped', x
+    assert listed(d, 'h0')['rollbacks'] == 0
+    d.stop()
+
+
 def test_guard_trip_goes_back_to_the_last_policy_that_passed_and_holds_across_a_restart(ns, daemon, confdir):
     veth(ns, 'lg0', 'lg1')
     d, cfg = a_passed_then_b(ns, daemon, confdir, 'lg0')

@@ -798,9 +798,15 @@ static void test_guards_reload(void **state) {
                 h = h_restart(h, P_ALL_LOOSE);
                 assert_int_equal(h_count_writes(h, 0, 0), 0);
         }
+        /* a device written now: the rules of its policy's list, the same as eth1's (after a
+         * restart: those the state file's entry of eth1 found, made from the file) */
+        h_link_add(h, 5, "eth3");
+        h_answer_all(h);
+        assert_state(h_state(h, 5), DEVICE_PROBATION);
         const GuardRules *old = h_dev(h, 2)->probation->guards.rules,
                          *new = h_dev(h, 3)->probation->guards.rules;
         assert_ptr_equal(h_dev(h, 4)->probation->guards.rules, old);
+        assert_ptr_equal(h_dev(h, 5)->probation->guards.rules, new);
         assert_ptr_not_equal(old, new);
         assert_int_equal(guard_rules_count(), rule_sets + 1);
         assert_int_equal(old->n, 2);
@@ -827,6 +833,7 @@ static void test_guards_reload(void **state) {
         h_run(h, 10 * USEC_PER_SEC, USEC_PER_SEC);
         assert_state(h_state(h, 3), DEVICE_APPLIED);
         assert_state(h_state(h, 4), DEVICE_APPLIED);
+        assert_state(h_state(h, 5), DEVICE_APPLIED);
         assert_int_equal(h_count_writes(h, 3, reqs), 0);
         /* the windows are over: their rule sets went with them */
         assert_int_equal(guard_rules_count(), rule_sets - 1);

@@ -328,7 +328,8 @@ static const MapShape near_shape = {
         .voff = offsetof(NearEntry, v), .atoff = offsetof(NearEntry, at), .cmp = cmp_key,
 };
 
-/* Every entry of map `fd` into *entries, BATCH at a time, sorted, stamped `at`. */
+/* Every entry of map `fd` into *entries, BATCH at a time, sorted, stamped `at`; with `entries`
+ * NULL only counted into *n. */
 static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size_t *n, size_t *cap) {
         _cleanup_(freep) uint8_t *keys = malloc(BATCH * m->ksize), *values = malloc(BATCH * m->vsize);
         uint8_t in[16], out[16]; /* the hash maps' batch token is a u32 bucket index */
@@ -343,9 +344,9 @@ static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size
                 int err = r < 0 ? -errno : 0;
                 if (err < 0 && err != -ENOENT)
                         return err;
-                if (grow(entries, cap, total + count, m->esize) < 0)
+                if (entries && grow(entries, cap, total + count, m->esize) < 0)
                         return -ENOMEM;
-                for (__u32 i = 0; i < count; i++) {
+                for (__u32 i = 0; entries && i < count; i++) {
                         uint8_t *e = (uint8_t *) *entries + (total + i) * m->esize;
                         memset(e, 0, m->esize);
                         memcpy(e, keys + i * m->ksize, m->ksize);
@@ -359,7 +360,7 @@ static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size
                 first = false;
         }
         *n = total;
-        if (total > 1)
+        if (entries && total > 1)
                 qsort(*entries, total, m->esize, m->cmp);
         return 0;
 }
@@ -495,21 +496,21 @@ size_t observer_snapshot_bytes(const Observer *o) {
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
         int r = 0;
 
-        if (o->skel) {
-                r = fresh_whole(o, bpf_map__fd(o->skel->maps.devs), &dev_shape, (void **) &o->devs, &o->n_devs,
-                                &o->cap_devs, &o->devs_whole_at);
-                if (r >= 0)
-                        r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
-                                        &o->n_drops, &o->cap_drops, &o->drops_whole_at);
-                if (r >= 0)
-                        r = fresh_whole(o, bpf_map__fd(o->skel->maps.nears), &near_shape, (void **) &o->nears,
-                                        &o->n_nears, &o->cap_nears, &o->nears_whole_at);
-                if (r < 0)
-                        log_debug_errno(r, "observer: reading the maps whole failed: %m");
-        }
         *ret_devs = o->n_devs;
         *ret_drops = o->n_drops;
         *ret_nears = o->n_nears;
+        if (!o->skel)
+                return;
+        /* counted in the kernel, the snapshot left as it is: status asks often, and a copy of every
+         * entry kept for a count (ten thousand thresholds of windows in probation: 1.6 MB) stayed
+         * until its entries went */
+        r = read_map(bpf_map__fd(o->skel->maps.devs), &dev_shape, 0, NULL, ret_devs, NULL);
+        if (r >= 0)
+                r = read_map(bpf_map__fd(o->skel->maps.drops), &drop_shape, 0, NULL, ret_drops, NULL);
+        if (r >= 0)
+                r = read_map(bpf_map__fd(o->skel->maps.nears), &near_shape, 0, NULL, ret_nears, NULL);
+        if (r < 0)
+                log_debug_errno(r, "observer: counting the maps' entries failed: %m");
 }
 
 static uint64_t map_bytes(const struct bpf_map *m) {
@@ -623,6 +624,18 @@ int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t l
         memcpy(v.len, len, sizeof(v.len));
         if (o->skel && bpf_map_update_elem(bpf_map__fd(o->skel->maps.nears), &k, &v, BPF_ANY) < 0)
                 return -errno;
+        if (o->skel && !(o->nears_whole_at == o->read_at && o->read_at > 0)) {
+                /* Kept in the kernel alone until asked for: a burst sets thresholds on every device
+                 * in probation and reads them at the windows' ends (a copy of each here was 1.6 MB
+                 * at ten thousand). An entry of an earlier snapshot is stale now; a snapshot that
+                 * read the map whole must have it, for it asks the kernel no more. */
+                e = (NearEntry *) find_near(o, netns, ifindex);
+                if (e) {
+                        remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
+                        shrink((void **) &o->nears, o->n_nears, &o->cap_nears, sizeof(NearEntry));
+                }
+                return 0;
+        }
         e = upsert((void **) &o->nears, &o->n_nears, &o->cap_nears, sizeof(NearEntry), &k, sizeof(k), cmp_key);
         if (!e)
                 return -ENOMEM;

@@ -87,6 +87,7 @@ struct Observer {
         uint64_t whole_reads, lookups;
         uint64_t read_at, read_cost;
         uint64_t loaded_usec;
+        uint64_t start_mono, load_mono, wait_mono; /* CLOCK_MONOTONIC: the thread began, it ended, waited for */
 };
 
 static const char *const mode_table[_OBSERVER_MODE_MAX] = {
@@ -173,6 +174,7 @@ static void *load_main(void *userdata) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         o->loaded_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
+        o->load_mono = mono_usec();
         o->loaded = skel;
         return NULL;
 }
@@ -195,6 +197,7 @@ int observer_start(Observer **ret, char **ret_why) {
                 return r;
         }
         libbpf_set_print(quiet_print);
+        o->start_mono = mono_usec();
         r = -pthread_create(&o->loader, NULL, load_main, o);
         if (r < 0) {
                 why(ret_why, "starting the thread that loads it: %s", strerror(-r));
@@ -209,9 +212,15 @@ int observer_wait(Observer *o, char **ret_why) {
         if (ret_why)
                 *ret_why = NULL;
         if (o->loading) {
+                uint64_t t0 = mono_usec();
                 (void) pthread_join(o->loader, NULL);
+                o->wait_mono = mono_usec() - t0;
                 o->loading = false;
                 o->skel = TAKE_PTR(o->loaded);
+                if (o->skel)
+                        log_debug("observer: loaded in %llu ms, waited for %llu ms",
+                                  (unsigned long long) (o->load_mono - o->start_mono) / 1000,
+                                  (unsigned long long) o->wait_mono / 1000);
         }
         if (o->load_error < 0 && ret_why)
                 *ret_why = TAKE_PTR(o->load_why);

@@ -66,15 +66,33 @@ bool apply_device_is_new(const Engine *e, const Device *d) {
         return d->appeared_usec > 0 && !d->carried_traffic && engine_now(e) - d->appeared_usec <= NEW_DEVICE_USEC;
 }
 
+/* A device's match is news, but ten thousand at once (a start, a reload, a burst of new links) are
+ * noise that costs a start a tenth of a second and journald's own limit (10000 lines in 30 s a
+ * service) would drop what follows them: past MATCH_LOG_BURST within MATCH_LOG_INTERVAL_USEC, in
+ * every namespace together, a match is logged at debug, and the batch that made them says how
+ * many in one line (apply_flush()). */
+#define MATCH_LOG_BURST 100u
+#define MATCH_LOG_INTERVAL_USEC (10 * USEC_PER_SEC)
+static struct {
+        LogRateLimit limit;
+        unsigned demoted; /* since the last line that said so */
+} match_log = {.limit = LOG_RATELIMIT_INIT(MATCH_LOG_INTERVAL_USEC, MATCH_LOG_BURST)};
+
 static void note_match(Engine *e, Device *d, const Policy *p) {
         const char *name = p ? p->name : NULL;
+        unsigned dropped;
+        int level = LOG_INFO;
 
         if (d->reconcile.match_logged && streq_ptr(d->match.policy_name, name))
                 return;
+        if (!log_ratelimit(&match_log.limit, &dropped)) {
+                level = LOG_DEBUG;
+                match_log.demoted++;
+        }
         if (p)
-                log_dev_info(d, "matched policy \"%s\"", p->name);
+                log_dev_full_errno(d, level, 0, "matched policy \"%s\"", p->name);
         else
-                log_dev_info(d, "matches no policy%s", d->reconcile.match_logged ? " any more" : "");
+                log_dev_full_errno(d, level, 0, "matches no policy%s", d->reconcile.match_logged ? " any more" : "");
         d->reconcile.match_logged = true;
         if (intern_set(&d->match.policy_name, name, NULL) < 0) {
                 intern_put(d->match.policy_name); /* no memory: no name, as for no policy */
@@ -452,6 +470,14 @@ static void watch_state_recovery(Engine *e);
 
 void apply_flush(Engine *e) {
         WriteFlush f;
+
+        if (match_log.demoted > 0) {
+                log_info("%u more %s matched their policy, or none, at once: logged at debug only (more than %u "
+                         "in %llu s)",
+                         match_log.demoted, PLURAL(match_log.demoted, "device", "devices"), MATCH_LOG_BURST,
+                         (unsigned long long) (MATCH_LOG_INTERVAL_USEC / USEC_PER_SEC));
+                match_log.demoted = 0;
+        }
 
         advance_rollouts(e);
         lifecycle_flush(e, &f);

@@ -299,8 +299,7 @@ static void on_step(evutil_socket_t fd, short what, void *userdata) {
                         log_debug("netns %s: looking at its devices for a plan (read-only)", it->id.name);
                         return; /* on_read goes on */
                 }
-                if (r == -ENOMEM)
-                        log_debug_errno(r, "netns %s: failed to look at it for a plan: %m", it->id.name);
+                log_debug_errno(r, "netns %s: not looked into for a plan: %m", it->id.name);
                 close_socket(p);
                 device_table_done(&it->devices);
                 it->error = r;
@@ -313,6 +312,7 @@ static void on_step(evutil_socket_t fd, short what, void *userdata) {
 
 static void on_timeout(evutil_socket_t fd, short what, void *userdata) {
         NetnsPeek *p = userdata;
+        size_t never = 0;
 
         close_socket(p);
         for (size_t i = p->next; i < p->n; i++)
@@ -320,7 +320,10 @@ static void on_timeout(evutil_socket_t fd, short what, void *userdata) {
                         device_table_done(&p->items[i].devices);
                         p->items[i].error = -ETIMEDOUT;
                         p->items[i].dumped = i == p->next;
+                        never += i != p->next;
                 }
+        log_debug("netns: a plan's looks took over %u s: %zu %s not looked into", NETNS_PEEK_TIMEOUT_USEC / 1000000u,
+                  never, PLURAL(never, "namespace", "namespaces"));
         p->next = p->n;
         event_active(p->step_event, EV_TIMEOUT, 0);
 }

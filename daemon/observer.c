@@ -87,6 +87,7 @@ struct Observer {
         uint64_t whole_reads, lookups;
         uint64_t read_at, read_cost;
         uint64_t loaded_usec;
+        uint64_t start_mono, load_mono, wait_mono; /* CLOCK_MONOTONIC: the thread began, it ended, waited for */
 };
 
 static const char *const mode_table[_OBSERVER_MODE_MAX] = {
@@ -173,6 +174,7 @@ static void *load_main(void *userdata) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         o->loaded_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
+        o->load_mono = mono_usec();
         o->loaded = skel;
         return NULL;
 }
@@ -195,6 +197,7 @@ int observer_start(Observer **ret, char **ret_why) {
                 return r;
         }
         libbpf_set_print(quiet_print);
+        o->start_mono = mono_usec();
         r = -pthread_create(&o->loader, NULL, load_main, o);
         if (r < 0) {
                 why(ret_why, "starting the thread that loads it: %s", strerror(-r));
@@ -209,9 +212,15 @@ int observer_wait(Observer *o, char **ret_why) {
         if (ret_why)
                 *ret_why = NULL;
         if (o->loading) {
+                uint64_t t0 = mono_usec();
                 (void) pthread_join(o->loader, NULL);
+                o->wait_mono = mono_usec() - t0;
                 o->loading = false;
                 o->skel = TAKE_PTR(o->loaded);
+                if (o->skel)
+                        log_debug("observer: loaded in %llu ms, waited for %llu ms",
+                                  (unsigned long long) (o->load_mono - o->start_mono) / 1000,
+                                  (unsigned long long) o->wait_mono / 1000);
         }
         if (o->load_error < 0 && ret_why)
                 *ret_why = TAKE_PTR(o->load_why);
@@ -328,7 +337,8 @@ static const MapShape near_shape = {
         .voff = offsetof(NearEntry, v), .atoff = offsetof(NearEntry, at), .cmp = cmp_key,
 };
 
-/* Every entry of map `fd` into *entries, BATCH at a time, sorted, stamped `at`. */
+/* Every entry of map `fd` into *entries, BATCH at a time, sorted, stamped `at`; with `entries`
+ * NULL only counted into *n. */
 static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size_t *n, size_t *cap) {
         _cleanup_(freep) uint8_t *keys = malloc(BATCH * m->ksize), *values = malloc(BATCH * m->vsize);
         uint8_t in[16], out[16]; /* the hash maps' batch token is a u32 bucket index */
@@ -343,9 +353,9 @@ static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size
                 int err = r < 0 ? -errno : 0;
                 if (err < 0 && err != -ENOENT)
                         return err;
-                if (grow(entries, cap, total + count, m->esize) < 0)
+                if (entries && grow(entries, cap, total + count, m->esize) < 0)
                         return -ENOMEM;
-                for (__u32 i = 0; i < count; i++) {
+                for (__u32 i = 0; entries && i < count; i++) {
                         uint8_t *e = (uint8_t *) *entries + (total + i) * m->esize;
                         memset(e, 0, m->esize);
                         memcpy(e, keys + i * m->ksize, m->ksize);
@@ -359,7 +369,7 @@ static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size
                 first = false;
         }
         *n = total;
-        if (total > 1)
+        if (entries && total > 1)
                 qsort(*entries, total, m->esize, m->cmp);
         return 0;
 }
@@ -495,21 +505,21 @@ size_t observer_snapshot_bytes(const Observer *o) {
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears) {
         int r = 0;
 
-        if (o->skel) {
-                r = fresh_whole(o, bpf_map__fd(o->skel->maps.devs), &dev_shape, (void **) &o->devs, &o->n_devs,
-                                &o->cap_devs, &o->devs_whole_at);
-                if (r >= 0)
-                        r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
-                                        &o->n_drops, &o->cap_drops, &o->drops_whole_at);
-                if (r >= 0)
-                        r = fresh_whole(o, bpf_map__fd(o->skel->maps.nears), &near_shape, (void **) &o->nears,
-                                        &o->n_nears, &o->cap_nears, &o->nears_whole_at);
-                if (r < 0)
-                        log_debug_errno(r, "observer: reading the maps whole failed: %m");
-        }
         *ret_devs = o->n_devs;
         *ret_drops = o->n_drops;
         *ret_nears = o->n_nears;
+        if (!o->skel)
+                return;
+        /* counted in the kernel, the snapshot left as it is: status asks often, and a copy of every
+         * entry kept for a count (ten thousand thresholds of windows in probation: 1.6 MB) stayed
+         * until its entries went */
+        r = read_map(bpf_map__fd(o->skel->maps.devs), &dev_shape, 0, NULL, ret_devs, NULL);
+        if (r >= 0)
+                r = read_map(bpf_map__fd(o->skel->maps.drops), &drop_shape, 0, NULL, ret_drops, NULL);
+        if (r >= 0)
+                r = read_map(bpf_map__fd(o->skel->maps.nears), &near_shape, 0, NULL, ret_nears, NULL);
+        if (r < 0)
+                log_debug_errno(r, "observer: counting the maps' entries failed: %m");
 }
 
 static uint64_t map_bytes(const struct bpf_map *m) {
@@ -623,6 +633,18 @@ int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t l
         memcpy(v.len, len, sizeof(v.len));
         if (o->skel && bpf_map_update_elem(bpf_map__fd(o->skel->maps.nears), &k, &v, BPF_ANY) < 0)
                 return -errno;
+        if (o->skel && !(o->nears_whole_at == o->read_at && o->read_at > 0)) {
+                /* Kept in the kernel alone until asked for: a burst sets thresholds on every device
+                 * in probation and reads them at the windows' ends (a copy of each here was 1.6 MB
+                 * at ten thousand). An entry of an earlier snapshot is stale now; a snapshot that
+                 * read the map whole must have it, for it asks the kernel no more. */
+                e = (NearEntry *) find_near(o, netns, ifindex);
+                if (e) {
+                        remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
+                        shrink((void **) &o->nears, o->n_nears, &o->cap_nears, sizeof(NearEntry));
+                }
+                return 0;
+        }
         e = upsert((void **) &o->nears, &o->n_nears, &o->cap_nears, sizeof(NearEntry), &k, sizeof(k), cmp_key);
         if (!e)
                 return -ENOMEM;

@@ -64,8 +64,8 @@ uint64_t observer_whole_reads(const Observer *o);
 /* How many single keys were looked up in the kernel since it was loaded (once per key and
  * snapshot, found or not). */
 uint64_t observer_lookups(const Observer *o);
-/* Entries in the kernel's maps: devices, (device, reason) drops, thresholds (the maps are read
- * whole into the snapshot, once in it). */
+/* Entries in the kernel's maps: devices, (device, reason) drops, thresholds (counted in batches;
+ * the snapshot is not filled by it). */
 void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *ret_nears);
 /* The bytes the daemon's snapshot of them takes (its arrays' room), for tests. */
 size_t observer_snapshot_bytes(const Observer *o);

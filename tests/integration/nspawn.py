@@ -275,9 +275,7 @@ class Container:
         since = int(time.time()) - 1
         r = once()
         if r.returncode != 0 and len(cmd) > 1 and str(cmd[0]) == 'systemctl' and str(cmd[1]) in self.STARTS:
-            j = subprocess.run(['nsenter', '-t', str(self.leader), '-a', '--root', '--', 'journalctl', '--no-pager',
-                                '-q', '-o', 'cat', f'--since=@{since}'], capture_output=True, text=True, env=ENV,
-                               timeout=T(30), stdin=subprocess.DEVNULL)
+            j = self.run('journalctl', '--no-pager', '-q', '-o', 'cat', f'--since=@{since}', check=False, timeout=30)
             if 'Failed at step CGROUP spawning' in j.stdout:
                 print(f'in {self.name}: {" ".join(map(str, cmd))}: systemd could not attach the unit to its '
                       f'cgroup (status 219/CGROUP); once more')

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import nl
-from helpers import REPO, T, at, sizes4, veth
+from helpers import REPO, T, at, ip_batch, sizes4, veth
 from policies import standard_policy
 
 LOG_ID_WRITE = '2a9fb0c4cdfd484aafda54bda68aa087'     # lib/log.h
@@ -134,3 +134,26 @@ def test_entries_carry_their_call_site(ns, confdir, daemon, journal):
     for f, line, func in sites:
         assert (REPO / f).is_file(), f'CODE_FILE={f}: not a file of the tree'
         assert re.fullmatch(r'[A-Za-z_]\w*', func) and int(line) > 0, (f, line, func)
+
+
+def test_a_burst_of_matches_is_summed_up(ns, confdir, daemon, journal):
+    """150 veth pairs at start: each device's match is news, but 301 lines of it would be noise (and
+    at ten thousand, past journald's own limit, push out what follows): the first 100 at info, the
+    others at debug (there at --log-level debug), and one line at info says how many went there.
+    Each write is still an entry of its own."""
+    ip_batch(ns, [f'link add m{i}a type veth peer name m{i}b' for i in range(150)])
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(standard_policy())
+    d = daemon(ns, cfg, wrapper=journal.wrapper)
+    nl.wait_links(ns, at({f'm{i}{s}': sizes4(185000) for i in range(150) for s in 'ab'}), T(30), 'written')
+    d.stop()
+    got = journal.read_all()
+    matches = [e for e in got if re.search(r': (matched policy "veth"|matches no policy)$', e.get('MESSAGE', ''))]
+    info = [e for e in matches if e['PRIORITY'] == '6']
+    debug = [e for e in matches if e['PRIORITY'] == '7']
+    assert len(info) == 100 and len(matches) == 301, (len(info), len(debug), len(matches))
+    assert {e['INTERFACE'] for e in matches} == {f'm{i}{s}' for i in range(150) for s in 'ab'} | {'lo'}
+    summary = [e for e in got if 'logged at debug only' in e.get('MESSAGE', '')]
+    assert [e['PRIORITY'] for e in summary] == ['6'], summary
+    assert summary[0]['MESSAGE'].startswith('201 more devices matched their policy, or none, at once'), summary
+    assert len([e for e in got if e.get('MESSAGE_ID') == LOG_ID_WRITE]) == 300

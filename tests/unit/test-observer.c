@@ -339,6 +339,34 @@ static void test_reads_what_is_asked(void **state) {
         observer_entries(o, &devs, &drops, &nears);
         assert_true(devs >= 99);
         assert_true(drops >= 99);
+        assert_int_equal(nears, 0);
+
+        /* thresholds set are the kernel's alone until asked for (ten thousand windows in probation
+         * kept a copy each): counted all the same, read back from the kernel */
+        static const uint32_t len[4] = {70000, 0, 0, 0};
+        size_t bytes = observer_snapshot_bytes(o);
+        for (int i = 1; i <= 100; i++)
+                assert_int_equal(observer_near_set(o, NS_B, i, len), 0);
+        assert_int_equal(observer_snapshot_bytes(o), bytes);
+        observer_entries(o, &devs, &drops, &nears);
+        assert_int_equal(nears, 100);
+        assert_int_equal(observer_snapshot_bytes(o), bytes); /* counting kept nothing */
+        assert_int_equal(observer_read(o, ++t, 0), 0);
+        assert_int_equal(observer_near_get(o, NS_B, 5, &near), 0);
+        assert_int_equal(near.len[0], 70000);
+        assert_int_equal(near.count[0], 0);
+        /* past a few, the map is read whole into this snapshot: one set after that is in it, for
+         * the snapshot asks the kernel no more */
+        for (int i = 1; i <= 100; i++)
+                assert_int_equal(observer_near_get(o, NS_B, i, &near), 0);
+        assert_int_equal(observer_near_set(o, NS_B, 200, len), 0);
+        assert_int_equal(observer_near_get(o, NS_B, 200, &near), 0);
+        assert_int_equal(near.len[0], 70000);
+        for (int i = 1; i <= 100; i++)
+                observer_near_clear(o, NS_B, i);
+        observer_near_clear(o, NS_B, 200);
+        observer_entries(o, &devs, &drops, &nears);
+        assert_int_equal(nears, 0);
         free(why);
         observer_free(o);
 }

@@ -759,7 +759,7 @@ void apply_loaded_state(Engine *e, StateEntry *entries, size_t n) {
                 if (s->autosize) {
                         /* the searches go on where they were; a step whose window was cut short
                          * has lost its count of packets and proves nothing */
-                        free(d->autosize);
+                        auto_device_free(d->autosize);
                         d->autosize = TAKE_PTR(s->autosize);
                         log_dev_debug(d, "resuming its search of auto");
                         searches++;

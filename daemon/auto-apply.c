@@ -53,7 +53,7 @@ unsigned auto_apply_preview(const Device *d, const Policy *p, unsigned owned, bo
                 if (!(mask & (1u << i)))
                         continue;
                 if (was)
-                        *s = was->search;
+                        *s = auto_search_copy(&was->search); /* the plan's own: it may outlive d's */
                 resolve_bounds(d, p, policy_size_spec(p, i), i, &ret->bounds[i]);
                 bool began = auto_search_begin(s, &ret->bounds[i], proven_before(d, i));
                 if (auto_search_tick(s, &ret->bounds[i], now_usec) || began)
@@ -73,8 +73,7 @@ void auto_apply_none(Engine *e, Device *d) {
                 return;
         peer_stop(e, d);
         log_dev_info(d, "auto: no size of it is searched any more");
-        free(d->autosize);
-        d->autosize = NULL;
+        auto_device_free(TAKE_PTR(d->autosize));
         state_store_mark(e->state, d);
 }
 
@@ -92,6 +91,7 @@ void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
                 a = auto_device_new(mask);
                 if (!a) {
                         log_dev_warning(d, "auto: no memory for its search; it stays at the policy's min");
+                        auto_searches_done(&next);
                         return;
                 }
                 if (was) {
@@ -103,12 +103,13 @@ void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
         }
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 const AutoSize *old = auto_device_at(was, i);
-                AutoSearch before = old ? old->search : (AutoSearch){};
+                AutoSearch before = old ? auto_search_numbers(&old->search) : (AutoSearch){};
                 AutoSize *now = auto_device_at(a, i);
 
                 if (!now)
                         continue;
-                now->search = next.size[i];
+                auto_search_done(&now->search); /* was's own, when it is `a` */
+                now->search = next.size[i];     /* its references with it */
                 now->bounds = next.bounds[i];
                 *sizes_at(&want->sizes, i) = auto_search_target(&next.size[i]);
                 if (changed & (1u << i)) {
@@ -117,7 +118,7 @@ void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
                 }
         }
         if (was != a)
-                free(was);
+                auto_device_free(was);
 }
 
 /* What each size counts in the watch that begins: above the proven size while stepping, within
@@ -161,7 +162,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)))
                         continue;
-                AutoSearch *s = auto_device_search(a, i), before = *s;
+                AutoSearch *s = auto_device_search(a, i), before = auto_search_numbers(s);
                 if (s->phase == AUTO_TRYING) {
                         /* its window is over without a verdict this run saw (an earlier run's,
                          * stopped in it, resumed without it): not proven */
@@ -196,7 +197,7 @@ void auto_apply_at_policy(Engine *e, Device *d, const Policy *p) {
                 for (unsigned i = 0; i < SIZES_COUNT; i++) {
                         if (!(a->sizes & (1u << i)))
                                 continue;
-                        AutoSearch before = *auto_device_search(a, i);
+                        AutoSearch before = auto_search_numbers(auto_device_search(a, i));
                         auto_search_watched(auto_device_search(a, i), auto_device_bounds(a, i), 0, realtime(e));
                         emit_change(e, d, i, &before, 0);
                 }
@@ -266,8 +267,10 @@ static void peer_from_now(Engine *e, Device *d) {
         a->peer_counting = true;
         a->peer_netns = ns;
         a->peer_ifindex = p.device->ifindex;
-        snprintf(a->peer_proof, sizeof(a->peer_proof), "delivered to peer %s in ns %s", p.device->ifname,
+        char proof[AUTO_PROOF_MAX];
+        snprintf(proof, sizeof(proof), "delivered to peer %s in ns %s", p.device->ifname,
                  device_netns_name(p.device));
+        auto_words_set(&a->peer_proof, proof, sizeof(proof));
         log_dev_debug(d, "auto: counting what its peer %s (ns %s) receives near the size tried", p.device->ifname,
                       device_netns_name(p.device));
 }
@@ -310,8 +313,8 @@ static const uint64_t *above_counts(Engine *e, Device *d) {
         return d->evidence->counts.above;
 }
 
-/* What a decision did to size i's search (before: as it was), in the journal's one line and as
- * Monitor's "auto" event. */
+/* What a decision did to size i's search (before: its numbers as they were, auto_search_numbers()),
+ * in the journal's one line and as Monitor's "auto" event. */
 static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *before, uint64_t packets) {
         const AutoSearch *s = auto_device_search(d->autosize, i);
         AutoChange change = auto_search_change(before, s);
@@ -329,8 +332,8 @@ static void emit_change(Engine *e, Device *d, unsigned i, const AutoSearch *befo
                              (unsigned long long) packets, buf);
                 break;
         case AUTO_CHANGE_TRIPPED:
-                log_dev_notice(d, "auto: %s %u tripped %s +%llu: back to %u; %s", size_name(i), before->trying,
-                               s->ceiling_counter[0] ? s->ceiling_counter : "a guard",
+                log_dev_notice(d, "auto: %s %u tripped %s +%llu: back to %u; %s", size_name(i),
+                               before->trying, s->ceiling_counter ?: "a guard",
                                (unsigned long long) s->ceiling_rise, s->proven, buf);
                 break;
         case AUTO_CHANGE_UNPROVEN:
@@ -369,13 +372,13 @@ static bool peer_delivered(Engine *e, Device *d, uint64_t ret[static 2]) {
                         continue;
                 log_dev_info(d, "auto: %s: %llu packets sent near the size, %llu %s (%llu received there, %llu dropped after)",
                              size_name(2 * f), (unsigned long long) (d->evidence ? d->evidence->counts.above[2 * f] : 0),
-                             (unsigned long long) ret[f], a->peer_proof, (unsigned long long) v.received[f],
-                             (unsigned long long) v.dropped[f]);
+                             (unsigned long long) ret[f], a->peer_proof ?: "delivered to its peer",
+                             (unsigned long long) v.received[f], (unsigned long long) v.dropped[f]);
         }
         return true;
 }
 
-/* How size i's step was proven, in words. */
+/* How size i's step was proven, in words (borrowed: a->peer_proof, or a literal). */
 static const char *proof_of(Engine *e, const AutoDevice *a, unsigned i, bool by_peer) {
         bool observer = evidence_set_get_observer(e->evidence);
 
@@ -401,7 +404,7 @@ bool auto_apply_passed(Engine *e, Device *d) {
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)))
                         continue;
-                AutoSearch *s = auto_device_search(a, i), before = *s;
+                AutoSearch *s = auto_device_search(a, i), before = auto_search_numbers(s);
                 uint64_t count = above[i];
                 const char *trip = NULL; /* the counter a step trips, and its rise */
                 uint64_t rise = 0;
@@ -448,7 +451,7 @@ bool auto_apply_passed(Engine *e, Device *d) {
                 else if (s->phase == AUTO_TRYING) {
                         auto_search_passed(s, auto_device_bounds(a, i), count, realtime(e));
                         if (s->steps > before.steps)
-                                snprintf(s->proof, sizeof(s->proof), "%s", proof_of(e, a, i, by_peer));
+                                auto_search_set_proof(s, proof_of(e, a, i, by_peer));
                 } else if (s->phase == AUTO_WATCHING && (a->counting & (1u << i)))
                         auto_search_watched(s, auto_device_bounds(a, i), above[i], realtime(e));
                 else
@@ -472,7 +475,7 @@ bool auto_apply_tripped(Engine *e, Device *d, const RollbackRecord *why) {
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase != AUTO_TRYING)
                         continue;
-                AutoSearch *s = auto_device_search(a, i), before = *s;
+                AutoSearch *s = auto_device_search(a, i), before = auto_search_numbers(s);
                 auto_search_tripped(s, auto_device_bounds(a, i), why ? why->counter : NULL, why ? why->rise : 0, realtime(e));
                 emit_change(e, d, i, &before, 0);
                 stepping = true;
@@ -517,7 +520,7 @@ bool auto_apply_watch_ended(Engine *e, Device *d) {
                 if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase != AUTO_WATCHING ||
                     !(a->counting & (1u << i)))
                         continue;
-                AutoSearch *s = auto_device_search(a, i), before = *s;
+                AutoSearch *s = auto_device_search(a, i), before = auto_search_numbers(s);
                 auto_search_watched(s, auto_device_bounds(a, i), above[i], realtime(e));
                 emit_change(e, d, i, &before, above[i]);
                 changed = changed || auto_search_target(s) != auto_search_target(&before);
@@ -539,7 +542,7 @@ bool auto_apply_tick(Engine *e, Device *d) {
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)))
                         continue;
-                AutoSearch before = *auto_device_search(a, i);
+                AutoSearch before = auto_search_numbers(auto_device_search(a, i));
                 if (auto_search_tick(auto_device_search(a, i), auto_device_bounds(a, i), realtime(e))) {
                         emit_change(e, d, i, &before, 0);
                         changed = true;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "auto-size.h"
+#include "intern.h"
 #include "util.h"
 
 static const char *const auto_phase_table[_AUTO_PHASE_MAX] = {
@@ -23,6 +24,53 @@ AutoDevice *auto_device_new(unsigned sizes) {
         if (a)
                 a->sizes = sizes & SIZE_BITS_ALL;
         return a;
+}
+
+void auto_device_free(AutoDevice *a) {
+        if (!a)
+                return;
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (a->sizes & (1u << i))
+                        auto_search_done(auto_device_search(a, i));
+        intern_put(a->peer_proof);
+        free(a);
+}
+
+void auto_words_set(const char **dst, const char *src, size_t size) {
+        char cut[AUTO_PROOF_MAX];
+
+        if (size > sizeof(cut))
+                size = sizeof(cut);
+        if (src && strnlen(src, size) >= size) {
+                /* cut as snprintf() cuts: the state file refuses longer ones */
+                memcpy(cut, src, size - 1);
+                cut[size - 1] = '\0';
+                src = cut;
+        }
+        if (intern_set(dst, strempty(src) ? NULL : src, NULL) < 0) {
+                intern_put(*dst); /* no memory: not said, rather than the words of before */
+                *dst = NULL;
+        }
+}
+
+AutoSearch auto_search_copy(const AutoSearch *s) {
+        AutoSearch c = *s;
+
+        intern_ref(c.proof);
+        intern_ref(c.ceiling_counter);
+        return c;
+}
+
+void auto_search_done(AutoSearch *s) {
+        intern_put(s->proof);
+        intern_put(s->ceiling_counter);
+        *s = (AutoSearch){};
+}
+
+void auto_searches_done(AutoSearches *s) {
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                auto_search_done(&s->size[i]);
+        *s = (AutoSearches){};
 }
 
 const char *auto_phase_to_string(AutoPhase p) {
@@ -88,6 +136,7 @@ static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi) {
 bool auto_search_begin(AutoSearch *s, const AutoBounds *b, uint32_t hint) {
         if (s->phase != AUTO_NEW && s->min == b->min && s->max == b->max)
                 return false;
+        auto_search_done(s);
         *s = (AutoSearch){
                 .min = b->min,
                 .max = b->max,
@@ -229,13 +278,13 @@ void auto_search_passed(AutoSearch *s, const AutoBounds *b, uint64_t packets, ui
         }
         s->proven = s->trying;
         s->proven_packets = packets;
-        s->proof[0] = '\0'; /* the caller says how */
+        auto_search_set_proof(s, NULL); /* the caller says how */
         s->steps++;
         if (s->ceiling != 0 && s->proven >= s->ceiling) {
                 /* the aged ceiling passed: the path is mended, nothing above is known to trip */
                 s->ceiling = 0;
                 s->ceiling_usec = 0;
-                s->ceiling_counter[0] = '\0';
+                auto_words_set(&s->ceiling_counter, NULL, AUTO_COUNTER_MAX);
                 s->ceiling_rise = 0;
                 s->reprobe = false;
         }
@@ -250,7 +299,7 @@ void auto_search_tripped(AutoSearch *s, const AutoBounds *b, const char *counter
                 return;
         if (s->ceiling == 0 || s->trying < s->ceiling) {
                 s->ceiling = s->trying;
-                snprintf(s->ceiling_counter, sizeof(s->ceiling_counter), "%s", counter ?: "");
+                auto_words_set(&s->ceiling_counter, counter, AUTO_COUNTER_MAX);
                 s->ceiling_rise = rise;
         }
         s->ceiling_usec = now_usec; /* ages from its last trip */
@@ -273,7 +322,7 @@ static const char *format(const AutoSearch *s, uint64_t now_usec, char *buf, siz
                 snprintf(proven, sizeof(proven), "%" PRIu32, s->proven);
         if (s->ceiling != 0)
                 snprintf(ceiling, sizeof(ceiling), "%" PRIu32 " tripped %s +%" PRIu64, s->ceiling,
-                         s->ceiling_counter[0] ? s->ceiling_counter : "a guard", s->ceiling_rise);
+                         s->ceiling_counter ?: "a guard", s->ceiling_rise);
 
         switch (s->phase) {
         case AUTO_SETTLED:
@@ -315,7 +364,7 @@ static const char *format(const AutoSearch *s, uint64_t now_usec, char *buf, siz
 static const char *with_proof(const AutoSearch *s, char *buf, size_t size) {
         size_t n = strlen(buf);
 
-        if (s->proof[0] && s->proven_packets > 0 && n + 1 < size)
+        if (s->proof && s->proven_packets > 0 && n + 1 < size)
                 snprintf(buf + n, size - n, "; proof: %s", s->proof);
         return buf;
 }

@@ -37,9 +37,11 @@
 #define AUTO_NEAR_SLACK 18432u
 /* An idle device is watched again after the window, then twice as long each time, up to this. */
 #define AUTO_IDLE_WAIT_MAX_USEC (UINT64_C(3600) * UINT64_C(1000000))
+/* The longest a search's words may be, with a terminating NUL: a guard's counter
+ * (AutoSearch.ceiling_counter) and how a size was proven (AutoSearch.proof: "delivered to peer e1
+ * in ns pod-1", "sent, not retransmitted", "sent"). Longer ones are cut to fit, and a state file
+ * with longer ones is refused: what a run writes, the next one reads. */
 #define AUTO_COUNTER_MAX 64u
-/* How a size was proven, in words (AutoSearch.proof): "delivered to peer e1 in ns pod-1", "sent,
- * not retransmitted", "sent"; cut to fit. */
 #define AUTO_PROOF_MAX 128u
 
 /* What one search runs under, resolved for the device. */
@@ -60,16 +62,23 @@ typedef enum AutoPhase {
         _AUTO_PHASE_INVALID = -1,
 } AutoPhase;
 
+/* A search holds one reference (intern.h) to each of its words, proof and ceiling_counter (NULL:
+ * not said): the functions below drop and take them as they change it, auto_search_done() drops
+ * them. A plain copy by value holds none: it borrows them, only while the search it came from is
+ * neither changed nor ended. A copy that may outlive that is made with auto_search_copy(), which
+ * takes its own (the plan's preview); `before` a decision, with auto_search_numbers(), which has
+ * no words (auto_search_change() reads none). Moving a search (the preview into the device, the
+ * state file's into its entry) moves its references with it. */
 typedef struct AutoSearch {
         uint32_t min, max; /* the bounds it runs under: others start it over */
         AutoPhase phase;
         uint32_t proven;
         uint64_t proven_packets; /* the packets above the size before it that proved it (0: min) */
-        char proof[AUTO_PROOF_MAX]; /* how they proved it ("": not said, as for min) */
+        const char *proof;       /* how they proved it, interned (NULL: not said, as for min) */
         uint32_t trying;         /* AUTO_TRYING: the size in probation */
         uint32_t ceiling;        /* the lowest size that tripped; 0: none (the bound is `max`) */
         uint64_t ceiling_usec;   /* CLOCK_REALTIME: when it tripped */
-        char ceiling_counter[AUTO_COUNTER_MAX]; /* the guard's counter that rose */
+        const char *ceiling_counter; /* the guard's counter that rose, interned (NULL: not said) */
         uint64_t ceiling_rise;
         uint64_t retry_usec;     /* AUTO_IDLE: CLOCK_REALTIME of the next watch */
         uint64_t idle_wait_usec; /* the wait after the last idle watch */
@@ -78,7 +87,8 @@ typedef struct AutoSearch {
         bool deferred;           /* AUTO_IDLE: not found idle, but no watch could begin (this run's) */
 } AutoSearch;
 
-/* Every size's search, as a plan sees them (auto_apply_preview()): a value, room for all four. */
+/* Every size's search, as a plan sees them (auto_apply_preview()): a value, room for all four,
+ * holding the references of its searches (auto_searches_done()). */
 typedef struct AutoSearches {
         AutoSearch size[SIZES_COUNT];
         AutoBounds bounds[SIZES_COUNT]; /* as resolved */
@@ -94,27 +104,35 @@ typedef struct AutoSize {
 /* A device's searches (Device.autosize): made when a search begins, with room for the sizes its
  * policy sets to `auto` alone (a device searching one size carries one search, not four), and
  * made again when those change; freed when no size is searched. The searches are kept in the
- * state file; the rest is this run's. */
+ * state file; the rest is this run's. It holds its searches' references and peer_proof's. */
 typedef struct AutoDevice {
         unsigned sizes;    /* SizeMask: the sizes searched, an entry of `of` each, in the bits' order */
         /* this run's (auto-apply.c) */
-        bool demand_watch;              /* a watch of the proven sizes runs, asked by the search */
-        bool pending;                   /* its target changed outside a reconcile: apply.c's timer reconciles it */
-        unsigned counting;              /* SizeMask: the sizes the running watch counts for (set as it
-                                         * began): a size that began watching after it is not judged by it */
-        bool has_tcp_base;              /* with the observer: its own TCP counts as a step's window began */
+        unsigned counting; /* SizeMask: the sizes the running watch counts for (set as it
+                            * began): a size that began watching after it is not judged by it */
         uint64_t sent_big_base, retrans_big_base;
+        bool demand_watch; /* a watch of the proven sizes runs, asked by the search */
+        bool pending;      /* its target changed outside a reconcile: apply.c's timer reconciles it */
+        bool has_tcp_base; /* with the observer: its own TCP counts as a step's window began */
         /* with the observer, a GSO step's peer, known and in a namespace bigtcpd runs: what it
          * received near the size tried is counted through the window (observer_deliv_set()) */
         bool peer_counting;
         uint32_t peer_netns;
         int peer_ifindex;
-        char peer_proof[AUTO_PROOF_MAX]; /* "delivered to peer e1 in ns b" */
+        /* "delivered to peer e1 in ns b", interned: the last step's peer, kept after its window
+         * for the proof of the step it judged (NULL: none yet) */
+        const char *peer_proof;
         AutoSize of[];
 } AutoDevice;
 
-/* Searches for the sizes of `sizes` (SizeMask), zeroed; NULL without memory. Free with free(). */
+/* Searches for the sizes of `sizes` (SizeMask), zeroed; NULL without memory. Free with
+ * auto_device_free(). */
 AutoDevice *auto_device_new(unsigned sizes);
+/* Drops its searches' references and its peer's proof, and frees it; NULL is a no-op. */
+void auto_device_free(AutoDevice *a);
+static inline void auto_device_freep(AutoDevice **a) {
+        auto_device_free(*a);
+}
 /* Size i's entry, for a size that is searched (`a->sizes` has bit i). */
 static inline AutoSize *auto_device_entry(const AutoDevice *a, unsigned i) {
         return (AutoSize *) &a->of[__builtin_popcount(a->sizes & ((1u << i) - 1))];
@@ -132,6 +150,26 @@ static inline AutoSize *auto_device_at(const AutoDevice *a, unsigned i) {
 
 const char *auto_phase_to_string(AutoPhase p);
 AutoPhase auto_phase_from_string(const char *s);
+
+/* *dst (a reference held, or NULL) becomes `src` cut to size - 1 bytes, interned: NULL for NULL
+ * and "", and without memory (the words are not said). `size` is at most AUTO_PROOF_MAX. */
+void auto_words_set(const char **dst, const char *src, size_t size);
+/* How the proven size was proven, in words (cut to AUTO_PROOF_MAX - 1 bytes; NULL: not said). */
+static inline void auto_search_set_proof(AutoSearch *s, const char *proof) {
+        auto_words_set(&s->proof, proof, AUTO_PROOF_MAX);
+}
+/* A copy of `s` with references of its own, to end with auto_search_done(). */
+AutoSearch auto_search_copy(const AutoSearch *s);
+/* A copy of `s` without its words: nothing held, nothing to end; its numbers only. */
+static inline AutoSearch auto_search_numbers(const AutoSearch *s) {
+        AutoSearch n = *s;
+        n.proof = n.ceiling_counter = NULL;
+        return n;
+}
+/* Drops its references; the search is zeroed (not begun). */
+void auto_search_done(AutoSearch *s);
+/* Drops the references of every search in it; zeroed. */
+void auto_searches_done(AutoSearches *s);
 
 /* What one decision did to a search (the journal's line and Monitor's "auto" event say it). */
 typedef enum AutoChange {
@@ -154,8 +192,9 @@ const char *auto_change_to_string(AutoChange c);
 AutoChange auto_search_change(const AutoSearch *before, const AutoSearch *after);
 
 /* Begin the search, or begin it again when `b` moves its bounds: the proven size is `hint` (the
- * largest size proven on the device before, 0: none) within the bounds, or min; no ceiling. A
- * search under the same bounds is left as it is. True when it (re)began. */
+ * largest size proven on the device before, 0: none) within the bounds, or min; no ceiling, no
+ * words (its references dropped). A search under the same bounds is left as it is. True when it
+ * (re)began. */
 bool auto_search_begin(AutoSearch *s, const AutoBounds *b, uint32_t hint);
 /* Time passed: a ceiling older than its age is tried once more (a settled search watches again;
  * passed, the ceiling goes and the search goes on up; tripped, it is the ceiling again, aging
@@ -219,11 +258,13 @@ void auto_search_watched(AutoSearch *s, const AutoBounds *b, uint64_t packets, u
  * its wait — it was not found idle. Ignored unless watching. */
 void auto_search_deferred(AutoSearch *s, const AutoBounds *b, uint64_t now_usec);
 /* The step's window passed with `packets` counted above the proven size: AUTO_PROOF_MIN of them
- * prove it (and show traffic that fills it: the next step follows at once, or it settles);
- * fewer prove nothing and it goes back to the proven size, as idle. Ignored unless trying. */
+ * prove it (and show traffic that fills it: the next step follows at once, or it settles; how,
+ * the caller says: auto_search_set_proof()); fewer prove nothing and it goes back to the proven
+ * size, as idle. Ignored unless trying. */
 void auto_search_passed(AutoSearch *s, const AutoBounds *b, uint64_t packets, uint64_t now_usec);
-/* A guard tripped in the step's window (`counter` rose by `rise`): back to the proven size, the
- * tried size is the ceiling, and a watch comes before the next step. Ignored unless trying. */
+/* A guard tripped in the step's window (`counter` rose by `rise`; NULL: not said): back to the
+ * proven size, the tried size is the ceiling (its counter interned, cut to AUTO_COUNTER_MAX - 1
+ * bytes), and a watch comes before the next step. Ignored unless trying. */
 void auto_search_tripped(AutoSearch *s, const AutoBounds *b, const char *counter, uint64_t rise,
                          uint64_t now_usec);
 

@@ -238,7 +238,7 @@ void control_auto_search_write(JsonWriter *w, const AutoSearch *s, unsigned i, u
         json_writer_key(w, "proven_packets");
         json_writer_int64(w, (int64_t) s->proven_packets);
         json_writer_key(w, "proof");
-        json_writer_string(w, s->proof[0] ? s->proof : NULL);
+        json_writer_string(w, s->proof);
         json_writer_key(w, "trying");
         if (s->phase == AUTO_TRYING)
                 json_writer_int64(w, s->trying);
@@ -249,7 +249,7 @@ void control_auto_search_write(JsonWriter *w, const AutoSearch *s, unsigned i, u
         json_writer_key(w, "tripped");
         json_writer_bool(w, s->ceiling != 0);
         json_writer_key(w, "tripped_by");
-        json_writer_string(w, s->ceiling ? s->ceiling_counter : NULL);
+        json_writer_string(w, s->ceiling ? s->ceiling_counter ?: "" : NULL);
         json_writer_key(w, "rise");
         if (s->ceiling)
                 json_writer_int64(w, (int64_t) s->ceiling_rise);
@@ -960,7 +960,7 @@ json_object *control_plan_device(Device *d, const Policy *p, bool v4) {
         json_object_object_add(o, "current", control_sizes_json(&d->current, v4));
         if (p) {
                 Desired want;
-                AutoSearches searches;
+                _cleanup_(auto_searches_done) AutoSearches searches = {}; /* its own references */
                 uint64_t now = realtime_usec();
 
                 compute_desired(p, &d->current, &d->record.original, d->record.has_original ? d->record.written : 0, d->tso_max_size, v4,

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "auto-size.h"
 #include "device.h"
 #include "intern.h"
 #include "netlink-link.h"
@@ -137,7 +138,7 @@ void device_free(Device *d) {
         intern_put(d->match.policy_name);
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
-        free(d->autosize);
+        auto_device_free(d->autosize);
         free(d->record.proven_older);
         pool_free(&device_pool, d);
 }

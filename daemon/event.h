@@ -76,7 +76,7 @@ typedef struct Event {
         const char *netns, *problem; /* EVENT_NETNS_PROBLEM: the namespace's name, the problem's kind */
         unsigned auto_size;              /* EVENT_AUTO: the size searched (0..3) */
         AutoChange auto_change;          /* EVENT_AUTO: what moved it */
-        const AutoSearch *auto_search;   /* EVENT_AUTO: where it stands now */
+        const AutoSearch *auto_search;   /* EVENT_AUTO: where it stands now (borrowed for the call) */
 } Event;
 
 typedef void (*EventFn)(const Event *e, void *userdata);

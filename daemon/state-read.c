@@ -22,7 +22,7 @@ static int get_u32(json_object *o, const char *key, uint32_t *ret) {
 }
 
 void state_entries_free_one(StateEntry *e) {
-        free(e->autosize);
+        auto_device_free(e->autosize);
         free(e->ifname);
         free(e->kind);
         free(e->mac);
@@ -33,7 +33,7 @@ void state_entries_free_one(StateEntry *e) {
 
 void state_entries_free(StateEntry *e, size_t n) {
         for (size_t i = 0; e && i < n; i++) {
-                free(e[i].autosize);
+                auto_device_free(e[i].autosize);
                 free(e[i].ifname);
                 free(e[i].kind);
                 free(e[i].mac);
@@ -108,7 +108,7 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
             get_u32(v, "ceiling", &s.ceiling) < 0 || get_u64(v, "ceiling_usec", &s.ceiling_usec) < 0 ||
             get_u64(v, "rise", &s.ceiling_rise) < 0 || get_u64(v, "retry_usec", &s.retry_usec) < 0 ||
             get_u64(v, "idle_wait_usec", &s.idle_wait_usec) < 0 || get_u32(v, "steps", &steps) < 0 ||
-            get_u32(v, "trips", &trips) < 0 || !counter || strlen(counter) >= sizeof(s.ceiling_counter))
+            get_u32(v, "trips", &trips) < 0 || !counter || strlen(counter) >= AUTO_COUNTER_MAX)
                 return -EBADMSG;
         s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
         /* min is the policy's (65536 or more), unless the device's limit is below it: then the
@@ -125,17 +125,18 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
                         return -ERANGE;
         } else if (s.trying != 0)
                 return -ERANGE;
-        snprintf(s.ceiling_counter, sizeof(s.ceiling_counter), "%s", counter);
         /* how the proven size was proven: absent in a state file of a run before it was said */
         const char *proof = get_str(v, "proof");
-        if (proof && strlen(proof) >= sizeof(s.proof))
+        if (proof && strlen(proof) >= AUTO_PROOF_MAX)
                 return -EBADMSG;
-        snprintf(s.proof, sizeof(s.proof), "%s", proof ?: "");
         /* settled with a step left: nothing would ever step it again under the same bounds */
         if (s.phase == AUTO_SETTLED && auto_search_next(&s) != 0)
                 return -ERANGE;
         s.steps = steps;
         s.trips = trips;
+        /* its words last, once nothing can refuse it: references *ret holds ("": none) */
+        auto_words_set(&s.ceiling_counter, counter, AUTO_COUNTER_MAX);
+        auto_search_set_proof(&s, proof);
         *ret_index = index;
         *ret = s;
         return 0;
@@ -158,17 +159,23 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
                         dropped = true;
                         continue;
                 }
+                if (sizes & (1u << i))
+                        auto_search_done(&all[i]); /* a size twice: the last one stands */
                 all[i] = s;
                 sizes |= 1u << i;
         }
         if (sizes == 0)
                 return -EBADMSG;
         d = auto_device_new(sizes); /* room for these alone */
+        for (unsigned i = 0; i < SIZES_COUNT; i++)
+                if (sizes & (1u << i)) {
+                        if (d)
+                                *auto_device_search(d, i) = all[i]; /* its references with it */
+                        else
+                                auto_search_done(&all[i]);
+                }
         if (!d)
                 return -ENOMEM;
-        for (unsigned i = 0; i < SIZES_COUNT; i++)
-                if (sizes & (1u << i))
-                        *auto_device_search(d, i) = all[i];
         *ret = d;
         return dropped;
 }

@@ -1,59 +1,121 @@
 /* intern.c — a reference-counted set of shared strings. The set holds the link kinds the kernel
- * reports and the names of the policies: a few dozen strings at most, so a list, looked up only
- * when a device's kind or policy changes. */
+ * reports, the names of the policies and guard counters, and the proofs of `auto` (one for each
+ * peer a step was delivered to: as many as the devices), so a hash table, grown as it fills. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "intern.h"
 
 typedef struct Interned {
-        struct Interned *next;
+        struct Interned *next; /* in its bucket */
+        uint32_t hash;
         unsigned refs;
         char s[];
 } Interned;
 
-static Interned *interned;
+#define BUCKETS_MIN 64u
+
+static Interned **buckets;
+static size_t n_buckets, n_interned, n_refs;
 
 static Interned *entry_of(const char *s) {
         return (Interned *) (void *) (s - offsetof(Interned, s));
 }
 
+/* FNV-1a */
+static uint32_t hash_of(const char *s, size_t *ret_len) {
+        uint32_t h = UINT32_C(2166136261);
+        const char *p = s;
+
+        for (; *p; p++)
+                h = (h ^ (unsigned char) *p) * UINT32_C(16777619);
+        *ret_len = (size_t) (p - s);
+        return h;
+}
+
+/* Twice the buckets, once there are as many strings as buckets; without memory the chains grow. */
+static void grow(void) {
+        size_t n = n_buckets ? 2 * n_buckets : BUCKETS_MIN;
+        Interned **b;
+
+        if (n_interned < n_buckets)
+                return;
+        b = calloc(n, sizeof(*b));
+        if (!b)
+                return;
+        for (size_t k = 0; k < n_buckets; k++)
+                for (Interned *i = buckets[k], *next; i; i = next) {
+                        next = i->next;
+                        i->next = b[i->hash & (n - 1)];
+                        b[i->hash & (n - 1)] = i;
+                }
+        free(buckets);
+        buckets = b;
+        n_buckets = n;
+}
+
 const char *intern_get(const char *s) {
+        size_t len;
+        uint32_t h;
+
         if (!s)
                 return NULL;
-        for (Interned *i = interned; i; i = i->next)
-                if (strcmp(i->s, s) == 0) {
-                        i->refs++;
-                        return i->s;
-                }
-        size_t len = strlen(s);
+        h = hash_of(s, &len);
+        if (buckets)
+                for (Interned *i = buckets[h & (n_buckets - 1)]; i; i = i->next)
+                        if (i->hash == h && strcmp(i->s, s) == 0)
+                                return intern_ref(i->s);
+        grow();
+        if (!buckets) {
+                errno = ENOMEM;
+                return NULL;
+        }
         Interned *i = malloc(sizeof(*i) + len + 1);
         if (!i) {
                 errno = ENOMEM;
                 return NULL;
         }
         memcpy(i->s, s, len + 1);
+        i->hash = h;
         i->refs = 1;
-        i->next = interned;
-        interned = i;
+        i->next = buckets[h & (n_buckets - 1)];
+        buckets[h & (n_buckets - 1)] = i;
+        n_interned++;
+        n_refs++;
         return i->s;
+}
+
+const char *intern_ref(const char *s) {
+        if (s) {
+                entry_of(s)->refs++;
+                n_refs++;
+        }
+        return s;
 }
 
 void intern_put(const char *s) {
         if (!s)
                 return;
         Interned *e = entry_of(s);
+        n_refs--;
         if (--e->refs > 0)
                 return;
-        for (Interned **p = &interned; *p; p = &(*p)->next)
+        for (Interned **p = &buckets[e->hash & (n_buckets - 1)]; *p; p = &(*p)->next)
                 if (*p == e) {
                         *p = e->next;
                         break;
                 }
         free(e);
+        if (--n_interned == 0) {
+                /* nothing left: neither is the table (a process that ends holds none) */
+                free(buckets);
+                buckets = NULL;
+                n_buckets = 0;
+        }
 }
 
 int intern_set(const char **dst, const char *src, bool *changed) {
@@ -68,4 +130,8 @@ int intern_set(const char **dst, const char *src, bool *changed) {
         if (changed)
                 *changed = true;
         return 0;
+}
+
+size_t intern_refs(void) {
+        return n_refs;
 }

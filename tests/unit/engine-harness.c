@@ -503,7 +503,7 @@ void h_free(Harness *h) {
 
 int h_teardown(void **state) {
         h_destroy(h_current);
-        return 0;
+        return intern_none_left(state);
 }
 
 Harness *h_new(const char *yaml) {

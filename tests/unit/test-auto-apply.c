@@ -13,6 +13,7 @@
 #include "engine-harness.h"
 
 #include "auto-apply.h"
+#include "intern.h"
 #include "policy.h"
 #include "rollout.h"
 
@@ -483,7 +484,7 @@ static void test_observer_packets_above_the_old_size_prove_nothing(void **state)
         Harness *h = h_observed_e0(yaml, &o);
         unsigned unproven = 0;
         for (unsigned t = 0; t < 4 * 300; t++) {
-                const AutoSearch *s = search_of(h, 2), before = *s;
+                const AutoSearch *s = search_of(h, 2), before = auto_search_numbers(s);
                 /* 100000-byte packets: above 65536 (the old rule's proof of 131072), below
                  * 131072 - 18432 */
                 h_observed_packets(h, o, 2, 100000, 20);
@@ -692,7 +693,7 @@ static void test_gro_step_proven_by_what_was_kept(void **state) {
                 unsigned tripped = 0;
                 for (unsigned t = 0; t < 4 * 600; t++) {
                         s = auto_device_search(h_dev(h, 2)->autosize, 1);
-                        AutoSearch before = *s;
+                        AutoSearch before = auto_search_numbers(s);
                         h_observed_received(o, 2, h_dev(h, 2)->current.gro_max_size, 20, dropping ? 150000 : 0);
                         h_step(h);
                         s = auto_device_search(h_dev(h, 2)->autosize, 1);
@@ -1210,8 +1211,11 @@ static void test_room_for_the_sizes_searched(void **state) {
         assert_non_null(d->autosize);
         assert_int_equal(d->autosize->sizes, SIZE_BIT_GSO);
         assert_true(malloc_usable_size(d->autosize) < one + sizeof(AutoSize));
-        AutoSearch gso = *auto_device_search(d->autosize, 0);
+        AutoSearch gso = auto_search_numbers(auto_device_search(d->autosize, 0));
         assert_int_equal(gso.phase, AUTO_IDLE);
+        /* its words move with it into the room made for two (as a step's proof would be) */
+        auto_search_set_proof(auto_device_search(d->autosize, 0), AUTO_PROOF_SENT);
+        const AutoDevice *one_size = d->autosize;
 
         h_reload(h, "version: 1\n"
                     "policies:\n"
@@ -1227,6 +1231,9 @@ static void test_room_for_the_sizes_searched(void **state) {
         assert_non_null(d->autosize);
         assert_int_equal(d->autosize->sizes, SIZE_BIT_GSO | SIZE_BIT_GRO);
         assert_true(malloc_usable_size(d->autosize) < one + 2 * sizeof(AutoSize));
+        assert_ptr_not_equal(d->autosize, one_size);
+        assert_string_equal(auto_device_search(d->autosize, 0)->proof, AUTO_PROOF_SENT);
+        assert_null(auto_device_search(d->autosize, 1)->proof);
         /* the GSO search is the one it was, the GRO one began */
         assert_int_equal(auto_device_search(d->autosize, 0)->phase, gso.phase);
         assert_int_equal(auto_device_search(d->autosize, 0)->retry_usec, gso.retry_usec);
@@ -1242,6 +1249,51 @@ static void test_room_for_the_sizes_searched(void **state) {
         h_answer_all(h);
         assert_null(h_dev(h, 2)->autosize);
         h_free(h);
+}
+
+/* A plan's preview of a search (auto_apply_preview(), control_plan_device()) holds references of
+ * its own to the search's words: it stays whole after the device's search ended and its words
+ * went with it (here a reload that sets no size to auto, then the device gone), and ending it drops
+ * them all. */
+static void test_preview_outlives_the_search(void **state) {
+        Observer *o;
+        unsigned counted;
+        Harness *h = h_pair_settled("veth", -1, 150000, &o, &counted);
+        Device *d = h_dev(h, 2);
+        AutoSearches plan;
+        unsigned changed = 0;
+        char buf[256];
+
+        assert_int_equal(auto_apply_preview(d, &h->policy->policies[0], SIZE_BIT_GSO, h->e->ipv4_supported,
+                                            clock_now(h->e->clock, CLOCK_REALTIME), &plan, &changed),
+                         SIZE_BIT_GSO);
+        assert_int_equal(changed, 0);
+        assert_int_equal(plan.sizes, SIZE_BIT_GSO);
+        assert_ptr_equal(plan.size[0].proof, auto_device_search(d->autosize, 0)->proof); /* the one string */
+        assert_ptr_equal(plan.size[0].ceiling_counter, auto_device_search(d->autosize, 0)->ceiling_counter);
+
+        h_reload(h, "version: 1\n"
+                    "policies:\n"
+                    "  - name: fixed\n"
+                    "    match: {name: [e0]}\n"
+                    "    ipv6: {gso-max-size: 65536}\n");
+        h_answer_all(h);
+        assert_null(h_dev(h, 2)->autosize);
+        h_link_del(h, 2);
+        h_link_del(h, 3);
+        h_answer_all(h);
+        assert_null(h_dev(h, 2));
+        /* the plan's words are its own (ASan: a borrowed one would be read after its free) */
+        assert_string_equal(plan.size[0].proof, "delivered to peer e1 in ns host");
+        assert_string_equal(plan.size[0].ceiling_counter, AUTO_UNDELIVERED_COUNTER);
+        assert_string_equal(auto_search_format(&plan.size[0], 0, buf, sizeof(buf)),
+                            "auto: settled at 147456 (155648 tripped peer-did-not-receive +800); "
+                            "proof: delivered to peer e1 in ns host");
+        size_t held = intern_refs();
+        auto_searches_done(&plan);
+        assert_int_equal(intern_refs(), held - 2);
+        h_free(h);
+        observer_free(o);
 }
 
 int main(void) {
@@ -1268,6 +1320,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_observer_step_bound_on_own_retransmits, h_teardown),
                 cmocka_unit_test_teardown(test_window_over_observer_counts_keeps_its_counts, h_teardown),
                 cmocka_unit_test_teardown(test_window_of_nothing_keeps_no_record, h_teardown),
+                cmocka_unit_test_teardown(test_preview_outlives_the_search, h_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,7 +230,7 @@ static void test_leaves(void **state) {
  * does nothing for it): due, the timer would fire at once without end. */
 static void test_reprobe_not_due(void **state) {
         Device d = {.ifindex = 7};
-        _cleanup_(freep) AutoDevice *a = auto_device_new(1u << 0);
+        _cleanup_(auto_device_freep) AutoDevice *a = auto_device_new(1u << 0);
 
         (void) state;
         assert_non_null(a);

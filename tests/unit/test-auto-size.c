@@ -1,6 +1,7 @@
 /* test-auto-size.c — the search of `auto` on a fake clock: its step bounds, its stopping rule, trips,
  * idle devices, ageing ceilings and new bounds; and, for every size a path could break above, that
- * it settles at or below it within a bounded number of steps and trips. */
+ * it settles at or below it within a bounded number of steps and trips. Its words are interned:
+ * every test ends holding no reference (intern_none_left()). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,8 @@
 #include <cmocka.h>
 
 #include "auto-size.h"
+#include "intern.h"
+#include "test-helpers.h"
 #include "util.h"
 
 #define SEC UINT64_C(1000000)
@@ -157,6 +160,8 @@ static void test_broken_path(void **state) {
         auto_search_tripped(&m, &full, "Ip.InHdrErrors", 1, now);
         assert_int_equal(m.ceiling, 262144);
         assert_string_equal(m.ceiling_counter, "Tcp.RetransSegs");
+        auto_search_done(&m);
+        auto_search_done(&s);
 }
 
 /* Every size a path could break above: the search settles at or below it, near enough (the
@@ -195,6 +200,7 @@ static void test_every_break(void **state) {
                 assert_int_equal(s.steps + s.trips, windows);
                 most_trips = s.trips > most_trips ? s.trips : most_trips;
                 most_windows = windows > most_windows ? windows : most_windows;
+                auto_search_done(&s);
         }
         /* 3 doublings at most; after the first trip the gap is at most the proven size, and each
          * window halves it until 1/16 of the size: 1 + 4 trips, 3 + 4 windows + the trip's */
@@ -300,7 +306,7 @@ static void test_ceiling_ages_out(void **state) {
         assert_false(auto_search_tick(&s, &b, now + b.ceiling_age_usec)); /* once per age */
 
         /* still broken: one trip, settled again, the ceiling aging from now */
-        AutoSearch broken = s;
+        AutoSearch broken = auto_search_copy(&s);
         auto_search_watched(&broken, &b, 100, now);
         assert_int_equal(broken.trying, 262144);
         auto_search_tripped(&broken, &b, "Tcp.RetransSegs", 9, now + WINDOW);
@@ -311,13 +317,15 @@ static void test_ceiling_ages_out(void **state) {
         assert_false(broken.reprobe);
         assert_false(auto_search_tick(&broken, &b, now + WINDOW + b.ceiling_age_usec - 1));
         assert_true(auto_search_tick(&broken, &b, now + WINDOW + b.ceiling_age_usec));
+        auto_search_done(&broken);
 
         /* mended: proven at the old ceiling, the ceiling goes, the search goes on up */
         auto_search_watched(&s, &b, 100, now);
         auto_search_passed(&s, &b, 500, now + WINDOW);
         assert_int_equal(s.proven, 262144);
         assert_int_equal(s.ceiling, 0);
-        assert_string_equal(s.ceiling_counter, "");
+        assert_null(s.ceiling_counter); /* and its reference dropped */
+        assert_int_equal(intern_refs(), 0);
         assert_false(s.reprobe);
         assert_int_equal(s.phase, AUTO_TRYING);
         assert_int_equal(s.trying, 524280);
@@ -336,6 +344,8 @@ static void test_ceiling_ages_out(void **state) {
         /* … and proven there, the aged ceiling is what comes next */
         auto_search_passed(&t, &b, 100, now + b.ceiling_age_usec);
         assert_int_equal(t.trying, 200000);
+        auto_search_done(&t);
+        auto_search_done(&s);
 }
 
 /* New bounds start the search over, from the largest size proven before within them; the same
@@ -372,6 +382,7 @@ static void test_bounds(void **state) {
         b.min = 90000;
         assert_true(auto_search_begin(&s, &b, 70000));
         assert_int_equal(s.proven, 90000);
+        auto_search_done(&s);
 }
 
 /* What comes in the wrong phase changes nothing. */
@@ -400,6 +411,7 @@ static void test_out_of_phase(void **state) {
         char buf[32];
         auto_search_format(&s, T0, buf, sizeof(buf)); /* cut to the buffer */
         assert_int_equal(strlen(buf), sizeof(buf) - 1);
+        auto_search_done(&s);
 }
 
 static void test_phase_names(void **state) {
@@ -453,7 +465,7 @@ static void test_changes(void **state) {
         (void) state;
 #define STEP(call, want)                                                     \
         do {                                                                 \
-                before = s;                                                  \
+                before = auto_search_numbers(&s);                            \
                 call;                                                        \
                 assert_int_equal(auto_search_change(&before, &s), (want));   \
         } while (0)
@@ -484,21 +496,87 @@ static void test_changes(void **state) {
         b.max = 300000;
         STEP(auto_search_begin(&s, &b, s.proven), AUTO_CHANGE_BEGUN);
         /* nothing at all */
-        before = s;
+        before = auto_search_numbers(&s);
         assert_int_equal(auto_search_change(&before, &s), AUTO_CHANGE_NONE);
+        auto_search_done(&s);
         assert_string_equal(auto_change_to_string(AUTO_CHANGE_REPROBE), "reprobe");
         assert_null(auto_change_to_string(_AUTO_CHANGE_MAX));
 #undef STEP
 }
 
+/* A search's words are interned and its own: one reference each, taken as a decision sets them and
+ * dropped as one clears them, by a new beginning and by auto_search_done(); a copy made with
+ * auto_search_copy() holds its own and outlives the search it came from. */
+static void test_words_are_held(void **state) {
+        AutoBounds b = full;
+        AutoSearch s = {};
+        char proof[AUTO_PROOF_MAX + 10];
+
+        (void) state;
+        auto_search_begin(&s, &b, 131072);
+        auto_search_watched(&s, &b, 100, T0);
+        auto_search_tripped(&s, &b, "Tcp.RetransSegs", 412, T0);
+        auto_search_set_proof(&s, AUTO_PROOF_SENT);
+        assert_int_equal(intern_refs(), 2);
+        /* the words are the shared copies: one string for every search that says them */
+        const char *shared = intern_get("Tcp.RetransSegs");
+        assert_ptr_equal(s.ceiling_counter, shared);
+        intern_put(shared);
+        /* the same words again: no other reference */
+        auto_search_set_proof(&s, AUTO_PROOF_SENT);
+        assert_int_equal(intern_refs(), 2);
+        /* a copy of its own outlives the search */
+        AutoSearch copy = auto_search_copy(&s);
+        assert_int_equal(intern_refs(), 4);
+        auto_search_done(&s);
+        assert_null(s.proof);
+        assert_int_equal(s.phase, AUTO_NEW);
+        assert_string_equal(copy.proof, AUTO_PROOF_SENT);
+        assert_string_equal(copy.ceiling_counter, "Tcp.RetransSegs");
+        assert_format(&copy, T0,
+                      "auto: proven 131072, watching for traffic that fills it before trying 196608");
+        /* a copy of its numbers holds nothing */
+        AutoSearch numbers = auto_search_numbers(&copy);
+        assert_null(numbers.proof);
+        assert_null(numbers.ceiling_counter);
+        assert_int_equal(numbers.ceiling, copy.ceiling);
+        assert_int_equal(intern_refs(), 2);
+        /* begun again under other bounds: no ceiling, no proof, nothing held */
+        b.max = 200000;
+        assert_true(auto_search_begin(&copy, &b, 131072));
+        assert_null(copy.proof);
+        assert_null(copy.ceiling_counter);
+        assert_int_equal(intern_refs(), 0);
+
+        /* words are cut as they were when they were arrays: what a state file may hold */
+        memset(proof, 'p', sizeof(proof) - 1);
+        proof[sizeof(proof) - 1] = '\0';
+        auto_search_set_proof(&s, proof);
+        assert_int_equal(strlen(s.proof), AUTO_PROOF_MAX - 1);
+        assert_memory_equal(s.proof, proof, AUTO_PROOF_MAX - 1);
+        /* none said is none held */
+        auto_search_set_proof(&s, "");
+        assert_null(s.proof);
+        auto_words_set(&s.ceiling_counter, "x", AUTO_COUNTER_MAX);
+        auto_words_set(&s.ceiling_counter, NULL, AUTO_COUNTER_MAX);
+        assert_null(s.ceiling_counter);
+        assert_int_equal(intern_refs(), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_clean_path),       cmocka_unit_test(test_policy_max),
-                cmocka_unit_test(test_broken_path),      cmocka_unit_test(test_every_break),
-                cmocka_unit_test(test_idle),             cmocka_unit_test(test_ceiling_ages_out),
-                cmocka_unit_test(test_bounds),           cmocka_unit_test(test_out_of_phase),
-                cmocka_unit_test(test_phase_names),      cmocka_unit_test(test_changes),
-                cmocka_unit_test(test_deferred),
+                cmocka_unit_test_teardown(test_clean_path, intern_none_left),
+                cmocka_unit_test_teardown(test_policy_max, intern_none_left),
+                cmocka_unit_test_teardown(test_broken_path, intern_none_left),
+                cmocka_unit_test_teardown(test_every_break, intern_none_left),
+                cmocka_unit_test_teardown(test_idle, intern_none_left),
+                cmocka_unit_test_teardown(test_ceiling_ages_out, intern_none_left),
+                cmocka_unit_test_teardown(test_bounds, intern_none_left),
+                cmocka_unit_test_teardown(test_out_of_phase, intern_none_left),
+                cmocka_unit_test_teardown(test_phase_names, intern_none_left),
+                cmocka_unit_test_teardown(test_changes, intern_none_left),
+                cmocka_unit_test_teardown(test_deferred, intern_none_left),
+                cmocka_unit_test_teardown(test_words_are_held, intern_none_left),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

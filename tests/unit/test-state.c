@@ -21,9 +21,11 @@
 
 #include "auto-size.h"
 #include "durable.h"
+#include "intern.h"
 #include "netlink-link.h"
 #include "probation.h"
 #include "state.h"
+#include "test-helpers.h"
 
 typedef struct Dir {
         char path[64];
@@ -1391,15 +1393,24 @@ static void assert_search_equal(const AutoSearch *a, const AutoSearch *b) {
         assert_int_equal(a->trying, b->trying);
         assert_int_equal(a->ceiling, b->ceiling);
         assert_int_equal(a->ceiling_usec, b->ceiling_usec);
-        assert_string_equal(a->ceiling_counter, b->ceiling_counter);
+        /* words: the same ones, and so the same interned string */
+        assert_string_equal(a->ceiling_counter ?: "(none)", b->ceiling_counter ?: "(none)");
+        assert_ptr_equal(a->ceiling_counter, b->ceiling_counter);
         assert_int_equal(a->ceiling_rise, b->ceiling_rise);
         assert_int_equal(a->reprobe, b->reprobe);
         assert_int_equal(a->retry_usec, b->retry_usec);
         assert_int_equal(a->idle_wait_usec, b->idle_wait_usec);
         assert_int_equal(a->steps, b->steps);
         assert_int_equal(a->trips, b->trips);
-        assert_string_equal(a->proof, b->proof);
+        assert_string_equal(a->proof ?: "(none)", b->proof ?: "(none)");
+        assert_ptr_equal(a->proof, b->proof);
 }
+
+/* A proof of AUTO_PROOF_MAX - 1 bytes, the most one may have: a namespace's name may be any bytes
+ * but '/' (a control character, a quote, a backslash, UTF-8). */
+static const char LONGEST_PROOF[] = "delivered to peer e1 in ns \001\"\\\xc3\xbc"
+                                    "-pod-with-a-long-name-0123456789-0123456789-0123456789-0123456789"
+                                    "-0123456789-0123456789-0123456";
 
 /* One search in each phase a search can be kept in, every field set (a counter with a quote). */
 static AutoDevice *searches_of_every_phase(void) {
@@ -1413,14 +1424,16 @@ static AutoDevice *searches_of_every_phase(void) {
                                   .proven_packets = 99, .trying = 300000, .ceiling = 300000, /* twice proven */
                                   .ceiling_usec = UINT64_C(1690000000000000), .ceiling_rise = 7, .reprobe = true,
                                   .steps = 3, .trips = 2};
-        snprintf(auto_device_search(a, 2)->ceiling_counter, sizeof(auto_device_search(a, 2)->ceiling_counter), "link.\"rx_crc_errors\"");
+        auto_words_set(&auto_device_search(a, 2)->ceiling_counter, "link.\"rx_crc_errors\"",
+                       AUTO_COUNTER_MAX);
+        auto_search_set_proof(auto_device_search(a, 2), LONGEST_PROOF);
         *auto_device_search(a, 3) = (AutoSearch){.min = 100000, .max = 524280, .phase = AUTO_SETTLED, .proven = 150000,
                                   .proven_packets = 4096, .ceiling = 155000, /* within 1/16: settled */
                                   .ceiling_usec = UINT64_C(1700000000000000), .ceiling_rise = 412, .steps = 2,
                                   .trips = 4};
-        snprintf(auto_device_search(a, 3)->ceiling_counter, sizeof(auto_device_search(a, 3)->ceiling_counter), "Tcp.RetransSegs");
-        snprintf(auto_device_search(a, 0)->proof, sizeof(auto_device_search(a, 0)->proof), "delivered to peer \"e1\" in ns pod-1");
-        snprintf(auto_device_search(a, 3)->proof, sizeof(auto_device_search(a, 3)->proof), AUTO_PROOF_SENT);
+        auto_words_set(&auto_device_search(a, 3)->ceiling_counter, "Tcp.RetransSegs", AUTO_COUNTER_MAX);
+        auto_search_set_proof(auto_device_search(a, 0), "delivered to peer \"e1\" in ns pod-1");
+        auto_search_set_proof(auto_device_search(a, 3), AUTO_PROOF_SENT);
         return a;
 }
 
@@ -1433,6 +1446,7 @@ static void test_auto_roundtrip(void **state) {
         StateEntry *e = NULL;
         size_t n = 0;
 
+        assert_int_equal(strlen(LONGEST_PROOF), AUTO_PROOF_MAX - 1);
         setup(&dir, &t);
         d = written(&t, 42, "eth0", ((Sizes){65536, 65536, 65536, 65536}), SIZE_BITS_ALL);
         d->autosize = searches_of_every_phase();
@@ -1456,7 +1470,8 @@ static void test_auto_roundtrip(void **state) {
                 assert_int_equal(x->autosize->sizes, SIZE_BITS_ALL);
                 for (unsigned i = 0; i < SIZES_COUNT; i++) {
                         /* an idle search is kept as one watching, without the time of its next
-                         * watch (which moves at every watch): a restart watches it once more */
+                         * watch (which moves at every watch): a restart watches it once more
+                         * (`kept` borrows d's words: d's search outlives it) */
                         AutoSearch kept = *auto_device_search(d->autosize, i);
                         if (kept.phase == AUTO_IDLE)
                                 kept.phase = AUTO_WATCHING;
@@ -1535,6 +1550,9 @@ static char *search_over(const char *size, const char *fields) {
  * entry: its originals load. The searches of the other sizes stay. */
 static void test_auto_hostile(void **state) {
         static const char long_counter[] = "\"Tcp.RetransSegsRetransSegsRetransSegsRetransSegsRetransSegsRetra\"";
+        static const char long_proof[] =
+                "\"delivered to peer e1 in ns pod-with-a-long-name-0123456789-0123456789-0123456789"
+                "-0123456789-0123456789-0123456789-0123456789-012\"";
         static const struct {
                 const char *key, *value; /* value NULL: left out */
         } bad[] = {
@@ -1573,6 +1591,7 @@ static void test_auto_hostile(void **state) {
                 {"counter", "null"},
                 {"counter", "7"},
                 {"counter", long_counter}, /* 64 bytes: one more than a counter may have */
+                {"proof", long_proof},     /* 128 bytes: one more than a proof may have */
         };
         for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
                 bool size_bad = streq_ptr(bad[k].key, "size");
@@ -1720,17 +1739,56 @@ static void test_auto_edges(void **state) {
         assert_false(auto_device_search(e[0].autosize, 2)->reprobe);
         state_entries_free(e, 1);
 
-        /* a size twice: the last is kept, as of the entries of one device */
-        a = search_with("gso_max_size", "proven", "65536");
-        b = search_with("gso_max_size", "proven", "131072");
+        /* a size twice: the last is kept, as of the entries of one device (the first one's words
+         * dropped: the test's teardown finds no reference left) */
+        a = search_over("gso_max_size", "{\"proven\":65536,\"trying\":131072,\"proof\":\"first\","
+                                        "\"counter\":\"link.tx_errors\"}");
+        b = search_over("gso_max_size", "{\"proven\":131072,\"proof\":\"second\"}");
         assert_true(asprintf(&text, "[%s,%s]", a, b) > 0);
         free(a);
         free(b);
         parse_searches(text, &e, &rep);
         free(text);
+        assert_int_equal(rep.n_aside, 0);
         assert_int_equal(e[0].autosize->sizes, SIZE_BIT_GSO);
         assert_int_equal(auto_device_search(e[0].autosize, 0)->proven, 131072);
+        assert_string_equal(auto_device_search(e[0].autosize, 0)->proof, "second");
+        assert_string_equal(auto_device_search(e[0].autosize, 0)->ceiling_counter, "Tcp.RetransSegs");
+        assert_int_equal(intern_refs(), 2);
         state_entries_free(e, 1);
+        assert_int_equal(intern_refs(), 0);
+
+        /* a proof of the most bytes it may have loads; one that is not a string is none, as a
+         * proof left out (a run before proofs were said); "" is none */
+        const char *proofs[][2] = {
+                {"\"delivered to peer e1 in ns pod-with-a-long-name-0123456789-0123456789-0123456789"
+                 "-0123456789-0123456789-0123456789-0123456789-01\"",
+                 NULL},
+                {"7", NULL},
+                {"null", NULL},
+                {"\"\"", NULL},
+                {"\"sent\"", "sent"},
+                /* as a C string: up to its first NUL, as when it was copied into an array */
+                {"\"sent\\u0000, and a tail of any length past the most a proof may have "
+                 "0123456789-0123456789-0123456789-0123456789-0123456789-0123456789-0123456789\"",
+                 "sent"}};
+        for (size_t k = 0; k < ELEMENTSOF(proofs); k++) {
+                a = search_with("gso_max_size", "proof", proofs[k][0]);
+                assert_true(asprintf(&text, "[%s]", a) > 0);
+                free(a);
+                parse_searches(text, &e, &rep);
+                free(text);
+                assert_int_equal(rep.n_aside, 0);
+                assert_non_null(e[0].autosize);
+                const char *proof = auto_device_search(e[0].autosize, 0)->proof;
+                if (k == 0)
+                        assert_int_equal(strlen(proof), AUTO_PROOF_MAX - 1);
+                else if (proofs[k][1])
+                        assert_string_equal(proof, proofs[k][1]);
+                else
+                        assert_null(proof);
+                state_entries_free(e, 1);
+        }
 
         /* not a list, an empty one, a list of what are not searches: none, said */
         const char *none[] = {"{}", "\"auto\"", "7", "null", "[]", "[1,\"x\",[],null]"};
@@ -1801,34 +1859,34 @@ static void test_long_journal_compacted_when_quiet(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_snapshot_roundtrip),
-                cmocka_unit_test(test_probation_roundtrip_shares_rules),
-                cmocka_unit_test(test_old_families),
-                cmocka_unit_test(test_journal),
-                cmocka_unit_test(test_long_journal_compacted_when_quiet),
-                cmocka_unit_test(test_store_forget_then_reuse),
-                cmocka_unit_test(test_store_save_devices),
-                cmocka_unit_test(test_store_writes_only_changes),
-                cmocka_unit_test(test_siphash),
-                cmocka_unit_test(test_parse_damage),
-                cmocka_unit_test(test_sync_bounded),
-                cmocka_unit_test(test_sync_child_stopped),
-                cmocka_unit_test(test_bad_entry_costs_itself),
-                cmocka_unit_test(test_damaged_snapshot),
-                cmocka_unit_test(test_unknown_generation_takes_newest_journal),
-                cmocka_unit_test(test_long_lines),
-                cmocka_unit_test(test_enospc_cut_back),
-                cmocka_unit_test(test_enospc_not_cut_back),
-                cmocka_unit_test(test_retry_backoff),
-                cmocka_unit_test(test_bad_journal_line_costs_itself),
-                cmocka_unit_test(test_bad_journal_keeps_snapshot),
-                cmocka_unit_test(test_planted_files),
-                cmocka_unit_test(test_untrusted_dir),
-                cmocka_unit_test(test_compact_by_bytes),
-                cmocka_unit_test(test_auto_roundtrip),
-                cmocka_unit_test(test_auto_hostile),
-                cmocka_unit_test(test_auto_checked_whole),
-                cmocka_unit_test(test_auto_edges),
+                cmocka_unit_test_teardown(test_snapshot_roundtrip, intern_none_left),
+                cmocka_unit_test_teardown(test_probation_roundtrip_shares_rules, intern_none_left),
+                cmocka_unit_test_teardown(test_old_families, intern_none_left),
+                cmocka_unit_test_teardown(test_journal, intern_none_left),
+                cmocka_unit_test_teardown(test_long_journal_compacted_when_quiet, intern_none_left),
+                cmocka_unit_test_teardown(test_store_forget_then_reuse, intern_none_left),
+                cmocka_unit_test_teardown(test_store_save_devices, intern_none_left),
+                cmocka_unit_test_teardown(test_store_writes_only_changes, intern_none_left),
+                cmocka_unit_test_teardown(test_siphash, intern_none_left),
+                cmocka_unit_test_teardown(test_parse_damage, intern_none_left),
+                cmocka_unit_test_teardown(test_sync_bounded, intern_none_left),
+                cmocka_unit_test_teardown(test_sync_child_stopped, intern_none_left),
+                cmocka_unit_test_teardown(test_bad_entry_costs_itself, intern_none_left),
+                cmocka_unit_test_teardown(test_damaged_snapshot, intern_none_left),
+                cmocka_unit_test_teardown(test_unknown_generation_takes_newest_journal, intern_none_left),
+                cmocka_unit_test_teardown(test_long_lines, intern_none_left),
+                cmocka_unit_test_teardown(test_enospc_cut_back, intern_none_left),
+                cmocka_unit_test_teardown(test_enospc_not_cut_back, intern_none_left),
+                cmocka_unit_test_teardown(test_retry_backoff, intern_none_left),
+                cmocka_unit_test_teardown(test_bad_journal_line_costs_itself, intern_none_left),
+                cmocka_unit_test_teardown(test_bad_journal_keeps_snapshot, intern_none_left),
+                cmocka_unit_test_teardown(test_planted_files, intern_none_left),
+                cmocka_unit_test_teardown(test_untrusted_dir, intern_none_left),
+                cmocka_unit_test_teardown(test_compact_by_bytes, intern_none_left),
+                cmocka_unit_test_teardown(test_auto_roundtrip, intern_none_left),
+                cmocka_unit_test_teardown(test_auto_hostile, intern_none_left),
+                cmocka_unit_test_teardown(test_auto_checked_whole, intern_none_left),
+                cmocka_unit_test_teardown(test_auto_edges, intern_none_left),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

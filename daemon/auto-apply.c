@@ -95,9 +95,19 @@ void auto_apply_desired(Engine *e, Device *d, const Policy *p, Desired *want) {
                         return;
                 }
                 if (was) {
+                        /* this run's part goes with it whole: a step that runs keeps its TCP
+                         * baselines (its retransmit bound) and its peer's entry in the observer,
+                         * cleared when the step is over; the last peer's proof its reference */
                         a->counting = was->counting & mask;
+                        a->sent_big_base = was->sent_big_base;
+                        a->retrans_big_base = was->retrans_big_base;
                         a->demand_watch = was->demand_watch;
                         a->pending = was->pending;
+                        a->has_tcp_base = was->has_tcp_base;
+                        a->peer_counting = was->peer_counting;
+                        a->peer_netns = was->peer_netns;
+                        a->peer_ifindex = was->peer_ifindex;
+                        a->peer_proof = TAKE_PTR(was->peer_proof);
                 }
                 d->autosize = a;
         }

@@ -1251,6 +1251,57 @@ static void test_room_for_the_sizes_searched(void **state) {
         h_free(h);
 }
 
+/* A reload that searches another size too while a GSO step's window counts on the peer: the
+ * search's room is made again, and what the step holds goes with it — its TCP baselines and the
+ * peer's entry in the observer, cleared once the step is judged (it stayed behind, counted on e1
+ * for good, and the step lost its retransmit bound). */
+static void test_room_made_again_mid_step_keeps_its_peer(void **state) {
+        _cleanup_(freep) char *yaml = auto_policy("auto", NULL);
+        struct observer_deliv v;
+        Observer *o;
+        Harness *h = h_observed_pair(yaml, &o, "veth", -1);
+        unsigned t;
+
+        for (t = 0; t < 4 * 900 && observer_deliv_get(o, OWN_NETNS, 3, &v) < 0; t++) {
+                h_observed_packets(h, o, 2, h_dev(h, 2)->current.gso_max_size, 20);
+                h_step(h);
+        }
+        assert_int_equal(observer_delivs(o), 1);
+        const AutoDevice *was = h_dev(h, 2)->autosize;
+        assert_true(was->peer_counting);
+        bool had_tcp_base = was->has_tcp_base;
+        uint64_t sent_base = was->sent_big_base;
+
+        h_reload(h, "version: 1\n"
+                    "policies:\n"
+                    "  - name: auto\n"
+                    "    match: {name: [e0]}\n"
+                    "    ipv6: {gso-max-size: auto, gro-max-size: auto}\n"
+                    "    rollback:\n"
+                    "      window: 10s\n"
+                    "      guards:\n"
+                    "        - {counter: link.tx_errors, max-increase: 10}\n");
+        h_answer_all(h);
+        const AutoDevice *a = h_dev(h, 2)->autosize;
+        assert_ptr_not_equal(a, was);
+        assert_int_equal(a->sizes, SIZE_BIT_GSO | SIZE_BIT_GRO);
+        assert_int_equal(auto_device_search(a, 0)->phase, AUTO_TRYING);
+        assert_true(a->peer_counting);
+        assert_int_equal(a->has_tcp_base, had_tcp_base);
+        assert_int_equal(a->sent_big_base, sent_base);
+        /* the step's window ends, judged: nothing is counted on the peer any more */
+        for (t = 0; t < 4 * 900 && auto_device_search(h_dev(h, 2)->autosize, 0)->phase == AUTO_TRYING; t++) {
+                uint32_t size = h_dev(h, 2)->current.gso_max_size;
+                h_observed_packets(h, o, 2, size, 20);
+                h_peer_receives(o, size, 20, 0);
+                h_step(h);
+        }
+        assert_int_not_equal(auto_device_search(h_dev(h, 2)->autosize, 0)->phase, AUTO_TRYING);
+        assert_int_equal(observer_delivs(o), 0);
+        h_free(h);
+        observer_free(o);
+}
+
 /* A plan's preview of a search (auto_apply_preview(), control_plan_device()) holds references of
  * its own to the search's words: it stays whole after the device's search ended and its words
  * went with it (here a reload that sets no size to auto, then the device gone), and ending it drops
@@ -1313,6 +1364,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_gro_step_proven_by_what_it_received, h_teardown),
                 cmocka_unit_test_teardown(test_gro_step_proven_by_what_was_kept, h_teardown),
                 cmocka_unit_test_teardown(test_peer_received_proves_the_step, h_teardown),
+                cmocka_unit_test_teardown(test_room_made_again_mid_step_keeps_its_peer, h_teardown),
                 cmocka_unit_test_teardown(test_peer_did_not_receive_trips_the_step, h_teardown),
                 cmocka_unit_test_teardown(test_unknown_peer_keeps_the_sender_s_proof, h_teardown),
                 cmocka_unit_test_teardown(test_observer_packets_above_the_old_size_prove_nothing, h_teardown),

@@ -45,9 +45,24 @@ static void close_socket(NetnsPeek *p) {
         p->fd = safe_close(p->fd);
 }
 
+/* The namespaces of p not begun yet (the current one is while its socket is open). */
+static size_t not_begun(const NetnsPeek *p) {
+        size_t never = 0;
+
+        for (size_t i = p->next + (p->fd >= 0); i < p->n; i++)
+                never += p->items[i].error == 0;
+        return never;
+}
+
 void netns_peek_free(NetnsPeek *p) {
         if (!p)
                 return;
+        if (!p->finished && p->items) {
+                /* its call went first: its caller hung up, or the daemon stops */
+                size_t never = not_begun(p);
+                log_debug("netns: a plan's looks ended with its call: %zu %s not looked into", never,
+                          PLURAL(never, "namespace", "namespaces"));
+        }
         close_socket(p);
         if (p->step_event)
                 event_free(p->step_event);
@@ -312,7 +327,7 @@ static void on_step(evutil_socket_t fd, short what, void *userdata) {
 
 static void on_timeout(evutil_socket_t fd, short what, void *userdata) {
         NetnsPeek *p = userdata;
-        size_t never = 0;
+        size_t never = not_begun(p);
 
         close_socket(p);
         for (size_t i = p->next; i < p->n; i++)
@@ -320,7 +335,6 @@ static void on_timeout(evutil_socket_t fd, short what, void *userdata) {
                         device_table_done(&p->items[i].devices);
                         p->items[i].error = -ETIMEDOUT;
                         p->items[i].dumped = i == p->next;
-                        never += i != p->next;
                 }
         log_debug("netns: a plan's looks took over %u s: %zu %s not looked into", NETNS_PEEK_TIMEOUT_USEC / 1000000u,
                   never, PLURAL(never, "namespace", "namespaces"));

@@ -87,7 +87,7 @@ struct Observer {
         uint64_t whole_reads, lookups;
         uint64_t read_at, read_cost;
         uint64_t loaded_usec;
-        uint64_t start_mono, load_mono, wait_mono; /* CLOCK_MONOTONIC: the thread began, it ended, waited for */
+        uint64_t start_mono, load_mono; /* CLOCK_MONOTONIC: the loader thread began, it ended */
 };
 
 static const char *const mode_table[_OBSERVER_MODE_MAX] = {
@@ -214,13 +214,13 @@ int observer_wait(Observer *o, char **ret_why) {
         if (o->loading) {
                 uint64_t t0 = mono_usec();
                 (void) pthread_join(o->loader, NULL);
-                o->wait_mono = mono_usec() - t0;
+                uint64_t waited = mono_usec() - t0;
                 o->loading = false;
                 o->skel = TAKE_PTR(o->loaded);
                 if (o->skel)
                         log_debug("observer: loaded in %llu ms, waited for %llu ms",
                                   (unsigned long long) (o->load_mono - o->start_mono) / 1000,
-                                  (unsigned long long) o->wait_mono / 1000);
+                                  (unsigned long long) waited / 1000);
         }
         if (o->load_error < 0 && ret_why)
                 *ret_why = TAKE_PTR(o->load_why);
@@ -625,6 +625,16 @@ static void remove_at(void *arr, size_t *n, size_t esize, size_t i) {
         (*n)--;
 }
 
+/* The snapshot's copy of a device's thresholds goes (none: nothing to do); the room with it. */
+static void drop_near_copy(Observer *o, uint32_t netns, int ifindex) {
+        const NearEntry *e = find_near(o, netns, ifindex);
+
+        if (!e)
+                return;
+        remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
+        shrink((void **) &o->nears, o->n_nears, &o->cap_nears, sizeof(NearEntry));
+}
+
 int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 4]) {
         struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
         struct observer_near v = {};
@@ -638,11 +648,7 @@ int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t l
                  * in probation and reads them at the windows' ends (a copy of each here was 1.6 MB
                  * at ten thousand). An entry of an earlier snapshot is stale now; a snapshot that
                  * read the map whole must have it, for it asks the kernel no more. */
-                e = (NearEntry *) find_near(o, netns, ifindex);
-                if (e) {
-                        remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
-                        shrink((void **) &o->nears, o->n_nears, &o->cap_nears, sizeof(NearEntry));
-                }
+                drop_near_copy(o, netns, ifindex);
                 return 0;
         }
         e = upsert((void **) &o->nears, &o->n_nears, &o->cap_nears, sizeof(NearEntry), &k, sizeof(k), cmp_key);
@@ -655,14 +661,10 @@ int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t l
 
 void observer_near_clear(Observer *o, uint32_t netns, int ifindex) {
         struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
-        const NearEntry *e = find_near(o, netns, ifindex);
 
         if (o->skel)
                 (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.nears), &k);
-        if (e) {
-                remove_at(o->nears, &o->n_nears, sizeof(NearEntry), (size_t) (e - o->nears));
-                shrink((void **) &o->nears, o->n_nears, &o->cap_nears, sizeof(NearEntry));
-        }
+        drop_near_copy(o, netns, ifindex);
 }
 
 static DelivEntry *find_deliv(const Observer *o, uint32_t netns, int ifindex) {

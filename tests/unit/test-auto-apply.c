@@ -37,6 +37,17 @@ static char *auto_policy(const char *name, const char *rollout) {
         return yaml;
 }
 
+/* auto_policy("auto", NULL) with the GRO size searched too. */
+static const char GSO_AND_GRO_AUTO[] = "version: 1\n"
+                                       "policies:\n"
+                                       "  - name: auto\n"
+                                       "    match: {name: [e0]}\n"
+                                       "    ipv6: {gso-max-size: auto, gro-max-size: auto}\n"
+                                       "    rollback:\n"
+                                       "      window: 10s\n"
+                                       "      guards:\n"
+                                       "        - {counter: link.tx_errors, max-increase: 10}\n";
+
 /* The searches' timer fires (the fake clock is the test's to move first). */
 static void h_fire_auto(Harness *h) {
         assert_non_null(h->e->auto_timer);
@@ -753,6 +764,15 @@ static void h_peer_receives(Observer *o, uint32_t len, unsigned n, uint32_t drop
         assert_int_equal(observer_test_set_deliv(o, OWN_NETNS, 3, (const uint64_t *) v.received, (const uint64_t *) v.dropped), 0);
 }
 
+/* One round of e0 busy at its size, e1 receiving what it sends (dropping above `drop_above`). */
+static void h_pair_busy(Harness *h, Observer *o, uint32_t drop_above) {
+        uint32_t size = h_dev(h, 2)->current.gso_max_size;
+
+        h_observed_packets(h, o, 2, size, 20);
+        h_peer_receives(o, size, 20, drop_above);
+        h_step(h);
+}
+
 /* e0 busy at its size, e1 receiving what it sends (dropping above `drop_above`), until e0's search
  * settles; how many windows counted e1's deliveries, in *ret_counted. */
 static void h_pair_until_settled(Harness *h, Observer *o, uint32_t drop_above, unsigned *ret_counted) {
@@ -761,7 +781,6 @@ static void h_pair_until_settled(Harness *h, Observer *o, uint32_t drop_above, u
 
         for (unsigned t = 0; t < 4 * 900 && search_of(h, 2)->phase != AUTO_SETTLED; t++) {
                 const AutoSearch *s = search_of(h, 2);
-                uint32_t size = h_dev(h, 2)->current.gso_max_size;
                 struct observer_deliv v;
                 bool set = observer_deliv_get(o, OWN_NETNS, 3, &v) >= 0;
                 if (set) {
@@ -774,9 +793,7 @@ static void h_pair_until_settled(Harness *h, Observer *o, uint32_t drop_above, u
                         counted++;
                         last = s->trying;
                 }
-                h_observed_packets(h, o, 2, size, 20);
-                h_peer_receives(o, size, 20, drop_above);
-                h_step(h);
+                h_pair_busy(h, o, drop_above);
         }
         *ret_counted = counted;
 }
@@ -1217,15 +1234,7 @@ static void test_room_for_the_sizes_searched(void **state) {
         auto_search_set_proof(auto_device_search(d->autosize, 0), AUTO_PROOF_SENT);
         const AutoDevice *one_size = d->autosize;
 
-        h_reload(h, "version: 1\n"
-                    "policies:\n"
-                    "  - name: auto\n"
-                    "    match: {name: [e0]}\n"
-                    "    ipv6: {gso-max-size: auto, gro-max-size: auto}\n"
-                    "    rollback:\n"
-                    "      window: 10s\n"
-                    "      guards:\n"
-                    "        - {counter: link.tx_errors, max-increase: 10}\n");
+        h_reload(h, GSO_AND_GRO_AUTO);
         h_answer_all(h);
         d = h_dev(h, 2);
         assert_non_null(d->autosize);
@@ -1272,15 +1281,7 @@ static void test_room_made_again_mid_step_keeps_its_peer(void **state) {
         bool had_tcp_base = was->has_tcp_base;
         uint64_t sent_base = was->sent_big_base;
 
-        h_reload(h, "version: 1\n"
-                    "policies:\n"
-                    "  - name: auto\n"
-                    "    match: {name: [e0]}\n"
-                    "    ipv6: {gso-max-size: auto, gro-max-size: auto}\n"
-                    "    rollback:\n"
-                    "      window: 10s\n"
-                    "      guards:\n"
-                    "        - {counter: link.tx_errors, max-increase: 10}\n");
+        h_reload(h, GSO_AND_GRO_AUTO);
         h_answer_all(h);
         const AutoDevice *a = h_dev(h, 2)->autosize;
         assert_ptr_not_equal(a, was);
@@ -1290,12 +1291,8 @@ static void test_room_made_again_mid_step_keeps_its_peer(void **state) {
         assert_int_equal(a->has_tcp_base, had_tcp_base);
         assert_int_equal(a->sent_big_base, sent_base);
         /* the step's window ends, judged: nothing is counted on the peer any more */
-        for (t = 0; t < 4 * 900 && auto_device_search(h_dev(h, 2)->autosize, 0)->phase == AUTO_TRYING; t++) {
-                uint32_t size = h_dev(h, 2)->current.gso_max_size;
-                h_observed_packets(h, o, 2, size, 20);
-                h_peer_receives(o, size, 20, 0);
-                h_step(h);
-        }
+        for (t = 0; t < 4 * 900 && auto_device_search(h_dev(h, 2)->autosize, 0)->phase == AUTO_TRYING; t++)
+                h_pair_busy(h, o, 0);
         assert_int_not_equal(auto_device_search(h_dev(h, 2)->autosize, 0)->phase, AUTO_TRYING);
         assert_int_equal(observer_delivs(o), 0);
         h_free(h);

@@ -314,13 +314,14 @@ static uint64_t retransmits_over(Engine *e, Device *d) {
         return sent >= AUTO_RETRANS_BIG_MIN && re * AUTO_RETRANS_BIG_DIV > sent ? re : 0;
 }
 
-static const uint64_t *above_counts(Engine *e, Device *d) {
-        static const uint64_t none[SIZES_COUNT];
+/* What the device's watch counted above each size's length (all 0: none counted). */
+static const EvidenceAbove *above_counts(Engine *e, Device *d) {
+        static const EvidenceAbove none;
 
-        if (!d->evidence)
-                return none;
+        if (!evidence_above(d))
+                return &none;
         evidence_drain(e->evidence);
-        return d->evidence->counts.above;
+        return evidence_above(d);
 }
 
 /* What a decision did to size i's search (before: its numbers as they were, auto_search_numbers()),
@@ -381,7 +382,7 @@ static bool peer_delivered(Engine *e, Device *d, uint64_t ret[static 2]) {
                 if (v.len[f] == 0)
                         continue;
                 log_dev_info(d, "auto: %s: %llu packets sent near the size, %llu %s (%llu received there, %llu dropped after)",
-                             size_name(2 * f), (unsigned long long) (d->evidence ? d->evidence->counts.above[2 * f] : 0),
+                             size_name(2 * f), (unsigned long long) (evidence_above(d) ? evidence_above(d)->count[2 * f] : 0),
                              (unsigned long long) ret[f], a->peer_proof ?: "delivered to its peer",
                              (unsigned long long) v.received[f], (unsigned long long) v.dropped[f]);
         }
@@ -406,7 +407,8 @@ bool auto_apply_passed(Engine *e, Device *d) {
 
         if (!a)
                 return false;
-        const uint64_t *above = above_counts(e, d);
+        const EvidenceAbove *counted = above_counts(e, d);
+        const uint64_t *above = counted->count;
         uint64_t retrans = retransmits_over(e, d); /* the step's own bound (auto-size.h) */
         bool by_peer = peer_delivered(e, d, delivered);
         a->has_tcp_base = false;
@@ -430,7 +432,7 @@ bool auto_apply_passed(Engine *e, Device *d) {
                 if (s->phase == AUTO_TRYING && (i & 1u) && d->evidence && evidence_set_get_observer(e->evidence)) {
                         /* a GRO step: what it received near the size and this host did not drop
                          * after (a firewall of its own, TCP); received alone would count those */
-                        uint64_t dropped = d->evidence->counts.above_dropped[i / 2];
+                        uint64_t dropped = counted->dropped[i / 2];
                         uint64_t kept = above[i] > dropped ? above[i] - dropped : 0;
                         if (dropped > 0)
                                 log_dev_info(d, "auto: %s: %llu packets received near the size, %llu of them dropped "
@@ -525,7 +527,7 @@ bool auto_apply_watch_ended(Engine *e, Device *d) {
                 return false;
         }
         a->demand_watch = false;
-        const uint64_t *above = d->evidence ? d->evidence->counts.above : (const uint64_t[SIZES_COUNT]){};
+        const uint64_t *above = evidence_above(d) ? evidence_above(d)->count : (const uint64_t[SIZES_COUNT]){};
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 if (!(a->sizes & (1u << i)) || auto_device_search(a, i)->phase != AUTO_WATCHING ||
                     !(a->counting & (1u << i)))

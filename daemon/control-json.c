@@ -183,7 +183,7 @@ static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, c
         json_writer_bool(w, watching);
         if (watching) {
                 json_writer_key(w, "watch_left_usec");
-                json_writer_int64(w, (int64_t) (ev->watch->waiting ? ev->watch->duration_usec /* from its socket */
+                json_writer_int64(w, (int64_t) (ev->watch->waiting ? ev->watch->of.socket.duration_usec /* from its socket */
                                                  : ev->watch->until_usec > now ? ev->watch->until_usec - now : 0));
         }
         if (ev->verdict != EVIDENCE_UNKNOWN) {

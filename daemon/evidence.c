@@ -2,6 +2,7 @@
  * child, closed by the closer child), the window timer, the statistics of each window, and the
  * verdicts. */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <linux/filter.h>
 #include <linux/if_ether.h>
 #include <linux/if_link.h>
@@ -108,22 +109,11 @@ void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_
         c->by_family[f]++;
 }
 
-void evidence_count_above(EvidenceCounts *c, const uint32_t above_len[static SIZES_COUNT], bool outgoing,
-                          uint16_t protocol, uint32_t len) {
+void evidence_count_above(EvidenceAbove *a, bool outgoing, uint16_t protocol, uint32_t len) {
         unsigned i = (protocol == ETH_P_IP ? 2u : 0u) + (outgoing ? 0u : 1u);
 
-        if (above_len[i] != 0 && len > above_len[i])
-                c->above[i]++;
-}
-
-int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t above_len[static SIZES_COUNT]) {
-        if (!d->evidence)
-                return -ENOENT;
-        memcpy(d->evidence->above_len, above_len, sizeof(d->evidence->above_len));
-        memset(d->evidence->counts.above, 0, sizeof(d->evidence->counts.above));
-        if (d->evidence->watch && d->evidence->watch->observed)
-                return observer_near_set(s->observer, evidence_netns_of(s, d), d->ifindex, above_len);
-        return 0;
+        if (a->len[i] != 0 && len > a->len[i])
+                a->count[i]++;
 }
 
 EvidenceVerdict evidence_judge(const EvidenceCounts *c, unsigned raised, unsigned *ret_quiet) {
@@ -186,26 +176,44 @@ static Pool watch_pool = POOL_INIT(EvidenceWatch);
 /* … and the records, for the same reason: with the observer every device of a burst has one while
  * its window runs, and most go when it ends (prune()). */
 static Pool record_pool = POOL_INIT(Evidence);
+/* … and `auto`'s counts above a length, for as long as a search counts them. */
+static Pool above_pool = POOL_INIT(EvidenceAbove);
 
 void evidence_release(Device *d) {
+        if (d->evidence)
+                pool_free(&above_pool, d->evidence->above);
         pool_free(&record_pool, d->evidence);
         d->evidence = NULL;
 }
 
+/* A window's counts from zero (the lengths `auto` counts above stay). */
+static void counts_clear(Evidence *ev) {
+        ev->counts = (EvidenceCounts){};
+        if (ev->above) {
+                memset(ev->above->count, 0, sizeof(ev->above->count));
+                memset(ev->above->dropped, 0, sizeof(ev->above->dropped));
+        }
+}
+
+/* Does w count now: over the observer's counts, or on its socket? */
+static bool counting(const EvidenceSet *s, const EvidenceWatch *w) {
+        return s->observer ? w->observed : w->of.socket.fd >= 0;
+}
+
 /* ev's watch, made as it begins (no socket yet); NULL without memory. */
-static EvidenceWatch *watch_get(Evidence *ev) {
+static EvidenceWatch *watch_get(EvidenceSet *s, Evidence *ev) {
         if (!ev->watch) {
                 ev->watch = pool_alloc(&watch_pool);
-                if (ev->watch)
-                        ev->watch->fd = -1;
+                if (ev->watch && !s->observer)
+                        ev->watch->of.socket.fd = -1;
         }
         return ev->watch;
 }
 
 /* ev's watch goes once nothing of it runs: it neither waits for a socket, nor has one, nor counts
  * over the observer's. */
-static void watch_drop(Evidence *ev) {
-        if (ev->watch && !ev->watch->waiting && ev->watch->fd < 0 && !ev->watch->observed) {
+static void watch_drop(EvidenceSet *s, Evidence *ev) {
+        if (ev->watch && !ev->watch->waiting && !counting(s, ev->watch)) {
                 pool_free(&watch_pool, ev->watch);
                 ev->watch = NULL;
         }
@@ -221,7 +229,7 @@ static void read_drops(Evidence *ev) {
         struct tpacket_stats_v3 st = {};
         socklen_t len = sizeof(st);
 
-        if (getsockopt(ev->watch->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0)
+        if (getsockopt(ev->watch->of.socket.fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0)
                 ev->counts.missed += st.tp_drops;
 }
 
@@ -229,7 +237,8 @@ static void read_drops(Evidence *ev) {
  * header is the kernel's; its offsets are checked against the block all the same. */
 static void read_ring(Evidence *ev) {
         for (unsigned k = 0; k < EVIDENCE_BLOCKS; k++) {
-                uint8_t *block = ev->watch->ring + (size_t) ev->watch->block * EVIDENCE_BLOCK_SIZE;
+                EvidenceRing *w = &ev->watch->of.socket;
+                uint8_t *block = w->ring + (size_t) w->block * EVIDENCE_BLOCK_SIZE;
                 struct tpacket_block_desc *bd = (struct tpacket_block_desc *) block;
                 size_t off;
 
@@ -247,14 +256,15 @@ static void read_ring(Evidence *ev) {
                         sll = (const struct sockaddr_ll *) (block + off + sll_off);
                         evidence_count(&ev->counts, sll->sll_pkttype == PACKET_OUTGOING, ntohs(sll->sll_protocol),
                                        h->tp_len);
-                        evidence_count_above(&ev->counts, ev->above_len, sll->sll_pkttype == PACKET_OUTGOING,
-                                             ntohs(sll->sll_protocol), h->tp_len);
+                        if (ev->above)
+                                evidence_count_above(ev->above, sll->sll_pkttype == PACKET_OUTGOING,
+                                                     ntohs(sll->sll_protocol), h->tp_len);
                         if (h->tp_next_offset == 0)
                                 break;
                         off += h->tp_next_offset;
                 }
                 __atomic_store_n(&bd->hdr.bh1.block_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-                ev->watch->block = (ev->watch->block + 1) % EVIDENCE_BLOCKS;
+                w->block = (w->block + 1) % EVIDENCE_BLOCKS;
         }
 }
 
@@ -269,9 +279,9 @@ static void on_io(evutil_socket_t fd, short what, void *userdata) {
 }
 
 static void unmap(Evidence *ev) {
-        if (ev->watch->ring)
-                (void) munmap(ev->watch->ring, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE);
-        ev->watch->ring = NULL;
+        if (ev->watch->of.socket.ring)
+                (void) munmap(ev->watch->of.socket.ring, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE);
+        ev->watch->of.socket.ring = NULL;
 }
 
 /* ---- the children, made again when they die ---- */
@@ -380,22 +390,22 @@ static void detach(EvidenceSet *s, Evidence *ev) {
                 ev->watch->observed = false;
                 TAILQ_REMOVE(&s->watched, ev, link);
                 s->n--;
-                watch_drop(ev);
+                watch_drop(s, ev);
                 return;
         }
-        if (ev->watch->fd < 0)
+        if (!counting(s, ev->watch))
                 return;
         read_ring(ev);
         read_drops(ev);
-        if (ev->watch->io)
-                event_free(ev->watch->io);
-        ev->watch->io = NULL;
+        if (ev->watch->of.socket.io)
+                event_free(ev->watch->of.socket.io);
+        ev->watch->of.socket.io = NULL;
         unmap(ev);
-        close_socket(s, ev->watch->fd);
-        ev->watch->fd = -1;
+        close_socket(s, ev->watch->of.socket.fd);
+        ev->watch->of.socket.fd = -1;
         TAILQ_REMOVE(&s->watched, ev, link);
         s->n--;
-        watch_drop(ev);
+        watch_drop(s, ev);
 }
 
 static const PacketRecipe recipe = {
@@ -426,27 +436,27 @@ static int attach(EvidenceSet *s, Evidence *ev, int fd) {
                 close_socket(s, fd);
                 return r;
         }
-        ev->watch->ring = ring;
-        ev->watch->block = 0;
+        ev->watch->of.socket.ring = ring;
+        ev->watch->of.socket.block = 0;
         if (s->test_ring) {
-                ev->watch->fd = fd; /* the test fills it: nothing to bind, read at a drain and at the end */
+                ev->watch->of.socket.fd = fd; /* the test fills it: nothing to bind, read at a drain and at the end */
                 return 0;
         }
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
                 r = -errno;
                 goto fail;
         }
-        ev->watch->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
-        if (!ev->watch->io || event_add(ev->watch->io, NULL) < 0) {
+        ev->watch->of.socket.io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
+        if (!ev->watch->of.socket.io || event_add(ev->watch->of.socket.io, NULL) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }
-        ev->watch->fd = fd;
+        ev->watch->of.socket.fd = fd;
         return 0;
 fail:
-        if (ev->watch->io)
-                event_free(ev->watch->io);
-        ev->watch->io = NULL;
+        if (ev->watch->of.socket.io)
+                event_free(ev->watch->of.socket.io);
+        ev->watch->of.socket.io = NULL;
         unmap(ev);
         close_socket(s, fd);
         return r;
@@ -479,11 +489,11 @@ static uint64_t rise(uint64_t now, uint64_t base) {
         return now >= base ? now - base : now; /* went down: its entry was made again */
 }
 
-/* The observer's counts as a window's: `base` (NULL: from zero) to `cur`, and its thresholds'. The
- * packets at the old ceiling are all counted here, where a socket's filter passes one in
- * EVIDENCE_FULL_SAMPLE: divided, the verdict weighs them as before. */
-static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const EvidenceBase *base,
-                      const struct observer_near *near) {
+/* The observer's counts as a window's: `base` (NULL: from zero) to `cur`, and its thresholds' (into
+ * `above`, when it counts them). The packets at the old ceiling are all counted here, where a
+ * socket's filter passes one in EVIDENCE_FULL_SAMPLE: divided, the verdict weighs them as before. */
+static void counts_of(EvidenceCounts *c, EvidenceAbove *above, const struct observer_dev *cur,
+                      const EvidenceBase *base, const struct observer_near *near) {
         static const EvidenceBase zero;
 
         if (!base)
@@ -507,10 +517,10 @@ static void counts_of(EvidenceCounts *c, const struct observer_dev *cur, const E
                 /* sizes.h's order: GSO IPv6 (sent), GRO IPv6 (received), GSO IPv4, GRO IPv4 */
                 c->tx_largest = near->largest[0] > near->largest[2] ? near->largest[0] : near->largest[2];
                 c->rx_largest = near->largest[1] > near->largest[3] ? near->largest[1] : near->largest[3];
-                for (unsigned i = 0; i < SIZES_COUNT; i++)
-                        c->above[i] = near->count[i];
-                for (unsigned f = 0; f < _EVIDENCE_FAMILY_MAX; f++)
-                        c->above_dropped[f] = near->dropped[f];
+                for (unsigned i = 0; above && i < SIZES_COUNT; i++)
+                        above->count[i] = near->count[i];
+                for (unsigned f = 0; above && f < _EVIDENCE_FAMILY_MAX; f++)
+                        above->dropped[f] = near->dropped[f];
         } else {
                 c->tx_largest = cur->largest[OBSERVER_TX][0] > cur->largest[OBSERVER_TX][1] ? cur->largest[OBSERVER_TX][0] : cur->largest[OBSERVER_TX][1];
                 c->rx_largest = cur->largest[OBSERVER_RX][0] > cur->largest[OBSERVER_RX][1] ? cur->largest[OBSERVER_RX][0] : cur->largest[OBSERVER_RX][1];
@@ -528,7 +538,29 @@ static void observe(EvidenceSet *s, Evidence *ev) {
                 log_debug_errno(r, "evidence: reading the observer's maps failed: %m");
         (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
         r = observer_near_get(s->observer, ns, ev->device->ifindex, &near);
-        counts_of(&ev->counts, &cur, &ev->watch->base, r >= 0 ? &near : NULL);
+        counts_of(&ev->counts, ev->above, &cur, &ev->watch->of.base, r >= 0 ? &near : NULL);
+}
+
+int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t above_len[static SIZES_COUNT]) {
+        static const uint32_t none[SIZES_COUNT];
+        Evidence *ev = d->evidence;
+
+        if (!ev)
+                return -ENOENT;
+        if (memcmp(above_len, none, sizeof(none)) == 0) {
+                pool_free(&above_pool, ev->above);
+                ev->above = NULL;
+        } else {
+                if (!ev->above)
+                        ev->above = pool_alloc(&above_pool);
+                if (!ev->above)
+                        return -ENOMEM;
+                *ev->above = (EvidenceAbove){};
+                memcpy(ev->above->len, above_len, sizeof(ev->above->len));
+        }
+        if (ev->watch && ev->watch->observed)
+                return observer_near_set(s->observer, evidence_netns_of(s, d), d->ifindex, above_len);
+        return 0;
 }
 
 void evidence_refresh(EvidenceSet *s, Device *d) {
@@ -544,12 +576,13 @@ int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret) {
                 return -EOPNOTSUPP;
         (void) observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
         (void) observer_get(s->observer, evidence_netns_of(s, d), d->ifindex, &cur);
-        counts_of(&c, &cur, NULL, NULL);
+        counts_of(&c, NULL, &cur, NULL, NULL);
         *ret = c;
         return 0;
 }
 
 void evidence_set_observer(EvidenceSet *s, Observer *o) {
+        assert(s->n == 0); /* a watch's room is the observer's or a socket's: nothing runs at a change */
         s->observer = o;
 }
 
@@ -568,24 +601,27 @@ static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) 
         uint32_t ns = evidence_netns_of(s, ev->device);
         int r;
 
-        if (!watch_get(ev))
+        static const uint32_t no_above[SIZES_COUNT];
+
+        if (!watch_get(s, ev))
                 return -ENOMEM;
-        r = observer_near_set(s->observer, ns, ev->device->ifindex, ev->above_len);
+        r = observer_near_set(s->observer, ns, ev->device->ifindex, ev->above ? ev->above->len : no_above);
         if (r < 0) {
-                watch_drop(ev);
+                watch_drop(s, ev);
                 return r;
         }
         (void) observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
         struct observer_dev cur;
         (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
-        _Static_assert(sizeof(ev->watch->base.big) == sizeof(cur.big) && sizeof(ev->watch->base.full) == sizeof(cur.full),
+        _Static_assert(sizeof(ev->watch->of.base.big) == sizeof(cur.big) &&
+                               sizeof(ev->watch->of.base.full) == sizeof(cur.full),
                        "a window's base is the observer's counts");
-        memcpy(ev->watch->base.big, cur.big, sizeof(cur.big));
-        memcpy(ev->watch->base.full, cur.full, sizeof(cur.full));
+        memcpy(ev->watch->of.base.big, cur.big, sizeof(cur.big));
+        memcpy(ev->watch->of.base.full, cur.full, sizeof(cur.full));
         ev->watch->observed = true;
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;
-        ev->counts = (EvidenceCounts){};
+        counts_clear(ev);
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
         ev->watch->until_usec = now(s) + duration_usec;
         log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB (a window over the observer's counts)");
@@ -622,25 +658,25 @@ static void unwait(EvidenceSet *s, Evidence *ev) {
         ev->watch->waiting = false;
         s->n_waiting--;
         s->n--;
-        watch_drop(ev);
+        watch_drop(s, ev);
 }
 
 /* The window of ev starts now, on socket `fd` (taken), its counts from zero. */
 static int start(EvidenceSet *s, Evidence *ev, int fd, uint64_t duration_usec) {
         int r;
 
-        if (!watch_get(ev)) {
+        if (!watch_get(s, ev)) {
                 close_socket(s, fd);
                 return -ENOMEM;
         }
         r = attach(s, ev, fd);
         if (r < 0) {
-                watch_drop(ev);
+                watch_drop(s, ev);
                 return r;
         }
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;
-        ev->counts = (EvidenceCounts){};
+        counts_clear(ev);
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
         ev->watch->until_usec = now(s) + duration_usec;
         log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB");
@@ -677,7 +713,7 @@ static void on_made(int fd, void *userdata) {
                         close_socket(s, fd);
                 return;
         }
-        uint64_t asked = ev->since_usec, duration = ev->watch->duration_usec;
+        uint64_t asked = ev->since_usec, duration = ev->watch->of.socket.duration_usec;
         unwait(s, ev);
         r = start(s, ev, fd, duration);
         if (r < 0) {
@@ -726,15 +762,14 @@ static const char *family_names(unsigned mask) {
 
 /* With the observer, a record whose last window counted nothing and judged nothing says no more
  * than the observer's totals (control_big_packets_source()): it goes, as every device's of a burst
- * would otherwise stay (~190 bytes each). What a window counted, a verdict, a search's counts above
+ * would otherwise stay (128 bytes each). What a window counted, a verdict, a search's counts above
  * a length (auto) and a watch that runs keep it. Called after the event of its window: the
  * event's listeners ran and did not watch it again. */
 static void prune(EvidenceSet *s, Device *d, Evidence *ev) {
         static const EvidenceCounts none;
-        static const uint32_t no_above[SIZES_COUNT];
 
         if (!s->observer || d->evidence != ev || ev->watch || ev->verdict != EVIDENCE_UNKNOWN || ev->logged ||
-            memcmp(&ev->counts, &none, sizeof(none)) != 0 || memcmp(ev->above_len, no_above, sizeof(no_above)) != 0)
+            memcmp(&ev->counts, &none, sizeof(none)) != 0 || ev->above)
                 return;
         evidence_release(d);
 }
@@ -884,11 +919,11 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         if (!s->sockets && !s->test_ring && !s->observer)
                 return -EOPNOTSUPP;
         if (ev && ev->watch && ev->watch->waiting) {
-                if (duration_usec > ev->watch->duration_usec)
-                        ev->watch->duration_usec = duration_usec;
+                if (duration_usec > ev->watch->of.socket.duration_usec)
+                        ev->watch->of.socket.duration_usec = duration_usec;
                 return 0;
         }
-        if (ev && ev->watch && (ev->watch->fd >= 0 || ev->watch->observed) && !ev->watch->ending) {
+        if (ev && ev->watch && counting(s, ev->watch) && !ev->watch->ending) {
                 if (until > ev->watch->until_usec)
                         ev->watch->until_usec = until;
                 arm_for(s, ev->watch->until_usec);
@@ -923,12 +958,12 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         else if (sockets_maker(s->sockets)) {
                 /* it starts when the maker's socket comes (milliseconds); until then it reads as a
                  * count from zero since now, not as the last window's figures (or 1970's) */
-                if (!watch_get(ev))
+                if (!watch_get(s, ev))
                         fd = -ENOMEM;
                 else {
                         ev->watch->waiting = true;
-                        ev->watch->duration_usec = duration_usec;
-                        ev->counts = (EvidenceCounts){};
+                        ev->watch->of.socket.duration_usec = duration_usec;
+                        counts_clear(ev);
                         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
                         TAILQ_INSERT_TAIL(&s->waiting, ev, link);
                         s->n_waiting++;

@@ -84,14 +84,18 @@ typedef struct EvidenceCounts {
         uint64_t by_family[_EVIDENCE_FAMILY_MAX];
         uint64_t full[_EVIDENCE_FAMILY_MAX]; /* at the old ceiling, of the 1/EVIDENCE_FULL_SAMPLE passed */
         uint64_t missed; /* big packets the socket had no room for: direction and family unknown */
-        /* for `auto` (auto-size.h), per size (sizes.h's order: GSO IPv6 = sent IPv6, GRO IPv6 =
-         * received IPv6, and the same for IPv4): the packets of its direction and family longer
-         * than Evidence.above_len[i], since that was set */
-        uint64_t above[SIZES_COUNT];
-        /* with the observer, of above[] of the GRO sizes (received), per family ([i / 2]), those
-         * dropped after on this host: delivered is the difference */
-        uint64_t above_dropped[_EVIDENCE_FAMILY_MAX];
 } EvidenceCounts;
+
+/* For `auto` (auto-size.h), per size (sizes.h's order: GSO IPv6 = sent IPv6, GRO IPv6 = received
+ * IPv6, and the same for IPv4): the packets of its direction and family longer than len[i] (0: not
+ * counted), since that was set. Only a device whose search counts has one (Evidence.above). */
+typedef struct EvidenceAbove {
+        uint32_t len[SIZES_COUNT];
+        uint64_t count[SIZES_COUNT];
+        /* with the observer, of count[] of the GRO sizes (received), per family ([i / 2]), those
+         * dropped after on this host: delivered is the difference */
+        uint64_t dropped[_EVIDENCE_FAMILY_MAX];
+} EvidenceAbove;
 
 typedef enum EvidenceVerdict {
         EVIDENCE_UNKNOWN,       /* no window that showed anything yet */
@@ -108,19 +112,27 @@ typedef struct EvidenceBase {
         uint64_t full[2][2];
 } EvidenceBase;
 
-/* A watch running: its socket's ring, or its window's start in the observer's counts. */
-typedef struct EvidenceWatch {
-        bool observed; /* through the eBPF observer: the window is `base` to its counts now */
-        bool waiting; /* for a socket to be made: the window starts when it comes */
-        bool ending;          /* its window is over: waits for the last block of its ring */
-        int fd; /* the packet socket; -1: waiting for it, or observed */
+/* A watch's packet socket and its ring. */
+typedef struct EvidenceRing {
+        int fd;         /* -1: waiting for it */
         unsigned block; /* the next to read */
-        EvidenceBase base;
         uint64_t duration_usec; /* while waiting: how long it lasts once its socket comes */
         struct event *io;
         uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
+} EvidenceRing;
+
+/* A watch running: its socket's ring, or its window's start in the observer's counts (a set
+ * counts one way or the other, never both: the two share their room). */
+typedef struct EvidenceWatch {
+        bool observed; /* through the eBPF observer: the window is `of.base` to its counts now */
+        bool waiting; /* for a socket to be made: the window starts when it comes */
+        bool ending;          /* its window is over: waits for the last block of its ring */
         uint64_t until_usec; /* CLOCK_MONOTONIC */
         uint64_t settle_usec; /* CLOCK_MONOTONIC */
+        union {
+                EvidenceBase base;   /* observed */
+                EvidenceRing socket; /* else */
+        } of;
 } EvidenceWatch;
 
 /* One device's record, allocated the first time it is watched (device.h holds a pointer). */
@@ -134,10 +146,11 @@ typedef struct Evidence {
         unsigned raised;  /* 1 << EvidenceFamily: the families its sizes raised in that window */
         unsigned quiet;   /* … and those of them not in effect (full-size packets, no big one) */
         bool logged;      /* "not effective" was logged; again only after an effective window */
-        uint32_t above_len[SIZES_COUNT]; /* counts.above[i] counts packets longer; 0: not counted */
+        /* `auto`'s counts above a length: NULL while its search counts none (evidence_above()) */
+        EvidenceAbove *above;
 
         /* while watched (waiting for its socket, or counting): NULL else. Most devices are not
-         * watched most of the time, and this is most of a record (Evidence 168 bytes, this 120). */
+         * watched most of the time (Evidence 128 bytes, this 88). */
         struct EvidenceWatch *watch;
         TAILQ_ENTRY(Evidence) link; /* among the set's watched, or those waiting (while watched) */
 } Evidence;
@@ -152,10 +165,9 @@ unsigned evidence_raised(const Sizes *s, bool ipv4);
  * ethertype (host order), `len` its length before the cut. */
 void evidence_count(EvidenceCounts *c, bool outgoing, uint16_t protocol, uint32_t len);
 
-/* The same packet for counts.above: which size's direction and family it is of, and whether it is
- * longer than that size's `above_len` (0: that size is not counted). */
-void evidence_count_above(EvidenceCounts *c, const uint32_t above_len[static SIZES_COUNT], bool outgoing,
-                          uint16_t protocol, uint32_t len);
+/* The same packet for `auto`: which size's direction and family it is of, and whether it is
+ * longer than that size's a->len (0: that size is not counted). */
+void evidence_count_above(EvidenceAbove *a, bool outgoing, uint16_t protocol, uint32_t len);
 
 /* The verdict of a window (pure), from its counts and the families raised; *ret_quiet gets the
  * raised families not in effect. */
@@ -217,9 +229,14 @@ static inline bool evidence_watching(const Device *d) {
         return d->evidence && d->evidence->watch;
 }
 size_t evidence_watched(const EvidenceSet *s);
-/* Count d's packets longer than above_len[i] for size i from now (counts.above from 0); d is
- * watched (its record exists). -ENOENT when it has no record. */
+/* Count d's packets longer than above_len[i] for size i from now (evidence_above()'s counts from
+ * 0; all 0: none counted, and its room goes); d is watched (its record exists). -ENOENT when it
+ * has no record, -ENOMEM. */
 int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t above_len[static SIZES_COUNT]);
+/* … what they counted: NULL when nothing is counted. */
+static inline const EvidenceAbove *evidence_above(const Device *d) {
+        return d->evidence ? d->evidence->above : NULL;
+}
 
 /* Read what is queued on every watched socket now (tests, and before a verdict). */
 void evidence_drain(EvidenceSet *s);

@@ -67,21 +67,20 @@ static void test_count(void **state) {
 /* For `auto`: each size counts the packets of its direction and family above its own length. */
 static void test_count_above(void **state) {
         /* GSO IPv6 above 131136, GRO IPv6 not counted, GSO IPv4 above 61440, GRO IPv4 above 65600 */
-        const uint32_t above[SIZES_COUNT] = {131136, 0, 61440, 65600};
-        EvidenceCounts c = {};
+        EvidenceAbove a = {.len = {131136, 0, 61440, 65600}};
 
-        evidence_count_above(&c, above, true, ETH_P_IPV6, 131137);
-        evidence_count_above(&c, above, true, ETH_P_IPV6, 131136); /* not longer */
-        evidence_count_above(&c, above, false, ETH_P_IPV6, 400000); /* GRO IPv6: not counted */
-        evidence_count_above(&c, above, true, ETH_P_8021Q, 200000); /* the IPv6/legacy sizes' */
-        evidence_count_above(&c, above, true, ETH_P_IP, 62464);
-        evidence_count_above(&c, above, false, ETH_P_IP, 62464); /* received: GRO's, not above */
-        evidence_count_above(&c, above, false, ETH_P_IP, 70000);
-        assert_int_equal(c.above[0], 2);
-        assert_int_equal(c.above[1], 0);
-        assert_int_equal(c.above[2], 1);
-        assert_int_equal(c.above[3], 1);
-        assert_int_equal(c.tx + c.rx, 0); /* the rest of the counts are evidence_count()'s */
+        evidence_count_above(&a, true, ETH_P_IPV6, 131137);
+        evidence_count_above(&a, true, ETH_P_IPV6, 131136); /* not longer */
+        evidence_count_above(&a, false, ETH_P_IPV6, 400000); /* GRO IPv6: not counted */
+        evidence_count_above(&a, true, ETH_P_8021Q, 200000); /* the IPv6/legacy sizes' */
+        evidence_count_above(&a, true, ETH_P_IP, 62464);
+        evidence_count_above(&a, false, ETH_P_IP, 62464); /* received: GRO's, not above */
+        evidence_count_above(&a, false, ETH_P_IP, 70000);
+        assert_int_equal(a.count[0], 2);
+        assert_int_equal(a.count[1], 0);
+        assert_int_equal(a.count[2], 1);
+        assert_int_equal(a.count[3], 1);
+        assert_int_equal(a.dropped[0] + a.dropped[1], 0); /* the observer's alone */
 }
 
 static void test_judge(void **state) {

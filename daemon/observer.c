@@ -1,5 +1,6 @@
-/* observer.c — loading the eBPF observer (the skeleton bpftool made of observer.bpf.c), reading
- * its maps into a sorted snapshot, and the kernel's drop reason names from BTF.
+/* observer.c — the eBPF observer: its loader started (observer-loader.h: a program of its own, so
+ * that libbpf and the kernel's BTF never weigh on the daemon) and its descriptors taken, its maps
+ * read into a sorted snapshot, and the kernel's drop reason names from BTF.
  *
  * A read is lazy: observer_read() starts a new snapshot, and each entry is read from the kernel
  * when it is first asked for in it, one lookup per key. A batch read walks every bucket of a map
@@ -8,25 +9,36 @@
  * are asked for in one snapshot (a host at scale), or all of them (observer_entries()), is the map
  * read whole in batches; a map no one asks for (drops without a drop.* guard, thresholds without
  * a window) is not read at all. */
-#include <bpf/bpf.h>
-#include <bpf/btf.h>
-#include <bpf/libbpf.h>
 #include <ctype.h>
 #include <errno.h>
-#include <pthread.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bpf-map.h"
+#include "btf-enum.h"
 #include "observer.h"
 #include "log.h"
-#include "observer.skel.h"
+#include "observer-loader.h"
+#include "sandbox.h"
 #include "util.h"
+
+#ifndef OBSERVER_LOADER_PATH
+#error "OBSERVER_LOADER_PATH: where the package installs bigtcpd-observer-loader (meson.build)"
+#endif
+/* How long a start waits for the loader at most (the load takes 0.1 s): then it is killed, and
+ * the observer does not run. */
+#define OBSERVER_LOAD_TIMEOUT_MSEC (60 * 1000)
 
 #define BATCH 1024u      /* entries per lookup_batch call */
 #define OBSERVER_FEW 64u /* keys of a map looked up one by one in a snapshot; beyond, one batch read */
@@ -65,12 +77,14 @@ typedef struct MapShape {
 
 
 struct Observer {
-        struct observer_bpf *skel; /* NULL: fake, or still loading */
-        /* while the loader thread runs (observer_start()): what it makes, the main thread does not
-         * look at until observer_wait() joined it */
-        pthread_t loader;
-        bool loading;
-        struct observer_bpf *loaded;
+        /* the maps (observer-loader.h's order) and the links that keep the programs attached, as
+         * the loader sent them; maps[0] < 0: fake, or still loading */
+        int maps[_OBSERVER_FD_MAPS];
+        int links[OBSERVER_LINKS_MAX];
+        size_t n_links;
+        /* while the loader runs (observer_start()): its pid and socket, until observer_wait() */
+        pid_t loader;
+        int loader_fd;
         int load_error;
         char *load_why;
         uint32_t own_netns;
@@ -87,7 +101,7 @@ struct Observer {
         uint64_t whole_reads, lookups;
         uint64_t read_at, read_cost;
         uint64_t loaded_usec;
-        uint64_t start_mono, load_mono; /* CLOCK_MONOTONIC: the loader thread began, it ended */
+        uint64_t start_mono, load_mono; /* CLOCK_MONOTONIC: the loader began, its answer came */
 };
 
 static const char *const mode_table[_OBSERVER_MODE_MAX] = {
@@ -121,15 +135,6 @@ static int own_netns(uint32_t *ret) {
         return 0;
 }
 
-/* libbpf prints through this; its lines are not ours to log (they say "libbpf: …" on stderr
- * when a load fails, which the caller says once, in its own words). */
-static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap) {
-        (void) level;
-        (void) fmt;
-        (void) ap;
-        return 0;
-}
-
 static int why(char **ret_why, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
@@ -139,48 +144,72 @@ static int why(char **ret_why, const char *fmt, ...) {
         return 0;
 }
 
-/* The loader thread: the object opened, loaded (libbpf reads the kernel's BTF, the verifier checks
- * each program, the maps are made) and attached, into o->loaded or o->load_error and
- * o->load_why. It touches nothing else of o, and nothing of the daemon's: libbpf prints nowhere
- * (quiet_print, set before it starts). */
-static void *load_main(void *userdata) {
-        Observer *o = userdata;
-        struct observer_bpf *skel;
-        char buf[128];
-        int r;
+static bool live(const Observer *o) {
+        return o->maps[0] >= 0;
+}
 
-        skel = observer_bpf__open();
-        if (!skel) {
-                r = errno > 0 ? -errno : -EINVAL;
-                why(&o->load_why, "opening the eBPF object: %s", strerror_r(-r, buf, sizeof(buf)));
-                o->load_error = r;
+static void close_all(Observer *o) {
+        for (size_t i = 0; i < _OBSERVER_FD_MAPS; i++)
+                o->maps[i] = safe_close(o->maps[i]);
+        for (size_t i = 0; i < o->n_links; i++)
+                o->links[i] = safe_close(o->links[i]);
+        o->n_links = 0;
+}
+
+static Observer *observer_alloc(void) {
+        Observer *o = calloc(1, sizeof(*o));
+
+        if (!o)
                 return NULL;
+        for (size_t i = 0; i < _OBSERVER_FD_MAPS; i++)
+                o->maps[i] = -1;
+        o->loader = -1;
+        o->loader_fd = -1;
+        return o;
+}
+
+/* The loader's program: $BIGTCPD_OBSERVER_LOADER (tests), else the one built beside the running
+ * daemon (a build tree), else the package's. */
+static char *loader_path(void) {
+        const char *env = getenv("BIGTCPD_OBSERVER_LOADER");
+        char self[PATH_MAX], *slash, *p = NULL;
+        ssize_t n;
+
+        if (env && *env)
+                return strdup(env);
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                self[n] = '\0';
+                slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = '\0';
+                        if (asprintf(&p, "%s/" OBSERVER_LOADER_NAME, self) < 0)
+                                return NULL;
+                        if (access(p, X_OK) == 0)
+                                return p;
+                        free(p);
+                }
         }
-        r = observer_bpf__load(skel);
-        if (r < 0) {
-                why(&o->load_why, "loading the eBPF object: %s%s", strerror_r(-r, buf, sizeof(buf)),
-                    r == -EPERM || r == -EACCES ? " (CAP_BPF and CAP_PERFMON needed, or lockdown forbids it)" : "");
-                observer_bpf__destroy(skel);
-                o->load_error = r;
-                return NULL;
-        }
-        r = observer_bpf__attach(skel);
-        if (r < 0) {
-                why(&o->load_why, "attaching to the tracepoints: %s", strerror_r(-r, buf, sizeof(buf)));
-                observer_bpf__destroy(skel);
-                o->load_error = r;
-                return NULL;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        o->loaded_usec = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000u;
-        o->load_mono = mono_usec();
-        o->loaded = skel;
-        return NULL;
+        return strdup(OBSERVER_LOADER_PATH);
+}
+
+/* In the child: the loader, with the socket as descriptor 3 and nothing else of the daemon's. */
+__attribute__((noreturn)) static void run_loader(int fd, pid_t parent, const void *arg) {
+        const char *path = arg;
+        int fl;
+
+        if (sandbox_detach(fd, parent) < 0)
+                _exit(127);
+        fl = fcntl(SANDBOX_OUTPUT_FD, F_GETFD);
+        if (fl < 0 || fcntl(SANDBOX_OUTPUT_FD, F_SETFD, fl & ~FD_CLOEXEC) < 0)
+                _exit(127);
+        execl(path, OBSERVER_LOADER_NAME, (char *) NULL);
+        _exit(127);
 }
 
 int observer_start(Observer **ret, char **ret_why) {
-        _cleanup_(freep) Observer *o = calloc(1, sizeof(*o));
+        _cleanup_(freep) Observer *o = observer_alloc();
+        _cleanup_(freep) char *path = NULL;
         int r;
 
         *ret_why = NULL;
@@ -196,31 +225,114 @@ int observer_start(Observer **ret, char **ret_why) {
                 why(ret_why, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s)", strerror(-r));
                 return r;
         }
-        libbpf_set_print(quiet_print);
-        o->start_mono = mono_usec();
-        r = -pthread_create(&o->loader, NULL, load_main, o);
-        if (r < 0) {
-                why(ret_why, "starting the thread that loads it: %s", strerror(-r));
+        path = loader_path();
+        if (!path)
+                return -ENOMEM;
+        if (access(path, X_OK) < 0) {
+                r = -errno;
+                why(ret_why, "cannot run its loader %s: %s", path, strerror(-r));
                 return r;
         }
-        o->loading = true;
+        o->start_mono = mono_usec();
+        r = sandbox_spawn(NULL, run_loader, path, NULL, NULL, &o->loader_fd, &o->loader, &(SandboxReaper *){NULL});
+        if (r < 0) {
+                why(ret_why, "starting its loader: %s", strerror(-r));
+                return r;
+        }
         *ret = TAKE_PTR(o);
+        return 0;
+}
+
+/* Each descriptor the loader sent is what observer-loader.h says it is: a map of the key and value
+ * sizes the daemon reads (a loader of another build would not be). */
+static int check_maps(const int fds[static _OBSERVER_FD_MAPS]) {
+        static const struct {
+                uint32_t key, value;
+        } want[_OBSERVER_FD_MAPS] = {
+                [OBSERVER_FD_DEVS] = {sizeof(struct observer_key), sizeof(struct observer_dev)},
+                [OBSERVER_FD_DROPS] = {sizeof(struct observer_drop_key), sizeof(uint64_t)},
+                [OBSERVER_FD_NEARS] = {sizeof(struct observer_key), sizeof(struct observer_near)},
+                [OBSERVER_FD_DELIVS] = {sizeof(struct observer_key), sizeof(struct observer_deliv)},
+                [OBSERVER_FD_BSS] = {sizeof(uint32_t), sizeof(uint32_t)},
+        };
+
+        for (size_t i = 0; i < _OBSERVER_FD_MAPS; i++) {
+                struct bpf_map_info info;
+                int r = bpf_map_fd_info(fds[i], &info);
+                if (r < 0)
+                        return r;
+                if (info.key_size != want[i].key || info.value_size != want[i].value)
+                        return -EPROTO;
+        }
+        return 0;
+}
+
+/* The loader's message, waited for (at most OBSERVER_LOAD_TIMEOUT_MSEC), its descriptors taken. */
+static int take_loaded(Observer *o) {
+        int fds[SANDBOX_FDS_MAX];
+        ObserverLoaded m;
+        struct pollfd p = {.fd = o->loader_fd, .events = POLLIN};
+        size_t n_fds = 0;
+        ssize_t k;
+        int r;
+
+        do
+                r = poll(&p, 1, OBSERVER_LOAD_TIMEOUT_MSEC);
+        while (r < 0 && errno == EINTR);
+        if (r == 0) {
+                why(&o->load_why, "its loader did not answer within %u s", OBSERVER_LOAD_TIMEOUT_MSEC / 1000);
+                return -ETIMEDOUT;
+        }
+        k = sandbox_recv_fds(o->loader_fd, 0, &m, sizeof(m), fds, ELEMENTSOF(fds), &n_fds);
+        if (k < 0) {
+                why(&o->load_why, "reading its loader's answer: %s", strerror((int) -k));
+                return (int) k;
+        }
+        if (k == 0) {
+                why(&o->load_why, "its loader exited without an answer (is %s installed?)", OBSERVER_LOADER_NAME);
+                return -ECHILD;
+        }
+        r = 0;
+        if ((size_t) k != sizeof(m) || m.n_links > OBSERVER_LINKS_MAX ||
+            (m.error == 0 && n_fds != _OBSERVER_FD_MAPS + m.n_links) || (m.error < 0 && n_fds != 0) || m.error > 0) {
+                why(&o->load_why, "its loader's answer is not one this bigtcpd reads");
+                r = -EPROTO;
+        } else if (m.error < 0) {
+                m.why[sizeof(m.why) - 1] = '\0';
+                o->load_why = strdup(m.why);
+                r = m.error;
+        } else if ((r = check_maps(fds)) < 0)
+                why(&o->load_why, "its loader's maps are not those this bigtcpd reads: %s", strerror(-r));
+        if (r < 0) {
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
+                return r;
+        }
+        memcpy(o->maps, fds, sizeof(o->maps));
+        memcpy(o->links, fds + _OBSERVER_FD_MAPS, m.n_links * sizeof(int));
+        o->n_links = m.n_links;
+        o->loaded_usec = m.loaded_usec;
         return 0;
 }
 
 int observer_wait(Observer *o, char **ret_why) {
         if (ret_why)
                 *ret_why = NULL;
-        if (o->loading) {
+        if (o->loader > 0) {
                 uint64_t t0 = mono_usec();
-                (void) pthread_join(o->loader, NULL);
-                uint64_t waited = mono_usec() - t0;
-                o->loading = false;
-                o->skel = TAKE_PTR(o->loaded);
-                if (o->skel)
+                o->load_error = take_loaded(o);
+                /* it exits once it has sent its answer; one that did not is stopped */
+                if (o->load_error < 0)
+                        (void) kill(o->loader, SIGKILL);
+                while (waitpid(o->loader, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                o->loader = -1;
+                o->loader_fd = safe_close(o->loader_fd);
+                o->load_mono = mono_usec();
+                if (o->load_error >= 0)
                         log_debug("observer: loaded in %llu ms, waited for %llu ms",
                                   (unsigned long long) (o->load_mono - o->start_mono) / 1000,
-                                  (unsigned long long) waited / 1000);
+                                  (unsigned long long) (o->load_mono - t0) / 1000);
         }
         if (o->load_error < 0 && ret_why)
                 *ret_why = TAKE_PTR(o->load_why);
@@ -248,7 +360,7 @@ uint64_t observer_loaded_usec(const Observer *o) {
 }
 
 int observer_new_fake(uint32_t own, Observer **ret) {
-        Observer *o = calloc(1, sizeof(*o));
+        Observer *o = observer_alloc();
         if (!o)
                 return -ENOMEM;
         o->own_netns = own;
@@ -260,8 +372,7 @@ void observer_free(Observer *o) {
         if (!o)
                 return;
         (void) observer_wait(o, NULL);
-        if (o->skel)
-                observer_bpf__destroy(o->skel);
+        close_all(o);
         free(o->load_why);
         free(o->devs);
         free(o->drops);
@@ -348,14 +459,13 @@ static int read_map(int fd, const MapShape *m, uint64_t at, void **entries, size
         if (!keys || !values)
                 return -ENOMEM;
         for (;;) {
-                __u32 count = BATCH;
-                int r = bpf_map_lookup_batch(fd, first ? NULL : in, out, keys, values, &count, NULL);
-                int err = r < 0 ? -errno : 0;
+                uint32_t count = BATCH;
+                int err = bpf_map_fd_lookup_batch(fd, first ? NULL : in, out, keys, values, &count);
                 if (err < 0 && err != -ENOENT)
                         return err;
                 if (entries && grow(entries, cap, total + count, m->esize) < 0)
                         return -ENOMEM;
-                for (__u32 i = 0; entries && i < count; i++) {
+                for (uint32_t i = 0; entries && i < count; i++) {
                         uint8_t *e = (uint8_t *) *entries + (total + i) * m->esize;
                         memset(e, 0, m->esize);
                         memcpy(e, keys + i * m->ksize, m->ksize);
@@ -399,7 +509,7 @@ static int fresh_whole(Observer *o, int fd, const MapShape *m, void **entries, s
         uint64_t t0;
         int r;
 
-        if (!o->skel || (*whole_at == o->read_at && o->read_at > 0))
+        if (!live(o) || (*whole_at == o->read_at && o->read_at > 0))
                 return 0;
         t0 = mono_usec();
         r = read_map(fd, m, o->read_at, entries, n, cap);
@@ -433,7 +543,7 @@ static void *fresh_key(Observer *o, int fd, const MapShape *m, void **entries, s
         e = *n ? bsearch(key, *entries, *n, m->esize, m->cmp) : NULL;
         if (e)
                 memcpy(&at, e + m->atoff, sizeof(at));
-        if (!o->skel || (*whole_at == o->read_at && o->read_at > 0))
+        if (!live(o) || (*whole_at == o->read_at && o->read_at > 0))
                 return e;
         if (e && at == o->read_at)
                 return e;
@@ -449,9 +559,10 @@ static void *fresh_key(Observer *o, int fd, const MapShape *m, void **entries, s
                 return e && !(at & ABSENT) ? e : NULL;
         }
         o->lookups++;
-        if (bpf_map_lookup_elem(fd, key, value) < 0) {
-                if (errno != ENOENT) {
-                        log_debug_errno(-errno, "observer: looking up an entry failed: %m");
+        r = bpf_map_fd_lookup(fd, key, value);
+        if (r < 0) {
+                if (r != -ENOENT) {
+                        log_debug_errno(r, "observer: looking up an entry failed: %m");
                         return e && !(at & ABSENT) ? e : NULL;
                 }
                 /* none: remembered as such for the rest of the snapshot (a device without
@@ -468,17 +579,17 @@ static void *fresh_key(Observer *o, int fd, const MapShape *m, void **entries, s
 }
 
 static const DevEntry *fresh_dev(Observer *o, const struct observer_key *k) {
-        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.devs) : -1, &dev_shape, (void **) &o->devs, &o->n_devs,
+        return fresh_key(o, o->maps[OBSERVER_FD_DEVS], &dev_shape, (void **) &o->devs, &o->n_devs,
                          &o->cap_devs, &o->devs_whole_at, &o->devs_asked, k);
 }
 
 static const DropEntry *fresh_drop(Observer *o, const struct observer_drop_key *k) {
-        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.drops) : -1, &drop_shape, (void **) &o->drops,
+        return fresh_key(o, o->maps[OBSERVER_FD_DROPS], &drop_shape, (void **) &o->drops,
                          &o->n_drops, &o->cap_drops, &o->drops_whole_at, &o->drops_asked, k);
 }
 
 static const NearEntry *fresh_near(Observer *o, const struct observer_key *k) {
-        return fresh_key(o, o->skel ? bpf_map__fd(o->skel->maps.nears) : -1, &near_shape, (void **) &o->nears,
+        return fresh_key(o, o->maps[OBSERVER_FD_NEARS], &near_shape, (void **) &o->nears,
                          &o->n_nears, &o->cap_nears, &o->nears_whole_at, &o->nears_asked, k);
 }
 
@@ -508,27 +619,27 @@ void observer_entries(Observer *o, size_t *ret_devs, size_t *ret_drops, size_t *
         *ret_devs = o->n_devs;
         *ret_drops = o->n_drops;
         *ret_nears = o->n_nears;
-        if (!o->skel)
+        if (!live(o))
                 return;
         /* counted in the kernel, the snapshot left as it is: status asks often, and a copy of every
          * entry kept for a count (ten thousand thresholds of windows in probation: 1.6 MB) stayed
          * until its entries went */
-        r = read_map(bpf_map__fd(o->skel->maps.devs), &dev_shape, 0, NULL, ret_devs, NULL);
+        r = read_map(o->maps[OBSERVER_FD_DEVS], &dev_shape, 0, NULL, ret_devs, NULL);
         if (r >= 0)
-                r = read_map(bpf_map__fd(o->skel->maps.drops), &drop_shape, 0, NULL, ret_drops, NULL);
+                r = read_map(o->maps[OBSERVER_FD_DROPS], &drop_shape, 0, NULL, ret_drops, NULL);
         if (r >= 0)
-                r = read_map(bpf_map__fd(o->skel->maps.nears), &near_shape, 0, NULL, ret_nears, NULL);
+                r = read_map(o->maps[OBSERVER_FD_NEARS], &near_shape, 0, NULL, ret_nears, NULL);
         if (r < 0)
                 log_debug_errno(r, "observer: counting the maps' entries failed: %m");
 }
 
-static uint64_t map_bytes(const struct bpf_map *m) {
+static uint64_t map_bytes(int fd) {
         _cleanup_(freep) char *path = NULL;
         char buf[4096];
         size_t n;
         FILE *f;
 
-        if (asprintf(&path, "/proc/self/fdinfo/%d", bpf_map__fd(m)) < 0)
+        if (asprintf(&path, "/proc/self/fdinfo/%d", fd) < 0)
                 return 0;
         f = fopen(path, "re");
         if (!f)
@@ -541,10 +652,10 @@ static uint64_t map_bytes(const struct bpf_map *m) {
 }
 
 uint64_t observer_map_bytes(const Observer *o) {
-        if (!o->skel)
+        if (!live(o))
                 return 0;
-        return map_bytes(o->skel->maps.devs) + map_bytes(o->skel->maps.drops) + map_bytes(o->skel->maps.nears) +
-               map_bytes(o->skel->maps.delivs);
+        return map_bytes(o->maps[OBSERVER_FD_DEVS]) + map_bytes(o->maps[OBSERVER_FD_DROPS]) +
+               map_bytes(o->maps[OBSERVER_FD_NEARS]) + map_bytes(o->maps[OBSERVER_FD_DELIVS]);
 }
 
 static const DevEntry *find_dev(const Observer *o, uint32_t netns, int ifindex) {
@@ -574,8 +685,8 @@ uint64_t observer_drops(Observer *o, uint32_t netns, int ifindex, uint32_t reaso
                 return e ? e->n : 0;
         }
         /* every reason of it: only a whole read finds them all */
-        if (o->skel) {
-                int r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
+        if (live(o)) {
+                int r = fresh_whole(o, o->maps[OBSERVER_FD_DROPS], &drop_shape, (void **) &o->drops,
                                     &o->n_drops, &o->cap_drops, &o->drops_whole_at);
                 if (r < 0)
                         log_debug_errno(r, "observer: reading the drops failed: %m");
@@ -641,9 +752,12 @@ int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t l
         NearEntry *e;
 
         memcpy(v.len, len, sizeof(v.len));
-        if (o->skel && bpf_map_update_elem(bpf_map__fd(o->skel->maps.nears), &k, &v, BPF_ANY) < 0)
-                return -errno;
-        if (o->skel && !(o->nears_whole_at == o->read_at && o->read_at > 0)) {
+        if (live(o)) {
+                int r = bpf_map_fd_update(o->maps[OBSERVER_FD_NEARS], &k, &v, BPF_ANY);
+                if (r < 0)
+                        return r;
+        }
+        if (live(o) && !(o->nears_whole_at == o->read_at && o->read_at > 0)) {
                 /* Kept in the kernel alone until asked for: a burst sets thresholds on every device
                  * in probation and reads them at the windows' ends (a copy of each here was 1.6 MB
                  * at ten thousand). An entry of an earlier snapshot is stale now; a snapshot that
@@ -662,8 +776,8 @@ int observer_near_set(Observer *o, uint32_t netns, int ifindex, const uint32_t l
 void observer_near_clear(Observer *o, uint32_t netns, int ifindex) {
         struct observer_key k = {.netns = netns, .ifindex = (uint32_t) ifindex};
 
-        if (o->skel)
-                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.nears), &k);
+        if (live(o))
+                (void) bpf_map_fd_delete(o->maps[OBSERVER_FD_NEARS], &k);
         drop_near_copy(o, netns, ifindex);
 }
 
@@ -674,8 +788,12 @@ static DelivEntry *find_deliv(const Observer *o, uint32_t netns, int ifindex) {
 
 /* The programs look into `delivs` only while it holds an entry. */
 static void delivs_on(Observer *o) {
-        if (o->skel && o->skel->bss)
-                __atomic_store_n(&o->skel->bss->delivs_on, (__u32) o->n_delivs, __ATOMIC_RELAXED);
+        static const uint32_t zero = 0;
+        uint32_t on = (uint32_t) o->n_delivs;
+
+        /* the object's global data is one entry: delivs_on alone (check_maps()) */
+        if (live(o))
+                (void) bpf_map_fd_update(o->maps[OBSERVER_FD_BSS], &zero, &on, BPF_ANY);
 }
 
 int observer_deliv_set(Observer *o, uint32_t netns, int ifindex, const uint32_t len[static 2]) {
@@ -686,12 +804,15 @@ int observer_deliv_set(Observer *o, uint32_t netns, int ifindex, const uint32_t 
         if (!find_deliv(o, netns, ifindex) && o->n_delivs >= OBSERVER_DELIVS_MAX)
                 return -ENOSPC;
         memcpy(v.len, len, sizeof(v.len));
-        if (o->skel && bpf_map_update_elem(bpf_map__fd(o->skel->maps.delivs), &k, &v, BPF_ANY) < 0)
-                return -errno;
+        if (live(o)) {
+                int r = bpf_map_fd_update(o->maps[OBSERVER_FD_DELIVS], &k, &v, BPF_ANY);
+                if (r < 0)
+                        return r;
+        }
         e = upsert((void **) &o->delivs, &o->n_delivs, &o->cap_delivs, sizeof(DelivEntry), &k, sizeof(k), cmp_key);
         if (!e) {
-                if (o->skel)
-                        (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.delivs), &k);
+                if (live(o))
+                        (void) bpf_map_fd_delete(o->maps[OBSERVER_FD_DELIVS], &k);
                 return -ENOMEM;
         }
         e->v = v;
@@ -705,10 +826,11 @@ int observer_deliv_get(Observer *o, uint32_t netns, int ifindex, struct observer
 
         if (!e)
                 return -ENOENT;
-        if (o->skel) {
+        if (live(o)) {
                 o->lookups++;
-                if (bpf_map_lookup_elem(bpf_map__fd(o->skel->maps.delivs), &k, &e->v) < 0)
-                        return -errno;
+                int r = bpf_map_fd_lookup(o->maps[OBSERVER_FD_DELIVS], &k, &e->v);
+                if (r < 0)
+                        return r;
         }
         *ret = e->v;
         return 0;
@@ -720,8 +842,8 @@ void observer_deliv_clear(Observer *o, uint32_t netns, int ifindex) {
 
         if (!e)
                 return;
-        if (o->skel)
-                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.delivs), &k);
+        if (live(o))
+                (void) bpf_map_fd_delete(o->maps[OBSERVER_FD_DELIVS], &k);
         remove_at(o->delivs, &o->n_delivs, sizeof(DelivEntry), (size_t) (e - o->delivs));
         delivs_on(o);
 }
@@ -736,25 +858,25 @@ void observer_forget(Observer *o, uint32_t netns, int ifindex) {
 
         observer_near_clear(o, netns, ifindex);
         observer_deliv_clear(o, netns, ifindex);
-        if (o->skel)
-                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.devs), &k);
+        if (live(o))
+                (void) bpf_map_fd_delete(o->maps[OBSERVER_FD_DEVS], &k);
         if (e) {
                 remove_at(o->devs, &o->n_devs, sizeof(DevEntry), (size_t) (e - o->devs));
                 shrink((void **) &o->devs, o->n_devs, &o->cap_devs, sizeof(DevEntry));
         }
-        if (o->skel) {
+        if (live(o)) {
                 /* its drops of every reason, in the kernel now: a device gone is rare, a batch read
                  * for it cheap enough (a new device of its ifindex must not inherit them) */
                 o->drops_whole_at = 0;
-                int r = fresh_whole(o, bpf_map__fd(o->skel->maps.drops), &drop_shape, (void **) &o->drops,
+                int r = fresh_whole(o, o->maps[OBSERVER_FD_DROPS], &drop_shape, (void **) &o->drops,
                                     &o->n_drops, &o->cap_drops, &o->drops_whole_at);
                 if (r < 0)
                         log_debug_errno(r, "observer: reading the drops of a device gone failed: %m");
         }
         for (size_t i = o->n_drops; i > 0; i--)
                 if (cmp_key(&o->drops[i - 1].key, &k) == 0) {
-                        if (o->skel)
-                                (void) bpf_map_delete_elem(bpf_map__fd(o->skel->maps.drops), &o->drops[i - 1].key);
+                        if (live(o))
+                                (void) bpf_map_fd_delete(o->maps[OBSERVER_FD_DROPS], &o->drops[i - 1].key);
                         remove_at(o->drops, &o->n_drops, sizeof(DropEntry), i - 1);
                 }
 }
@@ -767,43 +889,37 @@ static size_t n_reasons;
 static int reasons_error;    /* 0: not read yet; <0: could not be */
 
 static int read_reasons(void) {
-        struct btf *btf;
-        int id;
+        static const char prefix[] = "SKB_DROP_REASON_";
+        BtfEnumValue *v = NULL;
+        size_t n = 0;
+        int r;
 
         if (reason_names || reasons_error < 0)
                 return reasons_error;
-        libbpf_set_print(quiet_print);
-        btf = btf__load_vmlinux_btf();
-        if (!btf)
-                return (reasons_error = -EOPNOTSUPP);
-        id = btf__find_by_name_kind(btf, "skb_drop_reason", BTF_KIND_ENUM);
-        const struct btf_type *t = id > 0 ? btf__type_by_id(btf, (__u32) id) : NULL;
-        if (!t) {
-                btf__free(btf);
-                return (reasons_error = -EOPNOTSUPP);
-        }
-        size_t vlen = btf_vlen(t);
-        const struct btf_enum *en = btf_enum(t);
-        reason_names = calloc(vlen + 1, sizeof(char *));
-        reason_values = calloc(vlen + 1, sizeof(uint32_t));
+        r = btf_enum_read("/sys/kernel/btf/vmlinux", "skb_drop_reason", &v, &n);
+        if (r == -ENOMEM)
+                return r; /* asked again next time */
+        if (r < 0)
+                return (reasons_error = -EOPNOTSUPP); /* no BTF, or no such enum: this kernel says none */
+        reason_names = calloc(n + 1, sizeof(char *));
+        reason_values = calloc(n + 1, sizeof(uint32_t));
         if (!reason_names || !reason_values) {
-                btf__free(btf);
+                reason_names = mfree(reason_names);
+                reason_values = mfree(reason_values);
+                btf_enum_free(v, n);
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < vlen; i++) {
-                const char *name = btf__name_by_offset(btf, en[i].name_off);
-                static const char prefix[] = "SKB_DROP_REASON_";
-                if (!name || strncmp(name, prefix, strlen(prefix)) != 0 || streq_ptr(name, "SKB_DROP_REASON_MAX"))
+        for (size_t i = 0; i < n; i++) {
+                char *name = v[i].name;
+                if (strncmp(name, prefix, strlen(prefix)) != 0 || streq_ptr(name, "SKB_DROP_REASON_MAX"))
                         continue; /* SKB_CONSUMED (no drop), the last one's _MAX */
-                char *s = strdup(name + strlen(prefix));
-                if (!s)
-                        break;
-                for (char *p = s; *p; p++)
+                memmove(name, name + strlen(prefix), strlen(name + strlen(prefix)) + 1);
+                for (char *p = name; *p; p++)
                         *p = (char) tolower((unsigned char) *p);
-                reason_names[n_reasons] = s;
-                reason_values[n_reasons++] = (uint32_t) en[i].val;
+                reason_names[n_reasons] = TAKE_PTR(v[i].name);
+                reason_values[n_reasons++] = (uint32_t) v[i].value;
         }
-        btf__free(btf);
+        btf_enum_free(v, n);
         return 0;
 }
 
@@ -837,16 +953,18 @@ const char *const *observer_drop_reason_names(size_t *ret_n) {
 /* ---- benchmarks and tests ---- */
 
 int observer_bench_fill(Observer *o, uint32_t netns, size_t n) {
-        if (!o->skel)
+        if (!live(o))
                 return -EOPNOTSUPP;
         for (size_t i = 1; i <= n; i++) {
                 struct observer_key k = {.netns = netns, .ifindex = (uint32_t) i};
                 struct observer_dev v = {.tcp_sent = i, .big[OBSERVER_TX][OBSERVER_IPV6] = i};
                 struct observer_drop_key dk = {.netns = netns, .ifindex = (uint32_t) i, .reason = 2};
                 uint64_t one = 1;
-                if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.devs), &k, &v, BPF_ANY) < 0 ||
-                    bpf_map_update_elem(bpf_map__fd(o->skel->maps.drops), &dk, &one, BPF_ANY) < 0)
-                        return -errno;
+                int r = bpf_map_fd_update(o->maps[OBSERVER_FD_DEVS], &k, &v, BPF_ANY);
+                if (r >= 0)
+                        r = bpf_map_fd_update(o->maps[OBSERVER_FD_DROPS], &dk, &one, BPF_ANY);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

@@ -30,11 +30,13 @@ typedef struct Observer Observer;
  * status ("the kernel has no BTF (/sys/kernel/btf/vmlinux)", "loading the eBPF object: Operation
  * not permitted (CAP_BPF and CAP_PERFMON needed)", …). `now_usec`: CLOCK_MONOTONIC. */
 int observer_new(Observer **ret, char **ret_why);
-/* observer_new() in two halves: the checks that need no time (BTF, the own namespace) here, and
- * the object loaded in a thread of its own meanwhile (~90 ms: the kernel's BTF read and parsed,
- * the verifier, the maps made) while the caller goes on with its start; observer_wait() joins it
- * and says how the load went (as observer_new()). Nothing else may be called before that but
- * observer_free(), which waits for it. */
+/* observer_new() in two halves: the checks that need no time (BTF, the own namespace, the loader
+ * there to run) here, and the object loaded by its loader meanwhile (observer-loader.h: ~90 ms,
+ * the kernel's BTF read and parsed, the verifier, the maps made, in a process of its own) while
+ * the caller goes on with its start; observer_wait() takes what it sent (waiting for it, at most a
+ * minute) and says how the load went (as observer_new()). Nothing else may be called before that
+ * but observer_free(), which waits for it. The loader is $BIGTCPD_OBSERVER_LOADER, else the one
+ * beside the running program (a build tree), else the package's. */
 int observer_start(Observer **ret, char **ret_why);
 int observer_wait(Observer *o, char **ret_why);
 /* For tests: a map in memory that observer_test_set() fills, never the kernel's. `own_netns` the

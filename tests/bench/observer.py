@@ -165,7 +165,10 @@ def main():
             print(f"  {binary}: " + ", ".join(f"{name} {ns / max(cnt, 1):.0f} ns a run ({cnt} runs)"
                                               for name, (ns, cnt) in sorted(progs.items())))
         reader = os.path.join(os.path.dirname(os.path.dirname(args.bin)), "tests", "observer-read")
-        print(run(reader, str(args.devices), "50").stdout.strip())
+        # its observer's loader is the one built beside the daemon
+        loader = os.path.join(os.path.dirname(args.bin), "bigtcpd-observer-loader")
+        print(run(reader, str(args.devices), "50",
+                  env=dict(os.environ, BIGTCPD_OBSERVER_LOADER=loader)).stdout.strip())
     finally:
         for p in procs:
             stop(p, 10)

@@ -63,6 +63,7 @@ def expected_files(t):
     return {
         '/usr/sbin/bigtcpd': 0o755,
         '/usr/bin/bigtcpctl': 0o755,
+        '/usr/libexec/bigtcpd/bigtcpd-observer-loader': 0o755,
         '/etc/bigtcpd/bigtcpd.yaml': 0o644,
         f'{t["unitdir"]}/bigtcpd.service': 0o644,
         f'{t["unitdir"]}/bigtcpd.socket': 0o644,
@@ -126,6 +127,14 @@ def test_installed_contents(tree):
     activation = (dest / 'usr/share/dbus-1/system-services/io.bigtcpd1.service').read_text()
     assert 'Name=io.bigtcpd1' in activation and 'SystemdService=dbus-io.bigtcpd1.service' in activation
     assert 'Alias=dbus-io.bigtcpd1.service' in unit
+    # the eBPF observer's loader alone links libbpf (and libelf, and the kernel's BTF at a load), and
+    # the daemon runs it where it was installed
+    needed = {p: re.findall(r'\(NEEDED\)\s+Shared library: \[([^]]+)\]',
+                            run_step(['readelf', '-d', str(dest / p)]).stdout)
+              for p in ('usr/sbin/bigtcpd', 'usr/libexec/bigtcpd/bigtcpd-observer-loader')}
+    assert not [n for n in needed['usr/sbin/bigtcpd'] if n.startswith(('libbpf', 'libelf'))], needed
+    assert [n for n in needed['usr/libexec/bigtcpd/bigtcpd-observer-loader'] if n.startswith('libbpf')], needed
+    assert b'/usr/libexec/bigtcpd/bigtcpd-observer-loader' in (dest / 'usr/sbin/bigtcpd').read_bytes()
     for name in ('bigtcpd.yaml', 'io.bigtcpd.Manager.varlink'):
         src = REPO / 'conf' / name
         got = dest / ('etc/bigtcpd' if name.endswith('.yaml') else 'usr/share/varlink') / name

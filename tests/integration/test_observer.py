@@ -139,8 +139,9 @@ NO_BPF = ('setpriv', '--bounding-set=-bpf,-perfmon,-sys_admin', '--')
 
 
 def test_a_load_the_kernel_refuses_falls_back_to_packet_sockets(netns, daemon, confdir):
-    """The object loads in a thread beside the start; when the kernel refuses it (here: no CAP_BPF,
-    CAP_PERFMON or CAP_SYS_ADMIN), that is known before the first device, and the daemon runs as
+    """The object loads beside the start, by its loader (a program of its own, which inherits the
+    daemon's capabilities); when the kernel refuses it (here: no CAP_BPF, CAP_PERFMON or
+    CAP_SYS_ADMIN), that is known before the first device, and the daemon runs as
     it would have with the load refused up front: packet sockets (their two children started),
     said in the log, status, GetStatus and metrics with the kernel's reason, and its devices
     written. With --observer=ebpf the same refusal stops the start, with the reason."""

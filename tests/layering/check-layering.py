@@ -16,13 +16,13 @@ from pathlib import Path
 
 # From the bottom up. The review's target layout, with the parts as they are named here.
 LAYERS = [
-    ('lib: base', ['util', 'log', 'linux-compat', 'utf8', 'intern', 'pool', 'json-writer']),
+    ('lib: base', ['util', 'log', 'linux-compat', 'utf8', 'intern', 'pool', 'json-writer', 'bpf-map', 'btf-enum']),
     ('lib: protocols and children', ['parse-util', 'varlink', 'varlink-call', 'varlink-buffer', 'dbus', 'sandbox',
                                      'worker', 'closer', 'durable', 'packet-maker']),
     ('pure', ['sizes', 'log-fields', 'counters', 'netlink-link', 'policy', 'policy-yaml', 'policy-files',
               'policy-parse', 'policy-record', 'policy-watch', 'policy-match', 'reconcile', 'device', 'route',
               'ethtool', 'guard', 'netlink-stats', 'netlink', 'auto-size', 'auto-queue', 'json-read', 'metrics',
-              'observer', 'observer.bpf', 'observer-map', 'observer-kernel']),
+              'observer', 'observer.bpf', 'observer-map', 'observer-kernel', 'observer-loader']),
     ('engine parts', ['event', 'writer', 'rollout', 'probation', 'evidence', 'state', 'state-format',
                       'state-read']),
     ('engine', ['engine']),

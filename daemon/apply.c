@@ -34,8 +34,9 @@ static bool match_has_route(void *userdata, const RoutePrefix *p) {
 
 #define MATCH_DEVICE_OF(netns_name, d, c, mac)                                                       \
         {                                                                                            \
-                .ifname = (d)->ifname, .altnames = (d)->altnames, .n_altnames = (d)->n_altnames,     \
-                .kind = (d)->kind, .loopback = (d)->flags & IFF_LOOPBACK,                            \
+                .ifname = (d)->ifname, .altnames = device_extra_get(d)->altnames,                    \
+                .n_altnames = device_extra_get(d)->n_altnames, .kind = (d)->kind,                    \
+                .loopback = (d)->flags & IFF_LOOPBACK,                                               \
                 .mac = (d)->mac_len > 0 ? device_mac((d), (mac)) : NULL, .netns = (netns_name),      \
                 .get_driver = match_get_driver, .has_route = match_has_route, .userdata = &(c),      \
         }

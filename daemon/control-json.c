@@ -363,11 +363,11 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
         }
         json_writer_key(w, "rollbacks");
         json_writer_int64(w, (int64_t) h->n_rollbacks);
-        if (d->n_altnames > 0) {
+        if (device_extra_get(d)->n_altnames > 0) {
                 json_writer_key(w, "altnames");
                 json_writer_array_begin(w);
-                for (size_t i = 0; i < d->n_altnames; i++)
-                        control_kernel_string_write(w, d->altnames[i]);
+                for (size_t i = 0; i < d->extra->n_altnames; i++)
+                        control_kernel_string_write(w, d->extra->altnames[i]);
                 json_writer_array_end(w);
         }
         if ((ev = control_big_packets_source(e->evidence, d, &tmp))) {

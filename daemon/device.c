@@ -96,6 +96,29 @@ void device_history_trim(Device *d) {
                 d->history = mfree(d->history);
 }
 
+DeviceExtra *device_extra(Device *d) {
+        if (!d->extra)
+                d->extra = calloc(1, sizeof(DeviceExtra));
+        return d->extra;
+}
+
+void device_extra_trim(Device *d) {
+        const DeviceExtra *x = d->extra;
+
+        if (x && !x->altnames && x->n_altnames == 0 && !x->routes && x->n_routes == 0 && !x->driver &&
+            !x->driver_looked_up)
+                d->extra = mfree(d->extra);
+}
+
+static void extra_free(DeviceExtra *x) {
+        if (!x)
+                return;
+        strv_free(x->altnames);
+        free(x->driver);
+        free(x->routes);
+        free(x);
+}
+
 static size_t bucket_of(const DeviceTable *t, int ifindex) {
         return ((unsigned) ifindex * 2654435761u) & (t->n_buckets - 1);
 }
@@ -131,10 +154,8 @@ void device_free(Device *d) {
                 free(d->history);
         }
         device_write_end(d); /* the writer ends it with the write; not a device freed with one in flight */
-        strv_free(d->altnames);
+        extra_free(d->extra);
         intern_put(d->kind);
-        free(d->driver);
-        free(d->routes);
         intern_put(d->match.policy_name);
         if (d->mac_len + d->perm_mac_len > DEVICE_ADDR_INLINE)
                 free(d->addr.heap);
@@ -170,7 +191,7 @@ Device *device_find(const DeviceTable *t, const char *name) {
                 if (streq_ptr(d->ifname, name))
                         return d;
         DEVICE_FOREACH(d, t, it)
-                if (strv_contains(d->altnames, name))
+                if (strv_contains(device_extra_get(d)->altnames, name))
                         return d;
         errno = 0;
         long i = strtol(name, &end, 10);
@@ -266,11 +287,14 @@ static void set_ifname(Device *d, const char *name, bool *changed) {
 }
 
 static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
+        const DeviceExtra *had = device_extra_get(d);
+        DeviceExtra *x;
+
         if (m->n_altnames > UINT16_MAX)
                 return -E2BIG; /* a netlink message of 64 KiB holds far fewer */
-        bool same = d->n_altnames == m->n_altnames;
+        bool same = had->n_altnames == m->n_altnames;
         for (size_t i = 0; same && i < m->n_altnames; i++)
-                same = streq_ptr(d->altnames[i], link_message_altname(m, i));
+                same = streq_ptr(had->altnames[i], link_message_altname(m, i));
         if (same)
                 return 0;
 
@@ -281,9 +305,15 @@ static int update_altnames(Device *d, const LinkMessage *m, bool *changed) {
                 if (r < 0)
                         return r;
         }
-        strv_free(d->altnames);
-        d->altnames = TAKE_PTR(l);
-        d->n_altnames = (uint16_t) n;
+        x = n > 0 ? device_extra(d) : d->extra;
+        if (n > 0 && !x)
+                return -ENOMEM;
+        if (x) {
+                strv_free(x->altnames);
+                x->altnames = TAKE_PTR(l);
+                x->n_altnames = (uint16_t) n;
+                device_extra_trim(d);
+        }
         *changed = true;
         return 0;
 }
@@ -348,15 +378,17 @@ int device_update(Device *d, const LinkMessage *m, uint64_t now, unsigned *ret_c
                 if (name) {
                         changes |= LINK_CHANGE_NAME;
                         /* the driver is looked up by name: look again */
-                        free(d->driver);
-                        d->driver = NULL;
-                        d->driver_looked_up = false;
+                        if (d->extra) {
+                                d->extra->driver = mfree(d->extra->driver);
+                                d->extra->driver_looked_up = false;
+                                device_extra_trim(d);
+                        }
                 }
         }
         r = intern_set(&d->kind, m->kind, &match);
         if (r < 0)
                 return r;
-        if (m->prop_list || d->n_altnames > 0) {
+        if (m->prop_list || device_extra_get(d)->n_altnames > 0) {
                 r = update_altnames(d, m, &match);
                 if (r < 0)
                         return r;
@@ -403,23 +435,36 @@ static bool route_same(const RouteEntry *a, const RouteEntry *b) {
 }
 
 int device_route_add(Device *d, const RouteEntry *r) {
-        for (size_t i = 0; i < d->n_routes; i++)
-                if (route_same(&d->routes[i], r))
+        const DeviceExtra *had = device_extra_get(d);
+        DeviceExtra *x;
+
+        for (size_t i = 0; i < had->n_routes; i++)
+                if (route_same(&had->routes[i], r))
                         return 0;
-        if (d->n_routes == UINT32_MAX)
+        if (had->n_routes == UINT32_MAX)
                 return -ENOMEM;
-        RouteEntry *n = reallocarray(d->routes, d->n_routes + 1, sizeof(RouteEntry));
-        if (!n)
+        x = device_extra(d);
+        if (!x)
                 return -ENOMEM;
-        d->routes = n;
-        d->routes[d->n_routes++] = *r;
+        RouteEntry *n = reallocarray(x->routes, x->n_routes + 1, sizeof(RouteEntry));
+        if (!n) {
+                device_extra_trim(d);
+                return -ENOMEM;
+        }
+        x->routes = n;
+        x->routes[x->n_routes++] = *r;
         return 1;
 }
 
 bool device_route_remove(Device *d, const RouteEntry *r) {
-        for (size_t i = 0; i < d->n_routes; i++)
-                if (route_same(&d->routes[i], r)) {
-                        d->routes[i] = d->routes[--d->n_routes];
+        DeviceExtra *x = d->extra;
+
+        for (size_t i = 0; x && i < x->n_routes; i++)
+                if (route_same(&x->routes[i], r)) {
+                        x->routes[i] = x->routes[--x->n_routes];
+                        if (x->n_routes == 0)
+                                x->routes = mfree(x->routes);
+                        device_extra_trim(d);
                         return true;
                 }
         return false;

@@ -122,6 +122,19 @@ struct Rollout;
 struct Evidence;
 typedef struct Device Device;
 
+/* What few devices have (a veth of a pod has none of it): altnames, the routes that leave through
+ * it (kept while a policy has match.route), its driver (looked up when a policy has match.driver).
+ * Not part of every device: read it with device_extra_get() (all empty when there is none), write
+ * it through device_extra(); it goes when nothing is left in it (device_extra_trim()). */
+typedef struct DeviceExtra {
+        char **altnames;
+        RouteEntry *routes; /* routes whose output is this device (match.route) */
+        char *driver;       /* ethtool.c, looked up when a policy asks */
+        uint32_t n_routes;  /* (device_route_add() refuses more) */
+        uint16_t n_altnames; /* (device_update() refuses more) */
+        bool driver_looked_up;
+} DeviceExtra;
+
 /* What went wrong with a device and what was done about it: rollbacks, refused writes, sizes
  * someone else keeps changing. Most devices never need one, so it is not part of every device:
  * read it with device_history_get() (all zero when there is none), write it through
@@ -237,10 +250,8 @@ struct Device {
          * (the widest members first, so that the group ends on the bytes and `life` follows them
          * without a hole) */
         const NetnsId *netns; /* NULL: the daemon's own namespace */
-        char **altnames;
         const char *kind; /* interned (intern.h); NULL: no IFLA_INFO_KIND */
-        char *driver;     /* ethtool.c, looked up when a policy asks */
-        RouteEntry *routes; /* routes whose output is this device (match.route) */
+        struct DeviceExtra *extra; /* altnames, routes, driver: NULL while it has none (device_extra_get()) */
         uint64_t current_usec;  /* CLOCK_MONOTONIC when `current` was last read from the kernel */
         uint64_t appeared_usec; /* announced by an event while bigtcpd watched: when; else 0 */
         Sizes current;
@@ -259,14 +270,11 @@ struct Device {
         int link;
         int link_netnsid;
         uint32_t tso_max_size; /* 0: the kernel does not report it (before 5.19): GSO stays legacy */
-        uint32_t n_routes;     /* (device_route_add() refuses more) */
         char ifname[DEVICE_IFNAMSIZ]; /* "" until the kernel names it */
         uint8_t mac_len, perm_mac_len;
-        bool driver_looked_up;
         bool has_sizes;       /* the kernel reported the sizes at least once */
         bool has_ipv4_sizes;  /* … and attributes 63/64 */
         bool carried_traffic; /* some stats of it counted packets */
-        uint16_t n_altnames;  /* (device_update() refuses more) */
 
         /* ---- device-lifecycle.c: its step, and the records the state file keeps ---- */
         DeviceLife life;
@@ -381,6 +389,16 @@ typedef struct DeviceRollout {
 static inline const DeviceRollout *device_rollout_get(const Device *d) {
         static const DeviceRollout none;
         return d->rollout ?: &none;
+}
+
+/* A device's extra part, made when first needed; NULL when there is no memory for it. */
+DeviceExtra *device_extra(Device *d);
+/* Frees it when nothing is left in it. */
+void device_extra_trim(Device *d);
+/* … for reading: never NULL. */
+static inline const DeviceExtra *device_extra_get(const Device *d) {
+        static const DeviceExtra none;
+        return d->extra ?: &none;
 }
 
 /* A device's history, made when first needed; NULL when there is no memory for it. */

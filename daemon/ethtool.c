@@ -9,11 +9,15 @@
 const char *ethtool_driver(Device *d, int fd) {
         struct ethtool_drvinfo info = {.cmd = ETHTOOL_GDRVINFO};
         struct ifreq ifr = {};
+        DeviceExtra *x;
         size_t n;
 
-        if (d->driver_looked_up)
-                return d->driver;
-        d->driver_looked_up = true;
+        if (device_extra_get(d)->driver_looked_up)
+                return d->extra->driver;
+        x = device_extra(d);
+        if (!x)
+                return NULL; /* asked again next time */
+        x->driver_looked_up = true;
         n = strlen(d->ifname);
         if (fd < 0 || n == 0 || n >= IFNAMSIZ)
                 return NULL;
@@ -22,6 +26,6 @@ const char *ethtool_driver(Device *d, int fd) {
         if (ioctl(fd, SIOCETHTOOL, &ifr) < 0)
                 return NULL;
         info.driver[sizeof(info.driver) - 1] = '\0';
-        d->driver = strdup(info.driver);
-        return d->driver;
+        x->driver = strdup(info.driver);
+        return x->driver;
 }

@@ -99,16 +99,20 @@ int route_message_handle(DeviceTable *t, struct nlmsghdr *nlh, RouteChangedFn ch
 void route_forget_all(DeviceTable *t, RouteChangedFn changed, void *userdata) {
         Device *d;
         DEVICE_FOREACH(d, t, it)
-                if (d->n_routes > 0) {
-                        d->n_routes = 0;
+                if (device_extra_get(d)->n_routes > 0) {
+                        d->extra->n_routes = 0;
+                        d->extra->routes = mfree(d->extra->routes);
+                        device_extra_trim(d);
                         if (changed)
                                 changed(d, userdata);
                 }
 }
 
 bool device_has_route(const Device *d, const RoutePrefix *p) {
-        for (size_t i = 0; i < d->n_routes; i++)
-                if (route_prefix_covers(p, d->routes[i].family, d->routes[i].dst, d->routes[i].dst_len))
+        const DeviceExtra *x = device_extra_get(d);
+
+        for (size_t i = 0; i < x->n_routes; i++)
+                if (route_prefix_covers(p, x->routes[i].family, x->routes[i].dst, x->routes[i].dst_len))
                         return true;
         return false;
 }

@@ -43,9 +43,9 @@ static void test_link_parse(void **state) {
         /* what tells it from a device that has its ifindex later: the permanent address */
         assert_int_equal(d->perm_mac_len, 6);
         assert_string_equal(device_identity_mac(d, text), "0c:42:a1:00:00:01");
-        assert_int_equal(d->n_altnames, 2);
-        assert_string_equal(d->altnames[0], "uplink-a");
-        assert_null(d->altnames[2]);
+        assert_int_equal(device_extra_get(d)->n_altnames, 2);
+        assert_string_equal(device_extra_get(d)->altnames[0], "uplink-a");
+        assert_null(device_extra_get(d)->altnames[2]);
         assert_int_equal(d->current_usec, 1234);
         /* The same message again changes nothing. */
         assert_int_equal(device_update(d, &m, 1235, &changes), 0);
@@ -79,8 +79,8 @@ static void test_many_altnames(void **state) {
         assert_int_equal(device_table_init(&t), 0);
         assert_int_equal(device_add(&t, 9, &d), 0);
         assert_int_equal(device_update(d, &m, 0, &changes), 0);
-        assert_int_equal(d->n_altnames, 40);
-        assert_string_equal(d->altnames[39], "alt39");
+        assert_int_equal(device_extra_get(d)->n_altnames, 40);
+        assert_string_equal(device_extra_get(d)->altnames[39], "alt39");
         assert_ptr_equal(device_find(&t, "alt39"), d);
         assert_ptr_equal(device_find(&t, "9"), d);
         assert_null(device_find(&t, "alt40"));

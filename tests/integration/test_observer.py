@@ -164,6 +164,38 @@ def test_a_load_the_kernel_refuses_falls_back_to_packet_sockets(netns, daemon, c
     assert rc == 1 and f'--observer=ebpf: the eBPF observer cannot run: {why}' in out, (rc, out)
 
 
+def test_a_loader_that_fails_falls_back_to_packet_sockets(netns, daemon, confdir, tmp_path):
+    """The object's loader is a program of its own, and the daemon takes nothing it says on trust:
+    one that is not there, one that exits without a word, one killed by a signal, one that
+    answers what no loader sends. Each time the daemon runs on packet sockets with the reason
+    (status, log) and its devices written, no loader is left behind, and --observer=ebpf stops the
+    start with the same reason."""
+    a, _ = receivers(netns, n=1)
+    cfg = confdir / 'bigtcpd.yaml'
+    cfg.write_text(policy(['{counter: link.tx_errors, max-increase: 0}']))
+    scripts = {'garbage': '#!/usr/bin/python3\nimport os\nos.write(3, b"no answer of a loader")\n',
+               'killed': '#!/bin/sh\nkill -KILL $$\n'}
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    cases = [(tmp_path / 'missing', f'cannot run its loader {tmp_path}/missing: No such file or directory'),
+             ('/bin/true', 'its loader exited without an answer (is bigtcpd-observer-loader installed?)'),
+             (tmp_path / 'killed', 'its loader exited without an answer (is bigtcpd-observer-loader installed?)'),
+             (tmp_path / 'garbage', "its loader's answer is not one this bigtcpd reads")]
+    for loader, why in cases:
+        env = {'BIGTCPD_OBSERVER_LOADER': str(loader)}
+        d = daemon(a, cfg, env=env)
+        ev = call(d, 'GetStatus')['evidence']
+        assert ev['observer'] == 'packet-socket' and ev['observer_why'] == why, (loader, ev)
+        assert d.log_lines(r'warning: The eBPF observer cannot run'), d.log_tail()
+        assert set(children(d.pid).values()) <= {'bigtcpd-packets', 'bigtcpd-closer', 'bigtcpd-sync'}, \
+            children(d.pid)
+        assert device(d, 'r0')['state'] in ('probation', 'applied'), device(d, 'r0')
+        d.stop()
+        rc, out = daemon_exit(a, cfg, ('env', f'BIGTCPD_OBSERVER_LOADER={loader}'), '--observer=ebpf')
+        assert rc == 1 and f'--observer=ebpf: the eBPF observer cannot run: {why}' in out, (loader, rc, out)
+
+
 def daemon_exit(ns, cfg, wrapper, *args):
     """Run the daemon to its exit (one that cannot start): its exit code and output."""
     r = subprocess.run(['ip', 'netns', 'exec', ns, *wrapper, str(BIN), '--config', str(cfg), '--runtime-dir',

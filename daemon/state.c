@@ -366,6 +366,22 @@ static void schedule(StateStore *s) {
                 arm(s, STATE_SAVE_DELAY_USEC);
 }
 
+/* Everything marked is on disk: the lists are empty, and a burst's room goes with it (10000
+ * devices marked at a start kept 128 KiB resident for a list of none). */
+static void lists_clear(StateStore *s) {
+        for (size_t i = 0; i < s->n_dirty; i++)
+                s->dirty[i]->store.dirty = false;
+        s->n_dirty = s->n_forgotten = 0;
+        if (s->cap_dirty > 64) {
+                s->dirty = mfree(s->dirty);
+                s->cap_dirty = 0;
+        }
+        if (s->cap_forgotten > 64) {
+                s->forgotten = mfree(s->forgotten);
+                s->cap_forgotten = 0;
+        }
+}
+
 static void unmark(StateStore *s, Device *d) {
         size_t i = d->store.dirty_index;
         s->dirty[i] = s->dirty[--s->n_dirty];
@@ -465,9 +481,7 @@ static int save_snapshot(StateStore *s) {
         s->journal_bytes = 0;
         s->snapshot_bytes = size;
         s->compact = false;
-        for (size_t i = 0; i < s->n_dirty; i++)
-                s->dirty[i]->store.dirty = false;
-        s->n_dirty = s->n_forgotten = 0;
+        lists_clear(s);
         s->pending = false;
         return 0;
 }
@@ -545,9 +559,7 @@ int state_store_save(StateStore *s) {
                  * already (a device refused for it lost the originals it never saved): a snapshot
                  * proves the disk takes a write again before whoever waits for that is told. */
                 return save_ended(s, save_snapshot(s));
-        for (size_t i = 0; i < s->n_dirty; i++)
-                s->dirty[i]->store.dirty = false;
-        s->n_dirty = s->n_forgotten = 0;
+        lists_clear(s);
         s->pending = false;
         return save_ended(s, 0);
 }

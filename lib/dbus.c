@@ -48,11 +48,15 @@ struct Dbus {
         TAILQ_HEAD(, DbusCall) running; /* identified, in progress */
         LIST_HEAD(, UidShare) shares;   /* of UIDs other than 0 with calls in progress */
         size_t unprivileged_calls, unprivileged_bytes;
-        struct {
-                char name[UNIQUE_NAME_CACHED_MAX];
-                uid_t uid;
-        } senders[DBUS_SENDERS_CACHED]; /* direct-mapped: a newer name takes its slot */
+        /* direct-mapped: a newer name takes its slot; made at the first name cached (36 KiB: a
+         * host without a bus, or without a caller on it, keeps none) */
+        struct SenderSlot *senders;
 };
+
+typedef struct SenderSlot {
+        char name[UNIQUE_NAME_CACHED_MAX];
+        uid_t uid;
+} SenderSlot;
 
 static void bus_lost(Dbus *b, int error);
 static void on_bus_io(evutil_socket_t fd, short what, void *userdata);
@@ -113,7 +117,7 @@ static size_t sender_slot(const char *sender) {
 
 static bool sender_cached(const Dbus *b, const char *sender, uid_t *ret) {
         size_t i = sender_slot(sender);
-        if (!streq_ptr(b->senders[i].name, sender))
+        if (!b->senders || !streq_ptr(b->senders[i].name, sender))
                 return false;
         *ret = b->senders[i].uid;
         return true;
@@ -123,6 +127,10 @@ static void sender_cache(Dbus *b, const char *sender, uid_t uid) {
         size_t i = sender_slot(sender), n = strlen(sender);
         if (n == 0 || n >= UNIQUE_NAME_CACHED_MAX)
                 return;
+        if (!b->senders)
+                b->senders = calloc(DBUS_SENDERS_CACHED, sizeof(SenderSlot));
+        if (!b->senders)
+                return; /* asked of the bus again next time */
         memcpy(b->senders[i].name, sender, n + 1);
         b->senders[i].uid = uid;
 }
@@ -602,7 +610,7 @@ static void bus_disconnect(Dbus *b) {
         b->ident = sd_bus_close_unref(b->ident);
         b->serving = false;
         /* unique names are never reused on one bus; the next may be another bus */
-        memset(b->senders, 0, sizeof(b->senders));
+        b->senders = mfree(b->senders);
 }
 
 /* The system bus socket's path, from $DBUS_SYSTEM_BUS_ADDRESS ("unix:path=…") or the default. */
@@ -761,6 +769,7 @@ void dbus_free(Dbus *b) {
         if (b->reconnect)
                 event_free(b->reconnect);
         stop_watching(b);
+        free(b->senders);
         free(b->name);
         free(b);
 }

@@ -171,6 +171,14 @@ def test_install(box):
     out = c.run('systemctl', 'status', '--no-pager', 'bigtcpd.service').stdout
     assert re.search(r'^ +Status: "managing 4 of 5 devices(, \d+ in probation)?"$', out, re.M), out
     assert 'TriggeredBy: ● bigtcpd.socket' in out, out
+    # The unit's sandbox lets the daemon run its observer's loader, a program of its own that the
+    # package installs: the observer counts, or the kernel refused the load (a container's
+    # capabilities), never a loader that could not run or answered nothing.
+    c.run('test', '-x', '/usr/libexec/bigtcpd/bigtcpd-observer-loader')
+    st = c.run('bigtcpctl', 'status').stdout
+    m = re.search(r'^ *Observer: (\S+)(?: \(not ebpf: (.*)\))?$', st, re.M)
+    assert m and (m.group(1) == 'ebpf' or m.group(2).startswith(('loading the eBPF object', 'attaching to'))), st
+    print(f'{c.name}: {m.group(0).strip()}')
 
 
 # The orders and how many rounds of each: one command at a time is one outcome every time (the

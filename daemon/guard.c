@@ -97,13 +97,6 @@ int guard_observer_value(const GuardObserver *g, const char *name, uint64_t *ret
 #define RULES_BUCKETS 64u
 static GuardRules *rules_table[RULES_BUCKETS];
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-        const unsigned char *c = p;
-        for (size_t i = 0; i < n; i++)
-                h = (h ^ c[i]) * UINT64_C(0x100000001b3);
-        return h;
-}
-
 /* The content of a guard as its rule keeps it: a threshold it does not have counts as 0. */
 static uint64_t max_increase_of(const Guard *g) {
         return g->has_max_increase ? g->max_increase : 0;
@@ -114,24 +107,24 @@ static double max_ratio_of(const Guard *g) {
 }
 
 static uint64_t spec_hash(const RollbackSpec *spec) {
-        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        uint64_t h = FNV1A64_OFFSET;
 
-        h = fnv(h, &spec->n_guards, sizeof(spec->n_guards));
+        h = fnv1a64(h, &spec->n_guards, sizeof(spec->n_guards));
         for (size_t i = 0; i < spec->n_guards; i++) {
                 const Guard *g = &spec->guards[i];
                 uint64_t inc = max_increase_of(g);
                 double ratio = max_ratio_of(g);
                 unsigned char flags =
                         (unsigned char) (g->has_max_increase | g->has_max_ratio << 1 | !!g->per << 2);
-                h = fnv(h, g->counter, strlen(g->counter) + 1);
-                h = fnv(h, &g->counter_kind, sizeof(g->counter_kind));
+                h = fnv1a64(h, g->counter, strlen(g->counter) + 1);
+                h = fnv1a64(h, &g->counter_kind, sizeof(g->counter_kind));
                 if (g->per) {
-                        h = fnv(h, g->per, strlen(g->per) + 1);
-                        h = fnv(h, &g->per_kind, sizeof(g->per_kind));
+                        h = fnv1a64(h, g->per, strlen(g->per) + 1);
+                        h = fnv1a64(h, &g->per_kind, sizeof(g->per_kind));
                 }
-                h = fnv(h, &flags, sizeof(flags));
-                h = fnv(h, &inc, sizeof(inc));
-                h = fnv(h, &ratio, sizeof(ratio));
+                h = fnv1a64(h, &flags, sizeof(flags));
+                h = fnv1a64(h, &inc, sizeof(inc));
+                h = fnv1a64(h, &ratio, sizeof(ratio));
         }
         return h;
 }

@@ -10,8 +10,6 @@
 #include "policy.h"
 #include "util.h"
 
-#define FNV1A64_OFFSET POLICY_DIGEST_EMPTY
-#define FNV1A64_PRIME UINT64_C(0x100000001b3)
 
 /* ---- string tables ---- */
 
@@ -285,15 +283,6 @@ void policy_errors_clear(PolicyErrors *e) {
         }
         free(e->items);
         *e = (PolicyErrors){};
-}
-
-static uint64_t fnv1a64(uint64_t h, const void *data, size_t size) {
-        const uint8_t *p = data;
-        for (size_t i = 0; i < size; i++) {
-                h ^= p[i];
-                h *= FNV1A64_PRIME;
-        }
-        return h;
 }
 
 /* ---- errors ---- */

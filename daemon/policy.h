@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "parse-util.h"
+#include "util.h"
 
 typedef enum SizeKind {
         SIZE_UNSET,  /* key absent: leave this size as the device has it */
@@ -193,7 +194,7 @@ int rollback_spec_copy(const RollbackSpec *src, RollbackSpec *ret);
 int policy_set_add_file(PolicySet *s, const char *file, const char *data, size_t size, Policy *policies,
                         size_t n_policies, RollbackSpec *defaults);
 /* The digest a set has after one more file: policy_set_new()'s starts at POLICY_DIGEST_EMPTY. */
-#define POLICY_DIGEST_EMPTY UINT64_C(0xcbf29ce484222325)
+#define POLICY_DIGEST_EMPTY FNV1A64_OFFSET
 uint64_t policy_digest_add(uint64_t digest, const char *file, const char *data, size_t size);
 
 /* Parse one YAML document held in memory and append its policies to `s`. `file` names it in

@@ -78,18 +78,14 @@ uint32_t policy_size_asked(const Policy *p, unsigned i) {
 }
 
 uint64_t policy_sizes_digest(const Policy *p) {
-        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+        uint64_t h = FNV1A64_OFFSET;
 
         for (unsigned i = 0; i < SIZES_COUNT; i++) {
                 const SizeSpec *s = policy_size_spec(p, i);
                 uint64_t v[4] = {(uint64_t) s->kind, s->kind == SIZE_BYTES ? s->bytes : 0,
                                  s->kind == SIZE_AUTO ? ((uint64_t) s->auto_min << 32 | s->auto_max) : 0,
                                  s->kind == SIZE_AUTO ? s->ceiling_age_usec : 0};
-                const uint8_t *b = (const uint8_t *) v;
-                for (size_t k = 0; k < sizeof(v); k++) {
-                        h ^= b[k];
-                        h *= 0x100000001b3ull;
-                }
+                h = fnv1a64(h, v, sizeof(v));
         }
         return h;
 }

@@ -109,10 +109,7 @@ struct Lookup {
 };
 
 static size_t sender_slot(const char *sender) {
-        uint32_t h = 2166136261u; /* FNV-1a */
-        for (const char *c = sender; *c; c++)
-                h = (h ^ (uint8_t) *c) * 16777619u;
-        return h % DBUS_SENDERS_CACHED;
+        return fnv1a32_string(sender, NULL) % DBUS_SENDERS_CACHED;
 }
 
 static bool sender_cached(const Dbus *b, const char *sender, uid_t *ret) {

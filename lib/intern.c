@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "intern.h"
+#include "util.h"
 
 typedef struct Interned {
         struct Interned *next; /* in its bucket */
@@ -24,17 +25,6 @@ static size_t n_buckets, n_interned, n_refs;
 
 static Interned *entry_of(const char *s) {
         return (Interned *) (void *) (s - offsetof(Interned, s));
-}
-
-/* FNV-1a */
-static uint32_t hash_of(const char *s, size_t *ret_len) {
-        uint32_t h = UINT32_C(2166136261);
-        const char *p = s;
-
-        for (; *p; p++)
-                h = (h ^ (unsigned char) *p) * UINT32_C(16777619);
-        *ret_len = (size_t) (p - s);
-        return h;
 }
 
 /* Twice the buckets, once there are as many strings as buckets; without memory the chains grow. */
@@ -64,7 +54,7 @@ const char *intern_get(const char *s) {
 
         if (!s)
                 return NULL;
-        h = hash_of(s, &len);
+        h = fnv1a32_string(s, &len);
         if (buckets)
                 for (Interned *i = buckets[h & (n_buckets - 1)]; i; i = i->next)
                         if (i->hash == h && strcmp(i->s, s) == 0)

@@ -208,6 +208,27 @@ void random_bytes(void *buf, size_t n) {
                 v2 += v1, v1 = SIP_ROTL(v1, 17), v1 ^= v2, v2 = SIP_ROTL(v2, 32);                          \
         } while (0)
 
+uint64_t fnv1a64(uint64_t h, const void *data, size_t size) {
+        const uint8_t *p = data;
+
+        for (size_t i = 0; i < size; i++) {
+                h ^= p[i];
+                h *= UINT64_C(0x100000001b3);
+        }
+        return h;
+}
+
+uint32_t fnv1a32_string(const char *s, size_t *ret_len) {
+        uint32_t h = UINT32_C(2166136261);
+        const char *p = s;
+
+        for (; *p; p++)
+                h = (h ^ (unsigned char) *p) * UINT32_C(16777619);
+        if (ret_len)
+                *ret_len = (size_t) (p - s);
+        return h;
+}
+
 static uint64_t le64(const uint8_t *p) {
         uint64_t x = 0;
         for (unsigned i = 0; i < 8; i++)

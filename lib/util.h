@@ -155,6 +155,14 @@ int read_fd_bounded(int fd, off_t at, size_t max, size_t first, bool short_is_en
  * in `ret_st`, may be NULL, what fstat(2) said), or the same errors. For a file read in pieces. */
 int open_file_bounded_at(int dir_fd, const char *path, size_t max, ReadFileFlags flags, struct stat *ret_st);
 
+/* FNV-1a, 64 bits: `h` (FNV1A64_OFFSET to begin with) carried on over `size` bytes of `data`. Its
+ * values are kept (the policy's digest, the cohorts): the algorithm is fixed. Not for what a
+ * caller chooses and an attacker could make collide (siphash24() is). */
+#define FNV1A64_OFFSET UINT64_C(0xcbf29ce484222325)
+uint64_t fnv1a64(uint64_t h, const void *data, size_t size);
+/* FNV-1a, 32 bits, of the string `s` (a hash table's bucket); its length into *ret_len unless NULL. */
+uint32_t fnv1a32_string(const char *s, size_t *ret_len);
+
 /* SipHash-2-4 of `data` under the 16-byte `key`: a hash that whoever does not know the key cannot
  * make collide (names a pod chooses go into what is hashed). */
 uint64_t siphash24(const void *data, size_t size, const uint8_t key[16]);

@@ -40,6 +40,10 @@
  * the observer does not run. */
 #define OBSERVER_LOAD_TIMEOUT_MSEC (60 * 1000)
 
+/* Where the kernel describes its types (CONFIG_DEBUG_INFO_BTF): what tp_btf programs attach by,
+ * and where the drop reasons' names are. */
+#define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+
 #define BATCH 1024u      /* entries per lookup_batch call */
 #define OBSERVER_FEW 64u /* keys of a map looked up one by one in a snapshot; beyond, one batch read */
 
@@ -220,9 +224,9 @@ int observer_start(Observer **ret, char **ret_why) {
                 why(ret_why, "cannot read /proc/self/ns/net: %s", strerror(-r));
                 return r;
         }
-        if (access("/sys/kernel/btf/vmlinux", R_OK) < 0) {
+        if (access(VMLINUX_BTF, R_OK) < 0) {
                 r = -errno;
-                why(ret_why, "the kernel has no BTF (/sys/kernel/btf/vmlinux: %s)", strerror(-r));
+                why(ret_why, "the kernel has no BTF (" VMLINUX_BTF ": %s)", strerror(-r));
                 return r;
         }
         path = loader_path();
@@ -896,7 +900,7 @@ static int read_reasons(void) {
 
         if (reason_names || reasons_error < 0)
                 return reasons_error;
-        r = btf_enum_read("/sys/kernel/btf/vmlinux", "skb_drop_reason", &v, &n);
+        r = btf_enum_read(VMLINUX_BTF, "skb_drop_reason", &v, &n);
         if (r == -ENOMEM)
                 return r; /* asked again next time */
         if (r < 0)
@@ -939,7 +943,7 @@ bool observer_kernel_has_btf(void) {
         if (reason_names || reasons_error < 0)
                 return reasons_error == 0;
         /* where the kernel describes itself (CONFIG_DEBUG_INFO_BTF), what tp_btf programs attach by */
-        return access("/sys/kernel/btf/vmlinux", R_OK) == 0;
+        return access(VMLINUX_BTF, R_OK) == 0;
 }
 
 const char *const *observer_drop_reason_names(size_t *ret_n) {

@@ -408,6 +408,8 @@ bool auto_apply_passed(Engine *e, Device *d) {
         if (!a)
                 return false;
         const EvidenceAbove *counted = above_counts(e, d);
+        EvidenceCounts window; /* its big packets (the window's, as counted now) */
+        evidence_counts(e->evidence, d, &window);
         const uint64_t *above = counted->count;
         uint64_t retrans = retransmits_over(e, d); /* the step's own bound (auto-size.h) */
         bool by_peer = peer_delivered(e, d, delivered);
@@ -456,7 +458,7 @@ bool auto_apply_passed(Engine *e, Device *d) {
                         continue;
                 }
                 /* the window's big packets in the size's direction (sizes.h: odd ones are GRO) */
-                uint64_t busy = !d->evidence ? 0 : (i & 1u) ? d->evidence->counts.rx : d->evidence->counts.tx;
+                uint64_t busy = (i & 1u) ? window.rx : window.tx;
                 if (s->phase == AUTO_TRYING && evidence_set_get_observer(e->evidence) && above[i] < AUTO_PROOF_MIN &&
                     busy >= AUTO_PROOF_MIN)
                         auto_search_tripped(s, auto_device_bounds(a, i), AUTO_SHORT_COUNTER, busy, realtime(e));

@@ -20,11 +20,9 @@ json_object *control_kernel_string(const char *s);
 void control_kernel_string_write(JsonWriter *w, const char *s);
 /* `"key": {sizes}`: the IPv4 pair only when `ipv4`. */
 void control_sizes_write(JsonWriter *w, const char *key, const Sizes *s, bool ipv4);
-/* What a device's big_packets shows: its last (or running) watch; never watched, what the eBPF
- * observer of `s` (NULL: none asked) counted since it was loaded, in `tmp`; else NULL. */
-const Evidence *control_big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp);
 /* A device's big_packets (IDL BigPackets): its last or running watch's counts, else (`s` not
- * NULL) the eBPF observer's since it was loaded, else null. `now`: CLOCK_MONOTONIC. */
+ * NULL) the eBPF observer's since it was loaded, else null (evidence_view()). `now`:
+ * CLOCK_MONOTONIC. */
 void control_big_packets_write(JsonWriter *w, uint64_t now, EvidenceSet *s, const Device *d);
 /* A device's "effective": whether its watch found big packets effective, null without a verdict. */
 void control_effective_write(JsonWriter *w, const Device *d);

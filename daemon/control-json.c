@@ -155,65 +155,50 @@ static json_object *families_json(unsigned mask) {
         return json_writer_take_tree(&w);
 }
 
-static void write_big_packets_of(JsonWriter *w, uint64_t now, const Device *d, const Evidence *ev) {
-        bool watching = ev == d->evidence && evidence_watching(d);
+static void write_big_packets_of(JsonWriter *w, const EvidenceView *v) {
+        const EvidenceCounts *c = &v->counts;
 
         json_writer_object_begin(w);
         json_writer_key(w, "tx");
-        json_writer_int64(w, (int64_t) ev->counts.tx);
+        json_writer_int64(w, (int64_t) c->tx);
         json_writer_key(w, "rx");
-        json_writer_int64(w, (int64_t) ev->counts.rx);
+        json_writer_int64(w, (int64_t) c->rx);
         json_writer_key(w, "tx_largest");
-        json_writer_int64(w, ev->counts.tx_largest);
+        json_writer_int64(w, c->tx_largest);
         json_writer_key(w, "rx_largest");
-        json_writer_int64(w, ev->counts.rx_largest);
+        json_writer_int64(w, c->rx_largest);
         json_writer_key(w, "since");
-        json_writer_int64(w, (int64_t) ev->since_usec);
+        json_writer_int64(w, (int64_t) v->since_usec);
         json_writer_key(w, "ipv6");
-        json_writer_int64(w, (int64_t) ev->counts.by_family[EVIDENCE_IPV6]);
+        json_writer_int64(w, (int64_t) c->by_family[EVIDENCE_IPV6]);
         json_writer_key(w, "ipv4");
-        json_writer_int64(w, (int64_t) ev->counts.by_family[EVIDENCE_IPV4]);
+        json_writer_int64(w, (int64_t) c->by_family[EVIDENCE_IPV4]);
         json_writer_key(w, "full_ipv6");
-        json_writer_int64(w, (int64_t) ev->counts.full[EVIDENCE_IPV6]);
+        json_writer_int64(w, (int64_t) c->full[EVIDENCE_IPV6]);
         json_writer_key(w, "full_ipv4");
-        json_writer_int64(w, (int64_t) ev->counts.full[EVIDENCE_IPV4]);
+        json_writer_int64(w, (int64_t) c->full[EVIDENCE_IPV4]);
         json_writer_key(w, "missed");
-        json_writer_int64(w, (int64_t) ev->counts.missed);
+        json_writer_int64(w, (int64_t) c->missed);
         json_writer_key(w, "watching");
-        json_writer_bool(w, watching);
-        if (watching) {
+        json_writer_bool(w, v->watching);
+        if (v->watching) {
                 json_writer_key(w, "watch_left_usec");
-                json_writer_int64(w, (int64_t) (ev->watch->waiting ? ev->watch->of.socket.duration_usec /* from its socket */
-                                                 : ev->watch->until_usec > now ? ev->watch->until_usec - now : 0));
+                json_writer_int64(w, (int64_t) v->left_usec);
         }
-        if (ev->verdict != EVIDENCE_UNKNOWN) {
+        if (v->verdict != EVIDENCE_UNKNOWN) {
                 json_writer_key(w, "raised");
-                write_families(w, ev->raised);
+                write_families(w, v->raised);
                 json_writer_key(w, "quiet");
-                write_families(w, ev->quiet);
+                write_families(w, v->quiet);
         }
         json_writer_object_end(w);
 }
 
-const Evidence *control_big_packets_source(EvidenceSet *s, const Device *d, Evidence *tmp) {
-        EvidenceCounts totals;
-
-        if (!d->evidence && s && evidence_totals(s, d, &totals) >= 0) {
-                *tmp = (Evidence){.device = (Device *) d, .counts = totals,
-                                  .since_usec = observer_loaded_usec(evidence_set_get_observer(s))};
-                return tmp;
-        }
-        if (d->evidence && s)
-                evidence_refresh(s, (Device *) d); /* its window as counted now */
-        return d->evidence;
-}
-
 void control_big_packets_write(JsonWriter *w, uint64_t now, EvidenceSet *s, const Device *d) {
-        Evidence tmp;
-        const Evidence *ev = control_big_packets_source(s, d, &tmp);
+        EvidenceView v;
 
-        if (ev)
-                write_big_packets_of(w, now, d, ev);
+        if (evidence_view(s, d, now, &v) >= 0)
+                write_big_packets_of(w, &v);
         else
                 json_writer_null(w);
 }
@@ -307,8 +292,7 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
         uint64_t now = engine_now(e);
         const DeviceHistory *h = device_history_get(d);
         const char *pending = pending_reason_to_string(lifecycle_pending_reason(d));
-        const Evidence *ev;
-        Evidence tmp;
+        EvidenceView view;
 
         json_writer_object_begin(w);
         json_writer_key(w, "netns");
@@ -370,9 +354,9 @@ int control_device_write(const Control *c, const Device *d, JsonWriter *w) {
                         control_kernel_string_write(w, d->extra->altnames[i]);
                 json_writer_array_end(w);
         }
-        if ((ev = control_big_packets_source(e->evidence, d, &tmp))) {
+        if (evidence_view(e->evidence, d, now, &view) >= 0) {
                 json_writer_key(w, "big_packets");
-                write_big_packets_of(w, now, d, ev);
+                write_big_packets_of(w, &view);
         }
         if (d->evidence && d->evidence->verdict != EVIDENCE_UNKNOWN) {
                 json_writer_key(w, "effective");

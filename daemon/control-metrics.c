@@ -70,8 +70,7 @@ static bool device_of(void *userdata, size_t i, MetricsDevice *ret) {
         ControlMetrics *m = userdata;
         const Device *d = m->devices[i];
         const Engine *e;
-        const Evidence *ev;
-        Evidence tmp;
+        EvidenceView view;
         size_t n = 0;
         bool v4;
 
@@ -97,12 +96,12 @@ static bool device_of(void *userdata, size_t i, MetricsDevice *ret) {
         sizes_of(&d->current, v4, ret->has_current, ret->current);
         if (d->life.state != DEVICE_UNMANAGED)
                 sizes_of(&d->life.desired, v4, ret->has_desired, ret->desired);
-        if ((ev = control_big_packets_source(e->evidence, d, &tmp))) {
+        if (evidence_view(e->evidence, d, engine_now(e), &view) >= 0) {
                 ret->has_big_packets = true;
-                ret->tx = (int64_t) ev->counts.tx;
-                ret->rx = (int64_t) ev->counts.rx;
-                ret->tx_largest = ev->counts.tx_largest;
-                ret->rx_largest = ev->counts.rx_largest;
+                ret->tx = (int64_t) view.counts.tx;
+                ret->rx = (int64_t) view.counts.rx;
+                ret->tx_largest = view.counts.tx_largest;
+                ret->rx_largest = view.counts.rx_largest;
         }
         for (unsigned k = 0; d->autosize && k < SIZES_COUNT; k++) {
                 const AutoSearch *s;

@@ -72,15 +72,10 @@ char *control_device_name(const Device *d) {
         return s;
 }
 
-bool control_device_totals(const Control *c, const Device *d, EvidenceCounts *ret, uint64_t *ret_since) {
-        EvidenceSet *s = control_engine_of(c, d)->evidence;
-        EvidenceCounts totals;
+bool control_device_evidence(const Control *c, const Device *d, EvidenceView *ret) {
+        const Engine *e = control_engine_of(c, d);
 
-        if (d->evidence || !s || evidence_totals(s, d, &totals) < 0)
-                return false;
-        *ret = totals;
-        *ret_since = observer_loaded_usec(evidence_set_get_observer(s));
-        return true;
+        return evidence_view(e->evidence, d, engine_now(e), ret) >= 0;
 }
 
 const char *control_state(const Control *c) {
@@ -403,12 +398,11 @@ static void on_watch_timer(evutil_socket_t fd, short what, void *userdata) {
         ControlWatch *w = userdata;
         Engine *e = control_engine_of(w->control, w->device);
         uint64_t now = clock_now(e->clock, CLOCK_MONOTONIC);
-        const Evidence *ev = w->device->evidence;
 
         /* libevent's clock is coarse: its timer may come a few ms early */
         if (now < w->until_usec && watch_arm(w, w->until_usec - now) >= 0)
                 return;
-        if (!evidence_watching(w->device) || ev->watch->ending || ev->watch->until_usec <= w->until_usec + WATCH_OUTLASTS_USEC)
+        if (!evidence_watching_after(w->device, w->until_usec + WATCH_OUTLASTS_USEC))
                 return; /* it ends about now: EVENT_EVIDENCE comes with the verdict */
         evidence_drain(e->evidence);
         watch_done(w, 0);

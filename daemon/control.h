@@ -58,10 +58,9 @@ void control_counts(const Control *c, ControlCounts *ret);
 
 /* The engine of the namespace the device lives in. */
 Engine *control_engine_of(const Control *c, const Device *d);
-/* A device never watched, with the eBPF observer: what it counted of d since it was loaded (its
- * big_packets in ListDevices), and when it was loaded (CLOCK_REALTIME µs). false: d has a watch of
- * its own (d->evidence), or nothing counts it. */
-bool control_device_totals(const Control *c, const Device *d, EvidenceCounts *ret, uint64_t *ret_since);
+/* d's big packets as ListDevices shows them (evidence_view(): its watch's, else the eBPF
+ * observer's since it was loaded). false: nothing counted it. */
+bool control_device_evidence(const Control *c, const Device *d, EvidenceView *ret);
 /* The device's name as control_find_device() takes it back: "eth0" in the daemon's own
  * namespace, "cni-1/eth0" in another. NULL when out of memory. */
 char *control_device_name(const Device *d);

@@ -170,52 +170,88 @@ static uint64_t now(const EvidenceSet *s) {
         return clock_now(s->clock, CLOCK_MONOTONIC);
 }
 
-/* The watches in a pool (pool.h): a burst's thousands of windows end together, and their blocks go
- * with them, where from the heap they would leave holes among the records that stay. */
-static Pool watch_pool = POOL_INIT(EvidenceWatch);
-/* … and the records, for the same reason: with the observer every device of a burst has one while
- * its window runs, and most go when it ends (prune()). */
+/* The records in a pool (pool.h): with the observer every device of a burst has one while its
+ * window runs, and most go when it ends (prune()); from the heap they would leave holes among the
+ * records that stay. */
 static Pool record_pool = POOL_INIT(Evidence);
-/* … and `auto`'s counts above a length, for as long as a search counts them. */
+/* … and what a record keeps apart: a window's counts (kept once it counted something), its base in
+ * the observer's counts (while it runs, when not from zero), its socket (without the observer), and
+ * `auto`'s counts above a length (for as long as a search counts them). */
+static Pool counts_pool = POOL_INIT(EvidenceCounts);
+static Pool base_pool = POOL_INIT(EvidenceBase);
+static Pool socket_pool = POOL_INIT(EvidenceRing);
 static Pool above_pool = POOL_INIT(EvidenceAbove);
 
+static const EvidenceCounts no_counts;
+
 void evidence_release(Device *d) {
-        if (d->evidence)
-                pool_free(&above_pool, d->evidence->above);
-        pool_free(&record_pool, d->evidence);
+        Evidence *ev = d->evidence;
+
+        if (!ev)
+                return;
+        assert(!ev->watched);
+        pool_free(&above_pool, ev->above);
+        pool_free(&counts_pool, ev->counts);
+        pool_free(&record_pool, ev);
         d->evidence = NULL;
+}
+
+/* ev's counts are nothing: their room goes. */
+static void counts_drop(Evidence *ev) {
+        pool_free(&counts_pool, ev->counts);
+        ev->counts = NULL;
 }
 
 /* A window's counts from zero (the lengths `auto` counts above stay). */
 static void counts_clear(Evidence *ev) {
-        ev->counts = (EvidenceCounts){};
+        counts_drop(ev);
         if (ev->above) {
                 memset(ev->above->count, 0, sizeof(ev->above->count));
                 memset(ev->above->dropped, 0, sizeof(ev->above->dropped));
         }
 }
 
-/* Does w count now: over the observer's counts, or on its socket? */
-static bool counting(const EvidenceSet *s, const EvidenceWatch *w) {
-        return s->observer ? w->observed : w->of.socket.fd >= 0;
+/* Room for ev's counts (a socket's window counts into it from its start); NULL without memory. */
+static EvidenceCounts *counts_room(Evidence *ev) {
+        if (!ev->counts)
+                ev->counts = pool_alloc(&counts_pool);
+        return ev->counts;
 }
 
-/* ev's watch, made as it begins (no socket yet); NULL without memory. */
-static EvidenceWatch *watch_get(EvidenceSet *s, Evidence *ev) {
-        if (!ev->watch) {
-                ev->watch = pool_alloc(&watch_pool);
-                if (ev->watch && !s->observer)
-                        ev->watch->of.socket.fd = -1;
+/* ev's counts are `c`: none kept while they are nothing. -ENOMEM (then they are lost, said). */
+static int counts_keep(Evidence *ev, const EvidenceCounts *c) {
+        if (memcmp(c, &no_counts, sizeof(*c)) == 0) {
+                counts_drop(ev);
+                return 0;
         }
-        return ev->watch;
+        if (!counts_room(ev)) {
+                log_dev_warning(ev->device, "evidence: no memory to keep its window's counts");
+                return -ENOMEM;
+        }
+        *ev->counts = *c;
+        return 0;
 }
 
-/* ev's watch goes once nothing of it runs: it neither waits for a socket, nor has one, nor counts
- * over the observer's. */
-static void watch_drop(EvidenceSet *s, Evidence *ev) {
-        if (ev->watch && !ev->watch->waiting && !counting(s, ev->watch)) {
-                pool_free(&watch_pool, ev->watch);
-                ev->watch = NULL;
+/* Does ev count now: over the observer's counts, or on its socket? */
+static bool counting(const EvidenceSet *s, const Evidence *ev) {
+        return ev->watched && (s->observer ? true : ev->of.socket && ev->of.socket->fd >= 0);
+}
+
+/* ev's socket, made as its watch begins (no socket yet); NULL without memory. */
+static EvidenceRing *socket_get(Evidence *ev) {
+        if (!ev->of.socket) {
+                ev->of.socket = pool_alloc(&socket_pool);
+                if (ev->of.socket)
+                        ev->of.socket->fd = -1;
+        }
+        return ev->of.socket;
+}
+
+/* ev's socket goes once nothing of it runs: it neither waits for a socket, nor has one. */
+static void socket_drop(Evidence *ev) {
+        if (ev->of.socket && !ev->waiting && ev->of.socket->fd < 0) {
+                pool_free(&socket_pool, ev->of.socket);
+                ev->of.socket = NULL;
         }
 }
 
@@ -229,15 +265,15 @@ static void read_drops(Evidence *ev) {
         struct tpacket_stats_v3 st = {};
         socklen_t len = sizeof(st);
 
-        if (getsockopt(ev->watch->of.socket.fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0)
-                ev->counts.missed += st.tp_drops;
+        if (getsockopt(ev->of.socket->fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) >= 0 && ev->counts)
+                ev->counts->missed += st.tp_drops;
 }
 
 /* Count the packets of the blocks the kernel handed over, and hand them back. Each frame's
  * header is the kernel's; its offsets are checked against the block all the same. */
 static void read_ring(Evidence *ev) {
         for (unsigned k = 0; k < EVIDENCE_BLOCKS; k++) {
-                EvidenceRing *w = &ev->watch->of.socket;
+                EvidenceRing *w = ev->of.socket;
                 uint8_t *block = w->ring + (size_t) w->block * EVIDENCE_BLOCK_SIZE;
                 struct tpacket_block_desc *bd = (struct tpacket_block_desc *) block;
                 size_t off;
@@ -254,7 +290,7 @@ static void read_ring(Evidence *ev) {
                                 break;
                         h = (const struct tpacket3_hdr *) (block + off);
                         sll = (const struct sockaddr_ll *) (block + off + sll_off);
-                        evidence_count(&ev->counts, sll->sll_pkttype == PACKET_OUTGOING, ntohs(sll->sll_protocol),
+                        evidence_count(ev->counts, sll->sll_pkttype == PACKET_OUTGOING, ntohs(sll->sll_protocol),
                                        h->tp_len);
                         if (ev->above)
                                 evidence_count_above(ev->above, sll->sll_pkttype == PACKET_OUTGOING,
@@ -279,9 +315,9 @@ static void on_io(evutil_socket_t fd, short what, void *userdata) {
 }
 
 static void unmap(Evidence *ev) {
-        if (ev->watch->of.socket.ring)
-                (void) munmap(ev->watch->of.socket.ring, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE);
-        ev->watch->of.socket.ring = NULL;
+        if (ev->of.socket->ring)
+                (void) munmap(ev->of.socket->ring, (size_t) EVIDENCE_BLOCKS * EVIDENCE_BLOCK_SIZE);
+        ev->of.socket->ring = NULL;
 }
 
 /* ---- the children, made again when they die ---- */
@@ -380,32 +416,38 @@ static void close_socket(EvidenceSet *s, int fd) {
 /* Close the socket, after counting what its ring holds. The block being filled is not handed
  * over before its time: its packets count as missed only if its timer never ran (at most
  * EVIDENCE_BLOCK_MSEC of a window). */
-static void observe(EvidenceSet *s, Evidence *ev);
+static void observe(EvidenceSet *s, const Evidence *ev, EvidenceCounts *c, EvidenceAbove *above);
+/* ev's window is over: its counts are kept as they are now. */
 static void detach(EvidenceSet *s, Evidence *ev) {
-        if (!ev->watch)
+        if (!counting(s, ev))
                 return;
-        if (ev->watch->observed) {
-                observe(s, ev);
+        if (s->observer) {
+                EvidenceCounts c;
+                observe(s, ev, &c, ev->above);
                 observer_near_clear(s->observer, evidence_netns_of(s, ev->device), ev->device->ifindex);
-                ev->watch->observed = false;
+                pool_free(&base_pool, ev->of.base);
+                ev->of.base = NULL;
+                ev->watched = false;
                 TAILQ_REMOVE(&s->watched, ev, link);
                 s->n--;
-                watch_drop(s, ev);
+                (void) counts_keep(ev, &c);
                 return;
         }
-        if (!counting(s, ev->watch))
-                return;
+        EvidenceRing *w = ev->of.socket;
         read_ring(ev);
         read_drops(ev);
-        if (ev->watch->of.socket.io)
-                event_free(ev->watch->of.socket.io);
-        ev->watch->of.socket.io = NULL;
+        if (w->io)
+                event_free(w->io);
+        w->io = NULL;
         unmap(ev);
-        close_socket(s, ev->watch->of.socket.fd);
-        ev->watch->of.socket.fd = -1;
+        close_socket(s, w->fd);
+        w->fd = -1;
+        ev->watched = false;
         TAILQ_REMOVE(&s->watched, ev, link);
         s->n--;
-        watch_drop(s, ev);
+        socket_drop(ev);
+        if (ev->counts)
+                (void) counts_keep(ev, ev->counts); /* nothing counted: nothing kept */
 }
 
 static const PacketRecipe recipe = {
@@ -436,27 +478,27 @@ static int attach(EvidenceSet *s, Evidence *ev, int fd) {
                 close_socket(s, fd);
                 return r;
         }
-        ev->watch->of.socket.ring = ring;
-        ev->watch->of.socket.block = 0;
+        ev->of.socket->ring = ring;
+        ev->of.socket->block = 0;
         if (s->test_ring) {
-                ev->watch->of.socket.fd = fd; /* the test fills it: nothing to bind, read at a drain and at the end */
+                ev->of.socket->fd = fd; /* the test fills it: nothing to bind, read at a drain and at the end */
                 return 0;
         }
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
                 r = -errno;
                 goto fail;
         }
-        ev->watch->of.socket.io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
-        if (!ev->watch->of.socket.io || event_add(ev->watch->of.socket.io, NULL) < 0) {
+        ev->of.socket->io = event_new(s->base, fd, EV_READ | EV_PERSIST, on_io, ev);
+        if (!ev->of.socket->io || event_add(ev->of.socket->io, NULL) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }
-        ev->watch->of.socket.fd = fd;
+        ev->of.socket->fd = fd;
         return 0;
 fail:
-        if (ev->watch->of.socket.io)
-                event_free(ev->watch->of.socket.io);
-        ev->watch->of.socket.io = NULL;
+        if (ev->of.socket->io)
+                event_free(ev->of.socket->io);
+        ev->of.socket->io = NULL;
         unmap(ev);
         close_socket(s, fd);
         return r;
@@ -527,8 +569,9 @@ static void counts_of(EvidenceCounts *c, EvidenceAbove *above, const struct obse
         }
 }
 
-/* ev's window as the observer counted it up to now (its last read, if recent). */
-static void observe(EvidenceSet *s, Evidence *ev) {
+/* ev's window as the observer counted it up to now (its last read, if recent), into `c`, and its
+ * counts above a length into `above` (NULL: not wanted). */
+static void observe(EvidenceSet *s, const Evidence *ev, EvidenceCounts *c, EvidenceAbove *above) {
         uint32_t ns = evidence_netns_of(s, ev->device);
         struct observer_dev cur;
         struct observer_near near;
@@ -538,7 +581,7 @@ static void observe(EvidenceSet *s, Evidence *ev) {
                 log_debug_errno(r, "evidence: reading the observer's maps failed: %m");
         (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
         r = observer_near_get(s->observer, ns, ev->device->ifindex, &near);
-        counts_of(&ev->counts, ev->above, &cur, &ev->watch->of.base, r >= 0 ? &near : NULL);
+        counts_of(c, above, &cur, ev->of.base, r >= 0 ? &near : NULL);
 }
 
 int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t above_len[static SIZES_COUNT]) {
@@ -558,14 +601,41 @@ int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t abov
                 *ev->above = (EvidenceAbove){};
                 memcpy(ev->above->len, above_len, sizeof(ev->above->len));
         }
-        if (ev->watch && ev->watch->observed)
+        if (s->observer && ev->watched)
                 return observer_near_set(s->observer, evidence_netns_of(s, d), d->ifindex, above_len);
         return 0;
 }
 
-void evidence_refresh(EvidenceSet *s, Device *d) {
-        if (d->evidence && d->evidence->watch && d->evidence->watch->observed)
-                observe(s, d->evidence);
+void evidence_counts(EvidenceSet *s, const Device *d, EvidenceCounts *ret) {
+        const Evidence *ev = d->evidence;
+
+        if (ev && s->observer && ev->watched)
+                observe(s, ev, ret, NULL);
+        else
+                *ret = ev && ev->counts ? *ev->counts : no_counts;
+}
+
+int evidence_view(EvidenceSet *s, const Device *d, uint64_t now_usec, EvidenceView *ret) {
+        const Evidence *ev = d->evidence;
+
+        if (!ev) {
+                EvidenceCounts totals;
+                if (!s || evidence_totals(s, d, &totals) < 0)
+                        return -ENOENT;
+                *ret = (EvidenceView){.counts = totals, .since_usec = observer_loaded_usec(s->observer),
+                                      .verdict = EVIDENCE_UNKNOWN};
+                return 0;
+        }
+        *ret = (EvidenceView){.since_usec = ev->since_usec, .watching = ev->watched, .verdict = ev->verdict,
+                              .raised = ev->raised, .quiet = ev->quiet};
+        if (s)
+                evidence_counts(s, d, &ret->counts);
+        else if (ev->counts)
+                ret->counts = *ev->counts;
+        if (ev->watched)
+                ret->left_usec = ev->waiting ? ev->of.socket->duration_usec /* from its socket */
+                                 : ev->until_usec > now_usec ? ev->until_usec - now_usec : 0;
+        return 0;
 }
 
 int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret) {
@@ -598,34 +668,40 @@ Observer *evidence_set_get_observer(const EvidenceSet *s) {
 
 /* The window of ev starts now, over the observer's counts. */
 static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) {
+        static const uint32_t no_above[SIZES_COUNT];
+        static const EvidenceBase zero;
         uint32_t ns = evidence_netns_of(s, ev->device);
+        struct observer_dev cur;
+        EvidenceBase base;
         int r;
 
-        static const uint32_t no_above[SIZES_COUNT];
-
-        if (!watch_get(s, ev))
-                return -ENOMEM;
         r = observer_near_set(s->observer, ns, ev->device->ifindex, ev->above ? ev->above->len : no_above);
-        if (r < 0) {
-                watch_drop(s, ev);
+        if (r < 0)
                 return r;
-        }
         (void) observer_read(s->observer, now(s), EVIDENCE_FRESH_USEC);
-        struct observer_dev cur;
         (void) observer_get(s->observer, ns, ev->device->ifindex, &cur);
-        _Static_assert(sizeof(ev->watch->of.base.big) == sizeof(cur.big) &&
-                               sizeof(ev->watch->of.base.full) == sizeof(cur.full),
+        _Static_assert(sizeof(base.big) == sizeof(cur.big) && sizeof(base.full) == sizeof(cur.full),
                        "a window's base is the observer's counts");
-        memcpy(ev->watch->of.base.big, cur.big, sizeof(cur.big));
-        memcpy(ev->watch->of.base.full, cur.full, sizeof(cur.full));
-        ev->watch->observed = true;
+        memcpy(base.big, cur.big, sizeof(cur.big));
+        memcpy(base.full, cur.full, sizeof(cur.full));
+        /* a device that carried nothing big or full-size since the observer loaded (a new one,
+         * every device right after a start) counts from zero: no base to keep */
+        if (memcmp(&base, &zero, sizeof(base)) != 0) {
+                ev->of.base = pool_alloc(&base_pool);
+                if (!ev->of.base) {
+                        observer_near_clear(s->observer, ns, ev->device->ifindex);
+                        return -ENOMEM;
+                }
+                *ev->of.base = base;
+        }
+        ev->watched = true;
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;
         counts_clear(ev);
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
-        ev->watch->until_usec = now(s) + duration_usec;
+        ev->until_usec = now(s) + duration_usec;
         log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB (a window over the observer's counts)");
-        arm_for(s, ev->watch->until_usec);
+        arm_for(s, ev->until_usec);
         return 0;
 }
 
@@ -655,32 +731,38 @@ static void refill(EvidenceSet *s) {
 
 static void unwait(EvidenceSet *s, Evidence *ev) {
         TAILQ_REMOVE(&s->waiting, ev, link);
-        ev->watch->waiting = false;
+        ev->waiting = false;
+        ev->watched = false;
         s->n_waiting--;
         s->n--;
-        watch_drop(s, ev);
+        socket_drop(ev);
 }
 
 /* The window of ev starts now, on socket `fd` (taken), its counts from zero. */
 static int start(EvidenceSet *s, Evidence *ev, int fd, uint64_t duration_usec) {
+        EvidenceCounts *counts = pool_alloc(&counts_pool); /* the window counts into it */
         int r;
 
-        if (!watch_get(s, ev)) {
+        if (!counts || !socket_get(ev)) {
+                pool_free(&counts_pool, counts);
                 close_socket(s, fd);
                 return -ENOMEM;
         }
         r = attach(s, ev, fd);
         if (r < 0) {
-                watch_drop(s, ev);
+                pool_free(&counts_pool, counts);
+                socket_drop(ev);
                 return r;
         }
+        counts_clear(ev);
+        ev->counts = counts;
+        ev->watched = true;
         TAILQ_INSERT_TAIL(&s->watched, ev, link);
         s->n++;
-        counts_clear(ev);
         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
-        ev->watch->until_usec = now(s) + duration_usec;
+        ev->until_usec = now(s) + duration_usec;
         log_dev_debug(ev->device, "evidence: counting its packets above 64 KiB");
-        arm_for(s, ev->watch->until_usec);
+        arm_for(s, ev->until_usec);
         return 0;
 }
 
@@ -713,7 +795,7 @@ static void on_made(int fd, void *userdata) {
                         close_socket(s, fd);
                 return;
         }
-        uint64_t asked = ev->since_usec, duration = ev->watch->of.socket.duration_usec;
+        uint64_t asked = ev->since_usec, duration = ev->of.socket->duration_usec;
         unwait(s, ev);
         r = start(s, ev, fd, duration);
         if (r < 0) {
@@ -736,12 +818,20 @@ static void arm_at(EvidenceSet *s, uint64_t first) {
         evtimer_add(s->timer, &tv);
 }
 
+/* When ev's window needs the timer next: its end, or once ending, its last block's (a window over
+ * the observer's counts has none to wait for: right away). */
+static uint64_t due_of(const EvidenceSet *s, const Evidence *ev) {
+        if (!ev->ending)
+                return ev->until_usec;
+        return s->observer ? ev->until_usec : ev->of.socket->settle_usec;
+}
+
 static void arm(EvidenceSet *s) {
         uint64_t first = UINT64_MAX;
         Evidence *ev;
 
         TAILQ_FOREACH(ev, &s->watched, link) {
-                uint64_t due = !ev->watch->ending ? ev->watch->until_usec : ev->watch->settle_usec;
+                uint64_t due = due_of(s, ev);
                 if (due < first)
                         first = due;
         }
@@ -766,10 +856,8 @@ static const char *family_names(unsigned mask) {
  * a length (auto) and a watch that runs keep it. Called after the event of its window: the
  * event's listeners ran and did not watch it again. */
 static void prune(EvidenceSet *s, Device *d, Evidence *ev) {
-        static const EvidenceCounts none;
-
-        if (!s->observer || d->evidence != ev || ev->watch || ev->verdict != EVIDENCE_UNKNOWN || ev->logged ||
-            memcmp(&ev->counts, &none, sizeof(none)) != 0 || ev->above)
+        if (!s->observer || d->evidence != ev || ev->watched || ev->verdict != EVIDENCE_UNKNOWN || ev->logged ||
+            ev->counts || ev->above)
                 return;
         evidence_release(d);
 }
@@ -780,11 +868,11 @@ static void judge(EvidenceSet *s, Evidence *ev) {
         unsigned quiet;
         EvidenceVerdict v;
 
-        if (ev->watch)
-                ev->watch->ending = false;
+        ev->ending = false;
         detach(s, ev);
+        const EvidenceCounts *c = ev->counts ?: &no_counts;
         ev->raised = evidence_raised(&d->current, ipv4);
-        v = evidence_judge(&ev->counts, ev->raised, &quiet);
+        v = evidence_judge(c, ev->raised, &quiet);
         /* a window that showed nothing keeps the verdict of the last one that did */
         if (v != EVIDENCE_UNKNOWN) {
                 ev->verdict = v;
@@ -806,15 +894,14 @@ static void judge(EvidenceSet *s, Evidence *ev) {
         } else if (v == EVIDENCE_EFFECTIVE) {
                 if (ev->logged)
                         log_dev_info(d, "BIG TCP in effect again: %llu packets above 64 KiB",
-                                     (unsigned long long) (ev->counts.tx + ev->counts.rx));
+                                     (unsigned long long) (c->tx + c->rx));
                 ev->logged = false;
         }
         log_dev_debug(d, "evidence: %llu sent above 64 KiB (largest %u), %llu received (largest %u), %llu+%llu at "
                          "64 KiB (1 in %u), %llu missed",
-                      (unsigned long long) ev->counts.tx, ev->counts.tx_largest, (unsigned long long) ev->counts.rx,
-                      ev->counts.rx_largest, (unsigned long long) ev->counts.full[EVIDENCE_IPV6],
-                      (unsigned long long) ev->counts.full[EVIDENCE_IPV4], EVIDENCE_FULL_SAMPLE,
-                      (unsigned long long) ev->counts.missed);
+                      (unsigned long long) c->tx, c->tx_largest, (unsigned long long) c->rx, c->rx_largest,
+                      (unsigned long long) c->full[EVIDENCE_IPV6], (unsigned long long) c->full[EVIDENCE_IPV4],
+                      EVIDENCE_FULL_SAMPLE, (unsigned long long) c->missed);
         emit(s, ev);
         prune(s, d, ev);
 }
@@ -826,10 +913,11 @@ static void on_timer(evutil_socket_t fd, short what, void *userdata) {
 
         for (ev = TAILQ_FIRST(&s->watched); ev; ev = next) {
                 next = TAILQ_NEXT(ev, link);
-                if (!ev->watch->ending && ev->watch->until_usec <= t) {
-                        ev->watch->ending = true; /* judged once the kernel handed over its last block */
-                        ev->watch->settle_usec = t + (ev->watch->observed ? 0 : EVIDENCE_SETTLE_USEC);
-                } else if (ev->watch->ending && ev->watch->settle_usec <= t)
+                if (!ev->ending && ev->until_usec <= t) {
+                        ev->ending = true; /* judged once the kernel handed over its last block */
+                        if (!s->observer)
+                                ev->of.socket->settle_usec = t + EVIDENCE_SETTLE_USEC;
+                } else if (ev->ending && due_of(s, ev) <= t)
                         judge(s, ev);
         }
         arm(s);
@@ -918,21 +1006,21 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
 
         if (!s->sockets && !s->test_ring && !s->observer)
                 return -EOPNOTSUPP;
-        if (ev && ev->watch && ev->watch->waiting) {
-                if (duration_usec > ev->watch->of.socket.duration_usec)
-                        ev->watch->of.socket.duration_usec = duration_usec;
+        if (ev && ev->waiting) {
+                if (duration_usec > ev->of.socket->duration_usec)
+                        ev->of.socket->duration_usec = duration_usec;
                 return 0;
         }
-        if (ev && ev->watch && counting(s, ev->watch) && !ev->watch->ending) {
-                if (until > ev->watch->until_usec)
-                        ev->watch->until_usec = until;
-                arm_for(s, ev->watch->until_usec);
+        if (ev && counting(s, ev) && !ev->ending) {
+                if (until > ev->until_usec)
+                        ev->until_usec = until;
+                arm_for(s, ev->until_usec);
                 return 0;
         }
         /* the observer counts every device anyway: no bound on windows over its counts */
-        if (!s->observer && s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->watch && ev->watch->ending))
+        if (!s->observer && s->n >= EVIDENCE_WATCHED_MAX && !(ev && ev->ending))
                 return -EUSERS;
-        if (ev && ev->watch && ev->watch->ending) {
+        if (ev && ev->ending) {
                 judge(s, ev); /* the window that just closed is judged as it is */
                 ev = d->evidence; /* gone if it counted nothing (prune()) */
         }
@@ -958,11 +1046,12 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
         else if (sockets_maker(s->sockets)) {
                 /* it starts when the maker's socket comes (milliseconds); until then it reads as a
                  * count from zero since now, not as the last window's figures (or 1970's) */
-                if (!watch_get(s, ev))
+                if (!socket_get(ev))
                         fd = -ENOMEM;
                 else {
-                        ev->watch->waiting = true;
-                        ev->watch->of.socket.duration_usec = duration_usec;
+                        ev->waiting = true;
+                        ev->watched = true;
+                        ev->of.socket->duration_usec = duration_usec;
                         counts_clear(ev);
                         ev->since_usec = clock_now(s->clock, CLOCK_REALTIME);
                         TAILQ_INSERT_TAIL(&s->waiting, ev, link);
@@ -989,14 +1078,14 @@ int evidence_watch(EvidenceSet *s, Device *d, uint64_t duration_usec) {
 void evidence_stop(EvidenceSet *s, Device *d) {
         Evidence *ev = d->evidence;
 
-        if (!ev || !ev->watch)
+        if (!ev || !ev->watched)
                 return;
-        if (ev->watch->waiting) {
+        if (ev->waiting) {
                 unwait(s, ev);
                 emit(s, ev);
                 return;
         }
-        ev->watch->ending = false;
+        ev->ending = false;
         detach(s, ev);
         arm(s);
         emit(s, ev);
@@ -1007,13 +1096,13 @@ void evidence_forget(EvidenceSet *s, Device *d) {
         Evidence *ev = d->evidence;
 
         if (s->observer) {
-                if (ev && ev->watch && ev->watch->observed)
+                if (ev && ev->watched)
                         detach(s, ev);
                 observer_forget(s->observer, evidence_netns_of(s, d), d->ifindex);
         }
         if (!ev)
                 return;
-        if (ev->watch && ev->watch->waiting)
+        if (ev->waiting)
                 unwait(s, ev);
         detach(s, ev);
         arm(s);
@@ -1028,8 +1117,10 @@ void evidence_drain(EvidenceSet *s) {
         Evidence *ev;
 
         TAILQ_FOREACH(ev, &s->watched, link) {
-                if (ev->watch->observed) {
-                        observe(s, ev);
+                if (s->observer) {
+                        EvidenceCounts c;
+                        if (ev->above)
+                                observe(s, ev, &c, ev->above); /* what `auto` reads; the counts are read when asked */
                         continue;
                 }
                 read_ring(ev);

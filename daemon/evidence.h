@@ -112,47 +112,48 @@ typedef struct EvidenceBase {
         uint64_t full[2][2];
 } EvidenceBase;
 
-/* A watch's packet socket and its ring. */
+/* A watch's packet socket and its ring (without the observer: at most EVIDENCE_WATCHED_MAX). */
 typedef struct EvidenceRing {
         int fd;         /* -1: waiting for it */
         unsigned block; /* the next to read */
         uint64_t duration_usec; /* while waiting: how long it lasts once its socket comes */
+        uint64_t settle_usec;   /* ending: when the kernel has handed over its last block (CLOCK_MONOTONIC) */
         struct event *io;
         uint8_t *ring; /* EVIDENCE_BLOCKS blocks, mapped */
 } EvidenceRing;
 
-/* A watch running: its socket's ring, or its window's start in the observer's counts (a set
- * counts one way or the other, never both: the two share their room). */
-typedef struct EvidenceWatch {
-        bool observed; /* through the eBPF observer: the window is `of.base` to its counts now */
-        bool waiting; /* for a socket to be made: the window starts when it comes */
-        bool ending;          /* its window is over: waits for the last block of its ring */
-        uint64_t until_usec; /* CLOCK_MONOTONIC */
-        uint64_t settle_usec; /* CLOCK_MONOTONIC */
-        union {
-                EvidenceBase base;   /* observed */
-                EvidenceRing socket; /* else */
-        } of;
-} EvidenceWatch;
-
-/* One device's record, allocated the first time it is watched (device.h holds a pointer). */
+/* One device's record (device.h holds a pointer), made when it is first watched. With the
+ * observer, a window is its base (or none: from zero) and its end, counted in the kernel, and
+ * read when someone asks or it ends; a window that counted nothing and judged nothing leaves
+ * nothing behind (the record goes). 72 bytes: its counts, its base and its ring are apart, made
+ * only when there is something to keep in them. */
 typedef struct Evidence {
         Device *device;
-        EvidenceCounts counts;
+        /* what its last window counted, or its window over a socket so far: NULL while that is
+         * nothing (read it through evidence_counts()) */
+        EvidenceCounts *counts;
         uint64_t since_usec; /* CLOCK_REALTIME: when this count began */
-
-        /* the last verdict, and what it was made of */
-        EvidenceVerdict verdict;
-        unsigned raised;  /* 1 << EvidenceFamily: the families its sizes raised in that window */
-        unsigned quiet;   /* … and those of them not in effect (full-size packets, no big one) */
-        bool logged;      /* "not effective" was logged; again only after an effective window */
+        uint64_t until_usec; /* while watched and not waiting: when its window ends (CLOCK_MONOTONIC) */
+        union {
+                /* with the observer, while watched: where its window starts in the observer's
+                 * counts (NULL: from zero: a device new, or that carried no big or full-size
+                 * packet since the observer loaded) */
+                EvidenceBase *base;
+                /* without, while watched: its socket (waiting for it, or counting) */
+                EvidenceRing *socket;
+        } of;
         /* `auto`'s counts above a length: NULL while its search counts none (evidence_above()) */
         EvidenceAbove *above;
-
-        /* while watched (waiting for its socket, or counting): NULL else. Most devices are not
-         * watched most of the time (Evidence 128 bytes, this 88). */
-        struct EvidenceWatch *watch;
         TAILQ_ENTRY(Evidence) link; /* among the set's watched, or those waiting (while watched) */
+
+        /* the last verdict, and what it was made of */
+        EvidenceVerdict verdict : 8;
+        uint8_t raised; /* 1 << EvidenceFamily: the families its sizes raised in that window */
+        uint8_t quiet;  /* … and those of them not in effect (full-size packets, no big one) */
+        bool logged : 1;  /* "not effective" was logged; again only after an effective window */
+        bool watched : 1; /* a window runs (or waits for its socket) */
+        bool waiting : 1; /* for a socket to be made: the window starts when it comes */
+        bool ending : 1;  /* its window is over: waits for the last block of its ring */
 } Evidence;
 
 /* Frees d's record (not watched: after evidence_forget(), or its set freed); NULL is a no-op. */
@@ -210,9 +211,25 @@ uint32_t evidence_netns_of(const EvidenceSet *s, const Device *d);
  * by_family, full unsampled), read afresh when older than EVIDENCE_FRESH_USEC. -EOPNOTSUPP without
  * an observer. */
 int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret);
-/* d's running window (with the observer) as counted up to now: a reader sees it live, as it
- * sees a packet socket's (which its socket's events keep current). */
-void evidence_refresh(EvidenceSet *s, Device *d);
+/* d's counts: its running window's as counted up to now (over the observer: read afresh when
+ * older than EVIDENCE_FRESH_USEC; over a socket: as far as its ring was read), else its last
+ * window's; zeros when it has no record. */
+void evidence_counts(EvidenceSet *s, const Device *d, EvidenceCounts *ret);
+
+/* What a reader (show, list, metrics, D-Bus) says of d's big packets. */
+typedef struct EvidenceView {
+        EvidenceCounts counts;  /* evidence_counts()'s */
+        uint64_t since_usec;    /* CLOCK_REALTIME: when they began */
+        bool watching;
+        uint64_t left_usec;     /* watching: the time left of its window (waiting for its socket: all of it) */
+        EvidenceVerdict verdict;
+        unsigned raised, quiet; /* of the verdict */
+} EvidenceView;
+/* d's record as a reader sees it at `now_usec` (CLOCK_MONOTONIC); without one, with the observer,
+ * what it counted since the observer loaded (since: the load) as a window would, no verdict.
+ * -ENOENT: nothing counted it. `s` NULL: nothing is read afresh (a window over the observer's
+ * counts shows what it kept: nothing while it runs), and no record, nothing to say. */
+int evidence_view(EvidenceSet *s, const Device *d, uint64_t now_usec, EvidenceView *ret);
 /* Stops every watch (the records stay with their devices). */
 void evidence_set_free(EvidenceSet *s);
 
@@ -226,7 +243,12 @@ void evidence_stop(EvidenceSet *s, Device *d);
 /* d goes away: its watch ends silently and its record is freed. */
 void evidence_forget(EvidenceSet *s, Device *d);
 static inline bool evidence_watching(const Device *d) {
-        return d->evidence && d->evidence->watch;
+        return d->evidence && d->evidence->watched;
+}
+/* d's window runs and ends after `t` (CLOCK_MONOTONIC): not over, nor waiting for its last block. */
+static inline bool evidence_watching_after(const Device *d, uint64_t t) {
+        const Evidence *ev = d->evidence;
+        return ev && ev->watched && !ev->waiting && !ev->ending && ev->until_usec > t;
 }
 size_t evidence_watched(const EvidenceSet *s);
 /* Count d's packets longer than above_len[i] for size i from now (evidence_above()'s counts from

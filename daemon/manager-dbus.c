@@ -338,23 +338,21 @@ static int append_device(sd_bus_message *reply, const Control *c, const Device *
         bool managed = d->life.state != DEVICE_UNMANAGED && d->match.policy_name;
         const Sizes none = {}, *cur = &d->current, *want = managed ? &d->life.desired : &none;
         bool v4 = control_engine_of(c, d)->ipv4_supported;
-        const Evidence *ev = d->evidence;
-        EvidenceCounts totals = {};
-        uint64_t since = ev ? ev->since_usec : 0;
-        const EvidenceCounts *n = ev ? &ev->counts : &totals;
-        int32_t effective = !ev || ev->verdict == EVIDENCE_UNKNOWN ? -1 : ev->verdict == EVIDENCE_EFFECTIVE;
+        EvidenceView v = {.verdict = EVIDENCE_UNKNOWN}; /* zeros when nothing counted it */
+        const EvidenceCounts *n = &v.counts;
+        int32_t effective;
 
         if (!ifname || !kind || !policy)
                 return -ENOMEM;
-        if (!ev)
-                (void) control_device_totals(c, d, &totals, &since); /* the observer's, as ListDevicesJSON */
+        (void) control_device_evidence(c, d, &v); /* its watch's, else the observer's: as ListDevicesJSON */
+        effective = v.verdict == EVIDENCE_UNKNOWN ? -1 : v.verdict == EVIDENCE_EFFECTIVE;
         return sd_bus_message_append(reply, DEVICE_SIGNATURE, (int32_t) d->ifindex, ifname, kind,
                                      device_state_to_string(d->life.state), policy, cur->gso_max_size, cur->gro_max_size,
                                      v4 ? cur->gso_ipv4_max_size : 0, v4 ? cur->gro_ipv4_max_size : 0,
                                      want->gso_max_size, want->gro_max_size, v4 ? want->gso_ipv4_max_size : 0,
-                                     v4 ? want->gro_ipv4_max_size : 0, d->tso_max_size, (int) evidence_watching(d),
+                                     v4 ? want->gro_ipv4_max_size : 0, d->tso_max_size, (int) v.watching,
                                      n->tx, n->rx, n->tx_largest, n->rx_largest, n->by_family[EVIDENCE_IPV6],
-                                     n->by_family[EVIDENCE_IPV4], n->missed, since,
+                                     n->by_family[EVIDENCE_IPV4], n->missed, v.since_usec,
                                      effective);
 }
 

@@ -160,7 +160,7 @@ static void h_step(Harness *h) {
 /* Busy: d sends packets as large as its gso_max_size lets them be, while watched. */
 static void h_busy(Harness *h, int ifindex, unsigned n) {
         Device *d = h_dev(h, ifindex);
-        if (evidence_watching(d) && !d->evidence->watch->waiting)
+        if (evidence_watching(d) && !d->evidence->waiting)
                 h_packets(h, ifindex, true, d->current.gso_max_size, n);
 }
 
@@ -574,26 +574,37 @@ static Harness *h_fixed_in_probation(Observer **ret) {
 }
 
 /* A probation window over the observer's counts: what it counts is what came in it (not what the
- * device carried before), and once it is judged the device keeps its counts and verdict without
- * the watch's running part, and its threshold entry is gone. */
+ * device carried before: its base), read live while it runs (nothing kept in the record meanwhile),
+ * and once it is judged the device keeps its counts and verdict without the window's base, and its
+ * threshold entry is gone. */
 static void test_window_over_observer_counts_keeps_its_counts(void **state) {
         struct observer_near near;
+        EvidenceCounts c;
         Observer *o;
         Harness *h = h_fixed_in_probation(&o);
         Device *d = h_dev(h, 2);
 
         (void) state;
-        assert_non_null(d->evidence->watch);
+        assert_true(d->evidence->watched);
+        assert_non_null(d->evidence->of.base); /* it carried 100 big packets before */
+        assert_null(d->evidence->counts);
+        evidence_counts(h->e->evidence, d, &c);
+        assert_int_equal(c.tx, 0);
         h_observed_packets(h, o, 2, 150000, 7);
+        evidence_counts(h->e->evidence, d, &c);
+        assert_int_equal(c.tx, 7); /* live, from the observer */
+        assert_null(d->evidence->counts);
         for (unsigned t = 0; evidence_watching(d); t++) {
                 assert_true(t < 4 * 12);
                 h_step(h);
         }
         assert_non_null(d->evidence);
-        assert_null(d->evidence->watch);
-        assert_int_equal(d->evidence->counts.tx, 7);
-        assert_int_equal(d->evidence->counts.by_family[EVIDENCE_IPV6], 7);
-        assert_int_equal(d->evidence->counts.tx_largest, 150000);
+        assert_false(d->evidence->watched);
+        assert_null(d->evidence->of.base);
+        assert_non_null(d->evidence->counts);
+        assert_int_equal(d->evidence->counts->tx, 7);
+        assert_int_equal(d->evidence->counts->by_family[EVIDENCE_IPV6], 7);
+        assert_int_equal(d->evidence->counts->tx_largest, 150000);
         assert_int_equal(d->evidence->verdict, EVIDENCE_EFFECTIVE);
         assert_int_equal(observer_near_get(o, OWN_NETNS, 2, &near), -ENOENT);
         h_free(h);
@@ -622,14 +633,14 @@ static void test_window_of_nothing_keeps_no_record(void **state) {
         /* watched again (an operator's watch): a record again, kept once it counted */
         assert_int_equal(evidence_watch(h->e->evidence, d, 2 * USEC_PER_SEC), 0);
         assert_non_null(d->evidence);
-        assert_int_equal(d->evidence->counts.tx, 0);
+        assert_null(d->evidence->counts);
         h_observed_packets(h, o, 2, 150000, 3);
         for (unsigned t = 0; evidence_watching(d); t++) {
                 assert_true(t < 4 * 4);
                 h_step(h);
         }
         assert_non_null(d->evidence);
-        assert_int_equal(d->evidence->counts.tx, 3);
+        assert_int_equal(d->evidence->counts->tx, 3);
         assert_int_equal(d->evidence->verdict, EVIDENCE_EFFECTIVE);
 
         /* stopped while it counts nothing, after a window that did: the verdict keeps the record */
@@ -653,7 +664,7 @@ static void test_gro_step_proven_by_what_it_received(void **state) {
         h_answer_all(h);
         for (unsigned t = 0; t < 4 * 600; t++) {
                 Device *d = h_dev(h, 2);
-                if (evidence_watching(d) && !d->evidence->watch->waiting)
+                if (evidence_watching(d) && !d->evidence->waiting)
                         h_packets(h, 2, false, d->current.gro_max_size, 20);
                 h_step(h);
                 s = auto_device_search(h_dev(h, 2)->autosize, 1);

@@ -287,18 +287,19 @@ void guard_set_observer_baseline(GuardSet *s, const GuardObserver *g) {
         }
 }
 
-int guard_set_init(GuardSet *s, GuardBase *items, const RollbackSpec *spec, const SnmpSnapshot *snap) {
-        GuardSet g = {.items = items};
+int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap) {
         int r;
 
+        s->rules = NULL;
+        s->active = s->have_base = 0;
         if (spec->n_guards > POLICY_GUARDS_MAX)
                 return -E2BIG; /* a bit each */
-        r = guard_rules_get(spec, &g.rules);
+        r = guard_rules_get(spec, &s->rules);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < g.rules->n; i++) {
-                const GuardRule *x = &g.rules->items[i];
-                GuardBase *b = &items[i];
+        for (size_t i = 0; i < s->rules->n; i++) {
+                const GuardRule *x = &s->rules->items[i];
+                GuardBase *b = &s->items[i];
                 bool active = true;
 
                 *b = (GuardBase){};
@@ -310,14 +311,13 @@ int guard_set_init(GuardSet *s, GuardBase *items, const RollbackSpec *spec, cons
                         active = false;
                 if (per_snmp && snap && snmp_get(snap, x->per, &b->per_base) < 0)
                         active = false;
-                set_bit(&g.active, i, active);
+                set_bit(&s->active, i, active);
                 /* all-SNMP guards have their baselines now; link ones wait for stats, the
                  * observer's for guard_set_observer_baseline() */
-                set_bit(&g.have_base, i,
+                set_bit(&s->have_base, i,
                         !reads_link(x->kind, x->per, x->per_kind) &&
                                 !reads_observer(x->kind, x->per, x->per_kind));
         }
-        *s = g;
         return 0;
 }
 

@@ -59,14 +59,19 @@ typedef struct GuardBase {
         uint64_t base, per_base;
 } GuardBase;
 
-/* The guards watching one device: the shared rules, and its own baselines and flags. */
+/* The guards watching one device: the shared rules, and its own flags and baselines. The
+ * baselines follow the set in the room its owner made for them (GUARD_SET_SIZE(): a probation's
+ * are the end of its record), so the set keeps no pointer to them. */
 typedef struct GuardSet {
         GuardRules *rules;  /* one reference; NULL: no guards */
-        GuardBase *items;   /* rules->n of them: the caller's, kept with its probation */
         uint64_t active;    /* bit i: guard i counts (not: a counter this kernel does not expose) */
         uint64_t have_base; /* bit i: guard i has its baselines (link ones arrive with the first
                              * stats after the write) */
+        GuardBase items[];  /* rules->n of them */
 } GuardSet;
+
+/* The bytes of a set with room for `n` guards' baselines. */
+#define GUARD_SET_SIZE(n) (sizeof(GuardSet) + (n) * sizeof(GuardBase))
 
 static inline size_t guard_set_n(const GuardSet *s) {
         return s->rules ? s->rules->n : 0;
@@ -78,12 +83,12 @@ static inline bool guard_set_have_base(const GuardSet *s, size_t i) {
         return (s->have_base >> i) & 1u;
 }
 
-/* The guards of `spec` (its rules, guard_rules_get()), their baselines in `items` (room for
- * spec->n_guards: the caller's, kept with its probation), with their SNMP baselines from `snap`
- * (NULL: none read); link baselines come with guard_set_link_baseline(). Counters absent from
- * `snap` make their guard inactive. */
-int guard_set_init(GuardSet *s, GuardBase *items, const RollbackSpec *spec, const SnmpSnapshot *snap);
-/* Drops the reference to the rules; `items` stay the caller's. */
+/* The guards of `spec` (its rules, guard_rules_get()) in `s`, which has room for the baselines of
+ * spec->n_guards (GUARD_SET_SIZE()), with their SNMP baselines from `snap` (NULL: none read); link
+ * baselines come with guard_set_link_baseline(). Counters absent from `snap` make their guard
+ * inactive. */
+int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap);
+/* Drops the reference to the rules; the room stays the caller's. */
 void guard_set_done(GuardSet *s);
 
 bool guard_set_has_link(const GuardSet *s);

@@ -2,6 +2,7 @@
  * through ProbationOps. */
 #include <linux/if_link.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -33,6 +34,7 @@ struct ProbationSet {
 
 /* The record, then each guard's baselines: its rules are the spec's, shared (GuardRules). */
 #define PROBATION_SIZE(n) (sizeof(Probation) + (n) * sizeof(GuardBase))
+_Static_assert(offsetof(Probation, guards.items) == sizeof(Probation), "the baselines end the record");
 static Pool pools[PROBATION_POOLED_GUARDS + 1] = {
 #define P(n) POOL_INIT_SIZE(PROBATION_SIZE(n), _Alignof(Probation))
         P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7), P(8),
@@ -40,7 +42,6 @@ static Pool pools[PROBATION_POOLED_GUARDS + 1] = {
 };
 _Static_assert(PROBATION_POOLED_GUARDS == 8,
                "a pool for each count of guards up to PROBATION_POOLED_GUARDS");
-_Static_assert(sizeof(Probation) % _Alignof(GuardBase) == 0, "guards right after the record");
 _Static_assert(sizeof(GuardBase) <= 24, "a device's own part of a guard: its baselines alone");
 
 Probation *probation_alloc(size_t n_guards) {
@@ -49,7 +50,6 @@ Probation *probation_alloc(size_t n_guards) {
         if (!p)
                 return NULL;
         p->room = (unsigned) n_guards;
-        p->guards.items = n_guards > 0 ? (GuardBase *) (void *) (p + 1) : NULL;
         return p;
 }
 
@@ -64,7 +64,7 @@ int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t n
         p->until_usec = now_usec + spec->window_usec;
         p->next_usec = now_usec + p->interval_usec;
         p->last_usec = now_usec;
-        r = guard_set_init(&p->guards, p->guards.items, spec, snap);
+        r = guard_set_init(&p->guards, spec, snap);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(p);

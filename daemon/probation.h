@@ -26,17 +26,17 @@ typedef struct Probation {
         uint64_t window_usec;
         uint64_t next_usec; /* next sample */
         uint64_t last_usec; /* the last one (or the write) */
-        GuardSet guards;
         union {
                 TAILQ_ENTRY(Device) link; /* among the set's devices (a device's own only while it is in) */
                 LIST_ENTRY(Probation) shelf; /* set aside (probation_shelve()) */
         };
         bool sampling; /* waits for its link statistics from the dump running */
-        unsigned room; /* guards.items has room for this many, right after the record */
+        unsigned room; /* guards.items has room for this many */
+        GuardSet guards; /* last: its baselines end the record */
 } Probation;
 
-/* A zeroed record with room for the baselines of `n_guards` guards (guards.items set, no rules
- * yet); NULL without memory. Up to PROBATION_POOLED_GUARDS guards it comes from a pool (pool.h),
+/* A zeroed record with room for the baselines of `n_guards` guards (no rules yet); NULL without
+ * memory. Up to PROBATION_POOLED_GUARDS guards it comes from a pool (pool.h),
  * as devices do: ten thousand of them come and go with a burst. The shipped policy has 6. */
 #define PROBATION_POOLED_GUARDS 8
 Probation *probation_alloc(size_t n_guards);

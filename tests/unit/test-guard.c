@@ -213,12 +213,12 @@ static void test_increase_and_ratio(void **state) {
         };
         RollbackSpec spec = {.window_usec = 30000000, .interval_usec = 1000000, .guards = g, .n_guards = 2};
         SnmpSnapshot base, now;
-        GuardSet gs, *p = &gs;
-        GuardBase items[POLICY_GUARDS_MAX];
+        _cleanup_(freep) GuardSet *p = calloc(1, GUARD_SET_SIZE(2));
         RollbackRecord rec;
 
         snapshot(&base, 100, 1000, 50, 10000);
-        assert_int_equal(guard_set_init(&gs, items, &spec, &base), 0);
+        assert_non_null(p);
+        assert_int_equal(guard_set_init(p, &spec, &base), 0);
         assert_true(guard_set_has_snmp(p));
         assert_false(guard_set_has_link(p));
         assert_true(guard_set_has_baselines(p));
@@ -252,7 +252,7 @@ static void test_increase_and_ratio(void **state) {
         assert_int_equal(guard_set_check(p, &now, NULL, 0, &rec), 0);
         snmp_done(&now);
 
-        guard_set_done(&gs);
+        guard_set_done(p);
         snmp_done(&base);
 }
 
@@ -264,12 +264,12 @@ static void test_link_baseline_and_absent_counters(void **state) {
         RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 2};
         struct rtnl_link_stats64 st = {.tx_dropped = 4};
         SnmpSnapshot base;
-        GuardSet gs, *p = &gs;
-        GuardBase items[POLICY_GUARDS_MAX];
+        _cleanup_(freep) GuardSet *p = calloc(1, GUARD_SET_SIZE(2));
         RollbackRecord rec;
 
         snapshot(&base, 0, 0, 0, 0);
-        assert_int_equal(guard_set_init(&gs, items, &spec, &base), 0);
+        assert_non_null(p);
+        assert_int_equal(guard_set_init(p, &spec, &base), 0);
         assert_false(guard_set_active(p, 1)); /* absent: inactive, never trips */
         assert_false(guard_set_have_base(p, 0));
         assert_false(guard_set_has_baselines(p));
@@ -289,7 +289,7 @@ static void test_link_baseline_and_absent_counters(void **state) {
         assert_int_equal(n, 1);
         assert_string_equal(w[0], "Ip.NotOnThisKernel");
         strv_free(w);
-        guard_set_done(&gs);
+        guard_set_done(p);
         snmp_done(&base);
 }
 
@@ -319,8 +319,8 @@ static void test_rules_shared(void **state) {
         RollbackSpec spec_same = {.window_usec = 5000000, .guards = same, .n_guards = 2};
         RollbackSpec spec_other = {.window_usec = 1000000, .guards = other, .n_guards = 2};
         struct rtnl_link_stats64 st_a = {.tx_errors = 5}, st_b = {.tx_errors = 0};
-        GuardBase a_items[2], b_items[2], c_items[2], d_items[2];
-        GuardSet a, b, c, d;
+        _cleanup_(freep) GuardSet *a = calloc(1, GUARD_SET_SIZE(2)), *b = calloc(1, GUARD_SET_SIZE(2)),
+                                  *c = calloc(1, GUARD_SET_SIZE(2)), *d = calloc(1, GUARD_SET_SIZE(2));
         size_t before = guard_rules_count();
         SnmpSnapshot base;
         RollbackRecord rec;
@@ -329,52 +329,53 @@ static void test_rules_shared(void **state) {
         assert_non_null(counter);
         assert_non_null(retrans);
         assert_non_null(out);
+        assert_true(a && b && c && d);
         snapshot(&base, 0, 0, 50, 10000);
-        assert_int_equal(guard_set_init(&a, a_items, &spec, &base), 0);
+        assert_int_equal(guard_set_init(a, &spec, &base), 0);
         assert_int_equal(guard_rules_count(), before + 1);
-        assert_int_equal(guard_set_init(&b, b_items, &spec, &base), 0);
-        assert_ptr_equal(a.rules, b.rules);
-        assert_int_equal(a.rules->n_ref, 2);
-        assert_int_equal(guard_set_init(&c, c_items, &spec_same, &base), 0);
-        assert_ptr_equal(c.rules, a.rules);
+        assert_int_equal(guard_set_init(b, &spec, &base), 0);
+        assert_ptr_equal(a->rules, b->rules);
+        assert_int_equal(a->rules->n_ref, 2);
+        assert_int_equal(guard_set_init(c, &spec_same, &base), 0);
+        assert_ptr_equal(c->rules, a->rules);
         assert_int_equal(guard_rules_get(&spec_same, &r), 0);
-        assert_ptr_equal(r, a.rules);
+        assert_ptr_equal(r, a->rules);
         guard_rules_unref(r);
         assert_int_equal(guard_rules_count(), before + 1);
-        assert_int_equal(guard_set_init(&d, d_items, &spec_other, &base), 0);
-        assert_ptr_not_equal(d.rules, a.rules);
+        assert_int_equal(guard_set_init(d, &spec_other, &base), 0);
+        assert_ptr_not_equal(d->rules, a->rules);
         assert_int_equal(guard_rules_count(), before + 2);
         /* the rules are the guards' own: the counter's name interned, not the spec's string */
-        assert_ptr_not_equal(a.rules->items[0].counter, counter);
-        assert_int_equal(a.rules->items[0].max_increase, 0);
-        assert_int_equal(d.rules->items[0].max_increase, 1);
+        assert_ptr_not_equal(a->rules->items[0].counter, counter);
+        assert_int_equal(a->rules->items[0].max_increase, 0);
+        assert_int_equal(d->rules->items[0].max_increase, 1);
 
         /* each device its own baselines */
-        guard_set_link_baseline(&a, &st_a, sizeof(st_a));
-        guard_set_link_baseline(&b, &st_b, sizeof(st_b));
-        assert_int_equal(a.items[0].base, 5);
-        assert_int_equal(b.items[0].base, 0);
-        assert_int_equal(a.items[1].base, 50);
-        assert_int_equal(a.items[1].per_base, 10000);
+        guard_set_link_baseline(a, &st_a, sizeof(st_a));
+        guard_set_link_baseline(b, &st_b, sizeof(st_b));
+        assert_int_equal(a->items[0].base, 5);
+        assert_int_equal(b->items[0].base, 0);
+        assert_int_equal(a->items[1].base, 50);
+        assert_int_equal(a->items[1].per_base, 10000);
 
         /* the spec goes (the policy of a reload); the windows begun under it go on with its rules */
         free(counter);
         free(retrans);
         free(out);
-        assert_int_equal(guard_set_check(&a, NULL, &st_a, sizeof(st_a), &rec), 0);
-        assert_int_equal(guard_set_check(&b, NULL, &st_a, sizeof(st_a), &rec), 1);
+        assert_int_equal(guard_set_check(a, NULL, &st_a, sizeof(st_a), &rec), 0);
+        assert_int_equal(guard_set_check(b, NULL, &st_a, sizeof(st_a), &rec), 1);
         assert_string_equal(rec.counter, "link.tx_errors");
         assert_int_equal(rec.rise, 5);
-        assert_int_equal(guard_set_check(&d, NULL, &st_a, sizeof(st_a), &rec), 0); /* no baseline taken */
+        assert_int_equal(guard_set_check(d, NULL, &st_a, sizeof(st_a), &rec), 0); /* no baseline taken */
 
-        guard_set_done(&b);
-        assert_null(b.rules);
+        guard_set_done(b);
+        assert_null(b->rules);
         assert_int_equal(guard_rules_count(), before + 2);
-        assert_int_equal(guard_set_check(&a, NULL, &st_a, sizeof(st_a), &rec), 0);
-        guard_set_done(&a);
-        guard_set_done(&c);
+        assert_int_equal(guard_set_check(a, NULL, &st_a, sizeof(st_a), &rec), 0);
+        guard_set_done(a);
+        guard_set_done(c);
         assert_int_equal(guard_rules_count(), before + 1);
-        guard_set_done(&d);
+        guard_set_done(d);
         assert_int_equal(guard_rules_count(), before);
         snmp_done(&base);
 }

@@ -92,41 +92,42 @@ static void test_guards_on_the_device_alone(void **state) {
                 guard("tcp.retrans-big", false, 0, 0.05, "tcp.sent-big"),
         };
         RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 2};
-        GuardBase items[POLICY_GUARDS_MAX];
-        GuardSet gs;
+        _cleanup_(freep) GuardSet *gs = NULL;
         RollbackRecord rec;
         struct observer_dev v = {.tcp_sent_big = 1000, .tcp_retrans_big = 5};
         Observer *o;
 
         if (observer_drop_reason("netfilter_drop", &nf) < 0)
                 skip(); /* a kernel without BTF: no reason names to resolve */
+        gs = calloc(1, GUARD_SET_SIZE(2));
+        assert_non_null(gs);
         assert_int_equal(observer_new_fake(NS_A, &o), 0);
         GuardObserver mine = {.observer = o, .netns = NS_A, .ifindex = 5};
         assert_int_equal(observer_test_set(o, NS_A, 5, &v), 0);
         assert_int_equal(observer_test_set_drops(o, NS_A, 5, nf, 3), 0);
 
-        assert_int_equal(guard_set_init(&gs, items, &spec, NULL), 0);
-        assert_true(guard_set_has_observer(&gs));
-        assert_false(guard_set_has_snmp(&gs));
+        assert_int_equal(guard_set_init(gs, &spec, NULL), 0);
+        assert_true(guard_set_has_observer(gs));
+        assert_false(guard_set_has_snmp(gs));
         /* no baseline yet: the first check takes it, and nothing trips */
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 0);
-        assert_int_equal(items[0].base, 3);
-        assert_int_equal(gs.rules->items[0].reason, nf);
-        assert_int_equal(items[1].base, 5);
-        assert_int_equal(items[1].per_base, 1000);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 0);
+        assert_int_equal(gs->items[0].base, 3);
+        assert_int_equal(gs->rules->items[0].reason, nf);
+        assert_int_equal(gs->items[1].base, 5);
+        assert_int_equal(gs->items[1].per_base, 1000);
 
         /* another device's drops (the same ifindex in another namespace, another ifindex here) */
         assert_int_equal(observer_test_set_drops(o, NS_B, 5, nf, 1000), 0);
         assert_int_equal(observer_test_set_drops(o, NS_A, 6, nf, 1000), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 0);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 0);
         /* its own drops of another reason */
         assert_int_equal(observer_test_set_drops(o, NS_A, 5, nf + 1, 1000), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 0);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 0);
         /* +10 of its own: not more than 10; +11 trips, the device's own counter */
         assert_int_equal(observer_test_set_drops(o, NS_A, 5, nf, 13), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 0);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 0);
         assert_int_equal(observer_test_set_drops(o, NS_A, 5, nf, 14), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 1);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 1);
         assert_string_equal(rec.counter, "drop.netfilter_drop");
         assert_int_equal(rec.rise, 11);
         assert_false(rec.namespace_wide);
@@ -137,48 +138,48 @@ static void test_guards_on_the_device_alone(void **state) {
         v.tcp_sent_big = 1050;
         v.tcp_retrans_big = 25;
         assert_int_equal(observer_test_set(o, NS_A, 5, &v), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 0);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 0);
         /* 20 of 400: 0.05, not above */
         v.tcp_sent_big = 1400;
         assert_int_equal(observer_test_set(o, NS_A, 5, &v), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 0);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 0);
         /* 21 of 400 trips */
         v.tcp_retrans_big = 26;
         assert_int_equal(observer_test_set(o, NS_A, 5, &v), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &mine, &rec), 1);
+        assert_int_equal(guard_set_check_observer(gs, &mine, &rec), 1);
         assert_string_equal(rec.counter, "tcp.retrans-big");
         assert_string_equal(rec.per, "tcp.sent-big");
         assert_int_equal(rec.rise, 21);
         assert_int_equal(rec.per_rise, 400);
 
         /* the SNMP/link checks leave them alone */
-        assert_int_equal(guard_set_check(&gs, NULL, NULL, 0, &rec), 0);
-        guard_set_done(&gs);
+        assert_int_equal(guard_set_check(gs, NULL, NULL, 0, &rec), 0);
+        guard_set_done(gs);
 
         /* without an observer they go inactive */
-        assert_int_equal(guard_set_init(&gs, items, &spec, NULL), 0);
-        guard_set_observer_baseline(&gs, &(GuardObserver){});
-        assert_false(guard_set_has_observer(&gs));
-        guard_set_done(&gs);
+        assert_int_equal(guard_set_init(gs, &spec, NULL), 0);
+        guard_set_observer_baseline(gs, &(GuardObserver){});
+        assert_false(guard_set_has_observer(gs));
+        guard_set_done(gs);
         observer_free(o);
 }
 
 static void test_unknown_reason_is_inactive(void **state) {
         Guard g[] = {guard("drop.no_such_reason_here", true, 0, 0, NULL)};
         RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 1};
-        GuardBase items[POLICY_GUARDS_MAX];
-        GuardSet gs;
+        _cleanup_(freep) GuardSet *gs = calloc(1, GUARD_SET_SIZE(1));
         RollbackRecord rec;
         Observer *o;
         uint32_t r;
 
         assert_int_equal(observer_drop_reason("no_such_reason_here", &r) < 0, 1);
+        assert_non_null(gs);
         assert_int_equal(observer_new_fake(NS_A, &o), 0);
-        assert_int_equal(guard_set_init(&gs, items, &spec, NULL), 0);
-        assert_int_equal(guard_set_check_observer(&gs, &(GuardObserver){.observer = o, .netns = NS_A, .ifindex = 1}, &rec),
+        assert_int_equal(guard_set_init(gs, &spec, NULL), 0);
+        assert_int_equal(guard_set_check_observer(gs, &(GuardObserver){.observer = o, .netns = NS_A, .ifindex = 1}, &rec),
                          0);
-        assert_false(guard_set_active(&gs, 0));
-        guard_set_done(&gs);
+        assert_false(guard_set_active(gs, 0));
+        guard_set_done(gs);
         observer_free(o);
 }
 

@@ -648,7 +648,7 @@ static void on_passed(void *userdata, Device *d) {
         log_dev_fields_errno(d, LOG_INFO, 0,
                              LOG_DEV_FIELDS(d, .message_id = LOG_ID_APPLIED, .to = &d->current, .ipv4 = e->ipv4_supported),
                              "probation passed, no guard tripped in %llus: %s is applied",
-                     (unsigned long long) (d->probation->window_usec / USEC_PER_SEC),
+                     (unsigned long long) (probation_window_usec(d->probation) / USEC_PER_SEC),
                      sizes_format(&d->current, e->ipv4_supported, buf, sizeof(buf)));
         lifecycle_passed(e, d);
         if (auto_apply_passed(e, d))

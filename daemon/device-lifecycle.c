@@ -493,10 +493,10 @@ static void done(Engine *e, Device *d) {
                 probation_arm(e->probation);
                 size_t guards = guard_set_n(&d->probation->guards);
                 log_dev_info(d, "in probation for %llus, %zu %s watching",
-                             (unsigned long long) (d->probation->window_usec / USEC_PER_SEC), guards,
+                             (unsigned long long) (probation_window_usec(d->probation) / USEC_PER_SEC), guards,
                              PLURAL(guards, "guard", "guards"));
                 /* the window is also where the sizes prove themselves on packets */
-                r = evidence_watch(e->evidence, d, d->probation->window_usec);
+                r = evidence_watch(e->evidence, d, probation_window_usec(d->probation));
                 if (r == -EOPNOTSUPP)
                         ; /* counting is off (tests) */
                 else if (r == -EUSERS)

@@ -109,6 +109,8 @@ static double max_ratio_of(const Guard *g) {
 static uint64_t spec_hash(const RollbackSpec *spec) {
         uint64_t h = FNV1A64_OFFSET;
 
+        h = fnv1a64(h, &spec->window_usec, sizeof(spec->window_usec));
+        h = fnv1a64(h, &spec->interval_usec, sizeof(spec->interval_usec));
         h = fnv1a64(h, &spec->n_guards, sizeof(spec->n_guards));
         for (size_t i = 0; i < spec->n_guards; i++) {
                 const Guard *g = &spec->guards[i];
@@ -138,7 +140,8 @@ static bool rule_is(const GuardRule *r, const Guard *g) {
 }
 
 static bool rules_are(const GuardRules *r, uint64_t hash, const RollbackSpec *spec) {
-        if (r->hash != hash || r->n != spec->n_guards)
+        if (r->hash != hash || r->n != spec->n_guards || r->window_usec != spec->window_usec ||
+            r->interval_usec != spec->interval_usec)
                 return false;
         for (size_t i = 0; i < r->n; i++)
                 if (!rule_is(&r->items[i], &spec->guards[i]))
@@ -187,6 +190,8 @@ static int rules_new(const RollbackSpec *spec, uint64_t hash, GuardRules **ret) 
                 x->reason_unknown = !resolve_reason(x->kind, x->counter, &x->reason) ||
                                     (x->per && !resolve_reason(x->per_kind, x->per, &x->per_reason));
         }
+        r->window_usec = spec->window_usec;
+        r->interval_usec = spec->interval_usec;
         r->hash = hash;
         r->n_ref = 1;
         *ret = r;

@@ -33,20 +33,24 @@ typedef struct GuardRule {
         bool reason_unknown; /* a drop.<reason> of counter or per this kernel does not have: never trips */
 } GuardRule;
 
-/* The rules of one guard list: immutable, reference-counted, one for each distinct list (found by
- * its content: the next device of a spec, a probation resumed from the state file, a reload that
- * keeps the list all get the one already made). A probation holds a reference, so a rule set
- * outlives the policy it came from while a window begun under it runs. */
+/* The rules of one guard list, with the window and interval they watch a device over: immutable,
+ * reference-counted, one for each distinct content (the next device of a spec, a probation resumed
+ * from the state file, a reload that keeps the list and its window all get the one already made).
+ * A probation holds a reference, so a rule set outlives the policy it came from while a window
+ * begun under it runs. The window and interval are the same for every device of a policy: kept
+ * here once, not in each of ten thousand probations; guard.c itself does not read them. */
 typedef struct GuardRules {
         unsigned n_ref;
         uint64_t hash;           /* of the content, the table's key */
         struct GuardRules *next; /* in the table's bucket */
+        uint64_t window_usec;    /* the spec's, as given */
+        uint64_t interval_usec;
         size_t n;
         GuardRule items[];
 } GuardRules;
 
-/* The rules of `spec`'s guards with one more reference: the set of the same content if there is
- * one, else a new one. -ENOMEM. The strings of `spec` are only read. */
+/* The rules of `spec`'s guards and its window and interval with one more reference: the set of
+ * the same content if there is one, else a new one. -ENOMEM. The strings of `spec` are only read. */
 int guard_rules_get(const RollbackSpec *spec, GuardRules **ret);
 GuardRules *guard_rules_ref(GuardRules *r);
 /* Drops a reference; the set goes with the last. NULL is a no-op. */

@@ -55,18 +55,18 @@ Probation *probation_alloc(size_t n_guards) {
 
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
         _cleanup_(probation_freep) Probation *p = probation_alloc(spec->n_guards);
+        RollbackSpec timed = *spec;
         int r;
 
         if (!p)
                 return -ENOMEM;
-        p->window_usec = spec->window_usec;
-        p->interval_usec = spec->interval_usec ?: USEC_PER_SEC;
-        p->until_usec = now_usec + spec->window_usec;
-        p->next_usec = now_usec + p->interval_usec;
-        p->last_usec = now_usec;
-        r = guard_set_init(&p->guards, spec, snap);
+        timed.interval_usec = spec->interval_usec ?: USEC_PER_SEC;
+        r = guard_set_init(&p->guards, &timed, snap); /* the rules keep the window and interval */
         if (r < 0)
                 return r;
+        p->until_usec = now_usec + spec->window_usec;
+        p->next_usec = now_usec + timed.interval_usec;
+        p->last_usec = now_usec;
         *ret = TAKE_PTR(p);
         return 0;
 }
@@ -247,8 +247,8 @@ static uint64_t tick_usec(const ProbationSet *s) {
         const Device *d;
 
         TAILQ_FOREACH(d, &s->devices, probation->link) {
-                if (d->probation->interval_usec < tick)
-                        tick = d->probation->interval_usec;
+                if (probation_interval_usec(d->probation) < tick)
+                        tick = probation_interval_usec(d->probation);
                 if (tick <= 100 * USEC_PER_MSEC)
                         break; /* no need to look further than the finest sensible tick */
         }
@@ -390,7 +390,7 @@ void probation_tick(ProbationSet *s) {
                         (void) verdict_push(s, d, NULL);
                         continue;
                 }
-                p->next_usec = t + p->interval_usec;
+                p->next_usec = t + probation_interval_usec(p);
                 if (p->next_usec > p->until_usec && t < p->until_usec)
                         p->next_usec = p->until_usec; /* one last sample at the window's end */
         }

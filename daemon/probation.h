@@ -22,8 +22,6 @@
 
 typedef struct Probation {
         uint64_t until_usec; /* CLOCK_BOOTTIME */
-        uint64_t interval_usec;
-        uint64_t window_usec;
         uint64_t next_usec; /* next sample */
         uint64_t last_usec; /* the last one (or the write) */
         union {
@@ -32,8 +30,16 @@ typedef struct Probation {
         };
         bool sampling; /* waits for its link statistics from the dump running */
         unsigned room; /* guards.items has room for this many */
-        GuardSet guards; /* last: its baselines end the record */
+        GuardSet guards; /* last: its baselines end the record. Its rules have the window and
+                          * interval (the spec's: the same for all its devices) */
 } Probation;
+
+static inline uint64_t probation_window_usec(const Probation *p) {
+        return p->guards.rules->window_usec;
+}
+static inline uint64_t probation_interval_usec(const Probation *p) {
+        return p->guards.rules->interval_usec;
+}
 
 /* A zeroed record with room for the baselines of `n_guards` guards (no rules yet); NULL without
  * memory. Up to PROBATION_POOLED_GUARDS guards it comes from a pool (pool.h),

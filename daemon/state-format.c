@@ -137,8 +137,8 @@ static void out_sizes(Out *o, const char *key, const Sizes *s) {
 
 static void out_probation(Out *o, const Probation *p) {
         out_printf(o, ",\"probation\":{\"until_boottime_usec\":%llu,\"window_usec\":%llu,\"interval_usec\":%llu,\"guards\":[",
-                   (unsigned long long) p->until_usec, (unsigned long long) p->window_usec,
-                   (unsigned long long) p->interval_usec);
+                   (unsigned long long) p->until_usec, (unsigned long long) probation_window_usec(p),
+                   (unsigned long long) probation_interval_usec(p));
         /* each guard with its rule: the file says all a restart needs (state-read.c finds the
          * rules again by their content) */
         for (size_t i = 0; i < guard_set_n(&p->guards); i++) {

@@ -197,6 +197,7 @@ static int probation_from_json(json_object *o, Probation **ret) {
         _cleanup_(freep) Guard *rules = NULL;
         json_object *a;
         Probation *p;
+        uint64_t window_usec, interval_usec;
         int r = -EBADMSG;
 
         if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "guards", &a) ||
@@ -209,8 +210,9 @@ static int probation_from_json(json_object *o, Probation **ret) {
                 probation_free(p);
                 return -ENOMEM;
         }
-        if (get_u64(o, "until_boottime_usec", &p->until_usec) < 0 || get_u64(o, "window_usec", &p->window_usec) < 0 ||
-            get_u64(o, "interval_usec", &p->interval_usec) < 0 || p->interval_usec == 0)
+        /* the window and interval go with the rules (the key they are found again by) */
+        if (get_u64(o, "until_boottime_usec", &p->until_usec) < 0 || get_u64(o, "window_usec", &window_usec) < 0 ||
+            get_u64(o, "interval_usec", &interval_usec) < 0 || interval_usec == 0)
                 goto fail;
         for (size_t i = 0; i < n; i++) {
                 json_object *j = json_object_array_get_idx(a, i), *v;
@@ -244,7 +246,9 @@ static int probation_from_json(json_object *o, Probation **ret) {
                 (void) get_u64(j, "base", &b->base);
                 (void) get_u64(j, "per_base", &b->per_base);
         }
-        r = guard_rules_get(&(RollbackSpec){.guards = rules, .n_guards = n}, &p->guards.rules);
+        r = guard_rules_get(&(RollbackSpec){.window_usec = window_usec, .interval_usec = interval_usec,
+                                            .guards = rules, .n_guards = n},
+                            &p->guards.rules);
         if (r < 0)
                 goto fail;
         *ret = p;

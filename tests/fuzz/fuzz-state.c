@@ -86,8 +86,8 @@ static void check_entry(const StateEntry *e) {
         FUZZ_ASSERT((e->written & ~(unsigned) SIZE_BITS_ALL) == 0);
         if (e->probation) {
                 const Probation *p = e->probation;
-                FUZZ_ASSERT(p->interval_usec > 0);
                 FUZZ_ASSERT(p->guards.rules); /* a rule set even for no guards: the file's */
+                FUZZ_ASSERT(probation_interval_usec(p) > 0);
                 FUZZ_ASSERT(guard_set_n(&p->guards) <= POLICY_GUARDS_MAX);
                 for (size_t i = 0; i < guard_set_n(&p->guards); i++) {
                         const GuardRule *g = &p->guards.rules->items[i];
@@ -120,8 +120,8 @@ static void check_probation(const Device *d, const Probation *back) {
         FUZZ_ASSERT(!!p == !!back);
         if (!p)
                 return;
-        FUZZ_ASSERT(back->until_usec == p->until_usec && back->window_usec == p->window_usec &&
-                    back->interval_usec == p->interval_usec &&
+        FUZZ_ASSERT(back->until_usec == p->until_usec && probation_window_usec(back) == probation_window_usec(p) &&
+                    probation_interval_usec(back) == probation_interval_usec(p) &&
                     guard_set_n(&back->guards) == guard_set_n(&p->guards));
         /* the same content: the same rules, found again, not made anew */
         FUZZ_ASSERT(back->guards.rules == p->guards.rules);

@@ -295,8 +295,9 @@ static void test_link_baseline_and_absent_counters(void **state) {
 
 /* Two devices under one guard list share one rule set: made for the first, found for the second,
  * also from a list of the same content held elsewhere (a reloaded policy's, the state file's); a
- * threshold apart is another. Each device's baselines are its own, and the rules outlive the spec
- * they were made from (a policy reloaded while its windows run). */
+ * threshold apart is another, and so is another window or interval (the rules keep them, once for
+ * all the devices of a policy, instead of each probation). Each device's baselines are its own, and
+ * the rules outlive the spec they were made from (a policy reloaded while its windows run). */
 static void test_rules_shared(void **state) {
         char *counter = strdup("link.tx_errors"), *retrans = strdup("Tcp.RetransSegs"),
              *out = strdup("Tcp.OutSegs");
@@ -316,7 +317,9 @@ static void test_rules_shared(void **state) {
                       GUARD_COUNTER_SNMP),
         };
         RollbackSpec spec = {.window_usec = 1000000, .interval_usec = 100000, .guards = g, .n_guards = 2};
-        RollbackSpec spec_same = {.window_usec = 5000000, .guards = same, .n_guards = 2};
+        RollbackSpec spec_same = {.window_usec = 1000000, .interval_usec = 100000, .guards = same, .n_guards = 2};
+        RollbackSpec spec_longer = {.window_usec = 5000000, .interval_usec = 100000, .guards = same, .n_guards = 2};
+        RollbackSpec spec_oftener = {.window_usec = 1000000, .interval_usec = 50000, .guards = g, .n_guards = 2};
         RollbackSpec spec_other = {.window_usec = 1000000, .guards = other, .n_guards = 2};
         struct rtnl_link_stats64 st_a = {.tx_errors = 5}, st_b = {.tx_errors = 0};
         _cleanup_(freep) GuardSet *a = calloc(1, GUARD_SET_SIZE(2)), *b = calloc(1, GUARD_SET_SIZE(2)),
@@ -340,6 +343,19 @@ static void test_rules_shared(void **state) {
         assert_ptr_equal(c->rules, a->rules);
         assert_int_equal(guard_rules_get(&spec_same, &r), 0);
         assert_ptr_equal(r, a->rules);
+        assert_int_equal(r->window_usec, 1000000);
+        assert_int_equal(r->interval_usec, 100000);
+        guard_rules_unref(r);
+        assert_int_equal(guard_rules_count(), before + 1);
+        /* the same guards over another window, or sampled at another interval */
+        assert_int_equal(guard_rules_get(&spec_longer, &r), 0);
+        assert_ptr_not_equal(r, a->rules);
+        assert_int_equal(r->window_usec, 5000000);
+        assert_int_equal(guard_rules_count(), before + 2);
+        guard_rules_unref(r);
+        assert_int_equal(guard_rules_get(&spec_oftener, &r), 0);
+        assert_ptr_not_equal(r, a->rules);
+        assert_int_equal(r->interval_usec, 50000);
         guard_rules_unref(r);
         assert_int_equal(guard_rules_count(), before + 1);
         assert_int_equal(guard_set_init(d, &spec_other, &base), 0);

@@ -299,7 +299,8 @@ static void test_probation_roundtrip_shares_rules(void **state) {
                 const Probation *x = find_entry(e, n, 2 + i)->probation;
                 assert_non_null(x);
                 assert_int_equal(x->until_usec, 1000 + 30 * USEC_PER_SEC);
-                assert_int_equal(x->interval_usec, USEC_PER_SEC);
+                assert_int_equal(probation_window_usec(x), 30 * USEC_PER_SEC);
+                assert_int_equal(probation_interval_usec(x), USEC_PER_SEC);
                 /* the rules of the file's guards are those of the policy's: found, not made anew */
                 assert_ptr_equal(x->guards.rules, p[0]->guards.rules);
                 assert_int_equal(guard_set_n(&x->guards), 2);
@@ -868,6 +869,12 @@ static const BadEntryCase bad_entry_cases[] = {
         {"not JSON", "{\"ifindex\":2,\"orig", 0, false},
         {"a bad last-good: dropped alone", ENTRY_WITH(2, SIZES_OF("60002"), ",\"last_good\":" SIZES_OF("700000")), 2, true},
         {"a bad probation: dropped alone", ENTRY_WITH(2, SIZES_OF("60002"), ",\"probation\":{\"guards\":7}"), 2, true},
+        {"a probation sampled every 0 s", ENTRY_WITH(2, SIZES_OF("60002"), ",\"probation\":{\"until_boottime_usec\":9,"
+                                          "\"window_usec\":30000000,\"interval_usec\":0,\"guards\":[]}"), 2, true},
+        {"a probation of a negative window", ENTRY_WITH(2, SIZES_OF("60002"), ",\"probation\":{\"until_boottime_usec\":9,"
+                                             "\"window_usec\":-1,\"interval_usec\":1000000,\"guards\":[]}"), 2, true},
+        {"a probation without its window", ENTRY_WITH(2, SIZES_OF("60002"), ",\"probation\":{\"until_boottime_usec\":9,"
+                                           "\"interval_usec\":1000000,\"guards\":[]}"), 2, true},
 };
 
 /* Each through the parser and through the store (a file read in pieces). */
@@ -930,6 +937,49 @@ static void check_bad_entry(const BadEntryCase *c) {
 static void test_bad_entry_costs_itself(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(bad_entry_cases); i++)
                 check_bad_entry(&bad_entry_cases[i]);
+}
+
+/* A state file as the daemon wrote it before the window and interval went with the rules: each
+ * probation resumes with its own, to the microsecond and past 2^32 ms, and devices share rules only
+ * where their guards, window and interval are all the same. */
+static void test_probation_windows_resume(void **state) {
+#define PROBATION_OF(w, i) \
+        ",\"probation\":{\"until_boottime_usec\":123456789,\"window_usec\":" w ",\"interval_usec\":" i \
+        ",\"guards\":[{\"counter\":\"link.tx_errors\",\"max_increase\":0,\"active\":true,\"have_base\":true," \
+        "\"base\":5,\"per_base\":0}]}"
+        const char text[] = HEADER ENTRY_WITH(2, SIZES_OF("60002"), PROBATION_OF("30000000", "1000000")) ",\n"
+                ENTRY_WITH(3, SIZES_OF("60003"), PROBATION_OF("30000000", "1000000")) ",\n"
+                ENTRY_WITH(4, SIZES_OF("60004"), PROBATION_OF("7200000000001", "250001")) ",\n"
+                ENTRY_WITH(5, SIZES_OF("60005"), PROBATION_OF("30000000", "250001")) "]}\n";
+#undef PROBATION_OF
+        size_t rule_sets = guard_rules_count();
+        StateReadReport rep;
+        StateEntry *e = NULL;
+        size_t n = 0;
+        uint64_t g = 0;
+
+        assert_int_equal(state_parse(text, strlen(text), &e, &n, &g, &rep), 0);
+        assert_int_equal(rep.n_aside, 0);
+        assert_int_equal(n, 4);
+        const Probation *a = find_entry(e, n, 2)->probation, *b = find_entry(e, n, 3)->probation,
+                        *c = find_entry(e, n, 4)->probation, *d = find_entry(e, n, 5)->probation;
+        assert_true(a && b && c && d);
+        assert_int_equal(probation_window_usec(a), 30 * USEC_PER_SEC);
+        assert_int_equal(probation_interval_usec(a), USEC_PER_SEC);
+        assert_ptr_equal(a->guards.rules, b->guards.rules);
+        /* 2000 h and a microsecond; a quarter of a second and a microsecond */
+        assert_int_equal(probation_window_usec(c), UINT64_C(7200000000001));
+        assert_int_equal(probation_interval_usec(c), 250001);
+        assert_int_equal(c->until_usec, 123456789);
+        assert_int_equal(c->guards.items[0].base, 5);
+        assert_int_equal(probation_window_usec(d), 30 * USEC_PER_SEC);
+        assert_int_equal(probation_interval_usec(d), 250001);
+        assert_ptr_not_equal(c->guards.rules, a->guards.rules);
+        assert_ptr_not_equal(d->guards.rules, a->guards.rules);
+        assert_ptr_not_equal(d->guards.rules, c->guards.rules);
+        assert_int_equal(guard_rules_count(), rule_sets + 3);
+        state_entries_free(e, n);
+        assert_int_equal(guard_rules_count(), rule_sets);
 }
 
 /* The file's other damage: a header this version does not read (a later version's, garbage, cut
@@ -1872,6 +1922,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_sync_bounded, intern_none_left),
                 cmocka_unit_test_teardown(test_sync_child_stopped, intern_none_left),
                 cmocka_unit_test_teardown(test_bad_entry_costs_itself, intern_none_left),
+                cmocka_unit_test_teardown(test_probation_windows_resume, intern_none_left),
                 cmocka_unit_test_teardown(test_damaged_snapshot, intern_none_left),
                 cmocka_unit_test_teardown(test_unknown_generation_takes_newest_journal, intern_none_left),
                 cmocka_unit_test_teardown(test_long_lines, intern_none_left),

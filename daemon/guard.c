@@ -203,6 +203,8 @@ int guard_rules_get(const RollbackSpec *spec, GuardRules **ret) {
         uint64_t hash;
         int k;
 
+        if (spec->n_guards > POLICY_GUARDS_MAX)
+                return -E2BIG; /* a bit each */
         for (size_t i = 0; i < spec->n_guards; i++)
                 if (!spec->guards[i].counter)
                         return -EINVAL; /* a partial set's (PolicySet.partial), never run */
@@ -292,16 +294,9 @@ void guard_set_observer_baseline(GuardSet *s, const GuardObserver *g) {
         }
 }
 
-int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap) {
-        int r;
-
-        s->rules = NULL;
+void guard_set_init(GuardSet *s, GuardRules *rules, const SnmpSnapshot *snap) {
+        s->rules = rules;
         s->active = s->have_base = 0;
-        if (spec->n_guards > POLICY_GUARDS_MAX)
-                return -E2BIG; /* a bit each */
-        r = guard_rules_get(spec, &s->rules);
-        if (r < 0)
-                return r;
         for (size_t i = 0; i < s->rules->n; i++) {
                 const GuardRule *x = &s->rules->items[i];
                 GuardBase *b = &s->items[i];
@@ -323,7 +318,6 @@ int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *sn
                         !reads_link(x->kind, x->per, x->per_kind) &&
                                 !reads_observer(x->kind, x->per, x->per_kind));
         }
-        return 0;
 }
 
 static bool uses(const GuardSet *s, size_t i, GuardCounterKind kind) {

@@ -50,7 +50,8 @@ typedef struct GuardRules {
 } GuardRules;
 
 /* The rules of `spec`'s guards and its window and interval with one more reference: the set of
- * the same content if there is one, else a new one. -ENOMEM. The strings of `spec` are only read. */
+ * the same content if there is one, else a new one. -ENOMEM; -E2BIG: more than POLICY_GUARDS_MAX
+ * guards (a bit each in GuardSet). The strings of `spec` are only read. */
 int guard_rules_get(const RollbackSpec *spec, GuardRules **ret);
 GuardRules *guard_rules_ref(GuardRules *r);
 /* Drops a reference; the set goes with the last. NULL is a no-op. */
@@ -87,11 +88,11 @@ static inline bool guard_set_have_base(const GuardSet *s, size_t i) {
         return (s->have_base >> i) & 1u;
 }
 
-/* The guards of `spec` (its rules, guard_rules_get()) in `s`, which has room for the baselines of
- * spec->n_guards (GUARD_SET_SIZE()), with their SNMP baselines from `snap` (NULL: none read); link
- * baselines come with guard_set_link_baseline(). Counters absent from `snap` make their guard
- * inactive. */
-int guard_set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap);
+/* The guards of `rules` (guard_rules_get(); takes the reference) in `s`, which has room for the
+ * baselines of rules->n (GUARD_SET_SIZE()), with their SNMP baselines from `snap` (NULL: none
+ * read); link baselines come with guard_set_link_baseline(). Counters absent from `snap` make
+ * their guard inactive. */
+void guard_set_init(GuardSet *s, GuardRules *rules, const SnmpSnapshot *snap);
 /* Drops the reference to the rules; the room stays the caller's. */
 void guard_set_done(GuardSet *s);
 

@@ -27,6 +27,8 @@ struct ProbationSet {
         size_t n_sampling; /* devices waiting for it */
         struct Verdict *verdicts; /* of the devices sampled by it, sent when it is over */
         size_t n_verdicts;
+        uint64_t dump_tick_usec; /* the tick that asked for the dump running: the devices waiting
+                                  * for it (PROBATION_SAMPLING) count their next sample from it */
         uint64_t gap_max_usec; /* since the set was last empty: the longest gap between samples */
         uint64_t dumps;        /* … and the statistics dumps asked for */
         Observer *observer;    /* the devices' own counters (drop.*, tcp.*); NULL: none */
@@ -35,6 +37,7 @@ struct ProbationSet {
 /* The record, then each guard's baselines: its rules are the spec's, shared (GuardRules). */
 #define PROBATION_SIZE(n) (sizeof(Probation) + (n) * sizeof(GuardBase))
 _Static_assert(offsetof(Probation, guards.items) == sizeof(Probation), "the baselines end the record");
+_Static_assert(sizeof(void *) != 8 || sizeof(Probation) <= 64, "a probation in 64 bytes and its guards' (issue 37)");
 static Pool pools[PROBATION_POOLED_GUARDS + 1] = {
 #define P(n) POOL_INIT_SIZE(PROBATION_SIZE(n), _Alignof(Probation))
         P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7), P(8),
@@ -44,39 +47,64 @@ _Static_assert(PROBATION_POOLED_GUARDS == 8,
                "a pool for each count of guards up to PROBATION_POOLED_GUARDS");
 _Static_assert(sizeof(GuardBase) <= 24, "a device's own part of a guard: its baselines alone");
 
-Probation *probation_alloc(size_t n_guards) {
-        Probation *p = n_guards <= PROBATION_POOLED_GUARDS ? pool_alloc(&pools[n_guards])
-                                                           : calloc(1, PROBATION_SIZE(n_guards));
-        if (!p)
+/* A zeroed record with room for the baselines of `n` guards; NULL without memory. */
+static Probation *alloc_room(size_t n) {
+        return n <= PROBATION_POOLED_GUARDS ? pool_alloc(&pools[n]) : calloc(1, PROBATION_SIZE(n));
+}
+
+/* It waits for its link statistics from the dump running. */
+static bool sampling(const Probation *p) {
+        return p->next_usec == PROBATION_SAMPLING;
+}
+
+Probation *probation_alloc(GuardRules *rules) {
+        Probation *p = alloc_room(rules->n);
+
+        if (!p) {
+                guard_rules_unref(rules);
                 return NULL;
-        p->room = (unsigned) n_guards;
+        }
+        p->guards.rules = rules;
         return p;
 }
 
+/* `t` + `d`, short of PROBATION_SAMPLING however large `d` is (an interval of the state file's). */
+static uint64_t later(uint64_t t, uint64_t d) {
+        return d < PROBATION_SAMPLING - t ? t + d : PROBATION_SAMPLING - 1;
+}
+
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret) {
-        _cleanup_(probation_freep) Probation *p = probation_alloc(spec->n_guards);
         RollbackSpec timed = *spec;
+        GuardRules *rules;
+        Probation *p;
         int r;
 
-        if (!p)
-                return -ENOMEM;
         timed.interval_usec = spec->interval_usec ?: USEC_PER_SEC;
-        r = guard_set_init(&p->guards, &timed, snap); /* the rules keep the window and interval */
+        r = guard_rules_get(&timed, &rules); /* the rules keep the window and interval */
         if (r < 0)
                 return r;
+        p = alloc_room(rules->n);
+        if (!p) {
+                guard_rules_unref(rules);
+                return -ENOMEM;
+        }
+        guard_set_init(&p->guards, rules, snap);
         p->until_usec = now_usec + spec->window_usec;
-        p->next_usec = now_usec + timed.interval_usec;
+        p->next_usec = later(now_usec, timed.interval_usec);
         p->last_usec = now_usec;
-        *ret = TAKE_PTR(p);
+        *ret = p;
         return 0;
 }
 
 void probation_free(Probation *p) {
+        size_t room;
+
         if (!p)
                 return;
+        room = guard_set_n(&p->guards);
         guard_set_done(&p->guards);
-        if (p->room <= PROBATION_POOLED_GUARDS)
-                pool_free(&pools[p->room], p);
+        if (room <= PROBATION_POOLED_GUARDS)
+                pool_free(&pools[room], p);
         else
                 free(p);
 }
@@ -185,9 +213,8 @@ int probation_begin(ProbationSet *s, Device *d, const RollbackSpec *spec, const 
 }
 
 void probation_resume(ProbationSet *s, Device *d, Probation *p) {
-        p->next_usec = 0;
+        p->next_usec = 0; /* (and not sampling) */
         p->last_usec = now(s);
-        p->sampling = false;
         attach(s, d, p);
 }
 
@@ -199,9 +226,10 @@ static Probation *detach(ProbationSet *s, Device *d) {
 
         TAILQ_REMOVE(&s->devices, d, probation->link);
         s->n--;
-        if (p->sampling)
+        if (sampling(p)) {
                 s->n_sampling--;
-        p->sampling = false;
+                p->next_usec = 0;
+        }
         verdicts_drop(s, d);
         d->probation = NULL;
         return p;
@@ -329,7 +357,16 @@ static void sampled(ProbationSet *s, Probation *p, uint64_t t) {
  * "nearer this tick than the next"), which leaves a quarter of a tick for a loop that is late —
  * busy with the burst that wrote it; a sample up to 3/4 tick early costs nothing. */
 static bool due(const Probation *p, uint64_t t, uint64_t tick) {
-        return p->next_usec <= t + tick / 4 * 3;
+        return !sampling(p) && p->next_usec <= t + tick / 4 * 3;
+}
+
+/* The sample after one at the tick at `t`: an interval on, and one last at the window's end. */
+static uint64_t next_after(const Probation *p, uint64_t t) {
+        uint64_t next = later(t, probation_interval_usec(p));
+
+        if (next > p->until_usec && t < p->until_usec)
+                next = p->until_usec; /* one last sample at the window's end */
+        return next;
 }
 
 void probation_tick(ProbationSet *s) {
@@ -359,14 +396,14 @@ void probation_tick(ProbationSet *s) {
                 have_snap = snmp_read_some(&s->snmp, files, &snap) >= 0;
         if (s->observer)
                 TAILQ_FOREACH(d, &s->devices, probation->link)
-                        if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT && !d->probation->sampling &&
+                        if (due(d->probation, t, tick) && d->write.phase != WRITE_SENT &&
                             guard_set_has_observer(&d->probation->guards))
                                 n_observed++;
 
         TAILQ_FOREACH(d, &s->devices, probation->link) {
                 Probation *p = d->probation;
-                if (!due(p, t, tick) || d->write.phase == WRITE_SENT || p->sampling)
-                        continue; /* not due, its write is not answered yet, or still waiting */
+                if (!due(p, t, tick) || d->write.phase == WRITE_SENT)
+                        continue; /* not due (or still waiting), or its write is not answered yet */
                 bool link = guard_set_has_link(&p->guards);
                 if (!link)
                         sampled(s, p, t);
@@ -383,20 +420,22 @@ void probation_tick(ProbationSet *s) {
                         }
                 }
                 if (link) {
-                        p->sampling = true; /* judged when its statistics come */
+                        p->next_usec = PROBATION_SAMPLING; /* judged when its statistics come */
                         s->n_sampling++;
                         want_dump = true;
-                } else if (t >= p->until_usec) {
+                        continue;
+                }
+                if (t >= p->until_usec) {
                         (void) verdict_push(s, d, NULL);
                         continue;
                 }
-                p->next_usec = t + probation_interval_usec(p);
-                if (p->next_usec > p->until_usec && t < p->until_usec)
-                        p->next_usec = p->until_usec; /* one last sample at the window's end */
+                p->next_usec = next_after(p, t);
         }
         snmp_done(&snap);
         if (want_dump) {
-                int r = writer_request_stats_dump(s->writer, STATS_DUMP_SAMPLES);
+                int r;
+                s->dump_tick_usec = t;
+                r = writer_request_stats_dump(s->writer, STATS_DUMP_SAMPLES);
                 if (r >= 0) {
                         s->dumping = true;
                         s->dumps++;
@@ -415,9 +454,9 @@ void probation_sample(ProbationSet *s, Device *d, const void *stats, size_t size
         RollbackRecord rec;
         uint64_t t = now(s);
 
-        if (!p || !p->sampling || !stats)
+        if (!p || !sampling(p) || !stats)
                 return;
-        p->sampling = false;
+        p->next_usec = next_after(p, s->dump_tick_usec);
         s->n_sampling--;
         sampled(s, p, t);
         if (!guard_set_has_baselines(&p->guards)) {
@@ -441,10 +480,8 @@ void probation_samples_done(ProbationSet *s, int error) {
          * next tick samples them again */
         if (s->n_sampling > 0)
                 TAILQ_FOREACH(d, &s->devices, probation->link)
-                        if (d->probation->sampling) {
-                                d->probation->sampling = false;
+                        if (sampling(d->probation))
                                 d->probation->next_usec = 0;
-                        }
         s->n_sampling = 0;
         verdicts_send(s);
         if (s->tick_missed && s->n > 0) {

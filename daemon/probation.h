@@ -22,17 +22,21 @@
 
 typedef struct Probation {
         uint64_t until_usec; /* CLOCK_BOOTTIME */
-        uint64_t next_usec; /* next sample */
+        /* next sample; PROBATION_SAMPLING while it waits for its link statistics from the dump
+         * running (the next is then counted from the tick that asked for it) */
+        uint64_t next_usec;
         uint64_t last_usec; /* the last one (or the write) */
         union {
                 TAILQ_ENTRY(Device) link; /* among the set's devices (a device's own only while it is in) */
                 LIST_ENTRY(Probation) shelf; /* set aside (probation_shelve()) */
         };
-        bool sampling; /* waits for its link statistics from the dump running */
-        unsigned room; /* guards.items has room for this many */
-        GuardSet guards; /* last: its baselines end the record. Its rules have the window and
-                          * interval (the spec's: the same for all its devices) */
+        /* Last: its baselines end the record. Its rules are never NULL: their count is the room
+         * made for the baselines, and they have the window and interval (the spec's, the same for
+         * all its devices). */
+        GuardSet guards;
 } Probation;
+
+#define PROBATION_SAMPLING UINT64_MAX
 
 static inline uint64_t probation_window_usec(const Probation *p) {
         return p->guards.rules->window_usec;
@@ -41,11 +45,12 @@ static inline uint64_t probation_interval_usec(const Probation *p) {
         return p->guards.rules->interval_usec;
 }
 
-/* A zeroed record with room for the baselines of `n_guards` guards (no rules yet); NULL without
- * memory. Up to PROBATION_POOLED_GUARDS guards it comes from a pool (pool.h),
- * as devices do: ten thousand of them come and go with a burst. The shipped policy has 6. */
+/* A record under `rules` (it takes the reference; NULL without memory, the reference dropped)
+ * with room for their guards' baselines, all else zero. Up to PROBATION_POOLED_GUARDS guards it
+ * comes from a pool (pool.h), as devices do: ten thousand of them come and go with a burst. The
+ * shipped policy has 6. */
 #define PROBATION_POOLED_GUARDS 8
-Probation *probation_alloc(size_t n_guards);
+Probation *probation_alloc(GuardRules *rules);
 int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t now_usec, Probation **ret);
 void probation_free(Probation *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Probation *, probation_free);

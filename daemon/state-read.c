@@ -196,47 +196,59 @@ static int counter_from_json(json_object *j, const char *key, char **ret, GuardC
 static int probation_from_json(json_object *o, Probation **ret) {
         _cleanup_(freep) Guard *rules = NULL;
         json_object *a;
+        GuardRules *gr;
         Probation *p;
-        uint64_t window_usec, interval_usec;
-        int r = -EBADMSG;
+        uint64_t until_usec, window_usec, interval_usec;
+        int r;
 
         if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "guards", &a) ||
             !json_object_is_type(a, json_type_array) || json_object_array_length(a) > POLICY_GUARDS_MAX)
                 return -EBADMSG;
         size_t n = json_object_array_length(a);
-        rules = calloc(n ?: 1, sizeof(Guard));
-        p = probation_alloc(n);
-        if (!rules || !p) {
-                probation_free(p);
-                return -ENOMEM;
-        }
         /* the window and interval go with the rules (the key they are found again by) */
-        if (get_u64(o, "until_boottime_usec", &p->until_usec) < 0 || get_u64(o, "window_usec", &window_usec) < 0 ||
+        if (get_u64(o, "until_boottime_usec", &until_usec) < 0 || get_u64(o, "window_usec", &window_usec) < 0 ||
             get_u64(o, "interval_usec", &interval_usec) < 0 || interval_usec == 0)
-                goto fail;
+                return -EBADMSG;
+        rules = calloc(n ?: 1, sizeof(Guard));
+        if (!rules)
+                return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 json_object *j = json_object_array_get_idx(a, i), *v;
                 Guard *g = &rules[i];
-                GuardBase *b = &p->guards.items[i];
                 if (!json_object_is_type(j, json_type_object) ||
                     counter_from_json(j, "counter", &g->counter, &g->counter_kind) < 0)
-                        goto fail;
+                        return -EBADMSG;
                 if (json_object_object_get_ex(j, "per", &v) &&
                     counter_from_json(j, "per", &g->per, &g->per_kind) < 0)
-                        goto fail;
+                        return -EBADMSG;
                 if (json_object_object_get_ex(j, "max_increase", &v)) {
                         if (get_u64(j, "max_increase", &g->max_increase) < 0)
-                                goto fail;
+                                return -EBADMSG;
                         g->has_max_increase = true;
                 }
                 if (json_object_object_get_ex(j, "max_ratio", &v)) {
                         if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
-                                goto fail;
+                                return -EBADMSG;
                         g->max_ratio = json_object_get_double(v);
                         /* json-c reads 1e400 as inf, which a policy never gives and JSON cannot
                          * say: such a guard is taken as having no ratio */
                         g->has_max_ratio = g->per != NULL && isfinite(g->max_ratio) && g->max_ratio >= 0;
                 }
+        }
+        r = guard_rules_get(&(RollbackSpec){.window_usec = window_usec, .interval_usec = interval_usec,
+                                            .guards = rules, .n_guards = n},
+                            &gr);
+        if (r < 0)
+                return r == -ENOMEM ? r : -EBADMSG;
+        p = probation_alloc(gr); /* (the rules come first: their count is its room) */
+        if (!p)
+                return -ENOMEM;
+        p->until_usec = until_usec;
+        /* each guard's flags and baselines, the device's own */
+        for (size_t i = 0; i < n; i++) {
+                json_object *j = json_object_array_get_idx(a, i);
+                const Guard *g = &rules[i];
+                GuardBase *b = &p->guards.items[i];
                 if (get_bool(j, "active"))
                         p->guards.active |= UINT64_C(1) << i;
                 /* the observer's counters began again with this run's: baselines again */
@@ -246,16 +258,8 @@ static int probation_from_json(json_object *o, Probation **ret) {
                 (void) get_u64(j, "base", &b->base);
                 (void) get_u64(j, "per_base", &b->per_base);
         }
-        r = guard_rules_get(&(RollbackSpec){.window_usec = window_usec, .interval_usec = interval_usec,
-                                            .guards = rules, .n_guards = n},
-                            &p->guards.rules);
-        if (r < 0)
-                goto fail;
         *ret = p;
         return 0;
-fail:
-        probation_free(p);
-        return r == -ENOMEM ? r : -EBADMSG;
 }
 
 static int rollback_from_json(json_object *o, RollbackRecord **ret) {

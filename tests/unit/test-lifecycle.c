@@ -1284,6 +1284,30 @@ static void test_sample_gap(void **state) {
         h_free(h);
 }
 
+/* A device waiting for its link statistics counts its next sample from the tick that asked for
+ * them, not from when the dump answered: a dump answered late does not push the next sample out. */
+static void test_sample_after_late_dump(void **state) {
+        Harness *h = h_new(P_ALL);
+        unsigned dumps;
+
+        h_link_add(h, 2, "eth0");
+        h_start(h);
+        h_answer_all(h);
+        assert_state(h_dev(h, 2)->life.state, DEVICE_PROBATION);
+        h_advance(h, USEC_PER_SEC);
+        probation_tick(h->e->probation);
+        assert_true(h->stats_dump_running);
+        h_advance(h, 900 * USEC_PER_MSEC);
+        h_answer_all(h); /* 0.9 s after the tick that asked */
+        assert_state(h_dev(h, 2)->life.state, DEVICE_PROBATION);
+        /* the next tick, an interval after that one: due (counted from the answer it would be
+         * 0.9 s early, more than 3/4 of a tick) */
+        dumps = h->stats_dumps;
+        h_tick(h, 100 * USEC_PER_MSEC);
+        assert_int_equal(h->stats_dumps - dumps, 1);
+        h_free(h);
+}
+
 /* A write's link baselines (issue 10): from the link message that queued it when that carried
  * the counters (a device announced by its event), else from one statistics dump for every write
  * waiting — never one request per device. The baseline is the device's counters from before the
@@ -2158,6 +2182,7 @@ int main(void) {
         ADD_CASES("dump sampling", test_dump_sampling, dump_sampling_cases);
         ADD_CASES("baselines", test_baselines, baseline_cases);
         ADD_TEST(test_sample_gap);
+        ADD_TEST(test_sample_after_late_dump);
         ADD_CASES("sizes a new policy leaves out", test_sizes_left_out, sizes_left_out_cases);
         ADD_CASES("put-back", test_put_back, put_back_cases);
         ADD_CASES("put-back throttle", test_put_back_throttle, throttle_cases);

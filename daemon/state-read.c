@@ -3,21 +3,23 @@
  * snapshot of any layout an earlier version wrote, and the journal replayed onto it. */
 #include <errno.h>
 #include <math.h>
-#include <json-c/json.h>
 #include <stdio.h>
 
 #include "counters.h"
 #include "auto-size.h"
+#include "json-scan.h"
 #include "state-internal.h"
 
-static int get_u32(json_object *o, const char *key, uint32_t *ret) {
-        json_object *v;
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+/* Every entry is read with json-scan.h: the ten thousand lines of a restart over ten thousand
+ * devices cost no tree each (a json-c tree was an allocation or two per value and a hash table per
+ * object: most of a restart's time). `J` is the scanner the value is in. */
+typedef const JsonScan J;
+
+static int get_u32(J *j, const JsonValue *o, const char *key, uint32_t *ret) {
+        const JsonValue *v = json_get(j, o, key);
+        if (!json_is(v, JSON_SCAN_INT) || v->i < 0 || v->i > UINT32_MAX)
                 return -EBADMSG;
-        int64_t x = json_object_get_int64(v);
-        if (x < 0 || x > UINT32_MAX)
-                return -EBADMSG;
-        *ret = (uint32_t) x;
+        *ret = (uint32_t) v->i;
         return 0;
 }
 
@@ -44,14 +46,14 @@ void state_entries_free(StateEntry *e, size_t n) {
 }
 
 /* Four sizes, each within what a kernel takes (GSO never 0): what a write may be given. */
-static int get_sizes_of(json_object *v, Sizes *ret) {
+static int get_sizes_of(J *j, const JsonValue *v, Sizes *ret) {
         Sizes s;
 
-        if (!json_object_is_type(v, json_type_object))
+        if (!json_is(v, JSON_SCAN_OBJECT))
                 return -EBADMSG;
-        if (get_u32(v, "gso_max_size", &s.gso_max_size) < 0 || get_u32(v, "gro_max_size", &s.gro_max_size) < 0 ||
-            get_u32(v, "gso_ipv4_max_size", &s.gso_ipv4_max_size) < 0 ||
-            get_u32(v, "gro_ipv4_max_size", &s.gro_ipv4_max_size) < 0)
+        if (get_u32(j, v, "gso_max_size", &s.gso_max_size) < 0 || get_u32(j, v, "gro_max_size", &s.gro_max_size) < 0 ||
+            get_u32(j, v, "gso_ipv4_max_size", &s.gso_ipv4_max_size) < 0 ||
+            get_u32(j, v, "gro_ipv4_max_size", &s.gro_ipv4_max_size) < 0)
                 return -EBADMSG;
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if (sizes_get(&s, i) > STATE_SIZE_MAX || (i % 2 == 0 && sizes_get(&s, i) == 0))
@@ -60,57 +62,50 @@ static int get_sizes_of(json_object *v, Sizes *ret) {
         return 0;
 }
 
-static int get_sizes(json_object *o, const char *key, Sizes *ret) {
-        json_object *v;
-        if (!json_object_object_get_ex(o, key, &v))
+static int get_sizes(J *j, const JsonValue *o, const char *key, Sizes *ret) {
+        const JsonValue *v = json_get(j, o, key);
+        if (!v)
                 return -EBADMSG;
-        return get_sizes_of(v, ret);
+        return get_sizes_of(j, v, ret);
 }
 
-static int get_u64(json_object *o, const char *key, uint64_t *ret) {
-        json_object *v;
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+static int get_u64(J *j, const JsonValue *o, const char *key, uint64_t *ret) {
+        const JsonValue *v = json_get(j, o, key);
+        if (!json_is(v, JSON_SCAN_INT) || v->i < 0)
                 return -EBADMSG;
-        int64_t x = json_object_get_int64(v);
-        if (x < 0)
-                return -EBADMSG;
-        *ret = (uint64_t) x;
+        *ret = (uint64_t) v->i;
         return 0;
 }
 
-static bool get_bool(json_object *o, const char *key) {
-        json_object *v;
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_boolean) &&
-               json_object_get_boolean(v);
+static bool get_bool(J *j, const JsonValue *o, const char *key) {
+        const JsonValue *v = json_get(j, o, key);
+        return json_is(v, JSON_SCAN_BOOL) && v->boolean;
 }
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v;
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
+static const char *get_str(J *j, const JsonValue *o, const char *key) {
+        return json_string(j, json_get(j, o, key));
 }
 
 /* One search of `auto` read back; anything out of what a search can be drops it (it begins again). */
-static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch *ret) {
+static int auto_search_from_json(J *j, const JsonValue *v, unsigned *ret_index, AutoSearch *ret) {
         AutoSearch s = {};
-        const char *size = get_str(v, "size"), *counter = get_str(v, "counter");
+        const char *size = get_str(j, v, "size"), *counter = get_str(j, v, "counter");
         unsigned index = SIZES_COUNT;
         uint32_t steps, trips;
 
         for (unsigned i = 0; i < SIZES_COUNT; i++)
                 if (streq_ptr(size, size_name(i)))
                         index = i;
-        s.phase = auto_phase_from_string(get_str(v, "phase"));
-        if (index == SIZES_COUNT || s.phase < 0 || s.phase == AUTO_NEW || get_u32(v, "min", &s.min) < 0 ||
-            get_u32(v, "max", &s.max) < 0 || get_u32(v, "proven", &s.proven) < 0 ||
-            get_u64(v, "proven_packets", &s.proven_packets) < 0 || get_u32(v, "trying", &s.trying) < 0 ||
-            get_u32(v, "ceiling", &s.ceiling) < 0 || get_u64(v, "ceiling_usec", &s.ceiling_usec) < 0 ||
-            get_u64(v, "rise", &s.ceiling_rise) < 0 || get_u64(v, "retry_usec", &s.retry_usec) < 0 ||
-            get_u64(v, "idle_wait_usec", &s.idle_wait_usec) < 0 || get_u32(v, "steps", &steps) < 0 ||
-            get_u32(v, "trips", &trips) < 0 || !counter || strlen(counter) >= AUTO_COUNTER_MAX)
+        s.phase = auto_phase_from_string(get_str(j, v, "phase"));
+        if (index == SIZES_COUNT || s.phase < 0 || s.phase == AUTO_NEW || get_u32(j, v, "min", &s.min) < 0 ||
+            get_u32(j, v, "max", &s.max) < 0 || get_u32(j, v, "proven", &s.proven) < 0 ||
+            get_u64(j, v, "proven_packets", &s.proven_packets) < 0 || get_u32(j, v, "trying", &s.trying) < 0 ||
+            get_u32(j, v, "ceiling", &s.ceiling) < 0 || get_u64(j, v, "ceiling_usec", &s.ceiling_usec) < 0 ||
+            get_u64(j, v, "rise", &s.ceiling_rise) < 0 || get_u64(j, v, "retry_usec", &s.retry_usec) < 0 ||
+            get_u64(j, v, "idle_wait_usec", &s.idle_wait_usec) < 0 || get_u32(j, v, "steps", &steps) < 0 ||
+            get_u32(j, v, "trips", &trips) < 0 || !counter || strlen(counter) >= AUTO_COUNTER_MAX)
                 return -EBADMSG;
-        s.reprobe = s.ceiling != 0 && get_bool(v, "reprobe");
+        s.reprobe = s.ceiling != 0 && get_bool(j, v, "reprobe");
         /* min is the policy's (65536 or more), unless the device's limit is below it: then the
          * bounds are that limit alone */
         if (s.min == 0 || s.min > s.max || s.max > STATE_SIZE_MAX || (s.min < AUTO_SIZE_MIN_DEFAULT && s.min != s.max) ||
@@ -126,7 +121,7 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
         } else if (s.trying != 0)
                 return -ERANGE;
         /* how the proven size was proven: absent in a state file of a run before it was said */
-        const char *proof = get_str(v, "proof");
+        const char *proof = get_str(j, v, "proof");
         if (proof && strlen(proof) >= AUTO_PROOF_MAX)
                 return -EBADMSG;
         /* settled with a step left: nothing would ever step it again under the same bounds */
@@ -143,19 +138,20 @@ static int auto_search_from_json(json_object *v, unsigned *ret_index, AutoSearch
 }
 
 /* 0, or 1 when some of them were dropped (what a search cannot be): the others kept. */
-static int auto_from_json(json_object *a, AutoDevice **ret) {
+static int auto_from_json(J *j, const JsonValue *a, AutoDevice **ret) {
         AutoSearch all[SIZES_COUNT];
         unsigned sizes = 0;
         bool dropped = false;
         AutoDevice *d;
+        size_t k = 0;
 
-        if (!json_object_is_type(a, json_type_array))
+        if (!json_is(a, JSON_SCAN_ARRAY))
                 return -EBADMSG;
-        for (size_t k = 0; k < json_object_array_length(a) && k < SIZES_COUNT; k++) {
+        for (const JsonValue *v = json_first(j, a); v && k < SIZES_COUNT; v = json_next(j, a, v), k++) {
                 AutoSearch s;
                 unsigned i;
 
-                if (auto_search_from_json(json_object_array_get_idx(a, k), &i, &s) < 0) {
+                if (auto_search_from_json(j, v, &i, &s) < 0) {
                         dropped = true;
                         continue;
                 }
@@ -181,8 +177,8 @@ static int auto_from_json(json_object *a, AutoDevice **ret) {
 }
 
 /* A counter name as the file gives it: one a policy could name (its kind from the name). */
-static int counter_from_json(json_object *j, const char *key, char **ret, GuardCounterKind *ret_kind) {
-        const char *name = get_str(j, key);
+static int counter_from_json(J *j, const JsonValue *o, const char *key, char **ret, GuardCounterKind *ret_kind) {
+        const char *name = get_str(j, o, key);
 
         if (!name || guard_counter_parse(name, ret_kind) < 0)
                 return -EBADMSG;
@@ -193,45 +189,44 @@ static int counter_from_json(json_object *j, const char *key, char **ret, GuardC
 /* A probation as state_format() wrote it: each guard with its rule, from which its rules are found
  * again (guard_rules_get(): shared with every other device of the same guards, and with those the
  * policy begins now if it did not change them), and its baselines, the device's own. */
-static int probation_from_json(json_object *o, Probation **ret) {
+static int probation_from_json(J *j, const JsonValue *o, Probation **ret) {
         _cleanup_(freep) Guard *rules = NULL;
-        json_object *a;
+        const JsonValue *a = json_get(j, o, "guards"), *item;
         GuardRules *gr;
         Probation *p;
         uint64_t until_usec, window_usec, interval_usec;
+        size_t i;
         int r;
 
-        if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "guards", &a) ||
-            !json_object_is_type(a, json_type_array) || json_object_array_length(a) > POLICY_GUARDS_MAX)
+        if (!json_is(o, JSON_SCAN_OBJECT) || !json_is(a, JSON_SCAN_ARRAY) || a->n > POLICY_GUARDS_MAX)
                 return -EBADMSG;
-        size_t n = json_object_array_length(a);
+        size_t n = a->n;
         /* the window and interval go with the rules (the key they are found again by) */
-        if (get_u64(o, "until_boottime_usec", &until_usec) < 0 || get_u64(o, "window_usec", &window_usec) < 0 ||
-            get_u64(o, "interval_usec", &interval_usec) < 0 || interval_usec == 0)
+        if (get_u64(j, o, "until_boottime_usec", &until_usec) < 0 || get_u64(j, o, "window_usec", &window_usec) < 0 ||
+            get_u64(j, o, "interval_usec", &interval_usec) < 0 || interval_usec == 0)
                 return -EBADMSG;
         rules = calloc(n ?: 1, sizeof(Guard));
         if (!rules)
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                json_object *j = json_object_array_get_idx(a, i), *v;
+        for (item = json_first(j, a), i = 0; item; item = json_next(j, a, item), i++) {
+                const JsonValue *v;
                 Guard *g = &rules[i];
-                if (!json_object_is_type(j, json_type_object) ||
-                    counter_from_json(j, "counter", &g->counter, &g->counter_kind) < 0)
+                if (!json_is(item, JSON_SCAN_OBJECT) ||
+                    counter_from_json(j, item, "counter", &g->counter, &g->counter_kind) < 0)
                         return -EBADMSG;
-                if (json_object_object_get_ex(j, "per", &v) &&
-                    counter_from_json(j, "per", &g->per, &g->per_kind) < 0)
+                if (json_get(j, item, "per") && counter_from_json(j, item, "per", &g->per, &g->per_kind) < 0)
                         return -EBADMSG;
-                if (json_object_object_get_ex(j, "max_increase", &v)) {
-                        if (get_u64(j, "max_increase", &g->max_increase) < 0)
+                if (json_get(j, item, "max_increase")) {
+                        if (get_u64(j, item, "max_increase", &g->max_increase) < 0)
                                 return -EBADMSG;
                         g->has_max_increase = true;
                 }
-                if (json_object_object_get_ex(j, "max_ratio", &v)) {
-                        if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+                if ((v = json_get(j, item, "max_ratio"))) {
+                        if (!json_is(v, JSON_SCAN_DOUBLE) && !json_is(v, JSON_SCAN_INT))
                                 return -EBADMSG;
-                        g->max_ratio = json_object_get_double(v);
-                        /* json-c reads 1e400 as inf, which a policy never gives and JSON cannot
-                         * say: such a guard is taken as having no ratio */
+                        g->max_ratio = json_double(v);
+                        /* 1e400 reads as inf, which a policy never gives and JSON cannot say:
+                         * such a guard is taken as having no ratio */
                         g->has_max_ratio = g->per != NULL && isfinite(g->max_ratio) && g->max_ratio >= 0;
                 }
         }
@@ -245,43 +240,42 @@ static int probation_from_json(json_object *o, Probation **ret) {
                 return -ENOMEM;
         p->until_usec = until_usec;
         /* each guard's flags and baselines, the device's own */
-        for (size_t i = 0; i < n; i++) {
-                json_object *j = json_object_array_get_idx(a, i);
+        for (item = json_first(j, a), i = 0; item; item = json_next(j, a, item), i++) {
                 const Guard *g = &rules[i];
                 GuardBase *b = &p->guards.items[i];
-                if (get_bool(j, "active"))
+                if (get_bool(j, item, "active"))
                         p->guards.active |= UINT64_C(1) << i;
                 /* the observer's counters began again with this run's: baselines again */
-                if (get_bool(j, "have_base") && g->counter_kind != GUARD_COUNTER_OBSERVER &&
+                if (get_bool(j, item, "have_base") && g->counter_kind != GUARD_COUNTER_OBSERVER &&
                     !(g->per && g->per_kind == GUARD_COUNTER_OBSERVER))
                         p->guards.have_base |= UINT64_C(1) << i;
-                (void) get_u64(j, "base", &b->base);
-                (void) get_u64(j, "per_base", &b->per_base);
+                (void) get_u64(j, item, "base", &b->base);
+                (void) get_u64(j, item, "per_base", &b->per_base);
         }
         *ret = p;
         return 0;
 }
 
-static int rollback_from_json(json_object *o, RollbackRecord **ret) {
+static int rollback_from_json(J *j, const JsonValue *o, RollbackRecord **ret) {
         RollbackRecord *r = calloc(1, sizeof(*r));
-        json_object *v;
+        const JsonValue *v;
         const char *c, *per;
 
         if (!r)
                 return -ENOMEM;
-        c = get_str(o, "counter");
-        per = get_str(o, "per");
+        c = get_str(j, o, "counter");
+        per = get_str(j, o, "per");
         r->counter = strdup(c ?: "");
         r->per = per ? strdup(per) : NULL;
-        (void) get_u64(o, "rise", &r->rise);
-        (void) get_u64(o, "per_rise", &r->per_rise);
-        (void) get_u64(o, "time_usec", &r->realtime_usec);
-        /* as written: state_format() puts 0 for a non-finite threshold (json-c reads NaN) */
-        if (json_object_object_get_ex(o, "threshold", &v) && isfinite(json_object_get_double(v)))
-                r->threshold = json_object_get_double(v);
-        r->namespace_wide = get_bool(o, "namespace_wide");
-        (void) get_sizes(o, "from", &r->from);
-        (void) get_sizes(o, "to", &r->to);
+        (void) get_u64(j, o, "rise", &r->rise);
+        (void) get_u64(j, o, "per_rise", &r->per_rise);
+        (void) get_u64(j, o, "time_usec", &r->realtime_usec);
+        /* as written: state_format() puts 0 for a non-finite threshold */
+        if ((v = json_get(j, o, "threshold")) && isfinite(json_double(v)))
+                r->threshold = json_double(v);
+        r->namespace_wide = get_bool(j, o, "namespace_wide");
+        (void) get_sizes(j, o, "from", &r->from);
+        (void) get_sizes(j, o, "to", &r->to);
         if (!r->counter || (per && !r->per)) {
                 rollback_record_free(r);
                 return -ENOMEM;
@@ -294,36 +288,38 @@ static int rollback_from_json(json_object *o, RollbackRecord **ret) {
  * originals, the sizes written) is missing or malformed, or an original out of what a kernel takes
  * (*ret_why says which); a damaged last-good, hold or probation is dropped alone (*ret_partial,
  * *ret_why). */
-static int parse_entry(json_object *e, StateEntry *ret_entry, const char **ret_why, bool *ret_partial) {
-        json_object *fam, *name, *pv;
+static int parse_entry(J *j, const JsonValue *e, StateEntry *ret_entry, const char **ret_why, bool *ret_partial) {
+        const JsonValue *fam, *pv;
         uint32_t ifindex;
         int r;
 
         *ret_entry = (StateEntry){};
         *ret_partial = false;
-        if (!json_object_is_type(e, json_type_object)) {
+        if (!json_is(e, JSON_SCAN_OBJECT)) {
                 *ret_why = "not an object";
                 return -EBADMSG;
         }
-        if (get_u32(e, "ifindex", &ifindex) < 0 || ifindex == 0 || ifindex > INT32_MAX) {
+        if (get_u32(j, e, "ifindex", &ifindex) < 0 || ifindex == 0 || ifindex > INT32_MAX) {
                 *ret_why = "no ifindex, or not one (1..2147483647)";
                 return -EBADMSG;
         }
         ret_entry->ifindex = (int) ifindex;
-        r = get_sizes(e, "original", &ret_entry->original);
+        r = get_sizes(j, e, "original", &ret_entry->original);
         if (r < 0) {
                 *ret_why = r == -ERANGE ? "an original size out of what the kernel takes (GSO 1..524280, GRO 0..524280)"
                                     : "no original sizes, or not four numbers 0..4294967295";
                 return -EBADMSG;
         }
-        bool families = !json_object_object_get_ex(e, "written", &fam);
-        if ((families && !json_object_object_get_ex(e, "families", &fam)) || !json_object_is_type(fam, json_type_array)) {
+        fam = json_get(j, e, "written");
+        bool families = !fam;
+        if (families)
+                fam = json_get(j, e, "families");
+        if (!json_is(fam, JSON_SCAN_ARRAY)) {
                 *ret_why = "no list of the sizes written";
                 return -EBADMSG;
         }
-        for (size_t j = 0; j < json_object_array_length(fam); j++) {
-                json_object *f = json_object_array_get_idx(fam, j);
-                const char *size = json_object_is_type(f, json_type_string) ? json_object_get_string(f) : NULL;
+        for (const JsonValue *f = json_first(j, fam); f; f = json_next(j, fam, f)) {
+                const char *size = json_string(j, f);
                 unsigned bit = 0;
                 if (families) {
                         /* written by an earlier version: whole families */
@@ -339,12 +335,12 @@ static int parse_entry(json_object *e, StateEntry *ret_entry, const char **ret_w
                 }
                 ret_entry->written |= bit;
         }
-        if (json_object_object_get_ex(e, "ifname", &name) && json_object_is_type(name, json_type_string) &&
-            !(ret_entry->ifname = strdup(json_object_get_string(name))))
+        const char *name = get_str(j, e, "ifname");
+        if (name && !(ret_entry->ifname = strdup(name)))
                 goto oom;
         /* Written since entries carry an identity; an entry without one is of an earlier version
          * and taken to be its ifindex's device, as it always was (state_entry_is_device()). */
-        const char *kind = get_str(e, "kind"), *mac = get_str(e, "mac");
+        const char *kind = get_str(j, e, "kind"), *mac = get_str(j, e, "mac");
         if (kind && mac) {
                 ret_entry->has_identity = true;
                 ret_entry->kind = strdup(kind);
@@ -352,42 +348,42 @@ static int parse_entry(json_object *e, StateEntry *ret_entry, const char **ret_w
                 if (!ret_entry->kind || !ret_entry->mac)
                         goto oom;
         }
-        const char *st = get_str(e, "state");
+        const char *st = get_str(j, e, "state");
         ret_entry->state = st ? device_state_from_string(st) : _DEVICE_STATE_INVALID;
         /* What follows only says where a rollback goes and what runs: without it the device is
          * resumed as applied, its originals kept. */
-        if (json_object_object_get_ex(e, "last_good", &pv)) {
-                ret_entry->has_last_good = get_sizes(e, "last_good", &ret_entry->last_good) >= 0;
+        if (json_get(j, e, "last_good")) {
+                ret_entry->has_last_good = get_sizes(j, e, "last_good", &ret_entry->last_good) >= 0;
                 if (!ret_entry->has_last_good)
                         *ret_partial = true, *ret_why = "its last-good sizes (dropped: a rollback goes to the originals)";
         }
-        if (json_object_object_get_ex(e, "proven", &pv) && json_object_is_type(pv, json_type_array)) {
-                size_t np = json_object_array_length(pv);
+        if (json_is(pv = json_get(j, e, "proven"), JSON_SCAN_ARRAY)) {
+                size_t np = pv->n, i = 0;
                 /* the most recent are last: a longer list (a later version's) keeps those; one
                  * that does not read is only fewer proven sizes */
-                for (size_t i = np > PROVEN_SIZES_MAX ? np - PROVEN_SIZES_MAX : 0; i < np; i++) {
+                for (const JsonValue *v = json_first(j, pv); v; v = json_next(j, pv, v), i++) {
                         Sizes p;
-                        if (get_sizes_of(json_object_array_get_idx(pv, i), &p) >= 0)
+                        if (i + PROVEN_SIZES_MAX >= np && get_sizes_of(j, v, &p) >= 0)
                                 ret_entry->proven.items[ret_entry->proven.n++] = p;
                 }
         }
-        if (json_object_object_get_ex(e, "held", &pv)) {
-                ret_entry->held = get_sizes(e, "held", &ret_entry->held_desired) >= 0;
+        if (json_get(j, e, "held")) {
+                ret_entry->held = get_sizes(j, e, "held", &ret_entry->held_desired) >= 0;
                 if (!ret_entry->held)
                         *ret_partial = true, *ret_why = "its hold (dropped)";
         }
-        if (json_object_object_get_ex(e, "probation", &pv)) {
-                r = probation_from_json(pv, &ret_entry->probation);
+        if ((pv = json_get(j, e, "probation"))) {
+                r = probation_from_json(j, pv, &ret_entry->probation);
                 if (r == -ENOMEM)
                         goto oom;
                 if (r < 0)
                         *ret_partial = true, *ret_why = "its probation (dropped: resumed as applied)";
         }
-        if (json_object_object_get_ex(e, "last_rollback", &pv) && json_object_is_type(pv, json_type_object) &&
-            rollback_from_json(pv, &ret_entry->last_rollback) < 0)
+        if (json_is(pv = json_get(j, e, "last_rollback"), JSON_SCAN_OBJECT) &&
+            rollback_from_json(j, pv, &ret_entry->last_rollback) < 0)
                 goto oom;
-        if (json_object_object_get_ex(e, "auto", &pv)) {
-                r = auto_from_json(pv, &ret_entry->autosize);
+        if ((pv = json_get(j, e, "auto"))) {
+                r = auto_from_json(j, pv, &ret_entry->autosize);
                 if (r == -ENOMEM)
                         goto oom;
                 if (r < 0)
@@ -401,30 +397,16 @@ oom:
         return -ENOMEM;
 }
 
-/* A JSON object of its own: a line of the journal, an entry of the snapshot, a header. */
-static json_object *parse_json(const char *data, size_t size) {
-        json_tokener *tok;
-        json_object *root;
+/* A JSON object of its own (a line of the journal, an entry of the snapshot, a header), read into
+ * `j` in place of what it held: NULL when it is not one (and nothing but white space after it: a
+ * line is one object, not the start of two), or without memory. */
+static const JsonValue *parse_json(JsonScan *j, const char *data, size_t size) {
+        const JsonValue *root;
 
-        if (size > STATE_READ_MAX || size > INT32_MAX)
+        if (size > STATE_READ_MAX || json_scan(j, data, size) < 0)
                 return NULL;
-        tok = json_tokener_new_ex(32);
-        if (!tok)
-                return NULL;
-        root = json_tokener_parse_ex(tok, data, (int) size);
-        bool ok = json_tokener_get_error(tok) == json_tokener_success;
-        /* nothing after it but white space: a line is one object, not the start of two */
-        for (size_t i = ok ? json_tokener_get_parse_end(tok) : size; i < size; i++)
-                if (!strchr(" \t\r\n", data[i]) || data[i] == '\0') {
-                        ok = false;
-                        break;
-                }
-        json_tokener_free(tok);
-        if (!ok || !root || !json_object_is_type(root, json_type_object)) {
-                json_object_put(root);
-                return NULL;
-        }
-        return root;
+        root = json_scan_root(j);
+        return json_is(root, JSON_SCAN_OBJECT) ? root : NULL;
 }
 
 static size_t slot_of(const Entries *x, int ifindex) {
@@ -630,19 +612,18 @@ static void set_aside(StateReadReport *rep, size_t line, int ifindex, bool parti
 }
 
 /* Parse and keep one entry; a bad one is set aside. Only -ENOMEM fails. */
-static int take_entry(Entries *x, json_object *o, size_t line, StateReadReport *rep) {
+static int take_entry(Entries *x, J *j, const JsonValue *o, size_t line, StateReadReport *rep) {
         const char *why = NULL;
         bool partial;
         uint32_t ifindex = 0;
         StateEntry s;
         int r;
 
-        r = parse_entry(o, &s, &why, &partial);
+        r = parse_entry(j, o, &s, &why, &partial);
         if (r == -ENOMEM)
                 return r;
         if (r < 0) {
-                if (json_object_is_type(o, json_type_object))
-                        (void) get_u32(o, "ifindex", &ifindex);
+                (void) get_u32(j, o, "ifindex", &ifindex);
                 set_aside(rep, line, ifindex <= INT32_MAX ? (int) ifindex : 0, false, why);
                 return 0;
         }
@@ -661,42 +642,39 @@ static int take_entry(Entries *x, json_object *o, size_t line, StateReadReport *
  *   {…entry…},
  *   {…entry…}]}
  * (an empty one all on its first line). A file of another layout (all on one line, as earlier
- * versions wrote it, or reformatted by hand) is read whole, if it is small enough to be: a json-c
- * tree costs some 13 times the text. */
+ * versions wrote it, or reformatted by hand) is read whole, if it is small enough to be. */
 
 #define SNAPSHOT_TREE_MAX (4u * 1024u * 1024u)
 #define HEADER_TAIL "\"devices\":["
 
-static int header_of(json_object *o, uint64_t *ret_generation) {
-        json_object *v;
+static int header_of(J *j, const JsonValue *o, uint64_t *ret_generation) {
+        const JsonValue *v = json_get(j, o, "version");
         uint64_t g = 0;
 
-        if (!json_object_object_get_ex(o, "version", &v) || !json_object_is_type(v, json_type_int) ||
-            json_object_get_int64(v) != 1)
+        if (!json_is(v, JSON_SCAN_INT) || v->i != 1)
                 return -EBADMSG;
-        if (json_object_object_get_ex(o, "generation", &v) && get_u64(o, "generation", &g) < 0)
+        if (json_get(j, o, "generation") && get_u64(j, o, "generation", &g) < 0)
                 return -EBADMSG;
         *ret_generation = g;
         return 0;
 }
 
 /* A document read whole: its header, then each entry of "devices" on its own. */
-static int snapshot_tree(json_object *root, Entries *x, uint64_t *ret_generation, StateReadReport *rep) {
-        json_object *list;
+static int snapshot_tree(J *j, const JsonValue *root, Entries *x, uint64_t *ret_generation, StateReadReport *rep) {
+        const JsonValue *list = json_get(j, root, "devices");
         int r;
 
-        if (header_of(root, ret_generation) < 0) {
+        if (header_of(j, root, ret_generation) < 0) {
                 rep->bad_header = true;
                 *ret_generation = STATE_GENERATION_UNKNOWN;
         }
-        if (!json_object_object_get_ex(root, "devices", &list) || !json_object_is_type(list, json_type_array)) {
+        if (!json_is(list, JSON_SCAN_ARRAY)) {
                 rep->bad_header = true;
                 *ret_generation = STATE_GENERATION_UNKNOWN;
                 return 0;
         }
-        size_t len = json_object_array_length(list);
-        for (size_t i = 0; i < len; i++) {
-                r = take_entry(x, json_object_array_get_idx(list, i), 0, rep);
+        for (const JsonValue *e = json_first(j, list); e; e = json_next(j, list, e)) {
+                r = take_entry(x, j, e, 0, rep);
                 if (r < 0)
                         return r;
         }
@@ -704,7 +682,7 @@ static int snapshot_tree(json_object *root, Entries *x, uint64_t *ret_generation
 }
 
 /* The text of the first line up to its "devices":[ as an object of its own: {"version":1,…}. */
-static json_object *parse_header_line(const char *p, size_t n) {
+static const JsonValue *parse_header_line(JsonScan *j, const char *p, size_t n) {
         _cleanup_(freep) char *h = NULL;
         size_t tail = strlen(HEADER_TAIL);
 
@@ -718,7 +696,7 @@ static json_object *parse_header_line(const char *p, size_t n) {
         if (n > 1 && h[n - 1] == ',')
                 n--;
         h[n++] = '}';
-        return parse_json(h, n);
+        return parse_json(j, h, n);
 }
 
 static void trim(const char **p, size_t *n) {
@@ -730,6 +708,8 @@ static void trim(const char **p, size_t *n) {
 
 /* A whole snapshot, a line at a time. `size` is the file's (a tree is read only of a small one). */
 int state_read_snapshot(Lines *l, size_t size, Entries *x, uint64_t *ret_generation, StateReadReport *rep) {
+        _cleanup_(json_scan_done) JsonScan j = {};
+        const JsonValue *o;
         const char *p;
         size_t n;
         bool whole, ended = false;
@@ -741,20 +721,16 @@ int state_read_snapshot(Lines *l, size_t size, Entries *x, uint64_t *ret_generat
         if (r <= 0)
                 return r; /* empty: no entries */
         rep->lines += whole;
-        {
-                _cleanup_(json_object_putp) json_object *o = p ? parse_json(p, n) : NULL;
-                if (o) {
-                        /* all of it on one line: an empty table, or an earlier version's file */
-                        r = snapshot_tree(o, x, ret_generation, rep);
-                        ended = true;
-                        goto rest;
-                }
+        o = p ? parse_json(&j, p, n) : NULL;
+        if (o) {
+                /* all of it on one line: an empty table, or an earlier version's file */
+                r = snapshot_tree(&j, o, x, ret_generation, rep);
+                ended = true;
+                goto rest;
         }
-        {
-                _cleanup_(json_object_putp) json_object *h = p ? parse_header_line(p, n) : NULL;
-                if (h && header_of(h, ret_generation) >= 0)
-                        goto entries;
-        }
+        o = p ? parse_header_line(&j, p, n) : NULL;
+        if (o && header_of(&j, o, ret_generation) >= 0)
+                goto entries;
         if (size <= SNAPSHOT_TREE_MAX) {
                 /* another layout of the whole document? */
                 _cleanup_(freep) char *all = NULL;
@@ -777,11 +753,10 @@ int state_read_snapshot(Lines *l, size_t size, Entries *x, uint64_t *ret_generat
                                 len += (size_t) k;
                         }
                 }
-                _cleanup_(json_object_putp) json_object *o = l->fd >= 0 ? parse_json(all, len)
-                                                                         : parse_json(l->mem, l->mem_size);
+                o = l->fd >= 0 ? parse_json(&j, all, len) : parse_json(&j, l->mem, l->mem_size);
                 if (o) {
                         *rep = (StateReadReport){};
-                        return snapshot_tree(o, x, ret_generation, rep);
+                        return snapshot_tree(&j, o, x, ret_generation, rep);
                 }
                 r = lines_rewind(l);
                 if (r < 0)
@@ -819,12 +794,12 @@ entries:
                 trim(&p, &n);
                 if (n == 0)
                         continue;
-                _cleanup_(json_object_putp) json_object *o = parse_json(p, n);
+                o = parse_json(&j, p, n);
                 if (!o) {
                         set_aside(rep, l->line, 0, false, whole ? "not a JSON object" : "cut short");
                         continue;
                 }
-                r = take_entry(x, o, l->line, rep);
+                r = take_entry(x, &j, o, l->line, rep);
                 if (r < 0)
                         return r;
         }
@@ -871,35 +846,35 @@ int state_parse(const char *data, size_t size, StateEntry **ret, size_t *ret_n, 
 
 /* One whole line of the journal: 0 when applied, of another generation (a whole line from before
  * the last snapshot, safely passed over) or set aside. */
-static int journal_line_apply(const char *line, size_t len, size_t line_no, uint64_t generation, Entries *x,
-                              StateReadReport *rep) {
-        _cleanup_(json_object_putp) json_object *o = line ? parse_json(line, len) : NULL;
+static int journal_line_apply(JsonScan *j, const char *line, size_t len, size_t line_no, uint64_t generation,
+                              Entries *x, StateReadReport *rep) {
+        const JsonValue *o = line ? parse_json(j, line, len) : NULL, *e;
         uint64_t g;
         uint32_t ifindex;
-        json_object *e;
 
-        if (!o || get_u64(o, "g", &g) < 0) {
+        if (!o || get_u64(j, o, "g", &g) < 0) {
                 set_aside(rep, line_no, 0, false, !line ? "longer than any line" : !o ? "not a JSON object" : "no generation");
                 return 0;
         }
         if (g != generation)
                 return 0;
-        if (get_bool(o, "forget")) {
-                if (get_u32(o, "ifindex", &ifindex) >= 0 && ifindex > 0 && ifindex <= INT32_MAX)
+        if (get_bool(j, o, "forget")) {
+                if (get_u32(j, o, "ifindex", &ifindex) >= 0 && ifindex > 0 && ifindex <= INT32_MAX)
                         entries_drop(x, (int) ifindex);
                 else
                         set_aside(rep, line_no, 0, false, "a forget line without an ifindex");
                 return 0;
         }
-        if (!json_object_object_get_ex(o, "device", &e)) {
+        if (!(e = json_get(j, o, "device"))) {
                 set_aside(rep, line_no, 0, false, "neither an entry nor a forget line");
                 return 0;
         }
-        return take_entry(x, e, line_no, rep);
+        return take_entry(x, j, e, line_no, rep);
 }
 
 /* The generation of the journal's last line that has one: its newest. */
 static int journal_newest(Lines *l, uint64_t *ret) {
+        _cleanup_(json_scan_done) JsonScan j = {};
         const char *p;
         size_t n;
         bool whole;
@@ -909,15 +884,16 @@ static int journal_newest(Lines *l, uint64_t *ret) {
         while ((r = lines_next(l, &p, &n, &whole)) > 0) {
                 if (!whole || !p)
                         continue;
-                _cleanup_(json_object_putp) json_object *o = parse_json(p, n);
+                const JsonValue *o = parse_json(&j, p, n);
                 uint64_t g;
-                if (o && get_u64(o, "g", &g) >= 0 && g > *ret)
+                if (o && get_u64(&j, o, "g", &g) >= 0 && g > *ret)
                         *ret = g;
         }
         return r < 0 ? r : lines_rewind(l);
 }
 
 int state_read_journal(Lines *l, uint64_t generation, Entries *x, StateReadReport *rep) {
+        _cleanup_(json_scan_done) JsonScan j = {};
         const char *p = NULL;
         size_t n = 0;
         bool whole;
@@ -935,7 +911,7 @@ int state_read_journal(Lines *l, uint64_t generation, Entries *x, StateReadRepor
                         break;
                 }
                 rep->lines++;
-                r = journal_line_apply(p, n, l->line, generation, x, rep);
+                r = journal_line_apply(&j, p, n, l->line, generation, x, rep);
                 if (r < 0)
                         return r;
         }

@@ -16,7 +16,7 @@ from pathlib import Path
 
 # From the bottom up. The review's target layout, with the parts as they are named here.
 LAYERS = [
-    ('lib: base', ['util', 'log', 'linux-compat', 'utf8', 'intern', 'pool', 'json-writer', 'bpf-map', 'btf-enum']),
+    ('lib: base', ['util', 'log', 'linux-compat', 'utf8', 'intern', 'pool', 'json-scan', 'json-writer', 'bpf-map', 'btf-enum']),
     ('lib: protocols and children', ['parse-util', 'varlink', 'varlink-call', 'varlink-buffer', 'dbus', 'sandbox',
                                      'worker', 'closer', 'durable', 'packet-maker']),
     ('pure', ['sizes', 'log-fields', 'counters', 'netlink-link', 'policy', 'policy-yaml', 'policy-files',

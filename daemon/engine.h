@@ -38,6 +38,12 @@ typedef struct EngineConfig {
          * none, and `observer_why` says why (status) */
         Observer *observer;
         const char *observer_why;
+        /* Called as each engine's first sync ends, before it applies anything: what the daemon
+         * began at its start and every engine needs (the observer's load) goes on while the state
+         * file is read and the kernel's devices are dumped, and is waited for here. < 0: the
+         * daemon stops, and the engine applies nothing. NULL: nothing to wait for. */
+        int (*settle)(void *userdata);
+        void *settle_userdata;
 } EngineConfig;
 
 /* The observer could not load after all: packet sockets `k` in its place, `why` (borrowed) said. */

@@ -104,15 +104,17 @@ static int observer_cannot_run(Manager *m, int r) {
         return 0;
 }
 
-/* The observer's load, begun in manager_new(), is over before the first device is known: taken
- * into use, or replaced by packet sockets in the one engine made so far (the own namespace's) and
+/* The observer's load, begun in manager_new(), is over before any engine applies anything (the
+ * first engine whose first sync ends waits for it: meanwhile the state file was read and the
+ * devices dumped): taken into use, or replaced by packet sockets in every engine made so far and
  * in what the namespaces found later are made with. */
 static int observer_settle(Manager *m) {
         _cleanup_(freep) char *why = NULL;
         int r;
 
-        if (!m->observer)
-                return 0;
+        if (!m->observer || m->observer_settled)
+                return m->error;
+        m->observer_settled = true;
         r = observer_wait(m->observer, &why);
         if (r >= 0) {
                 log_info("The eBPF observer counts every device's packets, drops and TCP retransmits");
@@ -122,15 +124,26 @@ static int observer_settle(Manager *m) {
         m->observer_why = TAKE_PTR(why);
         r = observer_cannot_run(m, r);
         if (r < 0)
-                return r;
+                return m->error = r;
         r = evidence_sockets_new(m->base, &m->packet_sockets);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the packet sockets' helpers: %m");
+                return m->error = log_error_errno(r, "Failed to set up the packet sockets' helpers: %m");
         engine_observer_gone(m->host->engine, m->packet_sockets, m->observer_why);
         netns_set_observer_gone(m->netns, m->packet_sockets, m->observer_why);
         observer_free(m->observer);
         m->observer = NULL;
         return 0;
+}
+
+/* An engine's first sync ended (EngineConfig.settle): the observer's load is over before it applies
+ * anything. A failure stops the daemon, as it would have stopped its start. */
+static int on_engine_settle(void *userdata) {
+        Manager *m = userdata;
+        int r = observer_settle(m);
+
+        if (r < 0)
+                event_base_loopbreak(m->base);
+        return r;
 }
 
 int manager_new(const ManagerConfig *cfg, Manager **ret) {
@@ -165,7 +178,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
         else if (cfg->observer == OBSERVER_MODE_PACKET_SOCKET)
                 m->observer_why = strdup("--observer=packet-socket");
         else {
-                /* loads in a thread of its own while the start goes on (observer_settle()) */
+                /* its loader loads it while the state file is read and the devices are dumped: the
+                 * first engine to end its first sync waits for it (observer_settle()) */
                 r = observer_start(&m->observer, &m->observer_why);
                 if (r < 0) {
                         r = observer_cannot_run(m, r);
@@ -190,6 +204,8 @@ int manager_new(const ManagerConfig *cfg, Manager **ret) {
                         .packet_sockets = m->packet_sockets,
                         .observer = m->observer,
                         .observer_why = m->observer_why,
+                        .settle = on_engine_settle,
+                        .settle_userdata = m,
                 },
                 .netlink_rcvbuf = cfg->netlink_rcvbuf,
                 .verify_interval_usec = cfg->verify_interval_usec,
@@ -357,12 +373,6 @@ int manager_start(Manager *m) {
         log_load(m, r, &report, n);
         if (r == -ENOMEM)
                 return r; /* starting without them would overwrite them */
-        r = observer_settle(m);
-        if (r < 0) {
-                state_entries_free(entries, n);
-                return r;
-        }
-
         (void) signal(SIGPIPE, SIG_IGN);
         for (size_t i = 0; i < ELEMENTSOF(sigs); i++) {
                 m->signals[i] = evsignal_new(m->base, sigs[i], on_signal, m);
@@ -406,7 +416,7 @@ int manager_start(Manager *m) {
 int manager_run(Manager *m) {
         if (event_base_dispatch(m->base) < 0)
                 return log_error_errno(EIO, "event loop failed");
-        return 0;
+        return m->error;
 }
 
 int manager_check_config(const ManagerConfig *cfg) {

@@ -44,6 +44,8 @@ typedef struct Manager {
         EvidenceSockets *packet_sockets; /* every namespace's evidence: made and closed in children */
         Observer *observer;              /* … or counted by the eBPF observer (then no packet socket) */
         char *observer_why;              /* why not: for status */
+        bool observer_settled;           /* its load is over (observer_settle()) */
+        int error;                       /* the loop stopped on it: manager_run()'s */
         Netns *host; /* bigtcpd's own namespace, the set's first entry */
         NetnsSet *netns; /* the other namespaces */
         Reloader *reloader;

@@ -313,6 +313,8 @@ static void finish(Sync *s) {
         Engine *e = s->engine;
         Device *d;
 
+        if (!e->synced && e->cfg.settle && e->cfg.settle(e->cfg.settle_userdata) < 0)
+                return; /* the daemon stops */
         s->phase = SYNC_NONE;
         e->sync_running = false;
         e->routes_complete = true;

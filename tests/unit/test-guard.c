@@ -199,17 +199,6 @@ static void test_link_counters(void **state) {
         assert_int_equal(link_counter_get(&st, (size_t) off, off, &v), -ENOENT);
 }
 
-/* The guards of `spec` in `s` (room for them): its rules, then the set. */
-static int set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap) {
-        GuardRules *rules;
-        int r = guard_rules_get(spec, &rules);
-
-        if (r < 0)
-                return r;
-        guard_set_init(s, rules, snap);
-        return 0;
-}
-
 static Guard guard(const char *counter, GuardCounterKind k, bool inc, uint64_t max_inc, bool ratio, double r,
                    const char *per, GuardCounterKind pk) {
         return (Guard){.counter = (char *) counter, .counter_kind = k, .has_max_increase = inc,
@@ -229,7 +218,7 @@ static void test_increase_and_ratio(void **state) {
 
         snapshot(&base, 100, 1000, 50, 10000);
         assert_non_null(p);
-        assert_int_equal(set_init(p, &spec, &base), 0);
+        assert_int_equal(guard_set_init_spec(p, &spec, &base), 0);
         assert_true(guard_set_has_snmp(p));
         assert_false(guard_set_has_link(p));
         assert_true(guard_set_has_baselines(p));
@@ -280,7 +269,7 @@ static void test_link_baseline_and_absent_counters(void **state) {
 
         snapshot(&base, 0, 0, 0, 0);
         assert_non_null(p);
-        assert_int_equal(set_init(p, &spec, &base), 0);
+        assert_int_equal(guard_set_init_spec(p, &spec, &base), 0);
         assert_false(guard_set_active(p, 1)); /* absent: inactive, never trips */
         assert_false(guard_set_have_base(p, 0));
         assert_false(guard_set_has_baselines(p));
@@ -345,12 +334,12 @@ static void test_rules_shared(void **state) {
         assert_non_null(out);
         assert_true(a && b && c && d);
         snapshot(&base, 0, 0, 50, 10000);
-        assert_int_equal(set_init(a, &spec, &base), 0);
+        assert_int_equal(guard_set_init_spec(a, &spec, &base), 0);
         assert_int_equal(guard_rules_count(), before + 1);
-        assert_int_equal(set_init(b, &spec, &base), 0);
+        assert_int_equal(guard_set_init_spec(b, &spec, &base), 0);
         assert_ptr_equal(a->rules, b->rules);
         assert_int_equal(a->rules->n_ref, 2);
-        assert_int_equal(set_init(c, &spec_same, &base), 0);
+        assert_int_equal(guard_set_init_spec(c, &spec_same, &base), 0);
         assert_ptr_equal(c->rules, a->rules);
         assert_int_equal(guard_rules_get(&spec_same, &r), 0);
         assert_ptr_equal(r, a->rules);
@@ -369,7 +358,7 @@ static void test_rules_shared(void **state) {
         assert_int_equal(r->interval_usec, 50000);
         guard_rules_unref(r);
         assert_int_equal(guard_rules_count(), before + 1);
-        assert_int_equal(set_init(d, &spec_other, &base), 0);
+        assert_int_equal(guard_set_init_spec(d, &spec_other, &base), 0);
         assert_ptr_not_equal(d->rules, a->rules);
         assert_int_equal(guard_rules_count(), before + 2);
         /* the rules are the guards' own: the counter's name interned, not the spec's string */

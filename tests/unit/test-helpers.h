@@ -1,6 +1,6 @@
 /* test-helpers.h — small helpers shared by the unit tests: parse a policy from a string, format
  * the errors the way the daemon prints them, a process's seccomp mode, a teardown that finds every
- * interned string's reference dropped. */
+ * interned string's reference dropped, a guard set made from a spec. */
 #pragma once
 
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "guard.h"
 #include "intern.h"
 #include "policy.h"
 
@@ -100,4 +101,16 @@ static inline char *read_all(const char *path, size_t *ret_size) {
         if (ret_size)
                 *ret_size = size;
         return buf;
+}
+
+/* The guards of `spec` in `s` (room for them, GUARD_SET_SIZE()): its rules, then the set, as
+ * probation_new() makes them. */
+static inline int guard_set_init_spec(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap) {
+        GuardRules *rules;
+        int r = guard_rules_get(spec, &rules);
+
+        if (r < 0)
+                return r;
+        guard_set_init(s, rules, snap);
+        return 0;
 }

@@ -16,6 +16,7 @@
 #include "guard.h"
 #include "observer.h"
 #include "test-helpers.h"
+#include "test-helpers.h"
 
 #define NS_A 4026531840u
 #define NS_B 4026532000u
@@ -85,17 +86,6 @@ static Guard guard(const char *counter, bool inc, uint64_t max_inc, double ratio
                        .file = (char *) "test.yaml"};
 }
 
-/* The guards of `spec` in `s` (room for them): its rules, then the set. */
-static int set_init(GuardSet *s, const RollbackSpec *spec, const SnmpSnapshot *snap) {
-        GuardRules *rules;
-        int r = guard_rules_get(spec, &rules);
-
-        if (r < 0)
-                return r;
-        guard_set_init(s, rules, snap);
-        return 0;
-}
-
 static void test_guards_on_the_device_alone(void **state) {
         uint32_t nf;
         Guard g[] = {
@@ -117,7 +107,7 @@ static void test_guards_on_the_device_alone(void **state) {
         assert_int_equal(observer_test_set(o, NS_A, 5, &v), 0);
         assert_int_equal(observer_test_set_drops(o, NS_A, 5, nf, 3), 0);
 
-        assert_int_equal(set_init(gs, &spec, NULL), 0);
+        assert_int_equal(guard_set_init_spec(gs, &spec, NULL), 0);
         assert_true(guard_set_has_observer(gs));
         assert_false(guard_set_has_snmp(gs));
         /* no baseline yet: the first check takes it, and nothing trips */
@@ -168,7 +158,7 @@ static void test_guards_on_the_device_alone(void **state) {
         guard_set_done(gs);
 
         /* without an observer they go inactive */
-        assert_int_equal(set_init(gs, &spec, NULL), 0);
+        assert_int_equal(guard_set_init_spec(gs, &spec, NULL), 0);
         guard_set_observer_baseline(gs, &(GuardObserver){});
         assert_false(guard_set_has_observer(gs));
         guard_set_done(gs);
@@ -186,7 +176,7 @@ static void test_unknown_reason_is_inactive(void **state) {
         assert_int_equal(observer_drop_reason("no_such_reason_here", &r) < 0, 1);
         assert_non_null(gs);
         assert_int_equal(observer_new_fake(NS_A, &o), 0);
-        assert_int_equal(set_init(gs, &spec, NULL), 0);
+        assert_int_equal(guard_set_init_spec(gs, &spec, NULL), 0);
         assert_int_equal(guard_set_check_observer(gs, &(GuardObserver){.observer = o, .netns = NS_A, .ifindex = 1}, &rec),
                          0);
         assert_false(guard_set_active(gs, 0));

@@ -47,18 +47,14 @@ _Static_assert(PROBATION_POOLED_GUARDS == 8,
                "a pool for each count of guards up to PROBATION_POOLED_GUARDS");
 _Static_assert(sizeof(GuardBase) <= 24, "a device's own part of a guard: its baselines alone");
 
-/* A zeroed record with room for the baselines of `n` guards; NULL without memory. */
-static Probation *alloc_room(size_t n) {
-        return n <= PROBATION_POOLED_GUARDS ? pool_alloc(&pools[n]) : calloc(1, PROBATION_SIZE(n));
-}
-
 /* It waits for its link statistics from the dump running. */
 static bool sampling(const Probation *p) {
         return p->next_usec == PROBATION_SAMPLING;
 }
 
 Probation *probation_alloc(GuardRules *rules) {
-        Probation *p = alloc_room(rules->n);
+        Probation *p = rules->n <= PROBATION_POOLED_GUARDS ? pool_alloc(&pools[rules->n])
+                                                           : calloc(1, PROBATION_SIZE(rules->n));
 
         if (!p) {
                 guard_rules_unref(rules);
@@ -83,11 +79,9 @@ int probation_new(const RollbackSpec *spec, const SnmpSnapshot *snap, uint64_t n
         r = guard_rules_get(&timed, &rules); /* the rules keep the window and interval */
         if (r < 0)
                 return r;
-        p = alloc_room(rules->n);
-        if (!p) {
-                guard_rules_unref(rules);
+        p = probation_alloc(rules);
+        if (!p)
                 return -ENOMEM;
-        }
         guard_set_init(&p->guards, rules, snap);
         p->until_usec = now_usec + spec->window_usec;
         p->next_usec = later(now_usec, timed.interval_usec);

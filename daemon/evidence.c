@@ -183,6 +183,7 @@ static Pool socket_pool = POOL_INIT(EvidenceRing);
 static Pool above_pool = POOL_INIT(EvidenceAbove);
 
 static const EvidenceCounts no_counts;
+static const EvidenceBase no_base;
 
 void evidence_release(Device *d) {
         Evidence *ev = d->evidence;
@@ -234,7 +235,7 @@ static int counts_keep(Evidence *ev, const EvidenceCounts *c) {
 
 /* Does ev count now: over the observer's counts, or on its socket? */
 static bool counting(const EvidenceSet *s, const Evidence *ev) {
-        return ev->watched && (s->observer ? true : ev->of.socket && ev->of.socket->fd >= 0);
+        return ev->watched && (s->observer || (ev->of.socket && ev->of.socket->fd >= 0));
 }
 
 /* ev's socket, made as its watch begins (no socket yet); NULL without memory. */
@@ -536,10 +537,8 @@ static uint64_t rise(uint64_t now, uint64_t base) {
  * socket's filter passes one in EVIDENCE_FULL_SAMPLE: divided, the verdict weighs them as before. */
 static void counts_of(EvidenceCounts *c, EvidenceAbove *above, const struct observer_dev *cur,
                       const EvidenceBase *base, const struct observer_near *near) {
-        static const EvidenceBase zero;
-
         if (!base)
-                base = &zero;
+                base = &no_base;
         for (EvidenceFamily f = 0; f < _EVIDENCE_FAMILY_MAX; f++) {
                 unsigned of = f == EVIDENCE_IPV4 ? OBSERVER_IPV4 : OBSERVER_IPV6;
                 uint64_t tx = rise(cur->big[OBSERVER_TX][of], base->big[OBSERVER_TX][of]);
@@ -609,7 +608,7 @@ int evidence_count_above_from_now(EvidenceSet *s, Device *d, const uint32_t abov
 void evidence_counts(EvidenceSet *s, const Device *d, EvidenceCounts *ret) {
         const Evidence *ev = d->evidence;
 
-        if (ev && s->observer && ev->watched)
+        if (ev && s && s->observer && ev->watched)
                 observe(s, ev, ret, NULL);
         else
                 *ret = ev && ev->counts ? *ev->counts : no_counts;
@@ -628,10 +627,7 @@ int evidence_view(EvidenceSet *s, const Device *d, uint64_t now_usec, EvidenceVi
         }
         *ret = (EvidenceView){.since_usec = ev->since_usec, .watching = ev->watched, .verdict = ev->verdict,
                               .raised = ev->raised, .quiet = ev->quiet};
-        if (s)
-                evidence_counts(s, d, &ret->counts);
-        else if (ev->counts)
-                ret->counts = *ev->counts;
+        evidence_counts(s, d, &ret->counts);
         if (ev->watched)
                 ret->left_usec = ev->waiting ? ev->of.socket->duration_usec /* from its socket */
                                  : ev->until_usec > now_usec ? ev->until_usec - now_usec : 0;
@@ -669,7 +665,6 @@ Observer *evidence_set_get_observer(const EvidenceSet *s) {
 /* The window of ev starts now, over the observer's counts. */
 static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) {
         static const uint32_t no_above[SIZES_COUNT];
-        static const EvidenceBase zero;
         uint32_t ns = evidence_netns_of(s, ev->device);
         struct observer_dev cur;
         EvidenceBase base;
@@ -686,7 +681,7 @@ static int start_observed(EvidenceSet *s, Evidence *ev, uint64_t duration_usec) 
         memcpy(base.full, cur.full, sizeof(cur.full));
         /* a device that carried nothing big or full-size since the observer loaded (a new one,
          * every device right after a start) counts from zero: no base to keep */
-        if (memcmp(&base, &zero, sizeof(base)) != 0) {
+        if (memcmp(&base, &no_base, sizeof(base)) != 0) {
                 ev->of.base = pool_alloc(&base_pool);
                 if (!ev->of.base) {
                         observer_near_clear(s->observer, ns, ev->device->ifindex);

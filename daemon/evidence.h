@@ -213,7 +213,7 @@ uint32_t evidence_netns_of(const EvidenceSet *s, const Device *d);
 int evidence_totals(EvidenceSet *s, const Device *d, EvidenceCounts *ret);
 /* d's counts: its running window's as counted up to now (over the observer: read afresh when
  * older than EVIDENCE_FRESH_USEC; over a socket: as far as its ring was read), else its last
- * window's; zeros when it has no record. */
+ * window's; zeros when it has no record. `s` NULL: nothing is read afresh (what the record kept). */
 void evidence_counts(EvidenceSet *s, const Device *d, EvidenceCounts *ret);
 
 /* What a reader (show, list, metrics, D-Bus) says of d's big packets. */
